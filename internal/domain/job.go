@@ -1,0 +1,58 @@
+package domain
+
+import "time"
+
+// Job is a submitted job as stored. Spec is the immutable config snapshot.
+type Job struct {
+	ID          int64
+	Name        string
+	Project     string
+	Pool        string
+	State       JobState
+	Reason      Reason
+	Message     string
+	Priority    Priority
+	Submitter   string
+	SubmittedAt time.Time
+	UpdatedAt   time.Time
+	StartedAt   time.Time // first attempt's start; zero if never started
+	FinishedAt  time.Time // zero until terminal
+	Spec        Spec
+	SpecJSON    []byte // canonical JSON of Spec, exactly as stored
+	SpecHash    string // "sha256:<hex>" of SpecJSON
+	OutputDir   string
+	Attempts    int       // number of attempts created so far
+	NextAttempt time.Time // earliest time a queued job may start (retry backoff); zero = now
+	// CancelRequested is set when a starting/running job is asked to stop; the
+	// control loop stops its attempt and then marks the job canceled.
+	CancelRequested bool
+	IdempotencyKey  string
+}
+
+// Attempt is one run of a job.
+type Attempt struct {
+	JobID      int64
+	Number     int // 1-based
+	State      AttemptState
+	Reason     Reason
+	Message    string
+	ExitCode   *int // nil until exited with a code
+	Node       string
+	GPUs       []int // assigned GPU indices
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Event is one recorded state transition of a job (and its attempt, if any).
+type Event struct {
+	ID      int64
+	JobID   int64
+	Attempt int // 0 when not about an attempt
+	At      time.Time
+	From    JobState // empty for the submit event
+	To      JobState
+	Actor   string // "user:<name>", "system:scheduler", "system:executor"
+	Reason  Reason
+	Message string
+}

@@ -1,0 +1,30 @@
+package domain
+
+// Reason is a stable, machine-readable cause attached to a state. Messages carry
+// the human detail; reasons never change spelling once released.
+type Reason string
+
+const (
+	ReasonNone               Reason = ""
+	ReasonSubmitted          Reason = "Submitted"
+	ReasonScheduled          Reason = "Scheduled"
+	ReasonStarted            Reason = "Started"
+	ReasonCompleted          Reason = "Completed"
+	ReasonExitCode           Reason = "ExitCode"
+	ReasonEntrypointNotFound Reason = "EntrypointNotFound"
+	ReasonOOMKilled          Reason = "OOMKilled"
+	ReasonTimeout            Reason = "Timeout"
+	ReasonPreempted          Reason = "Preempted"
+	ReasonHealthCheckFailed  Reason = "HealthCheckFailed"
+	ReasonStalled            Reason = "Stalled"
+	ReasonNodeLost           Reason = "NodeLost"
+	ReasonLaunchFailed       Reason = "LaunchFailed"
+	ReasonArtifactWrite      Reason = "ArtifactWriteFailed"
+	ReasonBudgetExceeded     Reason = "BudgetExceeded"
+	ReasonQuotaExceeded      Reason = "QuotaExceeded"
+	ReasonNoCapacity         Reason = "NoCapacity"
+	ReasonWaitingForCapacity Reason = "WaitingForResources"
+	ReasonBackoff            Reason = "RetryBackoff"
+	ReasonCanceledByUser     Reason = "CanceledByUser"
+	ReasonRetrying           Reason = "Retrying"
+)

@@ -1,0 +1,104 @@
+// Package executor defines how the control loop runs attempts on machines:
+// the Executor interface, the events executors report, and the inventory they
+// offer. Implementations (local, slurm, kubernetes) never touch the store; they
+// report events and the control loop records them.
+//
+// This package imports domain and the standard library only.
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// Ref names one attempt of one job.
+type Ref struct {
+	JobID   int64
+	Attempt int
+}
+
+func (r Ref) String() string { return fmt.Sprintf("%d/%d", r.JobID, r.Attempt) }
+
+// Launch is everything needed to start one attempt.
+type Launch struct {
+	Ref
+	Argv    []string // Argv[0] is looked up in PATH of Env when it has no slash
+	Env     []string // the complete environment, "KEY=value"
+	WorkDir string   // the process's working directory; created if missing
+	// Dir is the attempt's own directory (supervisor state, exit record). It
+	// is unique per attempt and created if missing.
+	Dir string
+	// LogPath is the attempt's log file (see package logs for the format).
+	LogPath string
+	// Timeout, when positive, bounds the attempt's run time: at expiry the
+	// whole process group gets SIGTERM, then SIGKILL after Grace.
+	Timeout time.Duration
+	Grace   time.Duration
+	// Resources and GPUs are what the scheduler assigned. Executors enforce
+	// limits where they can (memory via cgroups) and export GPUs.
+	Resources domain.Resources
+	GPUs      []int
+}
+
+// EventKind says what happened to an attempt.
+type EventKind string
+
+const (
+	// Started: the user's process is running.
+	Started EventKind = "started"
+	// Exited: the attempt ended; State, Reason, ExitCode and Message say how.
+	Exited EventKind = "exited"
+	// Lost: the attempt's supervisor vanished without an exit record.
+	Lost EventKind = "lost"
+)
+
+// Event is one observation about an attempt.
+type Event struct {
+	Ref
+	Kind EventKind
+	At   time.Time
+	PID  int // with Started
+	// With Exited: State is one of succeeded, failed, timed_out, canceled;
+	// Reason is Completed, ExitCode, EntrypointNotFound, OOMKilled, Timeout or
+	// CanceledByUser; ExitCode is nil when the process never ran or was killed
+	// by a signal (Message then names the signal).
+	State    domain.AttemptState
+	Reason   domain.Reason
+	ExitCode *int
+	Message  string
+}
+
+// Node is one machine an executor can run on.
+type Node struct {
+	Name   string
+	CPUs   float64
+	Memory domain.ByteSize
+	GPUs   []int // GPU indices
+}
+
+// Inventory is what an executor offers.
+type Inventory struct {
+	Nodes []Node
+}
+
+// Executor runs attempts.
+type Executor interface {
+	// Launch starts the attempt. It is idempotent per Ref: launching an
+	// attempt that is already running or has already exited does not start
+	// it again, but reattaches and reports its events (Started, then Exited or
+	// Lost) as for a fresh launch. The control loop relies on this to recover
+	// after a restart: it calls Launch again for every active attempt.
+	// A returned error means the attempt could not be started at all.
+	Launch(ctx context.Context, l Launch) error
+	// Stop asks the attempt to end: SIGTERM to its process group, SIGKILL
+	// after grace. Its Exited event follows with State canceled. Stopping an
+	// attempt that already ended is not an error.
+	Stop(ctx context.Context, ref Ref, grace time.Duration) error
+	// Events delivers observations. The control loop drains it continuously.
+	Events() <-chan Event
+	// Inventory reports the nodes and their capacity.
+	Inventory(ctx context.Context) (Inventory, error)
+}

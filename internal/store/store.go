@@ -1,0 +1,157 @@
+// Package store defines the metadata store's interfaces, owned by the core and
+// implemented by one package per backend (sqlite, postgres). Every backend runs
+// the same conformance suite, storetest.Exercise.
+//
+// Interfaces are small and split by aggregate. State changes are guarded: a
+// change names the states it expects, and loses cleanly (ErrConflict) instead of
+// overwriting a newer state. This package imports domain and the standard
+// library only.
+package store
+
+import (
+	"context"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// Re-exported sentinels, so adapters and callers need only this package.
+var (
+	ErrNotFound = domain.ErrNotFound
+	ErrConflict = domain.ErrConflict
+)
+
+// Store is a complete backend.
+type Store interface {
+	Jobs
+	Tokens
+	// Ping checks the backend is reachable (used by /readyz).
+	Ping(ctx context.Context) error
+	// Kind names the backend: "sqlite" or "postgres".
+	Kind() string
+	Close() error
+}
+
+// NewJob is the input of CreateJob.
+type NewJob struct {
+	Spec        domain.Spec
+	SpecJSON    []byte // canonical JSON of Spec
+	SpecHash    string // "sha256:<hex>" of SpecJSON
+	Submitter   string
+	SubmittedAt time.Time
+	// IdempotencyKey, when not empty, is unique per Submitter: a second
+	// CreateJob with the same pair returns the first job and created=false.
+	IdempotencyKey string
+	// OutputDir computes the job's output directory from its new id. The
+	// directory is stored on the job and is unique across all jobs: a clash
+	// fails the create with ErrConflict and stores nothing.
+	OutputDir func(id int64) string
+	Actor     string // recorded on the submit event, e.g. "user:admin"
+}
+
+// JobFilter selects jobs for ListJobs. Results are ordered by id descending.
+type JobFilter struct {
+	States   []domain.JobState // empty: all
+	Project  string            // empty: all
+	BeforeID int64             // cursor: only ids < BeforeID; 0: from the newest
+	Limit    int               // 0: no limit
+	// Ascending orders by id ascending (and BeforeID is ignored); used by the
+	// control loop to load the queue in submit order.
+	Ascending bool
+}
+
+// Jobs stores jobs, their attempts and their transition events.
+type Jobs interface {
+	// CreateJob stores the job in state queued, its config snapshot and a
+	// submit event, in one transaction.
+	CreateJob(ctx context.Context, p NewJob) (job domain.Job, created bool, err error)
+	// GetJob returns the job with its Spec and SpecJSON, or ErrNotFound.
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
+	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
+	// CountJobs counts jobs per state (for metrics and the UI).
+	CountJobs(ctx context.Context) (map[domain.JobState]int, error)
+	// ListAttempts returns a job's attempts in number order.
+	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
+	// ActiveAttempts returns every attempt in state starting or running, in
+	// (job id, number) order.
+	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	// ListEvents returns a job's transition events in order.
+	ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error)
+	// Apply applies the changes in one transaction, in order. A change whose
+	// guard does not hold (job or attempt not in an expected state, job
+	// missing) is skipped and its slot in the returned slice holds ErrConflict
+	// or ErrNotFound; the others commit. The second return value is for
+	// failures of the transaction itself, in which case nothing was applied.
+	Apply(ctx context.Context, changes []Change) ([]error, error)
+}
+
+// Change is one guarded update of a job and, optionally, one of its attempts.
+//
+// Job part: when To is set, the job must be in one of From (required) and moves
+// to To; an event is recorded (From=current state, To, Actor, Reason, Message,
+// Attempt). When To is empty, the job must be in one of From and only Reason and
+// Message (if SetReason) and the flags below change, with no event.
+//
+// Side effects on the job row when To is set: UpdatedAt = At; StartedAt = At if
+// To is running and StartedAt is zero; FinishedAt = At if To is terminal;
+// CancelRequested cleared if To is terminal or queued; NextAttempt =
+// NextAttempt (zero clears it).
+type Change struct {
+	JobID     int64
+	From      []domain.JobState
+	To        domain.JobState
+	Reason    domain.Reason
+	Message   string
+	SetReason bool // with To empty: update Reason/Message only
+	Actor     string
+	At        time.Time
+
+	NextAttempt     time.Time // with To == queued: earliest next start
+	RequestCancel   bool      // set CancelRequested (with To empty)
+
+	// Attempt, when not nil, changes an attempt in the same transaction. The
+	// job guard must hold first.
+	Attempt *AttemptChange
+}
+
+// AttemptChange creates or updates one attempt.
+type AttemptChange struct {
+	Number int
+	// Create inserts attempt Number (must equal job.Attempts+1, which the
+	// store then increments) in state To, with Node and GPUs. Otherwise the
+	// attempt must exist and be in one of From.
+	Create   bool
+	From     []domain.AttemptState
+	To       domain.AttemptState
+	Reason   domain.Reason
+	Message  string
+	ExitCode *int
+	Node     string
+	GPUs     []int
+	// StartedAt is set to Change.At when To is running; FinishedAt when To is terminal.
+}
+
+// Token is a stored API token. The secret itself is never stored: Hash is
+// "sha256:<hex>" of it.
+type Token struct {
+	ID        int64
+	Name      string // human label, e.g. "bootstrap"
+	Subject   string // the user the token acts as, e.g. "admin"
+	Role      string // e.g. "admin"
+	Hash      string
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero: never
+	RevokedAt time.Time // zero: not revoked
+}
+
+// Tokens stores API tokens.
+type Tokens interface {
+	// CreateToken stores t (ID is assigned) and returns it. A duplicate Hash
+	// is ErrConflict.
+	CreateToken(ctx context.Context, t Token) (Token, error)
+	// TokenByHash returns the token with that hash, or ErrNotFound.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+	// CountTokens returns how many tokens exist (bootstrap happens at zero).
+	CountTokens(ctx context.Context) (int, error)
+}
