@@ -11,12 +11,16 @@ import (
 // after jobspec.Parse, overrides and defaults. Its canonical JSON (see
 // jobspec.Canonical) is the job's immutable config snapshot.
 type Spec struct {
-	Name       string            `json:"name"`
-	Project    string            `json:"project"`
-	Pool       string            `json:"pool"`
-	Env        string            `json:"env"`        // "name@version", or "host"
-	Entrypoint []string          `json:"entrypoint"` // argv; a shell string is stored as ["/bin/sh", "-c", s]
-	Shell      bool              `json:"shell,omitempty"`
+	Name       string   `json:"name"`
+	Project    string   `json:"project"`
+	Pool       string   `json:"pool"`
+	Env        string   `json:"env"`        // "name@version", or "host"
+	Entrypoint []string `json:"entrypoint"` // argv; a shell string is stored as ["/bin/sh", "-c", s]
+	Shell      bool     `json:"shell,omitempty"`
+	// Workdir is the absolute directory the entrypoint runs in. Empty: a fresh
+	// per-attempt directory. The CLI resolves a relative workdir in a spec file
+	// against the file's directory before submitting.
+	Workdir    string            `json:"workdir,omitempty"`
 	Resources  Resources         `json:"resources"`
 	Inputs     []Input           `json:"inputs,omitempty"`
 	Outputs    Outputs           `json:"outputs"`
