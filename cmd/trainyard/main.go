@@ -1,0 +1,32 @@
+// Command trainyard is the Trainyard control plane, its CLI and its attempt
+// supervisor in one binary. This is the composition root: the only place that
+// names concrete adapters.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"trainyard/internal/cli"
+	"trainyard/internal/executor/local"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func main() {
+	// The supervisor path stays free of cobra and the server's wiring: it is
+	// exec'd once per attempt, so its start-up cost is paid per job.
+	if len(os.Args) > 1 && os.Args[1] == "shim" {
+		os.Exit(local.ShimMain(os.Args[2:]))
+	}
+	shim := &cobra.Command{Use: "shim", Hidden: true, Short: "Supervise one attempt (internal)",
+		DisableFlagParsing: true,
+		Run:                func(cmd *cobra.Command, args []string) { os.Exit(local.ShimMain(args)) }}
+	root := cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), shim)
+	os.Exit(cli.Execute(root))
+}

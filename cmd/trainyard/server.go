@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"trainyard/internal/api"
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/cli"
+	"trainyard/internal/clock"
+	"trainyard/internal/control"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/local"
+	"trainyard/internal/logs"
+	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
+)
+
+// serverConfig is the server's configuration file (--config). Every field is
+// optional; flags override the file.
+type serverConfig struct {
+	Listen    string `yaml:"listen"`
+	Data      string `yaml:"data"`
+	Artifacts string `yaml:"artifacts"` // default <data>/artifacts
+	Store     string `yaml:"store"`     // default sqlite at <data>/trainyard.db
+	// Inventory declares this machine's capacity instead of detecting it,
+	// e.g. 4 GPUs on a machine without any (exported as CUDA_VISIBLE_DEVICES).
+	Inventory *struct {
+		CPUs   float64 `yaml:"cpus"`
+		Memory string  `yaml:"memory"`
+		GPUs   int     `yaml:"gpus"`
+	} `yaml:"inventory"`
+	RetryBackoff string `yaml:"retry_backoff"` // first retry delay, doubling (default 10s)
+	Grace        string `yaml:"grace"`         // SIGTERM→SIGKILL grace (default 10s)
+	LogLevel     string `yaml:"log_level"`     // debug, info, warn, error
+}
+
+func serverCommand() *cobra.Command {
+	var cfgPath string
+	var flags serverConfig
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane (API, scheduler, local executor)",
+		Long: `Run the Trainyard control plane on this machine.
+
+With no flags it keeps its data in ~/.local/share/trainyard (SQLite), runs jobs
+as local processes on this machine's CPUs, memory and GPUs, and listens on
+127.0.0.1:7070. On the first start it creates an admin token, prints it once,
+saves it (mode 0600) in the data directory and writes the CLI's config file
+if there is none.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := serverConfig{}
+			if cfgPath != "" {
+				b, err := os.ReadFile(cfgPath)
+				if err != nil {
+					return fmt.Errorf("read server config: %w", err)
+				}
+				dec := yaml.NewDecoder(strings.NewReader(string(b)))
+				dec.KnownFields(true)
+				if err := dec.Decode(&cfg); err != nil {
+					return fmt.Errorf("server config %s: %w", cfgPath, err)
+				}
+			}
+			if cmd.Flags().Changed("data") {
+				cfg.Data = flags.Data
+			}
+			if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+				cfg.Listen = flags.Listen
+			}
+			if cmd.Flags().Changed("store") {
+				cfg.Store = flags.Store
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServer(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "server config file (YAML)")
+	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard)")
+	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
+	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
+	return cmd
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "trainyard")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".trainyard"
+	}
+	return filepath.Join(home, ".local", "share", "trainyard")
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func runServer(ctx context.Context, cfg serverConfig) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	if cfg.Data == "" {
+		cfg.Data = defaultDataDir()
+	}
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	os.Remove(filepath.Join(cfg.Data, "server.json")) // left behind by a server that was killed
+	if cfg.Artifacts == "" {
+		cfg.Artifacts = filepath.Join(cfg.Data, "artifacts")
+	}
+	if cfg.Store == "" {
+		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
+	}
+	retry, grace := 10*time.Second, 10*time.Second
+	for _, d := range []struct {
+		name string
+		s    string
+		v    *time.Duration
+	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}} {
+		if d.s == "" {
+			continue
+		}
+		v, err := domain.ParseDuration(d.s)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("server config %s: %q is not a positive duration (e.g. 10s)", d.name, d.s)
+		}
+		*d.v = v
+	}
+
+	st, err := sqlite.Open(ctx, strings.TrimPrefix(cfg.Store, "sqlite://"))
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", cfg.Store, err)
+	}
+	defer st.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the attempt supervisor: %w", err)
+	}
+	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log}
+	if inv := cfg.Inventory; inv != nil {
+		host, _ := os.Hostname()
+		n := executor.Node{Name: host, CPUs: inv.CPUs}
+		if inv.Memory != "" {
+			if n.Memory, err = domain.ParseByteSize(inv.Memory); err != nil {
+				return fmt.Errorf("server config inventory.memory: %w", err)
+			}
+		}
+		for i := range inv.GPUs {
+			n.GPUs = append(n.GPUs, i)
+		}
+		execCfg.Inventory = &executor.Inventory{Nodes: []executor.Node{n}}
+	}
+	ex, err := local.New(execCfg)
+	if err != nil {
+		return fmt.Errorf("start local executor: %w", err)
+	}
+	defer ex.Close()
+
+	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
+	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
+		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry})
+	svc := service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another server running? choose another address with --listen)", cfg.Listen, err)
+	}
+	url := "http://" + ln.Addr().String()
+
+	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
+		return err
+	}
+
+	srv := &http.Server{
+		Handler: api.Handler(api.Config{Service: svc, Logger: log,
+			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- ctl.Run(loopCtx) }()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+
+	if err := writeServerInfo(cfg.Data, url); err != nil {
+		log.Warn("write server.json", "err", err)
+	}
+	log.Info("trainyard server listening", "url", url, "data", cfg.Data, "store", st.Kind())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down; running jobs keep running and are picked up on the next start")
+	case err := <-srvErr:
+		runErr = fmt.Errorf("serve HTTP: %w", err)
+	case err := <-loopDone:
+		runErr = fmt.Errorf("control loop stopped: %w", err)
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	stopLoop()
+	os.Remove(filepath.Join(cfg.Data, "server.json"))
+	return runErr
+}
+
+// bootstrap creates the admin token on a fresh store, prints it once, saves it
+// and writes the CLI config when there is none.
+func bootstrap(ctx context.Context, svc *service.Service, data, url string) error {
+	secret, err := svc.Bootstrap(ctx)
+	if err != nil || secret == "" {
+		return err
+	}
+	tokenPath := filepath.Join(data, "admin-token")
+	if err := os.WriteFile(tokenPath, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("save admin token: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "\nCreated the admin token (shown once; saved to %s):\n\n    %s\n\n", tokenPath, secret)
+	cfgPath := cli.ConfigPath()
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		if err := cli.WriteConfig(cfgPath, url, secret); err != nil {
+			return fmt.Errorf("write CLI config: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "Wrote %s: the trainyard CLI on this machine is logged in as admin.\n\n", cfgPath)
+	}
+	return nil
+}
+
+// writeServerInfo records the listening URL and pid, for scripts and tests
+// that start the server on port 0.
+func writeServerInfo(data, url string) error {
+	b, _ := json.Marshal(map[string]any{"url": url, "pid": os.Getpid()})
+	tmp := filepath.Join(data, "server.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(data, "server.json"))
+}
+
+// baseEnv is the part of the server's environment that jobs inherit.
+func baseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"time"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+)
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func jobDTO(j domain.Job) apitypes.Job {
+	r := j.Spec.Resources
+	out := apitypes.Job{
+		ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: string(j.State),
+		Reason: string(j.Reason), Message: j.Message, Priority: string(j.Priority),
+		Submitter: j.Submitter, SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt,
+		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt),
+		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested,
+		SpecHash: j.SpecHash,
+	}
+	if j.Spec.Name != "" {
+		out.Resources = apitypes.Resources{GPUs: r.GPUs, CPUs: r.CPUs, Memory: r.Memory.String(), Nodes: r.Nodes}
+	}
+	return out
+}
+
+func detailDTO(d service.JobDetail) apitypes.Job {
+	out := jobDTO(d.Job)
+	out.Spec = d.Job.SpecJSON
+	out.Attempts = make([]apitypes.Attempt, len(d.Attempts))
+	for i, a := range d.Attempts {
+		out.Attempts[i] = apitypes.Attempt{Number: a.Number, State: string(a.State), Reason: string(a.Reason),
+			Message: a.Message, ExitCode: a.ExitCode, Node: a.Node, GPUs: a.GPUs, CreatedAt: a.CreatedAt,
+			StartedAt: timePtr(a.StartedAt), FinishedAt: timePtr(a.FinishedAt)}
+	}
+	out.Transitions = make([]apitypes.Transition, len(d.Events))
+	for i, e := range d.Events {
+		out.Transitions[i] = apitypes.Transition{At: e.At, From: string(e.From), To: string(e.To), Attempt: e.Attempt,
+			Actor: e.Actor, Reason: string(e.Reason), Message: e.Message}
+	}
+	return out
+}

@@ -1,0 +1,438 @@
+// Package control runs the loop that moves jobs: it loads a snapshot from the
+// store, asks the scheduler for a plan, applies the plan with guarded store
+// changes, launches and stops attempts through the executor, and records the
+// executor's events as guarded transitions.
+//
+// Only the loop goroutine (Run) touches the Controller's maps, so they need no
+// locking. The loop is the single writer of job state, except that the service
+// layer cancels queued jobs directly — a guarded update, so the two never
+// overwrite each other.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"trainyard/internal/clock"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/logs"
+	"trainyard/internal/scheduler"
+	"trainyard/internal/store"
+)
+
+// Actors recorded on transitions made by the loop.
+const (
+	actorScheduler = "system:scheduler"
+	actorExecutor  = "system:executor"
+)
+
+// Config wires a Controller.
+type Config struct {
+	Store    store.Store
+	Executor executor.Executor
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	Logs     logs.Layout
+	// BaseEnv is the environment every job starts from (PATH, HOME, LANG …);
+	// the job's own variables are added on top.
+	BaseEnv []string
+	// Grace is how long a stopped or timed-out process gets between SIGTERM
+	// and SIGKILL (default 10s).
+	Grace time.Duration
+	// RetryBackoff is the delay before the first retry; it doubles per
+	// attempt up to MaxBackoff (defaults 10s and 5m).
+	RetryBackoff time.Duration
+	MaxBackoff   time.Duration
+	// Interval is the longest the loop sleeps without a wake-up (default 2s).
+	Interval time.Duration
+	// LaunchConcurrency bounds parallel executor.Launch calls (default 8).
+	LaunchConcurrency int
+}
+
+// Controller is the control loop.
+type Controller struct {
+	cfg      Config
+	log      *slog.Logger
+	wake     chan struct{}
+	launched chan launchResult
+	sem      chan struct{}
+
+	// Loop-goroutine state.
+	jobs     map[int64]*jobInfo // immutable parts of active and queued jobs
+	stopping map[executor.Ref]bool
+	reasons  map[int64]string // last pending reason written, to skip no-op writes
+}
+
+// jobInfo is the immutable part of a job the loop needs; cached because specs
+// never change once stored.
+type jobInfo struct {
+	spec      domain.Spec
+	outputDir string
+}
+
+type launchResult struct {
+	ref executor.Ref
+	err error
+}
+
+// New returns a Controller; call Run to start it.
+func New(cfg Config) *Controller {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 10 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Minute
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.LaunchConcurrency <= 0 {
+		cfg.LaunchConcurrency = 8
+	}
+	return &Controller{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "control"),
+		wake:     make(chan struct{}, 1),
+		launched: make(chan launchResult, 64),
+		sem:      make(chan struct{}, cfg.LaunchConcurrency),
+		jobs:     map[int64]*jobInfo{},
+		stopping: map[executor.Ref]bool{},
+		reasons:  map[int64]string{},
+	}
+}
+
+// Wake asks the loop to run a cycle soon. It never blocks.
+func (c *Controller) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run recovers attempts left active by a previous server, then loops until
+// ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	inv, err := c.cfg.Executor.Inventory(ctx)
+	if err != nil {
+		return fmt.Errorf("read executor inventory: %w", err)
+	}
+	if err := c.recover(ctx); err != nil {
+		return err
+	}
+	events := c.cfg.Executor.Events()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-timer.C:
+		case ev := <-events:
+			batch := []executor.Event{ev}
+		drain:
+			for len(batch) < 512 {
+				select {
+				case ev := <-events:
+					batch = append(batch, ev)
+				default:
+					break drain
+				}
+			}
+			c.handleEvents(ctx, batch)
+		case r := <-c.launched:
+			c.handleLaunchFailure(ctx, r)
+		}
+		next := c.cycle(ctx, inv)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// recover reattaches to every attempt the store believes active. Launch is
+// idempotent: an attempt already running is watched, one that ended while the
+// server was down reports its exit, one never started is started now.
+func (c *Controller) recover(ctx context.Context) error {
+	atts, err := c.cfg.Store.ActiveAttempts(ctx)
+	if err != nil {
+		return fmt.Errorf("load active attempts: %w", err)
+	}
+	for _, a := range atts {
+		info, err := c.info(ctx, a.JobID)
+		if err != nil {
+			return err
+		}
+		l, err := c.launchFor(a.JobID, info, a.Number, a.GPUs)
+		if err == nil {
+			err = c.cfg.Executor.Launch(ctx, l)
+		}
+		if err != nil {
+			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
+		}
+	}
+	if len(atts) > 0 {
+		c.log.Info("reattached to active attempts", "count", len(atts))
+	}
+	return nil
+}
+
+// info returns the cached immutable part of a job, loading it once.
+func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
+	if ji := c.jobs[id]; ji != nil {
+		return ji, nil
+	}
+	job, err := c.cfg.Store.GetJob(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load job %d: %w", id, err)
+	}
+	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir}
+	c.jobs[id] = ji
+	return ji, nil
+}
+
+// cycle runs one scheduling round and returns how long the loop may sleep.
+func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Duration {
+	now := c.cfg.Clock.Now()
+	next := c.cfg.Interval
+	jobs, err := c.cfg.Store.ListJobs(ctx, store.JobFilter{
+		States: []domain.JobState{domain.JobQueued, domain.JobStarting, domain.JobRunning}, Ascending: true})
+	if err != nil {
+		c.log.Error("load queue", "err", err)
+		return next
+	}
+	atts, err := c.cfg.Store.ActiveAttempts(ctx)
+	if err != nil {
+		c.log.Error("load active attempts", "err", err)
+		return next
+	}
+
+	snap := scheduler.Snapshot{Now: now}
+	for _, n := range inv.Nodes {
+		snap.Nodes = append(snap.Nodes, scheduler.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
+	}
+	live := make(map[int64]bool, len(jobs))
+	byID := make(map[int64]domain.Job, len(jobs))
+	for _, j := range jobs {
+		live[j.ID] = true
+		byID[j.ID] = j
+		if j.State != domain.JobQueued {
+			if j.CancelRequested && j.Attempts > 0 {
+				c.stop(ctx, executor.Ref{JobID: j.ID, Attempt: j.Attempts})
+			}
+			continue
+		}
+		ji, err := c.info(ctx, j.ID)
+		if err != nil {
+			c.log.Error("load queued job", "job", j.ID, "err", err)
+			continue
+		}
+		snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Priority: j.Priority,
+			SubmittedAt: j.SubmittedAt, Resources: ji.spec.Resources, NotBefore: j.NextAttempt})
+		if j.NextAttempt.After(now) {
+			next = min(next, j.NextAttempt.Sub(now))
+		}
+	}
+	for _, a := range atts {
+		ji, err := c.info(ctx, a.JobID)
+		if err != nil {
+			continue
+		}
+		r := ji.spec.Resources
+		r.Nodes = 1
+		snap.Running = append(snap.Running, scheduler.Allocation{JobID: a.JobID, Node: a.Node, Resources: r, GPUs: a.GPUs})
+	}
+	// Forget what no longer needs remembering.
+	for id := range c.jobs {
+		if !live[id] {
+			delete(c.jobs, id)
+			delete(c.reasons, id)
+		}
+	}
+	for ref := range c.stopping {
+		if !live[ref.JobID] {
+			delete(c.stopping, ref)
+		}
+	}
+
+	plan := scheduler.Schedule(snap)
+	var changes []store.Change
+	var starts []scheduler.Placement
+	seen := map[int64]bool{}
+	for _, pl := range plan.Start {
+		if seen[pl.JobID] {
+			continue // one attempt per job; multi-node launch comes with multi-node executors
+		}
+		seen[pl.JobID] = true
+		j := byID[pl.JobID]
+		msg := "placed on " + pl.Node
+		if len(pl.GPUs) > 0 {
+			msg += " with GPUs " + joinInts(pl.GPUs)
+		}
+		changes = append(changes, store.Change{
+			JobID: pl.JobID, From: []domain.JobState{domain.JobQueued}, To: domain.JobStarting,
+			Reason: domain.ReasonScheduled, Message: msg, Actor: actorScheduler, At: now,
+			Attempt: &store.AttemptChange{Create: true, Number: j.Attempts + 1, To: domain.AttemptStarting, Node: pl.Node, GPUs: pl.GPUs},
+		})
+		starts = append(starts, pl)
+	}
+	for _, w := range plan.Waiting {
+		key := string(w.Reason) + "\x00" + w.Message
+		j := byID[w.JobID]
+		if c.reasons[w.JobID] == key || (j.Reason == w.Reason && j.Message == w.Message) {
+			c.reasons[w.JobID] = key
+			continue
+		}
+		c.reasons[w.JobID] = key
+		changes = append(changes, store.Change{JobID: w.JobID, From: []domain.JobState{domain.JobQueued},
+			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
+	}
+	if len(changes) == 0 {
+		return next
+	}
+	errs, err := c.cfg.Store.Apply(ctx, changes)
+	if err != nil {
+		c.log.Error("apply plan", "err", err)
+		return next
+	}
+	for i, pl := range starts {
+		if errs[i] != nil {
+			continue // the job moved (e.g. canceled) since the snapshot
+		}
+		delete(c.reasons, pl.JobID)
+		ji := c.jobs[pl.JobID]
+		l, err := c.launchFor(pl.JobID, ji, byID[pl.JobID].Attempts+1, pl.GPUs)
+		if err != nil {
+			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
+			continue
+		}
+		c.launchAsync(ctx, l)
+	}
+	return next
+}
+
+func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {
+	c.sem <- struct{}{}
+	go func() {
+		defer func() { <-c.sem }()
+		if err := c.cfg.Executor.Launch(ctx, l); err != nil {
+			c.launched <- launchResult{ref: l.Ref, err: err}
+		}
+	}()
+}
+
+func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
+	if c.stopping[ref] {
+		return
+	}
+	c.stopping[ref] = true
+	if err := c.cfg.Executor.Stop(ctx, ref, c.cfg.Grace); err != nil {
+		c.log.Warn("stop attempt", "attempt", ref.String(), "err", err)
+	}
+}
+
+// launchFor builds the executor's view of one attempt, creating the job's
+// output and checkpoint directories first.
+func (c *Controller) launchFor(id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
+	ref := executor.Ref{JobID: id, Attempt: attempt}
+	spec := ji.spec
+	ckpt := filepath.Join(ji.outputDir, "checkpoints")
+	for _, d := range []string{ji.outputDir, ckpt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return executor.Launch{Ref: ref}, fmt.Errorf("%w: create %s: %v", errArtifactWrite, d, err)
+		}
+	}
+	env := slices.Clone(c.cfg.BaseEnv)
+	for _, k := range sortedKeys(spec.EnvVars) {
+		env = append(env, k+"="+spec.EnvVars[k])
+	}
+	for _, k := range sortedKeys(spec.Params) {
+		env = append(env, "TRAINYARD_PARAM_"+strings.ToUpper(k)+"="+spec.Params[k])
+	}
+	env = append(env,
+		"TRAINYARD_JOB_ID="+strconv.FormatInt(id, 10),
+		"TRAINYARD_JOB_NAME="+spec.Name,
+		"TRAINYARD_PROJECT="+spec.Project,
+		"TRAINYARD_ATTEMPT="+strconv.Itoa(attempt),
+		"TRAINYARD_OUTPUT_DIR="+ji.outputDir,
+		"TRAINYARD_CHECKPOINT_DIR="+ckpt,
+		"TRAINYARD_RESUME_FROM="+latestCheckpoint(ckpt),
+		"CUDA_VISIBLE_DEVICES="+joinInts(gpus),
+	)
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = c.cfg.Logs.WorkDir(id, attempt)
+	}
+	return executor.Launch{
+		Ref: ref, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
+		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
+		Timeout: spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
+		Resources: spec.Resources, GPUs: gpus,
+	}, nil
+}
+
+var errArtifactWrite = errors.New("artifact write failed")
+
+// latestCheckpoint is the newest entry of the checkpoint directory (by
+// modification time, then name), or "" when there is none.
+func latestCheckpoint(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	var best string
+	var bestT time.Time
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if best == "" || fi.ModTime().After(bestT) || (fi.ModTime().Equal(bestT) && e.Name() > filepath.Base(best)) {
+			best, bestT = filepath.Join(dir, e.Name()), fi.ModTime()
+		}
+	}
+	return best
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,142 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/store"
+)
+
+var (
+	active      = []domain.JobState{domain.JobStarting, domain.JobRunning}
+	activeAtt   = []domain.AttemptState{domain.AttemptStarting, domain.AttemptRunning}
+	startingJob = []domain.JobState{domain.JobStarting}
+)
+
+// handleEvents records a batch of executor events in one store transaction.
+func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
+	changes := make([]store.Change, 0, len(batch))
+	for _, ev := range batch {
+		at := ev.At
+		if at.IsZero() {
+			at = c.cfg.Clock.Now()
+		}
+		switch ev.Kind {
+		case executor.Started:
+			changes = append(changes, store.Change{
+				JobID: ev.JobID, From: startingJob, To: domain.JobRunning,
+				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)", ev.Attempt, ev.PID),
+				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
+					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
+			})
+		case executor.Exited, executor.Lost:
+			ch, err := c.ended(ctx, ev, at)
+			if err != nil {
+				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
+				continue
+			}
+			changes = append(changes, ch)
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	errs, err := c.cfg.Store.Apply(ctx, changes)
+	if err != nil {
+		c.log.Error("record executor events", "err", err)
+		return
+	}
+	for i, e := range errs {
+		switch {
+		case e == nil:
+			if changes[i].To == domain.JobRunning {
+				c.stopIfCanceled(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
+			}
+		case errors.Is(e, domain.ErrConflict):
+			// A repeated event (reattach after restart) or a job that moved on.
+		default:
+			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
+		}
+	}
+}
+
+// stopIfCanceled stops an attempt that started after its job was canceled.
+func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
+	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
+	if err == nil && job.CancelRequested {
+		delete(c.stopping, ref)
+		c.stop(ctx, ref)
+	}
+}
+
+// ended decides what an attempt's end means for its job: success, a retry
+// after backoff, cancellation, or failure.
+func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time) (store.Change, error) {
+	job, err := c.cfg.Store.GetJob(ctx, ev.JobID)
+	if err != nil {
+		return store.Change{}, err
+	}
+	att := &store.AttemptChange{Number: ev.Attempt, From: activeAtt, To: ev.State,
+		Reason: ev.Reason, Message: ev.Message, ExitCode: ev.ExitCode}
+	if ev.Kind == executor.Lost {
+		att.To, att.Reason = domain.AttemptLost, domain.ReasonNodeLost
+		if att.Message == "" {
+			att.Message = "the attempt's supervisor vanished without an exit record"
+		}
+	}
+	ch := store.Change{JobID: ev.JobID, From: active, Actor: actorExecutor, At: at, Attempt: att}
+	outcome := fmt.Sprintf("attempt %d %s", ev.Attempt, att.To)
+	if att.Message != "" {
+		outcome += ": " + att.Message
+	}
+	spec := job.Spec
+	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries
+	switch {
+	case att.To == domain.AttemptSucceeded:
+		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome
+	case job.CancelRequested || att.To == domain.AttemptCanceled:
+		ch.To, ch.Reason, ch.Message = domain.JobCanceled, domain.ReasonCanceledByUser, job.Message
+		if ch.Message == "" {
+			ch.Message = outcome
+		}
+	case retriesLeft:
+		delay := c.backoff(ev.Attempt)
+		ch.To, ch.Reason = domain.JobQueued, domain.ReasonRetrying
+		ch.NextAttempt = at.Add(delay)
+		ch.Message = fmt.Sprintf("%s; retry %d of %d in %s", outcome, ev.Attempt, spec.Policy.Retries, domain.FormatDuration(delay))
+	default:
+		ch.To, ch.Reason, ch.Message = domain.JobFailed, att.Reason, outcome
+		if spec.Policy.Retries > 0 {
+			ch.Message = fmt.Sprintf("%s (no retries left of %d)", outcome, spec.Policy.Retries)
+		}
+	}
+	return ch, nil
+}
+
+// backoff is the delay after attempt n fails: RetryBackoff doubled per
+// attempt, capped at MaxBackoff.
+func (c *Controller) backoff(n int) time.Duration {
+	d := c.cfg.RetryBackoff
+	for i := 1; i < n && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.MaxBackoff)
+}
+
+// handleLaunchFailure records an attempt that could not be started at all.
+func (c *Controller) handleLaunchFailure(ctx context.Context, r launchResult) {
+	if r.err == nil {
+		return
+	}
+	c.log.Error("launch attempt", "attempt", r.ref.String(), "err", r.err)
+	reason := domain.ReasonLaunchFailed
+	if errors.Is(r.err, errArtifactWrite) {
+		reason = domain.ReasonArtifactWrite
+	}
+	c.handleEvents(ctx, []executor.Event{{Ref: r.ref, Kind: executor.Exited, At: c.cfg.Clock.Now(),
+		State: domain.AttemptFailed, Reason: reason, Message: r.err.Error()}})
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/logs"
+)
+
+// LogRequest selects and formats one attempt's log.
+type LogRequest struct {
+	Attempt    int // 0: the latest attempt
+	Follow     bool
+	Tail       int
+	Timestamps bool
+}
+
+// LogStream is an opened log, ready to copy.
+type LogStream struct {
+	s       *Service
+	jobID   int64
+	attempt int
+	path    string
+	req     LogRequest
+}
+
+// Attempt is the attempt number being read.
+func (l *LogStream) Attempt() int { return l.attempt }
+
+// OpenLogs checks that the job and attempt exist. A job with no attempt yet
+// is an error unless following, in which case the stream waits for attempt 1.
+func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRequest) (*LogStream, error) {
+	job, err := s.cfg.Store.GetJob(ctx, id)
+	if err != nil {
+		return nil, jobErr(id, err)
+	}
+	n := req.Attempt
+	switch {
+	case n < 0:
+		return nil, domain.FieldErrors{{Path: "attempt", Message: "must be 1 or more"}}
+	case n == 0 && job.Attempts == 0 && !req.Follow:
+		return nil, fmt.Errorf("%w: job %d has no attempt yet (state %s); follow it with: trainyard logs -f %d", domain.ErrNotFound, id, job.State, id)
+	case n == 0:
+		n = max(job.Attempts, 1)
+	case n > job.Attempts && (job.State.Terminal() || !req.Follow):
+		return nil, fmt.Errorf("%w: job %d has %d attempt(s), not %d", domain.ErrNotFound, id, job.Attempts, n)
+	}
+	return &LogStream{s: s, jobID: id, attempt: n, path: s.cfg.Logs.LogPath(id, n), req: req}, nil
+}
+
+// Copy writes the log to w; when following, it returns once the attempt has
+// ended and every line is written, or when ctx ends.
+func (l *LogStream) Copy(ctx context.Context, w io.Writer, flush func()) error {
+	done := func() bool {
+		job, err := l.s.cfg.Store.GetJob(ctx, l.jobID)
+		if err != nil || job.State.Terminal() {
+			return true
+		}
+		if job.Attempts > l.attempt {
+			return true
+		}
+		if job.Attempts < l.attempt {
+			return false
+		}
+		atts, err := l.s.cfg.Store.ListAttempts(ctx, l.jobID)
+		return err != nil || len(atts) < l.attempt || atts[l.attempt-1].State.Terminal()
+	}
+	return logs.Copy(ctx, w, l.path, logs.Options{
+		Tail: l.req.Tail, Follow: l.req.Follow, Timestamps: l.req.Timestamps,
+		Done: done, Poll: 100 * time.Millisecond, Flush: flush,
+	})
+}

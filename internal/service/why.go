@@ -1,0 +1,137 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/logs"
+	"trainyard/internal/store"
+)
+
+// Why explains a job's state from evidence.
+type Why struct {
+	Job      domain.Job
+	Evidence []string
+	Hint     string
+}
+
+// Explain returns why a job is where it is: the scheduler's pending reason
+// with its numbers, or the failing attempt's reason, exit code and log tail.
+func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, error) {
+	d, err := s.Get(ctx, p, id)
+	if err != nil {
+		return Why{}, err
+	}
+	job := d.Job
+	w := Why{Job: job}
+	var last *domain.Attempt
+	if n := len(d.Attempts); n > 0 {
+		last = &d.Attempts[n-1]
+	}
+	switch job.State {
+	case domain.JobQueued:
+		ahead, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobQueued}, Ascending: true})
+		if err == nil {
+			n := 0
+			for _, j := range ahead {
+				if j.ID == id {
+					break
+				}
+				if j.Priority.Rank() >= job.Priority.Rank() {
+					n++
+				}
+			}
+			w.Evidence = append(w.Evidence, fmt.Sprintf("%d queued job(s) at the same or higher priority are ahead of it", n))
+		}
+		w.Evidence = append(w.Evidence, fmt.Sprintf("requests %s", describeResources(job.Spec.Resources)))
+		switch job.Reason {
+		case domain.ReasonNoCapacity:
+			w.Hint = "the request can never fit the inventory; cancel it and resubmit with smaller resources (e.g. --set resources.gpus=1)"
+		case domain.ReasonBackoff:
+			w.Hint = "a previous attempt failed; it will be retried automatically"
+		default:
+			w.Hint = "it starts when running jobs free enough resources"
+		}
+	case domain.JobFailed:
+		if last != nil {
+			w.Evidence = append(w.Evidence, attemptFact(*last))
+			w.Evidence = append(w.Evidence, s.logTail(id, last.Number, 10)...)
+		}
+		w.Hint = failureHint(job, last)
+	case domain.JobRunning, domain.JobStarting:
+		if last != nil {
+			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d is %s on %s", last.Number, last.State, orDash(last.Node)))
+		}
+		if job.CancelRequested {
+			w.Hint = "cancel was requested; the process is being stopped"
+		}
+	case domain.JobCanceled:
+		w.Hint = "resubmit the same spec to run it again: trainyard submit FILE"
+	}
+	if job.Attempts > 1 {
+		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
+	}
+	return w, nil
+}
+
+func (s *Service) logTail(id int64, attempt, n int) []string {
+	lines, err := logs.Tail(s.cfg.Logs.LogPath(id, attempt), n)
+	if err != nil || len(lines) == 0 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("last %d log line(s) of attempt %d:", len(lines), attempt)}
+	for _, l := range lines {
+		out = append(out, "  "+l.Stream+": "+l.Text)
+	}
+	return out
+}
+
+func attemptFact(a domain.Attempt) string {
+	s := fmt.Sprintf("attempt %d %s", a.Number, a.State)
+	if a.ExitCode != nil {
+		s += fmt.Sprintf(" with exit code %d", *a.ExitCode)
+	}
+	if a.Message != "" {
+		s += ": " + a.Message
+	}
+	return s
+}
+
+func failureHint(job domain.Job, last *domain.Attempt) string {
+	logsCmd := fmt.Sprintf("trainyard logs %d", job.ID)
+	if last != nil {
+		logsCmd = fmt.Sprintf("trainyard logs %d --attempt %d", job.ID, last.Number)
+	}
+	switch job.Reason {
+	case domain.ReasonEntrypointNotFound:
+		return fmt.Sprintf("the program could not be started: check the entrypoint %q is installed in environment %q and on PATH, or give an absolute path", strings.Join(job.Spec.Entrypoint, " "), job.Spec.Env)
+	case domain.ReasonOOMKilled:
+		return fmt.Sprintf("the process exceeded its memory limit of %s: raise resources.memory or lower the batch size", job.Spec.Resources.Memory)
+	case domain.ReasonTimeout:
+		return fmt.Sprintf("the attempt ran past policy.timeout (%s): raise it, or make the job re-entrant so it resumes from its checkpoint", job.Spec.Policy.Timeout)
+	case domain.ReasonNodeLost:
+		return "the machine or its supervisor went away; mark the job reentrant with retries so it is retried automatically"
+	default:
+		return "read the log for the error: " + logsCmd
+	}
+}
+
+func describeResources(r domain.Resources) string {
+	s := fmt.Sprintf("%g CPUs, %s memory", r.CPUs, r.Memory)
+	if r.GPUs > 0 {
+		s += fmt.Sprintf(", %d GPUs", r.GPUs)
+	}
+	if r.Nodes > 1 {
+		s += fmt.Sprintf(" on each of %d nodes", r.Nodes)
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
