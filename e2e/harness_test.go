@@ -1,0 +1,300 @@
+// Package e2e drives the real trainyard binary: it builds it once, starts real
+// servers on random ports in temporary directories, and talks to them through
+// the CLI and the HTTP API, exactly as a user would.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainyard/internal/api/apitypes"
+)
+
+var binary string // path of the built trainyard binary
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "trainyard-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "trainyard")
+	build := exec.Command("go", "build", "-o", binary, "trainyard/cmd/trainyard")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build trainyard:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is one running trainyard server.
+type server struct {
+	t      *testing.T
+	dir    string // scratch dir: data/, home/, config
+	data   string
+	url    string
+	token  string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	config string
+}
+
+type serverOpts struct {
+	cpus   float64
+	memory string
+	gpus   int
+}
+
+// startServer starts a server with a declared inventory (default 2 CPUs,
+// 8GiB, no GPUs), a 100ms retry backoff and a 1s stop grace.
+func startServer(t *testing.T, o serverOpts) *server {
+	t.Helper()
+	if o.cpus == 0 {
+		o.cpus = 2
+	}
+	if o.memory == "" {
+		o.memory = "8GiB"
+	}
+	dir := t.TempDir()
+	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml")}
+	cfg := fmt.Sprintf("inventory: {cpus: %g, memory: %s, gpus: %d}\nretry_backoff: 100ms\ngrace: 1s\n", o.cpus, o.memory, o.gpus)
+	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+func (s *server) env() []string {
+	env := []string{"HOME=" + filepath.Join(s.dir, "home"), "XDG_CONFIG_HOME=" + filepath.Join(s.dir, "home", ".config"),
+		"PATH=" + os.Getenv("PATH"), "NO_COLOR=1"}
+	if s.url != "" {
+		env = append(env, "TRAINYARD_SERVER="+s.url, "TRAINYARD_TOKEN="+s.token)
+	}
+	return env
+}
+
+// start launches the server process and waits until it answers.
+func (s *server) start() {
+	t := s.t
+	t.Helper()
+	s.stderr = &bytes.Buffer{}
+	s.cmd = exec.Command(binary, "server", "--data", s.data, "--listen", "127.0.0.1:0", "--config", s.config)
+	s.cmd.Env = s.env()
+	s.cmd.Stderr = &syncWriter{w: s.stderr}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ URL string }
+	waitFor(t, 30*time.Second, "server.json", func() bool {
+		b, err := os.ReadFile(filepath.Join(s.data, "server.json"))
+		return err == nil && json.Unmarshal(b, &info) == nil && info.URL != ""
+	})
+	s.url = info.URL
+	tok, err := os.ReadFile(filepath.Join(s.data, "admin-token"))
+	if err != nil {
+		t.Fatalf("admin token not saved: %v", err)
+	}
+	s.token = strings.TrimSpace(string(tok))
+	waitFor(t, 10*time.Second, "readyz", func() bool {
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+// kill9 kills the server with SIGKILL, leaving its attempts running.
+func (s *server) kill9() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.url = ""
+}
+
+// shutdown cancels what still runs and stops the server.
+func (s *server) shutdown() {
+	if s.url != "" {
+		var list apitypes.JobList
+		if s.api("GET", "/api/v1/jobs?state=queued,starting,running,held&limit=1000", nil, &list) == 200 {
+			for _, j := range list.Jobs {
+				s.api("POST", fmt.Sprintf("/api/v1/jobs/%d/cancel", j.ID), nil, nil)
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				var l apitypes.JobList
+				if s.api("GET", "/api/v1/jobs?state=queued,starting,running&limit=1", nil, &l) != 200 || len(l.Jobs) == 0 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	if s.cmd != nil && s.cmd.ProcessState == nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			s.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if s.t.Failed() {
+		s.t.Logf("server stderr:\n%s", s.stderr.String())
+	}
+}
+
+// cli runs the trainyard CLI and returns stdout, stderr and the exit code.
+func (s *server) cli(args ...string) (string, string, int) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = s.env()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatalf("run trainyard %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustCLI runs the CLI and fails the test on a non-zero exit.
+func (s *server) mustCLI(args ...string) string {
+	s.t.Helper()
+	out, errOut, code := s.cli(args...)
+	if code != 0 {
+		s.t.Fatalf("trainyard %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// api calls the HTTP API with the admin token; it decodes a JSON answer into
+// out (when not nil) and returns the status code.
+func (s *server) api(method, path string, body any, out any) int {
+	s.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.url+path, r)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatalf("%s %s: status %d, undecodable body %q: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// submit posts a spec document and returns the new job.
+func (s *server) submit(spec string, set ...string) apitypes.Job {
+	s.t.Helper()
+	b, _ := json.Marshal(spec)
+	var job apitypes.Job
+	if code := s.api("POST", "/api/v1/jobs", apitypes.SubmitRequest{Spec: b, Set: set}, &job); code != 201 {
+		s.t.Fatalf("submit: status %d", code)
+	}
+	return job
+}
+
+func (s *server) job(id int64) apitypes.Job {
+	s.t.Helper()
+	var j apitypes.Job
+	if code := s.api("GET", fmt.Sprintf("/api/v1/jobs/%d", id), nil, &j); code != 200 {
+		s.t.Fatalf("get job %d: status %d", id, code)
+	}
+	return j
+}
+
+// waitState polls until the job reaches one of the states.
+func (s *server) waitState(id int64, d time.Duration, states ...string) apitypes.Job {
+	s.t.Helper()
+	var j apitypes.Job
+	waitFor(s.t, d, fmt.Sprintf("job %d to reach %v", id, states), func() bool {
+		j = s.job(id)
+		for _, st := range states {
+			if j.State == st {
+				return true
+			}
+		}
+		return false
+	})
+	return j
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether a process exists (and is not a zombie).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
