@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -99,8 +100,9 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	case att.To == domain.AttemptSucceeded:
 		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome
 	case job.CancelRequested || att.To == domain.AttemptCanceled:
-		ch.To, ch.Reason, ch.Message = domain.JobCanceled, domain.ReasonCanceledByUser, job.Message
-		if ch.Message == "" {
+		ch.To, ch.Reason = domain.JobCanceled, domain.ReasonCanceledByUser
+		ch.Message = strings.TrimPrefix(job.Message, "cancel requested; ")
+		if job.Reason != domain.ReasonCanceledByUser || ch.Message == "" {
 			ch.Message = outcome
 		}
 	case retriesLeft:

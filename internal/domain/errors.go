@@ -57,3 +57,19 @@ func (es FieldErrors) Err() error {
 func (es *FieldErrors) Add(path, format string, args ...any) {
 	*es = append(*es, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
 }
+
+// Errorf returns an error whose text is only the formatted message (built for
+// users) and which matches kind with errors.Is — e.g. Errorf(ErrNotFound,
+// "job %d does not exist", id). Use it where the class should decide the
+// status code but must not clutter the message.
+func Errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }

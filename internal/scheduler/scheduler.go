@@ -261,4 +261,6 @@ func describe(r domain.Resources) string {
 	return s
 }
 
-func fmtCPU(c float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", c), "0"), ".") }
+func fmtCPU(c float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", c), "0"), ".")
+}

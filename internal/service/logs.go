@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -42,11 +41,11 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	case n < 0:
 		return nil, domain.FieldErrors{{Path: "attempt", Message: "must be 1 or more"}}
 	case n == 0 && job.Attempts == 0 && !req.Follow:
-		return nil, fmt.Errorf("%w: job %d has no attempt yet (state %s); follow it with: trainyard logs -f %d", domain.ErrNotFound, id, job.State, id)
+		return nil, domain.Errorf(domain.ErrNotFound, "job %d has no attempt yet (state %s); follow it with: trainyard logs -f %d", id, job.State, id)
 	case n == 0:
 		n = max(job.Attempts, 1)
 	case n > job.Attempts && (job.State.Terminal() || !req.Follow):
-		return nil, fmt.Errorf("%w: job %d has %d attempt(s), not %d", domain.ErrNotFound, id, job.Attempts, n)
+		return nil, domain.Errorf(domain.ErrNotFound, "job %d has %d attempt(s), not %d", id, job.Attempts, n)
 	}
 	return &LogStream{s: s, jobID: id, attempt: n, path: s.cfg.Logs.LogPath(id, n), req: req}, nil
 }

@@ -93,7 +93,7 @@ func NewTokenSecret() string {
 // Authenticate resolves a bearer token to a principal.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" {
-		return Principal{}, fmt.Errorf("%w: no token given; send an Authorization: Bearer <token> header", domain.ErrUnauthorized)
+		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
 	}
 	now := s.cfg.Clock.Now()
 	hash := HashToken(secret)
@@ -103,7 +103,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, e
 	} else {
 		t, err := s.cfg.Store.TokenByHash(ctx, hash)
 		if errors.Is(err, domain.ErrNotFound) {
-			return Principal{}, fmt.Errorf("%w: the token is not known; check TRAINYARD_TOKEN or your config file", domain.ErrUnauthorized)
+			return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token is not known; check TRAINYARD_TOKEN or your config file")
 		}
 		if err != nil {
 			return Principal{}, err
@@ -112,10 +112,10 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, e
 		s.tokens.Store(hash, cachedToken{tok: t, expires: now.Add(tokenCacheTTL)})
 	}
 	if !tok.RevokedAt.IsZero() {
-		return Principal{}, fmt.Errorf("%w: the token was revoked; ask an admin for a new one", domain.ErrUnauthorized)
+		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token was revoked; ask an admin for a new one")
 	}
 	if !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt) {
-		return Principal{}, fmt.Errorf("%w: the token expired at %s; ask an admin for a new one", domain.ErrUnauthorized, tok.ExpiresAt.Format(time.RFC3339))
+		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token expired at %s; ask an admin for a new one", tok.ExpiresAt.Format(time.RFC3339))
 	}
 	return Principal{Subject: tok.Subject, Role: tok.Role, TokenID: tok.ID}, nil
 }
@@ -163,7 +163,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		Actor:          p.Actor(),
 	})
 	if errors.Is(err, domain.ErrConflict) {
-		return domain.Job{}, false, fmt.Errorf("%w: output directory %s is already used by another job; outputs.path must contain {job_id}", domain.ErrConflict, s.outputDir(spec, job.ID))
+		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "output directory %s is already used by another job; outputs.path must contain {job_id}", s.outputDir(spec, job.ID))
 	}
 	if err != nil {
 		return domain.Job{}, false, fmt.Errorf("store job: %w", err)
@@ -262,7 +262,7 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 		case job.State == domain.JobCanceled:
 			return job, nil
 		case job.State.Terminal():
-			return domain.Job{}, fmt.Errorf("%w: job %d already %s; there is nothing to cancel", domain.ErrConflict, id, job.State)
+			return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d already %s; there is nothing to cancel", id, job.State)
 		case job.State == domain.JobQueued || job.State == domain.JobHeld:
 			ch = store.Change{JobID: id, From: []domain.JobState{job.State}, To: domain.JobCanceled,
 				Reason: domain.ReasonCanceledByUser, Message: msg, Actor: p.Actor(), At: now}
@@ -271,7 +271,7 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 				return job, nil
 			}
 			ch = store.Change{JobID: id, From: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
-				Reason: domain.ReasonCanceledByUser, Message: msg, Actor: p.Actor(), At: now}
+				Reason: domain.ReasonCanceledByUser, Message: "cancel requested; " + msg, Actor: p.Actor(), At: now}
 		}
 		errs, err := s.cfg.Store.Apply(ctx, []store.Change{ch})
 		if err != nil {
@@ -286,12 +286,12 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 		s.cfg.Wake()
 		return s.cfg.Store.GetJob(ctx, id)
 	}
-	return domain.Job{}, fmt.Errorf("%w: job %d kept changing state; try again", domain.ErrConflict, id)
+	return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d kept changing state; try again", id)
 }
 
 func jobErr(id int64, err error) error {
 	if errors.Is(err, domain.ErrNotFound) {
-		return fmt.Errorf("%w: job %d does not exist; list jobs with: trainyard ls", domain.ErrNotFound, id)
+		return domain.Errorf(domain.ErrNotFound, "job %d does not exist; list jobs with: trainyard ls", id)
 	}
 	return err
 }

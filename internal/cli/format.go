@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"trainyard/internal/api/apitypes"
+)
+
+// newTable returns a tabwriter for an aligned, space-padded table. Cells are
+// separated by '\t'; call Flush at the end.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+// age renders how long ago t was, in its largest whole unit: "12s", "5m",
+// "3h", "2d". A zero time renders as "-".
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(max(d, 0)/time.Second)) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 24*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	default:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+}
+
+// duration renders d with its two largest units: "45s", "12m3s", "1h20m",
+// "2d3h".
+func duration(d time.Duration) string {
+	d = max(d, 0).Truncate(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
+}
+
+// runDuration is how long something that started at start ran: until finish,
+// or until now while it still runs. "-" when it never started.
+func runDuration(now time.Time, start, finish *time.Time) string {
+	if start == nil || start.IsZero() {
+		return "-"
+	}
+	end := now
+	if finish != nil && !finish.IsZero() {
+		end = *finish
+	}
+	return duration(end.Sub(*start))
+}
+
+// timestamp renders an absolute time in the local zone, to the second.
+func timestamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// dash returns s, or "-" when s is empty, so table cells are never blank.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// resources renders a resource request compactly: "gpu=1 cpu=8 mem=32GiB";
+// "-" when the server sent none.
+func resources(r apitypes.Resources) string {
+	if r == (apitypes.Resources{}) {
+		return "-"
+	}
+	parts := []string{
+		"gpu=" + strconv.Itoa(r.GPUs),
+		"cpu=" + strconv.FormatFloat(r.CPUs, 'f', -1, 64),
+	}
+	if r.Memory != "" {
+		parts = append(parts, "mem="+r.Memory)
+	}
+	if r.Nodes > 1 {
+		parts = append(parts, "nodes="+strconv.Itoa(r.Nodes))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ANSI colours. Every code has the same length, so a column whose cells are
+// all wrapped stays aligned under text/tabwriter, which counts the bytes.
+const (
+	colorReset   = "\x1b[0m"
+	colorDefault = "\x1b[39m"
+	colorRed     = "\x1b[31m"
+	colorGreen   = "\x1b[32m"
+	colorYellow  = "\x1b[33m"
+	colorBlue    = "\x1b[34m"
+)
+
+// stateColor is the colour a job or attempt state is shown in.
+func stateColor(state string) string {
+	switch state {
+	case "succeeded":
+		return colorGreen
+	case "failed", "timed_out", "lost":
+		return colorRed
+	case "queued", "starting", "held", "preempted":
+		return colorYellow
+	case "running":
+		return colorBlue
+	default:
+		return colorDefault
+	}
+}
+
+// painter colours state cells when enabled.
+type painter bool
+
+// useColor reports whether output to w may be coloured: w is a terminal and
+// NO_COLOR is unset.
+func (a *app) useColor(w io.Writer) painter {
+	return painter(a.env.getenv("NO_COLOR") == "" && a.env.isTerminal(w))
+}
+
+// state wraps s in its state's colour.
+func (p painter) state(s string) string {
+	if !p {
+		return s
+	}
+	return stateColor(s) + s + colorReset
+}
+
+// header wraps a table header cell of a coloured column so that it has the
+// same extra width as the coloured cells below it.
+func (p painter) header(s string) string {
+	if !p {
+		return s
+	}
+	return colorDefault + s + colorReset
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeYAML writes v as YAML with the same field names as its JSON form
+// (v's json tags), in the same order.
+func writeYAML(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var node yaml.Node
+	if err := yaml.Unmarshal(b, &node); err != nil {
+		return fmt.Errorf("convert to YAML: %w", err)
+	}
+	blockStyle(&node)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&node); err != nil {
+		return fmt.Errorf("convert to YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("convert to YAML: %w", err)
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// blockStyle clears the flow and quoting styles that parsing JSON leaves on
+// the nodes, so the encoder picks plain YAML (it still quotes where needed).
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"testing"
+	"time"
+)
+
+func TestAge(t *testing.T) {
+	tests := map[time.Duration]string{
+		0:                              "0s",
+		-5 * time.Second:               "0s", // clock skew
+		12 * time.Second:               "12s",
+		59 * time.Second:               "59s",
+		time.Minute:                    "1m",
+		5*time.Minute + 59*time.Second: "5m",
+		3*time.Hour + 10*time.Minute:   "3h",
+		23 * time.Hour:                 "23h",
+		50 * time.Hour:                 "2d",
+		400 * 24 * time.Hour:           "400d",
+	}
+	for d, want := range tests {
+		if got := age(testNow, testNow.Add(-d)); got != want {
+			t.Errorf("age(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if got := age(testNow, time.Time{}); got != "-" {
+		t.Errorf("age(zero) = %q, want -", got)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	tests := map[time.Duration]string{
+		45*time.Second + 300*time.Millisecond: "45s",
+		12*time.Minute + 3*time.Second:        "12m3s",
+		time.Hour + 20*time.Minute:            "1h20m",
+		51 * time.Hour:                        "2d3h",
+		-time.Second:                          "0s",
+	}
+	for d, want := range tests {
+		if got := duration(d); got != want {
+			t.Errorf("duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/client"
+	"trainyard/internal/domain"
+)
+
+func (a *app) lsCmd() *cobra.Command {
+	var (
+		states  []string
+		project string
+		limit   int
+		all     bool
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List jobs, newest first",
+		Long: `List jobs, newest first, as a table: ID, NAME, PROJECT, STATE, REASON,
+ATTEMPTS and AGE (time since submission). -o wide adds POOL, RESOURCES,
+SUBMITTER, STARTED (time since start) and DURATION; -o json prints the API's
+job list.
+
+Without --all one page is shown (--limit jobs, else the server's page size);
+--all fetches every page.`,
+		Example: `  trainyard ls
+  trainyard ls --state queued --state running --project vision
+  trainyard ls --all -o json`,
+		Args: exactArgs(0),
+	}
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in this state (repeatable or comma-separated): "+stateNames())
+	cmd.Flags().StringVar(&project, "project", "", "only jobs of this project")
+	cmd.Flags().IntVar(&limit, "limit", 0, "jobs per page (default: the server's)")
+	cmd.Flags().BoolVar(&all, "all", false, "fetch every page, not just the first")
+	output, checkOutput := outputFlag(cmd, "json", "wide")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		for _, s := range states {
+			if !domain.JobState(s).Valid() {
+				return usageErrorf("invalid --state %q: want one of %s", s, stateNames())
+			}
+		}
+		if limit < 0 {
+			return usageErrorf("invalid --limit %d: want a positive number", limit)
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		opts := client.ListOptions{States: states, Project: project, Limit: limit}
+		list, err := c.ListJobs(cmd.Context(), opts)
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for all && list.NextCursor != "" {
+			if seen[list.NextCursor] {
+				return fmt.Errorf("the server returned cursor %q twice; stopped paging to avoid a loop", list.NextCursor)
+			}
+			seen[list.NextCursor] = true
+			opts.Cursor = list.NextCursor
+			page, err := c.ListJobs(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			list.Jobs = append(list.Jobs, page.Jobs...)
+			list.NextCursor = page.NextCursor
+		}
+		if list.Jobs == nil {
+			list.Jobs = []apitypes.Job{}
+		}
+
+		out := cmd.OutOrStdout()
+		if *output == "json" {
+			return writeJSON(out, list)
+		}
+		if len(list.Jobs) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no jobs found")
+			return nil
+		}
+		a.jobTable(out, list.Jobs, *output == "wide")
+		if list.NextCursor != "" && a.env.isTerminal(cmd.ErrOrStderr()) {
+			fmt.Fprintln(cmd.ErrOrStderr(), "more jobs exist: use --all or a larger --limit")
+		}
+		return nil
+	}
+	return cmd
+}
+
+func stateNames() string {
+	var names []string
+	for _, s := range domain.JobStates() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// jobTable writes jobs as an aligned table.
+func (a *app) jobTable(w io.Writer, jobs []apitypes.Job, wide bool) {
+	p := a.useColor(w)
+	now := a.env.now()
+	tw := newTable(w)
+	header := []string{"ID", "NAME", "PROJECT", p.header("STATE"), "REASON", "ATTEMPTS", "AGE"}
+	if wide {
+		header = append(header, "POOL", "RESOURCES", "SUBMITTER", "STARTED", "DURATION")
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, j := range jobs {
+		row := []string{
+			strconv.FormatInt(j.ID, 10), cell(j.Name), cell(j.Project), p.state(cell(j.State)),
+			cell(j.Reason), strconv.Itoa(j.AttemptCount), age(now, j.SubmittedAt),
+		}
+		if wide {
+			started := "-"
+			if j.StartedAt != nil {
+				started = age(now, *j.StartedAt)
+			}
+			row = append(row, cell(j.Pool), resources(j.Resources), cell(j.Submitter), started,
+				runDuration(now, j.StartedAt, j.FinishedAt))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+}
+
+// cell makes s safe for one table cell: never empty, no tabs or newlines.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+	return dash(s)
+}
+
+func (a *app) showCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a job: its state, attempts and state transitions",
+		Long: `Show a job: a summary (state with its reason and message, attempts, output
+directory, spec hash, resources), its attempts and its recorded state
+transitions. -o json or -o yaml prints the job as the API returns it, spec
+included.`,
+		Example: `  trainyard show 12
+  trainyard show 12 -o json | jq .attempts`,
+		Args: exactArgs(1),
+	}
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		job, err := c.GetJob(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, job)
+		case "yaml":
+			return writeYAML(out, job)
+		}
+		a.showJob(out, job)
+		return nil
+	}
+	return cmd
+}
+
+// showJob writes the human view of one job.
+func (a *app) showJob(w io.Writer, j apitypes.Job) {
+	p := a.useColor(w)
+	now := a.env.now()
+	tw := newTable(w)
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+
+	state := p.state(j.State)
+	if j.Reason != "" {
+		state += " (" + j.Reason + ")"
+	}
+	if j.CancelRequested && !domain.JobState(j.State).Terminal() {
+		state += ", cancel requested"
+	}
+	kv("ID", strconv.FormatInt(j.ID, 10))
+	kv("Name", dash(j.Name))
+	kv("Project", dash(j.Project))
+	kv("Pool", dash(j.Pool))
+	kv("State", state)
+	if j.Message != "" {
+		kv("Message", cell(j.Message))
+	}
+	kv("Priority", dash(j.Priority))
+	kv("Submitter", dash(j.Submitter))
+	kv("Submitted", timestamp(&j.SubmittedAt)+" ("+age(now, j.SubmittedAt)+" ago)")
+	kv("Started", timestamp(j.StartedAt))
+	kv("Finished", timestamp(j.FinishedAt))
+	kv("Duration", runDuration(now, j.StartedAt, j.FinishedAt))
+	kv("Attempts", strconv.Itoa(j.AttemptCount))
+	kv("Resources", resources(j.Resources))
+	kv("Output dir", dash(j.OutputDir))
+	kv("Spec hash", dash(j.SpecHash))
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Attempts:")
+	if len(j.Attempts) == 0 {
+		fmt.Fprintln(w, "  none yet")
+	} else {
+		tw = newTable(w)
+		fmt.Fprintf(tw, "  N\t%s\tEXIT\tREASON\tSTARTED\tDURATION\n", p.header("STATE"))
+		for _, at := range j.Attempts {
+			exit := "-"
+			if at.ExitCode != nil {
+				exit = strconv.Itoa(*at.ExitCode)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", at.Number, p.state(cell(at.State)), exit,
+				cell(at.Reason), timestamp(at.StartedAt), runDuration(now, at.StartedAt, at.FinishedAt))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Transitions:")
+	if len(j.Transitions) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  TIME\tFROM → TO\tACTOR\tREASON\tMESSAGE")
+	for _, t := range j.Transitions {
+		from := t.From
+		if from == "" {
+			from = "(new)"
+		}
+		at := t.At
+		fmt.Fprintf(tw, "  %s\t%s → %s\t%s\t%s\t%s\n", timestamp(&at), from, t.To, cell(t.Actor), cell(t.Reason), cell(t.Message))
+	}
+	tw.Flush()
+}
+
+func (a *app) logsCmd() *cobra.Command {
+	var opts client.LogOptions
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print the logs of a job's attempt",
+		Long: `Print the log of one attempt of a job (by default the latest) to stdout.
+With -f the log is streamed until the attempt ends. --timestamps prefixes every
+line with its time and stream (stdout, stderr, or system for the platform's own
+notes).`,
+		Example: `  trainyard logs 12
+  trainyard logs -f 12
+  trainyard logs 12 --attempt 1 --tail 50 --timestamps`,
+		Args: exactArgs(1),
+	}
+	cmd.Flags().IntVar(&opts.Attempt, "attempt", 0, "attempt number (default: the latest)")
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep streaming until the attempt ends")
+	cmd.Flags().IntVar(&opts.Tail, "tail", 0, "only the last N lines")
+	cmd.Flags().BoolVar(&opts.Timestamps, "timestamps", false, "prefix each line with its time and stream")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		if opts.Attempt < 0 || opts.Tail < 0 {
+			return usageErrorf("--attempt and --tail must not be negative")
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		rc, err := c.Logs(cmd.Context(), id, opts)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
+			if cmd.Context().Err() != nil {
+				return cmd.Context().Err()
+			}
+			return fmt.Errorf("log stream of job %d broke off: %w", id, err)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func (a *app) cancelCmd() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job",
+		Long: `Cancel a job. A queued or held job is canceled at once; a running one is
+asked to stop and is stopped within its grace period.`,
+		Example: `  trainyard cancel 12 --reason "wrong learning rate"`,
+		Args:    exactArgs(1),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the job's history")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		job, err := c.Cancel(cmd.Context(), id, reason)
+		if err != nil {
+			return err
+		}
+		if job.State == string(domain.JobCanceled) {
+			fmt.Fprintf(cmd.OutOrStdout(), "canceled job %d\n", job.ID)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %d (%s); it will stop within its grace period\n", job.ID, job.State)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func (a *app) whyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "why ID",
+		Short: "Explain why a job is pending or why it failed",
+		Long: `Explain a job's current state: the reason code, the message, the evidence
+behind it (numbers, exit codes, log lines) and what to do next.`,
+		Example: `  trainyard why 12`,
+		Args:    exactArgs(1),
+	}
+	output, checkOutput := outputFlag(cmd, "json")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		why, err := c.Why(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if *output == "json" {
+			return writeJSON(out, why)
+		}
+		p := a.useColor(out)
+		fmt.Fprintf(out, "job %d: %s", why.ID, p.state(why.State))
+		if why.Reason != "" {
+			fmt.Fprintf(out, " (%s)", why.Reason)
+		}
+		fmt.Fprintln(out)
+		if why.Message != "" {
+			fmt.Fprintf(out, "  %s\n", why.Message)
+		}
+		if len(why.Evidence) > 0 {
+			fmt.Fprintln(out, "evidence:")
+			for _, e := range why.Evidence {
+				fmt.Fprintf(out, "  - %s\n", strings.ReplaceAll(e, "\n", "\n    "))
+			}
+		}
+		if why.Hint != "" {
+			fmt.Fprintf(out, "hint: %s\n", why.Hint)
+		}
+		return nil
+	}
+	return cmd
+}

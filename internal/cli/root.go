@@ -1,0 +1,282 @@
+// Package cli implements the trainyard command line: cobra commands that talk
+// to a Trainyard server through internal/client and never open the database
+// themselves.
+//
+// Exit codes: 0 success, 1 a job that did not succeed (submit --wait/--follow)
+// or any other error, 2 invalid input or usage. Errors are printed to stderr as
+// "error: ...". Data (ids, tables, JSON, logs) goes to stdout; notes meant for
+// a person go to stderr.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/client"
+	"trainyard/internal/domain"
+	"trainyard/internal/jobspec"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0 // success
+	ExitFailure = 1 // a job did not succeed, or any other error
+	ExitUsage   = 2 // invalid input: bad flags or arguments, an invalid spec
+)
+
+// BuildInfo identifies the binary.
+type BuildInfo struct {
+	Version string // e.g. "0.3.1" or "dev"
+	Commit  string // VCS revision, may be empty
+}
+
+// env is what the commands read from the outside world. Tests replace it.
+type env struct {
+	getenv       func(string) string
+	isTerminal   func(w io.Writer) bool
+	now          func() time.Time
+	pollInterval time.Duration
+	httpClient   *http.Client
+	loadSpec     func(doc []byte, sets []string) (domain.Spec, error)
+	schema       func() []byte
+}
+
+func defaultEnv() *env {
+	return &env{
+		getenv:       os.Getenv,
+		isTerminal:   isTerminal,
+		now:          time.Now,
+		pollInterval: time.Second,
+		httpClient:   http.DefaultClient,
+		loadSpec:     jobspec.Load,
+		schema:       jobspec.Schema,
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// app holds the state shared by every command of one root.
+type app struct {
+	info  BuildInfo
+	env   *env
+	flags struct {
+		server string
+		token  string
+	}
+}
+
+// NewRoot returns the trainyard root command with every client command.
+// extra commands (the server, the executor's shim) are added as they are.
+// Run it with Execute to get the documented exit codes and error format.
+func NewRoot(info BuildInfo, extra ...*cobra.Command) *cobra.Command {
+	return newRoot(info, defaultEnv(), extra...)
+}
+
+func newRoot(info BuildInfo, e *env, extra ...*cobra.Command) *cobra.Command {
+	a := &app{info: info, env: e}
+	root := &cobra.Command{
+		Use:   "trainyard",
+		Short: "Launch and manage AI training jobs",
+		Long: `trainyard submits training jobs to a Trainyard server and shows what they are doing.
+
+The server URL and token come from --server/--token, else TRAINYARD_SERVER and
+TRAINYARD_TOKEN, else the config file ($XDG_CONFIG_HOME/trainyard/config.yaml,
+by default ~/.config/trainyard/config.yaml). Without any, the server is
+http://127.0.0.1:7070.`,
+		Example: `  trainyard submit train.yaml --set params.lr=0.2
+  trainyard ls --state running
+  trainyard logs -f 12
+  trainyard why 12`,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		SuggestionsMinimumDistance: 2,
+		// Unknown subcommands arrive here as args; report them as usage errors.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				hint := "run 'trainyard --help' for the list"
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					hint = "did you mean " + strings.Join(s, " or ") + "?"
+				}
+				return usageErrorf("unknown command %q for %q; %s", args[0], cmd.CommandPath(), hint)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageErrorf("%v; see '%s --help'", err, cmd.CommandPath())
+	})
+	root.PersistentFlags().StringVar(&a.flags.server, "server", "", "server URL (env TRAINYARD_SERVER; default http://127.0.0.1:7070)")
+	root.PersistentFlags().StringVar(&a.flags.token, "token", "", "API token (env TRAINYARD_TOKEN)")
+
+	root.AddCommand(
+		a.submitCmd(),
+		a.lsCmd(),
+		a.showCmd(),
+		a.logsCmd(),
+		a.cancelCmd(),
+		a.whyCmd(),
+		a.versionCmd(),
+		a.specCmd(),
+		a.docsCmd(),
+	)
+	root.AddCommand(extra...)
+	// cobra adds the "completion" command when the root executes (it binds
+	// the output writer then, so it must not be added earlier).
+	return root
+}
+
+// Execute runs root with the process arguments and returns the exit code.
+// Errors are printed to root's stderr as "error: ...". SIGINT and SIGTERM
+// cancel the commands' context, so following logs or waiting stops cleanly; a
+// second signal kills the process as usual.
+func Execute(root *cobra.Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // restore the default handling for a second signal
+	}()
+	return ExecuteContext(ctx, root)
+}
+
+// ExecuteContext is Execute with a caller-supplied context and no signal
+// handling.
+func ExecuteContext(ctx context.Context, root *cobra.Command) int {
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		PrintError(root.ErrOrStderr(), err)
+	}
+	return ExitCode(err)
+}
+
+// ExitCode maps an error returned by a command to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if client.IsInvalid(err) || errors.Is(err, domain.ErrInvalid) {
+		return ExitUsage
+	}
+	if errors.Is(err, context.Canceled) {
+		return 130 // interrupted, as a shell reports SIGINT
+	}
+	return ExitFailure
+}
+
+// PrintError writes err to w as "error: ..." (nothing for errors that were
+// already reported, such as a job that failed under --wait, or an interrupt).
+func PrintError(w io.Writer, err error) {
+	var ee *exitError
+	if errors.As(err, &ee) && ee.err == nil {
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	var fe domain.FieldErrors
+	if errors.As(err, &fe) {
+		fmt.Fprintf(w, "error: the job spec is invalid (%d problem(s)):\n", len(fe))
+		for _, f := range fe {
+			fmt.Fprintf(w, "  %s\n", client.FormatFieldError(fieldErrorToAPI(f)))
+		}
+		return
+	}
+	fmt.Fprintf(w, "error: %s\n", strings.TrimRight(err.Error(), "\n"))
+}
+
+// exitError carries an exit code; a nil err means the message was already
+// printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return "exit status " + strconv.Itoa(e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf returns an error that exits with ExitUsage.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code and the usage line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("%s takes %d argument(s), got %d; usage: %s", cmd.CommandPath(), n, len(args), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// parseID parses a job id argument.
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageErrorf("invalid job id %q: want a positive integer such as 12", s)
+	}
+	return id, nil
+}
+
+// client builds an API client from the resolved configuration.
+func (a *app) client() (*client.Client, error) {
+	cfg, err := a.resolveConfig()
+	if err != nil {
+		return nil, err
+	}
+	ua := "trainyard/" + a.info.Version
+	if a.info.Version == "" {
+		ua = "trainyard/dev"
+	}
+	return client.New(cfg.Server, cfg.Token, client.WithHTTPClient(a.env.httpClient), client.WithUserAgent(ua)), nil
+}
+
+// outputFlag registers -o/--output with the allowed formats ("" is the human
+// view) and returns a validator to call in RunE.
+func outputFlag(cmd *cobra.Command, formats ...string) (*string, func() error) {
+	var v string
+	cmd.Flags().StringVarP(&v, "output", "o", "", "output format: "+strings.Join(formats, "|"))
+	return &v, func() error {
+		if v == "" {
+			return nil
+		}
+		for _, f := range formats {
+			if v == f {
+				return nil
+			}
+		}
+		return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))
+	}
+}
+
+func fieldErrorToAPI(f domain.FieldError) apitypes.FieldError {
+	return apitypes.FieldError{Path: f.Path, Message: f.Message, Line: f.Line}
+}

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/client"
+	"trainyard/internal/domain"
+)
+
+func (a *app) submitCmd() *cobra.Command {
+	var (
+		sets   []string
+		key    string
+		wait   bool
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Submit a job from a spec file",
+		Long: `Submit a job from a YAML or JSON spec file ("-" reads standard input).
+
+Prints the new job's id alone on stdout, so scripts can capture it:
+
+    id=$(trainyard submit train.yaml)
+
+--set key=value overrides a field after parsing (params.lr=0.2,
+resources.gpus=2, name=..., labels.team=...). A relative workdir in the file is
+resolved against the file's directory.
+
+--wait polls until the job ends and prints its final state on stderr; --follow
+also streams the logs of each attempt to stdout. Both exit 0 when the job
+succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
+		Example: `  trainyard submit train.yaml
+  trainyard submit train.yaml --set params.lr=0.2 --set resources.gpus=2
+  trainyard submit train.yaml --idempotency-key nightly-2026-01-31 --follow
+  cat train.yaml | trainyard submit -`,
+		Args: exactArgs(1),
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a spec field, key=value (repeatable)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated submit with the same key returns the first job instead of creating another")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends; exit 0 only if it succeeded")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the job ends; exit like --wait")
+	output, checkOutput := outputFlag(cmd, "json")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		if wait && follow {
+			return usageErrorf("--wait and --follow cannot be used together (--follow also waits)")
+		}
+		if err := checkSets(sets); err != nil {
+			return err
+		}
+		doc, dir, err := readSpecFile(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		sets = resolveWorkdir(doc, dir, sets)
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		specText, err := json.Marshal(string(doc))
+		if err != nil {
+			return fmt.Errorf("encode spec: %w", err)
+		}
+		ctx := cmd.Context()
+		job, err := c.Submit(ctx, apitypes.SubmitRequest{Spec: specText, Set: sets}, key)
+		if err != nil {
+			return err
+		}
+
+		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		if *output != "json" || (!wait && !follow) {
+			if *output == "json" {
+				if err := writeJSON(stdout, job); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(stdout, job.ID)
+			}
+		}
+		if a.env.isTerminal(stderr) {
+			verb := "submitted job"
+			if job.Created != nil && !*job.Created {
+				verb = "idempotency key matched existing job"
+			}
+			fmt.Fprintf(stderr, "%s %d (%s) — follow with: trainyard logs -f %d\n", verb, job.ID, job.Name, job.ID)
+		}
+		if !wait && !follow {
+			return nil
+		}
+
+		if follow {
+			job, err = a.followJob(ctx, c, job.ID, stdout, stderr)
+		} else {
+			job, err = a.waitJob(ctx, c, job.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if *output == "json" {
+			if err := writeJSON(stdout, job); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(stderr, finalLine(job, a.useColor(stderr)))
+		if job.State != string(domain.JobSucceeded) {
+			return &exitError{code: ExitFailure}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// checkSets rejects overrides that are not key=value.
+func checkSets(sets []string) error {
+	for _, s := range sets {
+		k, _, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return usageErrorf("invalid --set %q: want key=value, e.g. --set params.lr=0.2", s)
+		}
+	}
+	return nil
+}
+
+// readSpecFile reads the spec at path ("-": standard input) and returns it
+// with the absolute directory that relative paths in it are relative to.
+func readSpecFile(cmd *cobra.Command, path string) ([]byte, string, error) {
+	if path == "-" {
+		doc, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return nil, "", fmt.Errorf("read spec from standard input: %w", err)
+		}
+		dir, err := os.Getwd()
+		if err != nil {
+			return nil, "", fmt.Errorf("find the current directory to resolve a relative workdir: %w", err)
+		}
+		return doc, dir, nil
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", usageErrorf("cannot read spec file: %v", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, "", fmt.Errorf("resolve the directory of %s: %w", path, err)
+	}
+	return doc, dir, nil
+}
+
+// resolveWorkdir appends "workdir=<abs>" to sets when doc has a top-level
+// relative workdir and sets does not override workdir already; the path is
+// resolved against dir. A document that does not parse is left alone: the
+// server reports its errors with line numbers.
+func resolveWorkdir(doc []byte, dir string, sets []string) []string {
+	for _, s := range sets {
+		if k, _, _ := strings.Cut(s, "="); strings.TrimSpace(k) == "workdir" {
+			return sets
+		}
+	}
+	var top map[string]any
+	if err := yaml.Unmarshal(doc, &top); err != nil {
+		return sets
+	}
+	wd, ok := top["workdir"].(string)
+	if !ok || wd == "" || filepath.IsAbs(wd) {
+		return sets
+	}
+	return append(sets, "workdir="+filepath.Join(dir, wd))
+}
+
+// waitJob polls a job until it is terminal.
+func (a *app) waitJob(ctx context.Context, c *client.Client, id int64) (apitypes.Job, error) {
+	for {
+		job, err := c.GetJob(ctx, id)
+		if err != nil {
+			return job, fmt.Errorf("waiting for job %d: %w", id, err)
+		}
+		if domain.JobState(job.State).Terminal() {
+			return job, nil
+		}
+		if err := a.sleep(ctx); err != nil {
+			return job, err
+		}
+	}
+}
+
+// followJob streams the log of each attempt of a job, in order, as the
+// attempts appear, and returns the job once it is terminal and every attempt's
+// log has been streamed. A header names each attempt on stderr.
+func (a *app) followJob(ctx context.Context, c *client.Client, id int64, stdout, stderr io.Writer) (apitypes.Job, error) {
+	streamed := 0
+	for {
+		job, err := c.GetJob(ctx, id)
+		if err != nil {
+			return job, fmt.Errorf("following job %d: %w", id, err)
+		}
+		terminal := domain.JobState(job.State).Terminal()
+		if job.AttemptCount > streamed {
+			n := streamed + 1
+			rc, err := c.Logs(ctx, id, client.LogOptions{Attempt: n, Follow: true})
+			switch {
+			case client.IsNotFound(err) && !terminal:
+				// The attempt exists but its log does not yet: try again shortly.
+			case client.IsNotFound(err):
+				streamed = n // it ended without a log; move on
+				continue
+			case err != nil:
+				return job, fmt.Errorf("logs of job %d attempt %d: %w", id, n, err)
+			default:
+				fmt.Fprintf(stderr, "==> job %d attempt %d <==\n", id, n)
+				_, err = io.Copy(stdout, rc)
+				rc.Close()
+				if err != nil {
+					return job, fmt.Errorf("logs of job %d attempt %d: %w", id, n, err)
+				}
+				streamed = n
+				continue // look for the next attempt at once
+			}
+		} else if terminal {
+			return job, nil
+		}
+		if err := a.sleep(ctx); err != nil {
+			return job, err
+		}
+	}
+}
+
+// sleep waits one poll interval or until ctx ends.
+func (a *app) sleep(ctx context.Context) error {
+	t := time.NewTimer(a.env.pollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// finalLine is the one-line outcome of a job: "job 12 (smoke) failed:
+// ExitCode — process exited with code 1".
+func finalLine(job apitypes.Job, p painter) string {
+	s := fmt.Sprintf("job %d (%s) %s", job.ID, job.Name, p.state(job.State))
+	if job.Reason != "" {
+		s += ": " + job.Reason
+	}
+	if job.Message != "" {
+		s += " — " + job.Message
+	}
+	return s
+}

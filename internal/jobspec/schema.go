@@ -1,0 +1,180 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"trainyard/internal/domain"
+)
+
+// SchemaID is the $id of the spec document's JSON Schema.
+const SchemaID = "https://trainyard.dev/schemas/jobspec.json"
+
+// Regular expressions for the value forms the document accepts as text.
+const (
+	// SizePattern matches resources.memory given as text: a number with an
+	// optional binary or decimal unit.
+	SizePattern = `^\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)\s*(KiB|MiB|GiB|TiB|Ki|Mi|Gi|Ti|KB|MB|GB|TB|K|M|G|T|B)?\s*$`
+	// DurationPattern matches durations: Go units plus a leading day count.
+	DurationPattern = `^\s*(0|[-+]?([0-9]+d` + durUnits + `*|` + durUnits + `+))\s*$`
+	durUnits        = `([0-9]+\.?[0-9]*(ns|us|µs|μs|ms|s|m|h)|\.[0-9]+(ns|us|µs|μs|ms|s|m|h))`
+)
+
+type obj = map[string]any
+
+// Schema returns the JSON Schema (draft 2020-12) of the spec document,
+// indented. It describes the document as written, before overrides and
+// defaults: every field with its type, default, enum and pattern. Rules that
+// span fields (retries need reentrant, unique names) are in descriptions.
+func Schema() []byte {
+	b, err := json.MarshalIndent(schema(), "", "  ")
+	if err != nil {
+		// Unreachable: the schema is built from maps, strings and numbers.
+		panic("jobspec: encoding the schema failed: " + err.Error())
+	}
+	return append(b, '\n')
+}
+
+func schema() obj {
+	d := Defaults()
+	name := func(desc string) obj {
+		return obj{"type": "string", "pattern": NamePattern, "minLength": 1, "maxLength": MaxNameLen, "description": desc}
+	}
+	duration := func(desc string, def string) obj {
+		o := obj{"anyOf": []obj{{"type": "string", "pattern": DurationPattern}, {"const": 0}}, "description": desc + ` Forms: 90s, 30m, 24h, 2d, 1d12h; 0 for none.`}
+		if def != "" {
+			o["default"] = def
+		}
+		return o
+	}
+	scalarMap := func(desc string, key obj, value obj) obj {
+		return obj{"type": "object", "description": desc, "propertyNames": key, "additionalProperties": value}
+	}
+	priorities := []string{}
+	for _, p := range domain.Priorities() {
+		priorities = append(priorities, string(p))
+	}
+	input := obj{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"name", "path", "version"},
+		"properties": obj{
+			"name":    name("Dataset name, unique among inputs."),
+			"path":    obj{"type": "string", "pattern": "^/", "description": "Absolute, clean path of the dataset."},
+			"version": obj{"type": []string{"string", "number"}, "minLength": 1, "description": "Dataset version, e.g. v2; required so the run can be reproduced."},
+		},
+	}
+
+	return obj{
+		"$schema":              "https://json-schema.org/draft/2020-12/schema",
+		"$id":                  SchemaID,
+		"title":                "Trainyard job spec",
+		"description":          "A job to run: what, where, with which resources and failure policy. YAML or JSON. Unknown fields are rejected.",
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"name", "entrypoint"},
+		"properties": obj{
+			"name":    name("Job name: 1–63 lowercase letters, digits and '-', starting and ending with a letter or digit."),
+			"project": withDefault(name("Project the job is accounted to."), d.Project),
+			"pool":    withDefault(name("Machine pool to run in."), d.Pool),
+			"env": obj{
+				"type":        "string",
+				"pattern":     EnvPattern,
+				"not":         obj{"pattern": "@[Ll][Aa][Tt][Ee][Ss][Tt]$"},
+				"default":     d.Env,
+				"description": `Software environment pinned to a version, "name@version" (not "latest"), or "host" for the machine's own software.`,
+			},
+			"entrypoint": obj{
+				"description": "The program and its arguments (argv), or a string run under /bin/sh -c.",
+				"oneOf": []obj{
+					{"type": "array", "minItems": 1, "items": obj{"type": []string{"string", "number", "boolean"}}, "prefixItems": []obj{{"type": "string", "minLength": 1}}},
+					{"type": "string", "minLength": 1},
+				},
+			},
+			"shell": obj{
+				"type":        "boolean",
+				"description": "True when entrypoint runs under /bin/sh -c; then entrypoint must be [/bin/sh, -c, <command>]. Written by the platform in canonical specs; write entrypoint as a string instead.",
+				"default":     false,
+			},
+			"workdir": obj{"type": "string", "description": "Directory the entrypoint runs in: absolute and clean. A spec file may give a path relative to its own directory; the CLI resolves it. Empty: a fresh directory per attempt."},
+			"resources": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "What one job asks for.",
+				"properties": obj{
+					"gpus":   obj{"type": "integer", "minimum": 0, "default": d.Resources.GPUs, "description": "Number of GPUs."},
+					"cpus":   obj{"type": "number", "exclusiveMinimum": 0, "default": d.Resources.CPUs, "description": "CPU cores; fractions allowed."},
+					"memory": obj{"oneOf": []obj{{"type": "integer", "exclusiveMinimum": 0}, {"type": "string", "pattern": SizePattern}}, "default": d.Resources.Memory.String(), "description": "Memory: bytes, or a size with a unit such as 512MiB, 32GiB, 1.5Gi, 500M; more than 0."},
+					"nodes":  obj{"type": "integer", "minimum": 1, "default": d.Resources.Nodes, "description": "Number of machines (gang size); 1 for a single-machine job."},
+				},
+			},
+			"inputs": obj{
+				"type":        "array",
+				"description": "Versioned datasets the job reads; names are unique.",
+				"items":       input,
+			},
+			"outputs": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "Where results go. Leave path out to let the platform assign <artifacts>/<project>/<name>/<job-id>/.",
+				"properties": obj{
+					"path": obj{"type": "string", "pattern": "^/.*\\{job_id\\}", "description": "Absolute directory without '..' that contains {job_id}, so two jobs never share an output."},
+				},
+			},
+			"params": scalarMap("Run parameters, exported as TRAINYARD_PARAM_<NAME> (upper-cased; names must stay unique after upper-casing). Values are kept as text.",
+				obj{"pattern": ParamPattern}, obj{"type": []string{"string", "number", "boolean"}}),
+			"env_vars": scalarMap("Extra environment variables. Names starting with TRAINYARD_ and CUDA_VISIBLE_DEVICES are reserved.",
+				obj{"pattern": ParamPattern, "not": obj{"anyOf": []obj{{"pattern": "^TRAINYARD_"}, {"const": "CUDA_VISIBLE_DEVICES"}}}},
+				obj{"type": []string{"string", "number", "boolean"}}),
+			"secrets": obj{
+				"type":        "array",
+				"uniqueItems": true,
+				"description": "Names of secrets exported as environment variables; values come from the secret store. A name may not also appear in env_vars.",
+				"items":       obj{"type": "string", "pattern": SecretPattern, "not": obj{"anyOf": []obj{{"pattern": "^TRAINYARD_"}, {"const": "CUDA_VISIBLE_DEVICES"}}}},
+			},
+			"policy": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "Failure handling and ordering.",
+				"properties": obj{
+					"timeout":     duration("Wall-clock limit of one attempt; 0 means none.", d.Policy.Timeout.String()),
+					"retries":     obj{"type": "integer", "minimum": 0, "maximum": MaxRetries, "default": 0, "description": "Attempts after a failure; more than 0 requires reentrant: true."},
+					"reentrant":   obj{"type": "boolean", "default": false, "description": "The job can safely run again (it resumes from checkpoints or starts over)."},
+					"priority":    obj{"type": "string", "enum": priorities, "default": string(d.Policy.Priority), "description": "Priority class, bounded by the project's quota."},
+					"preemptible": obj{"type": "boolean", "default": false, "description": "The scheduler may stop the job to make room for higher-priority work."},
+				},
+				"dependentSchemas": obj{
+					"retries": obj{
+						"if":   obj{"properties": obj{"retries": obj{"minimum": 1}}},
+						"then": obj{"required": []string{"reentrant"}, "properties": obj{"reentrant": obj{"const": true}}},
+					},
+				},
+			},
+			"checkpoint": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "Checkpoint retention.",
+				"properties": obj{
+					"keep": obj{"type": "integer", "minimum": 0, "default": d.Checkpoint.Keep, "description": "Number of most recent checkpoints to keep."},
+				},
+			},
+			"health": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "Health-check deadlines; 0 or absent disables a check.",
+				"properties": obj{
+					"first_progress": duration("Time from start to the first progress report.", ""),
+					"stall":          duration("Longest time between two progress reports.", ""),
+				},
+			},
+			"labels": scalarMap(fmt.Sprintf("Free-form labels; keys and values at most %d characters.", MaxLabelLen),
+				obj{"pattern": LabelKeyPattern, "maxLength": MaxLabelLen},
+				obj{"type": []string{"string", "number", "boolean"}, "maxLength": MaxLabelLen}),
+		},
+	}
+}
+
+func withDefault(o obj, def any) obj {
+	o["default"] = def
+	return o
+}
