@@ -99,6 +99,7 @@ func (s *server) start() {
 	t := s.t
 	t.Helper()
 	s.stderr = &bytes.Buffer{}
+	os.Remove(filepath.Join(s.data, "server.json")) // a killed server leaves its own behind
 	s.cmd = exec.Command(binary, "server", "--data", s.data, "--listen", "127.0.0.1:0", "--config", s.config)
 	s.cmd.Env = s.env()
 	s.cmd.Stderr = &syncWriter{w: s.stderr}

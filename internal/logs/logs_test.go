@@ -3,6 +3,7 @@ package logs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,29 @@ func TestCopyFollowUntilDone(t *testing.T) {
 	}
 	if got := pr.next(t); got != "<eof>" {
 		t.Fatalf("follow did not end after done: %q", got)
+	}
+}
+
+func TestTailOffsetAcrossWindows(t *testing.T) {
+	var b []byte
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	long := strings.Repeat("x", 20000)
+	for i := range 50 {
+		b = AppendLine(b, at, Stdout, []byte(fmt.Sprintf("%d %s", i, long)))
+		b = AppendLine(b, at, System, []byte("note"))
+	}
+	p := filepath.Join(t.TempDir(), "output.log")
+	os.WriteFile(p, b, 0o644)
+	lines, err := Tail(p, 3)
+	if err != nil || len(lines) != 3 || lines[0].Stream != System || !strings.HasPrefix(lines[1].Text, "49 ") {
+		t.Fatalf("Tail = %d lines, err %v", len(lines), err)
+	}
+	var out bytes.Buffer
+	if err := Copy(context.Background(), &out, p, Options{Tail: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], "48 ") || !strings.HasPrefix(got[1], "49 ") {
+		t.Fatalf("tail 2 without system lines = %d lines starting %q", len(got), got[0][:5])
 	}
 }

@@ -12,9 +12,10 @@ import (
 )
 
 // TailOffset returns the offset in f at which its last n lines begin (0 when
-// the file has n lines or fewer). It reads backwards in blocks, so it costs
-// the size of the tail, not of the file.
-func TailOffset(f *os.File, n int) (int64, error) {
+// the file has n lines or fewer), counting only lines for which keep returns
+// true (nil keeps all). It reads backwards in growing windows, so it costs
+// about the size of the tail, not of the file.
+func TailOffset(f *os.File, n int, keep func(line []byte) bool) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, err
@@ -23,41 +24,44 @@ func TailOffset(f *os.File, n int) (int64, error) {
 	if n <= 0 {
 		return size, nil
 	}
-	const block = 32 << 10
-	buf := make([]byte, block)
-	end := size
-	// A trailing newline ends the last line; it does not start a new one.
-	newlines := 0
-	skipLast := true
-	for end > 0 {
-		start := max(end-block, 0)
-		chunk := buf[:end-start]
-		if _, err := f.ReadAt(chunk, start); err != nil && !errors.Is(err, io.EOF) {
+	for window := int64(32 << 10); ; window *= 4 {
+		start := max(size-window, 0)
+		buf := make([]byte, size-start)
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
 			return 0, err
 		}
-		for i := len(chunk) - 1; i >= 0; i-- {
-			if chunk[i] != '\n' {
-				skipLast = false
-				continue
+		// Walk complete lines from the end; the first line of a window that
+		// does not start the file may be partial, so it is never counted.
+		end := len(buf)
+		count := 0
+		for end > 0 {
+			nl := bytes.LastIndexByte(buf[:end-1], '\n')
+			if nl < 0 && start > 0 {
+				break // partial first line: widen the window
 			}
-			if skipLast && start+int64(i) == size-1 {
-				continue
+			line := buf[nl+1 : end]
+			if keep == nil || keep(line) {
+				count++
+				if count == n {
+					return start + int64(nl+1), nil
+				}
 			}
-			newlines++
-			if newlines == n {
-				return start + int64(i) + 1, nil
-			}
+			end = nl + 1
 		}
-		end = start
+		if start == 0 {
+			return 0, nil
+		}
 	}
-	return 0, nil
 }
 
 // Options says how to copy a log.
 type Options struct {
-	Tail       int  // only the last Tail lines (0: all)
-	Follow     bool // keep copying new lines until Done reports true
-	Timestamps bool // keep "<time> <stream> " prefixes
+	Tail   int  // only the last Tail lines (0: all)
+	Follow bool // keep copying new lines until Done reports true
+	// Timestamps keeps the full record: "<time> <stream> " prefixes and the
+	// supervisor's "system" lines. Without it only the program's own output
+	// (stdout and stderr text) is written.
+	Timestamps bool
 	// Done reports whether the writer of the log has finished (the attempt
 	// ended). Checked only when following.
 	Done func() bool
@@ -96,7 +100,11 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 	}
 	defer f.Close()
 	if opts.Tail > 0 {
-		off, err := TailOffset(f, opts.Tail)
+		var keep func([]byte) bool
+		if !opts.Timestamps {
+			keep = func(l []byte) bool { return ParseLine(l).Stream != System }
+		}
+		off, err := TailOffset(f, opts.Tail, keep)
 		if err != nil {
 			return err
 		}
@@ -150,6 +158,9 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 func writeLine(w io.Writer, line []byte, timestamps bool) error {
 	if !timestamps {
 		ln := ParseLine(line)
+		if ln.Stream == System {
+			return nil
+		}
 		if ln.Stream != "" {
 			line = append([]byte(ln.Text), '\n')
 		}
@@ -179,7 +190,7 @@ func Tail(path string, n int) ([]Line, error) {
 		return nil, err
 	}
 	defer f.Close()
-	off, err := TailOffset(f, n)
+	off, err := TailOffset(f, n, nil)
 	if err != nil {
 		return nil, err
 	}
