@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 
 // server is one running trainyard server.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string // scratch dir: data/, home/, config
 	data   string
 	url    string
@@ -63,7 +63,7 @@ type serverOpts struct {
 
 // startServer starts a server with a declared inventory (default 2 CPUs,
 // 8GiB, no GPUs), a 100ms retry backoff and a 1s stop grace.
-func startServer(t *testing.T, o serverOpts) *server {
+func startServer(t testing.TB, o serverOpts) *server {
 	t.Helper()
 	if o.cpus == 0 {
 		o.cpus = 2
@@ -152,6 +152,7 @@ func (s *server) shutdown() {
 			}
 		}
 	}
+	s.url = ""
 	if s.cmd != nil && s.cmd.ProcessState == nil {
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -260,7 +261,7 @@ func (s *server) waitState(id int64, d time.Duration, states ...string) apitypes
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

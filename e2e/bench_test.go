@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkEndToEndTrue submits 500 jobs running `true` from 4 clients to a
+// fresh server and reports jobs/s from the first submit to the last job's end,
+// both as recorded by the server, so polling adds nothing to the figure.
+func BenchmarkEndToEndTrue(b *testing.B) {
+	const jobs, clients = 500, 4
+	var rates []float64
+	for b.Loop() {
+		b.StopTimer()
+		s := startServer(b, serverOpts{cpus: 64, memory: "256GiB"})
+		spec := "name: t\nresources: {cpus: 0.1, memory: 16MiB}\nentrypoint: [true]\n"
+		b.StartTimer()
+		ids := make([]int64, jobs)
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := c; i < jobs; i += clients {
+					ids[i] = s.submit(spec).ID
+				}
+			}()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if j := s.waitState(id, 5*time.Minute, "succeeded", "failed"); j.State != "succeeded" {
+				b.Fatalf("job %d %s: %s", id, j.State, j.Message)
+			}
+		}
+		b.StopTimer()
+		first, last := spanOf(s, ids)
+		rates = append(rates, float64(jobs)/last.Sub(first).Seconds())
+		s.shutdown()
+		b.StartTimer()
+	}
+	b.ReportMetric(median(rates), "jobs/s")
+}
+
+// BenchmarkSubmitToRunning measures, on an idle server, the time from a
+// job's submit to its running transition, as recorded by the server.
+func BenchmarkSubmitToRunning(b *testing.B) {
+	s := startServer(b, serverOpts{cpus: 4})
+	spec := "name: lat\nresources: {cpus: 1, memory: 16MiB}\nentrypoint: [true]\n"
+	var lat []float64
+	for b.Loop() {
+		j := s.submit(spec)
+		s.waitState(j.ID, time.Minute, "succeeded", "failed")
+		full := s.job(j.ID)
+		for _, tr := range full.Transitions {
+			if tr.To == "running" {
+				lat = append(lat, float64(tr.At.Sub(full.SubmittedAt).Microseconds())/1000)
+			}
+		}
+	}
+	b.ReportMetric(median(lat), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.9), "p90-ms")
+}
+
+func spanOf(s *server, ids []int64) (first, last time.Time) {
+	for _, id := range ids {
+		j := s.job(id)
+		if first.IsZero() || j.SubmittedAt.Before(first) {
+			first = j.SubmittedAt
+		}
+		if j.FinishedAt != nil && j.FinishedAt.After(last) {
+			last = *j.FinishedAt
+		}
+	}
+	return first, last
+}
+
+func median(xs []float64) float64 { return percentile(xs, 0.5) }
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(int(float64(len(s))*p), len(s)-1)]
+}
