@@ -164,8 +164,29 @@ func (s *server) shutdown() {
 			<-done
 		}
 	}
+	s.killShims()
 	if s.t.Failed() {
 		s.t.Logf("server stderr:\n%s", s.stderr.String())
+	}
+}
+
+// killShims kills any attempt supervisor still alive under the data
+// directory (a test that failed half-way may leave one), so no job outlives
+// its test. The user's process dies with its supervisor.
+func (s *server) killShims() {
+	files, _ := filepath.Glob(filepath.Join(s.data, "runs", "*", "*", "shim.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 || !alive(pid) {
+			continue
+		}
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(cmdline, []byte(filepath.Dir(f))) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 

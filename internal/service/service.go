@@ -163,7 +163,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		Actor:          p.Actor(),
 	})
 	if errors.Is(err, domain.ErrConflict) {
-		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "output directory %s is already used by another job; outputs.path must contain {job_id}", s.outputDir(spec, job.ID))
+		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)
 	}
 	if err != nil {
 		return domain.Job{}, false, fmt.Errorf("store job: %w", err)

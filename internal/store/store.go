@@ -19,6 +19,7 @@ import (
 var (
 	ErrNotFound = domain.ErrNotFound
 	ErrConflict = domain.ErrConflict
+	ErrInvalid  = domain.ErrInvalid
 )
 
 // Store is a complete backend.
@@ -107,8 +108,8 @@ type Change struct {
 	Actor     string
 	At        time.Time
 
-	NextAttempt     time.Time // with To == queued: earliest next start
-	RequestCancel   bool      // set CancelRequested (with To empty)
+	NextAttempt   time.Time // with To == queued: earliest next start
+	RequestCancel bool      // set CancelRequested (with To empty)
 
 	// Attempt, when not nil, changes an attempt in the same transaction. The
 	// job guard must hold first.

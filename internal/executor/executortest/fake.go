@@ -1,0 +1,162 @@
+package executortest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+)
+
+var _ executor.Executor = (*Fake)(nil)
+
+// Fake is a scripted executor for control-loop tests: it runs nothing and
+// reports the events its Script returns. Set the func fields before first
+// use; each nil field has the default behaviour described on it.
+//
+// Events are delivered synchronously into a channel of FakeBuffer events;
+// the consumer must drain it.
+type Fake struct {
+	// LaunchFunc, when set, replaces Launch entirely (nothing is recorded
+	// or scripted); use it to make Launch fail.
+	LaunchFunc func(ctx context.Context, l executor.Launch) error
+	// Script returns the events a fresh launch reports, in order (Ref is
+	// filled in). Nil: Started (PID 1000+JobID) then Exited succeeded. Return
+	// only Started to keep the attempt running until Emit or Stop ends it.
+	Script func(l executor.Launch) []executor.Event
+	// StopFunc, when set, replaces Stop. Default: a running attempt reports
+	// Exited canceled/CanceledByUser; an ended or unknown one is a no-op.
+	StopFunc func(ctx context.Context, ref executor.Ref, grace time.Duration) error
+	// InventoryFunc, when set, replaces Inventory. Default: one node "fake"
+	// with 8 CPUs, 64GiB and GPUs 0-3.
+	InventoryFunc func(ctx context.Context) (executor.Inventory, error)
+
+	once     sync.Once
+	events   chan executor.Event
+	mu       sync.Mutex
+	launches []executor.Launch
+	stops    []executor.Ref
+	history  map[executor.Ref][]executor.Event // events reported per attempt
+}
+
+// FakeBuffer is the capacity of a Fake's Events channel.
+const FakeBuffer = 4096
+
+func (f *Fake) init() {
+	f.once.Do(func() {
+		f.events = make(chan executor.Event, FakeBuffer)
+		f.history = map[executor.Ref][]executor.Event{}
+	})
+}
+
+// Launch records l and reports the scripted events. Like a real executor it
+// is idempotent per Ref: a running attempt is left alone, and an ended one
+// reports its Started and final event again.
+func (f *Fake) Launch(ctx context.Context, l executor.Launch) error {
+	f.init()
+	if f.LaunchFunc != nil {
+		return f.LaunchFunc(ctx, l)
+	}
+	f.mu.Lock()
+	f.launches = append(f.launches, l)
+	prev, seen := f.history[l.Ref]
+	f.mu.Unlock()
+	if seen {
+		if ended(prev) {
+			for _, ev := range prev {
+				if ev.Kind == executor.Started || ev.Kind == executor.Exited || ev.Kind == executor.Lost {
+					f.events <- ev
+				}
+			}
+		}
+		return nil
+	}
+	script := f.Script
+	if script == nil {
+		script = defaultScript
+	}
+	evs := script(l)
+	f.mu.Lock()
+	f.history[l.Ref] = []executor.Event{} // seen, even when the script is empty
+	f.mu.Unlock()
+	for _, ev := range evs {
+		ev.Ref = l.Ref
+		f.Emit(ev)
+	}
+	return nil
+}
+
+func defaultScript(l executor.Launch) []executor.Event {
+	now := time.Now().UTC()
+	zero := 0
+	return []executor.Event{
+		{Kind: executor.Started, At: now, PID: 1000 + int(l.JobID)},
+		{Kind: executor.Exited, At: now, State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted, ExitCode: &zero, Message: "exited with code 0"},
+	}
+}
+
+func ended(evs []executor.Event) bool {
+	for _, ev := range evs {
+		if ev.Kind == executor.Exited || ev.Kind == executor.Lost {
+			return true
+		}
+	}
+	return false
+}
+
+// Emit reports ev (for example, the Exited of an attempt whose script only
+// started it).
+func (f *Fake) Emit(ev executor.Event) {
+	f.init()
+	f.mu.Lock()
+	f.history[ev.Ref] = append(f.history[ev.Ref], ev)
+	f.mu.Unlock()
+	f.events <- ev
+}
+
+// Stop records the request; see StopFunc for the default behaviour.
+func (f *Fake) Stop(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+	f.init()
+	f.mu.Lock()
+	f.stops = append(f.stops, ref)
+	evs, seen := f.history[ref]
+	f.mu.Unlock()
+	if f.StopFunc != nil {
+		return f.StopFunc(ctx, ref, grace)
+	}
+	if seen && !ended(evs) {
+		f.Emit(executor.Event{Ref: ref, Kind: executor.Exited, At: time.Now().UTC(),
+			State: domain.AttemptCanceled, Reason: domain.ReasonCanceledByUser, Message: "stopped on request"})
+	}
+	return nil
+}
+
+// Events delivers the reported events.
+func (f *Fake) Events() <-chan executor.Event {
+	f.init()
+	return f.events
+}
+
+// Inventory reports InventoryFunc's inventory or the default one.
+func (f *Fake) Inventory(ctx context.Context) (executor.Inventory, error) {
+	if f.InventoryFunc != nil {
+		return f.InventoryFunc(ctx)
+	}
+	return executor.Inventory{Nodes: []executor.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30, GPUs: []int{0, 1, 2, 3}}}}, nil
+}
+
+// Launches returns every Launch call recorded, in order.
+func (f *Fake) Launches() []executor.Launch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.launches)
+}
+
+// Stops returns the Refs of every Stop call, in order.
+func (f *Fake) Stops() []executor.Ref {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.stops)
+}

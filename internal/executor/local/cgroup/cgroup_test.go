@@ -1,0 +1,78 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func detect(t *testing.T) Hierarchy {
+	t.Helper()
+	h, err := Detect("")
+	if err != nil {
+		t.Skipf("no writable cgroup memory controller here: %v", err)
+	}
+	return h
+}
+
+func TestCreateSetsLimitAndRemoves(t *testing.T) {
+	h := detect(t)
+	name := "test-" + strconv.Itoa(os.Getpid())
+	g, err := h.Create(name, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limitFile := map[Version]string{V1: "memory.limit_in_bytes", V2: "memory.max"}[h.Version]
+	b, err := os.ReadFile(filepath.Join(g.Path(), limitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(64<<20) {
+		t.Errorf("%s = %s, want %d", limitFile, got, 64<<20)
+	}
+	if n, known, err := g.OOMKills(); err != nil || (known && n != 0) {
+		t.Errorf("OOMKills of a fresh group = %d, %v, %v; want 0", n, known, err)
+	}
+	if n, err := g.KillAll(); err != nil || n != 0 {
+		t.Errorf("KillAll on an empty group = %d, %v", n, err)
+	}
+	if err := g.Remove(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path()); !os.IsNotExist(err) {
+		t.Errorf("group still exists after Remove: %v", err)
+	}
+	if err := g.Remove(time.Second); err != nil {
+		t.Errorf("second Remove: %v, want nil", err)
+	}
+}
+
+func TestCreateRejectsBadInput(t *testing.T) {
+	h := Hierarchy{Version: V2, Mount: t.TempDir(), Parent: t.TempDir()}
+	cases := map[string]struct {
+		name  string
+		limit int64
+	}{
+		"zero limit":     {"a", 0},
+		"negative limit": {"a", -1},
+		"slash in name":  {"a/b", 1 << 20},
+		"dot-dot":        {"..", 1 << 20},
+		"empty name":     {"", 1 << 20},
+	}
+	for name, tc := range cases {
+		if _, err := h.Create(tc.name, tc.limit); err == nil {
+			t.Errorf("%s: Create(%q, %d) succeeded, want an error", name, tc.name, tc.limit)
+		}
+	}
+}
+
+func TestDetectExplainsFailure(t *testing.T) {
+	root := t.TempDir()
+	_, err := Detect(root)
+	if err == nil || !strings.Contains(err.Error(), root) {
+		t.Errorf("Detect(%q) = %v, want an error naming the path", root, err)
+	}
+}

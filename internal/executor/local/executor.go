@@ -1,0 +1,526 @@
+// Package local runs attempts as processes on this machine.
+//
+// Each attempt runs under its own supervisor, the shim ("trainyard shim",
+// see ShimMain), in a new session, so that it survives the server. The
+// executor writes the attempt directory's launch.json and starts the shim; the
+// shim claims the attempt (shim.pid, created exclusively), starts the user's
+// process in its own process group with exactly the given environment, writes
+// the log (package logs), enforces the timeout and stop requests (SIGTERM to
+// the group, SIGKILL after the grace period), applies the memory limit with a
+// cgroup where one is writable (package cgroup), and finally records the
+// outcome in exit.json. A launched shim reports "started" and "exited" on a
+// pipe; a shim found already running (after a server restart) is watched by
+// polling its directory. Launching costs two process executions: the shim and
+// the user's process.
+//
+// A zero Launch.Grace means a grace period of 10s.
+//
+// Files in an attempt directory: launch.json (0600, written by the executor),
+// shim.pid, child.pid, exit.json, shim.log (the shim's own diagnostics) and
+// stop (a pending stop request's grace).
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/local/cgroup"
+)
+
+var _ executor.Executor = (*Executor)(nil)
+
+// Config configures an Executor.
+type Config struct {
+	// ShimCommand starts the supervisor, e.g. ["/usr/bin/trainyard", "shim"];
+	// the executor appends "--dir", <attempt dir>. Required.
+	ShimCommand []string
+	// Inventory is what the executor offers; nil: this machine, detected on
+	// first use (hostname, CPUs, /proc/meminfo, nvidia-smi when installed).
+	Inventory *executor.Inventory
+	// CgroupRoot is the cgroup mount to create memory groups in (a v2 mount
+	// or a v1 memory mount); empty: detect. When none is writable, attempts
+	// run without memory limits.
+	CgroupRoot string
+	// Logger receives the executor's own notes; nil: discarded.
+	Logger *slog.Logger
+	// PollInterval is how often a reattached shim is checked; default 100ms.
+	PollInterval time.Duration
+}
+
+// eventBuffer is the capacity of the Events channel.
+const eventBuffer = 4096
+
+// Executor is the local executor. Its methods are safe for concurrent use.
+type Executor struct {
+	shimPath string
+	shimArgs []string
+	cfg      Config
+	log      *slog.Logger
+	cgroups  *cgroup.Hierarchy // nil: memory limits are not enforced
+
+	events chan executor.Event
+	done   chan struct{} // closed by Close
+
+	mu       sync.Mutex
+	closed   bool
+	attempts map[executor.Ref]*attempt
+	wg       sync.WaitGroup // watchers that may still emit
+
+	invMu sync.Mutex
+	inv   *executor.Inventory
+}
+
+// attempt is what the executor knows about one attempt it watches.
+type attempt struct {
+	ref executor.Ref
+	dir string
+
+	mu          sync.Mutex
+	proc        *os.Process // the shim, when this executor started it
+	shim        procID      // the shim, when found through shim.pid
+	pipe        *os.File    // read end of the shim's event pipe
+	ready       bool        // the shim handles SIGTERM
+	stopPending bool        // Stop was called before the shim was ready
+	startedSent bool
+	done        bool // Exited or Lost was reported
+}
+
+// New returns an executor. It checks the shim command and looks for a
+// writable cgroup hierarchy for memory limits.
+func New(cfg Config) (*Executor, error) {
+	if len(cfg.ShimCommand) == 0 || cfg.ShimCommand[0] == "" {
+		return nil, errors.New("local executor: ShimCommand is empty; set it to the trainyard binary and \"shim\"")
+	}
+	path, err := exec.LookPath(cfg.ShimCommand[0])
+	if err != nil {
+		return nil, fmt.Errorf("local executor: shim command: %w", err)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 100 * time.Millisecond
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Executor{
+		shimPath: path,
+		shimArgs: append([]string(nil), cfg.ShimCommand...),
+		cfg:      cfg,
+		log:      log,
+		events:   make(chan executor.Event, eventBuffer),
+		done:     make(chan struct{}),
+		attempts: make(map[executor.Ref]*attempt),
+	}
+	if h, err := cgroup.Detect(cfg.CgroupRoot); err != nil {
+		log.Warn("memory limits are not enforced, only accounted", "why", err)
+	} else {
+		e.cgroups = &h
+		log.Debug("memory limits via cgroup", "version", h.Version, "parent", h.Parent)
+	}
+	return e, nil
+}
+
+// LimitsEnforced reports whether memory limits apply (a writable cgroup
+// memory controller was found) and where groups are created.
+func (e *Executor) LimitsEnforced() (parent string, ok bool) {
+	if e.cgroups == nil {
+		return "", false
+	}
+	return e.cgroups.Parent, true
+}
+
+// Events delivers observations. It is closed by Close.
+func (e *Executor) Events() <-chan executor.Event { return e.events }
+
+// Close stops watching attempts and closes Events. Running shims and their
+// processes are left alone: they outlive the server, and a new executor's
+// Launch reattaches to them.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.done)
+	var pipes []*os.File
+	for _, a := range e.attempts {
+		a.mu.Lock()
+		if a.pipe != nil {
+			pipes = append(pipes, a.pipe)
+		}
+		a.mu.Unlock()
+	}
+	e.mu.Unlock()
+	for _, p := range pipes {
+		p.Close() // wakes the watcher's read
+	}
+	e.wg.Wait()
+	close(e.events)
+	return nil
+}
+
+func (e *Executor) isClosed() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// emit delivers ev unless the executor is closing.
+func (e *Executor) emit(ev executor.Event) {
+	select {
+	case <-e.done:
+		return
+	default:
+	}
+	select {
+	case e.events <- ev:
+	case <-e.done:
+	}
+}
+
+func validate(l executor.Launch) error {
+	var es domain.FieldErrors
+	if len(l.Argv) == 0 || l.Argv[0] == "" {
+		es.Add("argv", "is empty; give the program to run")
+	}
+	for _, f := range []struct{ name, v string }{{"dir", l.Dir}, {"workdir", l.WorkDir}, {"log_path", l.LogPath}} {
+		if !filepath.IsAbs(f.v) {
+			es.Add(f.name, "must be an absolute path, got %q", f.v)
+		}
+	}
+	return es.Err()
+}
+
+// Launch starts the attempt under a new shim, or reattaches to the shim that
+// already owns it (see the package doc). A second Launch while this executor
+// already watches the attempt does nothing.
+func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("launch %s: %w", l.Ref, err)
+	}
+	if err := validate(l); err != nil {
+		return fmt.Errorf("launch %s: %w", l.Ref, err)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return fmt.Errorf("launch %s: executor is closed", l.Ref)
+	}
+	if a := e.attempts[l.Ref]; a != nil && !a.isDone() {
+		e.mu.Unlock()
+		return nil
+	}
+	a := &attempt{ref: l.Ref, dir: l.Dir}
+	e.attempts[l.Ref] = a
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	if exists(filepath.Join(l.Dir, exitFile)) || exists(filepath.Join(l.Dir, shimPIDFile)) {
+		go e.reattach(a)
+		return nil
+	}
+	if err := e.start(a, l); err != nil {
+		e.mu.Lock()
+		if e.attempts[l.Ref] == a {
+			delete(e.attempts, l.Ref)
+		}
+		e.mu.Unlock()
+		e.wg.Done()
+		return fmt.Errorf("launch %s: %w", l.Ref, err)
+	}
+	return nil
+}
+
+// start writes launch.json and starts a shim for a.
+func (e *Executor) start(a *attempt, l executor.Launch) error {
+	for _, d := range []string{l.Dir, l.WorkDir, filepath.Dir(l.LogPath)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create directory: %w", err)
+		}
+	}
+	rec := launchRecord{
+		JobID: l.JobID, Attempt: l.Attempt,
+		Argv: l.Argv, Env: l.Env, WorkDir: l.WorkDir, LogPath: l.LogPath,
+		Timeout: l.Timeout, Grace: l.Grace,
+		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
+	}
+	if rec.Memory > 0 {
+		rec.Cgroup = e.cgroups
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode launch record: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(l.Dir, launchFile), b, 0o600); err != nil {
+		return fmt.Errorf("write launch record: %w", err)
+	}
+	shimLog, err := os.OpenFile(filepath.Join(l.Dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open shim log: %w", err)
+	}
+	defer shimLog.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("create event pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        e.shimPath,
+		Args:        append(append(append([]string(nil), e.shimArgs...), "--dir"), l.Dir),
+		Stdout:      shimLog,
+		Stderr:      shimLog,
+		ExtraFiles:  []*os.File{w}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return fmt.Errorf("start supervisor %s: %w", e.shimPath, err)
+	}
+	a.mu.Lock()
+	a.proc, a.pipe = cmd.Process, r
+	a.mu.Unlock()
+	if e.isClosed() {
+		r.Close() // Close may have missed this pipe; the watcher must not block it
+	}
+	go e.watchPipe(a, cmd, r)
+	return nil
+}
+
+// watchPipe follows a shim this executor started.
+func (e *Executor) watchPipe(a *attempt, cmd *exec.Cmd, r *os.File) {
+	defer e.wg.Done()
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line == "exited\n" && !e.isClosed() {
+			// The outcome is recorded; report it without waiting for the
+			// shim to finish exiting.
+			e.finishFromRecord(a, "ended")
+		} else if strings.HasSuffix(line, "\n") {
+			e.handleLine(a, strings.TrimSuffix(line, "\n"))
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.Close()
+	if e.isClosed() || a.isDone() {
+		// Nothing more to report; still reap the shim once it ends.
+		go func() { _ = cmd.Wait() }()
+		return
+	}
+	_ = cmd.Wait()
+	status := cmd.ProcessState.String()
+	if cmd.ProcessState.ExitCode() == exitOwned {
+		// Another shim got the attempt first; watch that one.
+		e.reattach0(a)
+		return
+	}
+	e.finishFromRecord(a, "ended ("+status+")")
+}
+
+func (e *Executor) handleLine(a *attempt, line string) {
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "started" {
+		return
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return
+	}
+	at := time.Now().UTC()
+	if len(f) > 2 {
+		if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			at = time.Unix(0, ns).UTC()
+		}
+	}
+	a.mu.Lock()
+	a.ready = true
+	stop := a.stopPending
+	proc := a.proc
+	a.mu.Unlock()
+	e.sendStarted(a, pid, at)
+	if stop && proc != nil {
+		_ = proc.Signal(syscall.SIGTERM)
+	}
+}
+
+func (e *Executor) sendStarted(a *attempt, pid int, at time.Time) {
+	a.mu.Lock()
+	sent := a.startedSent
+	a.startedSent = true
+	a.mu.Unlock()
+	if !sent {
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid})
+	}
+}
+
+// reattach follows an attempt that some shim already owns.
+func (e *Executor) reattach(a *attempt) {
+	defer e.wg.Done()
+	e.reattach0(a)
+}
+
+func (e *Executor) reattach0(a *attempt) {
+	if exists(filepath.Join(a.dir, exitFile)) {
+		e.finishFromRecord(a, "")
+		return
+	}
+	id, err := readProcID(filepath.Join(a.dir, shimPIDFile))
+	if err != nil {
+		e.finishFromRecord(a, fmt.Sprintf("cannot be found (%v)", err))
+		return
+	}
+	a.mu.Lock()
+	a.proc, a.shim, a.ready = nil, id, true
+	stop := a.stopPending
+	a.mu.Unlock()
+	if stop {
+		_ = id.signal(syscall.SIGTERM)
+	}
+	e.poll(a, id)
+}
+
+// poll watches a shim this executor did not start, until it records an
+// outcome or dies.
+func (e *Executor) poll(a *attempt, id procID) {
+	t := time.NewTicker(e.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		if exists(filepath.Join(a.dir, exitFile)) {
+			e.finishFromRecord(a, "")
+			return
+		}
+		e.checkStarted(a)
+		if !id.alive() {
+			e.finishFromRecord(a, fmt.Sprintf("(pid %d) died", id.PID))
+			return
+		}
+		select {
+		case <-t.C:
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// checkStarted reports Started once child.pid shows the process started.
+func (e *Executor) checkStarted(a *attempt) {
+	a.mu.Lock()
+	sent := a.startedSent
+	a.mu.Unlock()
+	if sent {
+		return
+	}
+	path := filepath.Join(a.dir, childPIDFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	at := time.Now().UTC()
+	if st, err := os.Stat(path); err == nil {
+		at = st.ModTime().UTC()
+	}
+	e.sendStarted(a, pid, at)
+}
+
+// finishFromRecord reports the attempt's end: Exited from exit.json, or Lost
+// when the shim is gone without one; why says what happened to the shim.
+func (e *Executor) finishFromRecord(a *attempt, why string) {
+	rec, err := readExit(a.dir)
+	// Done before the final event is out, so that a Launch prompted by that
+	// event reattaches and reports the outcome again.
+	a.mu.Lock()
+	a.done = true
+	a.mu.Unlock()
+	if err != nil {
+		msg := fmt.Sprintf("the supervisor of attempt %s %s without recording an outcome", a.ref, why)
+		if !errors.Is(err, os.ErrNotExist) {
+			msg = fmt.Sprintf("the outcome record of attempt %s is unreadable: %v", a.ref, err)
+		}
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Lost, At: time.Now().UTC(),
+			Message: msg + "; see " + filepath.Join(a.dir, shimLogFile)})
+		return
+	}
+	if rec.started() {
+		e.sendStarted(a, rec.PID, rec.StartedAt)
+	}
+	e.emit(executor.Event{
+		Ref: a.ref, Kind: executor.Exited, At: rec.FinishedAt,
+		State: rec.State, Reason: rec.Reason, ExitCode: rec.ExitCode, Message: rec.Message,
+	})
+}
+
+func (a *attempt) isDone() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.done
+}
+
+// Stop asks the attempt's shim to end it: the shim sends SIGTERM to the
+// process group and SIGKILL after grace (zero: the launch's grace). The
+// attempt must have been launched (or relaunched, to reattach) through this
+// executor; stopping an attempt that already ended is not an error.
+func (e *Executor) Stop(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+	e.mu.Lock()
+	a := e.attempts[ref]
+	e.mu.Unlock()
+	if a == nil {
+		return fmt.Errorf("stop %s: this executor has not launched the attempt; call Launch first (it reattaches to a running attempt): %w", ref, domain.ErrNotFound)
+	}
+	if a.isDone() || exists(filepath.Join(a.dir, exitFile)) {
+		return nil
+	}
+	// The shim reads the grace from the stop file when it gets SIGTERM, and
+	// checks for the file before it starts the process.
+	if err := writeFileAtomic(filepath.Join(a.dir, stopFile), []byte(strconv.FormatInt(int64(grace), 10)), 0o644); err != nil {
+		return fmt.Errorf("stop %s: %w", ref, err)
+	}
+	a.mu.Lock()
+	a.stopPending = true
+	ready, proc, id := a.ready, a.proc, a.shim
+	a.mu.Unlock()
+	if !ready {
+		return nil // signalled as soon as the shim reports (see handleLine)
+	}
+	var err error
+	if proc != nil {
+		if err = proc.Signal(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
+			err = nil
+		}
+	} else {
+		err = id.signal(syscall.SIGTERM)
+	}
+	if err != nil {
+		return fmt.Errorf("stop %s: signal supervisor: %w", ref, err)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,187 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor/local/cgroup"
+)
+
+// Files in an attempt directory. The executor writes launch.json and stop;
+// the shim writes the rest.
+const (
+	launchFile   = "launch.json" // what to run (0600: the environment may hold secrets)
+	shimPIDFile  = "shim.pid"    // "<pid> <start time>": the owning shim, created exclusively
+	childPIDFile = "child.pid"   // "<pid>": the user's process, once started
+	exitFile     = "exit.json"   // how the attempt ended; written atomically, last
+	stopFile     = "stop"        // "<grace ns>": a stop request, written before SIGTERM
+	shimLogFile  = "shim.log"    // the shim's own stdout and stderr
+)
+
+// exitOwned is the shim's exit status when another shim already owns the
+// attempt; the executor then watches that one instead.
+const exitOwned = 75
+
+// defaultGrace is used when neither the launch nor the stop request gives one.
+const defaultGrace = 10 * time.Second
+
+// launchRecord is launch.json: everything the shim needs.
+type launchRecord struct {
+	JobID   int64         `json:"job_id"`
+	Attempt int           `json:"attempt"`
+	Argv    []string      `json:"argv"`
+	Env     []string      `json:"env"`
+	WorkDir string        `json:"workdir"`
+	LogPath string        `json:"log_path"`
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	Grace   time.Duration `json:"grace_ns,omitempty"`
+	Memory  int64         `json:"memory_bytes,omitempty"`
+	GPUs    []int         `json:"gpus,omitempty"`
+	// Cgroup is where to create the attempt's memory group; nil: no limits.
+	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
+}
+
+// exitRecord is exit.json: the attempt's outcome as the shim saw it.
+type exitRecord struct {
+	State    domain.AttemptState `json:"state"`
+	Reason   domain.Reason       `json:"reason"`
+	ExitCode *int                `json:"exit_code"`
+	Signal   string              `json:"signal,omitempty"`
+	Message  string              `json:"message"`
+	// PID is the user's process; 0 when it never started.
+	PID        int       `json:"pid,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at"`
+	// MaxRSS is the peak resident memory of the largest process of the tree
+	// (from rusage), MemoryPeak the cgroup's peak when limits applied.
+	MaxRSS     int64 `json:"max_rss_bytes,omitempty"`
+	MemoryPeak int64 `json:"memory_peak_bytes,omitempty"`
+}
+
+// started reports whether the user's process ran.
+func (r *exitRecord) started() bool { return r.PID > 0 }
+
+// writeFileAtomic writes data to path through a uniquely named temporary
+// file and a rename, so readers see either nothing or the whole file, and
+// concurrent writers never trip over each other's temporary file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil && perm != 0o600 { // CreateTemp makes 0600 files
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func readExit(dir string) (*exitRecord, error) {
+	b, err := os.ReadFile(filepath.Join(dir, exitFile))
+	if err != nil {
+		return nil, err
+	}
+	var r exitRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, exitFile), err)
+	}
+	return &r, nil
+}
+
+// procID identifies a process across pid reuse: its pid and its start time
+// in clock ticks since boot (field 22 of /proc/<pid>/stat).
+type procID struct {
+	PID   int
+	Start uint64
+}
+
+func (p procID) String() string { return strconv.Itoa(p.PID) + " " + strconv.FormatUint(p.Start, 10) }
+
+func parseProcID(b []byte) (procID, error) {
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return procID{}, fmt.Errorf("want \"<pid> <start>\", got %q", b)
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return procID{}, fmt.Errorf("want \"<pid> <start>\", got %q", b)
+	}
+	return procID{PID: pid, Start: start}, nil
+}
+
+func readProcID(path string) (procID, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return procID{}, err
+	}
+	id, err := parseProcID(b)
+	if err != nil {
+		return procID{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	return id, nil
+}
+
+// procStat returns the state letter and start time of pid.
+func procStat(pid int) (state byte, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may contain spaces and parentheses; fields
+	// after the last ')' are plain.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: bad start time %q", pid, f[19])
+	}
+	return f[0][0], start, nil
+}
+
+// alive reports whether the process p still runs: same pid, same start
+// time, and not a zombie.
+func (p procID) alive() bool {
+	state, start, err := procStat(p.PID)
+	if err != nil {
+		return false
+	}
+	return start == p.Start && state != 'Z' && state != 'X'
+}
+
+// signal sends sig to p if it is still the same process.
+func (p procID) signal(sig syscall.Signal) error {
+	if !p.alive() {
+		return nil
+	}
+	if err := syscall.Kill(p.PID, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}

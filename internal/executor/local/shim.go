@@ -1,0 +1,664 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor/local/cgroup"
+	"trainyard/internal/logs"
+)
+
+// eventsFD is the descriptor on which the shim reports "started <pid>
+// <unix ns>" and "exited" to the executor that launched it.
+const eventsFD = 3
+
+// Bounds on cleanup after the user's process exited: how long to chase
+// leftover descendants and wait for the output pipes to drain when some
+// process that escaped the process group still holds them.
+const (
+	reapWait  = 2 * time.Second
+	drainWait = 2 * time.Second
+)
+
+// maxLine is the longest log line; longer output is split.
+const maxLine = 64 << 10
+
+// ShimMain is the entry point of the attempt supervisor, run as
+// "trainyard shim --dir DIR" by the local executor (not by people). args are
+// the arguments after the command name. It reads DIR/launch.json, runs the
+// attempt's process to its end and records the outcome in DIR/exit.json.
+//
+// Exit status: 0 when the outcome is recorded; 75 when another shim already
+// owns the attempt; 2 for bad arguments; 1 when it could not supervise at
+// all (the reason is on stderr).
+func ShimMain(args []string) int {
+	// A stop request (SIGTERM) must be handled, not fatal, from the start.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
+	dir := fs.String("dir", "", "attempt directory holding launch.json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: trainyard shim --dir DIR (internal: started by the server's local executor)")
+		return 2
+	}
+	s := &shim{dir: *dir, sigs: sigs, events: openEvents()}
+	return s.run()
+}
+
+// openEvents returns the executor's event pipe, or nil when the shim was
+// started without one. The descriptor must not leak into the user's process,
+// or the executor would not see it close when the shim exits.
+func openEvents() *os.File {
+	if _, err := unix.FcntlInt(eventsFD, unix.F_GETFD, 0); err != nil {
+		return nil
+	}
+	syscall.CloseOnExec(eventsFD)
+	return os.NewFile(eventsFD, "events")
+}
+
+type shim struct {
+	dir    string
+	sigs   chan os.Signal
+	events *os.File
+	rec    launchRecord
+	log    *logWriter
+	group  *cgroup.Group
+	self   procID
+}
+
+// notify writes one line to the executor. Errors are ignored: the server may
+// be gone, and the attempt goes on without it.
+func (s *shim) notify(line string) {
+	if s.events != nil {
+		_, _ = s.events.WriteString(line + "\n")
+	}
+}
+
+func (s *shim) run() int {
+	self, err := selfProcID()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
+		return 1
+	}
+	s.self = self
+	if err := claim(s.dir, self); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return exitOwned
+		}
+		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
+		return 1
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, launchFile))
+	if err == nil {
+		err = json.Unmarshal(b, &s.rec)
+		if err == nil && len(s.rec.Argv) == 0 {
+			err = errors.New("argv is empty")
+		}
+	}
+	if err != nil {
+		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot read the launch record %s: %v", filepath.Join(s.dir, launchFile), err))
+	}
+	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
+	}
+	s.log = &logWriter{f: f}
+	defer f.Close()
+
+	if st, err := os.Stat(s.rec.WorkDir); err != nil || !st.IsDir() {
+		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("working directory %s is not usable: %v", s.rec.WorkDir, errOrNotDir(err)))
+	}
+	if s.stopRequested() {
+		return s.finishEarly(domain.ReasonCanceledByUser, "stopped before the process started")
+	}
+	if s.rec.Memory > 0 && s.rec.Cgroup != nil {
+		s.enterGroup()
+	}
+	return s.supervise()
+}
+
+func errOrNotDir(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("not a directory")
+}
+
+// claim creates shim.pid exclusively: link(2) of a complete temporary file
+// fails with EEXIST when another shim owns the attempt, and readers never see
+// a partial file.
+func claim(dir string, self procID) error {
+	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(self.PID))
+	if err := os.WriteFile(tmp, []byte(self.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("claim attempt: %w", err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, filepath.Join(dir, shimPIDFile)); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return fmt.Errorf("claim attempt: %w", err)
+	}
+	return nil
+}
+
+func selfProcID() (procID, error) {
+	pid := os.Getpid()
+	_, start, err := procStat(pid)
+	if err != nil {
+		return procID{}, fmt.Errorf("read own start time: %w", err)
+	}
+	return procID{PID: pid, Start: start}, nil
+}
+
+func (s *shim) stopRequested() bool {
+	_, err := os.Stat(filepath.Join(s.dir, stopFile))
+	return err == nil
+}
+
+// stopGrace is the grace of the current stop request: the one in the stop
+// file, else the launch's, else the default.
+func (s *shim) stopGrace() time.Duration {
+	if b, err := os.ReadFile(filepath.Join(s.dir, stopFile)); err == nil {
+		if ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && ns > 0 {
+			return time.Duration(ns)
+		}
+	}
+	return s.launchGrace()
+}
+
+func (s *shim) launchGrace() time.Duration {
+	if s.rec.Grace > 0 {
+		return s.rec.Grace
+	}
+	return defaultGrace
+}
+
+// enterGroup creates the attempt's memory group and moves the shim into it,
+// so the user's process is born there. Failure is logged and the attempt runs
+// without a limit.
+func (s *shim) enterGroup() {
+	name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, s.self.PID)
+	g, err := s.rec.Cgroup.Create(name, s.rec.Memory)
+	if err == nil {
+		if err = g.EnterSelf(); err != nil {
+			_ = g.Remove(0)
+		}
+	}
+	if err != nil {
+		s.log.system("memory limit of %s not enforced: %v", domain.ByteSize(s.rec.Memory), err)
+		return
+	}
+	s.group = g
+}
+
+// finishEarly records an attempt that never started.
+func (s *shim) finishEarly(reason domain.Reason, msg string) int {
+	state := domain.AttemptFailed
+	if reason == domain.ReasonCanceledByUser {
+		state = domain.AttemptCanceled
+	}
+	if s.log != nil {
+		s.log.system("not started: %s", msg)
+	}
+	return s.finish(&exitRecord{State: state, Reason: reason, Message: msg, FinishedAt: time.Now().UTC()})
+}
+
+func (s *shim) finish(r *exitRecord) int {
+	if s.log != nil {
+		s.log.system("%s (%s): %s", r.State, r.Reason, r.Message)
+	}
+	b, _ := json.Marshal(r)
+	if err := writeFileAtomic(filepath.Join(s.dir, exitFile), append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "shim: write exit record: %v\n", err)
+		return 1
+	}
+	s.notify("exited")
+	return 0
+}
+
+// supervise starts the user's process and sees it to its end.
+func (s *shim) supervise() int {
+	rec := &s.rec
+	path, err := resolve(rec.Argv[0], rec.Env, rec.WorkDir)
+	if err != nil {
+		s.leaveGroup()
+		return s.finishEarly(domain.ReasonEntrypointNotFound, err.Error())
+	}
+	outR, outW, err1 := os.Pipe()
+	errR, errW, err2 := os.Pipe()
+	devNull, err3 := os.Open(os.DevNull)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		s.leaveGroup()
+		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot set up the process's output: %v", err))
+	}
+	// Orphaned descendants are re-parented to the shim, so none escapes the
+	// cleanup after the process exits by leaving the process group.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	env := rec.Env
+	if env == nil {
+		env = []string{}
+	}
+	proc, err := os.StartProcess(path, rec.Argv, &os.ProcAttr{
+		Dir:   rec.WorkDir,
+		Env:   env,
+		Files: []*os.File{devNull, outW, errW},
+		Sys: &syscall.SysProcAttr{
+			Setpgid: true,
+			// If the shim dies, its process must not run on unwatched.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	})
+	outW.Close()
+	errW.Close()
+	devNull.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		s.leaveGroup()
+		reason, msg := startError(rec.Argv[0], path, err)
+		return s.finishEarly(reason, msg)
+	}
+	startedAt := time.Now().UTC()
+	pid := proc.Pid
+	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
+	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	argv, _ := json.Marshal(rec.Argv)
+	s.log.system("started %s as pid %d in %s", argv, pid, rec.WorkDir)
+	if s.group != nil {
+		// The kernel's OOM killer must pick the user's process, never the
+		// shim. The child was forked before this, so it keeps its own score.
+		_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	}
+
+	var wg sync.WaitGroup
+	var lastErrLine string
+	wg.Add(2)
+	go func() { defer wg.Done(); s.log.pump(outR, logs.Stdout, nil) }()
+	go func() { defer wg.Done(); s.log.pump(errR, logs.Stderr, &lastErrLine) }()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+
+	type waited struct {
+		st  *os.ProcessState
+		err error
+	}
+	exitCh := make(chan waited, 1)
+	go func() {
+		st, err := proc.Wait()
+		exitCh <- waited{st, err}
+	}()
+
+	var timeoutC, killC <-chan time.Time
+	if rec.Timeout > 0 {
+		t := time.NewTimer(rec.Timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	var cause domain.Reason // Timeout or CanceledByUser once the shim ends the process
+	var grace time.Duration
+	killed := false
+	var w waited
+loop:
+	for {
+		select {
+		case w = <-exitCh:
+			break loop
+		case <-timeoutC:
+			if cause == "" {
+				cause, grace = domain.ReasonTimeout, s.launchGrace()
+				s.log.system("timeout of %s reached; sending SIGTERM to the process group, SIGKILL after %s", domain.FormatDuration(rec.Timeout), domain.FormatDuration(grace))
+				killC = s.terminate(pid, grace)
+			}
+		case sig := <-s.sigs:
+			if cause == "" {
+				cause, grace = domain.ReasonCanceledByUser, s.stopGrace()
+				s.log.system("stop requested (%v); sending SIGTERM to the process group, SIGKILL after %s", sig, domain.FormatDuration(grace))
+				killC = s.terminate(pid, grace)
+			}
+		case <-killC:
+			killC = nil
+			killed = true
+			s.log.system("grace period of %s over; sending SIGKILL to the process group", domain.FormatDuration(grace))
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+	finishedAt := time.Now().UTC()
+
+	// No process of the attempt outlives it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if s.group != nil {
+		_, _ = s.group.KillAll()
+	}
+	reapOrphans(time.Now().Add(reapWait))
+	select {
+	case <-drained:
+	case <-time.After(drainWait):
+		s.log.system("output still open %s after the process exited (a descendant left the process group); closing it", domain.FormatDuration(drainWait))
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	r := &exitRecord{PID: pid, StartedAt: startedAt, FinishedAt: finishedAt}
+	var ws syscall.WaitStatus
+	if w.err != nil {
+		r.State, r.Reason, r.Message = domain.AttemptFailed, domain.ReasonExitCode, fmt.Sprintf("cannot wait for pid %d: %v", pid, w.err)
+		s.leaveGroup()
+		return s.finish(r)
+	}
+	ws, _ = w.st.Sys().(syscall.WaitStatus)
+	if ru, ok := w.st.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSS = ru.Maxrss * 1024
+	}
+	var how string
+	if ws.Signaled() {
+		r.Signal = unix.SignalName(ws.Signal())
+		if r.Signal == "" {
+			r.Signal = "signal " + strconv.Itoa(int(ws.Signal()))
+		}
+		how = "killed by " + r.Signal
+	} else {
+		code := ws.ExitStatus()
+		r.ExitCode = &code
+		how = "exited with code " + strconv.Itoa(code)
+	}
+	oom := s.oomKilled(ws)
+	s.leaveGroup()
+
+	switch {
+	case cause == domain.ReasonCanceledByUser:
+		r.State, r.Reason = domain.AttemptCanceled, cause
+		r.Message = "stopped on request; " + how
+		if killed {
+			r.Message += " after a grace period of " + domain.FormatDuration(grace)
+		}
+	case cause == domain.ReasonTimeout:
+		r.State, r.Reason = domain.AttemptTimedOut, cause
+		r.Message = "exceeded its timeout of " + domain.FormatDuration(rec.Timeout) + "; " + how
+		if killed {
+			r.Message += " after a grace period of " + domain.FormatDuration(grace)
+		}
+	case oom && !(r.ExitCode != nil && *r.ExitCode == 0):
+		r.State, r.Reason = domain.AttemptFailed, domain.ReasonOOMKilled
+		r.Message = fmt.Sprintf("out of memory: exceeded its memory limit of %s; %s", domain.ByteSize(rec.Memory), how)
+	case r.ExitCode != nil && *r.ExitCode == 0:
+		r.State, r.Reason, r.Message = domain.AttemptSucceeded, domain.ReasonCompleted, how
+	case r.ExitCode != nil && *r.ExitCode == 127 && isShell(rec.Argv):
+		r.State, r.Reason = domain.AttemptFailed, domain.ReasonEntrypointNotFound
+		r.Message = lastErrLine
+		if r.Message == "" {
+			r.Message = "command not found (the shell exited with code 127)"
+		}
+	default:
+		r.State, r.Reason, r.Message = domain.AttemptFailed, domain.ReasonExitCode, how
+	}
+	return s.finish(r)
+}
+
+// terminate sends SIGTERM to the process group and returns the channel that
+// fires when the grace period is over.
+func (s *shim) terminate(pid int, grace time.Duration) <-chan time.Time {
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	return time.After(grace)
+}
+
+// oomKilled reads the group's OOM counters. On v1 kernels without an OOM
+// counter, hitting the limit and dying of SIGKILL counts as an OOM kill.
+func (s *shim) oomKilled(ws syscall.WaitStatus) bool {
+	if s.group == nil {
+		return false
+	}
+	n, known, err := s.group.OOMKills()
+	if err == nil && known {
+		return n > 0
+	}
+	fc, err := s.group.Failcnt()
+	return err == nil && fc > 0 && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// leaveGroup deletes the attempt's memory group, if any.
+func (s *shim) leaveGroup() {
+	if s.group == nil {
+		return
+	}
+	if err := s.group.Remove(time.Second); err != nil && s.log != nil {
+		s.log.system("%v", err)
+	}
+	s.group = nil
+}
+
+// reapOrphans kills and reaps the shim's remaining children: descendants of
+// the user's process that were re-parented to the shim (a child subreaper).
+func reapOrphans(deadline time.Time) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR) || pid > 0:
+			continue
+		case err != nil: // ECHILD: none left
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		for _, c := range children() {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// children lists the shim's child processes.
+func children() []int {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	var pids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// isShell reports whether argv runs a command string in a POSIX shell.
+func isShell(argv []string) bool {
+	if len(argv) < 3 {
+		return false
+	}
+	switch filepath.Base(argv[0]) {
+	case "sh", "bash", "dash", "zsh", "ksh", "ash":
+	default:
+		return false
+	}
+	return strings.HasPrefix(argv[1], "-") && strings.Contains(argv[1], "c")
+}
+
+// getenv returns the first value of key in env.
+func getenv(env []string, key string) (string, bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// resolve finds the program to run: a name without a slash is searched in
+// PATH of the job's environment (not the shim's); other paths are used as
+// given (relative ones from the working directory).
+func resolve(name string, env []string, workDir string) (string, error) {
+	if name == "" {
+		return "", errors.New("entrypoint is empty")
+	}
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	pathVar, ok := getenv(env, "PATH")
+	if !ok {
+		return "", fmt.Errorf("entrypoint %q not found: PATH is not set in the job's environment; give an absolute path or set PATH", name)
+	}
+	var notExec string
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		check := p
+		if !filepath.IsAbs(p) {
+			check = filepath.Join(workDir, p)
+		}
+		st, err := os.Stat(check)
+		if err != nil || st.IsDir() {
+			continue
+		}
+		if st.Mode()&0o111 == 0 {
+			if notExec == "" {
+				notExec = check
+			}
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = "./" + p // relative to the working directory, never searched again
+		}
+		return p, nil
+	}
+	if notExec != "" {
+		return "", fmt.Errorf("entrypoint %q: %s is not executable (PATH=%s)", name, notExec, pathVar)
+	}
+	return "", fmt.Errorf("entrypoint %q not found in PATH=%s", name, pathVar)
+}
+
+// startError classifies a failed start.
+func startError(name, path string, err error) (domain.Reason, string) {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		msg := fmt.Sprintf("entrypoint %q not found", name)
+		if path != name {
+			msg += " (resolved to " + path + ")"
+		}
+		return domain.ReasonEntrypointNotFound, msg + ": no such file, or its #! interpreter is missing"
+	case errors.Is(err, syscall.EACCES):
+		return domain.ReasonEntrypointNotFound, fmt.Sprintf("entrypoint %q is not executable: permission denied", path)
+	case errors.Is(err, syscall.ENOTDIR):
+		return domain.ReasonEntrypointNotFound, fmt.Sprintf("entrypoint %q not found: a path component is not a directory", path)
+	case errors.Is(err, syscall.ENOEXEC):
+		return domain.ReasonEntrypointNotFound, fmt.Sprintf("entrypoint %q is not a program this machine can run (bad format; a script needs a #! line)", path)
+	default:
+		return domain.ReasonLaunchFailed, fmt.Sprintf("cannot start %q: %v", path, err)
+	}
+}
+
+// logWriter appends formatted lines to the attempt's log. Every read from a
+// pipe becomes one write, so lines reach the file (and `logs -f`) as soon as
+// the process writes them.
+type logWriter struct {
+	mu  sync.Mutex
+	f   io.Writer
+	buf []byte // guarded by mu
+}
+
+// system writes one "system" line.
+func (w *logWriter) system(format string, args ...any) {
+	text := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")
+	w.lines(logs.System, [][]byte{[]byte(text)})
+}
+
+// lines writes lines of one stream in one write. The time is taken under the
+// lock, so timestamps never decrease through the file.
+func (w *logWriter) lines(stream string, lines [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := time.Now()
+	w.buf = w.buf[:0]
+	for _, l := range lines {
+		w.buf = logs.AppendLine(w.buf, t, stream, l)
+	}
+	_, _ = w.f.Write(w.buf)
+}
+
+// pump copies r to the log as lines of stream until EOF. A final line
+// without a newline is written at EOF; a line longer than maxLine is split.
+// When last is non-nil it receives the last non-empty line.
+func (w *logWriter) pump(r io.Reader, stream string, last *string) {
+	buf := make([]byte, 32<<10)
+	var pending []byte
+	var lines [][]byte
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			lines = lines[:0]
+			for {
+				i := bytes.IndexByte(chunk, '\n')
+				if i < 0 {
+					break
+				}
+				if len(pending) > 0 {
+					// A line completed across reads; copy it out of pending.
+					lines = append(lines, append(append([]byte(nil), pending...), chunk[:i]...))
+					pending = pending[:0]
+				} else {
+					lines = append(lines, chunk[:i])
+				}
+				chunk = chunk[i+1:]
+			}
+			pending = append(pending, chunk...)
+			for len(pending) >= maxLine {
+				lines = append(lines, append([]byte(nil), pending[:maxLine]...))
+				pending = append(pending[:0], pending[maxLine:]...)
+			}
+			if len(lines) > 0 {
+				w.lines(stream, lines)
+				setLast(last, lines)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(pending) > 0 {
+		w.lines(stream, [][]byte{pending})
+		setLast(last, [][]byte{pending})
+	}
+}
+
+func setLast(last *string, lines [][]byte) {
+	if last == nil {
+		return
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if len(bytes.TrimSpace(lines[i])) > 0 {
+			*last = string(lines[i])
+			return
+		}
+	}
+}

@@ -1,0 +1,427 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// jobCols are the jobs columns every job query reads, in scanJob order.
+const jobCols = `jobs.id, jobs.name, jobs.project, jobs.pool, jobs.state, jobs.reason, jobs.message,
+	jobs.priority, jobs.submitter, jobs.submitted_at, jobs.updated_at, jobs.started_at, jobs.finished_at,
+	jobs.spec_hash, jobs.output_dir, jobs.attempts, jobs.next_attempt_at, jobs.cancel_requested,
+	jobs.idempotency_key`
+
+// fullJobSelect reads jobs with their config snapshot.
+const fullJobSelect = `SELECT ` + jobCols + `, snapshots.spec_json
+	FROM jobs JOIN snapshots ON snapshots.hash = jobs.spec_hash`
+
+const (
+	getJobSQL         = fullJobSelect + ` WHERE jobs.id = ?`
+	jobByIdemKeySQL   = fullJobSelect + ` WHERE jobs.submitter = ? AND jobs.idempotency_key = ?`
+	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
+	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
+		submitted_at, updated_at, spec_hash, idempotency_key)
+		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?)`
+	setOutputDirSQL = `UPDATE jobs SET output_dir = ? WHERE id = ?`
+	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads one row of jobCols, followed by spec_json when withSpec.
+func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
+	var (
+		j                                              domain.Job
+		submitted, updated, started, finished, nextAtt sql.NullInt64
+		outputDir                                      sql.NullString
+		cancel, attempts                               int64
+		state, reason, priority                        string
+		specJSON                                       []byte
+	)
+	// Plain string destinations: database/sql converts named string types
+	// through reflection, which is measurably slower on list queries.
+	dest := []any{&j.ID, &j.Name, &j.Project, &j.Pool, &state, &reason, &j.Message,
+		&priority, &j.Submitter, &submitted, &updated, &started, &finished,
+		&j.SpecHash, &outputDir, &attempts, &nextAtt, &cancel, &j.IdempotencyKey}
+	if withSpec {
+		dest = append(dest, &specJSON)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return domain.Job{}, err
+	}
+	j.State, j.Reason, j.Priority = domain.JobState(state), domain.Reason(reason), domain.Priority(priority)
+	j.Attempts = int(attempts)
+	j.SubmittedAt = timeOf(submitted)
+	j.UpdatedAt = timeOf(updated)
+	j.StartedAt = timeOf(started)
+	j.FinishedAt = timeOf(finished)
+	j.NextAttempt = timeOf(nextAtt)
+	j.OutputDir = outputDir.String
+	j.CancelRequested = cancel != 0
+	if withSpec {
+		j.SpecJSON = specJSON
+		if err := json.Unmarshal(specJSON, &j.Spec); err != nil {
+			return domain.Job{}, fmt.Errorf("decode config snapshot %s of job %d: %w", j.SpecHash, j.ID, err)
+		}
+	}
+	return j, nil
+}
+
+// validateNewJob checks what the database cannot: the snapshot's hash must
+// match its content, or two different specs could share one snapshot.
+func validateNewJob(p store.NewJob) error {
+	if len(p.SpecJSON) == 0 {
+		return fmt.Errorf("create job: SpecJSON is empty; pass the canonical JSON of the spec: %w", domain.ErrInvalid)
+	}
+	sum := sha256.Sum256(p.SpecJSON)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); p.SpecHash != want {
+		return fmt.Errorf("create job: SpecHash %q does not match the SHA-256 of SpecJSON (%s); compute it from the exact bytes stored: %w",
+			p.SpecHash, want, domain.ErrInvalid)
+	}
+	return nil
+}
+
+// CreateJob stores a new queued job, its config snapshot (shared with every
+// job of the same spec) and its submit event in one transaction.
+func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
+	if err := validateNewJob(p); err != nil {
+		return domain.Job{}, false, err
+	}
+	var (
+		job     domain.Job
+		created bool
+	)
+	err := s.write(ctx, func(w *writer) error {
+		job, created = domain.Job{}, false
+		if p.IdempotencyKey != "" {
+			existing, err := scanJob(w.queryRow(jobByIdemKeySQL, p.Submitter, p.IdempotencyKey), true)
+			switch {
+			case err == nil:
+				job = existing
+				return nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return interpretError("create job: look up idempotency key", err)
+			}
+		}
+		if _, err := w.exec(insertSnapshotSQL, p.SpecHash, p.SpecJSON); err != nil {
+			return interpretError("create job: store config snapshot", err)
+		}
+		at := timeArg(p.SubmittedAt)
+		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
+			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey)
+		if err != nil {
+			return interpretError("create job", err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return interpretError("create job: read new id", err)
+		}
+		var dir string
+		if p.OutputDir != nil {
+			dir = p.OutputDir(id)
+		}
+		if dir != "" {
+			if _, err := w.exec(setOutputDirSQL, dir, id); err != nil {
+				if isUniqueViolation(err) {
+					return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
+				}
+				return interpretError("create job: store output directory", err)
+			}
+		}
+		if _, err := w.exec(insertEventSQL, id, 0, at, "", domain.JobQueued, p.Actor, domain.ReasonSubmitted, ""); err != nil {
+			return interpretError("create job: record submit event", err)
+		}
+		sub := normTime(p.SubmittedAt)
+		job = domain.Job{
+			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
+			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
+			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
+			Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
+			OutputDir: dir, IdempotencyKey: p.IdempotencyKey,
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return domain.Job{}, false, err
+	}
+	return job, created, nil
+}
+
+// GetJob returns the job with its Spec and SpecJSON, or store.ErrNotFound.
+func (s *Store) GetJob(ctx context.Context, id int64) (domain.Job, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.Job{}, err
+	}
+	st, err := s.readStmt(ctx, getJobSQL)
+	if err != nil {
+		return domain.Job{}, interpretError(fmt.Sprintf("get job %d", id), err)
+	}
+	j, err := scanJob(st.QueryRowContext(ctx, id), true)
+	if err != nil {
+		return domain.Job{}, interpretError(fmt.Sprintf("get job %d", id), err)
+	}
+	return j, nil
+}
+
+// ListJobs returns the jobs f selects, without Spec and SpecJSON.
+//
+// With several states and a limit, each state is read from the (state, id)
+// index separately and the results merged, so the cost is bounded by the
+// limit rather than by the number of matching jobs.
+func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list jobs: limit %d is negative; use 0 for no limit: %w", f.Limit, domain.ErrInvalid)
+	}
+	query, args := listJobsQuery(f)
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	defer rows.Close()
+	jobs := make([]domain.Job, 0, min(max(f.Limit, 16), 1024))
+	for rows.Next() {
+		j, err := scanJob(rows, false)
+		if err != nil {
+			return nil, interpretError("list jobs", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	return jobs, nil
+}
+
+// listJobsQuery builds the SQL for f. The text depends only on the shape of
+// f (how many states, which fields are set), so prepared statements are
+// reused across calls.
+func listJobsQuery(f store.JobFilter) (string, []any) {
+	states := uniqueStates(f.States)
+	order := "DESC"
+	if f.Ascending {
+		order = "ASC"
+	}
+	var conds []string
+	var args []any
+	if f.Project != "" {
+		conds = append(conds, "project = ?")
+		args = append(args, f.Project)
+	}
+	if !f.Ascending && f.BeforeID > 0 {
+		conds = append(conds, "id < ?")
+		args = append(args, f.BeforeID)
+	}
+	cols := strings.ReplaceAll(jobCols, "jobs.", "")
+	where := func(extra string) string {
+		all := conds
+		if extra != "" {
+			all = append([]string{extra}, conds...)
+		}
+		if len(all) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(all, " AND ")
+	}
+	limit := ""
+	if f.Limit > 0 {
+		limit = " LIMIT ?"
+	}
+
+	if len(states) > 1 && f.Limit > 0 {
+		// Pick the ids from the covering (state, id) index, one bounded
+		// range per state, then read only the chosen rows.
+		parts := make([]string, len(states))
+		var all []any
+		for i, st := range states {
+			parts[i] = "SELECT id FROM (SELECT id FROM jobs" + where("state = ?") +
+				" ORDER BY id " + order + limit + ")"
+			all = append(all, st)
+			all = append(all, args...)
+			all = append(all, f.Limit)
+		}
+		all = append(all, f.Limit)
+		return "SELECT " + cols + " FROM (" + strings.Join(parts, " UNION ALL ") + " ORDER BY id " + order + limit +
+			") AS picked JOIN jobs USING (id) ORDER BY id " + order, all
+	}
+
+	var stateCond string
+	switch len(states) {
+	case 0:
+	case 1:
+		stateCond = "state = ?"
+	default:
+		stateCond = "state IN (?" + strings.Repeat(", ?", len(states)-1) + ")"
+	}
+	var all []any
+	for _, st := range states {
+		all = append(all, st)
+	}
+	all = append(all, args...)
+	if f.Limit > 0 {
+		all = append(all, f.Limit)
+	}
+	return "SELECT " + cols + " FROM jobs" + where(stateCond) + " ORDER BY id " + order + limit, all
+}
+
+// uniqueStates returns states sorted and without duplicates.
+func uniqueStates(states []domain.JobState) []domain.JobState {
+	if len(states) <= 1 {
+		return states
+	}
+	out := slices.Clone(states)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CountJobs counts jobs per state; every known state is present, zero or not.
+func (s *Store) CountJobs(ctx context.Context) (map[domain.JobState]int, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	st, err := s.readStmt(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	if err != nil {
+		return nil, interpretError("count jobs", err)
+	}
+	rows, err := st.QueryContext(ctx)
+	if err != nil {
+		return nil, interpretError("count jobs", err)
+	}
+	defer rows.Close()
+	counts := make(map[domain.JobState]int, len(domain.JobStates()))
+	for _, state := range domain.JobStates() {
+		counts[state] = 0
+	}
+	for rows.Next() {
+		var state domain.JobState
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, interpretError("count jobs", err)
+		}
+		counts[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError("count jobs", err)
+	}
+	return counts, nil
+}
+
+const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at`
+
+func scanAttempt(sc rowScanner) (domain.Attempt, error) {
+	var (
+		a                          domain.Attempt
+		exit                       sql.NullInt64
+		gpus                       string
+		created, started, finished sql.NullInt64
+	)
+	if err := sc.Scan(&a.JobID, &a.Number, &a.State, &a.Reason, &a.Message, &exit, &a.Node, &gpus,
+		&created, &started, &finished); err != nil {
+		return domain.Attempt{}, err
+	}
+	var err error
+	if a.GPUs, err = gpusOf(gpus); err != nil {
+		return domain.Attempt{}, fmt.Errorf("attempt %d of job %d: %w", a.Number, a.JobID, err)
+	}
+	a.ExitCode = exitCodeOf(exit)
+	a.CreatedAt = timeOf(created)
+	a.StartedAt = timeOf(started)
+	a.FinishedAt = timeOf(finished)
+	return a, nil
+}
+
+// ListAttempts returns a job's attempts in number order (none for a job that
+// does not exist).
+func (s *Store) ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error) {
+	return s.queryAttempts(ctx, fmt.Sprintf("list attempts of job %d", jobID),
+		`SELECT `+attemptCols+` FROM attempts WHERE job_id = ? ORDER BY number`, jobID)
+}
+
+// ActiveAttempts returns every starting or running attempt in (job id,
+// number) order.
+func (s *Store) ActiveAttempts(ctx context.Context) ([]domain.Attempt, error) {
+	return s.queryAttempts(ctx, "list active attempts",
+		`SELECT `+attemptCols+` FROM attempts WHERE state IN (?, ?) ORDER BY job_id, number`,
+		domain.AttemptStarting, domain.AttemptRunning)
+}
+
+func (s *Store) queryAttempts(ctx context.Context, action, query string, args ...any) ([]domain.Attempt, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, interpretError(action, err)
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, interpretError(action, err)
+	}
+	defer rows.Close()
+	var out []domain.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, interpretError(action, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(action, err)
+	}
+	return out, nil
+}
+
+// ListEvents returns a job's transition events in the order they happened.
+func (s *Store) ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error) {
+	action := fmt.Sprintf("list events of job %d", jobID)
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	st, err := s.readStmt(ctx, `SELECT id, job_id, attempt, at, from_state, to_state, actor, reason, message
+		FROM events WHERE job_id = ? ORDER BY id`)
+	if err != nil {
+		return nil, interpretError(action, err)
+	}
+	rows, err := st.QueryContext(ctx, jobID)
+	if err != nil {
+		return nil, interpretError(action, err)
+	}
+	defer rows.Close()
+	var out []domain.Event
+	for rows.Next() {
+		var e domain.Event
+		var at sql.NullInt64
+		if err := rows.Scan(&e.ID, &e.JobID, &e.Attempt, &at, &e.From, &e.To, &e.Actor, &e.Reason, &e.Message); err != nil {
+			return nil, interpretError(action, err)
+		}
+		e.At = timeOf(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(action, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,251 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+)
+
+// maxBatch bounds how many write requests share one transaction, so one
+// commit never holds the others for long.
+const maxBatch = 256
+
+// Request states: a request is claimed by the writer or abandoned by its
+// caller, never both, so a caller that gives up knows nothing was written.
+const (
+	reqPending int32 = iota
+	reqClaimed
+	reqAbandoned
+)
+
+// writeReq is one write waiting for the writer goroutine. fn runs inside the
+// batch transaction, within its own savepoint; results travel back through
+// variables the closure captured, valid only when done delivers nil.
+type writeReq struct {
+	fn    func(w *writer) error
+	state atomic.Int32
+	done  chan error // buffered, receives exactly one value once claimed
+}
+
+// writer owns the single write connection. Only the writer goroutine (and
+// Open, before it starts) touches it, so it needs no locking.
+type writer struct {
+	conn  *sql.Conn
+	ctx   context.Context // never canceled: interrupting a statement would roll back the whole batch
+	stmts map[string]*sql.Stmt
+}
+
+func newWriter(conn *sql.Conn) *writer {
+	return &writer{conn: conn, ctx: context.Background(), stmts: map[string]*sql.Stmt{}}
+}
+
+// stmt returns the prepared statement for query, preparing it on first use.
+func (w *writer) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := w.conn.PrepareContext(w.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[query] = st
+	return st, nil
+}
+
+func (w *writer) exec(query string, args ...any) (sql.Result, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(w.ctx, args...)
+}
+
+func (w *writer) queryRow(query string, args ...any) *sql.Row {
+	st, err := w.stmt(query)
+	if err != nil {
+		// sql.Row carries no constructor for an error; run the query
+		// unprepared so the same error surfaces from Scan.
+		return w.conn.QueryRowContext(w.ctx, query, args...)
+	}
+	return st.QueryRowContext(w.ctx, args...)
+}
+
+func (w *writer) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(w.ctx, args...)
+}
+
+func (w *writer) close() error {
+	var errs []error
+	for _, st := range w.stmts {
+		errs = append(errs, st.Close())
+	}
+	w.stmts = nil
+	errs = append(errs, w.conn.Close())
+	return errors.Join(errs...)
+}
+
+// write runs fn in the writer goroutine inside a transaction and returns its
+// error, or the error of the commit. If ctx ends before the writer picks the
+// request up, nothing is written and ctx's error is returned; once picked up,
+// the request runs to completion and write reports its outcome.
+func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return errClosed
+	}
+	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.closing:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqPending, reqAbandoned) {
+			return ctx.Err()
+		}
+		return <-r.done
+	case <-s.writerDone:
+		// The writer has stopped; it answers every request it took, so a
+		// request without an answer was never taken.
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return errClosed
+		}
+	}
+}
+
+// runWriter is the writer goroutine: it takes the requests waiting at that
+// moment (up to maxBatch) and commits them as one transaction.
+func (s *Store) runWriter() {
+	defer close(s.writerDone)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.reqs:
+		case <-s.closing:
+			s.failQueued()
+			return
+		}
+		batch = append(batch[:0], first)
+		// Give callers just woken by the previous commit a chance to queue
+		// their next request, so it joins this batch instead of waiting
+		// for the next commit.
+		runtime.Gosched()
+	collect:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break collect
+			}
+		}
+		s.commitBatch(batch)
+		clear(batch)
+	}
+}
+
+// failQueued answers every request still queued at Close.
+func (s *Store) failQueued() {
+	for {
+		select {
+		case r := <-s.reqs:
+			if r.state.CompareAndSwap(reqPending, reqClaimed) {
+				r.done <- errClosed
+			}
+		default:
+			return
+		}
+	}
+}
+
+// commitBatch runs the claimed requests of batch in one transaction, each in
+// its own savepoint, and answers each one.
+func (s *Store) commitBatch(batch []*writeReq) {
+	claimed := batch[:0:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqPending, reqClaimed) {
+			claimed = append(claimed, r)
+		}
+	}
+	if len(claimed) == 0 {
+		return
+	}
+	w := s.w
+	failAll := func(err error) {
+		for _, r := range claimed {
+			r.done <- err
+		}
+	}
+	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
+		failAll(interpretError("begin write transaction", err))
+		return
+	}
+	results := make([]error, len(claimed))
+	for i, r := range claimed {
+		err, fatal := runInSavepoint(w, "request", r.fn)
+		if fatal != nil {
+			_, _ = w.exec("ROLLBACK")
+			failAll(fatal)
+			return
+		}
+		results[i] = err
+	}
+	if _, err := w.exec("COMMIT"); err != nil {
+		_, _ = w.exec("ROLLBACK")
+		failAll(interpretError("commit write transaction", err))
+		return
+	}
+	s.batches.Add(1)
+	s.batched.Add(int64(len(claimed)))
+	for i, r := range claimed {
+		r.done <- results[i]
+	}
+}
+
+// runInSavepoint runs fn inside SAVEPOINT name. When fn fails, its changes are
+// rolled back and its error returned as err. fatal reports that the savepoint
+// itself could not be managed, which leaves the whole transaction unusable.
+func runInSavepoint(w *writer, name string, fn func(w *writer) error) (err, fatal error) {
+	if _, e := w.exec("SAVEPOINT " + name); e != nil {
+		return nil, interpretError("open savepoint", e)
+	}
+	err = callSafely(w, fn)
+	if err != nil {
+		if _, e := w.exec("ROLLBACK TO " + name); e != nil {
+			return nil, fmt.Errorf("roll back savepoint after %v: %w", err, interpretError("roll back savepoint", e))
+		}
+	}
+	if _, e := w.exec("RELEASE " + name); e != nil {
+		return nil, interpretError("release savepoint", e)
+	}
+	return err, nil
+}
+
+// callSafely runs fn and turns a panic (for example in a caller's OutputDir
+// function) into an error, so one bad request cannot stop the writer.
+func callSafely(w *writer, fn func(w *writer) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write request panicked: %v", p)
+		}
+	}()
+	return fn(w)
+}
