@@ -16,7 +16,7 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func jobDTO(j domain.Job) apitypes.Job {
-	r := j.Spec.Resources
+	r := j.Resources
 	out := apitypes.Job{
 		ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: string(j.State),
 		Reason: string(j.Reason), Message: j.Message, Priority: string(j.Priority),
@@ -25,9 +25,7 @@ func jobDTO(j domain.Job) apitypes.Job {
 		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested,
 		SpecHash: j.SpecHash,
 	}
-	if j.Spec.Name != "" {
-		out.Resources = apitypes.Resources{GPUs: r.GPUs, CPUs: r.CPUs, Memory: r.Memory.String(), Nodes: r.Nodes}
-	}
+	out.Resources = apitypes.Resources{GPUs: r.GPUs, CPUs: r.CPUs, Memory: r.Memory.String(), Nodes: r.Nodes}
 	return out
 }
 

@@ -244,23 +244,18 @@ func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Dur
 			}
 			continue
 		}
-		ji, err := c.info(ctx, j.ID)
-		if err != nil {
-			c.log.Error("load queued job", "job", j.ID, "err", err)
-			continue
-		}
 		snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Priority: j.Priority,
-			SubmittedAt: j.SubmittedAt, Resources: ji.spec.Resources, NotBefore: j.NextAttempt})
+			SubmittedAt: j.SubmittedAt, Resources: j.Resources, NotBefore: j.NextAttempt})
 		if j.NextAttempt.After(now) {
 			next = min(next, j.NextAttempt.Sub(now))
 		}
 	}
 	for _, a := range atts {
-		ji, err := c.info(ctx, a.JobID)
-		if err != nil {
-			continue
+		j, ok := byID[a.JobID]
+		if !ok {
+			continue // ended between the two reads; its resources are free
 		}
-		r := ji.spec.Resources
+		r := j.Resources
 		r.Nodes = 1
 		snap.Running = append(snap.Running, scheduler.Allocation{JobID: a.JobID, Node: a.Node, Resources: r, GPUs: a.GPUs})
 	}
@@ -322,7 +317,11 @@ func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Dur
 			continue // the job moved (e.g. canceled) since the snapshot
 		}
 		delete(c.reasons, pl.JobID)
-		ji := c.jobs[pl.JobID]
+		ji, err := c.info(ctx, pl.JobID)
+		if err != nil {
+			c.handleLaunchFailure(ctx, launchResult{ref: executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}, err: err})
+			continue
+		}
 		l, err := c.launchFor(pl.JobID, ji, byID[pl.JobID].Attempts+1, pl.GPUs)
 		if err != nil {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})

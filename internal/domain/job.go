@@ -17,6 +17,9 @@ type Job struct {
 	UpdatedAt   time.Time
 	StartedAt   time.Time // first attempt's start; zero if never started
 	FinishedAt  time.Time // zero until terminal
+	// Resources is the request, copied from Spec so that list rows (which
+	// carry no Spec) have it too.
+	Resources   Resources
 	Spec        Spec
 	SpecJSON    []byte // canonical JSON of Spec, exactly as stored
 	SpecHash    string // "sha256:<hex>" of SpecJSON

@@ -20,7 +20,7 @@ import (
 const jobCols = `jobs.id, jobs.name, jobs.project, jobs.pool, jobs.state, jobs.reason, jobs.message,
 	jobs.priority, jobs.submitter, jobs.submitted_at, jobs.updated_at, jobs.started_at, jobs.finished_at,
 	jobs.spec_hash, jobs.output_dir, jobs.attempts, jobs.next_attempt_at, jobs.cancel_requested,
-	jobs.idempotency_key`
+	jobs.idempotency_key, jobs.req_gpus, jobs.req_cpus, jobs.req_memory, jobs.req_nodes`
 
 // fullJobSelect reads jobs with their config snapshot.
 const fullJobSelect = `SELECT ` + jobCols + `, snapshots.spec_json
@@ -31,8 +31,8 @@ const (
 	jobByIdemKeySQL   = fullJobSelect + ` WHERE jobs.submitter = ? AND jobs.idempotency_key = ?`
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
 	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
-		submitted_at, updated_at, spec_hash, idempotency_key)
-		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?)`
+		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes)
+		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	setOutputDirSQL = `UPDATE jobs SET output_dir = ? WHERE id = ?`
 	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
@@ -49,7 +49,7 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 		j                                              domain.Job
 		submitted, updated, started, finished, nextAtt sql.NullInt64
 		outputDir                                      sql.NullString
-		cancel, attempts                               int64
+		cancel, attempts, gpus, memory, nodes          int64
 		state, reason, priority                        string
 		specJSON                                       []byte
 	)
@@ -57,7 +57,8 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	// through reflection, which is measurably slower on list queries.
 	dest := []any{&j.ID, &j.Name, &j.Project, &j.Pool, &state, &reason, &j.Message,
 		&priority, &j.Submitter, &submitted, &updated, &started, &finished,
-		&j.SpecHash, &outputDir, &attempts, &nextAtt, &cancel, &j.IdempotencyKey}
+		&j.SpecHash, &outputDir, &attempts, &nextAtt, &cancel, &j.IdempotencyKey,
+		&gpus, &j.Resources.CPUs, &memory, &nodes}
 	if withSpec {
 		dest = append(dest, &specJSON)
 	}
@@ -66,6 +67,7 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	}
 	j.State, j.Reason, j.Priority = domain.JobState(state), domain.Reason(reason), domain.Priority(priority)
 	j.Attempts = int(attempts)
+	j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
 	j.SubmittedAt = timeOf(submitted)
 	j.UpdatedAt = timeOf(updated)
 	j.StartedAt = timeOf(started)
@@ -122,8 +124,10 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			return interpretError("create job: store config snapshot", err)
 		}
 		at := timeArg(p.SubmittedAt)
+		r := p.Spec.Resources
 		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
-			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey)
+			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey,
+			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes)
 		if err != nil {
 			return interpretError("create job", err)
 		}
@@ -151,7 +155,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
 			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
 			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
-			Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
+			Resources: p.Spec.Resources, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
 			OutputDir: dir, IdempotencyKey: p.IdempotencyKey,
 		}
 		created = true

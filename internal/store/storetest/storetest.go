@@ -253,7 +253,7 @@ func testCreateGetRoundTrip(t *testing.T, s store.Store) {
 		ID: got.ID, Name: "resnet", Project: "vision", Pool: "standard",
 		State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: domain.PriorityHigh,
 		Submitter: "alice", SubmittedAt: t0, UpdatedAt: t0,
-		Spec: p.Spec, SpecJSON: p.SpecJSON, SpecHash: p.SpecHash,
+		Resources: p.Spec.Resources, Spec: p.Spec, SpecJSON: p.SpecJSON, SpecHash: p.SpecHash,
 		OutputDir: fmt.Sprintf("/artifacts/vision/resnet/%d", got.ID), IdempotencyKey: "key-1",
 	}
 	if got.ID <= 0 {
@@ -459,6 +459,9 @@ func testListJobs(t *testing.T, s store.Store) {
 		t.Fatalf("ListJobs(starting) = %d jobs, %v; want 1", len(got), err)
 	}
 	want := get(t, s, ids[4])
+	if want.Resources != want.Spec.Resources {
+		t.Errorf("job Resources = %+v, want the spec's %+v", want.Resources, want.Spec.Resources)
+	}
 	want.Spec, want.SpecJSON = domain.Spec{}, nil
 	if d := diff(want, got[0]); d != "" {
 		t.Errorf("list row differs from GetJob without the spec:%s", d)

@@ -40,7 +40,13 @@ CREATE TABLE jobs (
     attempts         INTEGER NOT NULL DEFAULT 0,
     next_attempt_at  INTEGER,
     cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
-    idempotency_key  TEXT    NOT NULL DEFAULT ''
+    idempotency_key  TEXT    NOT NULL DEFAULT '',
+    -- The request, copied from the snapshot so list rows and the scheduler
+    -- need not decode specs.
+    req_gpus         INTEGER NOT NULL DEFAULT 0,
+    req_cpus         REAL    NOT NULL DEFAULT 0,
+    req_memory       INTEGER NOT NULL DEFAULT 0,
+    req_nodes        INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE UNIQUE INDEX jobs_submitter_idempotency_key ON jobs (submitter, idempotency_key)

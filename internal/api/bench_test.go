@@ -1,0 +1,100 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"trainyard/internal/api/apitypes"
+)
+
+// BenchmarkSubmit measures submits through the HTTP API on SQLite from 4
+// concurrent clients (spec parsing, validation, store commit, JSON answer).
+func BenchmarkSubmit(b *testing.B) {
+	e := newEnv(b)
+	spec, _ := json.Marshal("name: bench\nentrypoint: [python3, train.py]\nresources: {cpus: 1, memory: 1GiB}\nparams: {lr: '0.1'}\n")
+	body, _ := json.Marshal(apitypes.SubmitRequest{Spec: spec})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	var next atomic.Int64
+	start := time.Now()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				req, _ := http.NewRequest("POST", e.srv.URL+"/api/v1/jobs", strings.NewReader(string(body)))
+				req.Header.Set("Authorization", "Bearer "+e.token)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 201 {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// BenchmarkShowAndList100k measures GET /api/v1/jobs/{id} and a 50-row page
+// of GET /api/v1/jobs (all, and filtered by state, with a cursor) with
+// 100,000 jobs stored, reporting the median of each.
+func BenchmarkShowAndList100k(b *testing.B) {
+	e := newEnv(b)
+	const n = 100_000
+	spec, _ := json.Marshal("name: seed\nentrypoint: [true]\n")
+	body := apitypes.SubmitRequest{Spec: spec}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= n {
+				if code, _ := e.do("POST", "/api/v1/jobs", e.token, body); code != 201 {
+					b.Errorf("seed: status %d", code)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if c, _ := e.st.CountJobs(context.Background()); c["queued"] != n {
+		b.Fatalf("seeded %d jobs", c["queued"])
+	}
+	paths := map[string]func(i int) string{
+		"show":              func(i int) string { return fmt.Sprintf("/api/v1/jobs/%d", 1+i*7919%n) },
+		"list":              func(i int) string { return "/api/v1/jobs?limit=50" },
+		"list-cursor":       func(i int) string { return fmt.Sprintf("/api/v1/jobs?limit=50&cursor=%d", 1000+i*7919%(n-1000)) },
+		"list-state-cursor": func(i int) string { return fmt.Sprintf("/api/v1/jobs?state=queued&limit=50&cursor=%d", 1000+i*7919%(n-1000)) },
+	}
+	lat := map[string][]float64{}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for _, name := range []string{"show", "list", "list-cursor", "list-state-cursor"} {
+			t0 := time.Now()
+			if code, _ := e.do("GET", paths[name](i), e.token, nil); code != 200 {
+				b.Fatalf("%s: status %d", name, code)
+			}
+			lat[name] = append(lat[name], float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
+	for name, xs := range lat {
+		slices.Sort(xs)
+		b.ReportMetric(xs[len(xs)/2], name+"-p50-ms")
+	}
+}
