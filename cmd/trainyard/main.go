@@ -24,9 +24,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "shim" {
 		os.Exit(local.ShimMain(os.Args[2:]))
 	}
+	os.Exit(cli.Execute(rootCommand()))
+}
+
+// rootCommand is the whole command tree: the client commands plus the server
+// and the (hidden) attempt supervisor.
+func rootCommand() *cobra.Command {
 	shim := &cobra.Command{Use: "shim", Hidden: true, Short: "Supervise one attempt (internal)",
 		DisableFlagParsing: true,
 		Run:                func(cmd *cobra.Command, args []string) { os.Exit(local.ShimMain(args)) }}
-	root := cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), shim)
-	os.Exit(cli.Execute(root))
+	return cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), shim)
 }

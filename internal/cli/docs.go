@@ -15,12 +15,11 @@ func (a *app) docsCmd() *cobra.Command {
 		Short:  "Write the CLI reference as markdown into DIR",
 		Hidden: true,
 		Long: `Write the CLI reference, one markdown page per command, into DIR (created
-when missing). Pages of commands that no longer exist are removed. The
-reference covers the client commands; the server documents its own flags.`,
+when missing). Pages of commands that no longer exist are removed.`,
 		Example: `  trainyard docs docs/cli`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := GenDocs(args[0]); err != nil {
+			if err := GenDocs(cmd.Root(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote the CLI reference to %s\n", args[0])
@@ -29,12 +28,11 @@ reference covers the client commands; the server documents its own flags.`,
 	}
 }
 
-// GenDocs writes the markdown reference of the client commands into dir,
+// GenDocs writes the markdown reference of root's visible commands into dir,
 // replacing the trainyard*.md pages there. The output depends only on the
-// command definitions (no dates, versions or server commands), so it can be
-// checked in and compared.
-func GenDocs(dir string) error {
-	root := newRoot(BuildInfo{}, defaultEnv())
+// command definitions (no dates or versions), so it can be checked in and
+// compared.
+func GenDocs(root *cobra.Command, dir string) error {
 	root.DisableAutoGenTag = true
 	root.InitDefaultCompletionCmd() // Execute adds it; document it too
 	if err := os.MkdirAll(dir, 0o755); err != nil {
