@@ -112,6 +112,13 @@ policy: {retries: 2, reentrant: true}
 		}
 	}
 
+	why := s.mustCLI("why", strconv.FormatInt(job.ID, 10))
+	for _, want := range []string{"failed (ExitCode)", "attempt 3 exited with code 3", "stdout | attempt 3", "3 attempts so far"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("why lacks %q:\n%s", want, why)
+		}
+	}
+
 	// Without reentrant, retries are refused at submit.
 	spec := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(spec, []byte("name: x\nentrypoint: [true]\npolicy: {retries: 2}\n"), 0o644)

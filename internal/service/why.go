@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/logs"
@@ -56,8 +57,10 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 		}
 	case domain.JobFailed:
 		if last != nil {
-			w.Evidence = append(w.Evidence, attemptFact(*last))
-			w.Evidence = append(w.Evidence, s.logTail(id, last.Number, 10)...)
+			w.Evidence = append(w.Evidence, attemptFacts(*last)...)
+			if tail := s.logTail(id, last.Number, 10); tail != "" {
+				w.Evidence = append(w.Evidence, tail)
+			}
 		}
 		w.Hint = failureHint(job, last)
 	case domain.JobRunning, domain.JobStarting:
@@ -76,27 +79,39 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	return w, nil
 }
 
-func (s *Service) logTail(id int64, attempt, n int) []string {
-	lines, err := logs.Tail(s.cfg.Logs.LogPath(id, attempt), n)
-	if err != nil || len(lines) == 0 {
-		return nil
+// logTail is the program's last n lines of output (the supervisor's own
+// notes left out: the attempt's facts already say them), as one evidence
+// entry, or "" when it printed nothing.
+func (s *Service) logTail(id int64, attempt, n int) string {
+	lines, err := logs.Tail(s.cfg.Logs.LogPath(id, attempt), n*4)
+	if err != nil {
+		return ""
 	}
-	out := []string{fmt.Sprintf("last %d log line(s) of attempt %d:", len(lines), attempt)}
+	var out []string
 	for _, l := range lines {
-		out = append(out, "  "+l.Stream+": "+l.Text)
+		if l.Stream != logs.System {
+			out = append(out, l.Stream+" | "+l.Text)
+		}
 	}
-	return out
+	if len(out) == 0 {
+		return ""
+	}
+	out = out[max(len(out)-n, 0):]
+	return fmt.Sprintf("last %d line(s) of output of attempt %d:\n%s", len(out), attempt, strings.Join(out, "\n"))
 }
 
-func attemptFact(a domain.Attempt) string {
-	s := fmt.Sprintf("attempt %d %s", a.Number, a.State)
+// attemptFacts are the numbers of an ended attempt: exit code, run time, node.
+func attemptFacts(a domain.Attempt) []string {
+	var facts []string
 	if a.ExitCode != nil {
-		s += fmt.Sprintf(" with exit code %d", *a.ExitCode)
+		facts = append(facts, fmt.Sprintf("attempt %d exited with code %d", a.Number, *a.ExitCode))
 	}
-	if a.Message != "" {
-		s += ": " + a.Message
+	if !a.StartedAt.IsZero() && !a.FinishedAt.IsZero() {
+		facts = append(facts, fmt.Sprintf("attempt %d ran for %s on %s", a.Number, domain.FormatDuration(a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond)), orDash(a.Node)))
+	} else if a.StartedAt.IsZero() {
+		facts = append(facts, fmt.Sprintf("attempt %d never started its program", a.Number))
 	}
-	return s
+	return facts
 }
 
 func failureHint(job domain.Job, last *domain.Attempt) string {
