@@ -73,7 +73,10 @@ func TestSmokeJob(t *testing.T) {
 
 func TestBadEntrypoint(t *testing.T) {
 	s := startServer(t, serverOpts{})
-	id := strings.TrimSpace(s.mustCLI("submit", filepath.Join(repoRoot(), "examples", "bad-entrypoint.yaml")))
+	// Even a re-entrant job with retries left is not retried: the program
+	// will not appear by itself.
+	id := strings.TrimSpace(s.mustCLI("submit", filepath.Join(repoRoot(), "examples", "bad-entrypoint.yaml"),
+		"--set", "policy.reentrant=true", "--set", "policy.retries=2"))
 	n, _ := strconv.ParseInt(id, 10, 64)
 	job := s.waitState(n, 30*time.Second, "succeeded", "failed")
 	if job.State != "failed" || job.Reason != "EntrypointNotFound" || !strings.Contains(job.Message, "trainyard-no-such-program") {

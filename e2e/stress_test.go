@@ -167,6 +167,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		"bad param name":            {"name: a\nentrypoint: [true]\nparams: {learning-rate: 1}\n", []string{"params.learning-rate"}},
 		"relative input":            {"name: a\nentrypoint: [true]\ninputs: [{name: d, path: data, version: v1}]\n", []string{"inputs[0].path"}},
 		"gpus not a number":         {"name: a\nentrypoint: [true]\nresources: {gpus: two}\n", []string{"resources.gpus"}},
+		"unknown secret":            {"name: a\nentrypoint: [true]\nsecrets: [WANDB_API_KEY]\n", []string{"secrets[0]"}},
 		"not a mapping":             {"- a\n- b\n", nil},
 		"several problems": {"name: Bad Name\nentrypoint: []\nresources: {gpus: -2, memory: lots}\npolicy: {retries: 3}\n",
 			[]string{"name", "entrypoint", "resources.gpus", "resources.memory", "policy.retries"}},

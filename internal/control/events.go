@@ -95,7 +95,9 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		outcome += ": " + att.Message
 	}
 	spec := job.Spec
-	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries
+	// A program that cannot be found will not be found on the next try
+	// either: that failure is permanent.
+	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries && att.Reason != domain.ReasonEntrypointNotFound
 	switch {
 	case att.To == domain.AttemptSucceeded:
 		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome

@@ -154,6 +154,15 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	if err != nil {
 		return domain.Job{}, false, err
 	}
+	if len(spec.Secrets) > 0 {
+		// Running the job without the values it names would fail late and
+		// obscurely; refuse it now with the same error an unknown secret gets.
+		var errs domain.FieldErrors
+		for i, name := range spec.Secrets {
+			errs.Add(fmt.Sprintf("secrets[%d]", i), "no secret named %s is stored on this server; remove it from the spec (this server has no secret store yet)", name)
+		}
+		return domain.Job{}, false, errs
+	}
 	specJSON, hash := jobspec.Canonical(spec)
 	job, created, err = s.cfg.Store.CreateJob(ctx, store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,
