@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ const maxLine = 64 << 10
 // owns the attempt; 2 for bad arguments; 1 when it could not supervise at
 // all (the reason is on stderr).
 func ShimMain(args []string) int {
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process. Pinning this goroutine (which forks the child) to its thread
+	// for the shim's whole life makes "the shim died" the only trigger.
+	runtime.LockOSThread()
 	// A stop request (SIGTERM) must be handled, not fatal, from the start.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
