@@ -53,7 +53,10 @@ func TestSmokeJob(t *testing.T) {
 		t.Errorf("transitions = %v, want %v", path, want)
 	}
 	if len(shown.Attempts) != 1 || shown.Attempts[0].ExitCode == nil || *shown.Attempts[0].ExitCode != 0 || shown.Attempts[0].State != "succeeded" {
-		t.Errorf("attempts = %+v, want one with exit code 0", shown.Attempts)
+		t.Fatalf("attempts = %+v, want one with exit code 0", shown.Attempts)
+	}
+	if u := shown.Attempts[0].Usage; u == nil || u.MaxRSSBytes < 1<<20 || u.CPUSeconds <= 0 {
+		t.Errorf("attempt usage = %+v, want the trainer's CPU time and peak memory", u)
 	}
 	var spec map[string]any
 	if err := json.Unmarshal(shown.Spec, &spec); err != nil || spec["name"] != "smoke" {

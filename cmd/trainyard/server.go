@@ -194,7 +194,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 
+	// Requests derive from baseCtx, so long-lived log streams end when the
+	// server shuts down instead of holding the shutdown open.
+	baseCtx, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
 	srv := &http.Server{
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		Handler: api.Handler(api.Config{Service: svc, Logger: log,
 			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -221,6 +226,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	cancelRequests()
 	_ = srv.Shutdown(shutCtx)
 	stopLoop()
 	os.Remove(filepath.Join(cfg.Data, "server.json"))

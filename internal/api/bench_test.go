@@ -77,10 +77,12 @@ func BenchmarkShowAndList100k(b *testing.B) {
 		b.Fatalf("seeded %d jobs", c["queued"])
 	}
 	paths := map[string]func(i int) string{
-		"show":              func(i int) string { return fmt.Sprintf("/api/v1/jobs/%d", 1+i*7919%n) },
-		"list":              func(i int) string { return "/api/v1/jobs?limit=50" },
-		"list-cursor":       func(i int) string { return fmt.Sprintf("/api/v1/jobs?limit=50&cursor=%d", 1000+i*7919%(n-1000)) },
-		"list-state-cursor": func(i int) string { return fmt.Sprintf("/api/v1/jobs?state=queued&limit=50&cursor=%d", 1000+i*7919%(n-1000)) },
+		"show":        func(i int) string { return fmt.Sprintf("/api/v1/jobs/%d", 1+i*7919%n) },
+		"list":        func(i int) string { return "/api/v1/jobs?limit=50" },
+		"list-cursor": func(i int) string { return fmt.Sprintf("/api/v1/jobs?limit=50&cursor=%d", 1000+i*7919%(n-1000)) },
+		"list-state-cursor": func(i int) string {
+			return fmt.Sprintf("/api/v1/jobs?state=queued&limit=50&cursor=%d", 1000+i*7919%(n-1000))
+		},
 	}
 	lat := map[string][]float64{}
 	b.ResetTimer()

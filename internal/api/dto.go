@@ -37,6 +37,9 @@ func detailDTO(d service.JobDetail) apitypes.Job {
 		out.Attempts[i] = apitypes.Attempt{Number: a.Number, State: string(a.State), Reason: string(a.Reason),
 			Message: a.Message, ExitCode: a.ExitCode, Node: a.Node, GPUs: a.GPUs, CreatedAt: a.CreatedAt,
 			StartedAt: timePtr(a.StartedAt), FinishedAt: timePtr(a.FinishedAt)}
+		if a.Usage != (domain.Usage{}) {
+			out.Attempts[i].Usage = &apitypes.Usage{CPUSeconds: a.Usage.CPUSeconds, MaxRSSBytes: int64(a.Usage.MaxRSS)}
+		}
 	}
 	out.Transitions = make([]apitypes.Transition, len(d.Events))
 	for i, e := range d.Events {

@@ -197,3 +197,17 @@ func blockStyle(n *yaml.Node) {
 		blockStyle(c)
 	}
 }
+
+// humanBytes renders a byte count with a binary unit and one decimal: 1.5GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
+}

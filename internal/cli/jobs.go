@@ -226,14 +226,19 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 		fmt.Fprintln(w, "  none yet")
 	} else {
 		tw = newTable(w)
-		fmt.Fprintf(tw, "  N\t%s\tEXIT\tREASON\tSTARTED\tDURATION\n", p.header("STATE"))
+		fmt.Fprintf(tw, "  N\t%s\tEXIT\tREASON\tSTARTED\tDURATION\tCPU\tPEAK MEM\n", p.header("STATE"))
 		for _, at := range j.Attempts {
 			exit := "-"
 			if at.ExitCode != nil {
 				exit = strconv.Itoa(*at.ExitCode)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", at.Number, p.state(cell(at.State)), exit,
-				cell(at.Reason), timestamp(at.StartedAt), runDuration(now, at.StartedAt, at.FinishedAt))
+			cpu, mem := "-", "-"
+			if at.Usage != nil {
+				cpu = strconv.FormatFloat(at.Usage.CPUSeconds, 'f', 1, 64) + "s"
+				mem = humanBytes(at.Usage.MaxRSSBytes)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Number, p.state(cell(at.State)), exit,
+				cell(at.Reason), timestamp(at.StartedAt), runDuration(now, at.StartedAt, at.FinishedAt), cpu, mem)
 		}
 		tw.Flush()
 	}

@@ -83,6 +83,9 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	}
 	att := &store.AttemptChange{Number: ev.Attempt, From: activeAtt, To: ev.State,
 		Reason: ev.Reason, Message: ev.Message, ExitCode: ev.ExitCode}
+	if ev.Usage != (domain.Usage{}) {
+		att.Usage = &ev.Usage
+	}
 	if ev.Kind == executor.Lost {
 		att.To, att.Reason = domain.AttemptLost, domain.ReasonNodeLost
 		if att.Message == "" {

@@ -45,6 +45,13 @@ type Attempt struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
+	Usage      Usage // what the attempt's processes used; zero until it ends
+}
+
+// Usage is what an attempt's processes consumed, measured when it ended.
+type Usage struct {
+	CPUSeconds float64  // user + system CPU time of the process and its reaped descendants
+	MaxRSS     ByteSize // peak resident memory of the largest process (or of its cgroup, when limited)
 }
 
 // Event is one recorded state transition of a job (and its attempt, if any).

@@ -69,6 +69,8 @@ type Event struct {
 	Reason   domain.Reason
 	ExitCode *int
 	Message  string
+	// Usage, with Exited, is what the attempt's processes consumed.
+	Usage domain.Usage
 }
 
 // Node is one machine an executor can run on.

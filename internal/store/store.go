@@ -130,6 +130,7 @@ type AttemptChange struct {
 	ExitCode *int
 	Node     string
 	GPUs     []int
+	Usage    *domain.Usage // when set, recorded on the attempt
 	// StartedAt is set to Change.At when To is running; FinishedAt when To is terminal.
 }
 

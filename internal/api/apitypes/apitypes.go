@@ -71,6 +71,13 @@ type Attempt struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Usage      *Usage     `json:"usage,omitempty"` // set once the attempt has ended
+}
+
+// Usage is what an attempt's processes consumed.
+type Usage struct {
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	MaxRSSBytes int64   `json:"max_rss_bytes"`
 }
 
 // Transition is one recorded state change.

@@ -471,6 +471,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	e.emit(executor.Event{
 		Ref: a.ref, Kind: executor.Exited, At: rec.FinishedAt,
 		State: rec.State, Reason: rec.Reason, ExitCode: rec.ExitCode, Message: rec.Message,
+		Usage: rec.usage(),
 	})
 }
 

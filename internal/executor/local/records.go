@@ -63,8 +63,9 @@ type exitRecord struct {
 	FinishedAt time.Time `json:"finished_at"`
 	// MaxRSS is the peak resident memory of the largest process of the tree
 	// (from rusage), MemoryPeak the cgroup's peak when limits applied.
-	MaxRSS     int64 `json:"max_rss_bytes,omitempty"`
-	MemoryPeak int64 `json:"memory_peak_bytes,omitempty"`
+	MaxRSS     int64   `json:"max_rss_bytes,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	MemoryPeak int64   `json:"memory_peak_bytes,omitempty"`
 }
 
 // started reports whether the user's process ran.
@@ -184,4 +185,15 @@ func (p procID) signal(sig syscall.Signal) error {
 		return err
 	}
 	return nil
+}
+
+// usage is what the record says the attempt consumed: the cgroup's peak
+// memory when one applied (it covers every process), else the largest
+// process's peak.
+func (r *exitRecord) usage() domain.Usage {
+	rss := r.MaxRSS
+	if r.MemoryPeak > 0 {
+		rss = r.MemoryPeak
+	}
+	return domain.Usage{CPUSeconds: r.CPUSeconds, MaxRSS: domain.ByteSize(rss)}
 }

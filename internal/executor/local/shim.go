@@ -376,6 +376,7 @@ loop:
 	ws, _ = w.st.Sys().(syscall.WaitStatus)
 	if ru, ok := w.st.SysUsage().(*syscall.Rusage); ok {
 		r.MaxRSS = ru.Maxrss * 1024
+		r.CPUSeconds = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
 	}
 	var how string
 	if ws.Signaled() {
@@ -666,4 +667,8 @@ func setLast(last *string, lines [][]byte) {
 			return
 		}
 	}
+}
+
+func tvSeconds(tv syscall.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
 }

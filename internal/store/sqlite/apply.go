@@ -75,7 +75,9 @@ const (
 		exit_code = COALESCE(?, exit_code),
 		node = CASE WHEN ? = '' THEN node ELSE ? END,
 		gpus = CASE WHEN ? = 1 THEN ? ELSE gpus END,
-		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at)
+		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
+		cpu_seconds = CASE WHEN ? = 1 THEN ? ELSE cpu_seconds END,
+		max_rss = CASE WHEN ? = 1 THEN ? ELSE max_rss END
 		WHERE job_id = ? AND number = ? AND state = ?`
 )
 
@@ -203,7 +205,8 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 	}
 	if err := expectOneRow(w, updateAttemptSQL, a.To, a.Reason, a.Message, exitCodeArg(a.ExitCode),
 		a.Node, a.Node, boolArg(a.GPUs != nil), gpusArg(a.GPUs),
-		started, finished, c.JobID, a.Number, cur); err != nil {
+		started, finished, boolArg(a.Usage != nil), usageOf(a).CPUSeconds, boolArg(a.Usage != nil), int64(usageOf(a).MaxRSS),
+		c.JobID, a.Number, cur); err != nil {
 		return fmt.Errorf("move job %d attempt %d from %s to %s: %w", c.JobID, a.Number, cur, a.To, err)
 	}
 	return nil
@@ -225,4 +228,11 @@ func expectOneRow(w *writer, query string, args ...any) error {
 		return guardError{fmt.Errorf("the row changed underneath (%d rows matched the guard): %w", n, store.ErrConflict)}
 	}
 	return nil
+}
+
+func usageOf(a *store.AttemptChange) domain.Usage {
+	if a.Usage == nil {
+		return domain.Usage{}
+	}
+	return *a.Usage
 }

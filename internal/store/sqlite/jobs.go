@@ -332,7 +332,7 @@ func (s *Store) CountJobs(ctx context.Context) (map[domain.JobState]int, error) 
 	return counts, nil
 }
 
-const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at`
+const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at, cpu_seconds, max_rss`
 
 func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 	var (
@@ -340,9 +340,10 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 		exit                       sql.NullInt64
 		gpus                       string
 		created, started, finished sql.NullInt64
+		maxRSS                     int64
 	)
 	if err := sc.Scan(&a.JobID, &a.Number, &a.State, &a.Reason, &a.Message, &exit, &a.Node, &gpus,
-		&created, &started, &finished); err != nil {
+		&created, &started, &finished, &a.Usage.CPUSeconds, &maxRSS); err != nil {
 		return domain.Attempt{}, err
 	}
 	var err error
@@ -350,6 +351,7 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 		return domain.Attempt{}, fmt.Errorf("attempt %d of job %d: %w", a.Number, a.JobID, err)
 	}
 	a.ExitCode = exitCodeOf(exit)
+	a.Usage.MaxRSS = domain.ByteSize(maxRSS)
 	a.CreatedAt = timeOf(created)
 	a.StartedAt = timeOf(started)
 	a.FinishedAt = timeOf(finished)

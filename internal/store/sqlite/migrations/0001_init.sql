@@ -66,6 +66,8 @@ CREATE TABLE attempts (
     created_at  INTEGER,
     started_at  INTEGER,
     finished_at INTEGER,
+    cpu_seconds REAL    NOT NULL DEFAULT 0,
+    max_rss     INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, number)
 );
 
