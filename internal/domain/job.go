@@ -29,7 +29,15 @@ type Job struct {
 	// CancelRequested is set when a starting/running job is asked to stop; the
 	// control loop stops its attempt and then marks the job canceled.
 	CancelRequested bool
-	IdempotencyKey  string
+	// PreemptRequested is set when the scheduler preempts a starting/running
+	// job; when its attempt ends the job returns to the queue.
+	PreemptRequested bool
+	// Preemptions counts how often the job was preempted.
+	Preemptions    int
+	IdempotencyKey string
+	// Timeout and Preemptible are copied from Spec.Policy, like Resources.
+	Timeout     Duration
+	Preemptible bool
 }
 
 // Attempt is one run of a job.
@@ -46,6 +54,9 @@ type Attempt struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Usage      Usage // what the attempt's processes used; zero until it ends
+	// Borrowed is set when the attempt was placed above its project's quota
+	// on idle capacity; such an attempt may be preempted to reclaim it.
+	Borrowed bool
 }
 
 // Usage is what an attempt's processes consumed, measured when it ended.

@@ -355,6 +355,9 @@ func checkPolicy(es *domain.FieldErrors, pol domain.Policy) {
 	case pol.Retries > 0 && !pol.Reentrant:
 		es.Add("policy.retries", retriesNeedReentrant)
 	}
+	if pol.Preemptible && !pol.Reentrant {
+		es.Add("policy.preemptible", "a preemptible job is stopped and run again from its checkpoint, so it must be re-entrant; set policy.reentrant: true, or remove policy.preemptible")
+	}
 	if pol.Priority.Rank() < 0 {
 		names := make([]string, 0, 4)
 		for _, p := range domain.Priorities() {

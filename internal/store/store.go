@@ -26,6 +26,7 @@ var (
 type Store interface {
 	Jobs
 	Tokens
+	Pools
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
@@ -77,6 +78,10 @@ type Jobs interface {
 	// ActiveAttempts returns every attempt in state starting or running, in
 	// (job id, number) order.
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	// AttemptSpans returns every attempt that started and had not finished
+	// before since (running ones included), with its job's project, pool
+	// and request — the input of fair-share usage. Ordered by (job, attempt).
+	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
 	// ListEvents returns a job's transition events in order.
 	ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error)
 	// Apply applies the changes in one transaction, in order. A change whose
@@ -96,7 +101,8 @@ type Jobs interface {
 //
 // Side effects on the job row when To is set: UpdatedAt = At; StartedAt = At if
 // To is running and StartedAt is zero; FinishedAt = At if To is terminal;
-// CancelRequested cleared if To is terminal or queued; NextAttempt =
+// CancelRequested cleared if To is terminal or queued; PreemptRequested
+// cleared; Preemptions incremented if CountPreemption; NextAttempt =
 // NextAttempt (zero clears it).
 type Change struct {
 	JobID     int64
@@ -108,8 +114,11 @@ type Change struct {
 	Actor     string
 	At        time.Time
 
-	NextAttempt   time.Time // with To == queued: earliest next start
-	RequestCancel bool      // set CancelRequested (with To empty)
+	NextAttempt    time.Time // with To == queued: earliest next start
+	RequestCancel  bool      // set CancelRequested (with To empty)
+	RequestPreempt bool      // set PreemptRequested (with To empty)
+	// CountPreemption increments the job's Preemptions (with To set).
+	CountPreemption bool
 
 	// Attempt, when not nil, changes an attempt in the same transaction. The
 	// job guard must hold first.
@@ -131,7 +140,19 @@ type AttemptChange struct {
 	Node     string
 	GPUs     []int
 	Usage    *domain.Usage // when set, recorded on the attempt
+	Borrowed bool          // with Create: placed on borrowed capacity
 	// StartedAt is set to Change.At when To is running; FinishedAt when To is terminal.
+}
+
+// AttemptSpan is when one attempt held resources, and what it held.
+type AttemptSpan struct {
+	JobID      int64
+	Attempt    int
+	Project    string
+	Pool       string
+	Resources  domain.Resources
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while it runs
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is
@@ -156,4 +177,27 @@ type Tokens interface {
 	TokenByHash(ctx context.Context, hash string) (Token, error)
 	// CountTokens returns how many tokens exist (bootstrap happens at zero).
 	CountTokens(ctx context.Context) (int, error)
+}
+
+// Pools stores pools, quotas and projects. Names are unique; lists are sorted
+// by name (quotas by project, then pool).
+type Pools interface {
+	// PutPool creates the pool or replaces the one with the same name
+	// (CreatedAt is kept from the first write, UpdatedAt set to p.UpdatedAt).
+	PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
+	// GetPool returns the named pool or ErrNotFound.
+	GetPool(ctx context.Context, name string) (domain.Pool, error)
+	ListPools(ctx context.Context) ([]domain.Pool, error)
+	// PutQuota creates or replaces the quota of (q.Project, q.Pool). The pool
+	// must exist (ErrNotFound otherwise).
+	PutQuota(ctx context.Context, q domain.Quota) error
+	// ListQuotas returns quotas, filtered by project and/or pool when set.
+	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
+	// DeleteQuota removes a quota; ErrNotFound when there is none.
+	DeleteQuota(ctx context.Context, project, pool string) error
+	// PutProject creates or updates a project (its shares).
+	PutProject(ctx context.Context, p domain.Project) error
+	// GetProject returns the named project or ErrNotFound.
+	GetProject(ctx context.Context, name string) (domain.Project, error)
+	ListProjects(ctx context.Context) ([]domain.Project, error)
 }

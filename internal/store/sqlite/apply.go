@@ -63,13 +63,15 @@ const (
 	transitionSQL = `UPDATE jobs SET state = ?, reason = ?, message = ?, updated_at = ?,
 		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
 		cancel_requested = CASE WHEN ? = 2 THEN cancel_requested ELSE ? END,
+		preempt_requested = 0, preemptions = preemptions + ?,
 		next_attempt_at = ?
 		WHERE id = ? AND state = ?`
-	setReasonSQL     = `UPDATE jobs SET reason = ?, message = ? WHERE id = ? AND state = ?`
-	requestCancelSQL = `UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = ?`
-	bumpAttemptsSQL  = `UPDATE jobs SET attempts = attempts + 1 WHERE id = ? AND attempts = ?`
-	insertAttemptSQL = `INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
-		created_at, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	setReasonSQL      = `UPDATE jobs SET reason = ?, message = ? WHERE id = ? AND state = ?`
+	requestCancelSQL  = `UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = ?`
+	requestPreemptSQL = `UPDATE jobs SET preempt_requested = 1 WHERE id = ? AND state = ?`
+	bumpAttemptsSQL   = `UPDATE jobs SET attempts = attempts + 1 WHERE id = ? AND attempts = ?`
+	insertAttemptSQL  = `INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
+		created_at, started_at, finished_at, borrowed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	attemptGuardSQL  = `SELECT state FROM attempts WHERE job_id = ? AND number = ?`
 	updateAttemptSQL = `UPDATE attempts SET state = ?, reason = ?, message = ?,
 		exit_code = COALESCE(?, exit_code),
@@ -122,7 +124,7 @@ func applyChange(w *writer, c *store.Change) error {
 		}
 		query := transitionSQL
 		args := []any{c.To, c.Reason, c.Message, timeArg(c.At), started, finished, cancel, cancel,
-			timeArg(c.NextAttempt), c.JobID, cur}
+			boolArg(c.CountPreemption), timeArg(c.NextAttempt), c.JobID, cur}
 		if err := expectOneRow(w, query, args...); err != nil {
 			return fmt.Errorf("move job %d from %s to %s: %w", c.JobID, cur, c.To, err)
 		}
@@ -142,6 +144,11 @@ func applyChange(w *writer, c *store.Change) error {
 		if c.RequestCancel {
 			if err := expectOneRow(w, requestCancelSQL, c.JobID, cur); err != nil {
 				return fmt.Errorf("request cancel of job %d: %w", c.JobID, err)
+			}
+		}
+		if c.RequestPreempt {
+			if err := expectOneRow(w, requestPreemptSQL, c.JobID, cur); err != nil {
+				return fmt.Errorf("request preemption of job %d: %w", c.JobID, err)
 			}
 		}
 	}
@@ -179,7 +186,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 			return guardf(store.ErrConflict, "job %d: cannot create attempt %d, the next attempt is %d", c.JobID, a.Number, jobAttempts+1)
 		}
 		if _, err := w.exec(insertAttemptSQL, c.JobID, a.Number, a.To, a.Reason, a.Message, exitCodeArg(a.ExitCode),
-			a.Node, gpusArg(a.GPUs), timeArg(c.At), started, finished); err != nil {
+			a.Node, gpusArg(a.GPUs), timeArg(c.At), started, finished, boolArg(a.Borrowed)); err != nil {
 			if isUniqueViolation(err) {
 				return guardf(store.ErrConflict, "job %d: attempt %d already exists", c.JobID, a.Number)
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -20,7 +21,8 @@ import (
 const jobCols = `jobs.id, jobs.name, jobs.project, jobs.pool, jobs.state, jobs.reason, jobs.message,
 	jobs.priority, jobs.submitter, jobs.submitted_at, jobs.updated_at, jobs.started_at, jobs.finished_at,
 	jobs.spec_hash, jobs.output_dir, jobs.attempts, jobs.next_attempt_at, jobs.cancel_requested,
-	jobs.idempotency_key, jobs.req_gpus, jobs.req_cpus, jobs.req_memory, jobs.req_nodes`
+	jobs.idempotency_key, jobs.req_gpus, jobs.req_cpus, jobs.req_memory, jobs.req_nodes,
+	jobs.req_timeout_ns, jobs.preemptible, jobs.preempt_requested, jobs.preemptions`
 
 // fullJobSelect reads jobs with their config snapshot.
 const fullJobSelect = `SELECT ` + jobCols + `, snapshots.spec_json
@@ -31,8 +33,9 @@ const (
 	jobByIdemKeySQL   = fullJobSelect + ` WHERE jobs.submitter = ? AND jobs.idempotency_key = ?`
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
 	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
-		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes)
-		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
+		req_timeout_ns, preemptible)
+		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	setOutputDirSQL = `UPDATE jobs SET output_dir = ? WHERE id = ?`
 	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
@@ -50,6 +53,7 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 		submitted, updated, started, finished, nextAtt sql.NullInt64
 		outputDir                                      sql.NullString
 		cancel, attempts, gpus, memory, nodes          int64
+		timeout, preemptible, preemptReq, preemptions  int64
 		state, reason, priority                        string
 		specJSON                                       []byte
 	)
@@ -58,7 +62,7 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	dest := []any{&j.ID, &j.Name, &j.Project, &j.Pool, &state, &reason, &j.Message,
 		&priority, &j.Submitter, &submitted, &updated, &started, &finished,
 		&j.SpecHash, &outputDir, &attempts, &nextAtt, &cancel, &j.IdempotencyKey,
-		&gpus, &j.Resources.CPUs, &memory, &nodes}
+		&gpus, &j.Resources.CPUs, &memory, &nodes, &timeout, &preemptible, &preemptReq, &preemptions}
 	if withSpec {
 		dest = append(dest, &specJSON)
 	}
@@ -68,6 +72,8 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	j.State, j.Reason, j.Priority = domain.JobState(state), domain.Reason(reason), domain.Priority(priority)
 	j.Attempts = int(attempts)
 	j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
+	j.Timeout, j.Preemptible = domain.Duration(timeout), preemptible != 0
+	j.PreemptRequested, j.Preemptions = preemptReq != 0, int(preemptions)
 	j.SubmittedAt = timeOf(submitted)
 	j.UpdatedAt = timeOf(updated)
 	j.StartedAt = timeOf(started)
@@ -127,7 +133,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		r := p.Spec.Resources
 		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
 			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey,
-			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes)
+			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible))
 		if err != nil {
 			return interpretError("create job", err)
 		}
@@ -155,7 +161,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
 			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
 			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
-			Resources: p.Spec.Resources, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
+			Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
 			OutputDir: dir, IdempotencyKey: p.IdempotencyKey,
 		}
 		created = true
@@ -332,7 +338,7 @@ func (s *Store) CountJobs(ctx context.Context) (map[domain.JobState]int, error) 
 	return counts, nil
 }
 
-const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at, cpu_seconds, max_rss`
+const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at, cpu_seconds, max_rss, borrowed`
 
 func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 	var (
@@ -340,10 +346,10 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 		exit                       sql.NullInt64
 		gpus                       string
 		created, started, finished sql.NullInt64
-		maxRSS                     int64
+		maxRSS, borrowed           int64
 	)
 	if err := sc.Scan(&a.JobID, &a.Number, &a.State, &a.Reason, &a.Message, &exit, &a.Node, &gpus,
-		&created, &started, &finished, &a.Usage.CPUSeconds, &maxRSS); err != nil {
+		&created, &started, &finished, &a.Usage.CPUSeconds, &maxRSS, &borrowed); err != nil {
 		return domain.Attempt{}, err
 	}
 	var err error
@@ -352,6 +358,7 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 	}
 	a.ExitCode = exitCodeOf(exit)
 	a.Usage.MaxRSS = domain.ByteSize(maxRSS)
+	a.Borrowed = borrowed != 0
 	a.CreatedAt = timeOf(created)
 	a.StartedAt = timeOf(started)
 	a.FinishedAt = timeOf(finished)
@@ -430,4 +437,43 @@ func (s *Store) ListEvents(ctx context.Context, jobID int64) ([]domain.Event, er
 		return nil, interpretError(action, err)
 	}
 	return out, nil
+}
+
+const attemptSpansSQL = `SELECT a.job_id, a.number, j.project, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes,
+	a.started_at, a.finished_at
+	FROM attempts a JOIN jobs j ON j.id = a.job_id
+	WHERE a.started_at IS NOT NULL AND (a.finished_at IS NULL OR a.finished_at >= ?)
+	ORDER BY a.job_id, a.number`
+
+// AttemptSpans returns the attempts that held resources at some point since
+// the given time, with their job's project, pool and request.
+func (s *Store) AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	st, err := s.readStmt(ctx, attemptSpansSQL)
+	if err != nil {
+		return nil, interpretError("list attempt spans", err)
+	}
+	rows, err := st.QueryContext(ctx, since.UnixNano())
+	if err != nil {
+		return nil, interpretError("list attempt spans", err)
+	}
+	defer rows.Close()
+	var out []store.AttemptSpan
+	for rows.Next() {
+		var (
+			sp                  store.AttemptSpan
+			gpus, memory, nodes int64
+			started, finished   sql.NullInt64
+		)
+		if err := rows.Scan(&sp.JobID, &sp.Attempt, &sp.Project, &sp.Pool, &gpus, &sp.Resources.CPUs, &memory, &nodes,
+			&started, &finished); err != nil {
+			return nil, interpretError("list attempt spans", err)
+		}
+		sp.Resources.GPUs, sp.Resources.Memory, sp.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
+		sp.StartedAt, sp.FinishedAt = timeOf(started), timeOf(finished)
+		out = append(out, sp)
+	}
+	return out, interpretError("list attempt spans", rows.Err())
 }

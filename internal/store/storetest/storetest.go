@@ -50,7 +50,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"ConcurrentCreate":            testConcurrentCreate,
 		"NotFound":                    testNotFound,
 		"PingAndKind":                 testPingAndKind,
+		"Preemption":                  testPreemption,
+		"AttemptSpans":                testAttemptSpans,
 	}
+	// Pools, quotas and projects: see pools.go.
+	maps.Copy(tests, poolTests)
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
@@ -253,7 +257,8 @@ func testCreateGetRoundTrip(t *testing.T, s store.Store) {
 		ID: got.ID, Name: "resnet", Project: "vision", Pool: "standard",
 		State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: domain.PriorityHigh,
 		Submitter: "alice", SubmittedAt: t0, UpdatedAt: t0,
-		Resources: p.Spec.Resources, Spec: p.Spec, SpecJSON: p.SpecJSON, SpecHash: p.SpecHash,
+		Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible,
+		Spec: p.Spec, SpecJSON: p.SpecJSON, SpecHash: p.SpecHash,
 		OutputDir: fmt.Sprintf("/artifacts/vision/resnet/%d", got.ID), IdempotencyKey: "key-1",
 	}
 	if got.ID <= 0 {

@@ -46,7 +46,11 @@ CREATE TABLE jobs (
     req_gpus         INTEGER NOT NULL DEFAULT 0,
     req_cpus         REAL    NOT NULL DEFAULT 0,
     req_memory       INTEGER NOT NULL DEFAULT 0,
-    req_nodes        INTEGER NOT NULL DEFAULT 0
+    req_nodes        INTEGER NOT NULL DEFAULT 0,
+    req_timeout_ns   INTEGER NOT NULL DEFAULT 0,
+    preemptible      INTEGER NOT NULL DEFAULT 0 CHECK (preemptible IN (0, 1)),
+    preempt_requested INTEGER NOT NULL DEFAULT 0 CHECK (preempt_requested IN (0, 1)),
+    preemptions      INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE UNIQUE INDEX jobs_submitter_idempotency_key ON jobs (submitter, idempotency_key)
@@ -68,6 +72,7 @@ CREATE TABLE attempts (
     finished_at INTEGER,
     cpu_seconds REAL    NOT NULL DEFAULT 0,
     max_rss     INTEGER NOT NULL DEFAULT 0,
+    borrowed    INTEGER NOT NULL DEFAULT 0 CHECK (borrowed IN (0, 1)),
     PRIMARY KEY (job_id, number)
 );
 

@@ -1,0 +1,73 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// testPreemption: the preempt request flag, the preemption counter, the
+// borrowed attempt flag and the policy fields copied onto the job row.
+func testPreemption(t *testing.T, s store.Store) {
+	j := create(t, s, newJob(t, testSpec("victim", "p"), "alice", t0))
+	if j.Timeout != domain.Duration(24*time.Hour) || !j.Preemptible {
+		t.Errorf("job copies timeout %s and preemptible %v from the spec, want 24h and true", j.Timeout, j.Preemptible)
+	}
+	mustApply(t, s,
+		store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(1),
+			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "node-a", Borrowed: true}},
+		store.Change{JobID: j.ID, From: states(domain.JobStarting), RequestPreempt: true, SetReason: true,
+			Reason: domain.ReasonPreempted, Message: "preempted for job 9", At: at(2)},
+	)
+	g := get(t, s, j.ID)
+	if !g.PreemptRequested || g.Preemptions != 0 || g.Reason != domain.ReasonPreempted {
+		t.Fatalf("after the request: requested %v, count %d, reason %s", g.PreemptRequested, g.Preemptions, g.Reason)
+	}
+	list, err := s.ListJobs(context.Background(), store.JobFilter{States: states(domain.JobStarting)})
+	if err != nil || len(list) != 1 || !list[0].PreemptRequested || list[0].Timeout != g.Timeout || !list[0].Preemptible {
+		t.Fatalf("list row = %+v, %v; want the preempt flag, timeout and preemptible", list, err)
+	}
+	if a, _ := s.ListAttempts(context.Background(), j.ID); len(a) != 1 || !a[0].Borrowed {
+		t.Fatalf("attempt borrowed flag lost: %+v", a)
+	}
+	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobQueued, CountPreemption: true,
+		Reason: domain.ReasonPreempted, At: at(3),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptPreempted}})
+	g = get(t, s, j.ID)
+	if g.PreemptRequested || g.Preemptions != 1 || g.State != domain.JobQueued {
+		t.Fatalf("after the preemption: requested %v, count %d, state %s; want false, 1, queued", g.PreemptRequested, g.Preemptions, g.State)
+	}
+}
+
+// testAttemptSpans: attempts that ran since a time, running ones included,
+// with their job's project, pool and request.
+func testAttemptSpans(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := startJob(t, s, "old", nil)
+	mustApply(t, s, store.Change{JobID: old.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(5),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded}})
+	running := startJob(t, s, "running", []int{0})
+	create(t, s, newJob(t, testSpec("queued", "p"), "alice", t0)) // never started: no span
+
+	spans, err := s.AttemptSpans(ctx, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) != 2 || spans[0].JobID != old.ID || spans[1].JobID != running.ID {
+		t.Fatalf("spans since the start = %+v, want the finished and the running attempt", spans)
+	}
+	sp := spans[0]
+	if sp.Project != "p" || sp.Pool != old.Pool || sp.Resources != old.Spec.Resources || !sp.StartedAt.Equal(at(2)) || !sp.FinishedAt.Equal(at(5)) {
+		t.Errorf("span = %+v", sp)
+	}
+	if !spans[1].FinishedAt.IsZero() {
+		t.Errorf("running span has an end: %+v", spans[1])
+	}
+	later, err := s.AttemptSpans(ctx, at(6))
+	if err != nil || len(later) != 1 || later[0].JobID != running.ID {
+		t.Fatalf("spans since after the first ended = %+v, %v; want only the running one", later, err)
+	}
+}
