@@ -59,6 +59,7 @@ type serverOpts struct {
 	cpus   float64
 	memory string
 	gpus   int
+	extra  string // more server config (pools, quotas, projects)
 }
 
 // startServer starts a server with a declared inventory (default 2 CPUs,
@@ -73,7 +74,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	}
 	dir := t.TempDir()
 	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml")}
-	cfg := fmt.Sprintf("inventory: {cpus: %g, memory: %s, gpus: %d}\nretry_backoff: 100ms\ngrace: 1s\n", o.cpus, o.memory, o.gpus)
+	cfg := fmt.Sprintf("inventory: {cpus: %g, memory: %s, gpus: %d}\nretry_backoff: 100ms\ngrace: 1s\n%s", o.cpus, o.memory, o.gpus, o.extra)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,10 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	running := s.submit(fmt.Sprintf("name: long\nentrypoint: 'sleep 300 & echo $! >> %[1]s; echo $$ >> %[1]s; wait'\n", pids))
 	s.waitState(running.ID, 30*time.Second, "running")
 	queued := s.submit("name: waiting\nentrypoint: [sleep, '300']\n")
-	waitFor(t, 10*time.Second, "queued job to get a pending reason", func() bool { return s.job(queued.ID).Reason == "WaitingForResources" })
+	waitFor(t, 10*time.Second, "queued job to get a pending reason", func() bool {
+		j := s.job(queued.ID)
+		return j.Reason != "Submitted" && strings.Contains(j.Message, "1 of 1 CPUs")
+	})
 
 	out := s.mustCLI("cancel", strconv.FormatInt(queued.ID, 10), "--reason", "not needed")
 	if !strings.Contains(out, strconv.FormatInt(queued.ID, 10)) {
@@ -215,14 +218,16 @@ func TestGPUsFromDeclaredInventory(t *testing.T) {
 	s := startServer(t, serverOpts{cpus: 4, gpus: 4})
 	a := s.submit("name: g2\nresources: {gpus: 2}\nentrypoint: 'echo gpus=$CUDA_VISIBLE_DEVICES; sleep 30'\n")
 	b := s.submit("name: g1\nresources: {gpus: 2}\nentrypoint: 'echo gpus=$CUDA_VISIBLE_DEVICES'\n")
-	c := s.submit("name: g8\nresources: {gpus: 8}\nentrypoint: [true]\n")
 	s.waitState(b.ID, 30*time.Second, "succeeded")
 	if got := s.mustCLI("logs", strconv.FormatInt(b.ID, 10)); got != "gpus=2,3\n" {
 		t.Errorf("second job saw %q, want gpus=2,3", got)
 	}
 	s.waitState(a.ID, 30*time.Second, "running")
-	waitFor(t, 10*time.Second, "oversized job reason", func() bool { return s.job(c.ID).Reason == "NoCapacity" })
-	if j := s.job(c.ID); !strings.Contains(j.Message, "8 GPUs (largest node has 4)") {
-		t.Errorf("oversized job message %q", j.Message)
+	// A request that can never fit is refused at submit, not left pending.
+	spec, _ := json.Marshal("name: g8\nresources: {gpus: 8}\nentrypoint: [true]\n")
+	var e apitypes.Error
+	if code := s.api("POST", "/api/v1/jobs", apitypes.SubmitRequest{Spec: spec}, &e); code != 400 ||
+		len(e.Error.Fields) == 0 || e.Error.Fields[0].Path != "resources.gpus" || !strings.Contains(e.Error.Fields[0].Message, "4") {
+		t.Errorf("oversized submit: status %d, %+v; want 400 on resources.gpus naming the 4 GPUs there are", code, e)
 	}
 }

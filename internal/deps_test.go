@@ -24,6 +24,8 @@ var allowed = map[string][]string{
 	"internal/domain":                {},
 	"internal/clock":                 {},
 	"internal/api/apitypes":          {},
+	"internal/scheduler/schedtest":   {"internal/scheduler", "internal/domain"},
+	"internal/simulate":              {"internal/scheduler", "internal/domain", "go.yaml.in/yaml/v3"},
 	"internal/scheduler":             {"internal/domain"},
 	"internal/jobspec":               {"internal/domain", "go.yaml.in/yaml/v3"},
 	"internal/logs":                  {"internal/domain"},
@@ -34,11 +36,11 @@ var allowed = map[string][]string{
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},
 	"internal/executor/local/cgroup": {"golang.org/x/sys"},
 	"internal/executor/local":        {"internal/executor", "internal/domain", "internal/logs", "internal/executor/local/cgroup", "golang.org/x/sys"},
-	"internal/service":               {"internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock"},
+	"internal/service":               {"internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler"},
 	"internal/control":               {"internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock"},
 	"internal/api":                   {"internal/service", "internal/api/apitypes", "internal/domain"},
 	"internal/client":                {"internal/api/apitypes"},
-	"internal/cli":                   {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
+	"internal/cli":                   {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
 	"cmd/trainyard":                  {"*"},
 }
 

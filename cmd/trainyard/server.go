@@ -27,6 +27,7 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
+	"trainyard/internal/scheduler"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
 )
@@ -45,9 +46,14 @@ type serverConfig struct {
 		Memory string  `yaml:"memory"`
 		GPUs   int     `yaml:"gpus"`
 	} `yaml:"inventory"`
-	RetryBackoff string `yaml:"retry_backoff"` // first retry delay, doubling (default 10s)
-	Grace        string `yaml:"grace"`         // SIGTERM→SIGKILL grace (default 10s)
-	LogLevel     string `yaml:"log_level"`     // debug, info, warn, error
+	// Pools, quotas and projects, in the API's shape (docs/pools.md).
+	schedulingConfig `yaml:",inline"`
+	// FairShareHalfLife is the half-life of past usage in fair share
+	// (default 24h).
+	FairShareHalfLife string `yaml:"fair_share_half_life"`
+	RetryBackoff      string `yaml:"retry_backoff"` // first retry delay, doubling (default 10s)
+	Grace             string `yaml:"grace"`         // SIGTERM→SIGKILL grace (default 10s)
+	LogLevel          string `yaml:"log_level"`     // debug, info, warn, error
 }
 
 func serverCommand() *cobra.Command {
@@ -132,12 +138,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
 	}
-	retry, grace := 10*time.Second, 10*time.Second
+	retry, grace, halfLife := 10*time.Second, 10*time.Second, 24*time.Hour
 	for _, d := range []struct {
 		name string
 		s    string
 		v    *time.Duration
-	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}} {
+	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &halfLife}} {
 		if d.s == "" {
 			continue
 		}
@@ -180,9 +186,17 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 
 	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
-		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry})
+		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
+		Scheduler: scheduler.Config{FairShareHalfLife: halfLife}})
 	svc := service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake})
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue})
+	inv, err := ex.Inventory(ctx)
+	if err != nil {
+		return fmt.Errorf("read this machine's inventory: %w", err)
+	}
+	if err := applyScheduling(ctx, svc, cfg.schedulingConfig, inv, log); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

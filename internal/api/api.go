@@ -53,6 +53,7 @@ func Handler(cfg Config) http.Handler {
 	mux.Handle("GET /api/v1/jobs/{id}/logs", h.auth(h.logs))
 	mux.Handle("GET /api/v1/jobs/{id}/why", h.auth(h.why))
 	mux.Handle("GET /api/v1/version", h.auth(h.version))
+	h.poolRoutes(mux) // pools, quotas, projects and the queue: pools.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})

@@ -41,6 +41,16 @@ func newEnv(t testing.TB) *env {
 	if err != nil || token == "" {
 		t.Fatalf("bootstrap: %q %v", token, err)
 	}
+	admin := service.Principal{Subject: "admin", Role: "admin"}
+	pool := domain.Pool{Name: "default", Borrowing: true,
+		Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
+	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api.Handler(api.Config{Service: svc, Ready: st.Ping}))
 	t.Cleanup(func() { srv.Close(); st.Close() })
 	return &env{t: t, srv: srv, st: st, token: token}

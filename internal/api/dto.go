@@ -22,7 +22,7 @@ func jobDTO(j domain.Job) apitypes.Job {
 		Reason: string(j.Reason), Message: j.Message, Priority: string(j.Priority),
 		Submitter: j.Submitter, SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt,
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt),
-		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested,
+		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested, Preemptions: j.Preemptions,
 		SpecHash: j.SpecHash,
 	}
 	out.Resources = apitypes.Resources{GPUs: r.GPUs, CPUs: r.CPUs, Memory: r.Memory.String(), Nodes: r.Nodes}

@@ -133,9 +133,14 @@ http://127.0.0.1:7070.`,
 		a.logsCmd(),
 		a.cancelCmd(),
 		a.whyCmd(),
+		a.queueCmd(),   // pools.go
+		a.poolCmd(),    // pools.go
+		a.quotaCmd(),   // pools.go
+		a.projectCmd(), // pools.go
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),
+		a.simCmd(),
 	)
 	root.AddCommand(extra...)
 	// cobra adds the "completion" command when the root executes (it binds

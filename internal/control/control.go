@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"trainyard/internal/clock"
@@ -56,6 +57,11 @@ type Config struct {
 	Interval time.Duration
 	// LaunchConcurrency bounds parallel executor.Launch calls (default 8).
 	LaunchConcurrency int
+	// Scheduler tunes the scheduler (fair-share half-life, preemption bound).
+	Scheduler scheduler.Config
+	// UsageRefresh is how often fair-share usage is recomputed from the
+	// attempt history (default 1m); usage moves slowly.
+	UsageRefresh time.Duration
 }
 
 // Controller is the control loop.
@@ -70,6 +76,12 @@ type Controller struct {
 	jobs     map[int64]*jobInfo // immutable parts of active and queued jobs
 	stopping map[executor.Ref]bool
 	reasons  map[int64]string // last pending reason written, to skip no-op writes
+	usage    []scheduler.Usage
+	usageAt  time.Time
+
+	// queue is the last pass's queue view, read by API requests.
+	queueMu sync.Mutex
+	queue   []domain.QueueEntry
 }
 
 // jobInfo is the immutable part of a job the loop needs; cached because specs
@@ -107,6 +119,12 @@ func New(cfg Config) *Controller {
 	if cfg.LaunchConcurrency <= 0 {
 		cfg.LaunchConcurrency = 8
 	}
+	if cfg.UsageRefresh <= 0 {
+		cfg.UsageRefresh = time.Minute
+	}
+	if cfg.Scheduler.FairShareHalfLife <= 0 {
+		cfg.Scheduler.FairShareHalfLife = 24 * time.Hour
+	}
 	return &Controller{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
@@ -130,10 +148,6 @@ func (c *Controller) Wake() {
 // Run recovers attempts left active by a previous server, then loops until
 // ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	inv, err := c.cfg.Executor.Inventory(ctx)
-	if err != nil {
-		return fmt.Errorf("read executor inventory: %w", err)
-	}
 	if err := c.recover(ctx); err != nil {
 		return err
 	}
@@ -161,7 +175,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case r := <-c.launched:
 			c.handleLaunchFailure(ctx, r)
 		}
-		next := c.cycle(ctx, inv)
+		next := c.cycle(ctx)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -214,50 +228,23 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 }
 
 // cycle runs one scheduling round and returns how long the loop may sleep.
-func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Duration {
+func (c *Controller) cycle(ctx context.Context) time.Duration {
 	now := c.cfg.Clock.Now()
 	next := c.cfg.Interval
-	jobs, err := c.cfg.Store.ListJobs(ctx, store.JobFilter{
-		States: []domain.JobState{domain.JobQueued, domain.JobStarting, domain.JobRunning}, Ascending: true})
+	snap, byID, err := c.snapshot(ctx, now)
 	if err != nil {
-		c.log.Error("load queue", "err", err)
+		c.log.Error("load scheduling snapshot", "err", err)
 		return next
 	}
-	atts, err := c.cfg.Store.ActiveAttempts(ctx)
-	if err != nil {
-		c.log.Error("load active attempts", "err", err)
-		return next
-	}
-
-	snap := scheduler.Snapshot{Now: now}
-	for _, n := range inv.Nodes {
-		snap.Nodes = append(snap.Nodes, scheduler.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
-	}
-	live := make(map[int64]bool, len(jobs))
-	byID := make(map[int64]domain.Job, len(jobs))
-	for _, j := range jobs {
-		live[j.ID] = true
-		byID[j.ID] = j
-		if j.State != domain.JobQueued {
-			if j.CancelRequested && j.Attempts > 0 {
-				c.stop(ctx, executor.Ref{JobID: j.ID, Attempt: j.Attempts})
-			}
-			continue
+	live := make(map[int64]bool, len(byID))
+	for id, j := range byID {
+		live[id] = true
+		if j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
+			c.stop(ctx, executor.Ref{JobID: id, Attempt: j.Attempts})
 		}
-		snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Priority: j.Priority,
-			SubmittedAt: j.SubmittedAt, Resources: j.Resources, NotBefore: j.NextAttempt})
-		if j.NextAttempt.After(now) {
+		if j.State == domain.JobQueued && j.NextAttempt.After(now) {
 			next = min(next, j.NextAttempt.Sub(now))
 		}
-	}
-	for _, a := range atts {
-		j, ok := byID[a.JobID]
-		if !ok {
-			continue // ended between the two reads; its resources are free
-		}
-		r := j.Resources
-		r.Nodes = 1
-		snap.Running = append(snap.Running, scheduler.Allocation{JobID: a.JobID, Node: a.Node, Resources: r, GPUs: a.GPUs})
 	}
 	// Forget what no longer needs remembering.
 	for id := range c.jobs {
@@ -272,26 +259,41 @@ func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Dur
 		}
 	}
 
-	plan := scheduler.Schedule(snap)
+	plan := scheduler.Schedule(snap, c.cfg.Scheduler)
+	c.publishQueue(plan, byID)
+
 	var changes []store.Change
 	var starts []scheduler.Placement
-	seen := map[int64]bool{}
 	for _, pl := range plan.Start {
-		if seen[pl.JobID] {
-			continue // one attempt per job; multi-node launch comes with multi-node executors
-		}
-		seen[pl.JobID] = true
 		j := byID[pl.JobID]
-		msg := "placed on " + pl.Node
-		if len(pl.GPUs) > 0 {
-			msg += " with GPUs " + joinInts(pl.GPUs)
+		names := make([]string, len(pl.Nodes))
+		for i, n := range pl.Nodes {
+			names[i] = n.Node
+		}
+		msg := "placed in pool " + pl.Pool + " on " + strings.Join(names, ",")
+		var node string
+		var gpus []int
+		if len(pl.Nodes) > 0 {
+			node, gpus = pl.Nodes[0].Node, pl.Nodes[0].GPUs
+			if len(gpus) > 0 {
+				msg += " with GPUs " + joinInts(gpus)
+			}
+		}
+		if pl.Borrowed {
+			msg += " (borrowed capacity: may be preempted to reclaim it)"
 		}
 		changes = append(changes, store.Change{
 			JobID: pl.JobID, From: []domain.JobState{domain.JobQueued}, To: domain.JobStarting,
 			Reason: domain.ReasonScheduled, Message: msg, Actor: actorScheduler, At: now,
-			Attempt: &store.AttemptChange{Create: true, Number: j.Attempts + 1, To: domain.AttemptStarting, Node: pl.Node, GPUs: pl.GPUs},
+			Attempt: &store.AttemptChange{Create: true, Number: j.Attempts + 1, To: domain.AttemptStarting,
+				Node: node, GPUs: gpus, Borrowed: pl.Borrowed},
 		})
 		starts = append(starts, pl)
+	}
+	preempts := len(changes)
+	for _, pe := range plan.Preempt {
+		changes = append(changes, store.Change{JobID: pe.JobID, From: []domain.JobState{domain.JobStarting, domain.JobRunning},
+			RequestPreempt: true, SetReason: true, Reason: domain.ReasonPreempted, Message: pe.Message, At: now})
 	}
 	for _, w := range plan.Waiting {
 		key := string(w.Reason) + "\x00" + w.Message
@@ -317,19 +319,137 @@ func (c *Controller) cycle(ctx context.Context, inv executor.Inventory) time.Dur
 			continue // the job moved (e.g. canceled) since the snapshot
 		}
 		delete(c.reasons, pl.JobID)
-		ji, err := c.info(ctx, pl.JobID)
-		if err != nil {
-			c.handleLaunchFailure(ctx, launchResult{ref: executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}, err: err})
+		ref := executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}
+		if len(pl.Nodes) > 1 {
+			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: errors.New("this executor runs single-node jobs; multi-node jobs need the Slurm or Kubernetes executor")})
 			continue
 		}
-		l, err := c.launchFor(pl.JobID, ji, byID[pl.JobID].Attempts+1, pl.GPUs)
+		ji, err := c.info(ctx, pl.JobID)
+		if err != nil {
+			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: err})
+			continue
+		}
+		l, err := c.launchFor(pl.JobID, ji, ref.Attempt, starts[i].Nodes[0].GPUs)
 		if err != nil {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
 		}
 		c.launchAsync(ctx, l)
 	}
+	for k, pe := range plan.Preempt {
+		if errs[preempts+k] != nil {
+			continue
+		}
+		j := byID[pe.JobID]
+		c.log.Info("preempting", "job", pe.JobID, "attempt", j.Attempts, "for", pe.For)
+		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts})
+	}
 	return next
+}
+
+// snapshot loads what the scheduler decides on: pools, quotas, projects,
+// fair-share usage, the queue and the active attempts.
+func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Snapshot, map[int64]domain.Job, error) {
+	snap := scheduler.Snapshot{Now: now}
+	var err error
+	if snap.Pools, err = c.cfg.Store.ListPools(ctx); err != nil {
+		return snap, nil, err
+	}
+	if snap.Quotas, err = c.cfg.Store.ListQuotas(ctx, "", ""); err != nil {
+		return snap, nil, err
+	}
+	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
+		return snap, nil, err
+	}
+	if now.Sub(c.usageAt) >= c.cfg.UsageRefresh || c.usage == nil {
+		if c.usage, err = c.loadUsage(ctx, now, snap.Pools); err != nil {
+			return snap, nil, err
+		}
+		c.usageAt = now
+	}
+	snap.Usage = c.usage
+	jobs, err := c.cfg.Store.ListJobs(ctx, store.JobFilter{
+		States: []domain.JobState{domain.JobQueued, domain.JobStarting, domain.JobRunning}, Ascending: true})
+	if err != nil {
+		return snap, nil, err
+	}
+	atts, err := c.cfg.Store.ActiveAttempts(ctx)
+	if err != nil {
+		return snap, nil, err
+	}
+	byID := make(map[int64]domain.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+		if j.State == domain.JobQueued {
+			snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Project: j.Project, Pool: j.Pool,
+				Priority: j.Priority, SubmittedAt: j.SubmittedAt, Resources: j.Resources, Timeout: j.Timeout.D(),
+				Preemptible: j.Preemptible, NotBefore: j.NextAttempt, Preemptions: j.Preemptions})
+		}
+	}
+	for _, a := range atts {
+		j, ok := byID[a.JobID]
+		if !ok {
+			continue // ended between the two reads; its resources are free
+		}
+		r := j.Resources
+		r.Nodes = 1
+		snap.Running = append(snap.Running, scheduler.Allocation{JobID: j.ID, Project: j.Project, Pool: j.Pool,
+			Priority: j.Priority, Resources: r, Nodes: []scheduler.NodeAlloc{{Node: a.Node, GPUs: a.GPUs}},
+			StartedAt: a.CreatedAt, Timeout: j.Timeout.D(), Preemptible: j.Preemptible, Borrowed: a.Borrowed,
+			Stopping: j.CancelRequested || j.PreemptRequested})
+	}
+	return snap, byID, nil
+}
+
+// loadUsage computes decayed fair-share usage from the attempt history.
+func (c *Controller) loadUsage(ctx context.Context, now time.Time, pools []domain.Pool) ([]scheduler.Usage, error) {
+	halfLife := c.cfg.Scheduler.FairShareHalfLife
+	spans, err := c.cfg.Store.AttemptSpans(ctx, now.Add(-8*halfLife))
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]domain.Pool, len(pools))
+	for _, p := range pools {
+		byName[p.Name] = p
+	}
+	recs := make([]scheduler.UsageRecord, 0, len(spans))
+	for _, sp := range spans {
+		pool, ok := byName[sp.Pool]
+		if !ok {
+			continue
+		}
+		recs = append(recs, scheduler.UsageRecord{Project: sp.Project, Pool: sp.Pool,
+			Rate: scheduler.CostRate(pool, sp.Resources), Start: sp.StartedAt, End: sp.FinishedAt})
+	}
+	return scheduler.DecayUsage(recs, now, halfLife), nil
+}
+
+// publishQueue keeps the pass's queue view for API readers.
+func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job) {
+	q := make([]domain.QueueEntry, 0, len(plan.Waiting))
+	for _, w := range plan.Waiting {
+		j := byID[w.JobID]
+		q = append(q, domain.QueueEntry{JobID: w.JobID, Name: j.Name, Project: j.Project, Pool: j.Pool,
+			Priority: j.Priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
+			Submitted: j.SubmittedAt, EstimatedStart: w.EstimatedStart})
+	}
+	c.queueMu.Lock()
+	c.queue = q
+	c.queueMu.Unlock()
+}
+
+// Queue returns the last pass's waiting jobs of one pool ("" for all), in
+// queue order. Safe for concurrent use.
+func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntry, error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	out := make([]domain.QueueEntry, 0, len(c.queue))
+	for _, e := range c.queue {
+		if pool == "" || e.Pool == pool {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {

@@ -41,6 +41,23 @@ func newRig(t *testing.T, ex *executortest.Fake) *rig {
 	t.Cleanup(func() { st.Close() })
 	r := &rig{t: t, st: st, ex: ex, dir: dir}
 	r.start()
+	// Pool "default" is the fake executor's inventory, with a full quota
+	// for project "default".
+	inv, err := ex.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := domain.Pool{Name: "default", Executor: "local", Preemption: true}
+	for _, n := range inv.Nodes {
+		pool.Nodes = append(pool.Nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
+	}
+	if _, _, err := r.svc.PutPool(context.Background(), admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if r.stop != nil {
 			r.stop()
@@ -213,7 +230,8 @@ func TestCapacityIsRespectedAndReasonsRecorded(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		j, _ := r.st.GetJob(context.Background(), b.ID)
-		if j.Reason == domain.ReasonWaitingForCapacity && strings.Contains(j.Message, "needs 1 CPUs") {
+		// The quota is the whole pool, so the quota is what the job waits on.
+		if j.Reason == domain.ReasonQuotaExceeded && strings.Contains(j.Message, "uses 2 of 2 CPUs") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -104,6 +104,13 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	switch {
 	case att.To == domain.AttemptSucceeded:
 		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome
+	case job.PreemptRequested && !job.CancelRequested:
+		// Stopped to make room: back to the queue, ahead of its class peers;
+		// the next attempt resumes from the latest checkpoint.
+		att.To, att.Reason = domain.AttemptPreempted, domain.ReasonPreempted
+		att.Message = job.Message
+		ch.To, ch.Reason, ch.CountPreemption = domain.JobQueued, domain.ReasonPreempted, true
+		ch.Message = fmt.Sprintf("attempt %d preempted (%s); queued again to resume from its latest checkpoint", ev.Attempt, job.Message)
 	case job.CancelRequested || att.To == domain.AttemptCanceled:
 		ch.To, ch.Reason = domain.JobCanceled, domain.ReasonCanceledByUser
 		ch.Message = strings.TrimPrefix(job.Message, "cancel requested; ")

@@ -85,3 +85,19 @@ type Project struct {
 	Shares    float64
 	CreatedAt time.Time
 }
+
+// QueueEntry is one waiting job as the scheduler last ordered it.
+type QueueEntry struct {
+	JobID     int64
+	Name      string
+	Project   string
+	Pool      string
+	Priority  Priority
+	Position  int // 1-based within its pool's queue
+	Reason    Reason
+	Message   string
+	Submitted time.Time
+	// EstimatedStart is when the job is expected to start, from the running
+	// jobs' timeouts; zero when it cannot be computed.
+	EstimatedStart time.Time
+}

@@ -1,266 +1,169 @@
-// Package scheduler decides which queued jobs start now and where, and why the
-// others wait. It is a pure function of its input: Schedule performs no I/O, reads
-// no clock, starts no goroutines, and returns the same plan for the same
-// snapshot whatever the order of the snapshot's slices.
+// Package scheduler decides which queued training jobs start, on which nodes
+// and GPUs, which running jobs are preempted to make room, and why every other
+// job waits.
+//
+// Schedule is a pure function of its input: it performs no I/O, reads no
+// clock (Snapshot.Now is the cycle time), uses no randomness, starts no
+// goroutines and never iterates a map to decide an output order. The same
+// snapshot yields a byte-identical Plan whatever the order of its slices.
+//
+// One pass, per pool (pools in name order):
+//
+//  1. Order the pool's queue: priority class (urgent > high > normal > low),
+//     previously preempted jobs ahead of their class peers, then fair share
+//     (the project's decayed usage plus its current allocation share, divided
+//     by its shares; recomputed after every placement), then submit time,
+//     then job id.
+//  2. Walk the queue. For each job check, in order: retry backoff, whether
+//     the pool could ever hold it, the pool's concurrency cap, the project's
+//     quota (guaranteed, then borrowed), then capacity.
+//  3. A job that fits starts (all nodes of a gang, or none). A job that does
+//     not fit may wait for stopping jobs, preempt (pools with preemption on),
+//     or reserve capacity so that jobs behind it cannot starve it; later jobs
+//     may use reserved capacity only when they end before the reserving job's
+//     estimated start (backfill).
+//  4. Every job that does not start gets a reason, a message with numbers and
+//     its position in the pool's queue.
+//
+// See docs/scheduling.md for the rules as researchers and admins see them.
 package scheduler
 
 import (
-	"cmp"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"trainyard/internal/domain"
 )
 
-// Snapshot is the state the scheduler decides on.
-type Snapshot struct {
-	Now     time.Time    // cycle time, supplied by the caller
-	Nodes   []Node       // what the executor offers
-	Pending []Pending    // queued jobs
-	Running []Allocation // resources held by starting and running attempts
+// Defaults for zero Config fields.
+const (
+	DefaultFairShareHalfLife      = 24 * time.Hour
+	DefaultMaxPreemptionsPerCycle = 64
+	DefaultReservationsPerPool    = 1
+)
+
+// Config tunes the scheduler. Zero values mean the documented defaults.
+type Config struct {
+	// FairShareHalfLife is the half-life of historical usage (default 24h).
+	// DecayUsage uses it; Schedule itself only reads Snapshot.Usage.
+	FairShareHalfLife time.Duration
+	// MaxPreemptionsPerCycle bounds the victims chosen in one pass
+	// (default 64; negative disables preemption).
+	MaxPreemptionsPerCycle int
+	// ReservationsPerPool is how many capacity-blocked jobs per pool hold a
+	// reservation against starvation (default 1: the blocked head). Jobs
+	// waiting for preempted or stopping jobs always hold one.
+	ReservationsPerPool int
 }
 
-// Node is one machine's capacity.
-type Node struct {
-	Name   string
-	CPUs   float64
-	Memory domain.ByteSize
-	GPUs   []int // GPU indices
+func (c Config) withDefaults() Config {
+	if c.FairShareHalfLife <= 0 {
+		c.FairShareHalfLife = DefaultFairShareHalfLife
+	}
+	if c.MaxPreemptionsPerCycle == 0 {
+		c.MaxPreemptionsPerCycle = DefaultMaxPreemptionsPerCycle
+	}
+	if c.MaxPreemptionsPerCycle < 0 {
+		c.MaxPreemptionsPerCycle = 0
+	}
+	if c.ReservationsPerPool <= 0 {
+		c.ReservationsPerPool = DefaultReservationsPerPool
+	}
+	return c
+}
+
+// Snapshot is the state the scheduler decides on. The caller loads it; the
+// scheduler never modifies it.
+type Snapshot struct {
+	Now      time.Time        // cycle time, supplied by the caller
+	Pools    []domain.Pool    // each with its Nodes (capacity) and rules
+	Quotas   []domain.Quota   // per (project, pool)
+	Projects []domain.Project // shares (a missing project has shares 1)
+	Usage    []Usage          // decayed historical usage per (project, pool)
+	Pending  []Pending        // queued jobs
+	Running  []Allocation     // starting and running jobs (hold resources)
+}
+
+// Usage is a project's decayed historical consumption in one pool, in
+// dominant-share-hours (a job's cost rate is max(gpus/poolGPUs,
+// cpus/poolCPUs, mem/poolMem) over its whole gang; GPU jobs in GPU pools are
+// thus GPU-hours / pool GPUs).
+type Usage struct {
+	Project string
+	Pool    string
+	Value   float64
 }
 
 // Pending is a queued job.
 type Pending struct {
 	JobID       int64
+	Project     string
+	Pool        string
 	Priority    domain.Priority
 	SubmittedAt time.Time
-	Resources   domain.Resources
-	NotBefore   time.Time // retry backoff: not to start before this time
+	Resources   domain.Resources // per node; Resources.Nodes = gang size (≥1)
+	Timeout     time.Duration    // 0 = unbounded (cannot be backfilled ahead of a reservation)
+	Preemptible bool
+	NotBefore   time.Time // retry backoff: not before this
+	Preemptions int       // >0: it was preempted; it goes ahead of its class peers
 }
 
-// Allocation is what one active attempt holds on one node.
+// NodeAlloc is the part of a job on one node: the node and its GPU indices.
+type NodeAlloc struct {
+	Node string
+	GPUs []int // device indices on that node
+}
+
+// Allocation is a starting or running job and the resources it holds.
 type Allocation struct {
-	JobID     int64
-	Node      string
-	Resources domain.Resources
-	GPUs      []int
+	JobID       int64
+	Project     string
+	Pool        string
+	Priority    domain.Priority
+	Resources   domain.Resources // per node
+	Nodes       []NodeAlloc      // len == Resources.Nodes
+	StartedAt   time.Time        // when it was placed
+	Timeout     time.Duration    // 0 = unbounded
+	Preemptible bool
+	Borrowed    bool // placed above its project's quota (always preemptible for reclaim)
+	Stopping    bool // already being stopped (cancel/preempt): holds resources, never a victim
 }
 
-// Plan is the scheduler's decision.
+// Plan is the scheduler's decision for one pass.
 type Plan struct {
-	Start   []Placement // in the order they were decided
-	Waiting []Waiting   // every pending job not started, with why
+	Start   []Placement  // in decision order
+	Preempt []Preemption // victims to stop; beneficiaries start in a later pass once freed
+	Waiting []Waiting    // every pending job not started, in queue order per pool, with why
 }
 
-// Placement starts one job on one node with specific GPUs.
+// Placement starts one job on all nodes of its gang.
 type Placement struct {
-	JobID int64
-	Node  string
-	GPUs  []int
+	JobID    int64
+	Pool     string
+	Nodes    []NodeAlloc // all nodes of the gang, or the job is not placed at all
+	Borrowed bool        // above quota, on idle capacity: preemptible for reclaim
 }
 
-// Waiting says why one job stays queued.
+// Preemption stops one running job to make room for a pending one.
+type Preemption struct {
+	JobID   int64  // the victim
+	For     int64  // the job that needs the room
+	Message string // e.g. "preempted for job 42 (priority high) in pool standard"
+}
+
+// Waiting says why one pending job does not start in this pass.
 type Waiting struct {
-	JobID   int64
-	Reason  domain.Reason
-	Message string
+	JobID    int64
+	Reason   domain.Reason // QuotaExceeded, WaitingForResources, NoCapacity, RetryBackoff
+	Message  string        // with numbers: "project vision uses 8 of 8 GPUs in pool standard (quota)"
+	Position int           // 1-based position among the pool's waiting jobs, in queue order
+	// EstimatedStart comes from running jobs' StartedAt+Timeout (or the
+	// retry backoff); zero when unknown.
+	EstimatedStart time.Time
 }
 
-// Order is the queue order: higher priority first, then earlier submit, then
-// lower id — a total order, so equal inputs never depend on slice order.
-func Order(a, b Pending) int {
-	if c := cmp.Compare(b.Priority.Rank(), a.Priority.Rank()); c != 0 {
-		return c
-	}
-	if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.JobID, b.JobID)
-}
-
-// free is the unallocated capacity of one node during a cycle.
-type free struct {
-	name   string
-	total  Node
-	cpus   float64
-	memory domain.ByteSize
-	gpus   []int // free GPU indices, ascending
-}
-
-// Schedule decides which pending jobs start. Jobs are considered in Order. A job
-// that cannot fit now reserves what it needs on the node closest to fitting
-// it, so jobs behind it may only use capacity it would not need: a large job
-// is never starved by a stream of small ones.
-func Schedule(s Snapshot) Plan {
-	nodes := make([]*free, 0, len(s.Nodes))
-	byName := map[string]*free{}
-	for _, n := range slices.SortedFunc(slices.Values(s.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) }) {
-		f := &free{name: n.Name, total: n, cpus: n.CPUs, memory: n.Memory, gpus: slices.Sorted(slices.Values(n.GPUs))}
-		nodes = append(nodes, f)
-		byName[n.Name] = f
-	}
-	for _, a := range s.Running {
-		f := byName[a.Node]
-		if f == nil {
-			continue // a node that left the inventory: nothing to subtract from
-		}
-		f.cpus -= a.Resources.CPUs
-		f.memory -= a.Resources.Memory
-		f.gpus = slices.DeleteFunc(f.gpus, func(g int) bool { return slices.Contains(a.GPUs, g) })
-	}
-
-	pending := slices.Clone(s.Pending)
-	slices.SortFunc(pending, Order)
-
-	var p Plan
-	for _, j := range pending {
-		if j.NotBefore.After(s.Now) {
-			p.Waiting = append(p.Waiting, Waiting{JobID: j.JobID, Reason: domain.ReasonBackoff,
-				Message: fmt.Sprintf("retry backoff: may start in %s", domain.FormatDuration(j.NotBefore.Sub(s.Now).Round(time.Second)))})
-			continue
-		}
-		r := perNode(j.Resources)
-		if msg, ok := neverFits(r, j.Resources.Nodes, nodes); !ok {
-			p.Waiting = append(p.Waiting, Waiting{JobID: j.JobID, Reason: domain.ReasonNoCapacity, Message: msg})
-			continue
-		}
-		chosen := place(r, j.Resources.Nodes, nodes)
-		if chosen == nil {
-			p.Waiting = append(p.Waiting, Waiting{JobID: j.JobID, Reason: domain.ReasonWaitingForCapacity, Message: shortage(r, nodes)})
-			reserve(r, nodes)
-			continue
-		}
-		for _, f := range chosen {
-			gpus := slices.Clone(f.gpus[:r.GPUs])
-			f.gpus = f.gpus[r.GPUs:]
-			f.cpus -= r.CPUs
-			f.memory -= r.Memory
-			p.Start = append(p.Start, Placement{JobID: j.JobID, Node: f.name, GPUs: gpus})
-		}
-	}
-	return p
-}
-
-// perNode is the request of one node of a (possibly multi-node) job.
-func perNode(r domain.Resources) domain.Resources {
-	r.Nodes = 1
-	return r
-}
-
-func fits(r domain.Resources, f *free) bool {
-	return r.CPUs <= f.cpus+1e-9 && r.Memory <= f.memory && r.GPUs <= len(f.gpus)
-}
-
-// place picks n distinct nodes that fit r now (first fit by node name), or nil.
-func place(r domain.Resources, n int, nodes []*free) []*free {
-	var chosen []*free
-	for _, f := range nodes {
-		if fits(r, f) {
-			chosen = append(chosen, f)
-			if len(chosen) == n {
-				return chosen
-			}
-		}
-	}
-	return nil
-}
-
-// neverFits reports why r can never be placed on n nodes of this inventory.
-func neverFits(r domain.Resources, n int, nodes []*free) (string, bool) {
-	if n < 1 {
-		n = 1
-	}
-	if n > len(nodes) {
-		return fmt.Sprintf("requests %d nodes; the inventory has %d", n, len(nodes)), false
-	}
-	capable := 0
-	var maxCPU float64
-	var maxMem domain.ByteSize
-	maxGPU := 0
-	for _, f := range nodes {
-		maxCPU, maxMem, maxGPU = max(maxCPU, f.total.CPUs), max(maxMem, f.total.Memory), max(maxGPU, len(f.total.GPUs))
-		if r.CPUs <= f.total.CPUs+1e-9 && r.Memory <= f.total.Memory && r.GPUs <= len(f.total.GPUs) {
-			capable++
-		}
-	}
-	if capable >= n {
-		return "", true
-	}
-	var over []string
-	if r.GPUs > maxGPU {
-		over = append(over, fmt.Sprintf("%d GPUs (largest node has %d)", r.GPUs, maxGPU))
-	}
-	if r.CPUs > maxCPU+1e-9 {
-		over = append(over, fmt.Sprintf("%s CPUs (largest node has %s)", fmtCPU(r.CPUs), fmtCPU(maxCPU)))
-	}
-	if r.Memory > maxMem {
-		over = append(over, fmt.Sprintf("%s memory (largest node has %s)", r.Memory, maxMem))
-	}
-	if len(over) == 0 {
-		return fmt.Sprintf("requests %d nodes that each fit its request; only %d do", n, capable), false
-	}
-	return "requests " + strings.Join(over, ", ") + "; lower the request or submit to a larger pool", false
-}
-
-// shortage describes what is missing on the node closest to fitting r.
-func shortage(r domain.Resources, nodes []*free) string {
-	best := closest(r, nodes)
-	if best == nil {
-		return "no node is available"
-	}
-	return fmt.Sprintf("needs %s; free on %s: %s CPUs of %s, %s memory of %s, %d GPUs of %d",
-		describe(r), best.name,
-		fmtCPU(max(best.cpus, 0)), fmtCPU(best.total.CPUs),
-		max(best.memory, 0), best.total.Memory,
-		len(best.gpus), len(best.total.GPUs))
-}
-
-// closest is the node with the smallest shortfall for r (ties: first by name).
-func closest(r domain.Resources, nodes []*free) *free {
-	var best *free
-	bestScore := 0.0
-	for _, f := range nodes {
-		if r.CPUs > f.total.CPUs+1e-9 || r.Memory > f.total.Memory || r.GPUs > len(f.total.GPUs) {
-			continue
-		}
-		score := 0.0
-		if f.total.CPUs > 0 {
-			score += max(r.CPUs-f.cpus, 0) / f.total.CPUs
-		}
-		if f.total.Memory > 0 {
-			score += float64(max(r.Memory-f.memory, 0)) / float64(f.total.Memory)
-		}
-		if n := len(f.total.GPUs); n > 0 {
-			score += float64(max(r.GPUs-len(f.gpus), 0)) / float64(n)
-		}
-		if best == nil || score < bestScore {
-			best, bestScore = f, score
-		}
-	}
-	return best
-}
-
-// reserve holds back, on the node closest to fitting r, the capacity r would
-// use, so that jobs behind it in the queue cannot take it.
-func reserve(r domain.Resources, nodes []*free) {
-	f := closest(r, nodes)
-	if f == nil {
-		return
-	}
-	f.cpus -= r.CPUs
-	f.memory -= r.Memory
-	f.gpus = f.gpus[min(r.GPUs, len(f.gpus)):]
-}
-
-func describe(r domain.Resources) string {
-	s := fmt.Sprintf("%s CPUs, %s memory", fmtCPU(r.CPUs), r.Memory)
-	if r.GPUs > 0 {
-		s += fmt.Sprintf(", %d GPUs", r.GPUs)
-	}
-	return s
-}
-
-func fmtCPU(c float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", c), "0"), ".")
+// Schedule decides which pending jobs start, which running jobs are
+// preempted, and why the others wait. See the package documentation for the
+// order of decisions.
+func Schedule(s Snapshot, cfg Config) Plan {
+	return newPass(s, cfg.withDefaults()).run()
 }

@@ -44,6 +44,9 @@ type Config struct {
 	Logs          logs.Layout // where attempt logs live
 	// Wake nudges the control loop after a change it must act on.
 	Wake func()
+	// Queue returns the scheduler's current queue (see Service.Queue); nil
+	// means no control loop runs and every queue is empty.
+	Queue QueueFunc
 }
 
 // Service implements the use cases. Safe for concurrent use.
@@ -162,6 +165,9 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 			errs.Add(fmt.Sprintf("secrets[%d]", i), "no secret named %s is stored on this server; remove it from the spec (this server has no secret store yet)", name)
 		}
 		return domain.Job{}, false, errs
+	}
+	if err := s.admit(ctx, spec); err != nil {
+		return domain.Job{}, false, err
 	}
 	specJSON, hash := jobspec.Canonical(spec)
 	job, created, err = s.cfg.Store.CreateJob(ctx, store.NewJob{

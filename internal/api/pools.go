@@ -1,0 +1,267 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+)
+
+// poolRoutes registers the pool, quota, project and queue endpoints.
+func (h *handler) poolRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/pools", h.auth(h.listPools))
+	mux.Handle("GET /api/v1/pools/{name}", h.auth(h.getPool))
+	mux.Handle("PUT /api/v1/pools/{name}", h.auth(h.putPool))
+	mux.Handle("GET /api/v1/quotas", h.auth(h.listQuotas))
+	mux.Handle("PUT /api/v1/quotas/{project}/{pool}", h.auth(h.putQuota))
+	mux.Handle("DELETE /api/v1/quotas/{project}/{pool}", h.auth(h.deleteQuota))
+	mux.Handle("GET /api/v1/projects", h.auth(h.listProjects))
+	mux.Handle("PUT /api/v1/projects/{name}", h.auth(h.putProject))
+	mux.Handle("GET /api/v1/queue", h.auth(h.queue))
+}
+
+func (h *handler) listPools(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	pools, err := h.svc.ListPools(r.Context(), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.PoolList{Pools: make([]apitypes.Pool, len(pools))}
+	for i, pl := range pools {
+		out.Pools[i] = poolDTO(pl)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) getPool(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	pool, err := h.svc.GetPool(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, poolDTO(pool))
+}
+
+func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	name := r.PathValue("name")
+	var req apitypes.Pool
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := checkPathName("name", req.Name, name); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	req.Name = name
+	pool, err := PoolFromDTO(req)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	stored, created, err := h.svc.PutPool(r.Context(), p, pool)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("Location", "/api/v1/pools/"+stored.Name)
+	writeJSON(w, status, poolDTO(stored))
+}
+
+func (h *handler) listQuotas(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	q := r.URL.Query()
+	quotas, err := h.svc.ListQuotas(r.Context(), p, q.Get("project"), q.Get("pool"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.QuotaList{Quotas: make([]apitypes.Quota, len(quotas))}
+	for i, qt := range quotas {
+		out.Quotas[i] = quotaDTO(qt)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) putQuota(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	project, pool := r.PathValue("project"), r.PathValue("pool")
+	var req apitypes.Quota
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var errs domain.FieldErrors
+	if err := checkPathName("project", req.Project, project); err != nil {
+		errs = append(errs, err...)
+	}
+	if err := checkPathName("pool", req.Pool, pool); err != nil {
+		errs = append(errs, err...)
+	}
+	if len(errs) > 0 {
+		h.writeError(w, r, errs)
+		return
+	}
+	req.Project, req.Pool = project, pool
+	q, err := QuotaFromDTO(req)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	stored, err := h.svc.SetQuota(r.Context(), p, q)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, quotaDTO(stored))
+}
+
+func (h *handler) deleteQuota(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	if err := h.svc.DeleteQuota(r.Context(), p, r.PathValue("project"), r.PathValue("pool")); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	projects, err := h.svc.ListProjects(r.Context(), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.ProjectList{Projects: make([]apitypes.Project, len(projects))}
+	for i, pr := range projects {
+		out.Projects[i] = apitypes.Project{Name: pr.Name, Shares: pr.Shares, CreatedAt: pr.CreatedAt}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) putProject(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	name := r.PathValue("name")
+	var req apitypes.Project
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := checkPathName("name", req.Name, name); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	pr, err := h.svc.SetProject(r.Context(), p, domain.Project{Name: name, Shares: req.Shares})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitypes.Project{Name: pr.Name, Shares: pr.Shares, CreatedAt: pr.CreatedAt})
+}
+
+func (h *handler) queue(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	entries, err := h.svc.Queue(r.Context(), p, r.URL.Query().Get("pool"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.Queue{Entries: make([]apitypes.QueueEntry, len(entries))}
+	for i, e := range entries {
+		out.Entries[i] = apitypes.QueueEntry{ID: e.JobID, Name: e.Name, Project: e.Project, Pool: e.Pool,
+			Priority: string(e.Priority), Position: e.Position, Reason: string(e.Reason), Message: e.Message,
+			SubmittedAt: e.Submitted, EstimatedStart: timePtr(e.EstimatedStart)}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// checkPathName rejects a body that names a different object than the path;
+// an empty body name takes the path's.
+func checkPathName(field, inBody, inPath string) domain.FieldErrors {
+	if inBody == "" || inBody == inPath {
+		return nil
+	}
+	return domain.FieldErrors{{Path: field, Message: fmt.Sprintf("is %q but the URL names %q; leave it out or make them match", inBody, inPath)}}
+}
+
+func poolDTO(p domain.Pool) apitypes.Pool {
+	c := p.Capacity()
+	out := apitypes.Pool{
+		Name: p.Name, Executor: p.Executor, GPUType: p.GPUType, Nodes: make([]apitypes.Node, len(p.Nodes)),
+		MaxGPUsPerJob: p.MaxGPUsPerJob, MaxNodesPerJob: p.MaxNodesPerJob, MaxRunning: p.MaxRunning,
+		Borrowing: p.Borrowing, Preemption: p.Preemption,
+		Capacity:  apitypes.PoolCapacity{GPUs: c.GPUs, CPUs: c.CPUs, Memory: c.Memory.String()},
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+	if p.MaxTimeout > 0 {
+		out.MaxTimeout = p.MaxTimeout.String()
+	}
+	for i, n := range p.Nodes {
+		gpus := n.GPUs
+		if gpus == nil {
+			gpus = []int{}
+		}
+		out.Nodes[i] = apitypes.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory.String(), GPUs: gpus}
+	}
+	for _, pr := range p.Priorities {
+		out.Priorities = append(out.Priorities, string(pr))
+	}
+	return out
+}
+
+// PoolFromDTO converts the wire form, reporting unparsable sizes and
+// durations as field errors; the service checks everything else.
+func PoolFromDTO(in apitypes.Pool) (domain.Pool, error) {
+	var errs domain.FieldErrors
+	p := domain.Pool{
+		Name: in.Name, Executor: in.Executor, GPUType: in.GPUType,
+		MaxGPUsPerJob: in.MaxGPUsPerJob, MaxNodesPerJob: in.MaxNodesPerJob, MaxRunning: in.MaxRunning,
+		Borrowing: in.Borrowing, Preemption: in.Preemption,
+	}
+	for i, n := range in.Nodes {
+		mem := parseSize(&errs, fmt.Sprintf("nodes[%d].memory", i), n.Memory)
+		p.Nodes = append(p.Nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: mem, GPUs: n.GPUs})
+	}
+	if in.MaxTimeout != "" {
+		d, err := domain.ParseDuration(in.MaxTimeout)
+		if err != nil {
+			errs.Add("max_timeout", "%v", err)
+		}
+		p.MaxTimeout = domain.Duration(d)
+	}
+	for _, pr := range in.Priorities {
+		p.Priorities = append(p.Priorities, domain.Priority(pr))
+	}
+	return p, errs.Err()
+}
+
+func quotaDTO(q domain.Quota) apitypes.Quota {
+	g, b := q.Guaranteed, q.Borrow
+	return apitypes.Quota{Project: q.Project, Pool: q.Pool,
+		GPUs: g.GPUs, CPUs: g.CPUs, Memory: g.Memory.String(), Jobs: g.Jobs,
+		Borrow:      apitypes.QuotaBorrow{GPUs: b.GPUs, CPUs: b.CPUs, Memory: b.Memory.String()},
+		MaxPriority: string(q.MaxPriority), UpdatedAt: q.UpdatedAt}
+}
+
+// QuotaFromDTO converts the wire form, reporting unparsable sizes as field
+// errors; the service checks everything else.
+func QuotaFromDTO(in apitypes.Quota) (domain.Quota, error) {
+	var errs domain.FieldErrors
+	q := domain.Quota{Project: in.Project, Pool: in.Pool,
+		Guaranteed:  domain.Limits{GPUs: in.GPUs, CPUs: in.CPUs, Memory: parseSize(&errs, "memory", in.Memory), Jobs: in.Jobs},
+		Borrow:      domain.Limits{GPUs: in.Borrow.GPUs, CPUs: in.Borrow.CPUs, Memory: parseSize(&errs, "borrow.memory", in.Borrow.Memory)},
+		MaxPriority: domain.Priority(in.MaxPriority)}
+	return q, errs.Err()
+}
+
+// parseSize parses a size; "" is 0. A bad value is added to errs at path.
+func parseSize(errs *domain.FieldErrors, path, s string) domain.ByteSize {
+	if s == "" {
+		return 0
+	}
+	b, err := domain.ParseByteSize(s)
+	if err != nil {
+		errs.Add(path, "%v", err)
+	}
+	return b
+}

@@ -1,0 +1,902 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/client"
+	"trainyard/internal/domain"
+)
+
+// maxGPURange bounds one "a-b" GPU range, so a typo cannot ask for millions
+// of indices.
+const maxGPURange = 1024
+
+func (a *app) poolCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pool",
+		Short: "List, show, create and change pools",
+		Long: `A pool is a named slice of capacity (its nodes' CPUs, memory and GPUs) with
+its own rules: the largest job it accepts, how many jobs may run at once,
+which priority classes may use it, and whether borrowing and preemption are
+allowed. See docs/pools.md.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.poolLsCmd(), a.poolShowCmd(), a.poolCreateCmd(), a.poolUpdateCmd())
+	return cmd
+}
+
+func (a *app) poolLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List pools",
+		Long: `List pools as a table: NAME, NODES, GPUS, CPUS, MEMORY (the pool's
+capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
+		Example: `  trainyard pool ls
+  trainyard pool ls -o yaml`,
+		Args: exactArgs(0),
+	}
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		pools, err := c.ListPools(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if pools == nil {
+			pools = []apitypes.Pool{}
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, apitypes.PoolList{Pools: pools})
+		case "yaml":
+			return writeYAML(out, apitypes.PoolList{Pools: pools})
+		}
+		if len(pools) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no pools defined; create one with: trainyard pool create NAME --node name=n1,cpus=8,memory=32GiB,gpus=0-3")
+			return nil
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "NAME\tNODES\tGPUS\tCPUS\tMEMORY\tMAX RUNNING\tBORROWING\tPREEMPTION")
+		for _, p := range pools {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
+				formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func (a *app) poolShowCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a pool: its rules, nodes and quotas",
+		Long: `Show a pool: its rules and capacity, its nodes, and the quotas projects hold
+in it. -o json or -o yaml prints the pool as the API returns it (the form
+PUT /api/v1/pools/NAME accepts).`,
+		Example: `  trainyard pool show standard
+  trainyard pool show standard -o yaml`,
+		Args: exactArgs(1),
+	}
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		p, err := c.GetPool(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, p)
+		case "yaml":
+			return writeYAML(out, p)
+		}
+		quotas, err := c.ListQuotas(cmd.Context(), "", p.Name)
+		if err != nil {
+			return err
+		}
+		a.showPool(out, p, quotas)
+		return nil
+	}
+	return cmd
+}
+
+// showPool writes the human view of one pool.
+func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
+	now := a.env.now()
+	tw := newTable(w)
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	kv("Name", p.Name)
+	kv("Executor", dash(p.Executor))
+	kv("GPU type", dash(p.GPUType))
+	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory)))
+	kv("Max GPUs per job", limit(p.MaxGPUsPerJob))
+	kv("Max nodes per job", limit(p.MaxNodesPerJob))
+	kv("Max timeout", dash(p.MaxTimeout))
+	kv("Max running", limit(p.MaxRunning))
+	prios := "all"
+	if len(p.Priorities) > 0 {
+		prios = strings.Join(p.Priorities, ", ")
+	}
+	kv("Priorities", prios)
+	kv("Borrowing", yesNo(p.Borrowing))
+	kv("Preemption", yesNo(p.Preemption))
+	kv("Created", timestamp(&p.CreatedAt)+" ("+age(now, p.CreatedAt)+" ago)")
+	kv("Updated", timestamp(&p.UpdatedAt)+" ("+age(now, p.UpdatedAt)+" ago)")
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Nodes:")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  NAME\tCPUS\tMEMORY\tGPUS")
+	for _, n := range p.Nodes {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(n.Name), formatFloat(n.CPUs), cell(n.Memory), gpuList(n.GPUs))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Quotas:")
+	if len(quotas) == 0 {
+		if p.Borrowing {
+			fmt.Fprintln(w, "  none: projects can only borrow idle capacity here")
+		} else {
+			fmt.Fprintln(w, "  none, and borrowing is off: no project can run jobs here until it gets a quota")
+		}
+		return
+	}
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  PROJECT\tGPUS\tCPUS\tMEMORY\tJOBS\tBORROW\tMAX PRIORITY")
+	for _, q := range quotas {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(q.Project), q.GPUs, quotaCPUs(q.CPUs), quotaMemory(q.Memory),
+			limit(q.Jobs), borrow(q.Borrow), maxPriority(q.MaxPriority))
+	}
+	tw.Flush()
+}
+
+// poolFlags are the flags of pool create and pool update.
+type poolFlags struct {
+	nodes          []string
+	maxGPUsPerJob  int
+	maxNodesPerJob int
+	maxTimeout     string
+	maxRunning     int
+	priorities     []string
+	borrowing      bool
+	preemption     bool
+	gpuType        string
+}
+
+func (f *poolFlags) register(cmd *cobra.Command, update bool) {
+	nodeHelp := "a node, as name=N,cpus=C,memory=M,gpus=G (gpus: indices and ranges, e.g. 0-3 or 0,2); repeat for more nodes"
+	if update {
+		nodeHelp += "; replaces every node of the pool"
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.nodes, "node", nil, nodeHelp)
+	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "largest GPU request one job may make (0: only capacity limits it)")
+	fl.IntVar(&f.maxNodesPerJob, "max-nodes-per-job", 0, "largest node count one job may ask for (0: only capacity limits it)")
+	fl.StringVar(&f.maxTimeout, "max-timeout", "", "longest timeout a job may have, e.g. 24h or 2d (0: no limit)")
+	fl.IntVar(&f.maxRunning, "max-running", 0, "most jobs active at once (0: no cap)")
+	fl.StringSliceVar(&f.priorities, "priorities", nil, "priority classes the pool accepts, e.g. low,normal,high (empty: all)")
+	fl.BoolVar(&f.borrowing, "borrowing", false, "let projects run above their quota on idle capacity (preemptibly)")
+	fl.BoolVar(&f.preemption, "preemption", false, "let the scheduler preempt lower-priority or borrowing work")
+	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, for information, e.g. a100-80g")
+}
+
+// apply sets the fields of p whose flags were given; it reports whether any
+// were.
+func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, err error) {
+	set := cmd.Flags().Changed
+	if set("node") {
+		p.Nodes = make([]apitypes.Node, 0, len(f.nodes))
+		for _, s := range f.nodes {
+			n, err := parseNode(s)
+			if err != nil {
+				return false, err
+			}
+			p.Nodes = append(p.Nodes, n)
+		}
+	}
+	if set("max-timeout") {
+		p.MaxTimeout = ""
+		if v := strings.TrimSpace(f.maxTimeout); v != "" && v != "0" {
+			d, err := domain.ParseDuration(v)
+			if err != nil {
+				return false, usageErrorf("invalid --max-timeout: %v", err)
+			}
+			if d < 0 {
+				return false, usageErrorf("invalid --max-timeout %q: it must not be negative", v)
+			}
+			p.MaxTimeout = domain.FormatDuration(d)
+		}
+	}
+	if set("priorities") {
+		p.Priorities = nil
+		for _, s := range f.priorities {
+			if s = strings.TrimSpace(s); s != "" {
+				p.Priorities = append(p.Priorities, s)
+			}
+		}
+	}
+	ints := map[string]struct {
+		dst *int
+		v   int
+	}{
+		"max-gpus-per-job":  {&p.MaxGPUsPerJob, f.maxGPUsPerJob},
+		"max-nodes-per-job": {&p.MaxNodesPerJob, f.maxNodesPerJob},
+		"max-running":       {&p.MaxRunning, f.maxRunning},
+	}
+	for name, iv := range ints {
+		if set(name) {
+			*iv.dst = iv.v
+		}
+	}
+	if set("borrowing") {
+		p.Borrowing = f.borrowing
+	}
+	if set("preemption") {
+		p.Preemption = f.preemption
+	}
+	if set("gpu-type") {
+		p.GPUType = f.gpuType
+	}
+	for _, name := range []string{"node", "max-gpus-per-job", "max-nodes-per-job", "max-timeout", "max-running",
+		"priorities", "borrowing", "preemption", "gpu-type"} {
+		changed = changed || set(name)
+	}
+	return changed, nil
+}
+
+func (a *app) poolCreateCmd() *cobra.Command {
+	var f poolFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a pool",
+		Long: `Create a pool from its nodes and rules. Give each node with --node as
+comma-separated key=value pairs: name, cpus, memory and gpus (GPU indices as a
+list or ranges: gpus=0-3, gpus=0,2, or none). GPU indices must be unique within
+the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
+		Example: `  trainyard pool create standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
+    --max-gpus-per-job 4 --max-running 8 --borrowing --preemption
+  trainyard pool create cpu --node name=local,cpus=8,memory=16GiB --priorities low,normal`,
+		Args: exactArgs(1),
+	}
+	f.register(cmd, false)
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		p := apitypes.Pool{Name: args[0]}
+		if _, err := f.apply(cmd, &p); err != nil {
+			return err
+		}
+		if len(p.Nodes) == 0 {
+			return usageErrorf("a pool needs at least one node: add --node name=n1,cpus=8,memory=32GiB,gpus=0-3")
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		if _, err := c.GetPool(cmd.Context(), p.Name); err == nil {
+			return fmt.Errorf("pool %q already exists; change it with: trainyard pool update %s", p.Name, p.Name)
+		} else if !client.IsNotFound(err) {
+			return err
+		}
+		stored, err := c.PutPool(cmd.Context(), p)
+		if err != nil {
+			return err
+		}
+		return writePoolResult(cmd.OutOrStdout(), *output, "created", stored)
+	}
+	return cmd
+}
+
+func (a *app) poolUpdateCmd() *cobra.Command {
+	var f poolFlags
+	cmd := &cobra.Command{
+		Use:   "update NAME",
+		Short: "Change a pool's nodes or rules",
+		Long: `Change a pool: only the flags given change, the rest is kept. --node replaces
+the whole node list (give every node the pool should have). Boolean flags
+take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
+--priorities "" remove those limits.`,
+		Example: `  trainyard pool update standard --max-running 16
+  trainyard pool update standard --borrowing=false
+  trainyard pool update standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
+    --node name=node-b,cpus=32,memory=256GiB,gpus=4-7`,
+		Args: exactArgs(1),
+	}
+	f.register(cmd, true)
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		p, err := c.GetPool(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		changed, err := f.apply(cmd, &p)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return usageErrorf("nothing to change: give at least one flag, e.g. --max-running 8; see 'trainyard pool update --help'")
+		}
+		stored, err := c.PutPool(cmd.Context(), p)
+		if err != nil {
+			return err
+		}
+		return writePoolResult(cmd.OutOrStdout(), *output, "updated", stored)
+	}
+	return cmd
+}
+
+func writePoolResult(w io.Writer, output, verb string, p apitypes.Pool) error {
+	switch output {
+	case "json":
+		return writeJSON(w, p)
+	case "yaml":
+		return writeYAML(w, p)
+	}
+	_, err := fmt.Fprintf(w, "%s pool %s: %d node(s), %d GPUs, %s CPUs, %s memory\n", verb, p.Name, len(p.Nodes),
+		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory))
+	return err
+}
+
+// parseNode parses a --node value: name=N,cpus=C,memory=M,gpus=G. GPU
+// indices may continue after commas (gpus=0,2,cpus=8).
+func parseNode(s string) (apitypes.Node, error) {
+	n := apitypes.Node{GPUs: []int{}}
+	bad := func(format string, args ...any) error {
+		return usageErrorf("invalid --node %q: %s; use name=n1,cpus=8,memory=32GiB,gpus=0-3", s, fmt.Sprintf(format, args...))
+	}
+	seen := map[string]bool{}
+	last := ""
+	for _, tok := range strings.Split(s, ",") {
+		tok = strings.TrimSpace(tok)
+		if tok == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(tok, "=")
+		if !ok {
+			if last != "gpus" {
+				return n, bad("%q is not key=value", tok)
+			}
+			gpus, err := parseGPUs(tok)
+			if err != nil {
+				return n, bad("%v", err)
+			}
+			n.GPUs = append(n.GPUs, gpus...)
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "mem" {
+			k = "memory"
+		}
+		if seen[k] {
+			return n, bad("%s is given twice", k)
+		}
+		seen[k] = true
+		last = k
+		switch k {
+		case "name":
+			n.Name = v
+		case "cpus":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return n, bad("cpus %q is not a number", v)
+			}
+			n.CPUs = f
+		case "memory":
+			b, err := domain.ParseByteSize(v)
+			if err != nil {
+				return n, bad("%v", err)
+			}
+			n.Memory = b.String()
+		case "gpus":
+			if v == "" || v == "none" {
+				continue
+			}
+			gpus, err := parseGPUs(v)
+			if err != nil {
+				return n, bad("%v", err)
+			}
+			n.GPUs = append(n.GPUs, gpus...)
+		default:
+			return n, bad("unknown key %q (keys: name, cpus, memory, gpus)", k)
+		}
+	}
+	for _, k := range []string{"name", "cpus", "memory"} {
+		if !seen[k] {
+			return n, bad("%s is missing", k)
+		}
+	}
+	return n, nil
+}
+
+// parseGPUs parses one GPU index or an inclusive range "a-b".
+func parseGPUs(s string) ([]int, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err := strconv.Atoi(strings.TrimSpace(lo))
+	if err != nil || a < 0 {
+		return nil, fmt.Errorf("GPU %q is not an index (0 or more) or a range such as 0-3", s)
+	}
+	if !isRange {
+		return []int{a}, nil
+	}
+	b, err := strconv.Atoi(strings.TrimSpace(hi))
+	if err != nil || b < a || b-a >= maxGPURange {
+		return nil, fmt.Errorf("GPU range %q is not a range such as 0-3 (low to high, at most %d GPUs)", s, maxGPURange)
+	}
+	out := make([]int, 0, b-a+1)
+	for g := a; g <= b; g++ {
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// gpuList renders GPU indices compactly, with runs as ranges: "0-3,6".
+func gpuList(gpus []int) string {
+	if len(gpus) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i := 0; i < len(gpus); {
+		j := i
+		for j+1 < len(gpus) && gpus[j+1] == gpus[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(gpus[i]))
+		case j == i+1:
+			parts = append(parts, strconv.Itoa(gpus[i]), strconv.Itoa(gpus[j]))
+		default:
+			parts = append(parts, strconv.Itoa(gpus[i])+"-"+strconv.Itoa(gpus[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func (a *app) quotaCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "quota",
+		Short: "List, set and remove project quotas",
+		Long: `A quota is what one project is guaranteed in one pool: GPUs, CPUs, memory and
+concurrent jobs, plus how far above that it may borrow idle capacity (work
+above the guarantee is preemptible) and the highest priority class it may use.
+A project without a quota in a pool can only borrow there. See docs/pools.md.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.quotaLsCmd(), a.quotaSetCmd(), a.quotaRmCmd())
+	return cmd
+}
+
+func (a *app) quotaLsCmd() *cobra.Command {
+	var project, pool string
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List quotas",
+		Long: `List quotas, by project then pool: PROJECT, POOL, the guarantee (GPUS, CPUS,
+MEMORY, JOBS; "-" means not limited in that dimension), BORROW (how far above
+it the project may go on idle capacity) and MAX PRIORITY.`,
+		Example: `  trainyard quota ls
+  trainyard quota ls --project vision -o json`,
+		Args: exactArgs(0),
+	}
+	cmd.Flags().StringVar(&project, "project", "", "only this project's quotas")
+	cmd.Flags().StringVar(&pool, "pool", "", "only quotas in this pool")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		quotas, err := c.ListQuotas(cmd.Context(), project, pool)
+		if err != nil {
+			return err
+		}
+		if quotas == nil {
+			quotas = []apitypes.Quota{}
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, apitypes.QuotaList{Quotas: quotas})
+		case "yaml":
+			return writeYAML(out, apitypes.QuotaList{Quotas: quotas})
+		}
+		if len(quotas) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no quotas found")
+			return nil
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "PROJECT\tPOOL\tGPUS\tCPUS\tMEMORY\tJOBS\tBORROW\tMAX PRIORITY")
+		for _, q := range quotas {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(q.Project), cell(q.Pool), q.GPUs, quotaCPUs(q.CPUs),
+				quotaMemory(q.Memory), limit(q.Jobs), borrow(q.Borrow), maxPriority(q.MaxPriority))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func (a *app) quotaSetCmd() *cobra.Command {
+	var (
+		gpus, jobs, borrowGPUs     int
+		cpus, borrowCPUs           float64
+		memory, borrowMem, maxPrio string
+	)
+	cmd := &cobra.Command{
+		Use:   "set PROJECT POOL",
+		Short: "Create or change a project's quota in a pool",
+		Long: `Create or change the quota of PROJECT in POOL. On an existing quota only the
+flags given change; a new quota starts from zero. The pool must exist.`,
+		Example: `  trainyard quota set vision standard --gpus 2 --cpus 16 --memory 128GiB --jobs 4
+  trainyard quota set vision standard --borrow-gpus 2 --max-priority high`,
+		Args: exactArgs(2),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&gpus, "gpus", 0, "guaranteed GPUs")
+	fl.Float64Var(&cpus, "cpus", 0, "guaranteed CPUs (0: not limited)")
+	fl.StringVar(&memory, "memory", "", "guaranteed memory, e.g. 64GiB (0: not limited)")
+	fl.IntVar(&jobs, "jobs", 0, "most concurrent jobs (0: no job-count limit)")
+	fl.IntVar(&borrowGPUs, "borrow-gpus", 0, "GPUs the project may borrow above its guarantee")
+	fl.Float64Var(&borrowCPUs, "borrow-cpus", 0, "CPUs the project may borrow above its guarantee")
+	fl.StringVar(&borrowMem, "borrow-memory", "", "memory the project may borrow above its guarantee, e.g. 32GiB")
+	fl.StringVar(&maxPrio, "max-priority", "", "highest priority class the project may use here: low, normal, high or urgent (default normal)")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		project, pool := args[0], args[1]
+		sizes := map[string]*string{"memory": &memory, "borrow-memory": &borrowMem}
+		for name, v := range sizes {
+			if cmd.Flags().Changed(name) {
+				b, err := domain.ParseByteSize(*v)
+				if err != nil {
+					return usageErrorf("invalid --%s: %v", name, err)
+				}
+				*v = b.String()
+			}
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		q := apitypes.Quota{Project: project, Pool: pool}
+		existing, err := c.ListQuotas(cmd.Context(), project, pool)
+		if err != nil {
+			return err
+		}
+		for _, e := range existing {
+			if e.Project == project && e.Pool == pool {
+				q = e
+			}
+		}
+		set := cmd.Flags().Changed
+		if set("gpus") {
+			q.GPUs = gpus
+		}
+		if set("cpus") {
+			q.CPUs = cpus
+		}
+		if set("memory") {
+			q.Memory = memory
+		}
+		if set("jobs") {
+			q.Jobs = jobs
+		}
+		if set("borrow-gpus") {
+			q.Borrow.GPUs = borrowGPUs
+		}
+		if set("borrow-cpus") {
+			q.Borrow.CPUs = borrowCPUs
+		}
+		if set("borrow-memory") {
+			q.Borrow.Memory = borrowMem
+		}
+		if set("max-priority") {
+			q.MaxPriority = maxPrio
+		}
+		stored, err := c.PutQuota(cmd.Context(), q)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, stored)
+		case "yaml":
+			return writeYAML(out, stored)
+		}
+		_, err = fmt.Fprintf(out, "set quota of project %s in pool %s: gpu=%d cpu=%s mem=%s jobs=%s, borrow %s, max priority %s\n",
+			stored.Project, stored.Pool, stored.GPUs, quotaCPUs(stored.CPUs), quotaMemory(stored.Memory), limit(stored.Jobs),
+			borrow(stored.Borrow), maxPriority(stored.MaxPriority))
+		return err
+	}
+	return cmd
+}
+
+func (a *app) quotaRmCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "rm PROJECT POOL",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Remove a project's quota in a pool",
+		Long: `Remove the quota of PROJECT in POOL. The project keeps its jobs; in that pool
+it can then only borrow idle capacity, if the pool allows borrowing.`,
+		Example: `  trainyard quota rm vision standard`,
+		Args:    exactArgs(2),
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		if err := c.DeleteQuota(cmd.Context(), args[0], args[1]); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed the quota of project %s in pool %s\n", args[0], args[1])
+		return err
+	}
+	return cmd
+}
+
+func (a *app) projectCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "project",
+		Short: "List projects and set their fair-share weight",
+		Long: `A project is a team that owns jobs and quotas. Its shares weight its fair
+share of contended capacity: a project with shares 2 gets twice the share of
+one with 1 (the default for projects never set).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.projectLsCmd(), a.projectSetCmd())
+	return cmd
+}
+
+func (a *app) projectLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List projects with their shares",
+		Long: `List the projects whose shares were set: NAME, SHARES and AGE. Projects not
+listed have shares 1.`,
+		Example: `  trainyard project ls`,
+		Args:    exactArgs(0),
+	}
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		projects, err := c.ListProjects(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if projects == nil {
+			projects = []apitypes.Project{}
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, apitypes.ProjectList{Projects: projects})
+		case "yaml":
+			return writeYAML(out, apitypes.ProjectList{Projects: projects})
+		}
+		if len(projects) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no projects have shares set; every project has shares 1")
+			return nil
+		}
+		now := a.env.now()
+		tw := newTable(out)
+		fmt.Fprintln(tw, "NAME\tSHARES\tAGE")
+		for _, p := range projects {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(p.Name), formatFloat(p.Shares), age(now, p.CreatedAt))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func (a *app) projectSetCmd() *cobra.Command {
+	var shares float64
+	cmd := &cobra.Command{
+		Use:   "set NAME --shares N",
+		Short: "Create a project or set its shares",
+		Long: `Create a project or set its shares: its weight in fair sharing of contended
+capacity, more than 0 and at most 1000 (default 1).`,
+		Example: `  trainyard project set vision --shares 2`,
+		Args:    exactArgs(1),
+	}
+	cmd.Flags().Float64Var(&shares, "shares", 0, "fair-share weight, more than 0 and at most 1000 (required)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if !cmd.Flags().Changed("shares") {
+			return usageErrorf("--shares is required, e.g. trainyard project set %s --shares 2", args[0])
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		p, err := c.SetProject(cmd.Context(), args[0], shares)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "project %s has shares %s\n", p.Name, formatFloat(p.Shares))
+		return err
+	}
+	return cmd
+}
+
+func (a *app) queueCmd() *cobra.Command {
+	var pool string
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "Show waiting jobs in scheduling order",
+		Long: `Show the jobs waiting to start, in the order the scheduler will consider them:
+POS (position in its pool), ID, NAME, PROJECT, PRIORITY, REASON (why it waits),
+EST. START (from the running jobs' timeouts; "-" when unknown) and MESSAGE.
+Without --pool every pool is shown, with a POOL column.`,
+		Example: `  trainyard queue --pool standard
+  trainyard queue -o json`,
+		Args: exactArgs(0),
+	}
+	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's queue")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		entries, err := c.Queue(cmd.Context(), pool)
+		if err != nil {
+			return err
+		}
+		if entries == nil {
+			entries = []apitypes.QueueEntry{}
+		}
+		out := cmd.OutOrStdout()
+		switch *output {
+		case "json":
+			return writeJSON(out, apitypes.Queue{Entries: entries})
+		case "yaml":
+			return writeYAML(out, apitypes.Queue{Entries: entries})
+		}
+		if len(entries) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no jobs are waiting")
+			return nil
+		}
+		now := a.env.now()
+		tw := newTable(out)
+		header := []string{"POS", "ID", "NAME", "PROJECT"}
+		if pool == "" {
+			header = append(header, "POOL")
+		}
+		fmt.Fprintln(tw, strings.Join(append(header, "PRIORITY", "REASON", "EST. START", "MESSAGE"), "\t"))
+		for _, e := range entries {
+			row := []string{strconv.Itoa(e.Position), strconv.FormatInt(e.ID, 10), cell(e.Name), cell(e.Project)}
+			if pool == "" {
+				row = append(row, cell(e.Pool))
+			}
+			row = append(row, cell(e.Priority), cell(e.Reason), estimatedStart(now, e.EstimatedStart), cell(e.Message))
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+// estimatedStart renders an expected start time relative to now: "in 5m",
+// "now" once it has passed, "-" when unknown.
+func estimatedStart(now time.Time, t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	if !t.After(now) {
+		return "now"
+	}
+	return "in " + age(*t, now)
+}
+
+// limit renders a count where 0 means "no limit" as "-".
+func limit(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// borrow renders a borrowing allowance: "gpu=2 cpu=8 mem=64GiB", only the
+// non-zero parts; "-" when there is none.
+func borrow(b apitypes.QuotaBorrow) string {
+	var parts []string
+	if b.GPUs != 0 {
+		parts = append(parts, "gpu="+strconv.Itoa(b.GPUs))
+	}
+	if b.CPUs != 0 {
+		parts = append(parts, "cpu="+formatFloat(b.CPUs))
+	}
+	if b.Memory != "" && b.Memory != "0" {
+		parts = append(parts, "mem="+b.Memory)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// quotaCPUs renders a quota's CPUs, where 0 means "not limited", as "-".
+func quotaCPUs(f float64) string {
+	if f == 0 {
+		return "-"
+	}
+	return formatFloat(f)
+}
+
+// quotaMemory renders a quota's memory, where 0 means "not limited", as "-".
+func quotaMemory(s string) string {
+	if s == "0" {
+		return "-"
+	}
+	return dash(s)
+}
+
+// maxPriority renders a quota's priority ceiling; empty means normal.
+func maxPriority(p string) string {
+	if p == "" {
+		return string(domain.PriorityNormal)
+	}
+	return p
+}

@@ -1,0 +1,281 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// preemptKey memoises failed victim searches: within a pass, capacity only
+// shrinks and candidates only disappear, so a search that failed for a shape
+// fails again.
+type preemptKey struct {
+	shape   shapeKey
+	rank    int
+	reclaim bool
+	project string
+}
+
+// maxExactCandidates bounds the exhaustive search for a node's smallest
+// victim set; nodes with more candidates use a greedy search.
+const maxExactCandidates = 12
+
+// preempt finds the smallest set of victims after whose removal the job fits
+// on k nodes, or nil. Candidates are running, not stopping jobs that are
+// (a) preemptible and of strictly lower priority, or (b) borrowed by another
+// project while the job's project is within its quota (reclaim).
+func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed bool) ([]*holder, []*nodeState) {
+	rank := j.Priority.Rank()
+	reclaim := !borrowed && pr.rule.has
+	// With reclaim, the candidates are all borrowed jobs but the project's
+	// own; the key without a project records that the search failed with
+	// every borrowed job, which then fails for every project.
+	key := preemptKey{shape: shapeKey{r, k}, rank: rank, reclaim: reclaim}
+	all := key
+	if reclaim {
+		if ps.preemptFail[all] {
+			return nil, nil
+		}
+		key.project = pr.name
+	}
+	fail := func() {
+		ps.preemptFail[key] = true
+		if reclaim && pr.borrowedHolders == 0 {
+			ps.preemptFail[all] = true
+		}
+	}
+	if ps.preemptFail[key] {
+		return nil, nil
+	}
+	eligible := func(h *holder) bool {
+		if h.stopping || h.placed {
+			return false
+		}
+		return (h.preemptible && h.rank < rank) || (reclaim && h.borrowed && h.project != pr.name)
+	}
+	type choice struct {
+		n   *nodeState
+		set []*holder
+	}
+	var choices []choice
+	var cands []*holder
+	for _, n := range ps.nodes {
+		if !n.fitsEmpty(r) {
+			continue
+		}
+		d := deficit{g: r.g - (n.capG - n.usedG + n.stopG - n.resvG), c: r.c - (n.capC - n.usedC + n.stopC - n.resvC), m: r.m - (n.capM - n.usedM + n.stopM - n.resvM)}
+		if d.met() {
+			choices = append(choices, choice{n: n})
+			continue
+		}
+		cands = cands[:0]
+		var sum deficit
+		for _, h := range n.holders {
+			if eligible(h) {
+				cands = append(cands, h)
+				sum.g, sum.c, sum.m = sum.g+h.res.g, sum.c+h.res.c, sum.m+h.res.m
+			}
+		}
+		if !d.coveredBy(sum) {
+			continue
+		}
+		if set := minimalSet(cands, d); set != nil {
+			choices = append(choices, choice{n: n, set: set})
+		}
+	}
+	if len(choices) < k {
+		fail()
+		return nil, nil
+	}
+	// Pick the k best nodes by victim set, then node order (k is a gang
+	// size, so k selection scans beat sorting every node).
+	var victims []*holder
+	nodes := make([]*nodeState, 0, k)
+	for range k {
+		best := -1
+		for i := range choices {
+			if choices[i].n == nil {
+				continue
+			}
+			if best < 0 || compareSets(choices[i].set, choices[best].set) < 0 {
+				best = i // ties keep the lower node index: choices are in node order
+			}
+		}
+		nodes = append(nodes, choices[best].n)
+		for _, h := range choices[best].set {
+			if !slices.Contains(victims, h) {
+				victims = append(victims, h)
+			}
+		}
+		choices[best].n = nil
+	}
+	if len(victims) == 0 || len(victims) > ps.budget {
+		if len(victims) > 0 {
+			fail()
+		}
+		return nil, nil
+	}
+	slices.SortFunc(victims, func(a, b *holder) int { return compareInt64(a.id, b.id) })
+	return victims, nodes
+}
+
+// deficit is what a node lacks for a request (≤ 0: nothing).
+type deficit struct {
+	g int
+	c float64
+	m float64
+}
+
+func (d deficit) met() bool { return d.g <= 0 && d.c <= cpuEps && d.m <= 0 }
+
+func (d deficit) coveredBy(s deficit) bool { return s.g >= d.g && s.c+cpuEps >= d.c && s.m >= d.m }
+
+// compareVictims orders single victims: least resources, lowest priority,
+// most recently started, then id.
+func compareVictims(a, b *holder) int {
+	return cmp.Or(compareInt(a.gang.gpus, b.gang.gpus), compareFloat(a.gang.cpus, b.gang.cpus), compareFloat(a.gang.mem, b.gang.mem),
+		compareInt(a.rank, b.rank), b.start.Compare(a.start), compareInt64(a.id, b.id))
+}
+
+// compareSets is the total order on victim sets: fewest jobs, then least
+// resources (whole gangs), then lowest highest priority, then most recently
+// started (the earliest start in the set is latest), then ids.
+func compareSets(a, b []*holder) int {
+	if c := compareInt(len(a), len(b)); c != 0 {
+		return c
+	}
+	var sa, sb limits
+	ra, rb := -1, -1
+	for i := range a {
+		sa, sb = sa.plus(a[i].gang), sb.plus(b[i].gang)
+		ra, rb = max(ra, a[i].rank), max(rb, b[i].rank)
+	}
+	if c := cmp.Or(compareInt(sa.gpus, sb.gpus), compareFloat(sa.cpus, sb.cpus), compareFloat(sa.mem, sb.mem), compareInt(ra, rb)); c != 0 {
+		return c
+	}
+	if len(a) > 0 {
+		ea := slices.MinFunc(a, func(x, y *holder) int { return x.start.Compare(y.start) }).start
+		eb := slices.MinFunc(b, func(x, y *holder) int { return x.start.Compare(y.start) }).start
+		if c := eb.Compare(ea); c != 0 {
+			return c
+		}
+	}
+	ia, ib := setIDs(a), setIDs(b)
+	return slices.Compare(ia, ib)
+}
+
+func setIDs(s []*holder) []int64 {
+	ids := make([]int64, len(s))
+	for i, h := range s {
+		ids[i] = h.id
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// minimalSet returns the best set (by compareSets) of candidates whose
+// resources on this node cover d: exhaustive by increasing size for small
+// candidate lists, greedy otherwise.
+func minimalSet(cands []*holder, d deficit) []*holder {
+	cs := slices.Clone(cands)
+	slices.SortFunc(cs, compareVictims)
+	if len(cs) > maxExactCandidates {
+		return greedySet(cs, d)
+	}
+	idx := make([]int, 0, len(cs))
+	for size := 1; size <= len(cs); size++ {
+		var best []*holder
+		idx = idx[:size]
+		for i := range idx {
+			idx[i] = i
+		}
+		for {
+			var s deficit
+			for _, i := range idx {
+				s.g, s.c, s.m = s.g+cs[i].res.g, s.c+cs[i].res.c, s.m+cs[i].res.m
+			}
+			if d.coveredBy(s) {
+				set := make([]*holder, size)
+				for x, i := range idx {
+					set[x] = cs[i]
+				}
+				if best == nil || compareSets(set, best) < 0 {
+					best = set
+				}
+			}
+			// Next combination in lexicographic order.
+			i := size - 1
+			for i >= 0 && idx[i] == len(cs)-size+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			idx[i]++
+			for x := i + 1; x < size; x++ {
+				idx[x] = idx[x-1] + 1
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+// greedySet takes the largest candidates until d is covered, then drops
+// members that are not needed.
+func greedySet(cs []*holder, d deficit) []*holder {
+	order := slices.Clone(cs)
+	slices.SortStableFunc(order, func(a, b *holder) int {
+		return cmp.Or(compareInt(b.res.g, a.res.g), compareFloat(b.res.c, a.res.c), compareFloat(b.res.m, a.res.m))
+	})
+	var set []*holder
+	var s deficit
+	for _, h := range order {
+		if d.coveredBy(s) {
+			break
+		}
+		set = append(set, h)
+		s.g, s.c, s.m = s.g+h.res.g, s.c+h.res.c, s.m+h.res.m
+	}
+	if !d.coveredBy(s) {
+		return nil
+	}
+	for i := len(set) - 1; i >= 0; i-- {
+		h := set[i]
+		t := deficit{g: s.g - h.res.g, c: s.c - h.res.c, m: s.m - h.res.m}
+		if d.coveredBy(t) {
+			s = t
+			set = slices.Delete(set, i, i+1)
+		}
+	}
+	return set
+}
+
+// stopVictims records the preemptions; victims keep holding their resources
+// as stopping until they are gone, claimed by the beneficiary's reservation.
+func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
+	rank := j.Priority.Rank()
+	for _, v := range victims {
+		v.stopping = true
+		for _, n := range v.nodes {
+			if n.stopG == 0 && n.stopC == 0 && n.stopM == 0 {
+				ps.stoppingNodes++
+			}
+			n.stopG += v.res.g
+			n.stopC += v.res.c
+			n.stopM += v.res.m
+		}
+		ps.budget--
+		var msg string
+		if v.preemptible && v.rank < rank {
+			msg = fmt.Sprintf("preempted for job %d (priority %s) in pool %s", j.JobID, j.Priority, ps.pool.Name)
+		} else {
+			msg = fmt.Sprintf("preempted for job %d: project %s reclaims its quota in pool %s, and this job ran on borrowed capacity",
+				j.JobID, j.Project, ps.pool.Name)
+		}
+		ps.plan.Preempt = append(ps.plan.Preempt, Preemption{JobID: v.id, For: j.JobID, Message: msg})
+	}
+	ps.stopVersion++
+}

@@ -1,0 +1,106 @@
+package scheduler
+
+import (
+	"math"
+
+	"trainyard/internal/domain"
+)
+
+// limits is an amount of resources in the units the scheduler adds up.
+type limits struct {
+	gpus int
+	cpus float64
+	mem  float64 // bytes, as float so that "unlimited" is +Inf
+	jobs int
+}
+
+const unlimitedJobs = math.MaxInt / 2
+
+// quotaRule is one project's effective quota in one pool:
+//
+//   - With a quota, Guaranteed GPUs are literal; Guaranteed CPUs or memory of
+//     0 mean "not limited in that dimension", and Jobs 0 means no job-count
+//     limit. Borrowing is possible when the pool allows it and Borrow has a
+//     non-zero field; the ceiling is then Guaranteed+Borrow per dimension
+//     (a dimension not limited by Guaranteed stays unlimited).
+//   - Without a quota, the guarantee is zero in every dimension, and with
+//     pool borrowing on, the ceiling is the whole pool.
+type quotaRule struct {
+	has        bool
+	guaranteed limits
+	ceiling    limits
+	canBorrow  bool
+	maxRank    int // highest priority rank the project may use
+}
+
+func newQuotaRule(pool domain.Pool, q *domain.Quota) quotaRule {
+	capa := pool.Capacity()
+	if q == nil {
+		r := quotaRule{maxRank: domain.PriorityNormal.Rank()}
+		if pool.Borrowing {
+			r.canBorrow = true
+			r.ceiling = limits{gpus: capa.GPUs, cpus: capa.CPUs, mem: float64(capa.Memory), jobs: unlimitedJobs}
+		}
+		return r
+	}
+	r := quotaRule{has: true, maxRank: q.MaxPriority.Rank()}
+	if q.MaxPriority == "" || r.maxRank < 0 {
+		r.maxRank = domain.PriorityNormal.Rank()
+	}
+	g := q.Guaranteed
+	r.guaranteed = limits{gpus: max(g.GPUs, 0), cpus: g.CPUs, mem: float64(g.Memory), jobs: g.Jobs}
+	if g.CPUs <= 0 {
+		r.guaranteed.cpus = math.Inf(1)
+	}
+	if g.Memory <= 0 {
+		r.guaranteed.mem = math.Inf(1)
+	}
+	if g.Jobs <= 0 {
+		r.guaranteed.jobs = unlimitedJobs
+	}
+	r.ceiling = r.guaranteed
+	b := q.Borrow
+	if pool.Borrowing && (b.GPUs > 0 || b.CPUs > 0 || b.Memory > 0 || b.Jobs > 0) {
+		r.canBorrow = true
+		r.ceiling.gpus += max(b.GPUs, 0)
+		r.ceiling.cpus += max(b.CPUs, 0)
+		r.ceiling.mem += float64(max(b.Memory, 0))
+		if r.ceiling.jobs != unlimitedJobs {
+			r.ceiling.jobs += max(b.Jobs, 0)
+		}
+	}
+	return r
+}
+
+// within reports whether use fits under l in every dimension.
+func (l limits) within(use limits) bool {
+	return use.gpus <= l.gpus && use.cpus <= l.cpus+1e-9 && use.mem <= l.mem && use.jobs <= l.jobs
+}
+
+func (l limits) plus(o limits) limits {
+	return limits{gpus: l.gpus + o.gpus, cpus: l.cpus + o.cpus, mem: l.mem + o.mem, jobs: l.jobs + o.jobs}
+}
+
+func (l limits) minus(o limits) limits {
+	return limits{gpus: l.gpus - o.gpus, cpus: l.cpus - o.cpus, mem: l.mem - o.mem, jobs: l.jobs - o.jobs}
+}
+
+// gangLimits is the whole-gang demand of a per-node request, counting one job.
+func gangLimits(r domain.Resources) limits {
+	n := max(r.Nodes, 1)
+	return limits{gpus: r.GPUs * n, cpus: r.CPUs * float64(n), mem: float64(r.Memory) * float64(n), jobs: 1}
+}
+
+// ceilingText names what bounds a project's use, for messages.
+func (r quotaRule) ceilingText() string {
+	switch {
+	case !r.has && r.canBorrow:
+		return "no quota; borrowing idle capacity"
+	case !r.has:
+		return "no quota"
+	case r.canBorrow:
+		return "quota + borrow"
+	default:
+		return "quota"
+	}
+}

@@ -1,0 +1,404 @@
+package scheduler_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/scheduler"
+	. "trainyard/internal/scheduler/schedtest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current plans")
+
+// round is one scheduling pass: changes applied before it, then expectations.
+type round struct {
+	advance     time.Duration
+	finish      []int64
+	submit      []scheduler.Pending
+	wantStart   []int64 // in decision order
+	wantPreempt []int64
+	wantWait    map[int64]domain.Reason
+	wantMsg     map[int64]string // substring of the waiting message
+}
+
+type scenario struct {
+	pools    []domain.Pool
+	quotas   []domain.Quota
+	projects []domain.Project
+	usage    []scheduler.Usage
+	running  []scheduler.Allocation
+	config   scheduler.Config
+	rounds   []round
+}
+
+const (
+	std = "standard"
+	h1  = time.Hour
+)
+
+func TestScenarios(t *testing.T) {
+	cases := map[string]scenario{
+		"quota cap": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(8).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("vision").GPUs(4).Obj(), Job(2).Project("vision").GPUs(4).Obj(), Job(3).Project("vision").GPUs(4).Obj(),
+				},
+				wantStart: []int64{1, 2},
+				wantWait:  map[int64]domain.Reason{3: domain.ReasonQuotaExceeded},
+				wantMsg:   map[int64]string{3: "project vision uses 8 of 8 GPUs in pool standard (quota), the job needs 4"},
+			}, {
+				finish:    []int64{1},
+				wantStart: []int64{3},
+			}, {}},
+		},
+		"priority order": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(16).MaxPriority(Urgent).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("vision").GPUs(4).Obj(),
+					Job(2).Project("vision").GPUs(4).Priority(Low).Obj(),
+					Job(3).Project("vision").GPUs(4).Priority(High).Obj(),
+					Job(4).Project("vision").GPUs(4).Priority(Urgent).Obj(),
+				},
+				wantStart: []int64{4, 3},
+				wantWait:  map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity, 2: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		"previously preempted jobs go ahead of their class peers": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(16).Obj()},
+			rounds: []round{{
+				submit:    []scheduler.Pending{Job(1).Project("vision").GPUs(8).Obj(), Job(2).Project("vision").GPUs(8).Preempted(1).Obj()},
+				wantStart: []int64{2},
+				wantWait:  map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		"borrow then reclaim": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(8).Borrow(8).Obj(), Quota("nlp", std).GPUs(8).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("vision").GPUs(4).Preemptible().Obj(), Job(2).Project("vision").GPUs(4).Preemptible().Obj(),
+					Job(3).Project("vision").GPUs(4).Preemptible().Obj(), Job(4).Project("vision").GPUs(4).Preemptible().Obj(),
+				},
+				wantStart: []int64{1, 2, 3, 4},
+			}, {
+				submit:      []scheduler.Pending{Job(10).Project("nlp").GPUs(8).Obj()},
+				wantPreempt: []int64{3, 4},
+				wantWait:    map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity},
+				wantMsg:     map[int64]string{10: "waiting for 2 preempted job(s) to stop"},
+			}, {
+				// Nothing more is preempted while the victims stop.
+				wantWait: map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity},
+				wantMsg:  map[int64]string{10: "waiting for 2 stopping job(s)"},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{10},
+				wantWait:  map[int64]domain.Reason{3: domain.ReasonWaitingForCapacity, 4: domain.ReasonWaitingForCapacity},
+			}, {}},
+		},
+		"preemption chooses the minimal victim set": {
+			pools: []domain.Pool{Pool(std).Nodes(3, 8).Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(24).MaxPriority(High).Obj(),
+				Quota("nlp", std).GPUs(24).Obj()},
+			running: []scheduler.Allocation{
+				Job(10).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 0, 1)),
+				Job(11).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 2, 3)),
+				Job(12).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 4, 5)),
+				Job(13).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 6, 7)),
+				Job(20).Project("nlp").GPUs(6).Priority(Low).Preemptible().Running(T0, On("standard-1", Span(0, 6)...)),
+				Job(30).Project("nlp").GPUs(4).Priority(Low).Preemptible().Running(T0, On("standard-2", Span(0, 4)...)),
+				Job(31).Project("nlp").GPUs(4).Running(T0, On("standard-2", Span(4, 4)...)),
+			},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(100).Project("vision").GPUs(8).Priority(High).Obj(),
+					Job(101).Project("vision").GPUs(4).Priority(High).Obj(),
+					Job(102).Project("vision").GPUs(8).Obj(), // normal: the low jobs left are taken
+				},
+				wantPreempt: []int64{20, 30},
+				wantWait: map[int64]domain.Reason{100: domain.ReasonWaitingForCapacity, 101: domain.ReasonWaitingForCapacity,
+					102: domain.ReasonWaitingForCapacity},
+				wantMsg: map[int64]string{100: "waiting for 1 preempted job(s) to stop", 101: "waiting for 1 preempted job(s) to stop"},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{100, 101},
+			}},
+		},
+		"preemption budget bounds victims": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).MaxPriority(High).Obj()},
+			config: scheduler.Config{MaxPreemptionsPerCycle: 1},
+			running: []scheduler.Allocation{
+				Job(10).Project("vision").GPUs(8).Priority(Low).Preemptible().Running(T0, On("standard-0", Span(0, 8)...)),
+				Job(11).Project("vision").GPUs(8).Priority(Low).Preemptible().Running(T0, On("standard-1", Span(0, 8)...)),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(1).Project("vision").GPUs(8).Priority(High).Obj(), Job(2).Project("vision").GPUs(8).Priority(High).Obj()},
+				wantPreempt: []int64{10},
+				wantWait:    map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity, 2: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		"never preempt when the job could not fit anyway": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).MaxPriority(High).Obj()},
+			running: []scheduler.Allocation{
+				Job(10).Project("vision").GPUs(4).Priority(Low).Preemptible().Running(T0, On("standard-0", Span(0, 4)...)),
+				Job(11).Project("vision").GPUs(4).Running(T0, On("standard-0", Span(4, 4)...)),
+				Job(12).Project("vision").GPUs(8).Running(T0, On("standard-1", Span(0, 8)...)),
+			},
+			rounds: []round{{
+				submit:   []scheduler.Pending{Job(1).Project("vision").GPUs(8).Priority(High).Obj()},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
+				wantMsg:  map[int64]string{1: "needs 8 GPUs on one node, largest free block is 0"},
+			}},
+		},
+		"gang all or nothing": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).Obj()},
+			running: []scheduler.Allocation{
+				Job(10).Project("vision").GPUs(4).Timeout(h1).Running(T0, On("standard-0", Span(0, 4)...)),
+			},
+			rounds: []round{{
+				submit:   []scheduler.Pending{Job(1).Project("vision").GPUs(8).Nodes(2).Obj()},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
+				wantMsg:  map[int64]string{1: "needs 16 GPUs on 2 nodes, largest free block is 8 (1 node(s) have 8 free)"},
+			}, {
+				advance:   h1,
+				wantStart: []int64{1},
+			}},
+		},
+		"two gangs never deadlock": {
+			pools:  []domain.Pool{Pool(std).Nodes(4, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).Obj(), Quota("nlp", std).GPUs(40).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("vision").GPUs(8).Timeout(h1).Running(T0, On("standard-0", Span(0, 8)...)),
+				Job(2).Project("vision").GPUs(8).Timeout(2*h1).Running(T0, On("standard-2", Span(0, 8)...)),
+			},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(10).Project("nlp").GPUs(8).Nodes(3).Timeout(h1).Obj(),
+					Job(11).Project("nlp").GPUs(8).Nodes(2).Obj(),
+				},
+				wantWait: map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity, 11: domain.ReasonWaitingForCapacity},
+				wantMsg:  map[int64]string{11: "free capacity is reserved for job 10"},
+			}, {
+				advance:   h1,
+				wantStart: []int64{10},
+				wantWait:  map[int64]domain.Reason{11: domain.ReasonWaitingForCapacity},
+			}, {
+				advance:   h1,
+				wantStart: []int64{11},
+			}, {}},
+		},
+		"backfill never delays the head job": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("vision").GPUs(2).Timeout(h1).Running(T0, On("standard-0", 0, 1)),
+			},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(10).Project("vision").GPUs(8).Timeout(h1).Obj(),
+					Job(11).Project("vision").GPUs(2).Timeout(30 * time.Minute).Obj(),
+					Job(12).Project("vision").GPUs(4).Timeout(2 * h1).Obj(),
+					Job(13).Project("vision").GPUs(4).Obj(),
+				},
+				wantStart: []int64{11},
+				wantWait: map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity, 12: domain.ReasonWaitingForCapacity,
+					13: domain.ReasonWaitingForCapacity},
+				wantMsg: map[int64]string{
+					12: "free capacity is reserved for job 10 (priority normal), estimated to start in 1h; this job's timeout of 2h ends later",
+					13: "a job without a timeout may not run ahead of it",
+				},
+			}, {
+				advance:   h1,
+				wantStart: []int64{10},
+			}},
+		},
+		"a job without timeout may use capacity the reservation does not need": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("vision").GPUs(8).Timeout(h1).Running(T0, On("standard-0", Span(0, 8)...)),
+				Job(2).Project("vision").GPUs(4).Running(T0, On("standard-1", Span(0, 4)...)),
+			},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(10).Project("vision").GPUs(8).Obj(),
+					Job(11).Project("vision").GPUs(4).Obj(),
+				},
+				wantStart: []int64{11},
+				wantWait:  map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		"concurrency cap": {
+			pools: []domain.Pool{Pool("scratch").Nodes(1, 8).MaxRunning(2).Borrowing().Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Pool("scratch").Preemptible().Obj(), Job(2).Pool("scratch").Preemptible().Obj(), Job(3).Pool("scratch").Preemptible().Obj(),
+				},
+				wantStart: []int64{1, 2},
+				wantWait:  map[int64]domain.Reason{3: domain.ReasonWaitingForCapacity},
+				wantMsg:   map[int64]string{3: "pool scratch runs 2 of 2 jobs (max_running)"},
+			}},
+		},
+		"fair share ordering": {
+			pools:    []domain.Pool{Pool(std).Nodes(1, 8).Obj()},
+			quotas:   []domain.Quota{Quota("a", std).GPUs(8).Obj(), Quota("b", std).GPUs(8).Obj(), Quota("c", std).GPUs(8).Obj()},
+			usage:    []scheduler.Usage{{Project: "c", Pool: std, Value: 5}},
+			projects: []domain.Project{{Name: "b", Shares: 2}},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("c").GPUs(2).Obj(),
+					Job(2).Project("a").GPUs(2).Obj(), Job(3).Project("a").GPUs(2).Obj(), Job(4).Project("a").GPUs(2).Obj(),
+					Job(5).Project("b").GPUs(2).Obj(), Job(6).Project("b").GPUs(2).Obj(), Job(7).Project("b").GPUs(2).Obj(),
+				},
+				// a and b start even; b's double shares make its share grow half as fast.
+				wantStart: []int64{2, 5, 6, 3},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity, 4: domain.ReasonWaitingForCapacity,
+					7: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		"non-preemptible job never borrows": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(4).Borrow(4).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("vision").GPUs(4).Obj(), Job(2).Project("vision").GPUs(4).Obj(),
+					Job(3).Project("vision").GPUs(4).Preemptible().Obj(),
+				},
+				wantStart: []int64{1, 3},
+				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
+				wantMsg:   map[int64]string{2: "job is not preemptible and would need borrowed capacity: project vision uses 4 of 4 GPUs in pool standard (quota), the job needs 4"},
+			}},
+		},
+		"no quota borrows idle capacity, without borrowing it waits": {
+			pools: []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Obj(), Pool("private").Nodes(1, 8).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("guest").GPUs(8).Preemptible().Obj(), Job(2).Project("guest").GPUs(8).Preemptible().Pool("private").Obj(),
+				},
+				wantStart: []int64{1},
+				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
+				wantMsg:   map[int64]string{2: "project guest has no quota in pool private and the pool does not allow borrowing"},
+			}},
+		},
+		"messages with numbers": {
+			pools:  []domain.Pool{Pool(std).Nodes(2, 8).Priorities(Low, Normal).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(16).CPUs(32).Jobs(3).Obj()},
+			rounds: []round{{
+				submit: []scheduler.Pending{
+					Job(1).Project("vision").GPUs(16).Obj(),
+					Job(2).Project("vision").GPUs(8).Nodes(3).Obj(),
+					Job(3).Project("vision").NotBefore(T0.Add(30 * time.Second)).Obj(),
+					Job(4).Project("vision").Pool("gone").Obj(),
+					Job(5).Project("vision").Priority(High).Obj(),
+					Job(6).Project("vision").CPUs(40).GPUs(1).Nodes(2).Obj(),
+					Job(7).Project("vision").CPUs(20).Obj(),
+					Job(8).Project("vision").CPUs(20).Obj(),
+					Job(9).Project("vision").Obj(), Job(10).Project("vision").Obj(), Job(11).Project("vision").Obj(),
+				},
+				wantStart: []int64{7, 9, 10},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonNoCapacity, 2: domain.ReasonNoCapacity, 3: domain.ReasonBackoff,
+					4: domain.ReasonNoCapacity, 5: domain.ReasonNoCapacity, 6: domain.ReasonQuotaExceeded, 8: domain.ReasonQuotaExceeded,
+					11: domain.ReasonQuotaExceeded},
+				wantMsg: map[int64]string{
+					1:  "needs 16 GPUs per node; the largest node in pool standard has 8",
+					2:  "needs 3 nodes; pool standard has 2",
+					3:  "retry backoff: may start in 30s",
+					4:  "pool gone does not exist",
+					5:  "pool standard does not accept priority high (accepts low, normal)",
+					6:  "project vision uses 0 of 32 CPUs in pool standard (quota), the job needs 80",
+					8:  "project vision uses 20 of 32 CPUs in pool standard (quota), the job needs 20",
+					11: "project vision runs 3 of 3 jobs in pool standard (quota)",
+				},
+			}},
+		},
+		"waiting for stopping jobs preempts nothing more": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(32).MaxPriority(High).Obj()},
+			running: []scheduler.Allocation{
+				func() scheduler.Allocation {
+					a := Job(10).Project("vision").GPUs(4).Priority(Low).Preemptible().Running(T0, On("standard-0", Span(0, 4)...))
+					a.Stopping = true
+					return a
+				}(),
+				Job(11).Project("vision").GPUs(4).Priority(Low).Preemptible().Running(T0, On("standard-0", Span(4, 4)...)),
+			},
+			rounds: []round{{
+				submit:   []scheduler.Pending{Job(1).Project("vision").GPUs(4).Priority(High).Obj()},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
+				wantMsg:  map[int64]string{1: "waiting for 1 stopping job(s) to release their resources"},
+			}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := New(tc.pools, tc.quotas...)
+			h.Config = tc.config
+			h.Snap.Projects = tc.projects
+			h.Snap.Usage = tc.usage
+			h.Run(tc.running...)
+			var golden strings.Builder
+			for i, r := range tc.rounds {
+				if r.advance > 0 {
+					h.Advance(r.advance)
+				}
+				h.Finish(r.finish...)
+				h.Submit(r.submit...)
+				plan, err := h.Schedule()
+				if err != nil {
+					t.Fatalf("round %d: plan breaks an invariant: %v\n%s", i, err, Format(plan))
+				}
+				fmt.Fprintf(&golden, "# round %d at %s\n%s", i, h.Snap.Now.Sub(T0), Format(plan))
+				if got := Started(plan); !slices.Equal(got, r.wantStart) {
+					t.Errorf("round %d: started %v, want %v\n%s", i, got, r.wantStart, Format(plan))
+				}
+				if got := Victims(plan); !slices.Equal(got, r.wantPreempt) {
+					t.Errorf("round %d: preempted %v, want %v\n%s", i, got, r.wantPreempt, Format(plan))
+				}
+				for id, want := range r.wantWait {
+					w, ok := WaitingFor(plan, id)
+					if !ok || w.Reason != want {
+						t.Errorf("round %d: job %d waits with %q (%v), want %q\n%s", i, id, w.Reason, ok, want, Format(plan))
+					}
+				}
+				for id, want := range r.wantMsg {
+					if w, _ := WaitingFor(plan, id); !strings.Contains(w.Message, want) {
+						t.Errorf("round %d: job %d message %q, want it to contain %q", i, id, w.Message, want)
+					}
+				}
+			}
+			compareGolden(t, name, golden.String())
+		})
+	}
+}
+
+func compareGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", strings.ReplaceAll(name, " ", "_")+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatalf("write golden file: %v", err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file %s: %v (run go test -run TestScenarios -update to create it)", path, err)
+	}
+	if string(want) != got {
+		t.Errorf("plan differs from %s (run with -update if the change is intended):\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}

@@ -1,0 +1,256 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+
+	"trainyard/internal/domain"
+)
+
+// nameRule is the rule for pool, node and project names: lowercase letters,
+// digits and inner dashes, 1 to 63 characters (a DNS label).
+var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+const nameRuleText = "use 1-63 lowercase letters, digits or dashes, starting and ending with a letter or digit"
+
+// maxShares bounds a project's shares.
+const maxShares = 1000
+
+// ExecutorLocal is the only executor pools can use today.
+const ExecutorLocal = "local"
+
+// ListPools returns every pool, sorted by name.
+func (s *Service) ListPools(ctx context.Context, p Principal) ([]domain.Pool, error) {
+	return s.cfg.Store.ListPools(ctx)
+}
+
+// GetPool returns the named pool.
+func (s *Service) GetPool(ctx context.Context, p Principal, name string) (domain.Pool, error) {
+	pool, err := s.cfg.Store.GetPool(ctx, name)
+	if err != nil {
+		return domain.Pool{}, poolErr(name, err)
+	}
+	return pool, nil
+}
+
+// PutPool validates the pool and creates it, or replaces the pool with the
+// same name (its creation time is kept). An empty Executor means "local".
+// created reports whether the pool is new.
+func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (stored domain.Pool, created bool, err error) {
+	if pool.Executor == "" {
+		pool.Executor = ExecutorLocal
+	}
+	if err := ValidatePool(pool); err != nil {
+		return domain.Pool{}, false, err
+	}
+	_, err = s.cfg.Store.GetPool(ctx, pool.Name)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		created = true
+	case err != nil:
+		return domain.Pool{}, false, err
+	}
+	now := s.cfg.Clock.Now()
+	pool.CreatedAt, pool.UpdatedAt = now, now
+	stored, err = s.cfg.Store.PutPool(ctx, pool)
+	if err != nil {
+		return domain.Pool{}, false, fmt.Errorf("store pool %q: %w", pool.Name, err)
+	}
+	s.cfg.Wake()
+	return stored, created, nil
+}
+
+// ValidatePool reports every problem with a pool definition as
+// domain.FieldErrors, with paths named as in the API (nodes[1].gpus).
+func ValidatePool(pool domain.Pool) error {
+	var errs domain.FieldErrors
+	checkName(&errs, "name", pool.Name)
+	if pool.Executor != ExecutorLocal {
+		errs.Add("executor", "executor %q is not supported; use %q", pool.Executor, ExecutorLocal)
+	}
+	if len(pool.Nodes) == 0 {
+		errs.Add("nodes", "a pool needs at least one node; add one such as {name: node-a, cpus: 8, memory: 32GiB, gpus: [0, 1]}")
+	}
+	nodeAt := map[string]int{}
+	gpuAt := map[int]string{}
+	for i, n := range pool.Nodes {
+		path := fmt.Sprintf("nodes[%d]", i)
+		checkName(&errs, path+".name", n.Name)
+		if j, dup := nodeAt[n.Name]; dup && n.Name != "" {
+			errs.Add(path+".name", "node %q is already declared at nodes[%d]; node names must be unique in a pool", n.Name, j)
+		} else {
+			nodeAt[n.Name] = i
+		}
+		if !(n.CPUs > 0) || math.IsInf(n.CPUs, 0) {
+			errs.Add(path+".cpus", "must be more than 0 (got %v)", n.CPUs)
+		}
+		if n.Memory <= 0 {
+			errs.Add(path+".memory", "must be more than 0; give a size such as 32GiB")
+		}
+		for _, g := range n.GPUs {
+			if g < 0 {
+				errs.Add(path+".gpus", "GPU index %d is negative; indices start at 0", g)
+				continue
+			}
+			if other, dup := gpuAt[g]; dup {
+				errs.Add(path+".gpus", "GPU %d is already on node %q; each GPU index may appear once in a pool", g, other)
+				continue
+			}
+			gpuAt[g] = n.Name
+		}
+	}
+	checkNonNegative(&errs, "max_gpus_per_job", pool.MaxGPUsPerJob)
+	checkNonNegative(&errs, "max_nodes_per_job", pool.MaxNodesPerJob)
+	checkNonNegative(&errs, "max_running", pool.MaxRunning)
+	if pool.MaxTimeout < 0 {
+		errs.Add("max_timeout", "must be 0 (no limit) or more")
+	}
+	seen := map[domain.Priority]bool{}
+	for i, pr := range pool.Priorities {
+		path := fmt.Sprintf("priorities[%d]", i)
+		switch {
+		case pr.Rank() < 0:
+			errs.Add(path, "unknown priority %q; %s", pr, priorityChoices())
+		case seen[pr]:
+			errs.Add(path, "priority %q is listed twice", pr)
+		}
+		seen[pr] = true
+	}
+	return errs.Err()
+}
+
+// SetQuota validates the quota and creates or replaces it. The pool must
+// exist.
+func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (domain.Quota, error) {
+	var errs domain.FieldErrors
+	checkName(&errs, "project", q.Project)
+	checkName(&errs, "pool", q.Pool)
+	checkLimits(&errs, "", q.Guaranteed)
+	checkLimits(&errs, "borrow.", q.Borrow)
+	if q.MaxPriority != "" && q.MaxPriority.Rank() < 0 {
+		errs.Add("max_priority", "unknown priority %q; %s", q.MaxPriority, priorityChoices())
+	}
+	if err := errs.Err(); err != nil {
+		return domain.Quota{}, err
+	}
+	if _, err := s.cfg.Store.GetPool(ctx, q.Pool); err != nil {
+		return domain.Quota{}, poolErr(q.Pool, err)
+	}
+	q.UpdatedAt = s.cfg.Clock.Now()
+	if err := s.cfg.Store.PutQuota(ctx, q); err != nil {
+		return domain.Quota{}, poolErr(q.Pool, err) // the pool may have gone in between
+	}
+	s.cfg.Wake()
+	return q, nil
+}
+
+// ListQuotas returns quotas sorted by project then pool, filtered by project
+// and/or pool when they are not empty.
+func (s *Service) ListQuotas(ctx context.Context, p Principal, project, pool string) ([]domain.Quota, error) {
+	return s.cfg.Store.ListQuotas(ctx, project, pool)
+}
+
+// DeleteQuota removes the quota of project in pool.
+func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool string) error {
+	err := s.cfg.Store.DeleteQuota(ctx, project, pool)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.ErrNotFound, "project %q has no quota in pool %q; list quotas with: trainyard quota ls", project, pool)
+	}
+	if err != nil {
+		return err
+	}
+	s.cfg.Wake()
+	return nil
+}
+
+// SetProject creates the project or updates its shares (more than 0, at most
+// 1000) and returns it as stored.
+func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Project) (domain.Project, error) {
+	var errs domain.FieldErrors
+	checkName(&errs, "name", proj.Name)
+	if !(proj.Shares > 0) || proj.Shares > maxShares {
+		errs.Add("shares", "must be more than 0 and at most %d (got %v); 1 is an equal share", maxShares, proj.Shares)
+	}
+	if err := errs.Err(); err != nil {
+		return domain.Project{}, err
+	}
+	proj.CreatedAt = s.cfg.Clock.Now()
+	if err := s.cfg.Store.PutProject(ctx, proj); err != nil {
+		return domain.Project{}, fmt.Errorf("store project %q: %w", proj.Name, err)
+	}
+	s.cfg.Wake()
+	return s.cfg.Store.GetProject(ctx, proj.Name)
+}
+
+// ListProjects returns every project with stored shares, sorted by name.
+func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Project, error) {
+	return s.cfg.Store.ListProjects(ctx)
+}
+
+// Queue returns the waiting jobs of pool (every pool when pool is ""), in
+// scheduling order, as the control loop last ordered them. Without a
+// control loop the queue is empty. An unknown pool with nothing queued in it
+// is ErrNotFound, so a mistyped name does not look like an empty queue.
+func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueEntry, error) {
+	entries := []QueueEntry{}
+	if s.cfg.Queue != nil {
+		q, err := s.cfg.Queue(ctx, pool)
+		if err != nil {
+			return nil, fmt.Errorf("read the queue: %w", err)
+		}
+		if q != nil {
+			entries = q
+		}
+	}
+	if pool != "" && len(entries) == 0 {
+		if _, err := s.cfg.Store.GetPool(ctx, pool); err != nil {
+			return nil, poolErr(pool, err)
+		}
+	}
+	return entries, nil
+}
+
+func poolErr(name string, err error) error {
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.ErrNotFound, "pool %q does not exist; list pools with: trainyard pool ls", name)
+	}
+	return err
+}
+
+func checkName(errs *domain.FieldErrors, path, name string) {
+	switch {
+	case name == "":
+		errs.Add(path, "is required; %s", nameRuleText)
+	case !nameRule.MatchString(name):
+		errs.Add(path, "%q is not a valid name; %s", name, nameRuleText)
+	}
+}
+
+func checkNonNegative(errs *domain.FieldErrors, path string, v int) {
+	if v < 0 {
+		errs.Add(path, "must be 0 or more (got %d)", v)
+	}
+}
+
+func checkLimits(errs *domain.FieldErrors, prefix string, l domain.Limits) {
+	checkNonNegative(errs, prefix+"gpus", l.GPUs)
+	if !(l.CPUs >= 0) || math.IsInf(l.CPUs, 0) {
+		errs.Add(prefix+"cpus", "must be 0 or more (got %v)", l.CPUs)
+	}
+	if l.Memory < 0 {
+		errs.Add(prefix+"memory", "must be 0 or more")
+	}
+	checkNonNegative(errs, prefix+"jobs", l.Jobs)
+}
+
+func priorityChoices() string {
+	names := make([]string, 0, 4)
+	for _, p := range domain.Priorities() {
+		names = append(names, string(p))
+	}
+	return "use one of " + strings.Join(names, ", ")
+}
