@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -73,14 +74,9 @@ if there is none.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := serverConfig{}
 			if cfgPath != "" {
-				b, err := os.ReadFile(cfgPath)
-				if err != nil {
-					return fmt.Errorf("read server config: %w", err)
-				}
-				dec := yaml.NewDecoder(strings.NewReader(string(b)))
-				dec.KnownFields(true)
-				if err := dec.Decode(&cfg); err != nil {
-					return fmt.Errorf("server config %s: %w", cfgPath, err)
+				var err error
+				if cfg, err = loadServerConfig(cfgPath); err != nil {
+					return err
 				}
 			}
 			if cmd.Flags().Changed("data") {
@@ -102,6 +98,22 @@ if there is none.`,
 	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
 	return cmd
+}
+
+// loadServerConfig reads a server config file strictly: unknown keys are
+// errors with their line.
+func loadServerConfig(path string) (serverConfig, error) {
+	var cfg serverConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read server config: %w", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("server config %s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 func defaultDataDir() string {

@@ -215,6 +215,9 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 	kv("Finished", timestamp(j.FinishedAt))
 	kv("Duration", runDuration(now, j.StartedAt, j.FinishedAt))
 	kv("Attempts", strconv.Itoa(j.AttemptCount))
+	if j.Preemptions > 0 {
+		kv("Preemptions", strconv.Itoa(j.Preemptions))
+	}
 	kv("Resources", resources(j.Resources))
 	kv("Output dir", dash(j.OutputDir))
 	kv("Spec hash", dash(j.SpecHash))

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
+)
+
+func newService(t *testing.T) *service.Service {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return service.New(service.Config{Store: st})
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// The shipped sample config loads and sets up its three pools.
+func TestSampleServerConfig(t *testing.T) {
+	cfg, err := loadServerConfig(filepath.Join("..", "..", "examples", "server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t)
+	if err := applyScheduling(context.Background(), svc, cfg.schedulingConfig, executor.Inventory{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	pools, _ := svc.ListPools(context.Background(), system)
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != "priority,scratch,standard" {
+		t.Fatalf("pools = %v", names)
+	}
+	quotas, _ := svc.ListQuotas(context.Background(), system, "vision", "standard")
+	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
+		t.Fatalf("vision's standard quota = %+v", quotas)
+	}
+}
+
+// Without pools, a fresh store gets pool "default" from the inventory and a
+// full quota for project "default"; a second start changes nothing.
+func TestDefaultPoolFromInventory(t *testing.T) {
+	svc := newService(t)
+	inv := executor.Inventory{Nodes: []executor.Node{{Name: "Host.Example", CPUs: 4, Memory: 8 << 30, GPUs: []int{0, 1}}}}
+	for range 2 {
+		if err := applyScheduling(context.Background(), svc, schedulingConfig{}, inv, quiet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pools, _ := svc.ListPools(context.Background(), system)
+	if len(pools) != 1 || pools[0].Name != "default" || pools[0].Nodes[0].Name != "host-example" || len(pools[0].Nodes[0].GPUs) != 2 {
+		t.Fatalf("pools = %+v", pools)
+	}
+	q, _ := svc.ListQuotas(context.Background(), system, "default", "default")
+	if len(q) != 1 || q[0].Guaranteed.GPUs != 2 || q[0].Guaranteed.CPUs != 4 {
+		t.Fatalf("default quota = %+v", q)
+	}
+}
+
+// Config mistakes name the entry, its line and the field.
+func TestBadSchedulingConfig(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown field": "pools:\n  - {name: a, nodes: [{name: n, cpus: 1, memory: 1GiB}], bogus: 1}\n",
+		"bad pool":      "pools:\n  - {name: Bad Name, nodes: []}\n",
+		"unknown pool":  "quotas:\n  - {project: p, pool: nope, gpus: 1}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "server.yaml")
+			os.WriteFile(path, []byte(doc), 0o644)
+			cfg, err := loadServerConfig(path)
+			if err == nil {
+				err = applyScheduling(context.Background(), newService(t), cfg.schedulingConfig, executor.Inventory{}, quiet)
+			}
+			if err == nil || !strings.Contains(err.Error(), "line 2") {
+				t.Fatalf("err = %v, want an error naming line 2", err)
+			}
+		})
+	}
+}
