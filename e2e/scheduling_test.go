@@ -124,9 +124,13 @@ projects:
 	if len(list.Jobs) == 0 {
 		t.Fatal("no job waits; the test needs contention")
 	}
+	positioned := 0
 	for _, j := range list.Jobs {
 		var why apitypes.Why
 		s.api("GET", fmt.Sprintf("/api/v1/jobs/%d/why", j.ID), nil, &why)
+		if why.State == "queued" && len(why.Evidence) > 0 && strings.HasPrefix(why.Evidence[0], "position ") {
+			positioned++
+		}
 		if why.State == "queued" && (why.Reason == "" || why.Reason == "Submitted" || why.Message == "") {
 			// The scheduler may not have run since this submit; give it one pass.
 			waitFor(t, 5*time.Second, fmt.Sprintf("a pending reason for job %d", j.ID), func() bool {
@@ -134,6 +138,9 @@ projects:
 				return why.State != "queued" || (why.Reason != "Submitted" && why.Message != "")
 			})
 		}
+	}
+	if positioned == 0 {
+		t.Errorf("no waiting job's why gave its queue position")
 	}
 	type span struct {
 		project, pool string

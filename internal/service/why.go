@@ -33,8 +33,13 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	}
 	switch job.State {
 	case domain.JobQueued:
-		ahead, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobQueued}, Ascending: true})
-		if err == nil {
+		if e, ok := s.queueEntry(ctx, job); ok {
+			w.Evidence = append(w.Evidence, fmt.Sprintf("position %d in pool %s's queue", e.Position, e.Pool))
+			if !e.EstimatedStart.IsZero() {
+				w.Evidence = append(w.Evidence, fmt.Sprintf("estimated start %s, from the running jobs' time limits",
+					e.EstimatedStart.UTC().Format("2006-01-02 15:04:05 UTC")))
+			}
+		} else if ahead, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobQueued}, Ascending: true}); err == nil {
 			n := 0
 			for _, j := range ahead {
 				if j.ID == id {
@@ -48,6 +53,10 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 		}
 		w.Evidence = append(w.Evidence, fmt.Sprintf("requests %s", describeResources(job.Spec.Resources)))
 		switch job.Reason {
+		case domain.ReasonQuotaExceeded:
+			w.Hint = fmt.Sprintf("it starts when project %s's other jobs in pool %s finish; an admin can raise the quota: trainyard quota set %s %s ...", job.Project, job.Pool, job.Project, job.Pool)
+		case domain.ReasonPreempted:
+			w.Hint = "it was preempted and starts again, ahead of its class peers, from its latest checkpoint"
 		case domain.ReasonNoCapacity:
 			w.Hint = "the request can never fit the inventory; cancel it and resubmit with smaller resources (e.g. --set resources.gpus=1)"
 		case domain.ReasonBackoff:
@@ -149,4 +158,21 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// queueEntry is the job's place in the scheduler's last queue, when known.
+func (s *Service) queueEntry(ctx context.Context, job domain.Job) (domain.QueueEntry, bool) {
+	if s.cfg.Queue == nil {
+		return domain.QueueEntry{}, false
+	}
+	q, err := s.cfg.Queue(ctx, job.Pool)
+	if err != nil {
+		return domain.QueueEntry{}, false
+	}
+	for _, e := range q {
+		if e.JobID == job.ID {
+			return e, true
+		}
+	}
+	return domain.QueueEntry{}, false
 }
