@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+type auditKey struct{}
+
+// WithAudit returns a context that makes the next mutating store call made
+// with it append rec to the audit log in the same transaction as the change
+// (Seq, PrevHash and Hash are filled by the store). A change that fails
+// writes no record. Several records may be attached; they are appended in
+// order.
+func WithAudit(ctx context.Context, rec ...domain.AuditRecord) context.Context {
+	prev, _ := ctx.Value(auditKey{}).([]domain.AuditRecord)
+	all := append(append([]domain.AuditRecord(nil), prev...), rec...)
+	return context.WithValue(ctx, auditKey{}, all)
+}
+
+// AuditFrom returns the records attached by WithAudit (backends use it).
+func AuditFrom(ctx context.Context) []domain.AuditRecord {
+	recs, _ := ctx.Value(auditKey{}).([]domain.AuditRecord)
+	return recs
+}
+
+// AuditFilter selects audit records; zero fields match everything.
+type AuditFilter struct {
+	Actor    string
+	Action   string
+	Target   string // exact, or a prefix ending in "/" (e.g. "job/")
+	Since    time.Time
+	AfterSeq int64 // only records with Seq > AfterSeq
+	Limit    int   // 0: no limit
+}
+
+// Audits stores the audit log. It is append-only through this interface.
+type Audits interface {
+	// AppendAudit appends records on their own (denials, failed logins).
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+	// ListAudit returns records in Seq order.
+	ListAudit(ctx context.Context, f AuditFilter) ([]domain.AuditRecord, error)
+}
