@@ -53,6 +53,8 @@ type server struct {
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	config string
+	caFile string       // with TLS: the certificate the clients trust
+	http   *http.Client // trusts caFile
 }
 
 type serverOpts struct {
@@ -60,6 +62,7 @@ type serverOpts struct {
 	memory string
 	gpus   int
 	extra  string // more server config (pools, quotas, projects)
+	tls    bool   // serve HTTPS with a self-signed certificate
 }
 
 // startServer starts a server with a declared inventory (default 2 CPUs,
@@ -73,7 +76,11 @@ func startServer(t testing.TB, o serverOpts) *server {
 		o.memory = "8GiB"
 	}
 	dir := t.TempDir()
-	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml")}
+	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml"), http: http.DefaultClient}
+	if o.tls {
+		s.caFile, s.http = selfSigned(t, dir)
+		o.extra += fmt.Sprintf("tls_cert: %s\ntls_key: %s\n", s.caFile, filepath.Join(dir, "key.pem"))
+	}
 	cfg := fmt.Sprintf("inventory: {cpus: %g, memory: %s, gpus: %d}\nretry_backoff: 100ms\ngrace: 1s\n%s", o.cpus, o.memory, o.gpus, o.extra)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -91,6 +98,9 @@ func (s *server) env() []string {
 		"PATH=" + os.Getenv("PATH"), "NO_COLOR=1"}
 	if s.url != "" {
 		env = append(env, "TRAINYARD_SERVER="+s.url, "TRAINYARD_TOKEN="+s.token)
+	}
+	if s.caFile != "" {
+		env = append(env, "TRAINYARD_CA_FILE="+s.caFile)
 	}
 	return env
 }
@@ -119,7 +129,7 @@ func (s *server) start() {
 	}
 	s.token = strings.TrimSpace(string(tok))
 	waitFor(t, 10*time.Second, "readyz", func() bool {
-		resp, err := http.Get(s.url + "/readyz")
+		resp, err := s.http.Get(s.url + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -232,7 +242,7 @@ func (s *server) api(method, path string, body any, out any) int {
 	req, _ := http.NewRequest(method, s.url+path, r)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}

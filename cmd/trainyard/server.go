@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,10 @@ type serverConfig struct {
 	RetryBackoff      string `yaml:"retry_backoff"` // first retry delay, doubling (default 10s)
 	Grace             string `yaml:"grace"`         // SIGTERM→SIGKILL grace (default 10s)
 	LogLevel          string `yaml:"log_level"`     // debug, info, warn, error
+	// TLSCert and TLSKey, both set, serve HTTPS with this PEM certificate
+	// (chain) and key.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
 }
 
 func serverCommand() *cobra.Command {
@@ -88,6 +93,12 @@ if there is none.`,
 			if cmd.Flags().Changed("store") {
 				cfg.Store = flags.Store
 			}
+			if cmd.Flags().Changed("tls-cert") {
+				cfg.TLSCert = flags.TLSCert
+			}
+			if cmd.Flags().Changed("tls-key") {
+				cfg.TLSKey = flags.TLSKey
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runServer(ctx, cfg)
@@ -97,6 +108,8 @@ if there is none.`,
 	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard)")
 	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
+	cmd.Flags().StringVar(&flags.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	cmd.Flags().StringVar(&flags.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	return cmd
 }
 
@@ -210,11 +223,26 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("TLS needs both a certificate and a key: give --tls-cert and --tls-key together")
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.TLSCert, cfg.TLSKey, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another server running? choose another address with --listen)", cfg.Listen, err)
 	}
 	url := "http://" + ln.Addr().String()
+	if tlsCfg != nil {
+		url = "https://" + ln.Addr().String()
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 
 	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
 		return err

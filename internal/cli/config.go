@@ -19,6 +19,9 @@ const DefaultServer = "http://127.0.0.1:7070"
 const (
 	EnvServer = "TRAINYARD_SERVER"
 	EnvToken  = "TRAINYARD_TOKEN"
+	// EnvCAFile names a PEM file of CA certificates to trust for an https
+	// server (a private CA or a self-signed server certificate).
+	EnvCAFile = "TRAINYARD_CA_FILE"
 )
 
 // fileConfig is the config file's content. Unknown keys are ignored so that
@@ -26,12 +29,14 @@ const (
 type fileConfig struct {
 	Server string `yaml:"server,omitempty"`
 	Token  string `yaml:"token,omitempty"`
+	CAFile string `yaml:"ca_file,omitempty"`
 }
 
 // config is the resolved client configuration.
 type config struct {
 	Server string
 	Token  string
+	CAFile string
 }
 
 // ConfigPath returns the client config file's path:
@@ -121,7 +126,11 @@ func (a *app) resolveConfig() (config, error) {
 	if c.Token == "" {
 		c.Token = a.env.getenv(EnvToken)
 	}
-	if c.Server == "" || c.Token == "" {
+	c.CAFile = a.flags.caFile
+	if c.CAFile == "" {
+		c.CAFile = a.env.getenv(EnvCAFile)
+	}
+	if c.Server == "" || c.Token == "" || c.CAFile == "" {
 		fc, err := readConfigFile(configPath(a.env.getenv))
 		if err != nil {
 			return c, err
@@ -131,6 +140,9 @@ func (a *app) resolveConfig() (config, error) {
 		}
 		if c.Token == "" {
 			c.Token = fc.Token
+		}
+		if c.CAFile == "" {
+			c.CAFile = fc.CAFile
 		}
 	}
 	if c.Server == "" {

@@ -10,6 +10,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +81,7 @@ type app struct {
 	flags struct {
 		server string
 		token  string
+		caFile string
 	}
 }
 
@@ -125,6 +128,7 @@ http://127.0.0.1:7070.`,
 	})
 	root.PersistentFlags().StringVar(&a.flags.server, "server", "", "server URL (env TRAINYARD_SERVER; default http://127.0.0.1:7070)")
 	root.PersistentFlags().StringVar(&a.flags.token, "token", "", "API token (env TRAINYARD_TOKEN)")
+	root.PersistentFlags().StringVar(&a.flags.caFile, "ca-file", "", "PEM file of CA certificates to trust for an https server (env TRAINYARD_CA_FILE)")
 
 	root.AddCommand(
 		a.submitCmd(),
@@ -261,7 +265,29 @@ func (a *app) client() (*client.Client, error) {
 	if a.info.Version == "" {
 		ua = "trainyard/dev"
 	}
-	return client.New(cfg.Server, cfg.Token, client.WithHTTPClient(a.env.httpClient), client.WithUserAgent(ua)), nil
+	hc := a.env.httpClient
+	if cfg.CAFile != "" {
+		if hc, err = httpClientWithCA(cfg.CAFile); err != nil {
+			return nil, err
+		}
+	}
+	return client.New(cfg.Server, cfg.Token, client.WithHTTPClient(hc), client.WithUserAgent(ua)), nil
+}
+
+// httpClientWithCA trusts the CA certificates in a PEM file (in addition to
+// none of the system's: a private server is named by its own CA).
+func httpClientWithCA(path string) (*http.Client, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w; check --ca-file or %s", err, EnvCAFile)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageErrorf("CA file %s holds no PEM certificate; give the server's CA certificate (or its self-signed certificate)", path)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 // outputFlag registers -o/--output with the allowed formats ("" is the human
