@@ -29,7 +29,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // The shipped sample config loads and sets up its three pools.
 func TestSampleServerConfig(t *testing.T) {
-	cfg, err := loadServerConfig(filepath.Join("..", "..", "examples", "server.yaml"))
+	cfg, err := loadServerConfig(filepath.Join("..", "..", "examples", "config", "server.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/secrets"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
 )
@@ -60,6 +61,10 @@ type serverConfig struct {
 	// (chain) and key.
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
+	// MasterKeyFile holds the key that encrypts secrets (default
+	// <data>/master.key, created on first start); TRAINYARD_MASTER_KEY
+	// (base64) takes precedence. See docs/secrets.md.
+	MasterKeyFile string `yaml:"master_key_file"`
 }
 
 func serverCommand() *cobra.Command {
@@ -99,6 +104,9 @@ if there is none.`,
 			if cmd.Flags().Changed("tls-key") {
 				cfg.TLSKey = flags.TLSKey
 			}
+			if cmd.Flags().Changed("master-key-file") {
+				cfg.MasterKeyFile = flags.MasterKeyFile
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runServer(ctx, cfg)
@@ -110,6 +118,7 @@ if there is none.`,
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
 	cmd.Flags().StringVar(&flags.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	cmd.Flags().StringVar(&flags.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&flags.MasterKeyFile, "master-key-file", "", "file (mode 0600) with the key that encrypts secrets; created when absent (default <data>/master.key; env TRAINYARD_MASTER_KEY overrides)")
 	return cmd
 }
 
@@ -210,11 +219,22 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	defer ex.Close()
 
 	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
+	keyring, err := loadKeyring(cfg, log)
+	if err != nil {
+		return err
+	}
+	var svc *service.Service // the control loop resolves secrets through it
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
 		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
-		Scheduler: scheduler.Config{FairShareHalfLife: halfLife}})
-	svc := service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue})
+		Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
+		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
+			return svc.ResolveSecrets(ctx, project, names)
+		}})
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring})
+	if err := svc.CheckSecretKeys(ctx); err != nil {
+		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
+	}
 	inv, err := ex.Inventory(ctx)
 	if err != nil {
 		return fmt.Errorf("read this machine's inventory: %w", err)
@@ -329,4 +349,24 @@ func baseEnv() []string {
 		}
 	}
 	return env
+}
+
+// loadKeyring loads the master key that encrypts secrets: from
+// TRAINYARD_MASTER_KEY, else from the key file (created 0600 with random
+// bytes on first start).
+func loadKeyring(cfg serverConfig, log *slog.Logger) (*secrets.Keyring, error) {
+	path := cfg.MasterKeyFile
+	if path == "" {
+		path = filepath.Join(cfg.Data, "master.key")
+	}
+	ring, source, created, err := secrets.LoadKeyring(path, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("load the master key for secrets: %w", err)
+	}
+	if created {
+		log.Warn("created a new master key for secrets; back it up: without it stored secrets cannot be read", "file", path, "key_id", ring.Current().ID())
+	} else {
+		log.Info("master key for secrets loaded", "from", source, "key_id", ring.Current().ID())
+	}
+	return ring, nil
 }

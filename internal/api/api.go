@@ -53,7 +53,10 @@ func Handler(cfg Config) http.Handler {
 	mux.Handle("GET /api/v1/jobs/{id}/logs", h.auth(h.logs))
 	mux.Handle("GET /api/v1/jobs/{id}/why", h.auth(h.why))
 	mux.Handle("GET /api/v1/version", h.auth(h.version))
-	h.poolRoutes(mux) // pools, quotas, projects and the queue: pools.go
+	h.poolRoutes(mux)     // pools, quotas, projects and the queue: pools.go
+	h.requestRoutes(mux)  // compute requests: requests.go
+	h.identityRoutes(mux) // whoami, users, roles, tokens: identity.go
+	h.secretRoutes(mux)   // secrets: secrets.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
@@ -70,13 +73,27 @@ type ctxKey struct{}
 
 type authedFunc func(w http.ResponseWriter, r *http.Request, p service.Principal)
 
+// auth authenticates the caller, records the client address for audit
+// records and rate limiting, and refuses job tokens on routes that are not
+// theirs (see routeActions); the service authorizes everything else against
+// the concrete resource.
 func (h *handler) auth(next authedFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(service.WithClient(r.Context(), clientAddr(r)))
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		p, err := h.svc.Authenticate(r.Context(), strings.TrimSpace(secret))
 		if err != nil {
 			h.writeError(w, r, err)
 			return
+		}
+		if p.IsJob() {
+			action, declared := routeActions[r.Pattern]
+			if !declared || action != "" {
+				if err := h.svc.CheckRoute(r.Context(), p, action, r.Pattern); err != nil {
+					h.writeError(w, r, err)
+					return
+				}
+			}
 		}
 		next(w, r, p)
 	})
@@ -326,6 +343,10 @@ func writeErr(w http.ResponseWriter, status int, code, msg string, fields []apit
 // for users reach the client; anything unexpected is logged and hidden.
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var fe domain.FieldErrors
+	if rl, ok := isRateLimited(err); ok {
+		writeRateLimited(w, rl)
+		return
+	}
 	switch {
 	case errors.As(err, &fe):
 		fields := make([]apitypes.FieldError, len(fe))

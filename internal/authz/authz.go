@@ -2,6 +2,12 @@
 // every API route through the service layer. It performs no I/O.
 package authz
 
+import (
+	"strconv"
+
+	"trainyard/internal/domain"
+)
+
 // Action is one kind of operation a caller may attempt.
 type Action string
 
@@ -45,4 +51,273 @@ type Resource struct {
 	ID      string
 	Project string // owning project, when the resource belongs to one
 	Owner   string // owning user (a job's submitter, a token's user)
+}
+
+// Principal is the caller a decision is about.
+type Principal = domain.Principal
+
+// Decision is the outcome of Decide. Reason says which rule decided, in words
+// fit for an error message (for a denial: the role that would be needed).
+type Decision struct {
+	Allow  bool
+	Reason string
+}
+
+// Reasons. They are constants so Decide allocates nothing.
+const (
+	reasonAdmin        = "admin may do everything"
+	reasonAuditorRead  = "auditor reads everything"
+	reasonResourceRead = "resource-admin reads pools, quotas, projects, the queue and jobs"
+	reasonResource     = "resource-admin manages pools, quotas and projects"
+	reasonLead         = "lead of the project"
+	reasonMember       = "member of the project"
+	reasonViewer       = "viewer of the project"
+	reasonOwnJob       = "member of the project who submitted the job"
+	reasonAnyRole      = "every user with a role reads shared configuration"
+	reasonSelf         = "users manage their own tokens"
+	reasonJobToken     = "the job token of this attempt"
+
+	denyJobToken      = "a job token may only report for its own attempt"
+	denySubmit        = "submitting needs role member or lead in the project"
+	denyJobRead       = "reading this job needs role viewer or lead in its project (a member reads only their own jobs)"
+	denyJobCancel     = "canceling another user's job needs role lead in its project"
+	denyJobCancelOwn  = "canceling needs role member or lead in the job's project"
+	denyResource      = "this needs role resource-admin"
+	denyAnyRole       = "reading this needs a role; ask an admin to grant one"
+	denyQueue         = "reading the queue needs a role; ask an admin to grant one"
+	denyAdmin         = "this needs role admin"
+	denyAdminOrAudit  = "this needs role admin or auditor"
+	denyRoleWrite     = "granting project roles needs role lead in the project (global roles need admin)"
+	denyTokenOther    = "managing another user's tokens needs role admin"
+	denySecretRead    = "reading secrets needs role member or lead in the project"
+	denySecretWrite   = "changing secrets needs role lead in the project"
+	denyQuotaRequest  = "requesting compute needs role member or lead in the project"
+	denyQuotaApprove  = "approving compute requests needs role resource-admin"
+	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
+	denyUnknown       = "unknown action"
+)
+
+func allow(reason string) Decision { return Decision{Allow: true, Reason: reason} }
+func deny(reason string) Decision  { return Decision{Reason: reason} }
+
+// projectLevel is the strongest project role held, as a rank.
+type projectLevel int
+
+const (
+	levelNone projectLevel = iota
+	levelViewer
+	levelMember
+	levelLead
+)
+
+func levelIn(p Principal, project string) projectLevel {
+	if project == "" {
+		return levelNone
+	}
+	best := levelNone
+	for _, pr := range p.ProjectRoles(project) {
+		l := levelNone
+		switch pr.Role {
+		case domain.RoleLead:
+			l = levelLead
+		case domain.RoleMember:
+			l = levelMember
+		case domain.RoleViewer:
+			l = levelViewer
+		}
+		best = max(best, l)
+	}
+	return best
+}
+
+// hasAnyRole reports whether p holds at least one role anywhere.
+func hasAnyRole(p Principal) bool {
+	return p.Role != "" || len(p.Roles) > 0 || len(p.Projects) > 0
+}
+
+// Decide says whether p may perform a on r. It is pure and allocation-free.
+//
+// Rules, in order: a job token may only report for its own attempt; admin
+// may do everything; then the action's own rule (see docs/security.md).
+// For a listing (r.ID empty) of jobs, Decide allows any user with a role
+// and the caller filters the rows with Visible.
+func Decide(p Principal, a Action, r Resource) Decision {
+	if p.IsJob() {
+		if a == AttemptReport && isOwnAttempt(p, r.ID) {
+			return allow(reasonJobToken)
+		}
+		return deny(denyJobToken)
+	}
+	if p.HasGlobal(domain.RoleAdmin) {
+		return allow(reasonAdmin)
+	}
+	auditor := p.HasGlobal(domain.RoleAuditor)
+	resAdmin := p.HasGlobal(domain.RoleResourceAdmin)
+	switch a {
+	case JobSubmit:
+		switch levelIn(p, r.Project) {
+		case levelLead:
+			return allow(reasonLead)
+		case levelMember:
+			return allow(reasonMember)
+		}
+		return deny(denySubmit)
+	case JobRead:
+		switch {
+		case auditor:
+			return allow(reasonAuditorRead)
+		case resAdmin:
+			return allow(reasonResourceRead)
+		case r.ID == "" && r.Project == "" && hasAnyRole(p):
+			return allow(reasonAnyRole) // a listing, filtered by VisibleJobs
+		}
+		switch levelIn(p, r.Project) {
+		case levelLead:
+			return allow(reasonLead)
+		case levelViewer:
+			return allow(reasonViewer)
+		case levelMember:
+			if r.ID == "" {
+				return allow(reasonMember) // a listing of the project: own jobs only
+			}
+			if r.Owner != "" && r.Owner == p.Subject {
+				return allow(reasonOwnJob)
+			}
+		}
+		return deny(denyJobRead)
+	case JobCancel:
+		switch l := levelIn(p, r.Project); {
+		case l == levelLead:
+			return allow(reasonLead)
+		case r.Owner != "" && r.Owner == p.Subject:
+			if l == levelMember {
+				return allow(reasonMember)
+			}
+			return deny(denyJobCancelOwn)
+		}
+		return deny(denyJobCancel)
+	case PoolRead, QuotaRead, ProjectRead:
+		switch {
+		case auditor:
+			return allow(reasonAuditorRead)
+		case resAdmin:
+			return allow(reasonResourceRead)
+		case hasAnyRole(p):
+			return allow(reasonAnyRole)
+		}
+		return deny(denyAnyRole)
+	case QueueRead:
+		switch {
+		case auditor:
+			return allow(reasonAuditorRead)
+		case resAdmin:
+			return allow(reasonResourceRead)
+		case hasAnyRole(p):
+			return allow(reasonAnyRole)
+		}
+		return deny(denyQueue)
+	case PoolWrite, QuotaWrite, ProjectWrite:
+		if resAdmin {
+			return allow(reasonResource)
+		}
+		return deny(denyResource)
+	case QuotaApprove:
+		if resAdmin {
+			return allow(reasonResource)
+		}
+		return deny(denyQuotaApprove)
+	case QuotaRequest:
+		if l := levelIn(p, r.Project); l == levelLead || l == levelMember {
+			return allow(reasonMember)
+		}
+		return deny(denyQuotaRequest)
+	case UserRead, AuditRead:
+		if auditor {
+			return allow(reasonAuditorRead)
+		}
+		return deny(denyAdminOrAudit)
+	case UserWrite:
+		return deny(denyAdmin)
+	case RoleWrite:
+		// r.Project is the project of the role granted; "" is a global role.
+		if r.Project != "" && levelIn(p, r.Project) == levelLead {
+			return allow(reasonLead)
+		}
+		return deny(denyRoleWrite)
+	case TokenCreate, TokenRevoke:
+		if r.Owner != "" && r.Owner == p.Subject {
+			return allow(reasonSelf)
+		}
+		return deny(denyTokenOther)
+	case TokenRead:
+		switch {
+		case r.Owner != "" && r.Owner == p.Subject:
+			return allow(reasonSelf)
+		case auditor:
+			return allow(reasonAuditorRead)
+		}
+		return deny(denyTokenOther)
+	case SecretRead:
+		if auditor {
+			return allow(reasonAuditorRead)
+		}
+		if l := levelIn(p, r.Project); l == levelLead || l == levelMember {
+			return allow(reasonMember)
+		}
+		return deny(denySecretRead)
+	case SecretWrite, SecretRotate:
+		if levelIn(p, r.Project) == levelLead {
+			return allow(reasonLead)
+		}
+		return deny(denySecretWrite)
+	case AttemptReport:
+		return deny(denyAttemptReport)
+	}
+	return deny(denyUnknown)
+}
+
+// isOwnAttempt reports whether id names p's attempt ("42/1", as
+// domain.AttemptRef writes it). The conversion in the comparison does not
+// allocate.
+func isOwnAttempt(p Principal, id string) bool {
+	var buf [40]byte
+	b := strconv.AppendInt(buf[:0], p.JobID, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(p.Attempt), 10)
+	return string(b) == id
+}
+
+// Visible describes which jobs p may see in a listing: All, or only jobs of
+// Projects (where p is lead or viewer) plus jobs p submitted.
+type Visible struct {
+	All       bool
+	Projects  []string
+	Submitter string
+}
+
+// VisibleJobs returns the job-listing filter for p.
+func VisibleJobs(p Principal) Visible {
+	if p.IsJob() {
+		return Visible{}
+	}
+	if p.HasGlobal(domain.RoleAdmin) || p.HasGlobal(domain.RoleAuditor) || p.HasGlobal(domain.RoleResourceAdmin) {
+		return Visible{All: true}
+	}
+	v := Visible{Submitter: p.Subject}
+	for _, pr := range p.Projects {
+		if pr.Role != domain.RoleLead && pr.Role != domain.RoleViewer {
+			continue
+		}
+		if n := len(v.Projects); n == 0 || v.Projects[n-1] != pr.Project {
+			v.Projects = append(v.Projects, pr.Project)
+		}
+	}
+	return v
+}
+
+// Actions returns every action, for tests and documentation.
+func Actions() []Action {
+	return []Action{JobSubmit, JobRead, JobCancel, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
+		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
+		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport}
 }

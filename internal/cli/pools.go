@@ -498,7 +498,8 @@ A project without a quota in a pool can only borrow there. See docs/pools.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.quotaLsCmd(), a.quotaSetCmd(), a.quotaRmCmd())
+	cmd.AddCommand(a.quotaLsCmd(), a.quotaSetCmd(), a.quotaRmCmd(),
+		a.quotaRequestCmd(), a.quotaRequestsCmd(), a.quotaDecideCmd(true), a.quotaDecideCmd(false)) // requests.go
 	return cmd
 }
 

@@ -141,6 +141,7 @@ http://127.0.0.1:7070.`,
 		a.poolCmd(),    // pools.go
 		a.quotaCmd(),   // pools.go
 		a.projectCmd(), // pools.go
+		a.secretCmd(),  // secrets.go
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),

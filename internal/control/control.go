@@ -62,6 +62,10 @@ type Config struct {
 	// UsageRefresh is how often fair-share usage is recomputed from the
 	// attempt history (default 1m); usage moves slowly.
 	UsageRefresh time.Duration
+	// Secrets resolves the secrets a job names (its project's, else global
+	// ones) to "NAME=value" environment entries and the values to redact
+	// from its log. nil: jobs naming secrets fail to launch.
+	Secrets func(ctx context.Context, project string, names []string) (env []string, values []string, err error)
 }
 
 // Controller is the control loop.
@@ -199,7 +203,14 @@ func (c *Controller) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		l, err := c.launchFor(a.JobID, info, a.Number, a.GPUs)
+		l, err := c.launchFor(ctx, a.JobID, info, a.Number, a.GPUs)
+		if errors.Is(err, errSecrets) {
+			// An attempt that runs already keeps the secrets it was
+			// launched with (Launch only reattaches); failing it here for
+			// a key or secret that changed since would end a healthy job.
+			c.log.Warn("reattaching without the job's secrets", "attempt", l.Ref.String(), "err", err)
+			err = nil
+		}
 		if err == nil {
 			err = c.cfg.Executor.Launch(ctx, l)
 		}
@@ -329,7 +340,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: err})
 			continue
 		}
-		l, err := c.launchFor(pl.JobID, ji, ref.Attempt, starts[i].Nodes[0].GPUs)
+		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, starts[i].Nodes[0].GPUs)
 		if err != nil {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
@@ -358,6 +369,11 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	if snap.Quotas, err = c.cfg.Store.ListQuotas(ctx, "", ""); err != nil {
 		return snap, nil, err
 	}
+	grants, err := c.cfg.Store.ActiveGrants(ctx, now)
+	if err != nil {
+		return snap, nil, err
+	}
+	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
 	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
 		return snap, nil, err
 	}
@@ -473,8 +489,10 @@ func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
 }
 
 // launchFor builds the executor's view of one attempt, creating the job's
-// output and checkpoint directories first.
-func (c *Controller) launchFor(id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
+// output and checkpoint directories first. The job's secrets are resolved
+// now, at every launch, so a retry gets the latest version; their values go
+// into the environment and into Redact.
+func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
 	ckpt := filepath.Join(ji.outputDir, "checkpoints")
@@ -504,13 +522,29 @@ func (c *Controller) launchFor(id int64, ji *jobInfo, attempt int, gpus []int) (
 	if workdir == "" {
 		workdir = c.cfg.Logs.WorkDir(id, attempt)
 	}
-	return executor.Launch{
+	l := executor.Launch{
 		Ref: ref, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
 		Timeout: spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
 		Resources: spec.Resources, GPUs: gpus,
-	}, nil
+	}
+	if len(spec.Secrets) > 0 {
+		if c.cfg.Secrets == nil {
+			return l, fmt.Errorf("%w: the job names secrets, but this server has no secret store", errSecrets)
+		}
+		senv, values, err := c.cfg.Secrets(ctx, spec.Project, spec.Secrets)
+		if err != nil {
+			return l, fmt.Errorf("%w: %w", errSecrets, err)
+		}
+		l.Env = append(l.Env, senv...)
+		l.Redact = values
+	}
+	return l, nil
 }
+
+// errSecrets marks a launch whose secrets could not be resolved; the
+// returned Launch is complete except for them.
+var errSecrets = errors.New("cannot resolve the job's secrets")
 
 var errArtifactWrite = errors.New("artifact write failed")
 

@@ -41,6 +41,10 @@ type Launch struct {
 	// limits where they can (memory via cgroups) and export GPUs.
 	Resources domain.Resources
 	GPUs      []int
+	// Redact lists secret values the supervisor replaces with [redacted]
+	// in every line it writes to the log (values under 4 bytes are left
+	// alone). Like Env, it is written only to owner-readable files.
+	Redact []string // secrets: values to hide in logs
 }
 
 // EventKind says what happened to an attempt.

@@ -55,6 +55,7 @@ type holder struct {
 	borrowed    bool
 	stopping    bool // being stopped (in the snapshot, or chosen as a victim in this pass)
 	placed      bool // placed in this pass: never a victim
+	seq         int  // position in poolState.holders (creation order)
 }
 
 // releaseAt is when the holder is expected to free its resources; ok is

@@ -36,6 +36,15 @@ type projState struct {
 	msgs   map[quotaMsgKey]string // quota messages for the current use
 	// borrowedHolders counts its running jobs on borrowed capacity.
 	borrowedHolders int
+	// usedVer is bumped whenever used changes (memo validity).
+	usedVer int
+	// stopHolders are its stopping holders on the pool's nodes; stopSum is
+	// their total (valid unless stopDirty), see ownStopping.
+	stopHolders []*holder
+	stopSum     limits
+	stopDirty   bool
+	// ownFail memoises failed searches of preemptOwn.
+	ownFail []ownFailure
 }
 
 func (p *projState) share() float64 { return (p.usage + p.alloc) / p.shares }
@@ -260,7 +269,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	for _, a := range running {
 		res := perNode(a.Resources)
 		h := &holder{id: a.JobID, project: a.Project, rank: a.Priority.Rank(), res: res, gang: gangLimits(a.Resources),
-			start: a.StartedAt, preemptible: a.Preemptible, borrowed: a.Borrowed, stopping: a.Stopping}
+			start: a.StartedAt, preemptible: a.Preemptible, borrowed: a.Borrowed, stopping: a.Stopping, seq: len(ps.holders)}
 		if a.Timeout > 0 {
 			h.end = a.StartedAt.Add(a.Timeout)
 		}
@@ -295,6 +304,9 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		ps.holders = append(ps.holders, h)
 		ps.running++
 		pr := project(a.Project)
+		if h.stopping && len(h.nodes) > 0 {
+			pr.addStopping(h)
+		}
 		pr.used = pr.used.plus(h.gang)
 		pr.alloc += costRate(ps.capa, a.Resources)
 		if a.Borrowed {
@@ -546,7 +558,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	if !pr.rule.ceiling.within(after) {
 		if ps.pool.Preemption {
 			// The project's own stopping jobs will free quota: wait for them.
-			if stop := ps.ownStopping(pr.name); stop.jobs > 0 && pr.rule.ceiling.within(after.minus(stop)) {
+			if stop := ps.ownStopping(pr); stop.jobs > 0 && pr.rule.ceiling.within(after.minus(stop)) {
 				ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(stop.jobs, false), time.Time{})
 				return false, false
 			}
@@ -610,7 +622,7 @@ func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Tim
 
 func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState, borrowed bool) {
 	h := &holder{id: j.JobID, project: j.Project, rank: j.Priority.Rank(), res: r, gang: gangLimits(j.Resources),
-		start: ps.now, preemptible: j.Preemptible, borrowed: borrowed, placed: true, nodes: nodes}
+		start: ps.now, preemptible: j.Preemptible, borrowed: borrowed, placed: true, nodes: nodes, seq: len(ps.holders)}
 	if j.Timeout > 0 {
 		h.end = ps.now.Add(j.Timeout)
 	}
@@ -623,6 +635,7 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 	ps.holders = append(ps.holders, h)
 	ps.running++
 	pr.used = pr.used.plus(h.gang)
+	pr.usedVer++
 	pr.alloc += costRate(ps.capa, j.Resources)
 	pr.msgs = nil
 	ps.version++

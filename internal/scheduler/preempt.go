@@ -259,6 +259,9 @@ func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
 	rank := j.Priority.Rank()
 	for _, v := range victims {
 		v.stopping = true
+		if len(v.nodes) > 0 {
+			ps.project(v.project).addStopping(v)
+		}
 		for _, n := range v.nodes {
 			if n.stopG == 0 && n.stopC == 0 && n.stopM == 0 {
 				ps.stoppingNodes++

@@ -20,6 +20,13 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	// The quota deficit, per dimension (an unlimited ceiling has none).
 	qd := deficit{g: max(over.gpus, 0), c: posFinite(over.cpus), m: posFinite(over.mem)}
 	needJobs := max(over.jobs, 0)
+	// With a quota deficit every node's deficit is unmet, so a node fails
+	// exactly when its candidates cannot cover it: monotone while capacity
+	// shrinks, which makes a failure safe to remember.
+	memo := !qd.met() || needJobs > 0
+	if memo && j.pr.ownFailed(j.sh, rank, ps.stopVersion) {
+		return nil, nil
+	}
 	eligible := func(h *holder) bool {
 		return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == j.pr.name
 	}
@@ -64,25 +71,81 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 		}
 	}
 	if best == nil {
+		if memo {
+			j.pr.recordOwnFailure(j.sh, rank, ps.stopVersion)
+		}
 		return nil, nil
 	}
 	return best, []*nodeState{bestNode}
 }
 
 // ownStopping is what the project's stopping jobs in the pool hold: usage
-// that is about to be freed.
-func (ps *poolState) ownStopping(project string) limits {
+// that is about to be freed. The total is summed in the order a scan of the
+// nodes (by index, then each node's holders) first meets each holder, so
+// that floating-point sums do not depend on when holders began stopping.
+func (ps *poolState) ownStopping(pr *projState) limits {
+	if !pr.stopDirty {
+		return pr.stopSum
+	}
+	slices.SortFunc(pr.stopHolders, func(a, b *holder) int {
+		if c := compareInt(firstNode(a), firstNode(b)); c != 0 {
+			return c
+		}
+		return compareInt(a.seq, b.seq)
+	})
 	var l limits
-	var seen []*holder
-	for _, n := range ps.nodes {
-		for _, h := range n.holders {
-			if h.stopping && !h.placed && h.project == project && !slices.Contains(seen, h) {
-				seen = append(seen, h)
-				l = l.plus(h.gang)
-			}
+	for _, h := range pr.stopHolders {
+		l = l.plus(h.gang)
+	}
+	pr.stopSum, pr.stopDirty = l, false
+	return l
+}
+
+// addStopping records that h, one of the project's holders on the pool's
+// nodes, is stopping.
+func (pr *projState) addStopping(h *holder) {
+	pr.stopHolders = append(pr.stopHolders, h)
+	pr.stopDirty = true
+}
+
+// firstNode is the lowest index among the holder's nodes.
+func firstNode(h *holder) int {
+	m := math.MaxInt
+	for _, n := range h.nodes {
+		m = min(m, n.idx)
+	}
+	return m
+}
+
+// ownFailure is a preemptOwn search that found no victims. Within a pass,
+// until victims are chosen (stopVersion) or the project's use changes
+// (usedVer), capacity only shrinks and candidates stay the same, so the
+// same search fails again.
+type ownFailure struct {
+	sh          *shape
+	rank        int
+	usedVer     int
+	stopVersion int
+}
+
+func (pr *projState) ownFailed(sh *shape, rank, stopVersion int) bool {
+	for _, f := range pr.ownFail {
+		if f.sh == sh && f.rank == rank {
+			return f.usedVer == pr.usedVer && f.stopVersion == stopVersion
 		}
 	}
-	return l
+	return false
+}
+
+func (pr *projState) recordOwnFailure(sh *shape, rank, stopVersion int) {
+	f := ownFailure{sh: sh, rank: rank, usedVer: pr.usedVer, stopVersion: stopVersion}
+	for i := range pr.ownFail {
+		if pr.ownFail[i].sh == sh && pr.ownFail[i].rank == rank {
+			pr.ownFail[i] = f
+			return
+		}
+	}
+	pr.ownFail = append(pr.ownFail, f)
 }
 
 func posFinite(x float64) float64 {

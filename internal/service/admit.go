@@ -26,13 +26,9 @@ func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
 	if err != nil {
 		return fmt.Errorf("load pool %s: %w", spec.Pool, err)
 	}
-	quotas, err := s.cfg.Store.ListQuotas(ctx, spec.Project, spec.Pool)
+	quota, err := s.effectiveQuota(ctx, spec.Project, spec.Pool)
 	if err != nil {
-		return fmt.Errorf("load quota of %s in %s: %w", spec.Project, spec.Pool, err)
-	}
-	var quota *domain.Quota
-	if len(quotas) > 0 {
-		quota = &quotas[0]
+		return err
 	}
 	errs := scheduler.Admit(pool, quota, spec)
 	if pool.Executor == ExecutorLocal && spec.Resources.Nodes > 1 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/logs"
 )
@@ -35,6 +36,9 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	job, err := s.cfg.Store.GetJob(ctx, id)
 	if err != nil {
 		return nil, jobErr(id, err)
+	}
+	if err := s.authorize(ctx, p, authz.JobRead, jobResource(job)); err != nil {
+		return nil, err
 	}
 	n := req.Attempt
 	switch {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 )
 
@@ -25,11 +26,17 @@ const ExecutorLocal = "local"
 
 // ListPools returns every pool, sorted by name.
 func (s *Service) ListPools(ctx context.Context, p Principal) ([]domain.Pool, error) {
+	if err := s.authorize(ctx, p, authz.PoolRead, authz.Resource{Kind: "pool"}); err != nil {
+		return nil, err
+	}
 	return s.cfg.Store.ListPools(ctx)
 }
 
 // GetPool returns the named pool.
 func (s *Service) GetPool(ctx context.Context, p Principal, name string) (domain.Pool, error) {
+	if err := s.authorize(ctx, p, authz.PoolRead, authz.Resource{Kind: "pool", ID: name}); err != nil {
+		return domain.Pool{}, err
+	}
 	pool, err := s.cfg.Store.GetPool(ctx, name)
 	if err != nil {
 		return domain.Pool{}, poolErr(name, err)
@@ -47,15 +54,22 @@ func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (s
 	if err := ValidatePool(pool); err != nil {
 		return domain.Pool{}, false, err
 	}
-	_, err = s.cfg.Store.GetPool(ctx, pool.Name)
+	if err := s.authorize(ctx, p, authz.PoolWrite, authz.Resource{Kind: "pool", ID: pool.Name}); err != nil {
+		return domain.Pool{}, false, err
+	}
+	old, err := s.cfg.Store.GetPool(ctx, pool.Name)
+	var before any
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		created = true
 	case err != nil:
 		return domain.Pool{}, false, err
+	default:
+		before = poolSum(old)
 	}
 	now := s.cfg.Clock.Now()
 	pool.CreatedAt, pool.UpdatedAt = now, now
+	ctx = s.audited(ctx, p, authz.PoolWrite, "pool/"+pool.Name, before, poolSum(pool))
 	stored, err = s.cfg.Store.PutPool(ctx, pool)
 	if err != nil {
 		return domain.Pool{}, false, fmt.Errorf("store pool %q: %w", pool.Name, err)
@@ -137,10 +151,18 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 	if err := errs.Err(); err != nil {
 		return domain.Quota{}, err
 	}
+	if err := s.authorize(ctx, p, authz.QuotaWrite, quotaResource(q.Project, q.Pool)); err != nil {
+		return domain.Quota{}, err
+	}
 	if _, err := s.cfg.Store.GetPool(ctx, q.Pool); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err)
 	}
+	before, err := s.quotaBefore(ctx, q.Project, q.Pool)
+	if err != nil {
+		return domain.Quota{}, err
+	}
 	q.UpdatedAt = s.cfg.Clock.Now()
+	ctx = s.audited(ctx, p, authz.QuotaWrite, "quota/"+q.Project+"/"+q.Pool, before, quotaSum(q))
 	if err := s.cfg.Store.PutQuota(ctx, q); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err) // the pool may have gone in between
 	}
@@ -151,12 +173,22 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 // ListQuotas returns quotas sorted by project then pool, filtered by project
 // and/or pool when they are not empty.
 func (s *Service) ListQuotas(ctx context.Context, p Principal, project, pool string) ([]domain.Quota, error) {
+	if err := s.authorize(ctx, p, authz.QuotaRead, authz.Resource{Kind: "quota", Project: project}); err != nil {
+		return nil, err
+	}
 	return s.cfg.Store.ListQuotas(ctx, project, pool)
 }
 
 // DeleteQuota removes the quota of project in pool.
 func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool string) error {
-	err := s.cfg.Store.DeleteQuota(ctx, project, pool)
+	if err := s.authorize(ctx, p, authz.QuotaWrite, quotaResource(project, pool)); err != nil {
+		return err
+	}
+	before, err := s.quotaBefore(ctx, project, pool)
+	if err != nil {
+		return err
+	}
+	err = s.cfg.Store.DeleteQuota(s.audited(ctx, p, authz.QuotaWrite, "quota/"+project+"/"+pool, before, nil), project, pool)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "project %q has no quota in pool %q; list quotas with: trainyard quota ls", project, pool)
 	}
@@ -178,7 +210,17 @@ func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Proje
 	if err := errs.Err(); err != nil {
 		return domain.Project{}, err
 	}
+	if err := s.authorize(ctx, p, authz.ProjectWrite, authz.Resource{Kind: "project", ID: proj.Name, Project: proj.Name}); err != nil {
+		return domain.Project{}, err
+	}
+	var before any
+	if old, err := s.cfg.Store.GetProject(ctx, proj.Name); err == nil {
+		before = map[string]float64{"shares": old.Shares}
+	} else if !errors.Is(err, domain.ErrNotFound) {
+		return domain.Project{}, err
+	}
 	proj.CreatedAt = s.cfg.Clock.Now()
+	ctx = s.audited(ctx, p, authz.ProjectWrite, "project/"+proj.Name, before, map[string]float64{"shares": proj.Shares})
 	if err := s.cfg.Store.PutProject(ctx, proj); err != nil {
 		return domain.Project{}, fmt.Errorf("store project %q: %w", proj.Name, err)
 	}
@@ -188,6 +230,9 @@ func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Proje
 
 // ListProjects returns every project with stored shares, sorted by name.
 func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Project, error) {
+	if err := s.authorize(ctx, p, authz.ProjectRead, authz.Resource{Kind: "project"}); err != nil {
+		return nil, err
+	}
 	return s.cfg.Store.ListProjects(ctx)
 }
 
@@ -196,6 +241,9 @@ func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Proje
 // control loop the queue is empty. An unknown pool with nothing queued in it
 // is ErrNotFound, so a mistyped name does not look like an empty queue.
 func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueEntry, error) {
+	if err := s.authorize(ctx, p, authz.QueueRead, authz.Resource{Kind: "queue", ID: pool}); err != nil {
+		return nil, err
+	}
 	entries := []QueueEntry{}
 	if s.cfg.Queue != nil {
 		q, err := s.cfg.Queue(ctx, pool)
@@ -212,6 +260,26 @@ func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueE
 		}
 	}
 	return entries, nil
+}
+
+// quotaResource is the authorization view of the quota of project in pool.
+func quotaResource(project, pool string) authz.Resource {
+	return authz.Resource{Kind: "quota", ID: project + "/" + pool, Project: project}
+}
+
+// quotaBefore summarises the quota of project in pool before a change (nil
+// when there is none).
+func (s *Service) quotaBefore(ctx context.Context, project, pool string) (any, error) {
+	qs, err := s.cfg.Store.ListQuotas(ctx, project, pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if q.Project == project && q.Pool == pool {
+			return quotaSum(q), nil
+		}
+	}
+	return nil, nil
 }
 
 func poolErr(name string, err error) error {

@@ -15,25 +15,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
+	"trainyard/internal/authz"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
 	"trainyard/internal/logs"
+	"trainyard/internal/secrets"
 	"trainyard/internal/store"
 )
-
-// Principal is an authenticated caller.
-type Principal struct {
-	Subject string // user name
-	Role    string
-	TokenID int64
-}
-
-// Actor is how the principal appears in transitions and audit records.
-func (p Principal) Actor() string { return "user:" + p.Subject }
 
 // Config wires a Service.
 type Config struct {
@@ -47,17 +37,15 @@ type Config struct {
 	// Queue returns the scheduler's current queue (see Service.Queue); nil
 	// means no control loop runs and every queue is empty.
 	Queue QueueFunc
+	// Keyring holds the master key that seals secrets (secrets.go); nil
+	// means secrets can be neither set nor used.
+	Keyring *secrets.Keyring
 }
 
 // Service implements the use cases. Safe for concurrent use.
 type Service struct {
-	cfg    Config
-	tokens sync.Map // hash → cachedToken
-}
-
-type cachedToken struct {
-	tok     store.Token
-	expires time.Time
+	cfg     Config
+	limiter failLimiter // failed authentications per client address
 }
 
 // New returns a Service.
@@ -74,10 +62,6 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg}
 }
 
-// tokenCacheTTL bounds how long a looked-up token is trusted without asking
-// the store again.
-const tokenCacheTTL = 10 * time.Second
-
 // HashToken returns the stored form of a token secret.
 func HashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
@@ -91,52 +75,6 @@ func NewTokenSecret() string {
 		panic(fmt.Sprintf("read random bytes: %v", err)) // the OS RNG does not fail
 	}
 	return "ty_" + hex.EncodeToString(b)
-}
-
-// Authenticate resolves a bearer token to a principal.
-func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	if secret == "" {
-		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
-	}
-	now := s.cfg.Clock.Now()
-	hash := HashToken(secret)
-	var tok store.Token
-	if c, ok := s.tokens.Load(hash); ok && now.Before(c.(cachedToken).expires) {
-		tok = c.(cachedToken).tok
-	} else {
-		t, err := s.cfg.Store.TokenByHash(ctx, hash)
-		if errors.Is(err, domain.ErrNotFound) {
-			return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token is not known; check TRAINYARD_TOKEN or your config file")
-		}
-		if err != nil {
-			return Principal{}, err
-		}
-		tok = t
-		s.tokens.Store(hash, cachedToken{tok: t, expires: now.Add(tokenCacheTTL)})
-	}
-	if !tok.RevokedAt.IsZero() {
-		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token was revoked; ask an admin for a new one")
-	}
-	if !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt) {
-		return Principal{}, domain.Errorf(domain.ErrUnauthorized, "the token expired at %s; ask an admin for a new one", tok.ExpiresAt.Format(time.RFC3339))
-	}
-	return Principal{Subject: tok.Subject, Role: tok.Role, TokenID: tok.ID}, nil
-}
-
-// Bootstrap creates the first admin token when the store has none and returns
-// its secret; it returns "" when tokens already exist.
-func (s *Service) Bootstrap(ctx context.Context) (string, error) {
-	n, err := s.cfg.Store.CountTokens(ctx)
-	if err != nil || n > 0 {
-		return "", err
-	}
-	secret := NewTokenSecret()
-	_, err = s.cfg.Store.CreateToken(ctx, store.Token{Name: "bootstrap", Subject: "admin", Role: "admin",
-		Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()})
-	if err != nil {
-		return "", fmt.Errorf("create bootstrap token: %w", err)
-	}
-	return secret, nil
 }
 
 // SubmitInput is a submit request.
@@ -157,19 +95,23 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	if err != nil {
 		return domain.Job{}, false, err
 	}
-	if len(spec.Secrets) > 0 {
-		// Running the job without the values it names would fail late and
-		// obscurely; refuse it now with the same error an unknown secret gets.
-		var errs domain.FieldErrors
-		for i, name := range spec.Secrets {
-			errs.Add(fmt.Sprintf("secrets[%d]", i), "no secret named %s is stored on this server; remove it from the spec (this server has no secret store yet)", name)
-		}
-		return domain.Job{}, false, errs
+	if err := s.authorize(ctx, p, authz.JobSubmit, authz.Resource{Kind: "job", Project: spec.Project}); err != nil {
+		return domain.Job{}, false, err
+	}
+	// A secret missing now would fail the job late and obscurely: refuse it
+	// with the way to create it (secrets.go).
+	if err := s.checkSpecSecrets(ctx, spec); err != nil {
+		return domain.Job{}, false, err
 	}
 	if err := s.admit(ctx, spec); err != nil {
 		return domain.Job{}, false, err
 	}
 	specJSON, hash := jobspec.Canonical(spec)
+	// The store fills "{id}" with the new job's id. The record names the
+	// spec by its hash: the spec itself may carry values that are no
+	// business of the audit log.
+	ctx = s.audited(ctx, p, authz.JobSubmit, "job/{id}", nil,
+		map[string]string{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "spec_hash": hash})
 	job, created, err = s.cfg.Store.CreateJob(ctx, store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,
 		Submitter: p.Subject, SubmittedAt: s.cfg.Clock.Now(),
@@ -212,6 +154,9 @@ func (s *Service) Get(ctx context.Context, p Principal, id int64) (JobDetail, er
 	if err != nil {
 		return JobDetail{}, jobErr(id, err)
 	}
+	if err := s.authorize(ctx, p, authz.JobRead, jobResource(job)); err != nil {
+		return JobDetail{}, err
+	}
 	atts, err := s.cfg.Store.ListAttempts(ctx, id)
 	if err != nil {
 		return JobDetail{}, err
@@ -248,7 +193,14 @@ func (s *Service) List(ctx context.Context, p Principal, o ListOptions) (jobs []
 	if o.Limit == 0 {
 		o.Limit = 50
 	}
-	jobs, err = s.cfg.Store.ListJobs(ctx, store.JobFilter{States: o.States, Project: o.Project, BeforeID: o.BeforeID, Limit: o.Limit + 1})
+	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job", Project: o.Project}); err != nil {
+		return nil, false, err
+	}
+	f := store.JobFilter{States: o.States, Project: o.Project, BeforeID: o.BeforeID, Limit: o.Limit + 1}
+	if v := authz.VisibleJobs(p); !v.All {
+		f.Restrict, f.Projects, f.Submitter = true, v.Projects, v.Submitter
+	}
+	jobs, err = s.cfg.Store.ListJobs(ctx, f)
 	if err != nil {
 		return nil, false, err
 	}
@@ -267,10 +219,15 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 		msg += ": " + reason
 	}
 	now := s.cfg.Clock.Now()
-	for range 3 { // the job may move between our read and our guarded write
+	for i := range 3 { // the job may move between our read and our guarded write
 		job, err := s.cfg.Store.GetJob(ctx, id)
 		if err != nil {
 			return domain.Job{}, jobErr(id, err)
+		}
+		if i == 0 { // a job's project and submitter never change
+			if err := s.authorize(ctx, p, authz.JobCancel, jobResource(job)); err != nil {
+				return domain.Job{}, err
+			}
 		}
 		var ch store.Change
 		switch {
@@ -288,7 +245,12 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 			ch = store.Change{JobID: id, From: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
 				Reason: domain.ReasonCanceledByUser, Message: "cancel requested; " + msg, Actor: p.Actor(), At: now}
 		}
-		errs, err := s.cfg.Store.Apply(ctx, []store.Change{ch})
+		after := map[string]any{"state": ch.To}
+		if ch.RequestCancel {
+			after = map[string]any{"state": job.State, "cancel_requested": true}
+		}
+		actx := s.audited(ctx, p, authz.JobCancel, "job/"+strconv.FormatInt(id, 10), map[string]any{"state": job.State}, after)
+		errs, err := s.cfg.Store.Apply(actx, []store.Change{ch})
 		if err != nil {
 			return domain.Job{}, fmt.Errorf("cancel job %d: %w", id, err)
 		}

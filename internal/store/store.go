@@ -26,7 +26,11 @@ var (
 type Store interface {
 	Jobs
 	Tokens
+	Users // identity: see the Users block below
 	Pools
+	Requests
+	Secrets // sealed secret values: secrets.go
+	Audits  // the tamper-evident audit log: audit.go
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
@@ -60,6 +64,12 @@ type JobFilter struct {
 	// Ascending orders by id ascending (and BeforeID is ignored); used by the
 	// control loop to load the queue in submit order.
 	Ascending bool
+	// Restrict keeps only the jobs a caller may see: those of Projects, plus
+	// those submitted by Submitter ("" matches no submitter). Without
+	// Restrict, Projects and Submitter are ignored.
+	Restrict  bool
+	Projects  []string
+	Submitter string
 }
 
 // Jobs stores jobs, their attempts and their transition events.
@@ -200,4 +210,53 @@ type Pools interface {
 	// GetProject returns the named project or ErrNotFound.
 	GetProject(ctx context.Context, name string) (domain.Project, error)
 	ListProjects(ctx context.Context) ([]domain.Project, error)
+}
+
+// Requests stores compute requests and their decisions.
+type Requests interface {
+	// CreateRequest stores r as pending (ID and CreatedAt assigned from r).
+	// The pool must exist (ErrNotFound).
+	CreateRequest(ctx context.Context, r domain.QuotaRequest) (domain.QuotaRequest, error)
+	// GetRequest returns one request or ErrNotFound.
+	GetRequest(ctx context.Context, id int64) (domain.QuotaRequest, error)
+	// ListRequests returns requests newest first, filtered by project and/or
+	// pool when set.
+	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
+	// DecideRequest moves a pending request to approved or denied, recording
+	// who, when and why; a request no longer pending is ErrConflict.
+	DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string) (domain.QuotaRequest, error)
+	// ActiveGrants returns approved requests whose Until is after now.
+	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
+}
+
+// ---- Identity: users, role bindings and token administration. ----
+
+// Users stores users, the roles they hold and the administration of their
+// tokens. User names are unique; lists are sorted by name, a user's roles
+// global ones first, then by project and role.
+type Users interface {
+	// CreateUser stores u (its Roles are ignored); an existing name is
+	// ErrConflict.
+	CreateUser(ctx context.Context, u domain.User) (domain.User, error)
+	// GetUser returns the named user with its roles, or ErrNotFound.
+	GetUser(ctx context.Context, name string) (domain.User, error)
+	// ListUsers returns every user with its roles.
+	ListUsers(ctx context.Context) ([]domain.User, error)
+	// GrantRole gives user the binding; granting one already held changes
+	// nothing and reports created=false. A missing user is ErrNotFound.
+	GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time) (created bool, err error)
+	// RevokeRole takes the binding away; ErrNotFound when it is not held.
+	RevokeRole(ctx context.Context, user string, b domain.RoleBinding) error
+	// GetToken returns the token with that id, or ErrNotFound.
+	GetToken(ctx context.Context, id int64) (Token, error)
+	// ListTokens returns the tokens of subject ("" for every subject), by
+	// id, revoked and expired ones included.
+	ListTokens(ctx context.Context, subject string) ([]Token, error)
+	// RevokeToken marks the token revoked at at and returns it; a token
+	// already revoked keeps its first revocation time. ErrNotFound when
+	// there is no such token.
+	RevokeToken(ctx context.Context, id int64, at time.Time) (Token, error)
+	// RevokeSubjectTokens revokes every unrevoked token of subject and
+	// returns how many it revoked.
+	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time) (int, error)
 }

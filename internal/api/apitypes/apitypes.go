@@ -253,3 +253,143 @@ type QueueEntry struct {
 type Queue struct {
 	Entries []QueueEntry `json:"entries"`
 }
+
+// QuotaRequest is a compute request (R37): more of a pool for a project until
+// a date. Status is pending, approved, denied or expired (an approved grant
+// past its date). Body of POST /api/v1/quota-requests (project, pool, gpus,
+// cpus, memory, jobs, until, reason) and the element of its list.
+type QuotaRequest struct {
+	ID        int64      `json:"id,omitempty"`
+	Project   string     `json:"project"`
+	Pool      string     `json:"pool"`
+	GPUs      int        `json:"gpus"`
+	CPUs      float64    `json:"cpus"`
+	Memory    string     `json:"memory,omitempty"`
+	Jobs      int        `json:"jobs"`
+	Until     time.Time  `json:"until"`
+	Reason    string     `json:"reason"`
+	Requester string     `json:"requester,omitempty"`
+	Status    string     `json:"status,omitempty"`
+	Decider   string     `json:"decider,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	Note      string     `json:"note,omitempty"`
+	CreatedAt time.Time  `json:"created_at,omitzero"`
+}
+
+// QuotaRequestList is the body of GET /api/v1/quota-requests, newest first.
+type QuotaRequestList struct {
+	Requests []QuotaRequest `json:"requests"`
+}
+
+// Decision is the body of POST /api/v1/quota-requests/{id}/approve and /deny.
+type Decision struct {
+	Note string `json:"note,omitempty"`
+}
+
+// ---- Identity: users, roles, tokens. ----
+
+// RoleBinding is one role a user holds: a global role (admin,
+// resource-admin, auditor; no project) or a project role (lead, member,
+// viewer) in Project. It is also the body of POST /api/v1/users/{name}/roles.
+type RoleBinding struct {
+	Role    string `json:"role"`
+	Project string `json:"project,omitempty"`
+}
+
+// User is a user with its roles; the body of POST /api/v1/users is
+// {"name": "..."}.
+type User struct {
+	Name      string        `json:"name"`
+	Roles     []RoleBinding `json:"roles"`
+	CreatedAt time.Time     `json:"created_at,omitzero"`
+}
+
+// UserList is the body of GET /api/v1/users, sorted by name.
+type UserList struct {
+	Users []User `json:"users"`
+}
+
+// RoleChange is the answer of granting or revoking a role.
+type RoleChange struct {
+	User    string      `json:"user"`
+	Role    RoleBinding `json:"role"`
+	Changed bool        `json:"changed"` // false: the user already held it
+}
+
+// TokenRequest is the body of POST /api/v1/tokens. User defaults to the
+// caller; Expires is a duration such as "30d" or "12h", or "never"
+// (default "90d").
+type TokenRequest struct {
+	User    string `json:"user,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Expires string `json:"expires,omitempty"`
+}
+
+// Token describes an API token. Token, the secret, is present only in the
+// answer of POST /api/v1/tokens: it is shown once and stored hashed.
+type Token struct {
+	Token     string     `json:"token,omitempty"`
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	User      string     `json:"user"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// TokenList is the body of GET /api/v1/tokens, by id.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// Whoami is the body of GET /api/v1/whoami: who the token acts as.
+type Whoami struct {
+	User      string        `json:"user,omitempty"`
+	Roles     []RoleBinding `json:"roles"`
+	TokenID   int64         `json:"token_id,omitempty"`
+	TokenName string        `json:"token_name,omitempty"`
+	ExpiresAt *time.Time    `json:"expires_at,omitempty"`
+	// Job and Attempt are set for a job token: the attempt it reports for.
+	Job     int64 `json:"job,omitempty"`
+	Attempt int   `json:"attempt,omitempty"`
+}
+
+// Secret describes the newest version of one secret. The API never returns
+// a secret's value.
+type Secret struct {
+	Name      string    `json:"name"`
+	Project   string    `json:"project,omitempty"` // empty: a global secret
+	Version   int       `json:"version"`
+	KeyID     string    `json:"key_id"` // the master key that sealed it
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	// Shadowed marks a global secret that the listed project overrides
+	// with its own of the same name.
+	Shadowed bool `json:"shadowed,omitempty"`
+}
+
+// SecretList is the body of GET /api/v1/secrets[?project=P], sorted by
+// project (global first), then name.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
+// SecretValue is the body of PUT /api/v1/secrets/{name}[?project=P]: the
+// value to store as the secret's next version (at least 4 bytes).
+type SecretValue struct {
+	Value string `json:"value"`
+}
+
+// RotateKeyRequest is the body of POST /api/v1/secrets/rotate-key.
+type RotateKeyRequest struct {
+	// NewKeyFile is the path, on the server's machine, of the new master
+	// key: 32 raw bytes or their base64, mode 0600.
+	NewKeyFile string `json:"new_key_file"`
+}
+
+// RotateKeyResult is the answer of POST /api/v1/secrets/rotate-key.
+type RotateKeyResult struct {
+	OldKeyID string `json:"old_key_id"`
+	NewKeyID string `json:"new_key_id"`
+	Resealed int    `json:"resealed"` // stored versions re-encrypted
+}

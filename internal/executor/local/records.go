@@ -46,6 +46,9 @@ type launchRecord struct {
 	Grace   time.Duration `json:"grace_ns,omitempty"`
 	Memory  int64         `json:"memory_bytes,omitempty"`
 	GPUs    []int         `json:"gpus,omitempty"`
+	// Redact lists the secret values to hide in the log (see
+	// executor.Launch.Redact); this file is 0600 for them and for Env.
+	Redact []string `json:"redact,omitempty"`
 	// Cgroup is where to create the attempt's memory group; nil: no limits.
 	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
 }

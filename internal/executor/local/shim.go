@@ -126,7 +126,7 @@ func (s *shim) run() int {
 	if err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
 	}
-	s.log = &logWriter{f: f}
+	s.log = &logWriter{f: f, redact: newRedactor(s.rec.Redact)}
 	defer f.Close()
 
 	if st, err := os.Stat(s.rec.WorkDir); err != nil || !st.IsDir() {
@@ -587,15 +587,16 @@ func startError(name, path string, err error) (domain.Reason, string) {
 // pipe becomes one write, so lines reach the file (and `logs -f`) as soon as
 // the process writes them.
 type logWriter struct {
-	mu  sync.Mutex
-	f   io.Writer
-	buf []byte // guarded by mu
+	mu     sync.Mutex
+	f      io.Writer
+	buf    []byte    // guarded by mu
+	redact *redactor // secret values to hide in every line; nil: none
 }
 
 // system writes one "system" line.
 func (w *logWriter) system(format string, args ...any) {
 	text := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")
-	w.lines(logs.System, [][]byte{[]byte(text)})
+	w.lines(logs.System, [][]byte{w.redact.line([]byte(text))})
 }
 
 // lines writes lines of one stream in one write. The time is taken under the
@@ -612,8 +613,11 @@ func (w *logWriter) lines(stream string, lines [][]byte) {
 }
 
 // pump copies r to the log as lines of stream until EOF. A final line
-// without a newline is written at EOF; a line longer than maxLine is split.
-// When last is non-nil it receives the last non-empty line.
+// without a newline is written at EOF; a line longer than maxLine is split
+// (never inside a secret value). Secret values are redacted from every line,
+// which is assembled whole first, so a value written in several pieces is
+// still found. When last is non-nil it receives the last non-empty line,
+// redacted.
 func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 	buf := make([]byte, 32<<10)
 	var pending []byte
@@ -639,8 +643,12 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 			}
 			pending = append(pending, chunk...)
 			for len(pending) >= maxLine {
-				lines = append(lines, append([]byte(nil), pending[:maxLine]...))
-				pending = append(pending[:0], pending[maxLine:]...)
+				cut := maxLine - w.redact.holdBack(pending[:maxLine])
+				lines = append(lines, append([]byte(nil), pending[:cut]...))
+				pending = append(pending[:0], pending[cut:]...)
+			}
+			for i := range lines {
+				lines[i] = w.redact.line(lines[i])
 			}
 			if len(lines) > 0 {
 				w.lines(stream, lines)
@@ -652,6 +660,7 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 		}
 	}
 	if len(pending) > 0 {
+		pending = w.redact.line(pending)
 		w.lines(stream, [][]byte{pending})
 		setLast(last, [][]byte{pending})
 	}

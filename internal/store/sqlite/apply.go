@@ -14,7 +14,8 @@ import (
 // Apply applies changes in order in one transaction. A change whose guard
 // does not hold is rolled back on its own (its savepoint) and its slot holds
 // store.ErrConflict, store.ErrNotFound or, for a malformed change,
-// domain.ErrInvalid; the others commit.
+// domain.ErrInvalid; the others commit. Audit records attached to ctx are
+// appended in the same transaction when at least one change applied.
 func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, error) {
 	if len(changes) == 0 {
 		if err := s.checkOpen(); err != nil {
@@ -39,6 +40,9 @@ func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, err
 				slots[i] = ge.err
 			}
 		}
+		// Attached audit records describe the call; when every guard
+		// failed nothing changed, and none are written.
+		w.audit.skip = !slices.Contains(slots, nil)
 		return nil
 	})
 	if err != nil {

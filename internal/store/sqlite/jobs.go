@@ -105,7 +105,10 @@ func validateNewJob(p store.NewJob) error {
 }
 
 // CreateJob stores a new queued job, its config snapshot (shared with every
-// job of the same spec) and its submit event in one transaction.
+// job of the same spec) and its submit event in one transaction. Audit
+// records attached to ctx are appended in that transaction with "{id}" in
+// their Target replaced by the new job's id; an idempotent replay writes
+// none.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
 	if err := validateNewJob(p); err != nil {
 		return domain.Job{}, false, err
@@ -121,6 +124,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			switch {
 			case err == nil:
 				job = existing
+				w.audit.skip = true // a replay changes nothing
 				return nil
 			case !errors.Is(err, sql.ErrNoRows):
 				return interpretError("create job: look up idempotency key", err)
@@ -156,6 +160,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		if _, err := w.exec(insertEventSQL, id, 0, at, "", domain.JobQueued, p.Actor, domain.ReasonSubmitted, ""); err != nil {
 			return interpretError("create job: record submit event", err)
 		}
+		w.audit.id = id // fills "{id}" in the attached audit records' Target
 		sub := normTime(p.SubmittedAt)
 		job = domain.Job{
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
@@ -239,6 +244,23 @@ func listJobsQuery(f store.JobFilter) (string, []any) {
 	if f.Project != "" {
 		conds = append(conds, "project = ?")
 		args = append(args, f.Project)
+	}
+	if f.Restrict { // only the jobs the caller may see
+		var vis []string
+		if len(f.Projects) > 0 {
+			vis = append(vis, "project IN (?"+strings.Repeat(", ?", len(f.Projects)-1)+")")
+			for _, p := range f.Projects {
+				args = append(args, p)
+			}
+		}
+		if f.Submitter != "" {
+			vis = append(vis, "submitter = ?")
+			args = append(args, f.Submitter)
+		}
+		if len(vis) == 0 {
+			vis = []string{"0"}
+		}
+		conds = append(conds, "("+strings.Join(vis, " OR ")+")")
 	}
 	if !f.Ascending && f.BeforeID > 0 {
 		conds = append(conds, "id < ?")

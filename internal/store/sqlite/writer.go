@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -22,10 +25,13 @@ const (
 )
 
 // writeReq is one write waiting for the writer goroutine. fn runs inside the
-// batch transaction, within its own savepoint; results travel back through
-// variables the closure captured, valid only when done delivers nil.
+// batch transaction, within its own savepoint, followed by appending the
+// audit records the caller's context carried (see runRequest); results
+// travel back through variables the closure captured, valid only when done
+// delivers nil.
 type writeReq struct {
 	fn    func(w *writer) error
+	audit []domain.AuditRecord // from store.AuditFrom(ctx)
 	state atomic.Int32
 	done  chan error // buffered, receives exactly one value once claimed
 }
@@ -36,6 +42,7 @@ type writer struct {
 	conn  *sql.Conn
 	ctx   context.Context // never canceled: interrupting a statement would roll back the whole batch
 	stmts map[string]*sql.Stmt
+	audit auditState // the running request's instructions to the audit hook
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -102,7 +109,7 @@ func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	r := &writeReq{fn: fn, audit: store.AuditFrom(ctx), done: make(chan error, 1)}
 	select {
 	case s.reqs <- r:
 	case <-s.closing:
@@ -200,7 +207,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	}
 	results := make([]error, len(claimed))
 	for i, r := range claimed {
-		err, fatal := runInSavepoint(w, "request", r.fn)
+		err, fatal := runInSavepoint(w, "request", func(w *writer) error { return runRequest(w, r) })
 		if fatal != nil {
 			_, _ = w.exec("ROLLBACK")
 			failAll(fatal)

@@ -52,9 +52,13 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"PingAndKind":                 testPingAndKind,
 		"Preemption":                  testPreemption,
 		"AttemptSpans":                testAttemptSpans,
+		"Requests":                    testRequests,
 	}
 	// Pools, quotas and projects: see pools.go.
 	maps.Copy(tests, poolTests)
+	maps.Copy(tests, identityTests) // users, roles, token administration: identity.go
+	maps.Copy(tests, secretTests)   // secrets.go
+	maps.Copy(tests, auditTests)    // the audit log: audit.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,256 @@
+package scheduler
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// job is a pending job prepared for ordering: a compact, pointer-free
+// record, so that walking a long queue reads one small record per job
+// rather than each Pending (a cache miss per job), and so that a queue can
+// be kept between passes (see Incremental).
+type job struct {
+	id      int64
+	sec     int64 // submit time: nanoseconds since queue.base when queue.packed, else Unix seconds
+	timeout time.Duration
+	slot    int32 // queue.slots index of the Pending
+	proj    int32 // queue.projs index
+	shape   int32 // queue.shapes index
+	nsec    int32 // submit nanoseconds when not packed, else 0
+	tier    int8  // higher first: rank*2 + 2, +1 if previously preempted
+	rank    int8
+	flags   uint8
+}
+
+const (
+	jobPreemptible = 1 << iota
+	jobNotBefore   // NotBefore is set: read it to decide backoff
+	jobLater       // needs borrowed capacity: decided in the second phase
+)
+
+func (j *job) preemptible() bool { return j.flags&jobPreemptible != 0 }
+
+// queue is one pool's pending jobs sorted by tier (descending), project
+// name, submit time and id: the order fair share then merges per tier.
+type queue struct {
+	jobs   []job
+	slots  []*Pending // by job.slot; nil: a free slot
+	free   []int32
+	projs  []string // by job.proj
+	projIx map[string]int32
+	shapes []shapeID // by job.shape
+	shIx   map[shapeID]int32
+	packed bool
+	base   int64 // Unix seconds that packed submit times count from
+}
+
+func tierOf(pd *Pending) int8 {
+	t := max(pd.Priority.Rank(), -1)*2 + 2
+	if pd.Preemptions > 0 {
+		t++
+	}
+	return int8(t)
+}
+
+func shapeOf(r domain.Resources) shapeID {
+	return shapeID{gpus: r.GPUs, cpus: math.Float64bits(r.CPUs), mem: int64(r.Memory), nodes: r.Nodes}
+}
+
+func (q *queue) internProj(name string) int32 {
+	if i, ok := q.projIx[name]; ok {
+		return i
+	}
+	i := int32(len(q.projs))
+	q.projs = append(q.projs, name)
+	q.projIx[name] = i
+	return i
+}
+
+func (q *queue) internShape(id shapeID) int32 {
+	// Few shapes: a linear scan beats hashing.
+	if len(q.shapes) <= 16 {
+		for i, s := range q.shapes {
+			if s == id {
+				return int32(i)
+			}
+		}
+		if len(q.shapes) < 16 {
+			q.shapes = append(q.shapes, id)
+			return int32(len(q.shapes) - 1)
+		}
+		if q.shIx == nil {
+			q.shIx = make(map[shapeID]int32, 32)
+			for i, s := range q.shapes {
+				q.shIx[s] = int32(i)
+			}
+		}
+	}
+	if i, ok := q.shIx[id]; ok {
+		return i
+	}
+	i := int32(len(q.shapes))
+	q.shapes = append(q.shapes, id)
+	q.shIx[id] = i
+	return i
+}
+
+// record fills a job record for pd in slot; ok is false when its submit
+// time cannot be packed against the queue's base.
+func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
+	p := *lastProj
+	if p < 0 || q.projs[p] != pd.Project {
+		p = q.internProj(pd.Project)
+		*lastProj = p
+	}
+	sec, nsec := pd.SubmittedAt.Unix(), int32(pd.SubmittedAt.Nanosecond())
+	if q.packed {
+		d := sec - q.base
+		if d <= -9e9 || d >= 9e9 {
+			return job{}, false
+		}
+		sec, nsec = d*1e9+int64(nsec), 0
+	}
+	j := job{id: pd.JobID, sec: sec, nsec: nsec, timeout: pd.Timeout, slot: slot, proj: p, shape: q.internShape(shapeOf(pd.Resources)),
+		tier: tierOf(pd), rank: int8(pd.Priority.Rank())}
+	if pd.Preemptible {
+		j.flags |= jobPreemptible
+	}
+	if !pd.NotBefore.IsZero() {
+		j.flags |= jobNotBefore
+	}
+	return j, true
+}
+
+// buildQueue sorts one pool's pending jobs. The slice becomes the queue's
+// slots.
+func buildQueue(pending []*Pending) *queue {
+	q := &queue{slots: pending, projIx: map[string]int32{}}
+	minSec, maxSec := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, pd := range pending {
+		sec := pd.SubmittedAt.Unix()
+		minSec, maxSec = min(minSec, sec), max(maxSec, sec)
+	}
+	q.packed = len(pending) > 0 && maxSec-minSec < 9e9
+	q.base = minSec
+	recs := make([]job, len(pending))
+	last := int32(-1)
+	for i, pd := range pending {
+		recs[i], _ = q.record(pd, int32(i), &last)
+	}
+	// Counting sort into (tier descending, project by name) groups, then
+	// sort small keys (submit time, id) within each group.
+	const tiers = 10
+	order := make([]int32, len(q.projs))
+	names := slices.Clone(q.projs)
+	slices.Sort(names)
+	for i, n := range names {
+		order[q.projIx[n]] = int32(i)
+	}
+	nproj := max(len(names), 1)
+	groups := tiers * nproj
+	start := make([]int32, groups+1)
+	for i := range recs {
+		start[(tiers-1-int(recs[i].tier))*nproj+int(order[recs[i].proj])+1]++
+	}
+	for g := 1; g <= groups; g++ {
+		start[g] += start[g-1]
+	}
+	type key struct {
+		sec  int64
+		id   int64
+		nsec int32
+		i    int32
+	}
+	keys := make([]key, len(recs))
+	next := slices.Clone(start[:groups])
+	for i := range recs {
+		r := &recs[i]
+		g := (tiers-1-int(r.tier))*nproj + int(order[r.proj])
+		keys[next[g]] = key{sec: r.sec, id: r.id, nsec: r.nsec, i: int32(i)}
+		next[g]++
+	}
+	for g := range groups {
+		if grp := keys[start[g]:start[g+1]]; len(grp) > 1 {
+			slices.SortFunc(grp, func(a, b key) int {
+				if a.sec != b.sec {
+					return compareInt64(a.sec, b.sec)
+				}
+				if a.nsec != b.nsec {
+					return int(a.nsec) - int(b.nsec)
+				}
+				return compareInt64(a.id, b.id)
+			})
+		}
+	}
+	q.jobs = make([]job, len(recs))
+	for x, k := range keys {
+		q.jobs[x] = recs[k.i]
+	}
+	return q
+}
+
+// compare is the queue's order on records.
+func (q *queue) compare(a, b *job) int {
+	if a.tier != b.tier {
+		return int(b.tier) - int(a.tier)
+	}
+	if a.proj != b.proj {
+		if c := strings.Compare(q.projs[a.proj], q.projs[b.proj]); c != 0 {
+			return c
+		}
+	}
+	if a.sec != b.sec {
+		return compareInt64(a.sec, b.sec)
+	}
+	if a.nsec != b.nsec {
+		return int(a.nsec) - int(b.nsec)
+	}
+	return compareInt64(a.id, b.id)
+}
+
+// insert adds a job (the queue owns pd); false when its submit time does
+// not fit the queue's packing, and the queue must be rebuilt.
+func (q *queue) insert(pd *Pending) bool {
+	var slot int32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+	} else {
+		slot = int32(len(q.slots))
+	}
+	last := int32(-1)
+	j, ok := q.record(pd, slot, &last)
+	if !ok {
+		return false
+	}
+	if n := len(q.free); n > 0 {
+		q.free = q.free[:n-1]
+		q.slots[slot] = pd
+	} else {
+		q.slots = append(q.slots, pd)
+	}
+	i, _ := slices.BinarySearchFunc(q.jobs, j, func(a, b job) int { return q.compare(&a, &b) })
+	q.jobs = slices.Insert(q.jobs, i, j)
+	return true
+}
+
+// remove deletes the job that was queued as pd (the Pending the queue owns).
+func (q *queue) remove(pd *Pending) bool {
+	last := int32(-1)
+	j, ok := q.record(pd, 0, &last)
+	if !ok {
+		return false
+	}
+	i, found := slices.BinarySearchFunc(q.jobs, j, func(a, b job) int { return q.compare(&a, &b) })
+	if !found || q.slots[q.jobs[i].slot] != pd {
+		return false
+	}
+	slot := q.jobs[i].slot
+	q.slots[slot] = nil
+	q.free = append(q.free, slot)
+	q.jobs = slices.Delete(q.jobs, i, i+1)
+	return true
+}

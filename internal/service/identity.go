@@ -1,0 +1,481 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// Token is a stored API token (its Hash is blanked in every answer).
+type Token = store.Token
+
+// BootstrapUser is the first admin, created with the store.
+const BootstrapUser = "admin"
+
+// Failed authentications are limited per client address by a token bucket:
+// a burst of authFailBurst, refilled at authFailBurst per authFailWindow.
+const (
+	authFailBurst  = 10
+	authFailWindow = time.Minute
+)
+
+// RateLimitedError refuses a request from an address that failed to
+// authenticate too often. The API answers 429 with a Retry-After header.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many failed authentications from this address; try again in %d s with a valid token",
+		int(math.Ceil(e.RetryAfter.Seconds())))
+}
+
+// failLimiter is a token bucket per client address, spent by failures only.
+type failLimiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+const refillPerSecond = float64(authFailBurst) / float64(authFailWindow/time.Second)
+
+// refill brings b up to now and returns its tokens.
+func (b *bucket) refill(now time.Time) float64 {
+	if el := now.Sub(b.last).Seconds(); el > 0 {
+		b.tokens = math.Min(authFailBurst, b.tokens+el*refillPerSecond)
+	}
+	b.last = now
+	return b.tokens
+}
+
+// blocked reports how long addr must wait, or 0 when it may try.
+func (l *failLimiter) blocked(addr string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[addr]
+	if !ok {
+		return 0
+	}
+	if t := b.refill(now); t < 1 {
+		return time.Duration((1 - t) / refillPerSecond * float64(time.Second))
+	}
+	return 0
+}
+
+// fail spends one token of addr's bucket.
+func (l *failLimiter) fail(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b, ok := l.buckets[addr]
+	if !ok {
+		if len(l.buckets) >= 4096 { // forget addresses whose buckets are full again
+			for a, ob := range l.buckets {
+				if ob.refill(now) >= authFailBurst {
+					delete(l.buckets, a)
+				}
+			}
+		}
+		b = &bucket{tokens: authFailBurst, last: now}
+		l.buckets[addr] = b
+	}
+	b.refill(now)
+	b.tokens = math.Max(0, b.tokens-1)
+}
+
+// Authenticate resolves a bearer token to a principal. Every call reads the
+// token and its user's roles from the store, so a revoked token, an expired
+// one or a revoked role stops working at once. Failures are audited
+// ("auth.failed", never with the token text) and limited per client address
+// (see WithClient): past the limit, every attempt from that address answers
+// *RateLimitedError until the bucket refills.
+func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	now := s.cfg.Clock.Now()
+	addr := ClientFrom(ctx)
+	if wait := s.limiter.blocked(addr, now); wait > 0 {
+		return Principal{}, &RateLimitedError{RetryAfter: wait}
+	}
+	p, actor, err := s.authenticate(ctx, secret, now)
+	if err != nil && errors.Is(err, domain.ErrUnauthorized) {
+		s.limiter.fail(addr, now)
+		s.appendAudit(ctx, domain.AuditRecord{At: now, Actor: actor, Action: "auth.failed", Target: "server",
+			Result: domain.AuditFailed, Detail: err.Error(), Client: addr})
+	}
+	return p, err
+}
+
+// authenticate does the work of Authenticate; actor names the caller for the
+// audit record of a failure.
+func (s *Service) authenticate(ctx context.Context, secret string, now time.Time) (p Principal, actor string, err error) {
+	actor = "anonymous"
+	if secret == "" {
+		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
+	}
+	tok, err := s.cfg.Store.TokenByHash(ctx, HashToken(secret))
+	if errors.Is(err, domain.ErrNotFound) {
+		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token is not known; check TRAINYARD_TOKEN or your config file")
+	}
+	if err != nil {
+		return Principal{}, actor, err
+	}
+	actor = "token:" + strconv.FormatInt(tok.ID, 10)
+	if !tok.RevokedAt.IsZero() {
+		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token was revoked; ask an admin for a new one")
+	}
+	if !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt) {
+		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token expired at %s; ask an admin for a new one", tok.ExpiresAt.Format(time.RFC3339))
+	}
+	if tok.Role == string(domain.RoleJob) {
+		job, attempt, ok := domain.ParseJobTokenSubject(tok.Subject)
+		if !ok {
+			return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the job token names no attempt; it cannot be used")
+		}
+		return Principal{TokenID: tok.ID, JobID: job, Attempt: attempt}, actor, nil
+	}
+	u, err := s.cfg.Store.GetUser(ctx, tok.Subject)
+	if errors.Is(err, domain.ErrNotFound) {
+		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token's user %q no longer exists; ask an admin for a new token", tok.Subject)
+	}
+	if err != nil {
+		return Principal{}, actor, err
+	}
+	return principalOf(u, tok.ID), actor, nil
+}
+
+// principalOf builds the principal of user u authenticated by token id.
+func principalOf(u domain.User, tokenID int64) Principal {
+	p := Principal{Subject: u.Name, TokenID: tokenID}
+	for _, b := range u.Roles {
+		switch {
+		case b.Project == "":
+			p.Roles = append(p.Roles, b.Role)
+		default:
+			p.Projects = append(p.Projects, domain.ProjectRole{Project: b.Project, Role: b.Role})
+		}
+	}
+	for _, r := range []domain.Role{domain.RoleAdmin, domain.RoleResourceAdmin, domain.RoleAuditor} {
+		if p.HasGlobal(r) {
+			p.Role = r
+			break
+		}
+	}
+	domain.SortProjectRoles(p.Projects)
+	return p
+}
+
+// Bootstrap creates, on a store without tokens, the user "admin" holding the
+// global role admin and a token for it, and returns the token's secret; it
+// returns "" when tokens already exist.
+func (s *Service) Bootstrap(ctx context.Context) (string, error) {
+	n, err := s.cfg.Store.CountTokens(ctx)
+	if err != nil || n > 0 {
+		return "", err
+	}
+	now := s.cfg.Clock.Now()
+	if _, err := s.cfg.Store.CreateUser(s.auditedAs(ctx, "system:bootstrap", authz.UserWrite, "user/"+BootstrapUser, nil, userSummary{Name: BootstrapUser}),
+		domain.User{Name: BootstrapUser, CreatedAt: now}); err != nil && !errors.Is(err, domain.ErrConflict) {
+		return "", fmt.Errorf("create the bootstrap user: %w", err)
+	}
+	admin := domain.RoleBinding{Role: domain.RoleAdmin}
+	if _, err := s.cfg.Store.GrantRole(s.auditedAs(ctx, "system:bootstrap", authz.RoleWrite, "user/"+BootstrapUser, nil, admin.String()),
+		BootstrapUser, admin, now); err != nil {
+		return "", fmt.Errorf("grant the bootstrap user role admin: %w", err)
+	}
+	secret := NewTokenSecret()
+	if _, err := s.cfg.Store.CreateToken(s.auditedAs(ctx, "system:bootstrap", authz.TokenCreate, "user/"+BootstrapUser, nil, tokenSummary{Name: "bootstrap"}),
+		store.Token{Name: "bootstrap", Subject: BootstrapUser, Hash: HashToken(secret), CreatedAt: now}); err != nil {
+		return "", fmt.Errorf("create bootstrap token: %w", err)
+	}
+	return secret, nil
+}
+
+// Identity is who a principal is, as whoami shows it.
+type Identity struct {
+	Principal Principal
+	Token     store.Token // without its hash; zero for principals built in code
+}
+
+// Whoami returns the caller's identity: user, roles and token.
+func (s *Service) Whoami(ctx context.Context, p Principal) (Identity, error) {
+	id := Identity{Principal: p}
+	if p.TokenID != 0 {
+		tok, err := s.cfg.Store.GetToken(ctx, p.TokenID)
+		if err != nil {
+			return Identity{}, fmt.Errorf("read the caller's token: %w", err)
+		}
+		tok.Hash = ""
+		id.Token = tok
+	}
+	return id, nil
+}
+
+// ListUsers returns every user with its roles.
+func (s *Service) ListUsers(ctx context.Context, p Principal) ([]domain.User, error) {
+	if err := s.authorize(ctx, p, authz.UserRead, authz.Resource{Kind: "user"}); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListUsers(ctx)
+}
+
+// CreateUser creates a user without roles.
+func (s *Service) CreateUser(ctx context.Context, p Principal, name string) (domain.User, error) {
+	var errs domain.FieldErrors
+	checkName(&errs, "name", name)
+	if err := errs.Err(); err != nil {
+		return domain.User{}, err
+	}
+	if err := s.authorize(ctx, p, authz.UserWrite, authz.Resource{Kind: "user", ID: name}); err != nil {
+		return domain.User{}, err
+	}
+	u, err := s.cfg.Store.CreateUser(s.audited(ctx, p, authz.UserWrite, "user/"+name, nil, userSummary{Name: name}),
+		domain.User{Name: name, CreatedAt: s.cfg.Clock.Now()})
+	if errors.Is(err, domain.ErrConflict) {
+		return domain.User{}, domain.Errorf(domain.ErrConflict, "user %q already exists; list users with: trainyard user ls", name)
+	}
+	return u, err
+}
+
+// checkBinding validates a role binding: a known role, with a project exactly
+// when the role is a project role.
+func checkBinding(b domain.RoleBinding) error {
+	var errs domain.FieldErrors
+	switch {
+	case b.Role.Global() && b.Project != "":
+		errs.Add("project", "role %s is global; grant it without a project", b.Role)
+	case b.Role.InProject():
+		if b.Project == "" {
+			errs.Add("project", "role %s is granted in one project; name it, e.g. --project vision", b.Role)
+		} else {
+			checkName(&errs, "project", b.Project)
+		}
+	case !b.Role.Global():
+		errs.Add("role", "unknown role %q; use one of admin, resource-admin, auditor (global) or lead, member, viewer (per project)", b.Role)
+	}
+	return errs.Err()
+}
+
+// GrantRole gives user the role b. created is false when the user held it.
+func (s *Service) GrantRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) (created bool, err error) {
+	if err := checkBinding(b); err != nil {
+		return false, err
+	}
+	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
+		return false, err
+	}
+	created, err = s.cfg.Store.GrantRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()), user, b, s.cfg.Clock.Now())
+	if errors.Is(err, domain.ErrNotFound) {
+		return false, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", user, user)
+	}
+	return created, err
+}
+
+// RevokeRole takes the role b away from user; it takes effect on the user's
+// next request.
+func (s *Service) RevokeRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) error {
+	if err := checkBinding(b); err != nil {
+		return err
+	}
+	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
+		return err
+	}
+	err := s.cfg.Store.RevokeRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil), user, b)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.ErrNotFound, "user %q does not hold role %s; see their roles with: trainyard user ls", user, b)
+	}
+	return err
+}
+
+// TokenInput asks for a new token.
+type TokenInput struct {
+	User string        // "" means the caller
+	Name string        // a label, e.g. "laptop"; "" means "cli"
+	TTL  time.Duration // 0: never expires
+}
+
+// maxTokenName bounds a token's label.
+const maxTokenName = 100
+
+// CreateToken creates a token for in.User and returns its secret (shown
+// once; only its hash is stored) and the stored token without the hash.
+func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (secret string, tok store.Token, err error) {
+	if in.User == "" {
+		in.User = p.Subject
+	}
+	if in.Name == "" {
+		in.Name = "cli"
+	}
+	var errs domain.FieldErrors
+	if len(in.Name) > maxTokenName {
+		errs.Add("name", "must be at most %d characters", maxTokenName)
+	}
+	if in.TTL < 0 {
+		errs.Add("expires", "must be a positive duration such as 30d, or never")
+	}
+	if err := errs.Err(); err != nil {
+		return "", store.Token{}, err
+	}
+	if err := s.authorize(ctx, p, authz.TokenCreate, authz.Resource{Kind: "token", Owner: in.User}); err != nil {
+		return "", store.Token{}, err
+	}
+	if _, err := s.cfg.Store.GetUser(ctx, in.User); err != nil {
+		if errors.Is(err, domain.ErrNotFound) {
+			return "", store.Token{}, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", in.User, in.User)
+		}
+		return "", store.Token{}, err
+	}
+	now := s.cfg.Clock.Now()
+	secret = NewTokenSecret()
+	tok = store.Token{Name: in.Name, Subject: in.User, Hash: HashToken(secret), CreatedAt: now}
+	if in.TTL > 0 {
+		tok.ExpiresAt = now.Add(in.TTL)
+	}
+	sum := tokenSummary{Name: in.Name, User: in.User, ExpiresAt: tok.ExpiresAt}
+	tok, err = s.cfg.Store.CreateToken(s.audited(ctx, p, authz.TokenCreate, "user/"+in.User, nil, sum), tok)
+	if err != nil {
+		return "", store.Token{}, fmt.Errorf("store token: %w", err)
+	}
+	tok.Hash = ""
+	return secret, tok, nil
+}
+
+// ListTokens returns the tokens of user ("" means the caller; all means
+// every user's, for admins and auditors), without their hashes.
+func (s *Service) ListTokens(ctx context.Context, p Principal, user string, all bool) ([]store.Token, error) {
+	if user == "" && !all {
+		user = p.Subject
+	}
+	if all {
+		user = ""
+	}
+	if err := s.authorize(ctx, p, authz.TokenRead, authz.Resource{Kind: "token", Owner: user}); err != nil {
+		return nil, err
+	}
+	toks, err := s.cfg.Store.ListTokens(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	for i := range toks {
+		toks[i].Hash = ""
+	}
+	return toks, nil
+}
+
+// RevokeToken revokes a token; it stops working on its next use.
+func (s *Service) RevokeToken(ctx context.Context, p Principal, id int64) (store.Token, error) {
+	ids := strconv.FormatInt(id, 10)
+	tok, err := s.cfg.Store.GetToken(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return store.Token{}, domain.Errorf(domain.ErrNotFound, "token %s does not exist; list yours with: trainyard token ls", ids)
+	}
+	if err != nil {
+		return store.Token{}, err
+	}
+	if err := s.authorize(ctx, p, authz.TokenRevoke, authz.Resource{Kind: "token", ID: ids, Owner: tok.Subject}); err != nil {
+		return store.Token{}, err
+	}
+	if !tok.RevokedAt.IsZero() {
+		tok.Hash = ""
+		return tok, nil
+	}
+	tok, err = s.cfg.Store.RevokeToken(s.audited(ctx, p, authz.TokenRevoke, "token/"+ids,
+		map[string]string{"revoked": "no"}, map[string]string{"revoked": "yes"}), id, s.cfg.Clock.Now())
+	if err != nil {
+		return store.Token{}, err
+	}
+	tok.Hash = ""
+	return tok, nil
+}
+
+// AttemptRef names one attempt of one job.
+type AttemptRef struct {
+	JobID   int64
+	Attempt int
+}
+
+// IssueJobToken creates the token of one attempt and returns its secret.
+// The token may only report for that attempt (authz.AttemptReport with
+// resource ID "<job>/<attempt>"); the control loop passes it to the
+// attempt's process as TRAINYARD_JOB_TOKEN and revokes it with
+// RevokeJobToken when the attempt ends.
+func (s *Service) IssueJobToken(ctx context.Context, ref AttemptRef) (string, error) {
+	if ref.JobID <= 0 || ref.Attempt <= 0 {
+		return "", fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
+	}
+	secret := NewTokenSecret()
+	at := domain.AttemptRef(ref.JobID, ref.Attempt)
+	_, err := s.cfg.Store.CreateToken(s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}),
+		store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
+			Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()})
+	if err != nil {
+		return "", fmt.Errorf("issue the token of attempt %s: %w", at, err)
+	}
+	return secret, nil
+}
+
+// RevokeJobToken revokes every token of one attempt; revoking none is not an
+// error (the attempt may never have had one).
+func (s *Service) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
+	at := domain.AttemptRef(ref.JobID, ref.Attempt)
+	_, err := s.cfg.Store.RevokeSubjectTokens(s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil),
+		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.cfg.Clock.Now())
+	if err != nil {
+		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
+	}
+	return nil
+}
+
+// Audit summaries (compact JSON, stable field names).
+type (
+	userSummary struct {
+		Name string `json:"name"`
+	}
+	tokenSummary struct {
+		Name      string    `json:"name"`
+		User      string    `json:"user,omitempty"`
+		ExpiresAt time.Time `json:"expires_at,omitzero"`
+	}
+	quotaSummary struct {
+		GPUs        int     `json:"gpus"`
+		CPUs        float64 `json:"cpus"`
+		Memory      int64   `json:"memory"`
+		Jobs        int     `json:"jobs"`
+		BorrowGPUs  int     `json:"borrow_gpus"`
+		BorrowCPUs  float64 `json:"borrow_cpus"`
+		BorrowMem   int64   `json:"borrow_memory"`
+		MaxPriority string  `json:"max_priority,omitempty"`
+	}
+	poolSummary struct {
+		Nodes      int     `json:"nodes"`
+		GPUs       int     `json:"gpus"`
+		CPUs       float64 `json:"cpus"`
+		Memory     int64   `json:"memory"`
+		MaxRunning int     `json:"max_running"`
+		Borrowing  bool    `json:"borrowing"`
+		Preemption bool    `json:"preemption"`
+	}
+)
+
+func quotaSum(q domain.Quota) quotaSummary {
+	return quotaSummary{GPUs: q.Guaranteed.GPUs, CPUs: q.Guaranteed.CPUs, Memory: int64(q.Guaranteed.Memory), Jobs: q.Guaranteed.Jobs,
+		BorrowGPUs: q.Borrow.GPUs, BorrowCPUs: q.Borrow.CPUs, BorrowMem: int64(q.Borrow.Memory), MaxPriority: string(q.MaxPriority)}
+}
+
+func poolSum(p domain.Pool) poolSummary {
+	c := p.Capacity()
+	return poolSummary{Nodes: len(p.Nodes), GPUs: c.GPUs, CPUs: c.CPUs, Memory: int64(c.Memory),
+		MaxRunning: p.MaxRunning, Borrowing: p.Borrowing, Preemption: p.Preemption}
+}

@@ -1,0 +1,336 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/clock"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite"
+)
+
+// auditSpy is a store that records the audit records attached with
+// store.WithAudit to quota writes, and those appended on their own.
+type auditSpy struct {
+	store.Store
+	mu       sync.Mutex
+	attached []domain.AuditRecord
+	appended []domain.AuditRecord
+}
+
+func (s *auditSpy) PutQuota(ctx context.Context, q domain.Quota) error {
+	s.mu.Lock()
+	s.attached = append(s.attached, store.AuditFrom(ctx)...)
+	s.mu.Unlock()
+	return s.Store.PutQuota(ctx, q)
+}
+
+func (s *auditSpy) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appended = append(s.appended, recs...)
+	return nil
+}
+
+func (s *auditSpy) records() (attached, appended []domain.AuditRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]domain.AuditRecord(nil), s.attached...), append([]domain.AuditRecord(nil), s.appended...)
+}
+
+type idEnv struct {
+	svc   *service.Service
+	clk   *clock.Fake
+	spy   *auditSpy
+	admin service.Principal // as authenticated from the bootstrap token
+	ctx   context.Context
+}
+
+func newIDEnv(t *testing.T) idEnv {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	spy := &auditSpy{Store: st}
+	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+	svc := service.New(service.Config{Store: spy, Clock: clk})
+	ctx := service.WithClient(context.Background(), "192.0.2.7")
+	secret, err := svc.Bootstrap(ctx)
+	if err != nil || secret == "" {
+		t.Fatalf("Bootstrap = %q, %v", secret, err)
+	}
+	p, err := svc.Authenticate(ctx, secret)
+	if err != nil {
+		t.Fatalf("authenticate the bootstrap token: %v", err)
+	}
+	return idEnv{svc: svc, clk: clk, spy: spy, admin: p, ctx: ctx}
+}
+
+// user creates name with roles and returns a token secret for it.
+func (e idEnv) user(t *testing.T, name string, roles ...domain.RoleBinding) string {
+	t.Helper()
+	if _, err := e.svc.CreateUser(e.ctx, e.admin, name); err != nil {
+		t.Fatalf("CreateUser(%s): %v", name, err)
+	}
+	for _, b := range roles {
+		if _, err := e.svc.GrantRole(e.ctx, e.admin, name, b); err != nil {
+			t.Fatalf("GrantRole(%s, %s): %v", name, b, err)
+		}
+	}
+	secret, _, err := e.svc.CreateToken(e.ctx, e.admin, service.TokenInput{User: name, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("CreateToken(%s): %v", name, err)
+	}
+	return secret
+}
+
+func TestBootstrapAdminPrincipal(t *testing.T) {
+	e := newIDEnv(t)
+	if e.admin.Subject != "admin" || !e.admin.HasGlobal(domain.RoleAdmin) || e.admin.Role != domain.RoleAdmin || e.admin.TokenID == 0 {
+		t.Errorf("bootstrap principal = %+v", e.admin)
+	}
+	if again, err := e.svc.Bootstrap(e.ctx); err != nil || again != "" {
+		t.Errorf("second Bootstrap = %q, %v; want nothing", again, err)
+	}
+}
+
+func TestRevokedTokenStopsAtOnce(t *testing.T) {
+	e := newIDEnv(t)
+	secret := e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"})
+	p, err := e.svc.Authenticate(e.ctx, secret)
+	if err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	if _, err := e.svc.RevokeToken(e.ctx, p, p.TokenID); err != nil { // users revoke their own tokens
+		t.Fatalf("RevokeToken: %v", err)
+	}
+	_, err = e.svc.Authenticate(e.ctx, secret)
+	if !errors.Is(err, domain.ErrUnauthorized) || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("Authenticate right after revoke = %v, want unauthorized: revoked", err)
+	}
+}
+
+func TestExpiredTokenStopsAtOnce(t *testing.T) {
+	e := newIDEnv(t)
+	secret := e.user(t, "alice") // expires in an hour
+	if _, err := e.svc.Authenticate(e.ctx, secret); err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	e.clk.Advance(time.Hour - time.Nanosecond)
+	if _, err := e.svc.Authenticate(e.ctx, secret); err != nil {
+		t.Fatalf("Authenticate just before expiry: %v", err)
+	}
+	e.clk.Advance(time.Nanosecond)
+	if _, err := e.svc.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Authenticate at expiry = %v, want unauthorized: expired", err)
+	}
+}
+
+func TestRevokedRoleStopsAtOnce(t *testing.T) {
+	e := newIDEnv(t)
+	lead := domain.RoleBinding{Role: domain.RoleLead, Project: "vision"}
+	secret := e.user(t, "lee", lead)
+	p, _ := e.svc.Authenticate(e.ctx, secret)
+	if len(p.ProjectRoles("vision")) != 1 {
+		t.Fatalf("principal = %+v, want lead of vision", p)
+	}
+	if err := e.svc.RevokeRole(e.ctx, e.admin, "lee", lead); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.svc.Authenticate(e.ctx, secret)
+	if err != nil || len(p.Projects) != 0 {
+		t.Errorf("after revoking the role: %+v, %v; want no project roles", p, err)
+	}
+}
+
+func TestFailedAuthRateLimited(t *testing.T) {
+	e := newIDEnv(t)
+	good := e.user(t, "alice")
+	ctx := service.WithClient(context.Background(), "198.51.100.9")
+	for i := range 10 {
+		if _, err := e.svc.Authenticate(ctx, "ty_wrong"); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Fatalf("failure %d: %v, want unauthorized", i+1, err)
+		}
+	}
+	_, err := e.svc.Authenticate(ctx, good)
+	var rl *service.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > 6*time.Second {
+		t.Fatalf("11th attempt = %v, want RateLimitedError with a wait up to 6s", err)
+	}
+	// Other addresses are not affected.
+	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "198.51.100.10"), good); err != nil {
+		t.Errorf("another address: %v", err)
+	}
+	e.clk.Advance(rl.RetryAfter)
+	if _, err := e.svc.Authenticate(ctx, good); err != nil {
+		t.Errorf("after Retry-After: %v", err)
+	}
+	_, appended := e.spy.records()
+	var failed int
+	for _, r := range appended {
+		if r.Action == "auth.failed" {
+			failed++
+			if strings.Contains(r.Detail+r.Actor+r.Target, "ty_wrong") || r.Client != "198.51.100.9" || r.Result != domain.AuditFailed {
+				t.Errorf("auth.failed record %+v: leaks the token or lacks the client", r)
+			}
+		}
+	}
+	if failed != 10 {
+		t.Errorf("%d auth.failed records, want 10", failed)
+	}
+}
+
+func TestQuotaChangeAuditedWithBeforeAfter(t *testing.T) {
+	e := newIDEnv(t)
+	if _, _, err := e.svc.PutPool(e.ctx, e.admin, validPool()); err != nil {
+		t.Fatal(err)
+	}
+	ops, _ := e.svc.Authenticate(e.ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
+	q := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 1}}
+	if _, err := e.svc.SetQuota(e.ctx, ops, q); err != nil {
+		t.Fatalf("resource-admin SetQuota: %v", err)
+	}
+	q.Guaranteed.GPUs = 3
+	if _, err := e.svc.SetQuota(e.ctx, ops, q); err != nil {
+		t.Fatalf("resource-admin SetQuota: %v", err)
+	}
+	attached, _ := e.spy.records()
+	if len(attached) != 2 {
+		t.Fatalf("%d records attached to quota writes, want 2: %+v", len(attached), attached)
+	}
+	r := attached[1]
+	var before, after map[string]any
+	if err := json.Unmarshal([]byte(r.Before), &before); err != nil {
+		t.Fatalf("before %q: %v", r.Before, err)
+	}
+	if err := json.Unmarshal([]byte(r.After), &after); err != nil {
+		t.Fatalf("after %q: %v", r.After, err)
+	}
+	if r.Actor != "user:ops" || r.Action != "quota.write" || r.Target != "quota/vision/standard" || r.Client != "192.0.2.7" ||
+		r.Result != domain.AuditOK || before["gpus"] != 1.0 || after["gpus"] != 3.0 {
+		t.Errorf("quota record = %+v", r)
+	}
+	if attached[0].Before != "" {
+		t.Errorf("creating a quota has a before: %q", attached[0].Before)
+	}
+}
+
+func TestDenialsAuditedAndWorded(t *testing.T) {
+	e := newIDEnv(t)
+	if _, _, err := e.svc.PutPool(e.ctx, e.admin, validPool()); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		roles []domain.RoleBinding
+	}{
+		"member":  {[]domain.RoleBinding{{Role: domain.RoleMember, Project: "vision"}}},
+		"auditor": {[]domain.RoleBinding{{Role: domain.RoleAuditor}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, _ := e.svc.Authenticate(e.ctx, e.user(t, name, tc.roles...))
+			_, err := e.svc.SetQuota(e.ctx, p, domain.Quota{Project: "vision", Pool: "standard"})
+			if !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "resource-admin") {
+				t.Errorf("SetQuota by %s = %v, want forbidden naming resource-admin", name, err)
+			}
+			_, appended := e.spy.records()
+			found := false
+			for _, r := range appended {
+				found = found || (r.Actor == "user:"+name && r.Action == "quota.write" && r.Result == domain.AuditDenied && r.Client == "192.0.2.7")
+			}
+			if !found {
+				t.Errorf("no denied quota.write record for %s in %+v", name, appended)
+			}
+		})
+	}
+}
+
+func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
+	e := newIDEnv(t)
+	secret, err := e.svc.IssueJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.svc.Authenticate(e.ctx, secret)
+	if err != nil || p.JobID != 42 || p.Attempt != 2 || p.Subject != "" || p.Actor() != "job:42/2" {
+		t.Fatalf("job principal = %+v, %v", p, err)
+	}
+	if d := authz.Decide(p, authz.AttemptReport, authz.Resource{Kind: "attempt", ID: "42/2"}); !d.Allow {
+		t.Errorf("job token may not report for its attempt: %s", d.Reason)
+	}
+	if d := authz.Decide(p, authz.AttemptReport, authz.Resource{Kind: "attempt", ID: "42/1"}); d.Allow {
+		t.Error("job token may report for another attempt")
+	}
+	if _, err := e.svc.ListPools(e.ctx, p); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("job token ListPools = %v, want forbidden", err)
+	}
+	if _, _, err := e.svc.CreateToken(e.ctx, p, service.TokenInput{}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("job token CreateToken = %v, want forbidden", err)
+	}
+	if err := e.svc.RevokeJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("job token after RevokeJobToken: %v, want unauthorized", err)
+	}
+}
+
+func TestTokensOfOthers(t *testing.T) {
+	e := newIDEnv(t)
+	alice, _ := e.svc.Authenticate(e.ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
+	bobSecret := e.user(t, "bob")
+	bob, _ := e.svc.Authenticate(e.ctx, bobSecret)
+	if _, _, err := e.svc.CreateToken(e.ctx, alice, service.TokenInput{User: "bob"}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("alice creating bob's token = %v, want forbidden", err)
+	}
+	_, err := e.svc.RevokeToken(e.ctx, alice, bob.TokenID)
+	if !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("alice revoking bob's token = %v, want not found", err)
+	}
+	toks, err := e.svc.ListTokens(e.ctx, alice, "", false)
+	if err != nil || len(toks) != 1 || toks[0].Subject != "alice" || toks[0].Hash != "" {
+		t.Errorf("alice's tokens = %+v, %v", toks, err)
+	}
+	if _, err := e.svc.ListTokens(e.ctx, alice, "", true); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("alice listing every token = %v, want forbidden", err)
+	}
+	if _, err := e.svc.Authenticate(e.ctx, bobSecret); err != nil {
+		t.Errorf("bob's token stopped working: %v", err)
+	}
+}
+
+func TestGrantRoleValidation(t *testing.T) {
+	e := newIDEnv(t)
+	e.user(t, "alice")
+	tests := map[string]struct {
+		b    domain.RoleBinding
+		want string
+	}{
+		"unknown role":            {domain.RoleBinding{Role: "owner"}, "role"},
+		"global with project":     {domain.RoleBinding{Role: domain.RoleAuditor, Project: "vision"}, "project"},
+		"project role no project": {domain.RoleBinding{Role: domain.RoleMember}, "project"},
+		"bad project name":        {domain.RoleBinding{Role: domain.RoleMember, Project: "Vision!"}, "project"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.svc.GrantRole(e.ctx, e.admin, "alice", tc.b)
+			if paths := fieldPaths(t, err); len(paths) != 1 || paths[0] != tc.want {
+				t.Errorf("paths = %v, want [%s]", paths, tc.want)
+			}
+		})
+	}
+	if _, err := e.svc.GrantRole(e.ctx, e.admin, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("grant to a missing user = %v, want not found", err)
+	}
+}

@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// identityTests cover store.Users and the visibility filter of ListJobs.
+var identityTests = map[string]func(t *testing.T, s store.Store){
+	"UsersCreateGetList":  testUsersCreateGetList,
+	"UsersRoles":          testUsersRoles,
+	"UsersTokenAdmin":     testUsersTokenAdmin,
+	"ListJobsRestricted":  testListJobsRestricted,
+	"UsersRevokeSubjects": testUsersRevokeSubject,
+}
+
+func testUsersCreateGetList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, name := range []string{"bob", "alice"} {
+		u, err := s.CreateUser(ctx, domain.User{Name: name, CreatedAt: t0})
+		if err != nil {
+			t.Fatalf("CreateUser(%s): %v", name, err)
+		}
+		if u.Name != name || !u.CreatedAt.Equal(t0) {
+			t.Errorf("CreateUser returned %+v", u)
+		}
+	}
+	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: at(1)}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateUser of an existing name: %v, want ErrConflict", err)
+	}
+	u, err := s.GetUser(ctx, "alice")
+	if err != nil || u.Name != "alice" || !u.CreatedAt.Equal(t0) || len(u.Roles) != 0 {
+		t.Errorf("GetUser = %+v, %v", u, err)
+	}
+	if _, err := s.GetUser(ctx, "carol"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetUser of a missing user: %v, want ErrNotFound", err)
+	}
+	users, err := s.ListUsers(ctx)
+	if err != nil || len(users) != 2 || users[0].Name != "alice" || users[1].Name != "bob" {
+		t.Errorf("ListUsers = %+v, %v; want alice, bob", users, err)
+	}
+}
+
+func testUsersRoles(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.GrantRole(ctx, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GrantRole to a missing user: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	grants := []domain.RoleBinding{
+		{Role: domain.RoleMember, Project: "vision"},
+		{Role: domain.RoleAuditor},
+		{Role: domain.RoleViewer, Project: "audio"},
+		{Role: domain.RoleLead, Project: "vision"},
+	}
+	for _, b := range grants {
+		created, err := s.GrantRole(ctx, "alice", b, t0)
+		if err != nil || !created {
+			t.Fatalf("GrantRole(%s) = %v, %v", b, created, err)
+		}
+	}
+	if created, err := s.GrantRole(ctx, "alice", grants[0], at(1)); err != nil || created {
+		t.Errorf("GrantRole of a held role = %v, %v; want false, nil", created, err)
+	}
+	u, err := s.GetUser(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.RoleBinding{{Role: domain.RoleAuditor}, {Role: domain.RoleViewer, Project: "audio"},
+		{Role: domain.RoleLead, Project: "vision"}, {Role: domain.RoleMember, Project: "vision"}}
+	if !slices.Equal(u.Roles, want) {
+		t.Errorf("roles = %v, want %v", u.Roles, want)
+	}
+	if err := s.RevokeRole(ctx, "alice", grants[0]); err != nil {
+		t.Fatalf("RevokeRole: %v", err)
+	}
+	if err := s.RevokeRole(ctx, "alice", grants[0]); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RevokeRole of a role not held: %v, want ErrNotFound", err)
+	}
+	users, err := s.ListUsers(ctx)
+	if err != nil || len(users) != 1 || len(users[0].Roles) != 3 {
+		t.Errorf("ListUsers after revoke = %+v, %v; want alice with 3 roles", users, err)
+	}
+}
+
+func testUsersTokenAdmin(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a, err := s.CreateToken(ctx, store.Token{Name: "laptop", Subject: "alice", Hash: "sha256:a1", CreatedAt: t0, ExpiresAt: at(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.CreateToken(ctx, store.Token{Name: "ci", Subject: "bob", Hash: "sha256:b1", CreatedAt: at(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetToken(ctx, a.ID)
+	if err != nil {
+		t.Fatalf("GetToken: %v", err)
+	}
+	if d := diff(a, got); d != "" {
+		t.Errorf("GetToken differs:%s", d)
+	}
+	if _, err := s.GetToken(ctx, b.ID+100); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetToken of a missing id: %v, want ErrNotFound", err)
+	}
+	all, err := s.ListTokens(ctx, "")
+	if err != nil || len(all) != 2 || all[0].ID != a.ID || all[1].ID != b.ID {
+		t.Errorf("ListTokens(\"\") = %+v, %v", all, err)
+	}
+	mine, err := s.ListTokens(ctx, "bob")
+	if err != nil || len(mine) != 1 || mine[0].ID != b.ID {
+		t.Errorf("ListTokens(bob) = %+v, %v", mine, err)
+	}
+	r, err := s.RevokeToken(ctx, a.ID, at(5))
+	if err != nil || !r.RevokedAt.Equal(at(5)) {
+		t.Fatalf("RevokeToken = %+v, %v", r, err)
+	}
+	r, err = s.RevokeToken(ctx, a.ID, at(9))
+	if err != nil || !r.RevokedAt.Equal(at(5)) {
+		t.Errorf("second RevokeToken = %v, %v; want the first time kept", r.RevokedAt, err)
+	}
+	byHash, err := s.TokenByHash(ctx, "sha256:a1")
+	if err != nil || !byHash.RevokedAt.Equal(at(5)) {
+		t.Errorf("TokenByHash after revoke: %v, %v", byHash.RevokedAt, err)
+	}
+	if _, err := s.RevokeToken(ctx, b.ID+100, at(5)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RevokeToken of a missing id: %v, want ErrNotFound", err)
+	}
+}
+
+func testUsersRevokeSubject(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	subject := domain.JobTokenSubject(7, 1)
+	for i, h := range []string{"sha256:j1", "sha256:j2"} {
+		if _, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: subject, Role: string(domain.RoleJob), Hash: h, CreatedAt: at(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: domain.JobTokenSubject(7, 2), Role: "job", Hash: "sha256:j3", CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.RevokeSubjectTokens(ctx, subject, at(3)); err != nil || n != 2 {
+		t.Errorf("RevokeSubjectTokens = %d, %v; want 2", n, err)
+	}
+	if n, err := s.RevokeSubjectTokens(ctx, subject, at(4)); err != nil || n != 0 {
+		t.Errorf("second RevokeSubjectTokens = %d, %v; want 0", n, err)
+	}
+	if o, err := s.GetToken(ctx, other.ID); err != nil || !o.RevokedAt.IsZero() {
+		t.Errorf("another attempt's token was revoked: %+v, %v", o, err)
+	}
+}
+
+func testListJobsRestricted(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// vision: alice 1, bob 2; audio: alice 3, carol 4; nlp: dan 5.
+	subs := []struct{ project, submitter string }{{"vision", "alice"}, {"vision", "bob"}, {"audio", "alice"}, {"audio", "carol"}, {"nlp", "dan"}}
+	ids := map[string]int64{}
+	for i, x := range subs {
+		j := create(t, s, newJob(t, testSpec("j", x.project), x.submitter, at(i)))
+		ids[x.project+"/"+x.submitter] = j.ID
+	}
+	tests := map[string]struct {
+		f    store.JobFilter
+		want []string
+	}{
+		"own only":            {store.JobFilter{Restrict: true, Submitter: "alice"}, []string{"audio/alice", "vision/alice"}},
+		"projects only":       {store.JobFilter{Restrict: true, Projects: []string{"vision", "nlp"}}, []string{"nlp/dan", "vision/bob", "vision/alice"}},
+		"projects or own":     {store.JobFilter{Restrict: true, Projects: []string{"audio"}, Submitter: "bob"}, []string{"audio/carol", "audio/alice", "vision/bob"}},
+		"nothing":             {store.JobFilter{Restrict: true}, nil},
+		"with project filter": {store.JobFilter{Restrict: true, Submitter: "alice", Project: "audio"}, []string{"audio/alice"}},
+		"with states and limit": {store.JobFilter{Restrict: true, Submitter: "alice", Limit: 1,
+			States: states(domain.JobQueued, domain.JobRunning)}, []string{"audio/alice"}},
+		"unrestricted ignores fields": {store.JobFilter{Submitter: "nobody", Projects: []string{"x"}, Limit: 2}, []string{"nlp/dan", "audio/carol"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			jobs, err := s.ListJobs(ctx, tc.f)
+			if err != nil {
+				t.Fatalf("ListJobs: %v", err)
+			}
+			var got []int64
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			var want []int64
+			for _, k := range tc.want {
+				want = append(want, ids[k])
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("ids = %v, want %v (%v)", got, want, tc.want)
+			}
+		})
+	}
+}
