@@ -57,6 +57,7 @@ func Handler(cfg Config) http.Handler {
 	h.requestRoutes(mux)  // compute requests: requests.go
 	h.identityRoutes(mux) // whoami, users, roles, tokens: identity.go
 	h.secretRoutes(mux)   // secrets: secrets.go
+	h.auditRoutes(mux)    // the audit log: audit.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})

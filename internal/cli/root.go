@@ -142,6 +142,12 @@ http://127.0.0.1:7070.`,
 		a.quotaCmd(),   // pools.go
 		a.projectCmd(), // pools.go
 		a.secretCmd(),  // secrets.go
+		a.userCmd(),    // identity.go
+		a.roleCmd(),    // identity.go
+		a.tokenCmd(),   // identity.go
+		a.loginCmd(),   // identity.go
+		a.whoamiCmd(),  // identity.go
+		a.auditCmd(),   // audit.go
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),

@@ -142,7 +142,8 @@ func (ps *poolState) capacityMessage(j *job, sh *shape) string {
 	if !c.rawFits {
 		return c.msg
 	}
-	return c.msg + "; " + ps.reservedText(j.p)
+	ps.resvAppended, ps.resvBase = true, c.msg
+	return c.msg + "; " + ps.reservedTextFor(j)
 }
 
 // shortage describes the free capacity that falls short of r on k nodes.

@@ -296,6 +296,7 @@ func (ps *poolState) reserve(id int64, rank int, r req, nodes []*nodeState, est 
 		ps.ix.move(n)
 	}
 	ps.holds = append(ps.holds, reservation{job: id, rank: rank, est: est})
+	ps.stateVer++
 }
 
 // estimate picks the k nodes where r can start soonest, judged by when

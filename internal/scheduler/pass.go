@@ -15,6 +15,9 @@ type pass struct {
 	cfg    Config
 	plan   Plan
 	budget int // preemptions left in this pass
+	// queues, when set, are the pending jobs by pool, kept between passes;
+	// Snapshot.Pending is then not read.
+	queues map[string]*queue
 }
 
 // reservation is capacity held for a waiting job, for messages.
@@ -26,7 +29,6 @@ type reservation struct {
 
 // projState is one project in one pool.
 type projState struct {
-	idx    int // position among the pool's projects by name
 	name   string
 	rule   quotaRule
 	used   limits  // held by its running jobs and placements of this pass
@@ -45,6 +47,8 @@ type projState struct {
 	stopDirty   bool
 	// ownFail memoises failed searches of preemptOwn.
 	ownFail []ownFailure
+	// holders are its running jobs from the snapshot on the pool's nodes.
+	holders []*holder
 }
 
 func (p *projState) share() float64 { return (p.usage + p.alloc) / p.shares }
@@ -71,32 +75,26 @@ type poolState struct {
 	stoppingNodes int // nodes with stopping holders
 	stopVersion   int // bumped when victims are chosen
 
-	shapes      map[shapeID]*shape
 	preemptFail map[preemptKey]bool
 	msgs        msgCache
 	version     int // bumped whenever available capacity changes
 	waiting     int // waiting entries emitted for this pool
 	project     func(name string) *projState
-}
 
-// job is a pending job prepared for ordering.
-//
-// It copies the fields most decisions read, so that deciding the long tail
-// of a queue does not touch each Pending (a cache miss per job).
-type job struct {
-	p           *Pending
-	pr          *projState
-	sh          *shape
-	id          int64
-	sec         int64
-	timeout     time.Duration
-	nsec        int32
-	tier        int8 // higher first: rank*2 + 1 if previously preempted
-	rank        int8
-	backoff     bool // NotBefore is after Now
-	accepted    bool // the pool accepts its priority class
-	preemptible bool
-	later       bool // needs borrowed capacity: decided in the second phase
+	q           *queue
+	prs         []*projState // by job.proj
+	shs         []*shape     // by job.shape
+	accept      [4]bool      // by priority rank: the pool accepts it
+	backoffZero bool         // a zero NotBefore is after Now
+	memo        []memoEntry
+	stateVer    int       // bumped by every decision that changes state
+	last        memoEntry // what wait recorded last
+	// resvAppended: capacityMessage appended the job's reservedText to
+	// resvBase.
+	resvAppended bool
+	resvBase     string
+	rtCache      map[rtKey]string
+	rtVer        int
 }
 
 func newPass(s Snapshot, cfg Config) *pass {
@@ -152,6 +150,10 @@ func (p *pass) run() Plan {
 		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.StartedAt.Compare(b.StartedAt))
 	})
 	running = slices.CompactFunc(running, func(a, b *Allocation) bool { return a.JobID == b.JobID })
+	if p.queues != nil {
+		p.runQueues(pools, quotas, shares, usage, running)
+		return p.plan
+	}
 	pending := make([]*Pending, len(s.Pending))
 	for i := range s.Pending {
 		pending[i] = &s.Pending[i]
@@ -191,14 +193,45 @@ func (p *pass) run() Plan {
 		for rj < len(running) && running[rj].Pool == pool.Name {
 			rj++
 		}
-		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj], pending[pi:pj])
-		ps.walk(pending[pi:pj])
+		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj])
+		ps.walk(buildQueue(pending[pi:pj]))
 		pi, ri = pj, rj
 	}
 	for pi < len(pending) {
 		p.unknownPool(pending, &pi)
 	}
 	return p.plan
+}
+
+// runQueues decides every pool from queues kept between passes (see
+// Incremental): every pending job is in a queue of a pool in the snapshot,
+// and none is running.
+func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
+	usage map[[2]string]float64, running []*Allocation) {
+	slices.SortStableFunc(running, func(a, b *Allocation) int { return cmp.Compare(a.Pool, b.Pool) })
+	n := 0
+	for _, q := range p.queues {
+		n += len(q.jobs)
+	}
+	p.plan.Waiting = make([]Waiting, 0, n)
+	ri := 0
+	empty := &queue{}
+	for _, pool := range pools {
+		for ri < len(running) && running[ri].Pool < pool.Name {
+			ri++
+		}
+		rj := ri
+		for rj < len(running) && running[rj].Pool == pool.Name {
+			rj++
+		}
+		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj])
+		q := p.queues[pool.Name]
+		if q == nil {
+			q = empty
+		}
+		ps.walk(q)
+		ri = rj
+	}
 }
 
 // unknownPool reports the pending jobs of one pool that is not in the
@@ -235,9 +268,9 @@ func canonicalPools(in []domain.Pool) []domain.Pool {
 }
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
-	usage map[[2]string]float64, running []*Allocation, pending []*Pending) *poolState {
+	usage map[[2]string]float64, running []*Allocation) *poolState {
 	ps := &poolState{pass: p, now: p.s.Now, pool: pool, capa: pool.Capacity(), byName: make(map[string]*nodeState, len(pool.Nodes)),
-		projs: map[string]*projState{}, shapes: map[shapeID]*shape{}, preemptFail: map[preemptKey]bool{}}
+		projs: map[string]*projState{}, preemptFail: map[preemptKey]bool{}}
 	nodes := slices.Clone(pool.Nodes)
 	slices.SortFunc(nodes, func(a, b domain.Node) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(len(b.GPUs), len(a.GPUs)), cmp.Compare(b.CPUs, a.CPUs), cmp.Compare(b.Memory, a.Memory))
@@ -307,6 +340,9 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		if h.stopping && len(h.nodes) > 0 {
 			pr.addStopping(h)
 		}
+		if len(h.nodes) > 0 {
+			pr.holders = append(pr.holders, h)
+		}
 		pr.used = pr.used.plus(h.gang)
 		pr.alloc += costRate(ps.capa, a.Resources)
 		if a.Borrowed {
@@ -322,100 +358,24 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 }
 
 // walk visits the pool's queue in order and decides each job.
-func (ps *poolState) walk(pending []*Pending) {
-	// Resolve each job's project and tier, then place the jobs straight
-	// into (tier descending, project by name) groups: a counting sort.
-	const tiers = 10
-	prs := make([]*projState, len(pending))
-	var last *projState
-	for i, pd := range pending {
-		if last == nil || last.name != pd.Project {
-			last = ps.project(pd.Project)
-		}
-		prs[i] = last
+func (ps *poolState) walk(q *queue) {
+	ps.q = q
+	ps.prs = make([]*projState, len(q.projs))
+	ps.shs = make([]*shape, len(q.shapes))
+	for rank, pr := range domain.Priorities() {
+		ps.accept[rank] = len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, pr)
 	}
-	names := make([]string, 0, len(ps.projs))
-	for name := range ps.projs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for i, n := range names {
-		ps.projs[n].idx = i
-	}
-	nproj := max(len(names), 1)
-	tierOf := func(pd *Pending) int {
-		t := max(pd.Priority.Rank(), -1)*2 + 2
-		if pd.Preemptions > 0 {
-			t++
-		}
-		return t
-	}
-	groups := tiers * nproj
-	start := make([]int, groups+1)
-	gids := make([]int32, len(pending))
-	for i, pd := range pending {
-		g := (tiers-1-tierOf(pd))*nproj + prs[i].idx
-		gids[i] = int32(g)
-		start[g+1]++
-	}
-	for g := 1; g <= groups; g++ {
-		start[g] += start[g-1]
-	}
-	// Sort small keys, not jobs: (submit time, id) per group, with the
-	// submit time as nanoseconds since the pool's earliest submit when the
-	// span allows (it always does for real clocks), else seconds+nanos.
-	type key struct {
-		sec  int64
-		id   int64
-		nsec int32
-		i    int32
-	}
-	minSec, maxSec := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, pd := range pending {
-		sec := pd.SubmittedAt.Unix()
-		minSec, maxSec = min(minSec, sec), max(maxSec, sec)
-	}
-	packed := len(pending) > 0 && maxSec-minSec < 9e9
-	keys := make([]key, len(pending))
-	next := slices.Clone(start[:groups])
-	for i, pd := range pending {
-		g := gids[i]
-		k := key{sec: pd.SubmittedAt.Unix(), nsec: int32(pd.SubmittedAt.Nanosecond()), id: pd.JobID, i: int32(i)}
-		if packed {
-			k.sec, k.nsec = (k.sec-minSec)*1e9+int64(k.nsec), 0
-		}
-		keys[next[g]] = k
-		next[g]++
-	}
-	for g := range groups {
-		if grp := keys[start[g]:start[g+1]]; len(grp) > 1 {
-			slices.SortFunc(grp, func(a, b key) int {
-				if a.sec != b.sec {
-					return compareInt64(a.sec, b.sec)
-				}
-				if a.nsec != b.nsec {
-					return int(a.nsec) - int(b.nsec)
-				}
-				return compareInt64(a.id, b.id)
-			})
-		}
-	}
-	jobs := make([]job, len(pending))
-	for x, k := range keys {
-		pd := pending[k.i]
-		jobs[x] = job{p: pd, pr: prs[k.i], sh: ps.shape(pd.Resources), id: pd.JobID, sec: k.sec, timeout: pd.Timeout,
-			nsec: k.nsec, tier: int8(tierOf(pd)), rank: int8(pd.Priority.Rank()), backoff: pd.NotBefore.After(ps.now),
-			accepted: len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, pd.Priority), preemptible: pd.Preemptible}
-	}
+	ps.backoffZero = time.Time{}.After(ps.now)
+	ps.memo = make([]memoEntry, len(q.projs)*len(q.shapes)*memoClasses)
 
 	// Phase 1: jobs within their project's guarantee. Phase 2: jobs that
 	// need borrowed capacity, so borrowing only takes capacity that no job
 	// within its guarantee wants in this pass.
 	nlater := 0
-	ps.merge(jobs, func(j *job) bool {
-		placed, later := ps.decide(j, true)
+	ps.merge(q.jobs, func(j *job) bool {
+		placed, later := ps.decideJob(j, true)
 		if later {
-			j.later = true
+			j.flags |= jobLater
 			nlater++
 		}
 		return placed
@@ -424,26 +384,57 @@ func (ps *poolState) walk(pending []*Pending) {
 		return
 	}
 	deferred := make([]job, 0, nlater)
-	for _, j := range jobs {
-		if j.later {
-			deferred = append(deferred, j)
+	for i := range q.jobs {
+		if j := &q.jobs[i]; j.flags&jobLater != 0 {
+			j.flags &^= jobLater
+			deferred = append(deferred, *j)
 		}
 	}
 	ps.merge(deferred, func(j *job) bool {
-		placed, _ := ps.decide(j, false)
+		placed, _ := ps.decideJob(j, false)
 		return placed
 	})
 }
 
-// shape interns a request shape for the pass.
-func (ps *poolState) shape(r domain.Resources) *shape {
-	id := shapeID{gpus: r.GPUs, cpus: math.Float64bits(r.CPUs), mem: int64(r.Memory), nodes: r.Nodes}
-	sh := ps.shapes[id]
+// pr is the job's project state, created on first use.
+func (ps *poolState) pr(j *job) *projState {
+	pr := ps.prs[j.proj]
+	if pr == nil {
+		pr = ps.project(ps.q.projs[j.proj])
+		ps.prs[j.proj] = pr
+	}
+	return pr
+}
+
+// sh is the job's request shape for this pass.
+func (ps *poolState) sh(j *job) *shape {
+	sh := ps.shs[j.shape]
 	if sh == nil {
+		id := ps.q.shapes[j.shape]
+		r := domain.Resources{GPUs: id.gpus, CPUs: math.Float64frombits(id.cpus), Memory: domain.ByteSize(id.mem), Nodes: id.nodes}
 		sh = &shape{key: shapeKey{perNode(r), max(r.Nodes, 1)}, capable: -1, need: gangLimits(r)}
-		ps.shapes[id] = sh
+		ps.shs[j.shape] = sh
 	}
 	return sh
+}
+
+// pd is the job's Pending.
+func (ps *poolState) pd(j *job) *Pending { return ps.q.slots[j.slot] }
+
+// backoff reports whether the job's retry backoff has not passed.
+func (ps *poolState) backoff(j *job) bool {
+	if j.flags&jobNotBefore == 0 {
+		return ps.backoffZero
+	}
+	return ps.pd(j).NotBefore.After(ps.now)
+}
+
+// accepted reports whether the pool accepts the job's priority class.
+func (ps *poolState) accepted(j *job) bool {
+	if j.rank >= 0 {
+		return ps.accept[j.rank]
+	}
+	return len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, ps.pd(j).Priority)
 }
 
 // shapeID is a request as map key (integers hash faster than floats).
@@ -504,10 +495,10 @@ func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
 		heap = heap[:0]
 		for a := start; a < end; {
 			b := a
-			for b < end && jobs[b].pr == jobs[a].pr {
+			for b < end && jobs[b].proj == jobs[a].proj {
 				b++
 			}
-			pr := jobs[a].pr
+			pr := ps.pr(&jobs[a])
 			heap = append(heap, &run{proj: pr, jobs: jobs[a:b], share: pr.share()})
 			a = b
 		}
@@ -534,9 +525,10 @@ func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
 // started, or, with allowDefer, whether it needs borrowed capacity and is
 // left for the second phase.
 func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
-	pr, sh := j.pr, j.sh
-	if j.backoff {
-		ps.wait(j, domain.ReasonBackoff, backoffMessage(j.p.NotBefore.Sub(ps.now)), j.p.NotBefore)
+	pr, sh := ps.pr(j), ps.sh(j)
+	if ps.backoff(j) {
+		nb := ps.pd(j).NotBefore
+		ps.wait(j, domain.ReasonBackoff, backoffMessage(nb.Sub(ps.now)), nb)
 		return false, false
 	}
 	r, k := sh.key.r, sh.key.k
@@ -546,7 +538,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	}
 	rank := int(j.rank)
 	if rank > pr.rule.maxRank {
-		ps.wait(j, domain.ReasonQuotaExceeded, ps.priorityMessage(j.p, pr), time.Time{})
+		ps.wait(j, domain.ReasonQuotaExceeded, ps.priorityMessage(ps.pd(j), pr), time.Time{})
 		return false, false
 	}
 	if m := ps.pool.MaxRunning; m > 0 && ps.running >= m {
@@ -565,7 +557,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 			// Higher priority may preempt the project's own lower-priority work.
 			if ps.budget > 0 {
 				if victims, nodes := ps.preemptOwn(j, after.minus(pr.rule.ceiling)); nodes != nil {
-					ps.stopVictims(j.p, victims)
+					ps.stopVictims(ps.pd(j), victims)
 					ps.reserve(j.id, rank, r, nodes, time.Time{})
 					ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(len(victims), true), time.Time{})
 					return false, false
@@ -576,7 +568,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	borrowed := !pr.rule.guaranteed.within(after)
-	if borrowed && !j.preemptible {
+	if borrowed && !j.preemptible() {
 		ps.wait(j, domain.ReasonQuotaExceeded, ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true), time.Time{})
 		return false, false
 	}
@@ -584,7 +576,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, true
 	}
 	if nodes := ps.fit(sh, j.timeout); nodes != nil {
-		ps.place(j.p, pr, r, nodes, borrowed)
+		ps.place(ps.pd(j), pr, r, nodes, borrowed)
 		return true, false
 	}
 	if nodes := ps.fitAfterStops(sh); nodes != nil {
@@ -594,8 +586,8 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	if ps.pool.Preemption && ps.budget > 0 {
-		if victims, nodes := ps.preempt(j.p, pr, r, k, borrowed); nodes != nil {
-			ps.stopVictims(j.p, victims)
+		if victims, nodes := ps.preempt(ps.pd(j), pr, r, k, borrowed); nodes != nil {
+			ps.stopVictims(ps.pd(j), victims)
 			ps.reserve(j.id, rank, r, nodes, time.Time{})
 			ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(countStopping(nodes, r), true), time.Time{})
 			return false, false
@@ -616,6 +608,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 }
 
 func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Time) {
+	ps.last = memoEntry{reason: reason, msg: msg, est: est}
 	ps.waiting++
 	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: reason, Message: msg, Position: ps.waiting, EstimatedStart: est})
 }
@@ -639,6 +632,7 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 	pr.alloc += costRate(ps.capa, j.Resources)
 	pr.msgs = nil
 	ps.version++
+	ps.stateVer++
 	ps.plan.Start = append(ps.plan.Start, pl)
 }
 
@@ -661,10 +655,10 @@ func countStopping(nodes []*nodeState, r req) int {
 
 // static reports why the pool could never hold the job, or "".
 func (ps *poolState) static(j *job) string {
-	if !j.accepted {
-		return ps.priorityNotAccepted(j.p)
+	if !ps.accepted(j) {
+		return ps.priorityNotAccepted(ps.pd(j))
 	}
-	sh := j.sh
+	sh := ps.sh(j)
 	r, k := sh.key.r, sh.key.k
 	if sh.capable < 0 {
 		sh.capable = 0

@@ -281,4 +281,5 @@ func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
 		ps.plan.Preempt = append(ps.plan.Preempt, Preemption{JobID: v.id, For: j.JobID, Message: msg})
 	}
 	ps.stopVersion++
+	ps.stateVer++
 }

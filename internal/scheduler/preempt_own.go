@@ -12,10 +12,11 @@ import (
 // quota (over) and one node, or nil. Single-node jobs only: a gang whose
 // quota is full waits for its project's jobs to end.
 func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
-	if j.sh.key.k != 1 {
+	pr, sh := ps.pr(j), ps.sh(j)
+	if sh.key.k != 1 {
 		return nil, nil
 	}
-	r := j.sh.key.r
+	r := sh.key.r
 	rank := int(j.rank)
 	// The quota deficit, per dimension (an unlimited ceiling has none).
 	qd := deficit{g: max(over.gpus, 0), c: posFinite(over.cpus), m: posFinite(over.mem)}
@@ -24,15 +25,28 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	// exactly when its candidates cannot cover it: monotone while capacity
 	// shrinks, which makes a failure safe to remember.
 	memo := !qd.met() || needJobs > 0
-	if memo && j.pr.ownFailed(j.sh, rank, ps.stopVersion) {
+	if memo && pr.ownFailed(sh, rank, ps.stopVersion) {
 		return nil, nil
 	}
 	eligible := func(h *holder) bool {
-		return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == j.pr.name
+		return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == pr.name
 	}
+	// Only nodes holding an eligible job can yield victims: visit those,
+	// in node order.
+	var nodes []*nodeState
+	for _, h := range pr.holders {
+		if eligible(h) {
+			for _, n := range h.nodes {
+				if !slices.Contains(nodes, n) {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *nodeState) int { return compareInt(a.idx, b.idx) })
 	var best []*holder
 	var bestNode *nodeState
-	for _, n := range ps.nodes {
+	for _, n := range nodes {
 		if !n.fitsEmpty(r) {
 			continue
 		}
@@ -72,7 +86,7 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	}
 	if best == nil {
 		if memo {
-			j.pr.recordOwnFailure(j.sh, rank, ps.stopVersion)
+			pr.recordOwnFailure(sh, rank, ps.stopVersion)
 		}
 		return nil, nil
 	}

@@ -334,3 +334,67 @@ func TestGrantRoleValidation(t *testing.T) {
 		t.Errorf("grant to a missing user = %v, want not found", err)
 	}
 }
+
+// TestAuditTrailInStore checks, against the real store's audit log, that a
+// resource admin's quota change is recorded with before and after values,
+// and that a denial and a failed authentication are appended.
+func TestAuditTrailInStore(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lister, ok := any(st).(interface {
+		ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error)
+	})
+	if !ok {
+		t.Skip("this store keeps no audit log")
+	}
+	svc := service.New(service.Config{Store: st})
+	ctx := service.WithClient(context.Background(), "203.0.113.5")
+	secret, _ := svc.Bootstrap(ctx)
+	admin, _ := svc.Authenticate(ctx, secret)
+	if _, _, err := svc.PutPool(ctx, admin, validPool()); err != nil {
+		t.Fatal(err)
+	}
+	e := idEnv{svc: svc, admin: admin, ctx: ctx}
+	ops, _ := svc.Authenticate(ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
+	alice, _ := svc.Authenticate(ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
+	q := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 1}}
+	for _, gpus := range []int{1, 2} {
+		q.Guaranteed.GPUs = gpus
+		if _, err := svc.SetQuota(ctx, ops, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.SetQuota(ctx, alice, q); !errors.Is(err, domain.ErrForbidden) {
+		t.Fatalf("member SetQuota = %v, want forbidden", err)
+	}
+	if _, err := svc.Authenticate(ctx, "ty_not-a-token"); err == nil {
+		t.Fatal("a wrong token authenticated")
+	}
+	recs, err := lister.ListAudit(ctx, store.AuditFilter{Action: "quota.write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var okRecs, denied []domain.AuditRecord
+	for _, r := range recs {
+		switch r.Result {
+		case domain.AuditOK:
+			okRecs = append(okRecs, r)
+		case domain.AuditDenied:
+			denied = append(denied, r)
+		}
+	}
+	if len(okRecs) != 2 || !strings.Contains(okRecs[1].Before, `"gpus":1`) || !strings.Contains(okRecs[1].After, `"gpus":2`) ||
+		okRecs[1].Actor != "user:ops" || okRecs[1].Client != "203.0.113.5" {
+		t.Errorf("quota changes recorded as %+v", okRecs)
+	}
+	if len(denied) != 1 || denied[0].Actor != "user:alice" {
+		t.Errorf("denials recorded as %+v", denied)
+	}
+	failed, err := lister.ListAudit(ctx, store.AuditFilter{Action: "auth.failed"})
+	if err != nil || len(failed) != 1 || strings.Contains(failed[0].Detail, "ty_not-a-token") || failed[0].Client != "203.0.113.5" {
+		t.Errorf("auth.failed records = %+v, %v", failed, err)
+	}
+}

@@ -393,3 +393,52 @@ type RotateKeyResult struct {
 	NewKeyID string `json:"new_key_id"`
 	Resealed int    `json:"resealed"` // stored versions re-encrypted
 }
+
+// AuditRecord is one entry of the audit log. Every field is exactly as
+// hashed, so an exported log can be verified offline: Before and After are
+// the compact JSON summaries as strings, not re-encoded objects, and At keeps
+// its nanoseconds.
+type AuditRecord struct {
+	Seq      int64     `json:"seq"`
+	At       time.Time `json:"at"`
+	Actor    string    `json:"actor"`
+	Action   string    `json:"action"`
+	Target   string    `json:"target"`
+	Before   string    `json:"before"`
+	After    string    `json:"after"`
+	Result   string    `json:"result"` // ok, denied or failed
+	Detail   string    `json:"detail"`
+	Client   string    `json:"client"`
+	PrevHash string    `json:"prev_hash"`
+	Hash     string    `json:"hash"`
+}
+
+// AuditList is the body of GET /api/v1/audit: records in log order. When
+// more match, NextAfter is the cursor for the next page (?after=NextAfter).
+type AuditList struct {
+	Records   []AuditRecord `json:"records"`
+	NextAfter int64         `json:"next_after,omitempty"`
+}
+
+// AuditVerification is the body of GET /api/v1/audit/verify.
+type AuditVerification struct {
+	OK bool `json:"ok"`
+	// Records is how many records were found intact (with a Problem, how
+	// many came before it).
+	Records int64 `json:"records"`
+	// LastSeq and LastHash are the newest intact record: keep them
+	// elsewhere to detect a later truncation of the log.
+	LastSeq  int64         `json:"last_seq,omitempty"`
+	LastHash string        `json:"last_hash,omitempty"`
+	Problem  *AuditProblem `json:"problem,omitempty"`
+}
+
+// AuditProblem is the first break in the audit log's hash chain.
+type AuditProblem struct {
+	// Kind is modified, missing, inserted, swapped, unlinked or
+	// out_of_order.
+	Kind    string `json:"kind"`
+	Seq     int64  `json:"seq"`             // the record it is about
+	Other   int64  `json:"other,omitempty"` // a second record involved
+	Message string `json:"message"`
+}

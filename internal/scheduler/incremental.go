@@ -1,0 +1,181 @@
+package scheduler
+
+import (
+	"trainyard/internal/domain"
+
+	"cmp"
+	"slices"
+)
+
+// Incremental schedules a sequence of snapshots, keeping the sorted queues
+// of pending jobs between passes, so that a pass after a small change (a
+// submit, a finish, a cancel) does not sort the whole queue again. Every
+// Plan it returns is byte-identical to Schedule's for the same snapshot and
+// config; it falls back to a full pass whenever it cannot tell what changed.
+//
+// The queue keeps copies of the pending jobs it has seen, so callers may
+// reuse or modify a snapshot's slices after Schedule returns. The zero
+// value is ready to use. An Incremental is not safe for concurrent use.
+type Incremental struct {
+	prev   []*Pending // the last pass's pending jobs, by id ascending (owned copies)
+	queues map[string]*queue
+}
+
+// maxDelta is the number of changed pending jobs above which a pass
+// rebuilds the queues instead of editing them.
+const maxDelta = 4096
+
+// Schedule decides one pass like Schedule(s, cfg), reusing what the last
+// call learned about the pending jobs that did not change.
+func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
+	cfg = cfg.withDefaults()
+	if !ascending(s.Pending) {
+		in.reset()
+		return newPass(s, cfg).run()
+	}
+	if in.queues == nil || !in.apply(s.Pending) {
+		in.rebuild(s.Pending)
+	}
+	if !in.usable(s) {
+		in.reset()
+		return newPass(s, cfg).run()
+	}
+	p := newPass(s, cfg)
+	p.queues = in.queues
+	return p.run()
+}
+
+func (in *Incremental) reset() { in.prev, in.queues = nil, nil }
+
+// ascending reports whether pending ids strictly increase (the order a store
+// lists them in), which lets a pass compare them with the last pass's in
+// one sweep.
+func ascending(pending []Pending) bool {
+	for i := 1; i < len(pending); i++ {
+		if pending[i].JobID <= pending[i-1].JobID {
+			return false
+		}
+	}
+	return true
+}
+
+// rebuild copies pending and sorts every pool's queue.
+func (in *Incremental) rebuild(pending []Pending) {
+	own := slices.Clone(pending)
+	in.prev = make([]*Pending, len(own))
+	for i := range own {
+		in.prev[i] = &own[i]
+	}
+	byPool := slices.Clone(in.prev)
+	slices.SortStableFunc(byPool, func(a, b *Pending) int { return cmp.Compare(a.Pool, b.Pool) })
+	in.queues = map[string]*queue{}
+	for i := 0; i < len(byPool); {
+		j := i
+		for j < len(byPool) && byPool[j].Pool == byPool[i].Pool {
+			j++
+		}
+		in.queues[byPool[i].Pool] = buildQueue(byPool[i:j:j])
+		i = j
+	}
+}
+
+// apply edits the queues from the last pass's pending jobs to these; false
+// when that is not worth it or not possible (rebuild instead).
+func (in *Incremental) apply(pending []Pending) bool {
+	// One sweep over both id-ordered lists finds the changes.
+	type change struct {
+		old *Pending // removed (or replaced)
+		new int      // index into pending of an added (or replacing) job; -1: none
+		pd  *Pending // the queue's copy of pending[new]
+	}
+	var changes []change
+	for i, k := 0, 0; i < len(pending) || k < len(in.prev); {
+		switch {
+		case k == len(in.prev) || (i < len(pending) && pending[i].JobID < in.prev[k].JobID):
+			changes = append(changes, change{new: i})
+			i++
+		case i == len(pending) || in.prev[k].JobID < pending[i].JobID:
+			changes = append(changes, change{old: in.prev[k], new: -1})
+			k++
+		default:
+			if pending[i] != *in.prev[k] {
+				changes = append(changes, change{old: in.prev[k], new: i})
+			}
+			i++
+			k++
+		}
+		if len(changes) > maxDelta {
+			return false
+		}
+	}
+	if len(changes) == 0 {
+		return true
+	}
+	for x := range changes {
+		c := &changes[x]
+		if c.old != nil {
+			q := in.queues[c.old.Pool]
+			if q == nil || !q.remove(c.old) {
+				return false
+			}
+		}
+		if c.new >= 0 {
+			c.pd = new(Pending)
+			*c.pd = pending[c.new]
+			q := in.queues[c.pd.Pool]
+			if q == nil {
+				q = buildQueue(nil)
+				q.packed, q.base = true, c.pd.SubmittedAt.Unix()
+				in.queues[c.pd.Pool] = q
+			}
+			if !q.insert(c.pd) {
+				return false
+			}
+		}
+	}
+	// The new id-ordered list: unchanged jobs keep their copies.
+	next := make([]*Pending, 0, len(pending))
+	ci, k := 0, 0
+	for i := range pending {
+		id := pending[i].JobID
+		for k < len(in.prev) && in.prev[k].JobID < id {
+			k++
+		}
+		for ci < len(changes) && changes[ci].new >= 0 && changes[ci].new < i || ci < len(changes) && changes[ci].new < 0 {
+			ci++
+		}
+		if ci < len(changes) && changes[ci].new == i {
+			next = append(next, changes[ci].pd)
+			ci++
+			if k < len(in.prev) && in.prev[k].JobID == id {
+				k++
+			}
+			continue
+		}
+		next = append(next, in.prev[k])
+		k++
+	}
+	in.prev = next
+	return true
+}
+
+// usable reports whether the queues can stand for s.Pending: every pending
+// job's pool is in the snapshot and no pending job is also running (both
+// need the full pass's handling).
+func (in *Incremental) usable(s Snapshot) bool {
+	for name, q := range in.queues {
+		if len(q.jobs) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(s.Pools, func(p domain.Pool) bool { return p.Name == name }) {
+			return false
+		}
+	}
+	for i := range s.Running {
+		id := s.Running[i].JobID
+		if _, found := slices.BinarySearchFunc(in.prev, id, func(p *Pending, id int64) int { return cmp.Compare(p.JobID, id) }); found {
+			return false
+		}
+	}
+	return true
+}
