@@ -223,26 +223,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
-	var svc *service.Service // the control loop resolves secrets through it
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
-		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
-		Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
-		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
-			return svc.ResolveSecrets(ctx, project, names)
-		}})
-	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring})
-	if err := svc.CheckSecretKeys(ctx); err != nil {
-		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
-	}
-	inv, err := ex.Inventory(ctx)
-	if err != nil {
-		return fmt.Errorf("read this machine's inventory: %w", err)
-	}
-	if err := applyScheduling(ctx, svc, cfg.schedulingConfig, inv, log); err != nil {
-		return err
-	}
-
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return errors.New("TLS needs both a certificate and a key: give --tls-cert and --tls-key together")
 	}
@@ -262,6 +242,27 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if tlsCfg != nil {
 		url = "https://" + ln.Addr().String()
 		ln = tls.NewListener(ln, tlsCfg)
+	}
+
+	var svc *service.Service // the control loop resolves secrets through it
+	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
+		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
+		Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
+		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
+			return svc.ResolveSecrets(ctx, project, names)
+		},
+		JobTokens: jobTokens{&svc}, APIURL: url})
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring})
+	if err := svc.CheckSecretKeys(ctx); err != nil {
+		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
+	}
+	inv, err := ex.Inventory(ctx)
+	if err != nil {
+		return fmt.Errorf("read this machine's inventory: %w", err)
+	}
+	if err := applyScheduling(ctx, svc, cfg.schedulingConfig, inv, log); err != nil {
+		return err
 	}
 
 	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
@@ -369,4 +370,16 @@ func loadKeyring(cfg serverConfig, log *slog.Logger) (*secrets.Keyring, error) {
 		log.Info("master key for secrets loaded", "from", source, "key_id", ring.Current().ID())
 	}
 	return ring, nil
+}
+
+// jobTokens lets the control loop issue and revoke attempt tokens through the
+// service (control may not import it).
+type jobTokens struct{ svc **service.Service }
+
+func (j jobTokens) Issue(ctx context.Context, jobID int64, attempt int) (string, error) {
+	return (*j.svc).IssueJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+}
+
+func (j jobTokens) Revoke(ctx context.Context, jobID int64, attempt int) error {
+	return (*j.svc).RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
 }

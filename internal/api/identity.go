@@ -47,6 +47,13 @@ var routeActions = map[string]string{
 	"GET /api/v1/quota-requests":               "quota.read",
 	"POST /api/v1/quota-requests/{id}/approve": "quota.approve",
 	"POST /api/v1/quota-requests/{id}/deny":    "quota.approve",
+	"GET /api/v1/secrets":                      "secret.read",
+	"PUT /api/v1/secrets/{name}":               "secret.write",
+	"DELETE /api/v1/secrets/{name}":            "secret.write",
+	"POST /api/v1/secrets/rotate-key":          "secret.rotate",
+	"GET /api/v1/audit":                        "audit.read",
+	"GET /api/v1/audit/verify":                 "audit.read",
+	"GET /api/v1/audit/export":                 "audit.read",
 }
 
 // identityRoutes registers whoami and the user, role and token endpoints.

@@ -59,6 +59,12 @@ type Config struct {
 	LaunchConcurrency int
 	// Scheduler tunes the scheduler (fair-share half-life, preemption bound).
 	Scheduler scheduler.Config
+	// JobTokens issues each attempt a token that may only report for that
+	// attempt (exported as TRAINYARD_JOB_TOKEN) and revokes it when the
+	// attempt ends. Nil: jobs get no token.
+	JobTokens JobTokens
+	// APIURL is the server's URL, exported to jobs as TRAINYARD_API.
+	APIURL string
 	// UsageRefresh is how often fair-share usage is recomputed from the
 	// attempt history (default 1m); usage moves slowly.
 	UsageRefresh time.Duration
@@ -81,6 +87,7 @@ type Controller struct {
 	stopping map[executor.Ref]bool
 	reasons  map[int64]string // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
+	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
 
 	// queue is the last pass's queue view, read by API requests.
@@ -270,7 +277,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 	}
 
-	plan := scheduler.Schedule(snap, c.cfg.Scheduler)
+	plan := c.sched.Schedule(snap, c.cfg.Scheduler)
 	c.publishQueue(plan, byID)
 
 	var changes []store.Change
@@ -518,6 +525,18 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		"TRAINYARD_RESUME_FROM="+latestCheckpoint(ckpt),
 		"CUDA_VISIBLE_DEVICES="+joinInts(gpus),
 	)
+	if c.cfg.APIURL != "" {
+		env = append(env, "TRAINYARD_API="+c.cfg.APIURL)
+	}
+	var redact []string
+	if c.cfg.JobTokens != nil {
+		tok, err := c.cfg.JobTokens.Issue(ctx, id, attempt)
+		if err != nil {
+			return executor.Launch{Ref: ref}, fmt.Errorf("issue the attempt's job token: %w", err)
+		}
+		env = append(env, "TRAINYARD_JOB_TOKEN="+tok)
+		redact = append(redact, tok)
+	}
 	workdir := spec.Workdir
 	if workdir == "" {
 		workdir = c.cfg.Logs.WorkDir(id, attempt)
@@ -526,7 +545,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		Ref: ref, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
 		Timeout: spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
-		Resources: spec.Resources, GPUs: gpus,
+		Resources: spec.Resources, GPUs: gpus, Redact: redact,
 	}
 	if len(spec.Secrets) > 0 {
 		if c.cfg.Secrets == nil {
@@ -537,9 +556,15 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 			return l, fmt.Errorf("%w: %w", errSecrets, err)
 		}
 		l.Env = append(l.Env, senv...)
-		l.Redact = values
+		l.Redact = append(l.Redact, values...)
 	}
 	return l, nil
+}
+
+// JobTokens issues and revokes per-attempt job tokens.
+type JobTokens interface {
+	Issue(ctx context.Context, jobID int64, attempt int) (string, error)
+	Revoke(ctx context.Context, jobID int64, attempt int) error
 }
 
 // errSecrets marks a launch whose secrets could not be resolved; the

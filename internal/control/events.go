@@ -57,6 +57,12 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			if changes[i].To == domain.JobRunning {
 				c.stopIfCanceled(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
 			}
+			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
+				// The attempt is over: its token may report nothing more.
+				if err := c.cfg.JobTokens.Revoke(ctx, changes[i].JobID, a.Number); err != nil {
+					c.log.Warn("revoke job token", "job", changes[i].JobID, "attempt", a.Number, "err", err)
+				}
+			}
 		case errors.Is(e, domain.ErrConflict):
 			// A repeated event (reattach after restart) or a job that moved on.
 		default:
