@@ -19,6 +19,8 @@ import (
 type Incremental struct {
 	prev   []*Pending // the last pass's pending jobs, by id ascending (owned copies)
 	queues map[string]*queue
+	spare  []*Pending  // the list before prev, reused as the next one
+	memo   []memoEntry // memo storage reused across passes
 }
 
 // maxDelta is the number of changed pending jobs above which a pass
@@ -42,10 +44,13 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	}
 	p := newPass(s, cfg)
 	p.queues = in.queues
-	return p.run()
+	p.memoBuf = in.memo
+	plan := p.run()
+	in.memo = p.memoBuf
+	return plan
 }
 
-func (in *Incremental) reset() { in.prev, in.queues = nil, nil }
+func (in *Incremental) reset() { in.prev, in.queues, in.spare = nil, nil, nil }
 
 // ascending reports whether pending ids strictly increase (the order a store
 // lists them in), which lets a pass compare them with the last pass's in
@@ -134,7 +139,10 @@ func (in *Incremental) apply(pending []Pending) bool {
 		}
 	}
 	// The new id-ordered list: unchanged jobs keep their copies.
-	next := make([]*Pending, 0, len(pending))
+	next := in.spare[:0]
+	if cap(next) < len(pending) {
+		next = make([]*Pending, 0, len(pending)+len(pending)/8)
+	}
 	ci, k := 0, 0
 	for i := range pending {
 		id := pending[i].JobID
@@ -155,7 +163,8 @@ func (in *Incremental) apply(pending []Pending) bool {
 		next = append(next, in.prev[k])
 		k++
 	}
-	in.prev = next
+	clear(in.prev) // let removed jobs' copies go
+	in.prev, in.spare = next, in.prev
 	return true
 }
 

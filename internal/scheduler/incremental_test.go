@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -95,5 +96,115 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 				h.Apply(want)
 			}
 		}
+	}
+}
+
+// mutateMix applies one change drawn from a mix that stresses what
+// Incremental keeps between passes: many finishes, many submits, pool and
+// quota edits, or time advancing across backoffs, timeouts and stops.
+func mutateMix(r *rand.Rand, h *Harness, next *int64, mix string) string {
+	s := &h.Snap
+	switch mix {
+	case "finish-heavy":
+		if r.IntN(4) > 0 && len(s.Running) > 0 {
+			for range 1 + r.IntN(3) {
+				if len(s.Running) > 0 {
+					h.Finish(s.Running[r.IntN(len(s.Running))].JobID)
+				}
+			}
+			return "finish"
+		}
+	case "submit-heavy":
+		if r.IntN(4) > 0 {
+			randomJobs(r, h, next, 1+r.IntN(6))
+			return "submit"
+		}
+	case "pool-edits":
+		switch r.IntN(5) {
+		case 0:
+			s.Pools = slices.Clone(s.Pools)
+			p := &s.Pools[r.IntN(len(s.Pools))]
+			p.Nodes = slices.Clone(p.Nodes)
+			if len(p.Nodes) > 1 && r.IntN(2) == 0 {
+				i := r.IntN(len(p.Nodes))
+				p.Nodes = slices.Delete(p.Nodes, i, i+1)
+				return "node removed"
+			}
+			p.Nodes = append(p.Nodes, domain.Node{Name: fmt.Sprintf("x%d", *next), CPUs: float64(8 + r.IntN(56)),
+				Memory: domain.ByteSize(16+r.IntN(100)) << 30, GPUs: []int{0, 1, 2, 3}[:r.IntN(5)]})
+			*next++
+			return "node added"
+		case 1:
+			s.Pools = slices.Clone(s.Pools)
+			p := &s.Pools[r.IntN(len(s.Pools))]
+			p.MaxRunning = r.IntN(6)
+			p.Preemption = r.IntN(2) == 0
+			p.Borrowing = r.IntN(2) == 0
+			return "pool rules"
+		case 2:
+			s.Projects = slices.Clone(s.Projects)
+			if len(s.Projects) > 0 {
+				s.Projects[r.IntN(len(s.Projects))].Shares = float64(1 + r.IntN(4))
+			}
+			return "shares"
+		case 3:
+			if len(s.Quotas) > 0 {
+				s.Quotas = slices.Clone(s.Quotas)
+				q := &s.Quotas[r.IntN(len(s.Quotas))]
+				q.Guaranteed.Jobs = r.IntN(4)
+				q.MaxPriority = domain.Priorities()[r.IntN(4)]
+			}
+			return "quota rules"
+		}
+	case "time":
+		switch r.IntN(3) {
+		case 0:
+			if len(s.Pending) > 0 {
+				s.Pending = slices.Clone(s.Pending)
+				s.Pending[r.IntN(len(s.Pending))].NotBefore = s.Now.Add(time.Duration(r.IntN(30)) * time.Minute)
+			}
+			return "backoff"
+		case 1:
+			h.Advance(time.Duration(1+r.IntN(90)) * time.Minute)
+			return "advance"
+		}
+	}
+	return mutate(r, h, next)
+}
+
+// TestIncrementalMatchesScheduleMixes is TestIncrementalMatchesSchedule
+// with change mixes weighted towards one kind of change each, applying
+// every plan (so stopping and preempted jobs accumulate).
+func TestIncrementalMatchesScheduleMixes(t *testing.T) {
+	seeds := 80
+	if testing.Short() {
+		seeds = 12
+	}
+	for _, mix := range []string{"finish-heavy", "submit-heavy", "pool-edits", "time"} {
+		t.Run(mix, func(t *testing.T) {
+			for seed := range uint64(seeds) {
+				r := rand.New(rand.NewPCG(seed, 23))
+				h := randomWorld(r, true)
+				var next int64 = 1 << 20
+				randomJobs(r, h, &next, 10+r.IntN(40))
+				var inc scheduler.Incremental
+				for step := range 40 {
+					what := "none"
+					for range r.IntN(3) {
+						what = mutateMix(r, h, &next, mix)
+					}
+					h.Snap.Pending = slices.Clone(h.Snap.Pending)
+					slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
+					want := scheduler.Schedule(h.Snap, h.Config)
+					got := inc.Schedule(h.Snap, h.Config)
+					if planBytes(t, got) != planBytes(t, want) {
+						t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+					}
+					if r.IntN(5) > 0 {
+						h.Apply(want)
+					}
+				}
+			}
+		})
 	}
 }

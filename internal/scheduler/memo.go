@@ -71,14 +71,19 @@ func (ps *poolState) mayBackfill(j *job) bool {
 	if j.timeout <= 0 || len(ps.reserved) == 0 {
 		return false
 	}
-	end := ps.now.Add(j.timeout)
-	r := ps.sh(j).key.r
-	for _, n := range ps.reserved {
-		if !n.resvBlocked && !end.After(n.resvStart) && n.fitsRaw(r) && !n.fitsAvail(r) {
-			return true
+	sh := ps.sh(j)
+	if sh.bfVer != ps.stateVer+1 {
+		// The latest reservation start among the reserved nodes the shape
+		// could backfill onto; node state changes only with stateVer.
+		sh.bfVer, sh.bfAny, sh.bfLatest = ps.stateVer+1, false, time.Time{}
+		r := sh.key.r
+		for _, n := range ps.reserved {
+			if !n.resvBlocked && n.fitsRaw(r) && !n.fitsAvail(r) && (!sh.bfAny || n.resvStart.After(sh.bfLatest)) {
+				sh.bfAny, sh.bfLatest = true, n.resvStart
+			}
 		}
 	}
-	return false
+	return sh.bfAny && !ps.now.Add(j.timeout).After(sh.bfLatest)
 }
 
 // rtKey identifies a reservedText within one state of the pass.

@@ -38,6 +38,11 @@ type shape struct {
 	stopAt     int // stopVersion when stopFailed was recorded
 	msg        capMsg
 	hasMsg     bool
+	// bfVer is poolState.stateVer+1 when bfAny and bfLatest (mayBackfill)
+	// were computed.
+	bfVer    int
+	bfAny    bool
+	bfLatest time.Time
 }
 
 // holder is a job holding resources in a pool: a running allocation from the

@@ -18,6 +18,9 @@ type pass struct {
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
+	// memoBuf is memo storage reused by each pool's walk (and, through
+	// Incremental, by later passes).
+	memoBuf []memoEntry
 }
 
 // reservation is capacity held for a waiting job, for messages.
@@ -172,8 +175,8 @@ func (p *pass) run() Plan {
 		}
 		return ri < len(running) && running[ri].JobID == j.JobID
 	})
-	slices.SortStableFunc(running, func(a, b *Allocation) int { return cmp.Compare(a.Pool, b.Pool) })
-	slices.SortStableFunc(pending, func(a, b *Pending) int { return cmp.Compare(a.Pool, b.Pool) })
+	sortByPool(running, func(a *Allocation) string { return a.Pool })
+	sortByPool(pending, func(a *Pending) string { return a.Pool })
 	p.plan.Waiting = make([]Waiting, 0, len(pending))
 
 	pi := 0
@@ -208,7 +211,7 @@ func (p *pass) run() Plan {
 // and none is running.
 func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation) {
-	slices.SortStableFunc(running, func(a, b *Allocation) int { return cmp.Compare(a.Pool, b.Pool) })
+	sortByPool(running, func(a *Allocation) string { return a.Pool })
 	n := 0
 	for _, q := range p.queues {
 		n += len(q.jobs)
@@ -231,6 +234,15 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		ps.walk(q)
 		ri = rj
+	}
+}
+
+// sortByPool stably sorts by pool name; most snapshots have one pool or
+// are already grouped, which a check finds in one sweep.
+func sortByPool[T any](xs []*T, pool func(*T) string) {
+	cmpPool := func(a, b *T) int { return cmp.Compare(pool(a), pool(b)) }
+	if !slices.IsSortedFunc(xs, cmpPool) {
+		slices.SortStableFunc(xs, cmpPool)
 	}
 }
 
@@ -276,9 +288,26 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(len(b.GPUs), len(a.GPUs)), cmp.Compare(b.CPUs, a.CPUs), cmp.Compare(b.Memory, a.Memory))
 	})
 	nodes = slices.CompactFunc(nodes, func(a, b domain.Node) bool { return a.Name == b.Name })
+	// One allocation per kind rather than per node or per job: a pass
+	// builds thousands of these.
+	totalGPUs := 0
 	for _, n := range nodes {
-		ids := slices.Compact(slices.Sorted(slices.Values(n.GPUs)))
-		ns := &nodeState{idx: len(ps.nodes), name: n.Name, gpuIDs: ids, gpuUsed: make([]bool, len(ids)),
+		totalGPUs += len(n.GPUs)
+	}
+	idSlab := make([]int, totalGPUs)
+	usedSlab := make([]bool, totalGPUs)
+	nodeSlab := make([]nodeState, len(nodes))
+	ps.nodes = make([]*nodeState, 0, len(nodes))
+	for i, n := range nodes {
+		ids := idSlab[:len(n.GPUs):len(n.GPUs)]
+		idSlab = idSlab[len(n.GPUs):]
+		copy(ids, n.GPUs)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		used := usedSlab[:len(ids):len(ids)]
+		usedSlab = usedSlab[len(n.GPUs):]
+		ns := &nodeSlab[i]
+		*ns = nodeState{idx: len(ps.nodes), name: n.Name, gpuIDs: ids, gpuUsed: used,
 			capG: len(ids), capC: max(n.CPUs, 0), capM: float64(max(n.Memory, 0))}
 		ps.nodes = append(ps.nodes, ns)
 		ps.byName[n.Name] = ns
@@ -299,19 +328,43 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		return pr
 	}
 
+	holderSlab := make([]holder, len(running))
+	ps.holders = make([]*holder, 0, len(running)+64)
+	nallocs := 0
 	for _, a := range running {
+		nallocs += len(a.Nodes)
+	}
+	nodeRefs := make([]*nodeState, 0, nallocs)
+	// Each node's holders, counted first so that one slab holds them all.
+	count := make([]int32, len(ps.nodes))
+	for _, a := range running {
+		for _, na := range a.Nodes {
+			if n := ps.byName[na.Node]; n != nil {
+				count[n.idx]++
+			}
+		}
+	}
+	refSlab := make([]*holder, nallocs)
+	for i, n := range ps.nodes {
+		c := int(count[i])
+		n.holders = refSlab[:0:c]
+		refSlab = refSlab[c:]
+	}
+	for x, a := range running {
 		res := perNode(a.Resources)
-		h := &holder{id: a.JobID, project: a.Project, rank: a.Priority.Rank(), res: res, gang: gangLimits(a.Resources),
+		h := &holderSlab[x]
+		*h = holder{id: a.JobID, project: a.Project, rank: a.Priority.Rank(), res: res, gang: gangLimits(a.Resources),
 			start: a.StartedAt, preemptible: a.Preemptible, borrowed: a.Borrowed, stopping: a.Stopping, seq: len(ps.holders)}
 		if a.Timeout > 0 {
 			h.end = a.StartedAt.Add(a.Timeout)
 		}
+		mark := len(nodeRefs)
 		for _, na := range a.Nodes {
 			n := ps.byName[na.Node]
-			if n == nil || slices.Contains(h.nodes, n) {
+			if n == nil || slices.Contains(nodeRefs[mark:], n) {
 				continue // a node that left the pool: nothing to subtract from
 			}
-			h.nodes = append(h.nodes, n)
+			nodeRefs = append(nodeRefs, n)
 			g := 0
 			for _, id := range na.GPUs {
 				if i, ok := slices.BinarySearch(n.gpuIDs, id); ok && !n.gpuUsed[i] {
@@ -333,6 +386,9 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 				n.stopM += res.m
 			}
 			n.holders = append(n.holders, h)
+		}
+		if len(nodeRefs) > mark {
+			h.nodes = nodeRefs[mark:len(nodeRefs):len(nodeRefs)]
 		}
 		ps.holders = append(ps.holders, h)
 		ps.running++
@@ -366,7 +422,13 @@ func (ps *poolState) walk(q *queue) {
 		ps.accept[rank] = len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, pr)
 	}
 	ps.backoffZero = time.Time{}.After(ps.now)
-	ps.memo = make([]memoEntry, len(q.projs)*len(q.shapes)*memoClasses)
+	if n := len(q.projs) * len(q.shapes) * memoClasses; cap(ps.memoBuf) >= n {
+		ps.memo = ps.memoBuf[:n]
+		clear(ps.memo)
+	} else {
+		ps.memo = make([]memoEntry, n)
+		ps.memoBuf = ps.memo
+	}
 
 	// Phase 1: jobs within their project's guarantee. Phase 2: jobs that
 	// need borrowed capacity, so borrowing only takes capacity that no job

@@ -177,7 +177,7 @@ func setIDs(s []*holder) []int64 {
 // resources on this node cover d: exhaustive by increasing size for small
 // candidate lists, greedy otherwise.
 func minimalSet(cands []*holder, d deficit) []*holder {
-	cs := slices.Clone(cands)
+	cs := cands // callers pass a scratch list: sorting it in place is fine
 	slices.SortFunc(cs, compareVictims)
 	if len(cs) > maxExactCandidates {
 		return greedySet(cs, d)
@@ -185,6 +185,7 @@ func minimalSet(cands []*holder, d deficit) []*holder {
 	idx := make([]int, 0, len(cs))
 	for size := 1; size <= len(cs); size++ {
 		var best []*holder
+		cur := make([]*holder, size)
 		idx = idx[:size]
 		for i := range idx {
 			idx[i] = i
@@ -195,12 +196,13 @@ func minimalSet(cands []*holder, d deficit) []*holder {
 				s.g, s.c, s.m = s.g+cs[i].res.g, s.c+cs[i].res.c, s.m+cs[i].res.m
 			}
 			if d.coveredBy(s) {
-				set := make([]*holder, size)
 				for x, i := range idx {
-					set[x] = cs[i]
+					cur[x] = cs[i]
 				}
-				if best == nil || compareSets(set, best) < 0 {
-					best = set
+				if best == nil {
+					best = slices.Clone(cur)
+				} else if compareSets(cur, best) < 0 {
+					copy(best, cur)
 				}
 			}
 			// Next combination in lexicographic order.

@@ -28,8 +28,9 @@ const (
 	auditCols = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
 )
 
-// auditState is what the request running in the writer tells the audit hook.
-// runRequest resets it before each request.
+// auditState is the audit hook's state in the writer: what the running
+// request tells the hook (id and skip, reset by runRequest before each
+// request), and the chain's head for the running transaction.
 type auditState struct {
 	// id replaces the placeholder "{id}" in the Target of the records
 	// attached to the request (CreateJob sets it to the new job's id).
@@ -38,6 +39,18 @@ type auditState struct {
 	// idempotent replay, an Apply whose guards all failed), or it
 	// appended its own (AppendAudit).
 	skip bool
+	// head is the newest record, cached for one batch transaction;
+	// commitBatch clears it when a transaction begins.
+	head auditHead
+}
+
+// auditHead is the newest audit record as the running transaction sees it.
+// The writer caches it for the length of one batch transaction so that
+// appending does not read it back for every request.
+type auditHead struct {
+	seq   int64
+	hash  string
+	known bool
 }
 
 // idPlaceholder in the Target of a record attached to CreateJob is replaced
@@ -48,7 +61,7 @@ const idPlaceholder = "{id}"
 // function, then the audit records its context carried. An error from either
 // rolls back both.
 func runRequest(w *writer, r *writeReq) error {
-	w.audit = auditState{}
+	w.audit.id, w.audit.skip = 0, false
 	if err := r.fn(w); err != nil {
 		return err
 	}
@@ -95,13 +108,15 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 			return fmt.Errorf("append audit: %w", err)
 		}
 	}
-	var (
-		seq  int64
-		head string
-	)
-	if err := w.queryRow(auditHeadSQL).Scan(&seq, &head); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return interpretError("append audit: read the newest record", err)
+	if !w.audit.head.known {
+		var h auditHead
+		if err := w.queryRow(auditHeadSQL).Scan(&h.seq, &h.hash); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return interpretError("append audit: read the newest record", err)
+		}
+		h.known = true
+		w.audit.head = h
 	}
+	seq, head := w.audit.head.seq, w.audit.head.hash
 	var buf []byte
 	for _, rec := range recs {
 		if rec.At.IsZero() {
@@ -118,6 +133,12 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 		}
 		seq, head = rec.Seq, rec.Hash
 	}
+	// Only now, with every insert done: a failure above rolls the
+	// request's savepoint back and must leave the cached head as it was.
+	// Nothing runs after this in the request's savepoint (runRequest and
+	// AppendAudit append last), so the head stays true until the batch
+	// ends; commitBatch forgets it when the next transaction begins.
+	w.audit.head = auditHead{seq: seq, hash: head, known: true}
 	return nil
 }
 

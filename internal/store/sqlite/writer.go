@@ -42,7 +42,7 @@ type writer struct {
 	conn  *sql.Conn
 	ctx   context.Context // never canceled: interrupting a statement would roll back the whole batch
 	stmts map[string]*sql.Stmt
-	audit auditState // the running request's instructions to the audit hook
+	audit auditState // the audit hook's state: see audit.go
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -205,6 +205,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		failAll(interpretError("begin write transaction", err))
 		return
 	}
+	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	results := make([]error, len(claimed))
 	for i, r := range claimed {
 		err, fatal := runInSavepoint(w, "request", func(w *writer) error { return runRequest(w, r) })
