@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"internal/logs":                  {"internal/domain"},
 	"internal/store":                 {"internal/domain"},
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
-	"internal/store/sqlite":          {"internal/store", "internal/domain", "modernc.org/sqlite"},
+	"internal/store/sqlite":          {"internal/store", "internal/domain", "internal/audit", "modernc.org/sqlite"},
 	"internal/executor":              {"internal/domain"},
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},
 	"internal/executor/local/cgroup": {"golang.org/x/sys"},

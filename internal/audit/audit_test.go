@@ -134,8 +134,11 @@ func TestVerify(t *testing.T) {
 			kind:   audit.Modified, seq: 17, msg: "record 17 was modified: its hash does not match its content",
 		},
 		"time edited": {
-			tamper: func(r []domain.AuditRecord) []domain.AuditRecord { r[at(17)].At = r[at(17)].At.Add(time.Hour); return r },
-			kind:   audit.Modified, seq: 17, msg: "record 17 was modified: its hash does not match its content",
+			tamper: func(r []domain.AuditRecord) []domain.AuditRecord {
+				r[at(17)].At = r[at(17)].At.Add(time.Hour)
+				return r
+			},
+			kind: audit.Modified, seq: 17, msg: "record 17 was modified: its hash does not match its content",
 		},
 		"hash edited": {
 			tamper: func(r []domain.AuditRecord) []domain.AuditRecord { r[at(17)].Hash = r[at(16)].Hash; return r },

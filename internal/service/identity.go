@@ -456,6 +456,7 @@ type (
 		BorrowGPUs  int     `json:"borrow_gpus"`
 		BorrowCPUs  float64 `json:"borrow_cpus"`
 		BorrowMem   int64   `json:"borrow_memory"`
+		BorrowJobs  int     `json:"borrow_jobs"`
 		MaxPriority string  `json:"max_priority,omitempty"`
 	}
 	poolSummary struct {
@@ -471,7 +472,7 @@ type (
 
 func quotaSum(q domain.Quota) quotaSummary {
 	return quotaSummary{GPUs: q.Guaranteed.GPUs, CPUs: q.Guaranteed.CPUs, Memory: int64(q.Guaranteed.Memory), Jobs: q.Guaranteed.Jobs,
-		BorrowGPUs: q.Borrow.GPUs, BorrowCPUs: q.Borrow.CPUs, BorrowMem: int64(q.Borrow.Memory), MaxPriority: string(q.MaxPriority)}
+		BorrowGPUs: q.Borrow.GPUs, BorrowCPUs: q.Borrow.CPUs, BorrowMem: int64(q.Borrow.Memory), BorrowJobs: q.Borrow.Jobs, MaxPriority: string(q.MaxPriority)}
 }
 
 func poolSum(p domain.Pool) poolSummary {

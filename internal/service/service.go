@@ -110,7 +110,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	// The store fills "{id}" with the new job's id. The record names the
 	// spec by its hash: the spec itself may carry values that are no
 	// business of the audit log.
-	ctx = s.audited(ctx, p, authz.JobSubmit, "job/{id}", nil,
+	ctx = s.audited(ctx, p, authz.JobSubmit, "job/"+store.AuditIDPlaceholder, nil,
 		map[string]string{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "spec_hash": hash})
 	job, created, err = s.cfg.Store.CreateJob(ctx, store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,

@@ -9,6 +9,11 @@ import (
 
 type auditKey struct{}
 
+// AuditIDPlaceholder in a record's Target attached to CreateJob is replaced
+// by the new job's id ("job/{id}" becomes "job/42"), which is only known
+// inside the transaction.
+const AuditIDPlaceholder = "{id}"
+
 // WithAudit returns a context that makes the next mutating store call made
 // with it append rec to the audit log in the same transaction as the change
 // (Seq, PrevHash and Hash are filled by the store). A change that fails

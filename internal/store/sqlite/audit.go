@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"trainyard/internal/audit"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -55,7 +55,7 @@ type auditHead struct {
 
 // idPlaceholder in the Target of a record attached to CreateJob is replaced
 // by the new job's id ("job/{id}" becomes "job/42").
-const idPlaceholder = "{id}"
+const idPlaceholder = store.AuditIDPlaceholder
 
 // runRequest runs one write request inside its savepoint: the request's
 // function, then the audit records its context carried. An error from either
@@ -124,7 +124,7 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 		}
 		rec.At = normTime(rec.At)
 		rec.Seq, rec.PrevHash = seq+1, head
-		buf = appendAuditCanonical(buf[:0], rec)
+		buf = audit.AppendCanonical(buf[:0], rec)
 		sum := sha256.Sum256(buf)
 		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
 		if _, err := w.exec(insertAuditSQL, rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
@@ -140,21 +140,6 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 	// ends; commitBatch forgets it when the next transaction begins.
 	w.audit.head = auditHead{seq: seq, hash: head, known: true}
 	return nil
-}
-
-// appendAuditCanonical is audit.AppendCanonical, which this package may not
-// import (see deps_test.go); TestAuditHashMatchesPackageAudit keeps the two
-// identical.
-func appendAuditCanonical(dst []byte, rec domain.AuditRecord) []byte {
-	dst = append(dst, "trainyard-audit-v1\x00"...)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(rec.Seq))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(rec.At.UnixNano()))
-	for _, s := range [...]string{rec.Actor, rec.Action, rec.Target, rec.Before, rec.After,
-		rec.Result, rec.Detail, rec.Client, rec.PrevHash} {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
-		dst = append(dst, s...)
-	}
-	return dst
 }
 
 // AppendAudit appends recs on their own, in order, in one transaction: for
