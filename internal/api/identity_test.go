@@ -13,8 +13,10 @@ import (
 
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
+	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 )
 
@@ -125,6 +127,20 @@ func outcome(code int, body []byte) string {
 
 func TestHTTPAuthorizationMatrix(t *testing.T) {
 	e := newAuthzEnv(t)
+	// do counts the refusals, which must each leave an audit record.
+	refusals := 0
+	do := func(method, path, token string, body any) (int, []byte) {
+		before := countDenied(t, e.st)
+		code, b := e.do(method, path, token, body)
+		// A 404 "no attempt yet" on logs is an answer, not a refusal.
+		if code == 403 || (code == 404 && !strings.Contains(string(b), "no attempt yet")) {
+			refusals++
+			if countDenied(t, e.st) != before+1 {
+				t.Errorf("%s %s: refused with %d but no denied audit record was written", method, path, code)
+			}
+		}
+		return code, b
+	}
 	const ok, hidden, forbidden = "ok", "hidden", "forbidden"
 	scopes := []string{"own", "other-member", "other-project"}
 	// want[route][row] lists the outcome for own / other member's / other
@@ -152,7 +168,7 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 	for _, rt := range routes {
 		for _, row := range rows {
 			for i, scope := range scopes {
-				code, b := e.do(rt.method, fmt.Sprintf("/api/v1/jobs/%d%s", e.jobs[scope], rt.suffix), e.tokens[row], nil)
+				code, b := do(rt.method, fmt.Sprintf("/api/v1/jobs/%d%s", e.jobs[scope], rt.suffix), e.tokens[row], nil)
 				got, want := outcome(code, b), rt.want[row][i]
 				if got != want {
 					if got == ok {
@@ -176,7 +192,7 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 		"member": {e.jobs["own"]}, "none": nil, "job": nil,
 	}
 	for _, row := range rows {
-		code, b := e.do("GET", "/api/v1/jobs", e.tokens[row], nil)
+		code, b := do("GET", "/api/v1/jobs", e.tokens[row], nil)
 		want := lists[row]
 		if want == nil {
 			if code != 403 {
@@ -203,7 +219,7 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 	for _, row := range rows {
 		for i, project := range []string{"default", "other"} {
 			s, _ := json.Marshal(fmt.Sprintf("name: m-%s\nproject: %s\nentrypoint: [\"true\"]\n", row, project))
-			code, b := e.do("POST", "/api/v1/jobs", e.tokens[row], apitypes.SubmitRequest{Spec: s})
+			code, b := do("POST", "/api/v1/jobs", e.tokens[row], apitypes.SubmitRequest{Spec: s})
 			if want := submitOK[row][i]; (code == 201) != want || (!want && code != 403) {
 				if code == 201 {
 					unexpectedAllows++
@@ -216,11 +232,11 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 	// pool and quota writes: admin and resource-admin only.
 	for _, row := range rows {
 		writeOK := row == "admin" || row == "resource-admin"
-		code, b := e.do("PUT", "/api/v1/quotas/default/default", e.tokens[row], apitypes.Quota{CPUs: 2, Memory: "8GiB"})
+		code, b := do("PUT", "/api/v1/quotas/default/default", e.tokens[row], apitypes.Quota{CPUs: 2, Memory: "8GiB"})
 		if (code == 200) != writeOK || (!writeOK && code != 403) {
 			t.Errorf("quota write by %s: %d %s", row, code, b)
 		}
-		code, b = e.do("PUT", "/api/v1/pools/default", e.tokens[row], apitypes.Pool{Executor: "local", Borrowing: true,
+		code, b = do("PUT", "/api/v1/pools/default", e.tokens[row], apitypes.Pool{Executor: "local", Borrowing: true,
 			Nodes: []apitypes.Node{{Name: "n1", CPUs: 8, Memory: "32GiB"}}})
 		if (code == 200) != writeOK || (!writeOK && code != 403) {
 			if code == 200 {
@@ -231,6 +247,19 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 	}
 	if unexpectedAllows > 0 {
 		t.Errorf("%d unexpected allows", unexpectedAllows)
+	}
+	recs, err := e.st.ListAudit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for _, r := range recs {
+		if r.Result == domain.AuditDenied {
+			denied++
+		}
+	}
+	if refusals == 0 || denied != refusals {
+		t.Errorf("%d refusals left %d denied audit records; every refusal must leave one", refusals, denied)
 	}
 }
 
@@ -328,4 +357,19 @@ func TestIdentityEndpoints(t *testing.T) {
 	if code, b := e.do("POST", "/api/v1/tokens", e.token, apitypes.TokenRequest{Expires: "soon"}); code != 400 {
 		t.Errorf("bad expiry: %d %s", code, b)
 	}
+}
+
+func countDenied(t *testing.T, st store.Store) int {
+	t.Helper()
+	recs, err := st.ListAudit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Result == domain.AuditDenied {
+			n++
+		}
+	}
+	return n
 }

@@ -669,6 +669,8 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	return false, false
 }
 
+var DebugLog []string
+
 func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Time) {
 	ps.last = memoEntry{reason: reason, msg: msg, est: est}
 	ps.waiting++
