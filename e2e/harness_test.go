@@ -51,7 +51,7 @@ type server struct {
 	url    string
 	token  string
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncWriter // the server's stderr; read it with stderrText
 	config string
 	caFile string       // with TLS: the certificate the clients trust
 	http   *http.Client // trusts caFile
@@ -109,11 +109,11 @@ func (s *server) env() []string {
 func (s *server) start() {
 	t := s.t
 	t.Helper()
-	s.stderr = &bytes.Buffer{}
+	s.stderr = &syncWriter{w: &bytes.Buffer{}}
 	os.Remove(filepath.Join(s.data, "server.json")) // a killed server leaves its own behind
 	s.cmd = exec.Command(binary, "server", "--data", s.data, "--listen", "127.0.0.1:0", "--config", s.config)
 	s.cmd.Env = s.env()
-	s.cmd.Stderr = &syncWriter{w: s.stderr}
+	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func (s *server) shutdown() {
 	}
 	s.killShims()
 	if s.t.Failed() {
-		s.t.Logf("server stderr:\n%s", s.stderr.String())
+		s.t.Logf("server stderr:\n%s", s.stderrText())
 	}
 }
 
@@ -325,6 +325,13 @@ func repoRoot() string {
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// stderrText is what the server has written to its stderr so far.
+func (s *server) stderrText() string {
+	s.stderr.mu.Lock()
+	defer s.stderr.mu.Unlock()
+	return s.stderr.w.(*bytes.Buffer).String()
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {

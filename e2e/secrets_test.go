@@ -195,7 +195,7 @@ func TestSecretNeverShown(t *testing.T) {
 	}
 	cfg, _ := os.ReadFile(s.config)
 	os.WriteFile(s.config, append(cfg, []byte("master_key_file: "+newKey+"\n")...), 0o644)
-	look("server stderr before restart", s.stderr.String())
+	look("server stderr before restart", s.stderrText())
 	s.shutdown()
 	s.start()
 	os.WriteFile(spec, []byte(fmt.Sprintf(secretJob, "after-rotation")), 0o644)
@@ -231,7 +231,7 @@ func TestSecretNeverShown(t *testing.T) {
 	default:
 		t.Errorf("GET /api/v1/audit/export: status %d: %s", status, body)
 	}
-	look("server stderr", s.stderr.String())
+	look("server stderr", s.stderrText())
 
 	for _, entry := range seen {
 		what, text, _ := strings.Cut(entry, "\x00")

@@ -14,13 +14,17 @@ import (
 // config; it falls back to a full pass whenever it cannot tell what changed.
 //
 // The queue keeps copies of the pending jobs it has seen, so callers may
-// reuse or modify a snapshot's slices after Schedule returns. The zero
-// value is ready to use. An Incremental is not safe for concurrent use.
+// reuse or modify a snapshot's slices after Schedule returns. A returned
+// Plan is valid only until the next call: the next pass reuses its storage
+// (copy what must outlive it). The zero value is ready to use. An
+// Incremental is not safe for concurrent use.
 type Incremental struct {
 	prev   []*Pending // the last pass's pending jobs, by id ascending (owned copies)
 	queues map[string]*queue
 	spare  []*Pending  // the list before prev, reused as the next one
 	memo   []memoEntry // memo storage reused across passes
+	// waiting is the last plan's Waiting storage, reused by the next pass.
+	waiting []Waiting
 }
 
 // maxDelta is the number of changed pending jobs above which a pass
@@ -31,11 +35,20 @@ const maxDelta = 4096
 // call learned about the pending jobs that did not change.
 func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	cfg = cfg.withDefaults()
-	if !ascending(s.Pending) {
+	switch r := applyRebuild; {
+	case in.queues != nil:
+		r = in.apply(s.Pending)
+		if r == applyUnordered {
+			in.reset()
+			return newPass(s, cfg).run()
+		}
+		if r == applyRebuild {
+			in.rebuild(s.Pending)
+		}
+	case !ascending(s.Pending):
 		in.reset()
 		return newPass(s, cfg).run()
-	}
-	if in.queues == nil || !in.apply(s.Pending) {
+	default:
 		in.rebuild(s.Pending)
 	}
 	if !in.usable(s) {
@@ -45,8 +58,13 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	p := newPass(s, cfg)
 	p.queues = in.queues
 	p.memoBuf = in.memo
+	p.waitBuf = in.waiting
 	plan := p.run()
 	in.memo = p.memoBuf
+	if n := len(plan.Waiting); n < len(in.waiting) {
+		clear(in.waiting[n:]) // let the last plan's messages go
+	}
+	in.waiting = plan.Waiting
 	return plan
 }
 
@@ -84,9 +102,17 @@ func (in *Incremental) rebuild(pending []Pending) {
 	}
 }
 
-// apply edits the queues from the last pass's pending jobs to these; false
-// when that is not worth it or not possible (rebuild instead).
-func (in *Incremental) apply(pending []Pending) bool {
+// Results of apply.
+const (
+	applyDone      = iota // the queues stand for the pending jobs
+	applyRebuild          // too many changes, or an edit failed: rebuild
+	applyUnordered        // pending ids do not strictly increase: full pass
+)
+
+// apply edits the queues from the last pass's pending jobs to these. It
+// checks the ids' order in the same sweep that finds the changes, and
+// edits nothing when they are out of order.
+func (in *Incremental) apply(pending []Pending) int {
 	// One sweep over both id-ordered lists finds the changes.
 	type change struct {
 		old *Pending // removed (or replaced)
@@ -94,34 +120,56 @@ func (in *Incremental) apply(pending []Pending) bool {
 		pd  *Pending // the queue's copy of pending[new]
 	}
 	var changes []change
-	for i, k := 0, 0; i < len(pending) || k < len(in.prev); {
-		switch {
-		case k == len(in.prev) || (i < len(pending) && pending[i].JobID < in.prev[k].JobID):
-			changes = append(changes, change{new: i})
-			i++
-		case i == len(pending) || in.prev[k].JobID < pending[i].JobID:
-			changes = append(changes, change{old: in.prev[k], new: -1})
-			k++
-		default:
-			if pending[i] != *in.prev[k] {
-				changes = append(changes, change{old: in.prev[k], new: i})
+	prev := in.prev
+	i, k := 0, 0
+	for i < len(pending) && k < len(prev) {
+		if i > 0 && pending[i].JobID <= pending[i-1].JobID {
+			return applyUnordered
+		}
+		// Runs of unchanged jobs are the common case.
+		if p := &pending[i]; p.JobID == prev[k].JobID {
+			if *p != *prev[k] {
+				changes = append(changes, change{old: prev[k], new: i})
+				if len(changes) > maxDelta {
+					return applyRebuild
+				}
 			}
 			i++
 			k++
+			continue
+		}
+		if pending[i].JobID < prev[k].JobID {
+			changes = append(changes, change{new: i})
+			i++
+		} else {
+			changes = append(changes, change{old: prev[k], new: -1})
+			k++
 		}
 		if len(changes) > maxDelta {
-			return false
+			return applyRebuild
 		}
 	}
+	for ; i < len(pending); i++ {
+		if i > 0 && pending[i].JobID <= pending[i-1].JobID {
+			return applyUnordered
+		}
+		changes = append(changes, change{new: i})
+	}
+	for ; k < len(prev); k++ {
+		changes = append(changes, change{old: prev[k], new: -1})
+	}
+	if len(changes) > maxDelta {
+		return applyRebuild
+	}
 	if len(changes) == 0 {
-		return true
+		return applyDone
 	}
 	for x := range changes {
 		c := &changes[x]
 		if c.old != nil {
 			q := in.queues[c.old.Pool]
 			if q == nil || !q.remove(c.old) {
-				return false
+				return applyRebuild
 			}
 		}
 		if c.new >= 0 {
@@ -134,11 +182,32 @@ func (in *Incremental) apply(pending []Pending) bool {
 				in.queues[c.pd.Pool] = q
 			}
 			if !q.insert(c.pd) {
-				return false
+				return applyRebuild
 			}
 		}
 	}
-	// The new id-ordered list: unchanged jobs keep their copies.
+	// The new id-ordered list: unchanged jobs keep their copies. A few
+	// changes are edited in place; many are merged in one sweep.
+	if len(changes) <= 64 {
+		for _, c := range changes {
+			id := int64(0)
+			if c.old != nil {
+				id = c.old.JobID
+			} else {
+				id = c.pd.JobID
+			}
+			x, found := slices.BinarySearchFunc(in.prev, id, func(p *Pending, id int64) int { return cmp.Compare(p.JobID, id) })
+			switch {
+			case found && c.pd != nil:
+				in.prev[x] = c.pd
+			case found:
+				in.prev = slices.Delete(in.prev, x, x+1)
+			default:
+				in.prev = slices.Insert(in.prev, x, c.pd)
+			}
+		}
+		return applyDone
+	}
 	next := in.spare[:0]
 	if cap(next) < len(pending) {
 		next = make([]*Pending, 0, len(pending)+len(pending)/8)
@@ -165,7 +234,7 @@ func (in *Incremental) apply(pending []Pending) bool {
 	}
 	clear(in.prev) // let removed jobs' copies go
 	in.prev, in.spare = next, in.prev
-	return true
+	return applyDone
 }
 
 // usable reports whether the queues can stand for s.Pending: every pending

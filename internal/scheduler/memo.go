@@ -42,7 +42,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		if m.resv {
 			msg += "; " + ps.reservedTextFor(j)
 		}
-		ps.wait(j, m.reason, msg, m.est)
+		ps.emit(j, m.reason, msg, m.est)
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting

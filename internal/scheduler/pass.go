@@ -21,6 +21,9 @@ type pass struct {
 	// memoBuf is memo storage reused by each pool's walk (and, through
 	// Incremental, by later passes).
 	memoBuf []memoEntry
+	// waitBuf, when large enough, is reused for plan.Waiting (Incremental
+	// keeps it between passes).
+	waitBuf []Waiting
 }
 
 // reservation is capacity held for a waiting job, for messages.
@@ -216,7 +219,11 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 	for _, q := range p.queues {
 		n += len(q.jobs)
 	}
-	p.plan.Waiting = make([]Waiting, 0, n)
+	if p.waitBuf != nil && cap(p.waitBuf) >= n {
+		p.plan.Waiting = p.waitBuf[:0]
+	} else {
+		p.plan.Waiting = make([]Waiting, 0, n+n/16)
+	}
 	ri := 0
 	empty := &queue{}
 	for _, pool := range pools {
@@ -669,10 +676,13 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	return false, false
 }
 
-var DebugLog []string
-
 func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Time) {
 	ps.last = memoEntry{reason: reason, msg: msg, est: est}
+	ps.emit(j, reason, msg, est)
+}
+
+// emit appends the job's waiting entry.
+func (ps *poolState) emit(j *job, reason domain.Reason, msg string, est time.Time) {
 	ps.waiting++
 	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: reason, Message: msg, Position: ps.waiting, EstimatedStart: est})
 }
