@@ -208,3 +208,67 @@ func TestIncrementalMatchesScheduleMixes(t *testing.T) {
 		})
 	}
 }
+
+// TestIncrementalMatchesScheduleLargeDeltas runs a few thousand pending
+// jobs through one Incremental with changes of every size: one job, a few
+// (edited in place), more than 64 (merged in one sweep) and more than the
+// rebuild threshold, plus passes whose pending list is out of id order.
+// Each plan is compared with the pure Schedule's before the next call,
+// since the next call reuses its storage.
+func TestIncrementalMatchesScheduleLargeDeltas(t *testing.T) {
+	seeds := 6
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := range uint64(seeds) {
+		r := rand.New(rand.NewPCG(seed, 41))
+		h := randomWorld(r, true)
+		var next int64 = 1 << 24
+		randomJobs(r, h, &next, 2000+r.IntN(3000))
+		var inc scheduler.Incremental
+		for step := range 24 {
+			size := []int{1, 3, 40, 150, 700, 5000}[r.IntN(6)]
+			s := &h.Snap
+			var what string
+			switch r.IntN(4) {
+			case 0:
+				randomJobs(r, h, &next, size)
+				what = fmt.Sprintf("submit %d", size)
+			case 1:
+				s.Pending = slices.Clone(s.Pending)
+				for range min(size, len(s.Pending)) {
+					i := r.IntN(len(s.Pending))
+					s.Pending = slices.Delete(s.Pending, i, i+1)
+				}
+				what = fmt.Sprintf("cancel %d", size)
+			case 2:
+				s.Pending = slices.Clone(s.Pending)
+				for range min(size, len(s.Pending)) {
+					pd := &s.Pending[r.IntN(len(s.Pending))]
+					pd.Priority = domain.Priorities()[r.IntN(4)]
+					pd.Resources.GPUs = r.IntN(5)
+				}
+				what = fmt.Sprintf("change %d", size)
+			default:
+				for range min(size, len(s.Running)) {
+					h.Finish(s.Running[r.IntN(len(s.Running))].JobID)
+				}
+				what = fmt.Sprintf("finish %d", size)
+			}
+			s.Pending = slices.Clone(s.Pending)
+			slices.SortFunc(s.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
+			if step%7 == 6 && len(s.Pending) > 1 {
+				s.Pending[0], s.Pending[1] = s.Pending[1], s.Pending[0]
+				what += ", out of order"
+			}
+			want := scheduler.Schedule(h.Snap, h.Config)
+			got := inc.Schedule(h.Snap, h.Config)
+			if planBytes(t, got) != planBytes(t, want) {
+				t.Fatalf("seed %d step %d (after %s): incremental plan differs", seed, step, what)
+			}
+			if r.IntN(3) > 0 {
+				h.Apply(want)
+			}
+		}
+	}
+}
