@@ -2,8 +2,8 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"trainyard/internal/domain"
@@ -14,21 +14,24 @@ import (
 // shape or priority the pool or the project's quota does not accept, or no
 // quota where the pool lends nothing. A job is never left pending forever.
 func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
-	pool, err := s.cfg.Store.GetPool(ctx, spec.Pool)
-	if errors.Is(err, domain.ErrNotFound) {
-		pools, _ := s.cfg.Store.ListPools(ctx)
-		names := make([]string, len(pools))
-		for i, p := range pools {
-			names[i] = p.Name
-		}
-		return domain.FieldErrors{{Path: "pool", Message: fmt.Sprintf("pool %q does not exist; choose one of: %s", spec.Pool, strings.Join(names, ", "))}}
-	}
-	if err != nil {
-		return fmt.Errorf("load pool %s: %w", spec.Pool, err)
-	}
-	quota, err := s.effectiveQuota(ctx, spec.Project, spec.Pool)
+	v, err := s.admission(ctx)
 	if err != nil {
 		return err
+	}
+	pool, ok := v.pools[spec.Pool]
+	if !ok {
+		names := make([]string, 0, len(v.pools))
+		for name := range v.pools {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		return domain.FieldErrors{{Path: "pool", Message: fmt.Sprintf("pool %q does not exist; choose one of: %s", spec.Pool, strings.Join(names, ", "))}}
+	}
+	var quota *domain.Quota
+	for _, q := range domain.EffectiveQuotas(v.quotas[spec.Project+"/"+spec.Pool], v.grants, s.cfg.Clock.Now()) {
+		if q.Project == spec.Project && q.Pool == spec.Pool {
+			quota = &q
+		}
 	}
 	errs := scheduler.Admit(pool, quota, spec)
 	if pool.Executor == ExecutorLocal && spec.Resources.Nodes > 1 {
@@ -36,4 +39,50 @@ func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
 			Message: fmt.Sprintf("pool %s runs on the local executor, which runs single-node jobs; set resources.nodes: 1, or use a pool backed by Slurm or Kubernetes", pool.Name)})
 	}
 	return errs.Err()
+}
+
+// admissionView is what admission reads: pools, quotas and grants. It is
+// loaded once and reused until schedulingChanged says it is stale, because
+// every submit needs it and it changes rarely.
+type admissionView struct {
+	gen    uint64
+	pools  map[string]domain.Pool
+	quotas map[string][]domain.Quota // "project/pool" → its quota (0 or 1)
+	grants []domain.QuotaRequest     // approved and unexpired when loaded; Active(now) decides
+}
+
+// admission returns the current admission view, loading it when stale.
+func (s *Service) admission(ctx context.Context) (*admissionView, error) {
+	gen := s.schedGen.Load()
+	if v := s.admitView.Load(); v != nil && v.gen == gen {
+		return v, nil
+	}
+	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}}
+	pools, err := s.cfg.Store.ListPools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load pools: %w", err)
+	}
+	for _, p := range pools {
+		v.pools[p.Name] = p
+	}
+	quotas, err := s.cfg.Store.ListQuotas(ctx, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("load quotas: %w", err)
+	}
+	for _, q := range quotas {
+		k := q.Project + "/" + q.Pool
+		v.quotas[k] = append(v.quotas[k], q)
+	}
+	if v.grants, err = s.cfg.Store.ActiveGrants(ctx, s.cfg.Clock.Now()); err != nil {
+		return nil, fmt.Errorf("load compute grants: %w", err)
+	}
+	s.admitView.Store(v)
+	return v, nil
+}
+
+// schedulingChanged marks the admission view stale after a change to pools,
+// quotas, projects or grants, and wakes the control loop.
+func (s *Service) schedulingChanged() {
+	s.schedGen.Add(1)
+	s.cfg.Wake()
 }

@@ -125,7 +125,16 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 	if secret == "" {
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
 	}
-	tok, err := s.cfg.Store.TokenByHash(ctx, HashToken(secret))
+	hash := HashToken(secret)
+	gen := s.authGen.Load()
+	if e, ok := s.auth.Load(hash); ok {
+		e := e.(authEntry)
+		if e.gen == gen && (e.expires.IsZero() || now.Before(e.expires)) {
+			return e.p, actor, nil
+		}
+		s.auth.Delete(hash)
+	}
+	tok, err := s.cfg.Store.TokenByHash(ctx, hash)
 	if errors.Is(err, domain.ErrNotFound) {
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token is not known; check TRAINYARD_TOKEN or your config file")
 	}
@@ -144,7 +153,9 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 		if !ok {
 			return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the job token names no attempt; it cannot be used")
 		}
-		return Principal{TokenID: tok.ID, JobID: job, Attempt: attempt}, actor, nil
+		p := Principal{TokenID: tok.ID, JobID: job, Attempt: attempt}
+		s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen})
+		return p, actor, nil
 	}
 	u, err := s.cfg.Store.GetUser(ctx, tok.Subject)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -153,8 +164,15 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 	if err != nil {
 		return Principal{}, actor, err
 	}
-	return principalOf(u, tok.ID), actor, nil
+	p = principalOf(u, tok.ID)
+	s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen})
+	return p, actor, nil
 }
+
+// identityChanged forgets every cached authentication: call it after a
+// change to who may do what (a token or role revoked, a role granted), once
+// it is stored, so the next request sees it.
+func (s *Service) identityChanged() { s.authGen.Add(1) }
 
 // principalOf builds the principal of user u authenticated by token id.
 func principalOf(u domain.User, tokenID int64) Principal {
@@ -277,6 +295,7 @@ func (s *Service) GrantRole(ctx context.Context, p Principal, user string, b dom
 		return false, err
 	}
 	created, err = s.cfg.Store.GrantRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()), user, b, s.cfg.Clock.Now())
+	s.identityChanged()
 	if errors.Is(err, domain.ErrNotFound) {
 		return false, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", user, user)
 	}
@@ -293,6 +312,7 @@ func (s *Service) RevokeRole(ctx context.Context, p Principal, user string, b do
 		return err
 	}
 	err := s.cfg.Store.RevokeRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil), user, b)
+	s.identityChanged() // also on failure: the role may be gone either way
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "user %q does not hold role %s; see their roles with: trainyard user ls", user, b)
 	}
@@ -396,6 +416,7 @@ func (s *Service) RevokeToken(ctx context.Context, p Principal, id int64) (store
 	if err != nil {
 		return store.Token{}, err
 	}
+	s.identityChanged()
 	tok.Hash = ""
 	return tok, nil
 }
@@ -435,6 +456,7 @@ func (s *Service) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
 	if err != nil {
 		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
 	}
+	s.identityChanged()
 	return nil
 }
 

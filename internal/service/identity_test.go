@@ -398,3 +398,21 @@ func TestAuditTrailInStore(t *testing.T) {
 		t.Errorf("auth.failed records = %+v, %v", failed, err)
 	}
 }
+
+// A role granted to a user whose token is in use counts on the next request
+// (the authentication cache must not keep the narrower view).
+func TestGrantedRoleCountsAtOnce(t *testing.T) {
+	e := newIDEnv(t)
+	secret := e.user(t, "gina")
+	p, err := e.svc.Authenticate(e.ctx, secret)
+	if err != nil || len(p.Projects) != 0 {
+		t.Fatalf("before the grant: %+v, %v", p, err)
+	}
+	if _, err := e.svc.GrantRole(e.ctx, e.admin, "gina", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = e.svc.Authenticate(e.ctx, secret)
+	if err != nil || len(p.Projects) != 1 || p.Projects[0].Role != domain.RoleMember {
+		t.Fatalf("after the grant: %+v, %v; want member of vision", p, err)
+	}
+}

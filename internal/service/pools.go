@@ -74,7 +74,7 @@ func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (s
 	if err != nil {
 		return domain.Pool{}, false, fmt.Errorf("store pool %q: %w", pool.Name, err)
 	}
-	s.cfg.Wake()
+	s.schedulingChanged()
 	return stored, created, nil
 }
 
@@ -166,7 +166,7 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 	if err := s.cfg.Store.PutQuota(ctx, q); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err) // the pool may have gone in between
 	}
-	s.cfg.Wake()
+	s.schedulingChanged()
 	return q, nil
 }
 
@@ -195,7 +195,7 @@ func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool st
 	if err != nil {
 		return err
 	}
-	s.cfg.Wake()
+	s.schedulingChanged()
 	return nil
 }
 
@@ -224,7 +224,7 @@ func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Proje
 	if err := s.cfg.Store.PutProject(ctx, proj); err != nil {
 		return domain.Project{}, fmt.Errorf("store project %q: %w", proj.Name, err)
 	}
-	s.cfg.Wake()
+	s.schedulingChanged()
 	return s.cfg.Store.GetProject(ctx, proj.Name)
 }
 

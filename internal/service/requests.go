@@ -101,7 +101,7 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 		return domain.QuotaRequest{}, err
 	}
 	if approve {
-		s.cfg.Wake()
+		s.schedulingChanged()
 	}
 	return out, nil
 }
@@ -112,25 +112,6 @@ func (s *Service) ListRequests(ctx context.Context, p Principal, project, pool s
 		return nil, err
 	}
 	return s.cfg.Store.ListRequests(ctx, project, pool)
-}
-
-// effectiveQuota is the project's quota in the pool with its active grants
-// added (nil when it has neither).
-func (s *Service) effectiveQuota(ctx context.Context, project, pool string) (*domain.Quota, error) {
-	quotas, err := s.cfg.Store.ListQuotas(ctx, project, pool)
-	if err != nil {
-		return nil, fmt.Errorf("load quota of %s in %s: %w", project, pool, err)
-	}
-	grants, err := s.cfg.Store.ActiveGrants(ctx, s.cfg.Clock.Now())
-	if err != nil {
-		return nil, fmt.Errorf("load compute grants: %w", err)
-	}
-	for _, q := range domain.EffectiveQuotas(quotas, grants, s.cfg.Clock.Now()) {
-		if q.Project == project && q.Pool == pool {
-			return &q, nil
-		}
-	}
-	return nil, nil
 }
 
 // requestSummary is the audit summary of a request (no free text beyond the

@@ -15,6 +15,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/clock"
@@ -46,6 +49,24 @@ type Config struct {
 type Service struct {
 	cfg     Config
 	limiter failLimiter // failed authentications per client address
+	// auth caches authenticated tokens (hash → authEntry). authGen is bumped
+	// after every change to tokens and roles; an entry read under an older
+	// generation is not trusted, so a revocation or a grant made through this
+	// server takes effect on the next request. (Several server replicas will
+	// need the generation in the shared store.)
+	auth    sync.Map
+	authGen atomic.Uint64
+	// admitView caches pools, quotas and grants for admission; schedGen
+	// invalidates it (see schedulingChanged).
+	admitView atomic.Pointer[admissionView]
+	schedGen  atomic.Uint64
+}
+
+// authEntry is one cached authentication.
+type authEntry struct {
+	p       Principal
+	expires time.Time // the token's expiry; zero: none
+	gen     uint64
 }
 
 // New returns a Service.
