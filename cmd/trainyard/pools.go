@@ -26,7 +26,8 @@ type schedulingConfig struct {
 	Projects []yaml.Node `yaml:"projects"`
 }
 
-var system = service.Principal{Subject: "system", Role: "admin"}
+// system is the server acting on its own config file.
+var system = service.Principal{Subject: "system:config", Role: "admin"}
 
 // decodeAPI converts one YAML entry into an API type through JSON, so the
 // API's field names apply and unknown fields are rejected.

@@ -90,11 +90,15 @@ type Principal struct {
 // IsJob reports whether p is a job token.
 func (p Principal) IsJob() bool { return p.JobID != 0 }
 
-// Actor is how p appears in transitions and audit records: "user:alice", or
-// "job:42/1" for the job token of attempt 1 of job 42.
+// Actor is how p appears in transitions and audit records: "user:alice",
+// "job:42/1" for the job token of attempt 1 of job 42, or the subject itself
+// for the server acting on its own ("system:config").
 func (p Principal) Actor() string {
 	if p.IsJob() {
 		return "job:" + AttemptRef(p.JobID, p.Attempt)
+	}
+	if strings.HasPrefix(p.Subject, "system:") {
+		return p.Subject
 	}
 	return "user:" + p.Subject
 }
