@@ -29,6 +29,8 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
+	"trainyard/internal/metrics"
+	"trainyard/internal/metrics/sample"
 	"trainyard/internal/scheduler"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
@@ -65,6 +67,15 @@ type serverConfig struct {
 	// <data>/master.key, created on first start); TRAINYARD_MASTER_KEY
 	// (base64) takes precedence. See docs/secrets.md.
 	MasterKeyFile string `yaml:"master_key_file"`
+	// MetricsToken, when set, is the bearer token GET /metrics requires;
+	// empty leaves /metrics open like /healthz (docs/observability.md).
+	MetricsToken string `yaml:"metrics_token"`
+	// SampleInterval is how often running attempts' CPU, memory and GPUs
+	// are sampled for /metrics (default 15s).
+	SampleInterval string `yaml:"sample_interval"`
+	// LogRetention is how long the logs of finished jobs are kept (default
+	// 30d; 0 keeps them forever). See docs/operator.md.
+	LogRetention string `yaml:"log_retention"`
 }
 
 func serverCommand() *cobra.Command {
@@ -172,12 +183,13 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
 	}
-	retry, grace, halfLife := 10*time.Second, 10*time.Second, 24*time.Hour
+	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
 	for _, d := range []struct {
 		name string
 		s    string
 		v    *time.Duration
-	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &halfLife}} {
+	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &halfLife},
+		{"sample_interval", cfg.SampleInterval, &sampleEvery}} {
 		if d.s == "" {
 			continue
 		}
@@ -187,6 +199,17 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 		*d.v = v
 	}
+
+	// --- log retention (docs/operator.md) ---
+	logRetention := service.DefaultLogRetention
+	if cfg.LogRetention != "" {
+		v, err := domain.ParseDuration(cfg.LogRetention)
+		if err != nil || v < 0 {
+			return fmt.Errorf("server config log_retention: %q is not a duration; use e.g. 30d, or 0 to keep logs forever", cfg.LogRetention)
+		}
+		logRetention = v
+	}
+	// --- end log retention ---
 
 	st, err := sqlite.Open(ctx, strings.TrimPrefix(cfg.Store, "sqlite://"))
 	if err != nil {
@@ -244,6 +267,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 
+	// Prometheus series (docs/observability.md): fed by the control loop and
+	// the API, plus a sampler of running attempts' resources.
+	metricsReg := metrics.New(metrics.Config{CountJobs: st.CountJobs, AttemptDir: layout.AttemptDir,
+		GPU: sample.FindNvidiaSMI(), SampleInterval: sampleEvery, Logger: log})
+
 	var svc *service.Service // the control loop resolves secrets through it
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
 		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
@@ -251,7 +279,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 			return svc.ResolveSecrets(ctx, project, names)
 		},
-		JobTokens: jobTokens{&svc}, APIURL: url})
+		JobTokens: jobTokens{&svc}, APIURL: url, Observer: metricsReg})
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
 		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring})
 	if err := svc.CheckSecretKeys(ctx); err != nil {
@@ -276,12 +304,19 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	srv := &http.Server{
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		Handler: api.Handler(api.Config{Service: svc, Logger: log,
-			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping}),
+			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping,
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- ctl.Run(loopCtx) }()
+	// --- log retention: once now, then daily ---
+	retentionTicker := time.NewTicker(24 * time.Hour)
+	defer retentionTicker.Stop()
+	go svc.RunLogRetention(loopCtx, logRetention, retentionTicker.C, nil)
+	// --- end log retention ---
+	go func() { _ = metricsReg.RunSampler(loopCtx) }()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 

@@ -32,6 +32,22 @@ type Config struct {
 	Version apitypes.Version
 	// Ready reports whether the server can take work (store reachable).
 	Ready func(ctx context.Context) error
+	// Metrics, when set, serves GET /metrics and observes every request
+	// and every created job (docs/observability.md).
+	Metrics Metrics
+	// MetricsToken, when set, is the bearer token GET /metrics requires;
+	// empty leaves /metrics open, like /healthz.
+	MetricsToken string
+}
+
+// Metrics is the Prometheus exposition and the hooks the API feeds it.
+type Metrics interface {
+	http.Handler // serves GET /metrics
+	// ObserveRequest records a finished request by its route pattern (""
+	// when no route matched), status code and duration.
+	ObserveRequest(route string, code int, took time.Duration)
+	// JobSubmitted counts a job created by a submit request.
+	JobSubmitted(project, pool string)
 }
 
 // Handler returns the API's http.Handler.
@@ -46,6 +62,9 @@ func Handler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", h.readyz)
+	if cfg.Metrics != nil { // metrics: no token unless MetricsToken is set
+		mux.HandleFunc("GET /metrics", h.promMetrics)
+	}
 	mux.Handle("POST /api/v1/jobs", h.auth(h.submit))
 	mux.Handle("GET /api/v1/jobs", h.auth(h.list))
 	mux.Handle("GET /api/v1/jobs/{id}", h.auth(h.get))
@@ -58,9 +77,13 @@ func Handler(cfg Config) http.Handler {
 	h.identityRoutes(mux) // whoami, users, roles, tokens: identity.go
 	h.secretRoutes(mux)   // secrets: secrets.go
 	h.auditRoutes(mux)    // the audit log: audit.go
+	h.trainingRoutes(mux) // training metrics: training.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
+	if cfg.Metrics != nil {
+		return h.promObserve(h.recoverer(mux))
+	}
 	return h.recoverer(mux)
 }
 
@@ -160,6 +183,8 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK
+	} else if h.cfg.Metrics != nil {
+		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
 	}
 	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
 	writeJSON(w, status, out)
@@ -266,6 +291,7 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request, p service.Princip
 	}
 	req.Follow = truthy(q.Get("follow"))
 	req.Timestamps = truthy(q.Get("timestamps"))
+	req.Grep, req.Since = q.Get("grep"), q.Get("since") // validated by the service
 	if err := errs.Err(); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -300,8 +326,12 @@ func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
+	msg := why.Job.Message
+	if why.Summary != "" {
+		msg = why.Summary // the diagnosis; the exit message is among the evidence
+	}
 	writeJSON(w, http.StatusOK, apitypes.Why{ID: why.Job.ID, State: string(why.Job.State), Reason: string(why.Job.Reason),
-		Message: why.Job.Message, Evidence: why.Evidence, Hint: why.Hint})
+		Message: msg, Evidence: why.Evidence, Hint: why.Hint, Class: string(why.Class)})
 }
 
 func truthy(v string) bool { return v == "1" || v == "true" || v == "yes" }

@@ -273,16 +273,21 @@ func (a *app) logsCmd() *cobra.Command {
 		Long: `Print the log of one attempt of a job (by default the latest) to stdout.
 With -f the log is streamed until the attempt ends. --timestamps prefixes every
 line with its time and stream (stdout, stderr, or system for the platform's own
-notes).`,
+notes). --grep and --since filter on the server; --tail then takes the last
+lines of what is left.`,
 		Example: `  trainyard logs 12
   trainyard logs -f 12
-  trainyard logs 12 --attempt 1 --tail 50 --timestamps`,
+  trainyard logs 12 --attempt 1 --tail 50 --timestamps
+  trainyard logs 12 --grep 'Error|Traceback' --since 10m
+  trainyard logs 12 --since 2025-06-01T12:00:00Z --tail 20`,
 		Args: exactArgs(1),
 	}
 	cmd.Flags().IntVar(&opts.Attempt, "attempt", 0, "attempt number (default: the latest)")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep streaming until the attempt ends")
 	cmd.Flags().IntVar(&opts.Tail, "tail", 0, "only the last N lines")
 	cmd.Flags().BoolVar(&opts.Timestamps, "timestamps", false, "prefix each line with its time and stream")
+	cmd.Flags().StringVar(&opts.Grep, "grep", "", "only lines matching this regular expression (RE2 syntax)")
+	cmd.Flags().StringVar(&opts.Since, "since", "", "only lines written since a duration ago (10m, 2h, 1d) or an RFC 3339 time")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -383,6 +388,9 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 		fmt.Fprintln(out)
 		if why.Message != "" {
 			fmt.Fprintf(out, "  %s\n", why.Message)
+		}
+		if why.Class != "" {
+			fmt.Fprintf(out, "class: %s\n", why.Class)
 		}
 		if len(why.Evidence) > 0 {
 			fmt.Fprintln(out, "evidence:")

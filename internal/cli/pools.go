@@ -490,7 +490,7 @@ func gpuList(gpus []int) string {
 func (a *app) quotaCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "List, set and remove project quotas",
+		Short: "List, set and remove project quotas; request, approve or deny more for a while",
 		Long: `A quota is what one project is guaranteed in one pool: GPUs, CPUs, memory and
 concurrent jobs, plus how far above that it may borrow idle capacity (work
 above the guarantee is preemptible) and the highest priority class it may use.

@@ -93,10 +93,12 @@ type ListOptions struct {
 
 // LogOptions selects what GET /api/v1/jobs/{id}/logs returns.
 type LogOptions struct {
-	Attempt    int  // 0: the latest attempt
-	Follow     bool // keep streaming until the attempt ends
-	Tail       int  // 0: every line; N: only the last N lines
-	Timestamps bool // "<RFC3339Nano> <stream> <text>" instead of the bare text
+	Attempt    int    // 0: the latest attempt
+	Follow     bool   // keep streaming until the attempt ends
+	Tail       int    // 0: every line; N: only the last N lines
+	Timestamps bool   // "<RFC3339Nano> <stream> <text>" instead of the bare text
+	Grep       string // only lines whose text matches this regular expression (RE2)
+	Since      string // only lines since a duration ago ("10m") or an RFC 3339 time
 }
 
 // Submit creates a job. A non-empty idempotencyKey is sent as the
@@ -164,6 +166,12 @@ func (c *Client) Logs(ctx context.Context, id int64, opts LogOptions) (io.ReadCl
 	}
 	if opts.Timestamps {
 		q.Set("timestamps", "true")
+	}
+	if opts.Grep != "" {
+		q.Set("grep", opts.Grep)
+	}
+	if opts.Since != "" {
+		q.Set("since", opts.Since)
 	}
 	resp, err := c.do(ctx, http.MethodGet, jobPath(id, "/logs"), q, nil, nil, "text/plain")
 	if err != nil {

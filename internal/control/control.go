@@ -72,7 +72,33 @@ type Config struct {
 	// ones) to "NAME=value" environment entries and the values to redact
 	// from its log. nil: jobs naming secrets fail to launch.
 	Secrets func(ctx context.Context, project string, names []string) (env []string, values []string, err error)
+	// Observer is told about passes, placements and attempt ends (for
+	// metrics). nil: nobody is told.
+	Observer Observer
 }
+
+// Observer is told what the loop does, for metrics. It is called from the
+// loop goroutine, so it must return quickly, and it must neither keep nor
+// change the maps and slices it is given.
+type Observer interface {
+	// Pass reports one scheduling pass: how long the scheduler took, the
+	// pools, the active jobs (queued, starting, running) by id, and their
+	// active attempts (JobID, Number, Node and GPUs set).
+	Pass(took time.Duration, pools []domain.Pool, jobs map[int64]domain.Job, attempts []domain.Attempt)
+	// Placed reports a job the scheduler placed: waited is how long it was
+	// queued, since submission for a first attempt and since it was queued
+	// again for a later one.
+	Placed(project, pool string, attempt int, waited time.Duration)
+	// AttemptEnded reports an attempt's end once the store recorded it.
+	AttemptEnded(project, pool string, state domain.AttemptState, reason domain.Reason)
+}
+
+// nopObserver is the Observer when none is configured.
+type nopObserver struct{}
+
+func (nopObserver) Pass(time.Duration, []domain.Pool, map[int64]domain.Job, []domain.Attempt) {}
+func (nopObserver) Placed(string, string, int, time.Duration)                                 {}
+func (nopObserver) AttemptEnded(string, string, domain.AttemptState, domain.Reason)           {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -89,6 +115,11 @@ type Controller struct {
 	usage    []scheduler.Usage
 	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
+	// Health and metrics, per active attempt: last progress time, how far
+	// its metric log was read, and whether a health check stopped it.
+	progress      map[executor.Ref]time.Time
+	offsets       map[executor.Ref]int64
+	healthStopped map[executor.Ref]bool
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -136,6 +167,9 @@ func New(cfg Config) *Controller {
 	if cfg.Scheduler.FairShareHalfLife <= 0 {
 		cfg.Scheduler.FairShareHalfLife = 24 * time.Hour
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	return &Controller{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
@@ -145,6 +179,10 @@ func New(cfg Config) *Controller {
 		jobs:     map[int64]*jobInfo{},
 		stopping: map[executor.Ref]bool{},
 		reasons:  map[int64]string{},
+
+		progress:      map[executor.Ref]time.Time{},
+		offsets:       map[executor.Ref]int64{},
+		healthStopped: map[executor.Ref]bool{},
 	}
 }
 
@@ -205,6 +243,9 @@ func (c *Controller) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load active attempts: %w", err)
 	}
+	if err := c.seedProgress(ctx); err != nil {
+		return err
+	}
 	for _, a := range atts {
 		info, err := c.info(ctx, a.JobID)
 		if err != nil {
@@ -249,7 +290,7 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 func (c *Controller) cycle(ctx context.Context) time.Duration {
 	now := c.cfg.Clock.Now()
 	next := c.cfg.Interval
-	snap, byID, err := c.snapshot(ctx, now)
+	snap, byID, atts, err := c.snapshot(ctx, now)
 	if err != nil {
 		c.log.Error("load scheduling snapshot", "err", err)
 		return next
@@ -276,8 +317,16 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			delete(c.stopping, ref)
 		}
 	}
+	for ref := range c.progress {
+		if !live[ref.JobID] {
+			c.forgetAttempt(ref)
+		}
+	}
+	next = c.checkHealth(ctx, now, atts, byID, next)
 
+	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.sched.Schedule(snap, c.cfg.Scheduler)
+	c.observePass(time.Since(passStart), snap, byID)
 	c.publishQueue(plan, byID)
 
 	var changes []store.Change
@@ -338,6 +387,8 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 		delete(c.reasons, pl.JobID)
 		ref := executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}
+		// Observer (metrics): a queued job's UpdatedAt is when it entered the queue.
+		c.cfg.Observer.Placed(byID[pl.JobID].Project, byID[pl.JobID].Pool, ref.Attempt, now.Sub(byID[pl.JobID].UpdatedAt))
 		if len(pl.Nodes) > 1 {
 			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: errors.New("this executor runs single-node jobs; multi-node jobs need the Slurm or Kubernetes executor")})
 			continue
@@ -367,26 +418,26 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 
 // snapshot loads what the scheduler decides on: pools, quotas, projects,
 // fair-share usage, the queue and the active attempts.
-func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Snapshot, map[int64]domain.Job, error) {
+func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Snapshot, map[int64]domain.Job, []domain.Attempt, error) {
 	snap := scheduler.Snapshot{Now: now}
 	var err error
 	if snap.Pools, err = c.cfg.Store.ListPools(ctx); err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	if snap.Quotas, err = c.cfg.Store.ListQuotas(ctx, "", ""); err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	grants, err := c.cfg.Store.ActiveGrants(ctx, now)
 	if err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
 	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	if now.Sub(c.usageAt) >= c.cfg.UsageRefresh || c.usage == nil {
 		if c.usage, err = c.loadUsage(ctx, now, snap.Pools); err != nil {
-			return snap, nil, err
+			return snap, nil, nil, err
 		}
 		c.usageAt = now
 	}
@@ -394,11 +445,11 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	jobs, err := c.cfg.Store.ListJobs(ctx, store.JobFilter{
 		States: []domain.JobState{domain.JobQueued, domain.JobStarting, domain.JobRunning}, Ascending: true})
 	if err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	atts, err := c.cfg.Store.ActiveAttempts(ctx)
 	if err != nil {
-		return snap, nil, err
+		return snap, nil, nil, err
 	}
 	byID := make(map[int64]domain.Job, len(jobs))
 	for _, j := range jobs {
@@ -421,7 +472,23 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 			StartedAt: a.CreatedAt, Timeout: j.Timeout.D(), Preemptible: j.Preemptible, Borrowed: a.Borrowed,
 			Stopping: j.CancelRequested || j.PreemptRequested})
 	}
-	return snap, byID, nil
+	return snap, byID, atts, nil
+}
+
+// observePass tells the Observer about a pass and what it saw.
+func (c *Controller) observePass(took time.Duration, snap scheduler.Snapshot, byID map[int64]domain.Job) {
+	if _, ok := c.cfg.Observer.(nopObserver); ok {
+		return
+	}
+	atts := make([]domain.Attempt, 0, len(snap.Running))
+	for _, r := range snap.Running {
+		a := domain.Attempt{JobID: r.JobID, Number: byID[r.JobID].Attempts, Borrowed: r.Borrowed}
+		if len(r.Nodes) > 0 {
+			a.Node, a.GPUs = r.Nodes[0].Node, r.Nodes[0].GPUs
+		}
+		atts = append(atts, a)
+	}
+	c.cfg.Observer.Pass(took, snap.Pools, byID, atts)
 }
 
 // loadUsage computes decayed fair-share usage from the attempt history.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ var (
 // handleEvents records a batch of executor events in one store transaction.
 func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 	changes := make([]store.Change, 0, len(batch))
+	var progressed []executor.Ref
 	for _, ev := range batch {
 		at := ev.At
 		if at.IsZero() {
@@ -34,13 +36,27 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
 			})
+		case executor.Progress:
+			c.ingest(ctx, ev.Ref)
+			c.progressed(ev.Ref, at)
+			if !slices.Contains(progressed, ev.Ref) {
+				progressed = append(progressed, ev.Ref)
+			}
 		case executor.Exited, executor.Lost:
+			c.ingest(ctx, ev.Ref) // the points written before the end
 			ch, err := c.ended(ctx, ev, at)
 			if err != nil {
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
 				continue
 			}
 			changes = append(changes, ch)
+		}
+	}
+	for _, ref := range progressed {
+		if at := c.progress[ref]; !at.IsZero() {
+			if err := c.cfg.Store.RecordProgress(ctx, ref.JobID, ref.Attempt, at); err != nil {
+				c.log.Warn("record progress", "attempt", ref.String(), "err", err)
+			}
 		}
 	}
 	if len(changes) == 0 {
@@ -57,6 +73,12 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			if changes[i].To == domain.JobRunning {
 				c.stopIfCanceled(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
 			}
+			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
+				c.forgetAttempt(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+			}
+			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
+				c.observeEnd(ctx, changes[i])
+			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
 				// The attempt is over: its token may report nothing more.
 				if err := c.cfg.JobTokens.Revoke(ctx, changes[i].JobID, a.Number); err != nil {
@@ -69,6 +91,22 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
 		}
 	}
+}
+
+// observeEnd tells the Observer about a recorded attempt end.
+func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
+	if _, ok := c.cfg.Observer.(nopObserver); ok {
+		return
+	}
+	ji, err := c.info(ctx, ch.JobID)
+	if err != nil {
+		return
+	}
+	reason := ch.Attempt.Reason
+	if reason == "" {
+		reason = ch.Reason
+	}
+	c.cfg.Observer.AttemptEnded(ji.spec.Project, ji.spec.Pool, ch.Attempt.To, reason)
 }
 
 // stopIfCanceled stops an attempt that started after its job was canceled.
@@ -96,6 +134,20 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		att.To, att.Reason = domain.AttemptLost, domain.ReasonNodeLost
 		if att.Message == "" {
 			att.Message = "the attempt's supervisor vanished without an exit record"
+		}
+	}
+	if ev.Kind == executor.Exited && att.To != domain.AttemptSucceeded && !job.CancelRequested && !job.PreemptRequested {
+		// Stopped by a health check: the attempt failed for that reason.
+		h, err := c.cfg.Store.AttemptHealth(ctx, ev.JobID, ev.Attempt)
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
+			return store.Change{}, err
+		}
+		if h.HealthFailed != "" {
+			att.To, att.Reason = domain.AttemptFailed, h.HealthFailed
+			att.Message = h.HealthMessage
+			if ev.Message != "" {
+				att.Message += "; " + ev.Message
+			}
 		}
 	}
 	ch := store.Change{JobID: ev.JobID, From: active, Actor: actorExecutor, At: at, Attempt: att}

@@ -57,6 +57,10 @@ const (
 	Exited EventKind = "exited"
 	// Lost: the attempt's supervisor vanished without an exit record.
 	Lost EventKind = "lost"
+	// Progress: the attempt reported training progress; Step is the latest
+	// step (0 when unknown) and At when it was reported. Executors send it
+	// at most about once per second per attempt. (Contract addition.)
+	Progress EventKind = "progress"
 )
 
 // Event is one observation about an attempt.
@@ -65,6 +69,8 @@ type Event struct {
 	Kind EventKind
 	At   time.Time
 	PID  int // with Started
+	// Step, with Progress, is the latest training step reported.
+	Step int64
 	// With Exited: State is one of succeeded, failed, timed_out, canceled;
 	// Reason is Completed, ExitCode, EntrypointNotFound, OOMKilled, Timeout or
 	// CanceledByUser; ExitCode is nil when the process never ran or was killed

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"time"
 )
 
@@ -69,6 +70,33 @@ type Options struct {
 	Poll time.Duration
 	// Flush, if set, is called after each batch of lines (HTTP streaming).
 	Flush func()
+	// Grep, if set, keeps only the lines whose text (without time and
+	// stream) it matches.
+	Grep *regexp.Regexp
+	// Since, if not zero, keeps only the lines written at or after it;
+	// lines without a timestamp are dropped.
+	Since time.Time
+}
+
+// keep returns the line filter the options ask for (nil: every line). Tail
+// counts only kept lines, so a tail of a filtered log is the tail of the
+// filtered lines.
+func (o Options) keep() func(line []byte) bool {
+	if o.Timestamps && o.Grep == nil && o.Since.IsZero() {
+		return nil
+	}
+	return func(b []byte) bool {
+		ln := ParseLine(b)
+		switch {
+		case !o.Timestamps && ln.Stream == System:
+			return false
+		case !o.Since.IsZero() && (ln.Stream == "" || ln.Time.Before(o.Since)):
+			return false
+		case o.Grep != nil && !o.Grep.MatchString(ln.Text):
+			return false
+		}
+		return true
+	}
 }
 
 // Copy writes the log at path to w, formatted per opts. A missing file is an
@@ -99,11 +127,8 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 		}
 	}
 	defer f.Close()
+	keep := opts.keep()
 	if opts.Tail > 0 {
-		var keep func([]byte) bool
-		if !opts.Timestamps {
-			keep = func(l []byte) bool { return ParseLine(l).Stream != System }
-		}
 		off, err := TailOffset(f, opts.Tail, keep)
 		if err != nil {
 			return err
@@ -126,6 +151,9 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 				line = append(partial, line...)
 				partial = partial[:0]
 			}
+			if keep != nil && !keep(line) {
+				continue
+			}
 			if werr := writeLine(bw, line, opts.Timestamps); werr != nil {
 				return werr
 			}
@@ -140,7 +168,7 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 			opts.Flush()
 		}
 		if !opts.Follow {
-			if len(partial) > 0 {
+			if len(partial) > 0 && (keep == nil || keep(partial)) {
 				return writeLine(w, partial, opts.Timestamps)
 			}
 			return nil

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"io"
+	"regexp"
 	"time"
 
 	"trainyard/internal/authz"
@@ -16,6 +17,40 @@ type LogRequest struct {
 	Follow     bool
 	Tail       int
 	Timestamps bool
+	// Grep keeps only the lines whose text matches this regular
+	// expression (RE2 syntax); "" keeps all.
+	Grep string
+	// Since keeps only the lines written at or after a time: a duration
+	// before now ("10m", "2h", "1d") or an RFC 3339 time; "" keeps all.
+	Since string
+}
+
+// maxGrepLen bounds the --grep expression.
+const maxGrepLen = 1000
+
+// filters validates and compiles the request's grep and since filters.
+func (r LogRequest) filters(now time.Time) (*regexp.Regexp, time.Time, error) {
+	var errs domain.FieldErrors
+	var re *regexp.Regexp
+	var since time.Time
+	if r.Grep != "" {
+		var err error
+		if len(r.Grep) > maxGrepLen {
+			errs.Add("grep", "must be at most %d characters", maxGrepLen)
+		} else if re, err = regexp.Compile(r.Grep); err != nil {
+			errs.Add("grep", "is not a regular expression (RE2 syntax): %v", err)
+		}
+	}
+	if r.Since != "" {
+		if t, err := time.Parse(time.RFC3339Nano, r.Since); err == nil {
+			since = t
+		} else if d, err := domain.ParseDuration(r.Since); err == nil && d >= 0 {
+			since = now.Add(-d)
+		} else {
+			errs.Add("since", "%q is neither a duration (10m, 2h, 1d) nor an RFC 3339 time (2025-06-01T12:00:00Z)", r.Since)
+		}
+	}
+	return re, since, errs.Err()
 }
 
 // LogStream is an opened log, ready to copy.
@@ -25,6 +60,8 @@ type LogStream struct {
 	attempt int
 	path    string
 	req     LogRequest
+	grep    *regexp.Regexp
+	since   time.Time
 }
 
 // Attempt is the attempt number being read.
@@ -40,6 +77,13 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	if err := s.authorize(ctx, p, authz.JobRead, jobResource(job)); err != nil {
 		return nil, err
 	}
+	grep, since, err := req.filters(s.cfg.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := s.cfg.Logs.Expired(id); ok {
+		return nil, domain.Errorf(domain.ErrNotFound, "the logs of job %d expired under the server's log retention (%s)", id, logs.RetentionString(e.Retention))
+	}
 	n := req.Attempt
 	switch {
 	case n < 0:
@@ -51,7 +95,7 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	case n > job.Attempts && (job.State.Terminal() || !req.Follow):
 		return nil, domain.Errorf(domain.ErrNotFound, "job %d has %d attempt(s), not %d", id, job.Attempts, n)
 	}
-	return &LogStream{s: s, jobID: id, attempt: n, path: s.cfg.Logs.LogPath(id, n), req: req}, nil
+	return &LogStream{s: s, jobID: id, attempt: n, path: s.cfg.Logs.LogPath(id, n), req: req, grep: grep, since: since}, nil
 }
 
 // Copy writes the log to w; when following, it returns once the attempt has
@@ -74,5 +118,6 @@ func (l *LogStream) Copy(ctx context.Context, w io.Writer, flush func()) error {
 	return logs.Copy(ctx, w, l.path, logs.Options{
 		Tail: l.req.Tail, Follow: l.req.Follow, Timestamps: l.req.Timestamps,
 		Done: done, Poll: 100 * time.Millisecond, Flush: flush,
+		Grep: l.grep, Since: l.since,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"trainyard/internal/diagnose"
 	"trainyard/internal/domain"
 	"trainyard/internal/logs"
 	"trainyard/internal/store"
@@ -16,7 +17,15 @@ type Why struct {
 	Job      domain.Job
 	Evidence []string
 	Hint     string
+	// Class and Summary classify a failure (package diagnose); empty for
+	// jobs that did not fail.
+	Class   diagnose.Class
+	Summary string
 }
+
+// diagnoseLines is how many lines of a failed attempt's log are searched
+// for the error.
+const diagnoseLines = 200
 
 // Explain returns why a job is where it is: the scheduler's pending reason
 // with its numbers, or the failing attempt's reason, exit code and log tail.
@@ -65,16 +74,13 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 			w.Hint = "it starts when running jobs free enough resources"
 		}
 	case domain.JobFailed:
-		if last != nil {
-			w.Evidence = append(w.Evidence, attemptFacts(*last)...)
-			if tail := s.logTail(id, last.Number, 10); tail != "" {
-				w.Evidence = append(w.Evidence, tail)
-			}
-		}
-		w.Hint = failureHint(job, last)
+		s.explainFailure(&w, last)
 	case domain.JobRunning, domain.JobStarting:
 		if last != nil {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d is %s on %s", last.Number, last.State, orDash(last.Node)))
+			if note := s.progressNote(ctx, job, *last); note != "" {
+				w.Evidence = append(w.Evidence, note)
+			}
 		}
 		if job.CancelRequested {
 			w.Hint = "cancel was requested; the process is being stopped"
@@ -86,6 +92,75 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
 	}
 	return w, nil
+}
+
+// explainFailure classifies a failed job from its last attempt's exit facts
+// and log. The attempt's facts are always evidence; the log lines that
+// decided the class follow, or, when no line did, the log's last lines.
+func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
+	job := w.Job
+	ev := diagnose.Evidence{JobID: job.ID, State: job.State, Reason: job.Reason, Message: job.Message,
+		Resources: job.Spec.Resources, Env: job.Spec.Env, Entrypoint: job.Spec.Entrypoint}
+	if last != nil {
+		ev.Attempt, ev.ExitCode, ev.MaxRSS = last.Number, last.ExitCode, last.Usage.MaxRSS
+		if last.Reason != "" {
+			ev.Reason, ev.Message = last.Reason, last.Message
+		}
+		ev.Signal = diagnose.SignalFromMessage(ev.Message)
+		ev.LogTail, _ = logs.Tail(s.cfg.Logs.LogPath(job.ID, last.Number), diagnoseLines)
+		w.Evidence = append(w.Evidence, attemptFacts(*last)...)
+		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
+			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
+		}
+	}
+	d := diagnose.Classify(ev)
+	w.Class, w.Summary, w.Hint = d.Class, d.Summary, d.Hint
+	redundant := ev.ExitCode != nil && ev.Message == fmt.Sprintf("exited with code %d", *ev.ExitCode) // the facts say it
+	if ev.Message != "" && !redundant && !strings.Contains(d.Summary, ev.Message) {
+		w.Evidence = append(w.Evidence, "exit: "+ev.Message)
+	}
+	for _, l := range d.Evidence {
+		w.Evidence = append(w.Evidence, "log | "+l)
+	}
+	if len(d.Evidence) == 0 && last != nil {
+		if tail := s.logTail(job.ID, last.Number, 10); tail != "" {
+			w.Evidence = append(w.Evidence, tail)
+		}
+	}
+}
+
+// staleProgress is how old the last progress report of a running attempt
+// must be to be pointed out, when the spec sets no stall check.
+const staleProgress = 10 * time.Minute
+
+// progressNote points out a running attempt whose last progress report is
+// old (or that has reported none long after starting, when the spec asks
+// for a first report), or is "" when progress is recent or unknown.
+func (s *Service) progressNote(ctx context.Context, job domain.Job, a domain.Attempt) string {
+	h, err := s.cfg.Store.AttemptHealth(ctx, job.ID, a.Number)
+	if err != nil || h.StartedAt.IsZero() {
+		return ""
+	}
+	now := s.cfg.Clock.Now()
+	round := func(d time.Duration) string { return domain.FormatDuration(d.Round(time.Second)) }
+	if h.LastProgressAt.IsZero() {
+		if first := job.Spec.Health.FirstProgress.D(); first > 0 && now.Sub(h.StartedAt) > first/2 {
+			return fmt.Sprintf("no progress reported in %s of running (health.first_progress is %s)", round(now.Sub(h.StartedAt)), round(first))
+		}
+		return ""
+	}
+	limit := staleProgress
+	if stall := job.Spec.Health.Stall.D(); stall > 0 {
+		limit = stall / 2
+	}
+	if age := now.Sub(h.LastProgressAt); age > limit {
+		note := fmt.Sprintf("last progress reported %s ago, at %s", round(age), h.LastProgressAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+		if stall := job.Spec.Health.Stall.D(); stall > 0 {
+			note += fmt.Sprintf("; the stall check stops it after %s without progress", round(stall))
+		}
+		return note
+	}
+	return ""
 }
 
 // logTail is the program's last n lines of output (the supervisor's own
@@ -121,25 +196,6 @@ func attemptFacts(a domain.Attempt) []string {
 		facts = append(facts, fmt.Sprintf("attempt %d never started its program", a.Number))
 	}
 	return facts
-}
-
-func failureHint(job domain.Job, last *domain.Attempt) string {
-	logsCmd := fmt.Sprintf("trainyard logs %d", job.ID)
-	if last != nil {
-		logsCmd = fmt.Sprintf("trainyard logs %d --attempt %d", job.ID, last.Number)
-	}
-	switch job.Reason {
-	case domain.ReasonEntrypointNotFound:
-		return fmt.Sprintf("the program could not be started: check the entrypoint %q is installed in environment %q and on PATH, or give an absolute path", strings.Join(job.Spec.Entrypoint, " "), job.Spec.Env)
-	case domain.ReasonOOMKilled:
-		return fmt.Sprintf("the process exceeded its memory limit of %s: raise resources.memory or lower the batch size", job.Spec.Resources.Memory)
-	case domain.ReasonTimeout:
-		return fmt.Sprintf("the attempt ran past policy.timeout (%s): raise it, or make the job re-entrant so it resumes from its checkpoint", job.Spec.Policy.Timeout)
-	case domain.ReasonNodeLost:
-		return "the machine or its supervisor went away; mark the job reentrant with retries so it is retried automatically"
-	default:
-		return "read the log for the error: " + logsCmd
-	}
 }
 
 func describeResources(r domain.Resources) string {

@@ -31,6 +31,7 @@ type Store interface {
 	Requests
 	Secrets // sealed secret values: secrets.go
 	Audits  // the tamper-evident audit log: audit.go
+	Metrics // training metrics and attempt health: training.go (contract addition)
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".

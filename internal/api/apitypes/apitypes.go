@@ -114,6 +114,10 @@ type Why struct {
 	Message  string   `json:"message,omitempty"`
 	Evidence []string `json:"evidence,omitempty"` // facts: exit codes, log tails, numbers
 	Hint     string   `json:"hint,omitempty"`     // what to do next
+	// Class classifies a failure ("out-of-memory", "missing-dependency", …;
+	// see docs/concepts.md); empty unless the job failed. Message then
+	// holds the one-sentence diagnosis.
+	Class string `json:"class,omitempty"`
 }
 
 // Version is the body of GET /api/v1/version.

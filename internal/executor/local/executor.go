@@ -17,7 +17,14 @@
 //
 // Files in an attempt directory: launch.json (0600, written by the executor),
 // shim.pid, child.pid, exit.json, shim.log (the shim's own diagnostics) and
-// stop (a pending stop request's grace).
+// stop (a pending stop request's grace), and metrics.jsonl.
+//
+// Progress: a stdout line `trainyard: {"step": N, "loss": 0.5}` (one JSON
+// object with an integer step and numeric metrics) stays in the log and is
+// also appended to metrics.jsonl as {"t": unix ns, "step": N, "m": {...}};
+// the shim notifies the executor ("progress <step> <unix ns>") at most once
+// per second, and the executor reports executor.Progress. For a reattached
+// shim, a change of metrics.jsonl is reported instead.
 package local
 
 import (
@@ -341,6 +348,14 @@ func (e *Executor) watchPipe(a *attempt, cmd *exec.Cmd, r *os.File) {
 
 func (e *Executor) handleLine(a *attempt, line string) {
 	f := strings.Fields(line)
+	if len(f) == 3 && f[0] == "progress" {
+		step, err1 := strconv.ParseInt(f[1], 10, 64)
+		ns, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			e.emit(executor.Event{Ref: a.ref, Kind: executor.Progress, Step: step, At: time.Unix(0, ns).UTC()})
+		}
+		return
+	}
 	if len(f) < 2 || f[0] != "started" {
 		return
 	}
@@ -406,12 +421,14 @@ func (e *Executor) reattach0(a *attempt) {
 func (e *Executor) poll(a *attempt, id procID) {
 	t := time.NewTicker(e.cfg.PollInterval)
 	defer t.Stop()
+	var seen time.Time // metrics.jsonl's modification time last reported
 	for {
 		if exists(filepath.Join(a.dir, exitFile)) {
 			e.finishFromRecord(a, "")
 			return
 		}
 		e.checkStarted(a)
+		seen = e.checkProgress(a, seen)
 		if !id.alive() {
 			e.finishFromRecord(a, fmt.Sprintf("(pid %d) died", id.PID))
 			return
@@ -422,6 +439,18 @@ func (e *Executor) poll(a *attempt, id procID) {
 			return
 		}
 	}
+}
+
+// checkProgress reports Progress when the metric log of a reattached shim
+// changed since seen (without its step, which the log holds), at most once
+// per second, and returns the time reported.
+func (e *Executor) checkProgress(a *attempt, seen time.Time) time.Time {
+	st, err := os.Stat(filepath.Join(a.dir, metricsFile))
+	if err != nil || !st.ModTime().After(seen) || (!seen.IsZero() && st.ModTime().Sub(seen) < notifyEvery) {
+		return seen
+	}
+	e.emit(executor.Event{Ref: a.ref, Kind: executor.Progress, At: st.ModTime().UTC()})
+	return st.ModTime()
 }
 
 // checkStarted reports Started once child.pid shows the process started.

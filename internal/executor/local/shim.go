@@ -298,7 +298,8 @@ func (s *shim) supervise() int {
 	var wg sync.WaitGroup
 	var lastErrLine string
 	wg.Add(2)
-	go func() { defer wg.Done(); s.log.pump(outR, logs.Stdout, nil) }()
+	prog := newProgressSink(filepath.Join(s.dir, metricsFile), s.notify)
+	go func() { defer wg.Done(); s.log.pumpProgress(outR, logs.Stdout, nil, prog) }()
 	go func() { defer wg.Done(); s.log.pump(errR, logs.Stderr, &lastErrLine) }()
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
@@ -365,6 +366,7 @@ loop:
 	}
 	outR.Close()
 	errR.Close()
+	prog.close() // the last progress reaches the executor before "exited"
 
 	r := &exitRecord{PID: pid, StartedAt: startedAt, FinishedAt: finishedAt}
 	var ws syscall.WaitStatus
@@ -601,7 +603,7 @@ func (w *logWriter) system(format string, args ...any) {
 
 // lines writes lines of one stream in one write. The time is taken under the
 // lock, so timestamps never decrease through the file.
-func (w *logWriter) lines(stream string, lines [][]byte) {
+func (w *logWriter) lines(stream string, lines [][]byte) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := time.Now()
@@ -610,6 +612,7 @@ func (w *logWriter) lines(stream string, lines [][]byte) {
 		w.buf = logs.AppendLine(w.buf, t, stream, l)
 	}
 	_, _ = w.f.Write(w.buf)
+	return t
 }
 
 // pump copies r to the log as lines of stream until EOF. A final line
@@ -619,6 +622,12 @@ func (w *logWriter) lines(stream string, lines [][]byte) {
 // still found. When last is non-nil it receives the last non-empty line,
 // redacted.
 func (w *logWriter) pump(r io.Reader, stream string, last *string) {
+	w.pumpProgress(r, stream, last, nil)
+}
+
+// pumpProgress is pump that also hands every line, with its log time, to
+// prog (nil: none), which picks out progress reports.
+func (w *logWriter) pumpProgress(r io.Reader, stream string, last *string, prog *progressSink) {
 	buf := make([]byte, 32<<10)
 	var pending []byte
 	var lines [][]byte
@@ -651,8 +660,9 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 				lines[i] = w.redact.line(lines[i])
 			}
 			if len(lines) > 0 {
-				w.lines(stream, lines)
+				t := w.lines(stream, lines)
 				setLast(last, lines)
+				prog.lines(t, lines)
 			}
 		}
 		if err != nil {
@@ -661,8 +671,9 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 	}
 	if len(pending) > 0 {
 		pending = w.redact.line(pending)
-		w.lines(stream, [][]byte{pending})
+		t := w.lines(stream, [][]byte{pending})
 		setLast(last, [][]byte{pending})
+		prog.lines(t, [][]byte{pending})
 	}
 }
 

@@ -145,6 +145,9 @@ func dsn(abs string, readOnly bool) string {
 		"foreign_keys(ON)",
 		"synchronous(NORMAL)",
 		"cache_size(-16384)", // 16 MiB of page cache per connection (default 2 MiB)
+		// Savepoint (statement) journals in memory, not in temporary files:
+		// every write request runs in a savepoint.
+		"temp_store(MEMORY)",
 	}
 	if readOnly {
 		pragmas = append(pragmas, "query_only(ON)")

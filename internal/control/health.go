@@ -1,0 +1,175 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/store"
+)
+
+// metricsFile is the metric log the local executor's shim writes in the
+// attempt directory, one {"t": unix ns, "step": N, "m": {...}} per line.
+const metricsFile = "metrics.jsonl"
+
+// maxIngestBytes bounds how much of a metric log one ingest reads, so one
+// chatty attempt cannot hold the loop; the rest is read next time.
+const maxIngestBytes = 4 << 20
+
+// progressed records an attempt's latest progress time in memory; the store
+// is updated in handleEvents.
+func (c *Controller) progressed(ref executor.Ref, at time.Time) bool {
+	if at.After(c.progress[ref]) {
+		c.progress[ref] = at
+		return true
+	}
+	return false
+}
+
+// ingest reads the attempt's metric log from where the last read stopped
+// and stores the new points. Points stored before a restart are read again
+// and skipped by the store.
+func (c *Controller) ingest(ctx context.Context, ref executor.Ref) {
+	path := filepath.Join(c.cfg.Logs.AttemptDir(ref.JobID, ref.Attempt), metricsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			c.log.Warn("read metric log", "attempt", ref.String(), "err", err)
+		}
+		return
+	}
+	defer f.Close()
+	off := c.offsets[ref]
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		c.log.Warn("read metric log", "attempt", ref.String(), "err", err)
+		return
+	}
+	br := bufio.NewReaderSize(io.LimitReader(f, maxIngestBytes), 64<<10)
+	var points []domain.MetricPoint
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			break // an incomplete last line is read again next time
+		}
+		off += int64(len(line))
+		var rec struct {
+			T    int64              `json:"t"`
+			Step int64              `json:"step"`
+			M    map[string]float64 `json:"m"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(line), &rec) != nil {
+			continue
+		}
+		at := time.Unix(0, rec.T).UTC()
+		for k, v := range rec.M {
+			points = append(points, domain.MetricPoint{JobID: ref.JobID, Attempt: ref.Attempt, Step: rec.Step, Key: k, Value: v, At: at})
+		}
+		if len(points) > 0 {
+			c.progressed(ref, at)
+		}
+	}
+	if len(points) > 0 {
+		if err := c.cfg.Store.AppendPoints(ctx, points); err != nil {
+			c.log.Warn("store metric points", "attempt", ref.String(), "err", err)
+			return // read again next time
+		}
+	}
+	c.offsets[ref] = off
+}
+
+// checkHealth stops attempts that missed their first progress or stalled,
+// and returns how long until the nearest health deadline (max when none).
+func (c *Controller) checkHealth(ctx context.Context, now time.Time, atts []domain.Attempt, byID map[int64]domain.Job, max time.Duration) time.Duration {
+	next := max
+	// Reports through the API reach the store, not this loop: merge the
+	// stored progress times first, when any attempt has checks.
+	for _, a := range atts {
+		if ji, err := c.info(ctx, a.JobID); err == nil && (ji.spec.Health.FirstProgress > 0 || ji.spec.Health.Stall > 0) {
+			if err := c.seedProgress(ctx); err != nil {
+				c.log.Warn("health checks skipped this cycle", "err", err)
+				return next
+			}
+			break
+		}
+	}
+	for _, a := range atts {
+		j, ok := byID[a.JobID]
+		if !ok || a.State != domain.AttemptRunning || a.StartedAt.IsZero() || j.CancelRequested || j.PreemptRequested {
+			continue
+		}
+		ref := executor.Ref{JobID: a.JobID, Attempt: a.Number}
+		if c.healthStopped[ref] {
+			continue
+		}
+		ji, err := c.info(ctx, a.JobID)
+		if err != nil {
+			continue
+		}
+		h := ji.spec.Health
+		if h.FirstProgress <= 0 && h.Stall <= 0 {
+			continue
+		}
+		last := c.progress[ref]
+		var deadline time.Time
+		var reason domain.Reason
+		var msg string
+		switch {
+		case last.IsZero() || last.Before(a.StartedAt):
+			if h.FirstProgress <= 0 {
+				continue
+			}
+			deadline, reason = a.StartedAt.Add(h.FirstProgress.D()), domain.ReasonHealthCheckFailed
+			msg = fmt.Sprintf("no training progress reported within health.first_progress (%s) of the start", domain.FormatDuration(h.FirstProgress.D()))
+		default:
+			if h.Stall <= 0 {
+				continue
+			}
+			deadline, reason = last.Add(h.Stall.D()), domain.ReasonStalled
+			msg = fmt.Sprintf("no training progress for health.stall (%s); last progress at %s", domain.FormatDuration(h.Stall.D()), last.UTC().Format(time.RFC3339))
+		}
+		if wait := deadline.Sub(now); wait > 0 {
+			next = min(next, wait)
+			continue
+		}
+		if err := c.cfg.Store.MarkHealthFailed(ctx, ref.JobID, ref.Attempt, reason, msg); err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.log.Warn("record health failure", "attempt", ref.String(), "err", err)
+			}
+			continue
+		}
+		c.log.Info("stopping unhealthy attempt", "attempt", ref.String(), "reason", reason)
+		c.healthStopped[ref] = true
+		c.stop(ctx, ref)
+	}
+	return next
+}
+
+// seedProgress merges the stored last progress times of active attempts
+// (after a restart, and those reported through the API).
+func (c *Controller) seedProgress(ctx context.Context) error {
+	hs, err := c.cfg.Store.ActiveHealth(ctx)
+	if err != nil {
+		return fmt.Errorf("load attempt health: %w", err)
+	}
+	for _, h := range hs {
+		ref := executor.Ref{JobID: h.JobID, Attempt: h.Attempt}
+		c.progressed(ref, h.LastProgressAt)
+	}
+	return nil
+}
+
+// forgetAttempt drops the loop's memory of an ended attempt.
+func (c *Controller) forgetAttempt(ref executor.Ref) {
+	delete(c.progress, ref)
+	delete(c.offsets, ref)
+	delete(c.healthStopped, ref)
+}
