@@ -211,3 +211,15 @@ func humanBytes(n int64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }
+
+// writeStructured writes v as JSON or YAML when format is "json" or "yaml"
+// and reports whether it did; any other format is left to the caller.
+func writeStructured(w io.Writer, format string, v any) (bool, error) {
+	switch format {
+	case "json":
+		return true, writeJSON(w, v)
+	case "yaml":
+		return true, writeYAML(w, v)
+	}
+	return false, nil
+}

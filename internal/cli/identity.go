@@ -67,11 +67,8 @@ project's jobs). See docs/security.md.`,
 			users = []apitypes.User{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.UserList{Users: users})
-		case "yaml":
-			return writeYAML(out, apitypes.UserList{Users: users})
+		if ok, err := writeStructured(out, *output, apitypes.UserList{Users: users}); ok {
+			return err
 		}
 		now := a.env.now()
 		tw := newTable(out)

@@ -174,11 +174,8 @@ included.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, job)
-		case "yaml":
-			return writeYAML(out, job)
+		if ok, err := writeStructured(out, *output, job); ok {
+			return err
 		}
 		a.showJob(out, job)
 		return nil

@@ -61,11 +61,8 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 			pools = []apitypes.Pool{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.PoolList{Pools: pools})
-		case "yaml":
-			return writeYAML(out, apitypes.PoolList{Pools: pools})
+		if ok, err := writeStructured(out, *output, apitypes.PoolList{Pools: pools}); ok {
+			return err
 		}
 		if len(pools) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no pools defined; create one with: trainyard pool create NAME --node name=n1,cpus=8,memory=32GiB,gpus=0-3")
@@ -107,11 +104,8 @@ PUT /api/v1/pools/NAME accepts).`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, p)
-		case "yaml":
-			return writeYAML(out, p)
+		if ok, err := writeStructured(out, *output, p); ok {
+			return err
 		}
 		quotas, err := c.ListQuotas(cmd.Context(), "", p.Name)
 		if err != nil {
@@ -535,11 +529,8 @@ it the project may go on idle capacity) and MAX PRIORITY.`,
 			quotas = []apitypes.Quota{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.QuotaList{Quotas: quotas})
-		case "yaml":
-			return writeYAML(out, apitypes.QuotaList{Quotas: quotas})
+		if ok, err := writeStructured(out, *output, apitypes.QuotaList{Quotas: quotas}); ok {
+			return err
 		}
 		if len(quotas) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no quotas found")
@@ -640,11 +631,8 @@ flags given change; a new quota starts from zero. The pool must exist.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, stored)
-		case "yaml":
-			return writeYAML(out, stored)
+		if ok, err := writeStructured(out, *output, stored); ok {
+			return err
 		}
 		_, err = fmt.Fprintf(out, "set quota of project %s in pool %s: gpu=%d cpu=%s mem=%s jobs=%s, borrow %s, max priority %s\n",
 			stored.Project, stored.Pool, stored.GPUs, quotaCPUs(stored.CPUs), quotaMemory(stored.Memory), limit(stored.Jobs),
@@ -719,11 +707,8 @@ listed have shares 1.`,
 			projects = []apitypes.Project{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.ProjectList{Projects: projects})
-		case "yaml":
-			return writeYAML(out, apitypes.ProjectList{Projects: projects})
+		if ok, err := writeStructured(out, *output, apitypes.ProjectList{Projects: projects}); ok {
+			return err
 		}
 		if len(projects) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no projects have shares set; every project has shares 1")
@@ -800,11 +785,8 @@ Without --pool every pool is shown, with a POOL column.`,
 			entries = []apitypes.QueueEntry{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.Queue{Entries: entries})
-		case "yaml":
-			return writeYAML(out, apitypes.Queue{Entries: entries})
+		if ok, err := writeStructured(out, *output, apitypes.Queue{Entries: entries}); ok {
+			return err
 		}
 		if len(entries) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no jobs are waiting")

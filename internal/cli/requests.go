@@ -118,11 +118,8 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 			return err
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.QuotaRequestList{Requests: reqs})
-		case "yaml":
-			return writeYAML(out, apitypes.QuotaRequestList{Requests: reqs})
+		if ok, err := writeStructured(out, *output, apitypes.QuotaRequestList{Requests: reqs}); ok {
+			return err
 		}
 		now := a.env.now()
 		tw := newTable(out)

@@ -151,11 +151,8 @@ Values are never shown.`,
 			list = []apitypes.Secret{}
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			return writeJSON(out, apitypes.SecretList{Secrets: list})
-		case "yaml":
-			return writeYAML(out, apitypes.SecretList{Secrets: list})
+		if ok, err := writeStructured(out, *output, apitypes.SecretList{Secrets: list}); ok {
+			return err
 		}
 		if len(list) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no secrets; store one with: trainyard secret set NAME [--project P] < value-file")
