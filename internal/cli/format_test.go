@@ -3,6 +3,8 @@ package cli
 import (
 	"testing"
 	"time"
+
+	"trainyard/internal/api/apitypes"
 )
 
 func TestAge(t *testing.T) {
@@ -47,6 +49,26 @@ func TestHumanBytes(t *testing.T) {
 	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 3 << 29: "1.5GiB", 64 << 20: "64.0MiB"} {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestJobDuration(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	started := now.Add(-90 * time.Second)
+	finished := now.Add(-30 * time.Second)
+	cases := map[string]struct {
+		job  apitypes.Job
+		want string
+	}{
+		"running":                {apitypes.Job{State: "running", StartedAt: &started}, "1m30s"},
+		"finished":               {apitypes.Job{State: "succeeded", StartedAt: &started, FinishedAt: &finished}, "1m0s"},
+		"queued after a preempt": {apitypes.Job{State: "queued", StartedAt: &started}, "-"},
+		"never started":          {apitypes.Job{State: "queued"}, "-"},
+	}
+	for name, tc := range cases {
+		if got := jobDuration(now, tc.job); got != tc.want {
+			t.Errorf("%s: jobDuration = %q, want %q", name, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -126,7 +127,7 @@ func (a *app) jobTable(w io.Writer, jobs []apitypes.Job, wide bool) {
 				started = age(now, *j.StartedAt)
 			}
 			row = append(row, cell(j.Pool), resources(j.Resources), cell(j.Submitter), started,
-				runDuration(now, j.StartedAt, j.FinishedAt))
+				jobDuration(now, j))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -210,7 +211,7 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 	kv("Submitted", timestamp(&j.SubmittedAt)+" ("+age(now, j.SubmittedAt)+" ago)")
 	kv("Started", timestamp(j.StartedAt))
 	kv("Finished", timestamp(j.FinishedAt))
-	kv("Duration", runDuration(now, j.StartedAt, j.FinishedAt))
+	kv("Duration", jobDuration(now, j))
 	kv("Attempts", strconv.Itoa(j.AttemptCount))
 	if j.Preemptions > 0 {
 		kv("Preemptions", strconv.Itoa(j.Preemptions))
@@ -401,4 +402,14 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 		return nil
 	}
 	return cmd
+}
+
+// jobDuration is how long a job ran, from its first start to its end (or
+// now, while it is starting or running). A job back in the queue after a
+// retry or a preemption is not running: "-".
+func jobDuration(now time.Time, j apitypes.Job) string {
+	if j.State == string(domain.JobQueued) || j.State == string(domain.JobHeld) {
+		return "-"
+	}
+	return runDuration(now, j.StartedAt, j.FinishedAt)
 }
