@@ -172,7 +172,13 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 // identityChanged forgets every cached authentication: call it after a
 // change to who may do what (a token or role revoked, a role granted), once
 // it is stored, so the next request sees it.
-func (s *Service) identityChanged() { s.authGen.Add(1) }
+//
+// The cache is emptied too, so entries of tokens never used again (job
+// tokens of ended attempts) do not pile up.
+func (s *Service) identityChanged() {
+	s.authGen.Add(1)
+	s.auth.Clear()
+}
 
 // principalOf builds the principal of user u authenticated by token id.
 func principalOf(u domain.User, tokenID int64) Principal {
