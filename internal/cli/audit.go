@@ -148,10 +148,7 @@ removing the newest records leaves a shorter chain that still verifies.`,
 	}
 	output, checkOutput := outputFlag(cmd, "json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}

@@ -52,10 +52,7 @@ project's jobs). See docs/security.md.`,
 	}
 	output, checkOutput := outputFlag(ls, "json", "yaml")
 	ls.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -280,10 +277,7 @@ func (a *app) whoamiCmd() *cobra.Command {
 	}
 	output, checkOutput := outputFlag(cmd, "json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}

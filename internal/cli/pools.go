@@ -46,10 +46,7 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 	}
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -92,10 +89,7 @@ PUT /api/v1/pools/NAME accepts).`,
 	}
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -326,10 +320,7 @@ take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
 	f.register(cmd, true)
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -514,10 +505,7 @@ it the project may go on idle capacity) and MAX PRIORITY.`,
 	cmd.Flags().StringVar(&pool, "pool", "", "only quotas in this pool")
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -692,10 +680,7 @@ listed have shares 1.`,
 	}
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
@@ -770,10 +755,7 @@ Without --pool every pool is shown, with a POOL column.`,
 	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's queue")
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}

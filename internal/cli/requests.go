@@ -106,10 +106,7 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pool, "pool", "", "only requests for this pool")
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}

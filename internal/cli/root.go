@@ -263,6 +263,15 @@ func parseID(s string) (int64, error) {
 	return id, nil
 }
 
+// clientChecked validates the command's -o flag, then builds the client:
+// the common start of every command that talks to the server.
+func (a *app) clientChecked(checkOutput func() error) (*client.Client, error) {
+	if err := checkOutput(); err != nil {
+		return nil, err
+	}
+	return a.client()
+}
+
 // client builds an API client from the resolved configuration.
 func (a *app) client() (*client.Client, error) {
 	cfg, err := a.resolveConfig()

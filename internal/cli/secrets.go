@@ -136,10 +136,7 @@ Values are never shown.`,
 	cmd.Flags().StringVarP(&project, "project", "p", "", "show what this project's jobs see")
 	output, checkOutput := outputFlag(cmd, "json", "yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(); err != nil {
-			return err
-		}
-		c, err := a.client()
+		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}

@@ -28,20 +28,10 @@ func ClientFrom(ctx context.Context) string {
 	return addr
 }
 
-// auditAppender is the part of the store that appends audit records on their
-// own (denials, failed logins). A store without it records no denials.
-type auditAppender interface {
-	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
-}
-
 // appendAudit appends rec outside any change; a failure is logged, since the
 // request is refused either way.
 func (s *Service) appendAudit(ctx context.Context, rec domain.AuditRecord) {
-	ap, ok := s.cfg.Store.(auditAppender)
-	if !ok {
-		return
-	}
-	if err := ap.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
+	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
 		s.cfg.Logger.Error("append audit record", "action", rec.Action, "target", rec.Target, "result", rec.Result, "err", err)
 	}
 }
