@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -48,6 +49,13 @@ func TestSampleServerConfig(t *testing.T) {
 	quotas, _ := svc.ListQuotas(context.Background(), system, "vision", "standard")
 	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
 		t.Fatalf("vision's standard quota = %+v", quotas)
+	}
+	cfg.Alerts.Defaults()
+	if err := cfg.Alerts.Validate(); err != nil {
+		t.Fatalf("alerts: %v", err)
+	}
+	if cfg.Alerts.Rules.QueuedTooLong.After.D() != 2*time.Hour || len(cfg.Alerts.Channels) != 1 {
+		t.Fatalf("alerts = %+v", cfg.Alerts)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"trainyard/internal/alerting"
+	"trainyard/internal/alerts"
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/cli"
@@ -76,6 +78,8 @@ type serverConfig struct {
 	// LogRetention is how long the logs of finished jobs are kept (default
 	// 30d; 0 keeps them forever). See docs/operator.md.
 	LogRetention string `yaml:"log_retention"`
+	// Alerts configures alert rules and channels (docs/observability.md).
+	Alerts alerts.Config `yaml:"alerts"`
 }
 
 func serverCommand() *cobra.Command {
@@ -272,6 +276,14 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	metricsReg := metrics.New(metrics.Config{CountJobs: st.CountJobs, AttemptDir: layout.AttemptDir,
 		GPU: sample.FindNvidiaSMI(), SampleInterval: sampleEvery, Logger: log})
 
+	// Alerts (docs/observability.md): rules evaluated on what the control
+	// loop sees and the sampler's readings, delivered to the channels.
+	alerter, err := alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{},
+		Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) }})
+	if err != nil {
+		return fmt.Errorf("server config: %w", err)
+	}
+
 	var svc *service.Service // the control loop resolves secrets through it
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
 		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
@@ -279,9 +291,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 			return svc.ResolveSecrets(ctx, project, names)
 		},
-		JobTokens: jobTokens{&svc}, APIURL: url, Observer: metricsReg})
+		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}})
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring})
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring,
+		Alerts: alerter, LatestSample: latestSample(metricsReg.Sampler())})
 	if err := svc.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
@@ -317,6 +330,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	go svc.RunLogRetention(loopCtx, logRetention, retentionTicker.C, nil)
 	// --- end log retention ---
 	go func() { _ = metricsReg.RunSampler(loopCtx) }()
+	alertsDone := make(chan struct{})
+	go func() { defer close(alertsDone); _ = alerter.Run(loopCtx) }()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -339,6 +354,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	cancelRequests()
 	_ = srv.Shutdown(shutCtx)
 	stopLoop()
+	<-alertsDone // its last writes land before the store closes
 	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }

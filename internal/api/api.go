@@ -78,6 +78,8 @@ func Handler(cfg Config) http.Handler {
 	h.secretRoutes(mux)   // secrets: secrets.go
 	h.auditRoutes(mux)    // the audit log: audit.go
 	h.trainingRoutes(mux) // training metrics: training.go
+	h.alertRoutes(mux)    // alerts: alerts.go
+	h.templateRoutes(mux) // job templates: templates.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
@@ -169,11 +171,15 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 		}
 		doc = []byte(text)
 	}
-	if len(doc) == 0 || string(doc) == "null" {
+	if string(doc) == "null" {
+		doc = nil
+	}
+	if len(doc) == 0 && req.Template == "" {
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the job spec as an object or as the text of a spec file"}})
 		return
 	}
-	job, created, err := h.svc.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	job, created, err := h.svc.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Template: req.Template, Project: req.Project, Vars: req.Vars})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -400,6 +406,8 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		writeErr(w, http.StatusConflict, "conflict", err.Error(), nil)
 	case errors.Is(err, domain.ErrInvalid):
 		writeErr(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, service.ErrDelivery):
+		writeErr(w, http.StatusBadGateway, "delivery_failed", "the alert channel did not accept the notification: "+strings.TrimPrefix(err.Error(), service.ErrDelivery.Error()+"\n"), nil)
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads the answer.
 	default:

@@ -20,6 +20,8 @@ import (
 // tokens.
 var routeActions = map[string]string{
 	"POST /api/v1/jobs":                           "job.submit",
+	"GET /api/v1/alerts":                          "job.read",
+	"POST /api/v1/alerts/test":                    "alert.test",
 	"GET /api/v1/jobs":                            "job.read",
 	"GET /api/v1/jobs/{id}":                       "job.read",
 	"POST /api/v1/jobs/{id}/cancel":               "job.cancel",
@@ -56,6 +58,9 @@ var routeActions = map[string]string{
 	"GET /api/v1/audit":                           "audit.read",
 	"GET /api/v1/audit/verify":                    "audit.read",
 	"GET /api/v1/audit/export":                    "audit.read",
+	"POST /api/v1/templates":                      "template.write",
+	"GET /api/v1/templates":                       "template.read",
+	"GET /api/v1/templates/{name}":                "template.read",
 }
 
 // identityRoutes registers whoami and the user, role and token endpoints.

@@ -42,6 +42,11 @@ const (
 	QuotaApprove Action = "quota.approve"
 
 	AttemptReport Action = "attempt.report" // job tokens: progress, metrics, checkpoints
+
+	AlertTest Action = "alert.test" // send a test notification to a channel
+
+	TemplateRead  Action = "template.read"  // list and show job templates
+	TemplateWrite Action = "template.write" // create a template or a new version of one
 )
 
 // Resource is what an action applies to. Empty fields mean "not specific"
@@ -95,6 +100,7 @@ const (
 	denyQuotaApprove  = "approving compute requests needs role resource-admin"
 	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
 	denyUnknown       = "unknown action"
+	denyTemplateWrite = "creating templates needs role member or lead in the project"
 )
 
 func allow(reason string) Decision { return Decision{Allow: true, Reason: reason} }
@@ -236,7 +242,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonAuditorRead)
 		}
 		return deny(denyAdminOrAudit)
-	case UserWrite:
+	case UserWrite, AlertTest:
 		return deny(denyAdmin)
 	case RoleWrite:
 		// r.Project is the project of the role granted; "" is a global role.
@@ -272,6 +278,16 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		return deny(denySecretWrite)
 	case AttemptReport:
 		return deny(denyAttemptReport)
+	case TemplateRead:
+		if hasAnyRole(p) {
+			return allow(reasonAnyRole)
+		}
+		return deny(denyAnyRole)
+	case TemplateWrite:
+		if l := levelIn(p, r.Project); l == levelLead || l == levelMember {
+			return allow(reasonMember)
+		}
+		return deny(denyTemplateWrite)
 	}
 	return deny(denyUnknown)
 }
@@ -319,5 +335,6 @@ func VisibleJobs(p Principal) Visible {
 func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
-		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport}
+		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest,
+		TemplateRead, TemplateWrite}
 }

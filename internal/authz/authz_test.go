@@ -80,6 +80,7 @@ var allowed = map[Action]map[string][]string{
 	UserRead:     {own: {"admin", "auditor"}, otherMember: {"admin", "auditor"}, otherProject: {"admin", "auditor"}},
 	AuditRead:    {own: {"admin", "auditor"}, otherMember: {"admin", "auditor"}, otherProject: {"admin", "auditor"}},
 	UserWrite:    {own: {"admin"}, otherMember: {"admin"}, otherProject: {"admin"}},
+	AlertTest:    {own: {"admin"}, otherMember: {"admin"}, otherProject: {"admin"}},
 	RoleWrite:    {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	TokenCreate:  {own: everyone, otherMember: {"admin"}, otherProject: {"admin"}},
 	TokenRevoke:  {own: everyone, otherMember: {"admin"}, otherProject: {"admin"}},
@@ -89,6 +90,8 @@ var allowed = map[Action]map[string][]string{
 	SecretWrite:   {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	SecretRotate:  {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	AttemptReport: {own: {"admin", "job"}, otherMember: {"admin"}, otherProject: {"admin"}},
+	TemplateRead:  {own: withRole, otherMember: withRole, otherProject: withRole},
+	TemplateWrite: {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead", "member"}, otherProject: {"admin"}},
 }
 
 func TestDecideMatrix(t *testing.T) {

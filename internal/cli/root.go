@@ -149,6 +149,7 @@ http://127.0.0.1:7070.`,
 		a.loginCmd(),   // identity.go
 		a.whoamiCmd(),  // identity.go
 		a.auditCmd(),   // audit.go
+		a.alertsCmd(),  // alerts.go
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),

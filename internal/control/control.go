@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"trainyard/internal/blob"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -75,6 +76,10 @@ type Config struct {
 	// Observer is told about passes, placements and attempt ends (for
 	// metrics). nil: nobody is told.
 	Observer Observer
+	// Blobs holds code packages; each attempt of a job submitted with
+	// --context gets a fresh unpack as its working directory (code.go).
+	// nil: such jobs fail to launch.
+	Blobs blob.Store
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -89,8 +94,10 @@ type Observer interface {
 	// queued, since submission for a first attempt and since it was queued
 	// again for a later one.
 	Placed(project, pool string, attempt int, waited time.Duration)
-	// AttemptEnded reports an attempt's end once the store recorded it.
-	AttemptEnded(project, pool string, state domain.AttemptState, reason domain.Reason)
+	// AttemptEnded reports an attempt's end once the store recorded it: the
+	// job as stored after the end, and the attempt with its final State,
+	// Reason, Message and FinishedAt.
+	AttemptEnded(job domain.Job, attempt domain.Attempt)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -98,7 +105,7 @@ type nopObserver struct{}
 
 func (nopObserver) Pass(time.Duration, []domain.Pool, map[int64]domain.Job, []domain.Attempt) {}
 func (nopObserver) Placed(string, string, int, time.Duration)                                 {}
-func (nopObserver) AttemptEnded(string, string, domain.AttemptState, domain.Reason)           {}
+func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -131,6 +138,7 @@ type Controller struct {
 type jobInfo struct {
 	spec      domain.Spec
 	outputDir string
+	code      *domain.CodeRef // the code package to unpack (code.go); nil: none
 }
 
 type launchResult struct {
@@ -281,7 +289,7 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load job %d: %w", id, err)
 	}
-	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir}
+	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir, code: job.Code}
 	c.jobs[id] = ji
 	return ji, nil
 }
@@ -608,6 +616,11 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	if workdir == "" {
 		workdir = c.cfg.Logs.WorkDir(id, attempt)
 	}
+	codeEnv, err := c.prepareCode(ctx, ji, id, attempt) // code.go
+	if err != nil {
+		return executor.Launch{Ref: ref}, err
+	}
+	env = append(env, codeEnv...)
 	l := executor.Launch{
 		Ref: ref, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),

@@ -98,15 +98,16 @@ func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
 	if _, ok := c.cfg.Observer.(nopObserver); ok {
 		return
 	}
-	ji, err := c.info(ctx, ch.JobID)
+	job, err := c.cfg.Store.GetJob(ctx, ch.JobID)
 	if err != nil {
 		return
 	}
-	reason := ch.Attempt.Reason
-	if reason == "" {
-		reason = ch.Reason
+	a := domain.Attempt{JobID: ch.JobID, Number: ch.Attempt.Number, State: ch.Attempt.To, Reason: ch.Attempt.Reason,
+		Message: ch.Attempt.Message, FinishedAt: ch.At}
+	if a.Reason == "" {
+		a.Reason, a.Message = ch.Reason, ch.Message
 	}
-	c.cfg.Observer.AttemptEnded(ji.spec.Project, ji.spec.Pool, ch.Attempt.To, reason)
+	c.cfg.Observer.AttemptEnded(job, a)
 }
 
 // stopIfCanceled stops an attempt that started after its job was canceled.

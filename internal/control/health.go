@@ -2,9 +2,7 @@ package control
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +12,13 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/logs"
 	"trainyard/internal/store"
 )
 
 // metricsFile is the metric log the local executor's shim writes in the
-// attempt directory, one {"t": unix ns, "step": N, "m": {...}} per line.
+// attempt directory: one record per progress report, the report unparsed
+// with its time, which ingest parses (see logs.ParseMetricRecord).
 const metricsFile = "metrics.jsonl"
 
 // maxIngestBytes bounds how much of a metric log one ingest reads, so one
@@ -55,23 +55,20 @@ func (c *Controller) ingest(ctx context.Context, ref executor.Ref) {
 	}
 	br := bufio.NewReaderSize(io.LimitReader(f, maxIngestBytes), 64<<10)
 	var points []domain.MetricPoint
+	var ms []logs.Metric // reused for every record
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
 			break // an incomplete last line is read again next time
 		}
 		off += int64(len(line))
-		var rec struct {
-			T    int64              `json:"t"`
-			Step int64              `json:"step"`
-			M    map[string]float64 `json:"m"`
-		}
-		if json.Unmarshal(bytes.TrimSpace(line), &rec) != nil {
+		at, step, got, ok := logs.ParseMetricRecord(line, ms)
+		ms = got
+		if !ok {
 			continue
 		}
-		at := time.Unix(0, rec.T).UTC()
-		for k, v := range rec.M {
-			points = append(points, domain.MetricPoint{JobID: ref.JobID, Attempt: ref.Attempt, Step: rec.Step, Key: k, Value: v, At: at})
+		for _, m := range ms {
+			points = append(points, domain.MetricPoint{JobID: ref.JobID, Attempt: ref.Attempt, Step: step, Key: string(m.Key), Value: m.Value, At: at})
 		}
 		if len(points) > 0 {
 			c.progressed(ref, at)

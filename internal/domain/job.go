@@ -38,6 +38,9 @@ type Job struct {
 	// Timeout and Preemptible are copied from Spec.Policy, like Resources.
 	Timeout     Duration
 	Preemptible bool
+	// Code is the code package the job runs from (code.go); nil: none.
+	// Only GetJob and CreateJob fill it.
+	Code *CodeRef
 }
 
 // Attempt is one run of a job.

@@ -12,3 +12,13 @@ type MetricPoint struct {
 	Value   float64
 	At      time.Time
 }
+
+// ResourceSample is the latest resource reading of a running attempt.
+type ResourceSample struct {
+	At          time.Time
+	CPUSeconds  float64
+	RSSBytes    int64
+	MemoryLimit int64 // 0: none
+	// GPUUtil holds each assigned GPU's utilisation (0–1), by GPU index.
+	GPUUtil map[int]float64
+}

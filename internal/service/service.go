@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"trainyard/internal/authz"
+	"trainyard/internal/blob"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
@@ -43,6 +44,15 @@ type Config struct {
 	// Keyring holds the master key that seals secrets (secrets.go); nil
 	// means secrets can be neither set nor used.
 	Keyring *secrets.Keyring
+	// Alerts sends test notifications; nil: alerting is not running.
+	Alerts AlertChannels
+	// LatestSample returns the latest resource reading of a running
+	// attempt, for why; nil: none are taken.
+	LatestSample func(jobID int64, attempt int) (domain.ResourceSample, bool)
+	// Blobs keeps code packages (code.go); nil: submit --context is refused.
+	Blobs blob.Store
+	// MaxCodeBytes bounds an uploaded code package (0: codepkg.DefaultMaxSize).
+	MaxCodeBytes int64
 }
 
 // Service implements the use cases. Safe for concurrent use.
@@ -103,6 +113,13 @@ type SubmitInput struct {
 	Doc            []byte   // spec document, YAML or JSON
 	Set            []string // "key=value" overrides
 	IdempotencyKey string
+	Code           *domain.CodeRef // the code package to run from (code.go); nil: none
+	// Template, when set, names a job template ("name" or "name@version")
+	// to expand instead of Doc; Project is the template's project ("":
+	// wherever the name is) and Vars sets its variables (templates.go).
+	Template string
+	Project  string
+	Vars     map[string]string
 }
 
 // Submit validates the spec and stores the job in state queued. created is
@@ -112,7 +129,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	if len(in.IdempotencyKey) > 200 {
 		return domain.Job{}, false, domain.FieldErrors{{Path: "Idempotency-Key", Message: "must be at most 200 characters"}}
 	}
-	spec, err := jobspec.Load(in.Doc, in.Set)
+	spec, err := s.submitSpec(ctx, p, in) // a spec document or a template: templates.go
 	if err != nil {
 		return domain.Job{}, false, err
 	}
@@ -122,6 +139,9 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	// A secret missing now would fail the job late and obscurely: refuse it
 	// with the way to create it (secrets.go).
 	if err := s.checkSpecSecrets(ctx, spec); err != nil {
+		return domain.Job{}, false, err
+	}
+	if err := s.checkCode(ctx, in.Code); err != nil { // code.go
 		return domain.Job{}, false, err
 	}
 	if err := s.admit(ctx, spec); err != nil {
@@ -139,6 +159,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		IdempotencyKey: in.IdempotencyKey,
 		OutputDir:      func(id int64) string { return s.outputDir(spec, id) },
 		Actor:          p.Actor(),
+		Code:           in.Code,
 	})
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)

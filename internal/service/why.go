@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,9 +80,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	case domain.JobRunning, domain.JobStarting:
 		if last != nil {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d is %s on %s", last.Number, last.State, orDash(last.Node)))
-			if note := s.progressNote(ctx, job, *last); note != "" {
-				w.Evidence = append(w.Evidence, note)
-			}
+			w.Evidence = append(w.Evidence, s.runningFlags(ctx, job, *last)...)
 		}
 		if job.CancelRequested {
 			w.Hint = "cancel was requested; the process is being stopped"
@@ -129,38 +129,60 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 	}
 }
 
-// staleProgress is how old the last progress report of a running attempt
-// must be to be pointed out, when the spec sets no stall check.
-const staleProgress = 10 * time.Minute
-
-// progressNote points out a running attempt whose last progress report is
-// old (or that has reported none long after starting, when the spec asks
-// for a first report), or is "" when progress is recent or unknown.
-func (s *Service) progressNote(ctx context.Context, job domain.Job, a domain.Attempt) string {
+// runningFlags points out what looks wrong with a running attempt: no
+// progress (stalled, or none since it started), idle GPUs, memory near its
+// limit, or training far slower than the job's earlier attempts.
+func (s *Service) runningFlags(ctx context.Context, job domain.Job, a domain.Attempt) []string {
 	h, err := s.cfg.Store.AttemptHealth(ctx, job.ID, a.Number)
 	if err != nil || h.StartedAt.IsZero() {
-		return ""
+		return nil
 	}
-	now := s.cfg.Clock.Now()
-	round := func(d time.Duration) string { return domain.FormatDuration(d.Round(time.Second)) }
-	if h.LastProgressAt.IsZero() {
-		if first := job.Spec.Health.FirstProgress.D(); first > 0 && now.Sub(h.StartedAt) > first/2 {
-			return fmt.Sprintf("no progress reported in %s of running (health.first_progress is %s)", round(now.Sub(h.StartedAt)), round(first))
+	r := diagnose.Running{JobID: job.ID, Attempt: a.Number, Now: s.cfg.Clock.Now(), StartedAt: h.StartedAt,
+		LastProgressAt: h.LastProgressAt, FirstProgress: job.Spec.Health.FirstProgress.D(), Stall: job.Spec.Health.Stall.D(),
+		GPUs: job.Spec.Resources.GPUs}
+	if s.cfg.LatestSample != nil {
+		if rs, ok := s.cfg.LatestSample(job.ID, a.Number); ok {
+			r.Sample = &rs
 		}
-		return ""
 	}
-	limit := staleProgress
-	if stall := job.Spec.Health.Stall.D(); stall > 0 {
-		limit = stall / 2
+	if a.Number > 1 {
+		r.Rate, r.EarlierRate = s.stepRates(ctx, job.ID, a.Number)
 	}
-	if age := now.Sub(h.LastProgressAt); age > limit {
-		note := fmt.Sprintf("last progress reported %s ago, at %s", round(age), h.LastProgressAt.UTC().Format("2006-01-02 15:04:05 UTC"))
-		if stall := job.Spec.Health.Stall.D(); stall > 0 {
-			note += fmt.Sprintf("; the stall check stops it after %s without progress", round(stall))
+	var out []string
+	for _, f := range diagnose.RunningFlags(r) {
+		out = append(out, f.Text)
+	}
+	return out
+}
+
+// rateWindow is how far back an attempt's recent training speed looks.
+const rateWindow = 10 * time.Minute
+
+// stepRates returns the training speed of the attempt (over its last
+// rateWindow) and the best speed of the job's earlier attempts, in steps
+// per second, from one metric series ("loss" when reported, else the first
+// key); zeros when unknown.
+func (s *Service) stepRates(ctx context.Context, jobID int64, attempt int) (now, earlier float64) {
+	series, err := s.cfg.Store.QueryMetrics(ctx, jobID, "", 0)
+	if err != nil || len(series) == 0 {
+		return 0, 0
+	}
+	key := "loss"
+	if _, ok := series[key]; !ok {
+		key = slices.Sorted(maps.Keys(series))[0]
+	}
+	byAttempt := map[int][]domain.MetricPoint{}
+	for _, p := range series[key] {
+		byAttempt[p.Attempt] = append(byAttempt[p.Attempt], p)
+	}
+	for n, pts := range byAttempt {
+		if n == attempt {
+			now = diagnose.StepRate(pts, rateWindow)
+		} else if n < attempt {
+			earlier = max(earlier, diagnose.StepRate(pts, 0))
 		}
-		return note
 	}
-	return ""
+	return now, earlier
 }
 
 // logTail is the program's last n lines of output (the supervisor's own

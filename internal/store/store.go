@@ -32,6 +32,9 @@ type Store interface {
 	Secrets // sealed secret values: secrets.go
 	Audits  // the tamper-evident audit log: audit.go
 	Metrics // training metrics and attempt health: training.go (contract addition)
+	Alerts  // alerts and their notification outbox: alerts.go
+	// Templates are job templates: templates.go.
+	Templates
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
@@ -54,6 +57,9 @@ type NewJob struct {
 	// fails the create with ErrConflict and stores nothing.
 	OutputDir func(id int64) string
 	Actor     string // recorded on the submit event, e.g. "user:admin"
+	// Code, when set, is the code package the job runs from; it is stored
+	// with the job in the same transaction and returned by GetJob.
+	Code *domain.CodeRef
 }
 
 // JobFilter selects jobs for ListJobs. Results are ordered by id descending.

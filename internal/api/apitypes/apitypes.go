@@ -20,6 +20,12 @@ import (
 type SubmitRequest struct {
 	Spec json.RawMessage `json:"spec"`
 	Set  []string        `json:"set,omitempty"`
+	// Template, instead of Spec, names a job template: "name" or
+	// "name@version" (templates.go); Project is its project (default: the
+	// one project that has a template of that name) and Vars its variables.
+	Template string            `json:"template,omitempty"`
+	Project  string            `json:"project,omitempty"`
+	Vars     map[string]string `json:"vars,omitempty"`
 }
 
 // Job is a job as the API shows it. List responses leave Spec, Attempts and
@@ -445,4 +451,34 @@ type AuditProblem struct {
 	Seq     int64  `json:"seq"`             // the record it is about
 	Other   int64  `json:"other,omitempty"` // a second record involved
 	Message string `json:"message"`
+}
+
+// Alert is one alert: a rule's condition that fired, and resolved once it
+// cleared.
+type Alert struct {
+	ID         int64     `json:"id"`
+	Key        string    `json:"key"`
+	Rule       string    `json:"rule"`
+	Severity   string    `json:"severity"`
+	State      string    `json:"state"` // firing or resolved
+	Summary    string    `json:"summary"`
+	Resolution string    `json:"resolution,omitempty"`
+	Job        int64     `json:"job,omitempty"`
+	JobName    string    `json:"job_name,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	Project    string    `json:"project,omitempty"`
+	Pool       string    `json:"pool,omitempty"`
+	Owner      string    `json:"owner,omitempty"`
+	FiredAt    time.Time `json:"fired_at"`
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+}
+
+// AlertList is the answer of GET /api/v1/alerts.
+type AlertList struct {
+	Alerts []Alert `json:"alerts"`
+}
+
+// AlertTest is the body of POST /api/v1/alerts/test.
+type AlertTest struct {
+	Channel string `json:"channel"`
 }

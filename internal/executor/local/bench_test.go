@@ -2,14 +2,21 @@ package local
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"trainyard/internal/executor"
+	"trainyard/internal/logs"
+
+	"golang.org/x/sys/unix"
 )
 
 var benchJob atomic.Int64
@@ -82,4 +89,90 @@ func BenchmarkStartLatency(b *testing.B) {
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.9), "p90-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
+}
+
+// threadCPU is the CPU time (user and system) the calling thread has used,
+// in nanoseconds. Unlike wall time it leaves out the time other work on the
+// machine takes the CPU away.
+func threadCPU(b *testing.B) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// BenchmarkPump measures the log collector's CPU time per line on three
+// logs: ordinary output only, a progress report every 10th line (a training
+// script that reports every few steps among its other output), and
+// progress reports only (the worst case). Every iteration collects the log
+// twice, in alternating order, into output.log as the shim does: without
+// progress handling ("off", as for stderr) and with it ("on", as for
+// stdout: checking reports, metrics.jsonl, notifications). The pair
+// differs only by the progress handling and sees the same conditions on
+// the machine; overhead-% is on/off - 1.
+func BenchmarkPump(b *testing.B) {
+	plain := "epoch 3 batch 1234: forward pass done in 12.5ms, memory 1.2GiB\n"
+	prog := `trainyard: {"step": 1234, "loss": 0.53217, "lr": 0.001, "acc": 0.912}` + "\n"
+	for _, log := range []struct {
+		name  string
+		every int // a progress line every that many lines; 0: none
+	}{{"plain", 0}, {"progress-1-in-10", 10}, {"progress-all", 1}} {
+		var in strings.Builder
+		const lines = 10000
+		for i := range lines {
+			if log.every > 0 && i%log.every == 0 {
+				in.WriteString(prog)
+			} else {
+				in.WriteString(plain)
+			}
+		}
+		data := in.String()
+		b.Run(log.name, func(b *testing.B) {
+			runtime.LockOSThread() // threadCPU measures this goroutine
+			defer runtime.UnlockOSThread()
+			// One log and one metric log for the whole run, as for one
+			// attempt: opening them is not a per-line cost.
+			dir := b.TempDir()
+			logPath, metricsPath := filepath.Join(dir, "output.log"), filepath.Join(dir, metricsFile)
+			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			w := &logWriter{f: f}
+			sink := newProgressSink(metricsPath, func(string) {})
+			defer sink.close()
+			var cpu [2]int64 // off, on
+			collect := func(on bool) {
+				// Emptied between runs so that they do not grow with b.N.
+				for _, p := range []string{logPath, metricsPath} {
+					if err := os.Truncate(p, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+						b.Fatal(err)
+					}
+				}
+				s := sink
+				if !on {
+					s = nil
+				}
+				t0 := threadCPU(b)
+				w.pumpProgress(strings.NewReader(data), logs.Stdout, nil, s)
+				if on {
+					cpu[1] += threadCPU(b) - t0
+				} else {
+					cpu[0] += threadCPU(b) - t0
+				}
+			}
+			b.SetBytes(2 * int64(len(data)))
+			b.ResetTimer()
+			for i := range b.N {
+				collect(i%2 == 1)
+				collect(i%2 == 0)
+			}
+			n := float64(b.N * lines)
+			b.ReportMetric(float64(cpu[0])/n, "off-ns/line")
+			b.ReportMetric(float64(cpu[1])/n, "on-ns/line")
+			b.ReportMetric(100*(float64(cpu[1])/float64(cpu[0])-1), "overhead-%")
+		})
+	}
 }

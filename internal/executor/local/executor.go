@@ -21,8 +21,9 @@
 //
 // Progress: a stdout line `trainyard: {"step": N, "loss": 0.5}` (one JSON
 // object with an integer step and numeric metrics) stays in the log and is
-// also appended to metrics.jsonl as {"t": unix ns, "step": N, "m": {...}};
-// the shim notifies the executor ("progress <step> <unix ns>") at most once
+// also appended to metrics.jsonl unparsed, as {"t": unix ns, "p": <the
+// report>} (logs.AppendMetricRecords); the controller parses it. The shim
+// notifies the executor ("progress <step> <unix ns>") at most once
 // per second, and the executor reports executor.Progress. For a reattached
 // shim, a change of metrics.jsonl is reported instead.
 package local

@@ -113,6 +113,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 	if err := validateNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
+	if err := validateCode(p.Code); err != nil {
+		return domain.Job{}, false, err
+	}
 	var (
 		job     domain.Job
 		created bool
@@ -125,7 +128,8 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			case err == nil:
 				job = existing
 				w.audit.skip = true // a replay changes nothing
-				return nil
+				job.Code, err = w.jobCodeIn(job.ID)
+				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return interpretError("create job: look up idempotency key", err)
 			}
@@ -160,6 +164,9 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		if _, err := w.exec(insertEventSQL, id, 0, at, "", domain.JobQueued, p.Actor, domain.ReasonSubmitted, ""); err != nil {
 			return interpretError("create job: record submit event", err)
 		}
+		if err := w.insertJobCode(id, p.Code); err != nil { // code.go
+			return err
+		}
 		w.audit.id = id // fills "{id}" in the attached audit records' Target
 		sub := normTime(p.SubmittedAt)
 		job = domain.Job{
@@ -167,7 +174,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
 			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
 			Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
-			OutputDir: dir, IdempotencyKey: p.IdempotencyKey,
+			OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code),
 		}
 		created = true
 		return nil
@@ -190,6 +197,9 @@ func (s *Store) GetJob(ctx context.Context, id int64) (domain.Job, error) {
 	j, err := scanJob(st.QueryRowContext(ctx, id), true)
 	if err != nil {
 		return domain.Job{}, interpretError(fmt.Sprintf("get job %d", id), err)
+	}
+	if j.Code, err = s.jobCode(ctx, id); err != nil { // code.go
+		return domain.Job{}, err
 	}
 	return j, nil
 }

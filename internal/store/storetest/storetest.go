@@ -59,6 +59,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, identityTests) // users, roles, token administration: identity.go
 	maps.Copy(tests, secretTests)   // secrets.go
 	maps.Copy(tests, auditTests)    // the audit log: audit.go
+	maps.Copy(tests, alertTests)    // alerts and their outbox: alerts.go
+	maps.Copy(tests, templateTests) // job templates: templates.go
+	maps.Copy(tests, codeTests)     // a job's code package: code.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {

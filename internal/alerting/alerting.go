@@ -1,0 +1,315 @@
+// Package alerting runs the alert rules against what the control loop sees
+// and delivers the alerts: it feeds package alerts' pure Engine with
+// observations, stores every transition together with the notifications it
+// owes (an outbox in the store), and hands them to the Dispatcher, which
+// marks each delivery in the store. After a restart the firing alerts are
+// restored (nothing fires twice) and the undelivered notifications are sent
+// again.
+//
+// An Alerter is a control.Observer: the control loop tells it about every
+// pass (the queued and running jobs) and every attempt that ends; it
+// evaluates the rules every Interval on its own goroutine.
+package alerting
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"trainyard/internal/alerts"
+	"trainyard/internal/clock"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// DefaultInterval is how often the rules are evaluated.
+const DefaultInterval = 5 * time.Second
+
+// Config wires an Alerter.
+type Config struct {
+	Store  store.Store
+	Alerts alerts.Config // the server config's alerts section
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Interval between evaluations (default DefaultInterval).
+	Interval time.Duration
+	// Samples returns the latest resource sample of each running attempt;
+	// nil: no samples, so idle_gpu and memory_near_limit never fire.
+	Samples func() []Sample
+	// HTTPClient sends webhooks (default: a client without redirects).
+	HTTPClient *http.Client
+	// After is time.After, replaceable in tests of delivery retries.
+	After func(time.Duration) <-chan time.Time
+}
+
+// Sample is the latest resource reading of one running attempt.
+type Sample struct {
+	JobID   int64
+	Attempt int
+	alerts.Sample
+}
+
+// Alerter evaluates alert rules and delivers alerts. Create one with New.
+type Alerter struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *alerts.Engine
+	disp   *alerts.Dispatcher
+	routes []alerts.Route
+
+	mu      sync.Mutex
+	seen    bool // a pass was observed: Queued and Running are known
+	queued  []alerts.QueuedJob
+	running []alerts.RunningAttempt
+	ended   []alerts.EndedAttempt
+	builtAt time.Time
+	ids     map[string]int64 // alert key → id of its latest stored alert
+	kick    chan struct{}
+}
+
+// New validates the alerts configuration and returns an Alerter.
+func New(cfg Config) (*Alerter, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	cfg.Alerts.Defaults()
+	if err := cfg.Alerts.Validate(); err != nil {
+		return nil, err
+	}
+	eng, err := alerts.NewEngine(cfg.Alerts)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "alerts")
+	routes, err := alerts.NewRoutes(cfg.Alerts, log, cfg.HTTPClient)
+	if err != nil {
+		return nil, err
+	}
+	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, kick: make(chan struct{}, 1)}
+	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
+		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
+		OnDelivered: func(key, channel string, s alerts.Status) {
+			a.mark(key, channel, s, store.NotificationResult{At: a.cfg.Clock.Now(), Sent: true})
+		},
+		OnGaveUp: func(key, channel string, s alerts.Status, err error) {
+			a.mark(key, channel, s, store.NotificationResult{At: a.cfg.Clock.Now(), Error: err.Error(), GiveUp: true})
+		},
+	})
+	return a, nil
+}
+
+// Channels names the configured channels.
+func (a *Alerter) Channels() []string { return a.disp.Channels() }
+
+// Test sends a test notification to one channel and returns its error.
+func (a *Alerter) Test(ctx context.Context, channel string) error { return a.disp.Test(ctx, channel) }
+
+// Pass is the control loop's view after a scheduling pass (control.Observer).
+// The lists are rebuilt at most once per Interval.
+func (a *Alerter) Pass(_ time.Duration, _ []domain.Pool, jobs map[int64]domain.Job, atts []domain.Attempt) {
+	now := a.cfg.Clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen && now.Sub(a.builtAt) < a.cfg.Interval {
+		return
+	}
+	a.seen, a.builtAt = true, now
+	a.queued, a.running = a.queued[:0], a.running[:0]
+	for _, j := range jobs {
+		if j.State == domain.JobQueued {
+			// A queued job's UpdatedAt is when it entered the queue.
+			a.queued = append(a.queued, alerts.QueuedJob{Job: alerts.RefOf(j), QueuedSince: j.UpdatedAt})
+		}
+	}
+	for _, at := range atts {
+		if j, ok := jobs[at.JobID]; ok && j.State == domain.JobRunning && at.Number == j.Attempts {
+			a.running = append(a.running, alerts.RunningAttempt{Job: alerts.RefOf(j), Attempt: at.Number})
+		}
+	}
+}
+
+// Placed is part of control.Observer; placements raise no alert.
+func (a *Alerter) Placed(string, string, int, time.Duration) {}
+
+// AttemptEnded records an attempt's end (control.Observer); job is the job
+// after the end was recorded.
+func (a *Alerter) AttemptEnded(job domain.Job, at domain.Attempt) {
+	a.mu.Lock()
+	a.ended = append(a.ended, alerts.EndedOf(job, at))
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run restores the firing alerts and the undelivered notifications, then
+// evaluates the rules every Interval (and soon after an attempt ends) until
+// ctx ends.
+func (a *Alerter) Run(ctx context.Context) error {
+	if err := a.restore(ctx); err != nil {
+		a.log.Error("restore alerts", "err", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.disp.Run(ctx) }()
+	defer func() { <-done }()
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-a.kick:
+		}
+		a.evaluate(ctx)
+	}
+}
+
+// restore reloads firing alerts into the engine and queues the
+// notifications a previous run did not deliver.
+func (a *Alerter) restore(ctx context.Context) error {
+	firing, err := a.cfg.Store.ListAlerts(ctx, store.AlertFilter{State: domain.AlertFiring, Limit: 100000})
+	if err != nil {
+		return err
+	}
+	active := make([]alerts.Alert, 0, len(firing))
+	a.mu.Lock()
+	for _, f := range firing {
+		active = append(active, fromDomain(f))
+		a.ids[f.Key] = f.ID
+	}
+	a.mu.Unlock()
+	a.engine.Restore(active)
+	for {
+		pend, err := a.cfg.Store.PendingNotifications(ctx, 1000)
+		if err != nil {
+			return err
+		}
+		if len(pend) == 0 {
+			return nil
+		}
+		for _, n := range pend {
+			al := fromDomain(n.Alert)
+			al.Status = alerts.Status(n.Status)
+			a.disp.SubmitTo(n.Channel, alerts.Transition{Alert: al})
+		}
+		if len(pend) < 1000 {
+			return nil
+		}
+		// Every returned row is queued in memory now; later pages are
+		// read after delivery marks these.
+		return nil
+	}
+}
+
+// evaluate runs the rules once over the latest observations.
+func (a *Alerter) evaluate(ctx context.Context) {
+	a.mu.Lock()
+	if !a.seen {
+		a.mu.Unlock()
+		return // no pass yet: nothing is known about queued and running jobs
+	}
+	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended}
+	a.ended = nil
+	a.mu.Unlock()
+
+	if a.cfg.Samples != nil {
+		byRef := map[[2]int64]*alerts.Sample{}
+		for _, s := range a.cfg.Samples() {
+			byRef[[2]int64{s.JobID, int64(s.Attempt)}] = &s.Sample
+		}
+		for i := range obs.Running {
+			r := &obs.Running[i]
+			r.Sample = byRef[[2]int64{r.Job.ID, int64(r.Attempt)}]
+		}
+	}
+	active := map[int64]bool{}
+	for _, q := range obs.Queued {
+		active[q.Job.ID] = true
+	}
+	for _, r := range obs.Running {
+		active[r.Job.ID] = true
+	}
+	for _, id := range a.engine.EventJobs() {
+		if active[id] {
+			continue
+		}
+		j, err := a.cfg.Store.GetJob(ctx, id)
+		if err != nil {
+			continue
+		}
+		switch j.State {
+		case domain.JobSucceeded:
+			obs.Succeeded = append(obs.Succeeded, id)
+		case domain.JobCanceled:
+			obs.Canceled = append(obs.Canceled, id)
+		}
+	}
+	ts := a.engine.Evaluate(obs)
+	if len(ts) == 0 {
+		return
+	}
+	records := make([]store.AlertTransition, len(ts))
+	for i, t := range ts {
+		records[i] = store.AlertTransition{Alert: toDomain(t.Alert), Notify: a.channelsFor(t.Severity)}
+	}
+	stored, err := a.cfg.Store.RecordAlerts(ctx, records)
+	if err != nil {
+		a.log.Error("store alerts", "err", err)
+	}
+	a.mu.Lock()
+	for _, s := range stored {
+		a.ids[s.Key] = s.ID
+	}
+	a.mu.Unlock()
+	a.disp.Submit(ts...)
+}
+
+// channelsFor names the channels whose minimum severity admits sev.
+func (a *Alerter) channelsFor(sev alerts.Severity) []string {
+	var names []string
+	for _, r := range a.routes {
+		if sev.AtLeast(r.MinSeverity) {
+			names = append(names, r.Channel.Name())
+		}
+	}
+	return names
+}
+
+// mark records a delivery outcome in the store.
+func (a *Alerter) mark(key, channel string, s alerts.Status, r store.NotificationResult) {
+	if s == alerts.StatusTest {
+		return
+	}
+	a.mu.Lock()
+	id := a.ids[key]
+	a.mu.Unlock()
+	if id == 0 {
+		return
+	}
+	if err := a.cfg.Store.MarkNotification(context.Background(), id, channel, domain.AlertState(s), r); err != nil {
+		a.log.Warn("record alert delivery", "alert", key, "channel", channel, "err", err)
+	}
+}
+
+func toDomain(a alerts.Alert) domain.Alert {
+	return domain.Alert{Key: a.Key, Rule: string(a.Rule), Severity: string(a.Severity), State: domain.AlertState(a.Status),
+		Summary: a.Summary, Resolution: a.Resolution, JobID: a.Labels.Job, JobName: a.Labels.JobName, Attempt: a.Labels.Attempt,
+		Project: a.Labels.Project, Pool: a.Labels.Pool, Owner: a.Labels.Owner, FiredAt: a.FiredAt, ResolvedAt: a.ResolvedAt}
+}
+
+func fromDomain(d domain.Alert) alerts.Alert {
+	return alerts.Alert{Key: d.Key, Rule: alerts.Rule(d.Rule), Severity: alerts.Severity(d.Severity), Status: alerts.Status(d.State),
+		Summary: d.Summary, Resolution: d.Resolution, FiredAt: d.FiredAt, ResolvedAt: d.ResolvedAt,
+		Labels: alerts.Labels{Job: d.JobID, JobName: d.JobName, Attempt: d.Attempt, Project: d.Project, Pool: d.Pool, Owner: d.Owner}}
+}

@@ -1,0 +1,137 @@
+package alerting_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"trainyard/internal/alerting"
+	"trainyard/internal/alerts"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite"
+)
+
+// hook is a real HTTP receiver that can be told to fail.
+type hook struct {
+	mu   sync.Mutex
+	got  []string // "status key"
+	fail atomic.Bool
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.fail.Load() {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	var m struct{ Status, Key string }
+	_ = json.Unmarshal(b, &m)
+	h.mu.Lock()
+	h.got = append(h.got, m.Status+" "+m.Key)
+	h.mu.Unlock()
+}
+
+func (h *hook) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func newAlerter(t *testing.T, st store.Store, url string) (*alerting.Alerter, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	a, err := alerting.New(alerting.Config{Store: st, Interval: 10 * time.Millisecond, Alerts: alerts.Config{
+		Channels: []alerts.ChannelConfig{{Name: "hook", Type: alerts.TypeWebhook, URL: url}},
+		Delivery: alerts.DeliveryConfig{MaxTries: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	return a, cancel, done
+}
+
+func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	job := domain.Job{ID: 7, Name: "resnet", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
+	a, stop, done := newAlerter(t, st, srv.URL)
+	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonStalled,
+		Message: "no progress for 2s", FinishedAt: time.Now()})
+	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
+	if got := h.list()[0]; got != "firing stalled/job=7" {
+		t.Fatalf("receiver got %q", got)
+	}
+	waitFor(t, "the delivery to be recorded", func() bool {
+		p, err := st.PendingNotifications(context.Background(), 10)
+		return err == nil && len(p) == 0
+	})
+	stop()
+	<-done
+
+	// The receiver goes down; the job is retried and runs: the resolution
+	// cannot be delivered and stays in the outbox.
+	h.fail.Store(true)
+	job.State, job.Attempts = domain.JobRunning, 2
+	a, stop, done = newAlerter(t, st, srv.URL)
+	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
+	waitFor(t, "the resolution to be stored", func() bool {
+		l, err := st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertResolved})
+		return err == nil && len(l) == 1
+	})
+	waitFor(t, "the failed delivery to be recorded", func() bool {
+		p, err := st.PendingNotifications(context.Background(), 10)
+		return err == nil && len(p) == 0 // MaxTries 1: given up
+	})
+	stop()
+	<-done
+	if got := h.list(); len(got) != 1 {
+		t.Fatalf("receiver got %v while down", got)
+	}
+
+	// A notification still owed at restart is sent then, once; the firing
+	// alert restored from the store does not fire again.
+	if _, err := st.RecordAlerts(context.Background(), []store.AlertTransition{{Alert: domain.Alert{Key: "stalled/job=9", Rule: "stalled",
+		Severity: "critical", State: domain.AlertFiring, Summary: "job 9 stalled", JobID: 9, FiredAt: time.Now()}, Notify: []string{"hook"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.fail.Store(false)
+	a, stop, done = newAlerter(t, st, srv.URL)
+	defer func() { stop(); <-done }()
+	a.Pass(0, nil, map[int64]domain.Job{9: {ID: 9, State: domain.JobFailed}}, nil)
+	waitFor(t, "the owed notification", func() bool { return len(h.list()) == 2 })
+	waitFor(t, "its delivery to be recorded", func() bool {
+		p, err := st.PendingNotifications(context.Background(), 10)
+		return err == nil && len(p) == 0
+	})
+	if got := h.list(); got[1] != "firing stalled/job=9" {
+		t.Fatalf("receiver got %v", got)
+	}
+}

@@ -1,0 +1,157 @@
+package alerts
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// Rule names one alerting rule. Its spelling is part of every dedupe key and
+// of the webhook body; it never changes once released.
+type Rule string
+
+const (
+	RuleQueuedTooLong        Rule = "queued_too_long"
+	RuleStartFailure         Rule = "start_failure"
+	RuleInterruption         Rule = "interruption"
+	RuleStalled              Rule = "stalled"
+	RuleIdleGPU              Rule = "idle_gpu"
+	RuleMemoryNearLimit      Rule = "memory_near_limit"
+	RuleArtifactWriteFailure Rule = "artifact_write_failure"
+	// RuleTest marks the notification Dispatcher.Test sends.
+	RuleTest Rule = "test"
+)
+
+// Rules lists every alerting rule in a stable order.
+func Rules() []Rule {
+	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
+		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure}
+}
+
+// eventRule reports whether r fires on an ended attempt (and so resolves when
+// the job runs again, finishes well, or resolve_after passes).
+func (r Rule) eventRule() bool {
+	switch r {
+	case RuleStartFailure, RuleInterruption, RuleStalled, RuleArtifactWriteFailure:
+		return true
+	}
+	return false
+}
+
+// Severity ranks alerts: info < warning < critical.
+type Severity string
+
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityCritical Severity = "critical"
+)
+
+// Severities lists the severities from lowest to highest.
+func Severities() []Severity { return []Severity{SeverityInfo, SeverityWarning, SeverityCritical} }
+
+// Valid reports whether s is a known severity.
+func (s Severity) Valid() bool { return s.rank() > 0 }
+
+// AtLeast reports whether s is as severe as min or more.
+func (s Severity) AtLeast(min Severity) bool { return s.rank() >= min.rank() }
+
+func (s Severity) rank() int {
+	switch s {
+	case SeverityInfo:
+		return 1
+	case SeverityWarning:
+		return 2
+	case SeverityCritical:
+		return 3
+	}
+	return 0
+}
+
+// Status is where an alert stands: firing until resolved. StatusTest marks a
+// test notification, which is never stored.
+type Status string
+
+const (
+	StatusFiring   Status = "firing"
+	StatusResolved Status = "resolved"
+	StatusTest     Status = "test"
+)
+
+// Labels identify what an alert is about. Attempt is 0 for a queued job.
+type Labels struct {
+	Job     int64  `json:"job"`
+	JobName string `json:"job_name"`
+	Attempt int    `json:"attempt,omitempty"`
+	Project string `json:"project"`
+	Pool    string `json:"pool"`
+	Owner   string `json:"owner"`
+}
+
+// Alert is one alert instance. Key is its dedupe key: while an alert with a
+// key is firing, the same condition never fires again. The caller persists
+// alerts as they are (every field is plain data) and hands the firing ones
+// back to Engine.Restore after a restart.
+type Alert struct {
+	Key      string   `json:"key"`
+	Rule     Rule     `json:"rule"`
+	Severity Severity `json:"severity"`
+	Status   Status   `json:"status"`
+	// Summary says what happened and what to do, in one line.
+	Summary string `json:"summary"`
+	// Resolution says why the alert resolved; empty while firing.
+	Resolution string    `json:"resolution,omitempty"`
+	Labels     Labels    `json:"labels"`
+	FiredAt    time.Time `json:"fired_at"`
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+}
+
+// Transition is an alert that fired or resolved during one Engine.Evaluate;
+// Alert.Status tells which. Send each to a Dispatcher and persist it.
+type Transition struct {
+	Alert
+}
+
+// Notification is what a Channel sends: a transition, or a test
+// (Alert.Status == StatusTest).
+type Notification struct {
+	Alert
+}
+
+// Key returns the dedupe key of rule for a job, and for an attempt when
+// attempt > 0: "stalled/job=42", "idle_gpu/job=42/attempt=2".
+func Key(rule Rule, job int64, attempt int) string {
+	k := string(rule) + "/job=" + strconv.FormatInt(job, 10)
+	if attempt > 0 {
+		k += "/attempt=" + strconv.Itoa(attempt)
+	}
+	return k
+}
+
+// JobRef names a job in observations and labels.
+type JobRef struct {
+	ID      int64
+	Name    string
+	Project string
+	Pool    string
+	Owner   string
+}
+
+// RefOf returns the JobRef of a stored job (its submitter is the owner).
+func RefOf(j domain.Job) JobRef {
+	return JobRef{ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, Owner: j.Submitter}
+}
+
+func (r JobRef) labels(attempt int) Labels {
+	return Labels{Job: r.ID, JobName: r.Name, Attempt: attempt, Project: r.Project, Pool: r.Pool, Owner: r.Owner}
+}
+
+// title is "job 42 (resnet)", or "job 42" when the name is unknown.
+func (l Labels) title() string {
+	if l.JobName == "" {
+		return fmt.Sprintf("job %d", l.Job)
+	}
+	return fmt.Sprintf("job %d (%s)", l.Job, l.JobName)
+}

@@ -1,0 +1,488 @@
+package alerts
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// ReasonEnvironmentCheckFailed is the reason of an attempt whose environment
+// failed its pre-start check; it counts as a start failure.
+const ReasonEnvironmentCheckFailed = domain.Reason("EnvironmentCheckFailed")
+
+// Observation is what the caller saw at Now. Queued and Running are complete
+// snapshots: an alert about a job no longer queued, or an attempt no longer
+// running, resolves. Ended lists only the attempts that ended since the
+// previous Evaluate.
+type Observation struct {
+	Now time.Time
+	// Queued lists every job now in state queued.
+	Queued []QueuedJob
+	// Running lists every attempt now in state running (not starting), with
+	// its latest resource sample if there is one.
+	Running []RunningAttempt
+	// Ended lists attempts that ended since the previous evaluation.
+	Ended []EndedAttempt
+	// Succeeded and Canceled list jobs known to have succeeded or been
+	// canceled; their event alerts resolve. Passing every job of
+	// Engine.EventJobs that is now in such a state is enough.
+	Succeeded []int64
+	Canceled  []int64
+}
+
+// QueuedJob is a job waiting in the queue since QueuedSince (its submit
+// time, or when it was queued again after a retry or preemption).
+type QueuedJob struct {
+	Job         JobRef
+	QueuedSince time.Time
+}
+
+// RunningAttempt is a running attempt and its latest sample (nil if none yet).
+type RunningAttempt struct {
+	Job     JobRef
+	Attempt int
+	Sample  *Sample
+}
+
+// Sample is one resource reading of a running attempt.
+type Sample struct {
+	At time.Time
+	// RSS and MemoryLimit are in bytes; MemoryLimit 0 means unknown, and
+	// then memory_near_limit does not apply.
+	RSS         int64
+	MemoryLimit int64
+	// GPUs holds each assigned GPU's utilisation; a GPU that does not report
+	// it is left out or has a NaN Utilization.
+	GPUs []GPUSample
+}
+
+// GPUSample is one GPU's utilisation, the share of time a kernel ran (0–1).
+type GPUSample struct {
+	Index       int
+	Utilization float64
+}
+
+// EndedAttempt is an attempt that ended, and the state its job was left in.
+type EndedAttempt struct {
+	Job      JobRef
+	Attempt  int
+	State    domain.AttemptState
+	Reason   domain.Reason
+	Message  string
+	EndedAt  time.Time
+	JobState domain.JobState
+}
+
+// EndedOf builds an EndedAttempt from a stored job (after the attempt ended)
+// and the ended attempt.
+func EndedOf(j domain.Job, a domain.Attempt) EndedAttempt {
+	return EndedAttempt{Job: RefOf(j), Attempt: a.Number, State: a.State, Reason: a.Reason,
+		Message: a.Message, EndedAt: a.FinishedAt, JobState: j.State}
+}
+
+// Engine turns observations into alert transitions. It is deterministic: it
+// reads no clock, starts no goroutines and does no I/O; the same sequence of
+// calls gives the same transitions. It is not safe for concurrent use: call
+// it from one loop.
+type Engine struct {
+	cfg     Config
+	active  map[string]Alert     // firing alerts by key
+	holding map[string]time.Time // duration conditions: key → true since
+}
+
+// NewEngine returns an engine for cfg, after Defaults and Validate on a copy.
+func NewEngine(cfg Config) (*Engine, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}}, nil
+}
+
+// Restore loads alerts that were firing before a restart, so they are neither
+// sent again nor lost: they resolve like any other. Alerts not firing are
+// ignored. Call it once, before the first Evaluate.
+func (e *Engine) Restore(active []Alert) {
+	for _, a := range active {
+		if a.Status == StatusFiring && a.Key != "" {
+			e.active[a.Key] = a
+		}
+	}
+}
+
+// Active returns the firing alerts, sorted by key.
+func (e *Engine) Active() []Alert {
+	out := make([]Alert, 0, len(e.active))
+	for _, a := range e.active {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Alert) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// EventJobs returns, sorted, the jobs with a firing event alert. The caller
+// can look up their state to fill Observation.Succeeded and Canceled.
+func (e *Engine) EventJobs() []int64 {
+	var ids []int64
+	for _, a := range e.active {
+		if a.Rule.eventRule() && !slices.Contains(ids, a.Labels.Job) {
+			ids = append(ids, a.Labels.Job)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Evaluate applies one observation and returns the alerts that fired or
+// resolved, in a stable order: fired event alerts, then resolutions of event
+// alerts, then queued, then running-attempt alerts, each sorted by key.
+func (e *Engine) Evaluate(obs Observation) []Transition {
+	var out []Transition
+	now := obs.Now
+	rules := e.cfg.Rules
+
+	// Alerts of rules disabled since they fired.
+	for _, a := range e.Active() {
+		if !e.ruleOn(a.Rule) {
+			out = append(out, e.resolve(a.Key, now, "rule "+string(a.Rule)+" was disabled"))
+		}
+	}
+
+	// Ended attempts fire event alerts.
+	ended := slices.Clone(obs.Ended)
+	slices.SortStableFunc(ended, func(a, b EndedAttempt) int {
+		if c := a.EndedAt.Compare(b.EndedAt); c != 0 {
+			return c
+		}
+		if a.Job.ID != b.Job.ID {
+			return cmpInt(a.Job.ID, b.Job.ID)
+		}
+		return a.Attempt - b.Attempt
+	})
+	for _, a := range ended {
+		rule, sev := e.classify(a)
+		if rule == "" || a.JobState == domain.JobSucceeded || a.JobState == domain.JobCanceled {
+			continue
+		}
+		if !a.EndedAt.IsZero() && now.Sub(a.EndedAt) >= e.cfg.ResolveAfter.D() {
+			continue // older than resolve_after: it would resolve at once
+		}
+		key := Key(rule, a.Job.ID, 0)
+		if _, firing := e.active[key]; firing {
+			continue
+		}
+		out = append(out, e.fire(Alert{Key: key, Rule: rule, Severity: sev,
+			Summary: eventSummary(rule, a), Labels: a.Job.labels(a.Attempt)}, now))
+	}
+
+	// Event alerts resolve when the job runs again, succeeds or is canceled,
+	// or after resolve_after.
+	runningAttempt := map[int64]int{} // job → highest running attempt
+	for _, r := range obs.Running {
+		runningAttempt[r.Job.ID] = max(runningAttempt[r.Job.ID], r.Attempt)
+	}
+	finished := map[int64]string{}
+	for _, id := range obs.Succeeded {
+		finished[id] = "succeeded"
+	}
+	for _, id := range obs.Canceled {
+		finished[id] = "was canceled"
+	}
+	for _, a := range ended {
+		switch a.JobState {
+		case domain.JobSucceeded:
+			finished[a.Job.ID] = "succeeded"
+		case domain.JobCanceled:
+			finished[a.Job.ID] = "was canceled"
+		}
+	}
+	for _, a := range e.Active() {
+		if !a.Rule.eventRule() {
+			continue
+		}
+		job := a.Labels.title()
+		switch n := runningAttempt[a.Labels.Job]; {
+		case n > a.Labels.Attempt:
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s is running again (attempt %d)", job, n)))
+		case finished[a.Labels.Job] != "":
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s %s", job, finished[a.Labels.Job])))
+		case now.Sub(a.FiredAt) >= e.cfg.ResolveAfter.D():
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("resolve_after (%s) passed without %s running again", e.cfg.ResolveAfter, job)))
+		}
+	}
+
+	// Queued too long.
+	queued := map[string]bool{}
+	if rules.QueuedTooLong.On() {
+		jobs := slices.Clone(obs.Queued)
+		slices.SortStableFunc(jobs, func(a, b QueuedJob) int { return cmpInt(a.Job.ID, b.Job.ID) })
+		after := rules.QueuedTooLong.After.D()
+		for _, q := range jobs {
+			key := Key(RuleQueuedTooLong, q.Job.ID, 0)
+			wait := now.Sub(q.QueuedSince)
+			if q.QueuedSince.IsZero() || wait < after {
+				continue
+			}
+			queued[key] = true
+			if _, firing := e.active[key]; firing {
+				continue
+			}
+			l := q.Job.labels(0)
+			out = append(out, e.fire(Alert{Key: key, Rule: RuleQueuedTooLong, Severity: rules.QueuedTooLong.Severity,
+				Summary: fmt.Sprintf("%s has been queued for %s (over %s) in pool %s, project %s — see `trainyard why %d`",
+					l.title(), fmtDur(wait), fmtDur(after), orDash(l.Pool), orDash(l.Project), l.Job),
+				Labels: l}, now))
+		}
+	}
+	for _, a := range e.Active() {
+		if a.Rule == RuleQueuedTooLong && !queued[a.Key] {
+			out = append(out, e.resolve(a.Key, now, a.Labels.title()+" is no longer waiting in the queue"))
+		}
+	}
+
+	// Duration conditions of running attempts.
+	running := slices.Clone(obs.Running)
+	slices.SortStableFunc(running, func(a, b RunningAttempt) int {
+		if a.Job.ID != b.Job.ID {
+			return cmpInt(a.Job.ID, b.Job.ID)
+		}
+		return a.Attempt - b.Attempt
+	})
+	seen := map[string]bool{}
+	for _, r := range running {
+		idleKey := Key(RuleIdleGPU, r.Job.ID, r.Attempt)
+		memKey := Key(RuleMemoryNearLimit, r.Job.ID, r.Attempt)
+		seen[idleKey], seen[memKey] = true, true
+		if r.Sample == nil {
+			continue // nothing new to judge by: keep the state as it is
+		}
+		at := r.Sample.At
+		if at.IsZero() {
+			at = now
+		}
+		l := r.Job.labels(r.Attempt)
+		if rules.IdleGPU.On() {
+			idle, known := idleGPUs(r.Sample.GPUs, rules.IdleGPU.Below)
+			if known {
+				out = e.hold(out, idleKey, len(idle) > 0, at, now, rules.IdleGPU, func(held time.Duration) Alert {
+					return Alert{Rule: RuleIdleGPU, Severity: rules.IdleGPU.Severity, Labels: l,
+						Summary: fmt.Sprintf("%s attempt %d: %s under %s busy for %s — check the input pipeline, or cancel it to free the GPUs (`trainyard cancel %d`)",
+							l.title(), l.Attempt, gpuList(idle), pct(rules.IdleGPU.Below), fmtDur(held), l.Job)}
+				}, "GPU utilisation is back above "+pct(rules.IdleGPU.Below))
+			}
+		}
+		if rules.MemoryNearLimit.On() && r.Sample.MemoryLimit > 0 {
+			ratio := float64(r.Sample.RSS) / float64(r.Sample.MemoryLimit)
+			s := r.Sample
+			out = e.hold(out, memKey, ratio > rules.MemoryNearLimit.Above, at, now, rules.MemoryNearLimit, func(held time.Duration) Alert {
+				return Alert{Rule: RuleMemoryNearLimit, Severity: rules.MemoryNearLimit.Severity, Labels: l,
+					Summary: fmt.Sprintf("%s attempt %d uses %s of its %s memory limit (%s, over %s for %s) and may be OOM-killed — raise resources.memory or lower the batch size",
+						l.title(), l.Attempt, domain.ByteSize(s.RSS), domain.ByteSize(s.MemoryLimit), pct(ratio), pct(rules.MemoryNearLimit.Above), fmtDur(held))}
+			}, "memory use is back under "+pct(rules.MemoryNearLimit.Above)+" of the limit")
+		}
+	}
+	for _, a := range e.Active() {
+		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit) && !seen[a.Key] {
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())))
+		}
+	}
+	for key := range e.holding {
+		if !seen[key] {
+			delete(e.holding, key)
+		}
+	}
+	return out
+}
+
+// hold tracks a duration condition under key: it fires once the condition has
+// held for rule.For, and resolves a firing alert once the condition clears.
+func (e *Engine) hold(out []Transition, key string, cond bool, at, now time.Time, rule ThresholdRule, build func(held time.Duration) Alert, cleared string) []Transition {
+	if !cond {
+		delete(e.holding, key)
+		if _, firing := e.active[key]; firing {
+			out = append(out, e.resolve(key, now, cleared))
+		}
+		return out
+	}
+	if _, firing := e.active[key]; firing {
+		return out
+	}
+	since, ok := e.holding[key]
+	if !ok || at.Before(since) {
+		since = at
+		e.holding[key] = since
+	}
+	if held := at.Sub(since); held >= rule.For.D() {
+		a := build(held)
+		a.Key = key
+		delete(e.holding, key)
+		out = append(out, e.fire(a, now))
+	}
+	return out
+}
+
+func (e *Engine) fire(a Alert, now time.Time) Transition {
+	a.Status, a.FiredAt = StatusFiring, now
+	e.active[a.Key] = a
+	return Transition{a}
+}
+
+func (e *Engine) resolve(key string, now time.Time, why string) Transition {
+	a := e.active[key]
+	delete(e.active, key)
+	a.Status, a.ResolvedAt, a.Resolution = StatusResolved, now, why
+	return Transition{a}
+}
+
+func (e *Engine) ruleOn(r Rule) bool {
+	rs := e.cfg.Rules
+	switch r {
+	case RuleQueuedTooLong:
+		return rs.QueuedTooLong.On()
+	case RuleStartFailure:
+		return rs.StartFailure.On()
+	case RuleInterruption:
+		return rs.Interruption.On()
+	case RuleStalled:
+		return rs.Stalled.On()
+	case RuleIdleGPU:
+		return rs.IdleGPU.On()
+	case RuleMemoryNearLimit:
+		return rs.MemoryNearLimit.On()
+	case RuleArtifactWriteFailure:
+		return rs.ArtifactWriteFailure.On()
+	}
+	return false
+}
+
+// classify returns the enabled event rule an ended attempt fires, or "".
+func (e *Engine) classify(a EndedAttempt) (Rule, Severity) {
+	rs := e.cfg.Rules
+	var rule Rule
+	var base RuleBase
+	switch {
+	case a.Reason == domain.ReasonEntrypointNotFound || a.Reason == domain.ReasonLaunchFailed || a.Reason == ReasonEnvironmentCheckFailed:
+		rule, base = RuleStartFailure, rs.StartFailure.RuleBase
+	case a.Reason == domain.ReasonArtifactWrite:
+		rule, base = RuleArtifactWriteFailure, rs.ArtifactWriteFailure.RuleBase
+	case a.Reason == domain.ReasonStalled || a.Reason == domain.ReasonHealthCheckFailed:
+		rule, base = RuleStalled, rs.Stalled.RuleBase
+	case a.State == domain.AttemptPreempted || a.State == domain.AttemptLost ||
+		a.Reason == domain.ReasonPreempted || a.Reason == domain.ReasonNodeLost:
+		rule, base = RuleInterruption, rs.Interruption.RuleBase
+	default:
+		return "", ""
+	}
+	if !base.On() {
+		return "", ""
+	}
+	return rule, base.Severity
+}
+
+func eventSummary(rule Rule, a EndedAttempt) string {
+	job := a.Job.labels(a.Attempt).title()
+	msg := oneLine(a.Message)
+	detail := string(a.Reason)
+	if msg != "" {
+		detail += ": " + msg
+	}
+	next := fmt.Sprintf("see `trainyard why %d`", a.Job.ID)
+	switch a.JobState {
+	case domain.JobQueued:
+		next = "it is queued to retry; " + next
+	case domain.JobFailed:
+		next = "the job failed; " + next
+	}
+	switch rule {
+	case RuleStartFailure:
+		return fmt.Sprintf("%s failed to start attempt %d: %s — fix the entrypoint or environment and resubmit; %s", job, a.Attempt, detail, next)
+	case RuleStalled:
+		if a.Reason == domain.ReasonHealthCheckFailed {
+			return fmt.Sprintf("%s failed its health check on attempt %d: %s — %s", job, a.Attempt, orReason(msg, a.Reason), next)
+		}
+		return fmt.Sprintf("%s stalled on attempt %d: %s — %s", job, a.Attempt, orReason(msg, a.Reason), next)
+	case RuleInterruption:
+		what := "interrupted"
+		switch {
+		case a.Reason == domain.ReasonPreempted || a.State == domain.AttemptPreempted:
+			what = "was preempted"
+		case a.Reason == domain.ReasonNodeLost:
+			what = "lost its node"
+		case a.State == domain.AttemptLost:
+			what = "was lost"
+		}
+		return fmt.Sprintf("%s attempt %d %s: %s — %s", job, a.Attempt, what, detail, next)
+	case RuleArtifactWriteFailure:
+		return fmt.Sprintf("%s could not write artifacts on attempt %d: %s — check free space and permissions of its output directory; %s", job, a.Attempt, orReason(msg, a.Reason), next)
+	}
+	return job + ": " + detail
+}
+
+// idleGPUs returns the GPUs under below, and whether any GPU reported a value.
+func idleGPUs(gpus []GPUSample, below float64) (idle []int, known bool) {
+	for _, g := range gpus {
+		if math.IsNaN(g.Utilization) {
+			continue
+		}
+		known = true
+		if g.Utilization < below {
+			idle = append(idle, g.Index)
+		}
+	}
+	slices.Sort(idle)
+	return idle, known
+}
+
+func gpuList(idx []int) string {
+	s := make([]string, len(idx))
+	for i, n := range idx {
+		s[i] = fmt.Sprint(n)
+	}
+	if len(idx) == 1 {
+		return "GPU " + s[0] + " was"
+	}
+	return "GPUs " + strings.Join(s, ",") + " were"
+}
+
+func pct(r float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", r*100), "0"), ".") + "%"
+}
+
+func fmtDur(d time.Duration) string { return domain.FormatDuration(d.Truncate(time.Second)) }
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const limit = 300
+	if r := []rune(s); len(r) > limit {
+		s = string(r[:limit]) + "…"
+	}
+	return s
+}
+
+func orReason(msg string, r domain.Reason) string {
+	if msg == "" {
+		return string(r)
+	}
+	return msg
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,87 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"trainyard/internal/blob"
+	"trainyard/internal/codepkg"
+)
+
+// prepareCode gives an attempt of a job with a code package (submit
+// --context) a fresh copy of it: the package is unpacked from the blob store
+// into the attempt's working directory (logs.Layout.WorkDir), which is where
+// the process runs unless the spec sets workdir. It returns the variables
+// that tell the job where its code is: TRAINYARD_CODE_DIR,
+// TRAINYARD_CODE_SHA256 and, when known, TRAINYARD_GIT_COMMIT.
+//
+// The package is unpacked into a temporary sibling directory that is renamed
+// into place once complete, so an existing working directory means an
+// earlier launch of this attempt unpacked it already (a server restart
+// reattaching to it): it is left alone. A job without a package gets nil.
+func (c *Controller) prepareCode(ctx context.Context, ji *jobInfo, id int64, attempt int) ([]string, error) {
+	code := ji.code
+	if code == nil {
+		return nil, nil
+	}
+	dir := c.cfg.Logs.WorkDir(id, attempt)
+	env := []string{"TRAINYARD_CODE_DIR=" + dir, "TRAINYARD_CODE_SHA256=" + code.SHA256}
+	if code.Commit != "" {
+		env = append(env, "TRAINYARD_GIT_COMMIT="+code.Commit)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return env, nil
+	}
+	fail := func(err error) ([]string, error) {
+		return nil, fmt.Errorf("cannot unpack the job's code package %s into %s: %w", code.SHA256, dir, err)
+	}
+	if c.cfg.Blobs == nil {
+		return fail(errors.New("this server has no blob store configured; it cannot run jobs submitted with --context"))
+	}
+	hex, err := codepkg.ParseHash(code.SHA256)
+	if err != nil {
+		return fail(err)
+	}
+	key := codepkg.BlobKey(code.SHA256)
+	rc, _, err := c.cfg.Blobs.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return fail(errors.New("the package is missing from the blob store; submit the job again with --context to upload it"))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer rc.Close()
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fail(err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".unpack-")
+	if err != nil {
+		return fail(err)
+	}
+	vr := blob.VerifyingReader(key, rc, hex)
+	err = codepkg.Unpack(vr, tmp)
+	if err == nil {
+		// The archive may end before the stream does: read the rest so the
+		// hash covers every byte.
+		_, err = io.Copy(io.Discard, vr)
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o755) // MkdirTemp makes it 0700
+	}
+	if err == nil {
+		err = os.Rename(tmp, dir)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		if errors.Is(err, blob.ErrCorrupt) {
+			err = fmt.Errorf("the stored package is corrupt (%s); submit the job again with --context", strings.TrimPrefix(err.Error(), "blob "))
+		}
+		return fail(err)
+	}
+	return env, nil
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// AlertChannels sends test notifications (package alerting's Alerter).
+type AlertChannels interface {
+	Channels() []string
+	Test(ctx context.Context, channel string) error
+}
+
+// ErrDelivery marks a notification a channel did not accept.
+var ErrDelivery = errors.New("alert delivery failed")
+
+// AlertListOptions filters ListAlerts.
+type AlertListOptions struct {
+	State domain.AlertState // "": any
+	JobID int64             // 0: any
+	Limit int               // 1–1000; 0: 100
+}
+
+// ListAlerts returns alerts newest first: every alert for admins, auditors
+// and resource admins; for others the alerts about jobs they may read.
+func (s *Service) ListAlerts(ctx context.Context, p Principal, o AlertListOptions) ([]domain.Alert, error) {
+	var errs domain.FieldErrors
+	if o.State != "" && o.State != domain.AlertFiring && o.State != domain.AlertResolved {
+		errs.Add("state", "unknown alert state %q; use firing or resolved", o.State)
+	}
+	if o.Limit < 0 || o.Limit > 1000 {
+		errs.Add("limit", "must be between 1 and 1000")
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job"}); err != nil {
+		return nil, err
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	v := authz.VisibleJobs(p)
+	f := store.AlertFilter{State: o.State, JobID: o.JobID, Limit: o.Limit}
+	if !v.All {
+		f.Limit = 10 * o.Limit // filtered below; a page may come out short
+	}
+	all, err := s.cfg.Store.ListAlerts(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if v.All {
+		return all, nil
+	}
+	out := all[:0]
+	for _, a := range all {
+		if (a.Owner != "" && a.Owner == v.Submitter) || slices.Contains(v.Projects, a.Project) {
+			out = append(out, a)
+		}
+	}
+	return out[:min(len(out), o.Limit)], nil
+}
+
+// TestAlertChannel sends a test notification to one channel (admins only).
+func (s *Service) TestAlertChannel(ctx context.Context, p Principal, channel string) error {
+	if err := s.authorize(ctx, p, authz.AlertTest, authz.Resource{Kind: "alert", ID: channel}); err != nil {
+		return err
+	}
+	if s.cfg.Alerts == nil {
+		return domain.Errorf(domain.ErrNotFound, "alerting is not running on this server, so channel %q cannot be tested", channel)
+	}
+	if !slices.Contains(s.cfg.Alerts.Channels(), channel) {
+		var errs domain.FieldErrors
+		errs.Add("channel", "no alert channel named %q; configured channels: %s", channel, joinOr(s.cfg.Alerts.Channels()))
+		return errs.Err()
+	}
+	if err := s.cfg.Alerts.Test(ctx, channel); err != nil {
+		return errors.Join(ErrDelivery, err)
+	}
+	return nil
+}
+
+func joinOr(names []string) string {
+	if len(names) == 0 {
+		return "none (add them under alerts.channels in the server config)"
+	}
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}
