@@ -24,6 +24,8 @@ import (
 	"trainyard/internal/alerts"
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/artifacts"
+	blobfs "trainyard/internal/blob/fs"
 	"trainyard/internal/cli"
 	"trainyard/internal/clock"
 	"trainyard/internal/control"
@@ -80,6 +82,8 @@ type serverConfig struct {
 	LogRetention string `yaml:"log_retention"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
+	// Retention are the policies trainyard gc applies (docs/artifacts.md).
+	Retention []artifacts.Policy `yaml:"retention"`
 }
 
 func serverCommand() *cobra.Command {
@@ -204,6 +208,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		*d.v = v
 	}
 
+	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
+		return fmt.Errorf("server config %w", err)
+	}
+
 	// --- log retention (docs/operator.md) ---
 	logRetention := service.DefaultLogRetention
 	if cfg.LogRetention != "" {
@@ -246,6 +254,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	defer ex.Close()
 
 	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
+	// Code packages (submit --context, docs/code.md): a blob store in <data>/blobs.
+	codeBlobs, err := blobfs.New(filepath.Join(cfg.Data, "blobs"))
+	if err != nil {
+		return fmt.Errorf("open the blob store for code packages: %w", err)
+	}
+	defer codeBlobs.Close()
 	keyring, err := loadKeyring(cfg, log)
 	if err != nil {
 		return err
@@ -291,10 +305,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 			return svc.ResolveSecrets(ctx, project, names)
 		},
-		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}})
+		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs})
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
 		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring,
-		Alerts: alerter, LatestSample: latestSample(metricsReg.Sampler())})
+		Alerts: alerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs})
 	if err := svc.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
@@ -307,6 +321,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 
 	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
+		return err
+	}
+	if err := svc.EnsureHostEnv(ctx); err != nil { // the built-in environment host@1
 		return err
 	}
 

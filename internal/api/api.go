@@ -79,7 +79,11 @@ func Handler(cfg Config) http.Handler {
 	h.auditRoutes(mux)    // the audit log: audit.go
 	h.trainingRoutes(mux) // training metrics: training.go
 	h.alertRoutes(mux)    // alerts: alerts.go
+	h.artifactRoutes(mux) // outputs and checkpoints: artifacts.go
+	h.codeRoutes(mux)     // code packages: code.go
 	h.templateRoutes(mux) // job templates: templates.go
+	h.envRoutes(mux)      // software environments: envs.go
+	h.rerunRoutes(mux)    // re-runs: rerun.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
@@ -179,7 +183,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 		return
 	}
 	job, created, err := h.svc.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		Template: req.Template, Project: req.Project, Vars: req.Vars})
+		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)}) // Code: code.go
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -23,7 +23,7 @@ func jobDTO(j domain.Job) apitypes.Job {
 		Submitter: j.Submitter, SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt,
 		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt),
 		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested, Preemptions: j.Preemptions,
-		SpecHash: j.SpecHash,
+		SpecHash: j.SpecHash, Code: codeDTO(j.Code), RerunOf: j.RerunOf,
 	}
 	out.Resources = apitypes.Resources{GPUs: r.GPUs, CPUs: r.CPUs, Memory: r.Memory.String(), Nodes: r.Nodes}
 	return out

@@ -45,8 +45,13 @@ const (
 
 	AlertTest Action = "alert.test" // send a test notification to a channel
 
+	ArtifactGC Action = "artifact.gc" // delete files the retention policies let go
+
 	TemplateRead  Action = "template.read"  // list and show job templates
 	TemplateWrite Action = "template.write" // create a template or a new version of one
+
+	EnvRead  Action = "env.read"  // list and show software environments
+	EnvWrite Action = "env.write" // register a version, deprecate
 )
 
 // Resource is what an action applies to. Empty fields mean "not specific"
@@ -101,6 +106,7 @@ const (
 	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
 	denyUnknown       = "unknown action"
 	denyTemplateWrite = "creating templates needs role member or lead in the project"
+	denyEnvWrite      = "registering or deprecating environments needs role admin or resource-admin"
 )
 
 func allow(reason string) Decision { return Decision{Allow: true, Reason: reason} }
@@ -222,7 +228,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonAnyRole)
 		}
 		return deny(denyQueue)
-	case PoolWrite, QuotaWrite, ProjectWrite:
+	case PoolWrite, QuotaWrite, ProjectWrite, ArtifactGC:
 		if resAdmin {
 			return allow(reasonResource)
 		}
@@ -288,6 +294,16 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonMember)
 		}
 		return deny(denyTemplateWrite)
+	case EnvRead:
+		if hasAnyRole(p) {
+			return allow(reasonAnyRole)
+		}
+		return deny(denyAnyRole)
+	case EnvWrite:
+		if resAdmin {
+			return allow(reasonResource)
+		}
+		return deny(denyEnvWrite)
 	}
 	return deny(denyUnknown)
 }
@@ -335,6 +351,6 @@ func VisibleJobs(p Principal) Visible {
 func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
-		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest,
-		TemplateRead, TemplateWrite}
+		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest, ArtifactGC,
+		TemplateRead, TemplateWrite, EnvRead, EnvWrite}
 }

@@ -81,6 +81,7 @@ var allowed = map[Action]map[string][]string{
 	AuditRead:    {own: {"admin", "auditor"}, otherMember: {"admin", "auditor"}, otherProject: {"admin", "auditor"}},
 	UserWrite:    {own: {"admin"}, otherMember: {"admin"}, otherProject: {"admin"}},
 	AlertTest:    {own: {"admin"}, otherMember: {"admin"}, otherProject: {"admin"}},
+	ArtifactGC:   {own: {"admin", "resource-admin"}, otherMember: {"admin", "resource-admin"}, otherProject: {"admin", "resource-admin"}},
 	RoleWrite:    {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	TokenCreate:  {own: everyone, otherMember: {"admin"}, otherProject: {"admin"}},
 	TokenRevoke:  {own: everyone, otherMember: {"admin"}, otherProject: {"admin"}},
@@ -92,6 +93,8 @@ var allowed = map[Action]map[string][]string{
 	AttemptReport: {own: {"admin", "job"}, otherMember: {"admin"}, otherProject: {"admin"}},
 	TemplateRead:  {own: withRole, otherMember: withRole, otherProject: withRole},
 	TemplateWrite: {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead", "member"}, otherProject: {"admin"}},
+	EnvRead:       {own: withRole, otherMember: withRole, otherProject: withRole},
+	EnvWrite:      {own: resources, otherMember: resources, otherProject: resources},
 }
 
 func TestDecideMatrix(t *testing.T) {

@@ -219,6 +219,12 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 	kv("Resources", resources(j.Resources))
 	kv("Output dir", dash(j.OutputDir))
 	kv("Spec hash", dash(j.SpecHash))
+	if j.RerunOf != 0 {
+		kv("Rerun of", strconv.FormatInt(j.RerunOf, 10))
+	}
+	if j.Code != nil {
+		kv("Code", codeLine(j.Code)) // code.go
+	}
 	tw.Flush()
 
 	fmt.Fprintln(w)

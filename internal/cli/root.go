@@ -132,24 +132,32 @@ http://127.0.0.1:7070.`,
 
 	root.AddCommand(
 		a.submitCmd(),
+		a.rerunCmd(), // rerun.go
 		a.lsCmd(),
 		a.showCmd(),
 		a.logsCmd(),
 		a.cancelCmd(),
 		a.whyCmd(),
-		a.metricsCmd(), // training.go
-		a.queueCmd(),   // pools.go
-		a.poolCmd(),    // pools.go
-		a.quotaCmd(),   // pools.go
-		a.projectCmd(), // pools.go
-		a.secretCmd(),  // secrets.go
-		a.userCmd(),    // identity.go
-		a.roleCmd(),    // identity.go
-		a.tokenCmd(),   // identity.go
-		a.loginCmd(),   // identity.go
-		a.whoamiCmd(),  // identity.go
-		a.auditCmd(),   // audit.go
-		a.alertsCmd(),  // alerts.go
+		a.metricsCmd(),     // training.go
+		a.queueCmd(),       // pools.go
+		a.poolCmd(),        // pools.go
+		a.quotaCmd(),       // pools.go
+		a.projectCmd(),     // pools.go
+		a.secretCmd(),      // secrets.go
+		a.userCmd(),        // identity.go
+		a.roleCmd(),        // identity.go
+		a.tokenCmd(),       // identity.go
+		a.loginCmd(),       // identity.go
+		a.whoamiCmd(),      // identity.go
+		a.auditCmd(),       // audit.go
+		a.alertsCmd(),      // alerts.go
+		a.artifactsCmd(),   // artifacts.go
+		a.checkpointsCmd(), // artifacts.go
+		a.gcCmd(),          // artifacts.go
+		// job templates: templates.go
+		a.templateCmd(),
+		// software environments: envs.go
+		a.envCmd(),
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),

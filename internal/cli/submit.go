@@ -24,10 +24,13 @@ func (a *app) submitCmd() *cobra.Command {
 		key    string
 		wait   bool
 		follow bool
+		// --template: templates.go
+		template, project string
+		contextDir        string // --context: code.go
 	)
 	cmd := &cobra.Command{
-		Use:   "submit FILE",
-		Short: "Submit a job from a spec file",
+		Use:   "submit FILE | --template NAME[@VERSION]",
+		Short: "Submit a job from a spec file or a template",
 		Long: `Submit a job from a YAML or JSON spec file ("-" reads standard input).
 
 Prints the new job's id alone on stdout, so scripts can capture it:
@@ -38,23 +41,40 @@ Prints the new job's id alone on stdout, so scripts can capture it:
 resources.gpus=2, name=..., labels.team=...). A relative workdir in the file is
 resolved against the file's directory.
 
+--template submits from a stored job template instead of a file (see
+trainyard template): a --set key that the template declares as a variable
+sets that variable; other keys override spec fields as above.
+
+--context DIR packages DIR (minus what .gitignore and .trainyardignore
+exclude), uploads it unless the server has it already, and runs every
+attempt in a fresh copy of it; the job records the git commit and whether the
+tree was dirty. See docs/code.md.
+
 --wait polls until the job ends and prints its final state on stderr; --follow
 also streams the logs of each attempt to stdout. Both exit 0 when the job
 succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 		Example: `  trainyard submit train.yaml
   trainyard submit train.yaml --set params.lr=0.2 --set resources.gpus=2
   trainyard submit train.yaml --idempotency-key nightly-2026-01-31 --follow
-  cat train.yaml | trainyard submit -`,
-		Args: exactArgs(1),
+  cat train.yaml | trainyard submit -
+  trainyard submit train.yaml --context .
+  trainyard submit --template resnet --set profile=prod --set gpus=8`,
+		Args: submitArgs(&template),
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a spec field, key=value (repeatable)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated submit with the same key returns the first job instead of creating another")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the job ends; exit like --wait")
+	cmd.Flags().StringVar(&template, "template", "", "submit from this job template, NAME or NAME@VERSION, instead of a file")
+	cmd.Flags().StringVarP(&project, "project", "p", "", "with --template: the template's project (default: the one project that has it)")
+	cmd.Flags().StringVar(&contextDir, "context", "", "package this directory as the job's code and run each attempt in a fresh copy (docs/code.md)")
 	output, checkOutput := outputFlag(cmd, "json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
+		}
+		if project != "" && template == "" {
+			return usageErrorf("--project is for --template; for a spec file set project: in the file or --set project=%s", project)
 		}
 		if wait && follow {
 			return usageErrorf("--wait and --follow cannot be used together (--follow also waits)")
@@ -62,21 +82,33 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 		if err := checkSets(sets); err != nil {
 			return err
 		}
-		doc, dir, err := readSpecFile(cmd, args[0])
-		if err != nil {
-			return err
+		var req apitypes.SubmitRequest
+		if template == "" {
+			doc, dir, err := readSpecFile(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			sets = resolveWorkdir(doc, dir, sets)
+			specText, err := json.Marshal(string(doc))
+			if err != nil {
+				return fmt.Errorf("encode spec: %w", err)
+			}
+			req = apitypes.SubmitRequest{Spec: specText, Set: sets}
 		}
-		sets = resolveWorkdir(doc, dir, sets)
 		c, err := a.client()
 		if err != nil {
 			return err
 		}
-		specText, err := json.Marshal(string(doc))
-		if err != nil {
-			return fmt.Errorf("encode spec: %w", err)
-		}
 		ctx := cmd.Context()
-		job, err := c.Submit(ctx, apitypes.SubmitRequest{Spec: specText, Set: sets}, key)
+		if template != "" {
+			if req, err = templateSubmitRequest(ctx, c, template, project, sets); err != nil {
+				return err
+			}
+		}
+		if req.Code, err = a.uploadContext(ctx, c, cmd.ErrOrStderr(), contextDir, req); err != nil { // --context: code.go
+			return err
+		}
+		job, err := c.Submit(ctx, req, key)
 		if err != nil {
 			return err
 		}

@@ -128,6 +128,12 @@ type Controller struct {
 	offsets       map[executor.Ref]int64
 	healthStopped map[executor.Ref]bool
 
+	// Recording what ended attempts left behind runs off the loop, a few
+	// at a time (artifacts.go).
+	outputSem chan struct{}
+	outputsWG sync.WaitGroup
+	runCtx    context.Context // Run's context, set before the loop starts
+
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
 	queue   []domain.QueueEntry
@@ -179,14 +185,15 @@ func New(cfg Config) *Controller {
 		cfg.Observer = nopObserver{}
 	}
 	return &Controller{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "control"),
-		wake:     make(chan struct{}, 1),
-		launched: make(chan launchResult, 64),
-		sem:      make(chan struct{}, cfg.LaunchConcurrency),
-		jobs:     map[int64]*jobInfo{},
-		stopping: map[executor.Ref]bool{},
-		reasons:  map[int64]string{},
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "control"),
+		wake:      make(chan struct{}, 1),
+		launched:  make(chan launchResult, 64),
+		sem:       make(chan struct{}, cfg.LaunchConcurrency),
+		outputSem: make(chan struct{}, 2),
+		jobs:      map[int64]*jobInfo{},
+		stopping:  map[executor.Ref]bool{},
+		reasons:   map[int64]string{},
 
 		progress:      map[executor.Ref]time.Time{},
 		offsets:       map[executor.Ref]int64{},
@@ -205,6 +212,8 @@ func (c *Controller) Wake() {
 // Run recovers attempts left active by a previous server, then loops until
 // ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
+	c.runCtx = ctx
+	defer c.outputsWG.Wait()
 	if err := c.recover(ctx); err != nil {
 		return err
 	}
@@ -577,7 +586,7 @@ func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
 func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
-	ckpt := filepath.Join(ji.outputDir, "checkpoints")
+	ckpt := filepath.Join(ji.outputDir, checkpointsDir)
 	for _, d := range []string{ji.outputDir, ckpt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return executor.Launch{Ref: ref}, fmt.Errorf("%w: create %s: %v", errArtifactWrite, d, err)
@@ -597,7 +606,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		"TRAINYARD_ATTEMPT="+strconv.Itoa(attempt),
 		"TRAINYARD_OUTPUT_DIR="+ji.outputDir,
 		"TRAINYARD_CHECKPOINT_DIR="+ckpt,
-		"TRAINYARD_RESUME_FROM="+latestCheckpoint(ckpt),
+		"TRAINYARD_RESUME_FROM="+resumeFrom(ckpt),
 		"CUDA_VISIBLE_DEVICES="+joinInts(gpus),
 	)
 	if c.cfg.APIURL != "" {
@@ -627,6 +636,9 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		Timeout: spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
 		Resources: spec.Resources, GPUs: gpus, Redact: redact,
 	}
+	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go
+		return l, err
+	}
 	if len(spec.Secrets) > 0 {
 		if c.cfg.Secrets == nil {
 			return l, fmt.Errorf("%w: the job names secrets, but this server has no secret store", errSecrets)
@@ -652,30 +664,6 @@ type JobTokens interface {
 var errSecrets = errors.New("cannot resolve the job's secrets")
 
 var errArtifactWrite = errors.New("artifact write failed")
-
-// latestCheckpoint is the newest entry of the checkpoint directory (by
-// modification time, then name), or "" when there is none.
-func latestCheckpoint(dir string) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	var best string
-	var bestT time.Time
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") || strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		if best == "" || fi.ModTime().After(bestT) || (fi.ModTime().Equal(bestT) && e.Name() > filepath.Base(best)) {
-			best, bestT = filepath.Join(dir, e.Name()), fi.ModTime()
-		}
-	}
-	return best
-}
 
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(func(yield func(string) bool) {

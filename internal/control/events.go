@@ -78,6 +78,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
 				c.observeEnd(ctx, changes[i])
+				c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
 				// The attempt is over: its token may report nothing more.
@@ -158,8 +159,10 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	}
 	spec := job.Spec
 	// A program that cannot be found will not be found on the next try
-	// either: that failure is permanent.
-	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries && att.Reason != domain.ReasonEntrypointNotFound
+	// either, nor will a failed environment check pass: those failures are
+	// permanent.
+	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries && att.Reason != domain.ReasonEntrypointNotFound &&
+		att.Reason != domain.ReasonEnvironmentCheckFailed
 	switch {
 	case att.To == domain.AttemptSucceeded:
 		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome

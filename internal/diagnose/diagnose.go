@@ -40,11 +40,15 @@ const (
 	ExitCode           Class = "exit-code"
 	NodeLost           Class = "node-lost"
 	Unknown            Class = "unknown"
+
+	// EnvironmentCheckFailed: the environment's check command failed
+	// before the entrypoint started.
+	EnvironmentCheckFailed Class = "environment-check-failed"
 )
 
 // Classes lists every class in table order (for documentation and tests).
 func Classes() []Class {
-	return []Class{OutOfMemory, EntrypointNotFound, Timeout, Stalled, LaunchFailed, CUDAOutOfMemory, NCCLTimeout,
+	return []Class{OutOfMemory, EntrypointNotFound, EnvironmentCheckFailed, Timeout, Stalled, LaunchFailed, CUDAOutOfMemory, NCCLTimeout,
 		MissingDependency, DiskFull, PermissionDenied, FileNotFound, KilledBySignal,
 		PythonException, ExitCode, NodeLost, Unknown}
 }

@@ -66,6 +66,15 @@ var rules = []rule{
 			}
 			return s, fmt.Sprintf("check that %s is installed in environment %s and on PATH, or give its absolute path in entrypoint", program(ev), envName(ev))
 		}},
+	{class: EnvironmentCheckFailed, stage: stageFacts,
+		facts: func(ev Evidence) bool { return ev.Reason == domain.ReasonEnvironmentCheckFailed },
+		explain: func(ev Evidence, _ string, _ []string) (string, string) {
+			s := fmt.Sprintf("environment %s failed its check, so the entrypoint never started", envName(ev))
+			if ev.Message != "" {
+				s += ": " + ev.Message
+			}
+			return s, fmt.Sprintf("see the check's output with %s; fix the environment (or this machine) and register a new version (trainyard env register), or submit with another env (trainyard env ls)", logsCmd(ev, ""))
+		}},
 	{class: Timeout, stage: stageFacts,
 		facts: func(ev Evidence) bool { return ev.Reason == domain.ReasonTimeout },
 		explain: func(ev Evidence, _ string, _ []string) (string, string) {

@@ -41,6 +41,9 @@ type Job struct {
 	// Code is the code package the job runs from (code.go); nil: none.
 	// Only GetJob and CreateJob fill it.
 	Code *CodeRef
+	// RerunOf is the job this one re-runs (submitted from its config
+	// snapshot); 0: an ordinary submit.
+	RerunOf int64
 }
 
 // Attempt is one run of a job.

@@ -27,4 +27,8 @@ const (
 	ReasonBackoff            Reason = "RetryBackoff"
 	ReasonCanceledByUser     Reason = "CanceledByUser"
 	ReasonRetrying           Reason = "Retrying"
+
+	// ReasonEnvironmentCheckFailed: the environment's check command failed
+	// before the entrypoint started (envs: see Environment.Check).
+	ReasonEnvironmentCheckFailed Reason = "EnvironmentCheckFailed"
 )

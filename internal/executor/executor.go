@@ -45,6 +45,12 @@ type Launch struct {
 	// in every line it writes to the log (values under 4 bytes are left
 	// alone). Like Env, it is written only to owner-readable files.
 	Redact []string // secrets: values to hide in logs
+	// Check, when not empty, is the environment's check command (an argv;
+	// Check[0] is looked up like Argv[0]): the executor runs it before Argv,
+	// with the same Env, WorkDir and log. If it cannot start or exits
+	// non-zero, Argv never starts and the attempt ends failed with reason
+	// EnvironmentCheckFailed (no Started event).
+	Check []string
 }
 
 // EventKind says what happened to an attempt.
@@ -72,8 +78,8 @@ type Event struct {
 	// Step, with Progress, is the latest training step reported.
 	Step int64
 	// With Exited: State is one of succeeded, failed, timed_out, canceled;
-	// Reason is Completed, ExitCode, EntrypointNotFound, OOMKilled, Timeout or
-	// CanceledByUser; ExitCode is nil when the process never ran or was killed
+	// Reason is Completed, ExitCode, EntrypointNotFound, EnvironmentCheckFailed,
+	// OOMKilled, Timeout or CanceledByUser; ExitCode is nil when the process never ran or was killed
 	// by a signal (Message then names the signal).
 	State    domain.AttemptState
 	Reason   domain.Reason

@@ -3,6 +3,7 @@ package jobspec
 import (
 	"errors"
 	"maps"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -308,5 +309,29 @@ func TestParseTemplateRef(t *testing.T) {
 		if (err == nil) != want.ok || name != want.name || v != want.v {
 			t.Errorf("ParseTemplateRef(%q) = %q, %d, %v", ref, name, v, err)
 		}
+	}
+}
+
+// TestTemplateDocExample keeps the example of docs/templates.md valid.
+func TestTemplateDocExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/templates.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	doc, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/templates.md has no yaml example")
+	}
+	tm := mustParseTemplate(t, doc)
+	if err := tm.Check("vision"); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	spec, err := tm.Expand(TemplateExpansion{Project: "vision", Vars: map[string]string{"epochs": "90", "profile": "prod", "gpus": "8", "pool_name": "a100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Name != "resnet-prod" || spec.Pool != "a100" || spec.Resources.GPUs != 8 || spec.Entrypoint[3] != "90" || spec.Secrets[0] != "WANDB_API_KEY" {
+		t.Errorf("prod spec = %+v", spec)
 	}
 }

@@ -27,8 +27,8 @@ var ErrNoCodeStore = errors.New("this server keeps no code packages (it has no b
 var ErrCodeTooLarge = errors.New("code package too large")
 
 // ErrCodeMismatch reports an upload whose content does not hash to the
-// hash it was sent under; nothing was stored. It matches domain.ErrInvalid.
-var ErrCodeMismatch = fmt.Errorf("%w: code package content does not match its hash", domain.ErrInvalid)
+// hash it was sent under; nothing was stored.
+var ErrCodeMismatch = errors.New("code package content does not match its hash")
 
 // CodeTooLargeError is an upload over the size limit.
 type CodeTooLargeError struct {

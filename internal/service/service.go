@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"trainyard/internal/artifacts"
 	"trainyard/internal/authz"
 	"trainyard/internal/blob"
 	"trainyard/internal/clock"
@@ -44,6 +45,8 @@ type Config struct {
 	// Keyring holds the master key that seals secrets (secrets.go); nil
 	// means secrets can be neither set nor used.
 	Keyring *secrets.Keyring
+	// Retention are the policies gc applies to finished jobs' files.
+	Retention []artifacts.Policy
 	// Alerts sends test notifications; nil: alerting is not running.
 	Alerts AlertChannels
 	// LatestSample returns the latest resource reading of a running
@@ -120,6 +123,7 @@ type SubmitInput struct {
 	Template string
 	Project  string
 	Vars     map[string]string
+	rerunOf  int64 // the job this submit re-runs (rerun.go); 0: none
 }
 
 // Submit validates the spec and stores the job in state queued. created is
@@ -134,6 +138,9 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		return domain.Job{}, false, err
 	}
 	if err := s.authorize(ctx, p, authz.JobSubmit, authz.Resource{Kind: "job", Project: spec.Project}); err != nil {
+		return domain.Job{}, false, err
+	}
+	if err := s.resolveSpecEnv(ctx, &spec); err != nil { // pins spec.Env to name@N: envs.go
 		return domain.Job{}, false, err
 	}
 	// A secret missing now would fail the job late and obscurely: refuse it
@@ -160,6 +167,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		OutputDir:      func(id int64) string { return s.outputDir(spec, id) },
 		Actor:          p.Actor(),
 		Code:           in.Code,
+		RerunOf:        in.rerunOf,
 	})
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)

@@ -29,12 +29,15 @@ type Store interface {
 	Users // identity: see the Users block below
 	Pools
 	Requests
-	Secrets // sealed secret values: secrets.go
-	Audits  // the tamper-evident audit log: audit.go
-	Metrics // training metrics and attempt health: training.go (contract addition)
-	Alerts  // alerts and their notification outbox: alerts.go
+	Secrets   // sealed secret values: secrets.go
+	Audits    // the tamper-evident audit log: audit.go
+	Metrics   // training metrics and attempt health: training.go (contract addition)
+	Alerts    // alerts and their notification outbox: alerts.go
+	Artifacts // manifests of outputs and checkpoints: artifacts.go
 	// Templates are job templates: templates.go.
 	Templates
+	// Envs are software environments and their versions: envs.go.
+	Envs
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
@@ -60,6 +63,8 @@ type NewJob struct {
 	// Code, when set, is the code package the job runs from; it is stored
 	// with the job in the same transaction and returned by GetJob.
 	Code *domain.CodeRef
+	// RerunOf, when not 0, is the job this one re-runs; stored on the job.
+	RerunOf int64
 }
 
 // JobFilter selects jobs for ListJobs. Results are ordered by id descending.

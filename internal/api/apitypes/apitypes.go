@@ -26,6 +26,8 @@ type SubmitRequest struct {
 	Template string            `json:"template,omitempty"`
 	Project  string            `json:"project,omitempty"`
 	Vars     map[string]string `json:"vars,omitempty"`
+	// Code is the code package to run from (code.go); nil: none.
+	Code *CodeRef `json:"code,omitempty"`
 }
 
 // Job is a job as the API shows it. List responses leave Spec, Attempts and
@@ -52,6 +54,8 @@ type Job struct {
 	// Preemptions counts how often the scheduler preempted the job.
 	Preemptions int             `json:"preemptions"`
 	SpecHash    string          `json:"spec_hash,omitempty"`
+	Code        *CodeRef        `json:"code,omitempty"` // the code package it runs from, in GET and submit answers
+	RerunOf     int64           `json:"rerun_of,omitempty"`
 	Spec        json.RawMessage `json:"spec,omitempty"` // the immutable canonical snapshot
 	Attempts    []Attempt       `json:"attempts,omitempty"`
 	Transitions []Transition    `json:"transitions,omitempty"`

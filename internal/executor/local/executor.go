@@ -269,7 +269,7 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 		Argv: l.Argv, Env: l.Env, WorkDir: l.WorkDir, LogPath: l.LogPath,
 		Timeout: l.Timeout, Grace: l.Grace,
 		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
-		Redact: l.Redact,
+		Redact: l.Redact, Check: l.Check,
 	}
 	if rec.Memory > 0 {
 		rec.Cgroup = e.cgroups

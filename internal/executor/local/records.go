@@ -49,6 +49,9 @@ type launchRecord struct {
 	// Redact lists the secret values to hide in the log (see
 	// executor.Launch.Redact); this file is 0600 for them and for Env.
 	Redact []string `json:"redact,omitempty"`
+	// Check is the environment's check command, run before Argv (see
+	// executor.Launch.Check); empty: none.
+	Check []string `json:"check,omitempty"`
 	// Cgroup is where to create the attempt's memory group; nil: no limits.
 	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
 }

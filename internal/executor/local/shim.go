@@ -244,6 +244,10 @@ func (s *shim) finish(r *exitRecord) int {
 // supervise starts the user's process and sees it to its end.
 func (s *shim) supervise() int {
 	rec := &s.rec
+	if reason, msg, ok := s.checkEnvironment(); !ok { // the environment's check first: envcheck.go
+		s.leaveGroup()
+		return s.finishEarly(reason, msg)
+	}
 	path, err := resolve(rec.Argv[0], rec.Env, rec.WorkDir)
 	if err != nil {
 		s.leaveGroup()

@@ -22,7 +22,7 @@ const jobCols = `jobs.id, jobs.name, jobs.project, jobs.pool, jobs.state, jobs.r
 	jobs.priority, jobs.submitter, jobs.submitted_at, jobs.updated_at, jobs.started_at, jobs.finished_at,
 	jobs.spec_hash, jobs.output_dir, jobs.attempts, jobs.next_attempt_at, jobs.cancel_requested,
 	jobs.idempotency_key, jobs.req_gpus, jobs.req_cpus, jobs.req_memory, jobs.req_nodes,
-	jobs.req_timeout_ns, jobs.preemptible, jobs.preempt_requested, jobs.preemptions`
+	jobs.req_timeout_ns, jobs.preemptible, jobs.preempt_requested, jobs.preemptions, jobs.rerun_of`
 
 // fullJobSelect reads jobs with their config snapshot.
 const fullJobSelect = `SELECT ` + jobCols + `, snapshots.spec_json
@@ -34,8 +34,8 @@ const (
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
 	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
 		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
-		req_timeout_ns, preemptible)
-		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		req_timeout_ns, preemptible, rerun_of)
+		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	setOutputDirSQL = `UPDATE jobs SET output_dir = ? WHERE id = ?`
 	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
@@ -56,13 +56,14 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 		timeout, preemptible, preemptReq, preemptions  int64
 		state, reason, priority                        string
 		specJSON                                       []byte
+		rerunOf                                        sql.NullInt64
 	)
 	// Plain string destinations: database/sql converts named string types
 	// through reflection, which is measurably slower on list queries.
 	dest := []any{&j.ID, &j.Name, &j.Project, &j.Pool, &state, &reason, &j.Message,
 		&priority, &j.Submitter, &submitted, &updated, &started, &finished,
 		&j.SpecHash, &outputDir, &attempts, &nextAtt, &cancel, &j.IdempotencyKey,
-		&gpus, &j.Resources.CPUs, &memory, &nodes, &timeout, &preemptible, &preemptReq, &preemptions}
+		&gpus, &j.Resources.CPUs, &memory, &nodes, &timeout, &preemptible, &preemptReq, &preemptions, &rerunOf}
 	if withSpec {
 		dest = append(dest, &specJSON)
 	}
@@ -81,6 +82,7 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	j.NextAttempt = timeOf(nextAtt)
 	j.OutputDir = outputDir.String
 	j.CancelRequested = cancel != 0
+	j.RerunOf = rerunOf.Int64
 	if withSpec {
 		j.SpecJSON = specJSON
 		if err := json.Unmarshal(specJSON, &j.Spec); err != nil {
@@ -141,7 +143,8 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		r := p.Spec.Resources
 		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
 			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey,
-			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible))
+			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible),
+			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0})
 		if err != nil {
 			return interpretError("create job", err)
 		}
@@ -174,7 +177,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
 			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
 			Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
-			OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code),
+			OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code), RerunOf: p.RerunOf,
 		}
 		created = true
 		return nil

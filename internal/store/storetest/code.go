@@ -26,10 +26,9 @@ func codeRef(c byte, commit string, dirty bool) *domain.CodeRef {
 func testCodeRoundTrip(t *testing.T, s store.Store) {
 	want := codeRef('a', "0123456789abcdef0123456789abcdef01234567", true)
 	p := newJob(t, testSpec("with-code", "p"), "alice", t0)
-	p.Code = want
+	p.Code = codeRef('a', "0123456789abcdef0123456789abcdef01234567", true)
 	created := create(t, s, p)
-	want.Dirty = false // the store must have copied it
-	want = codeRef('a', "0123456789abcdef0123456789abcdef01234567", true)
+	p.Code.Dirty = false // the returned job must not share the caller's struct
 	if created.Code == nil || *created.Code != *want {
 		t.Errorf("CreateJob returned Code %+v, want %+v", created.Code, want)
 	}

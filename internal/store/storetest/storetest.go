@@ -60,8 +60,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, secretTests)   // secrets.go
 	maps.Copy(tests, auditTests)    // the audit log: audit.go
 	maps.Copy(tests, alertTests)    // alerts and their outbox: alerts.go
+	maps.Copy(tests, artifactTests) // manifests and checkpoints: artifacts.go
 	maps.Copy(tests, templateTests) // job templates: templates.go
+	maps.Copy(tests, envTests)      // software environments: envs.go
 	maps.Copy(tests, codeTests)     // a job's code package: code.go
+	maps.Copy(tests, rerunTests)    // a re-run's link to its original: rerun.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The sample trainer killed mid-run (its process, not the platform)
+// resumes on its retry from the latest complete checkpoint: the step
+// counter continues. Old checkpoints beyond checkpoint.keep are removed and
+// the kept ones are registered.
+func TestKilledTrainerResumesFromCheckpoint(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	trainer := filepath.Join(repoRoot(), "examples", "trainer.py")
+	job := s.submit(fmt.Sprintf(`name: killed
+entrypoint: [python3, %s, --steps, "150", --sleep, "0.02", --checkpoint-every, "10", --report-every, "5"]
+policy: {retries: 1, reentrant: true}
+checkpoint: {keep: 2}
+`, trainer))
+	s.waitState(job.ID, 30*time.Second, "running")
+	ckpts := filepath.Join(s.job(job.ID).OutputDir, "checkpoints")
+	waitFor(t, 30*time.Second, "three checkpoints", func() bool {
+		m, _ := filepath.Glob(filepath.Join(ckpts, "ckpt-*.json"))
+		return len(m) >= 3 || len(m) == 2 && fileExists(filepath.Join(ckpts, "ckpt-00000030.json"))
+	})
+	pidFile := filepath.Join(s.data, "runs", strconv.FormatInt(job.ID, 10), "1", "child.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the trainer (pid %d): %v", pid, err)
+	}
+	final := s.waitState(job.ID, 60*time.Second, "succeeded", "failed", "canceled")
+	if final.State != "succeeded" {
+		t.Fatalf("job ended %s (%s): %s", final.State, final.Reason, final.Message)
+	}
+	second := s.mustCLI("logs", "--attempt", "2", fmt.Sprint(job.ID))
+	var resumed int
+	for _, l := range strings.Split(second, "\n") {
+		if _, err := fmt.Sscanf(l, "resumed from step %d", &resumed); err == nil {
+			break
+		}
+	}
+	if resumed < 30 {
+		t.Fatalf("second attempt did not resume from a checkpoint at step 30 or later:\n%s", second)
+	}
+	if strings.Contains(second, `{"step": 5,`) {
+		t.Errorf("second attempt restarted its step counter instead of continuing from %d", resumed)
+	}
+	out := s.mustCLI("checkpoints", "ls", fmt.Sprint(job.ID))
+	if n := strings.Count(out, "\nckpt-"); n != 2 {
+		t.Errorf("checkpoints ls lists %d checkpoints, want the 2 kept:\n%s", n, out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(ckpts, "ckpt-*.json")); len(m) != 2 {
+		t.Errorf("%d checkpoint files on disk, want 2 (checkpoint.keep)", len(m))
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Downloaded outputs match their manifest checksums; a file corrupted on
+// the server is detected; the manifest carries the lineage.
+func TestArtifactsDownloadVerified(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	job := s.submit(`name: outputs
+entrypoint: [sh, -c, 'mkdir -p $TRAINYARD_OUTPUT_DIR/eval && head -c 3000000 /dev/urandom > $TRAINYARD_OUTPUT_DIR/model.bin && echo acc=0.9 > $TRAINYARD_OUTPUT_DIR/eval/report.txt']
+inputs: [{name: imagenet, path: /data/imagenet, version: v2}]
+`)
+	if j := s.waitState(job.ID, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("job %s: %s", j.State, j.Message)
+	}
+	id := fmt.Sprint(job.ID)
+	var ls string
+	waitFor(t, 20*time.Second, "the manifest", func() bool {
+		out, _, code := s.cli("artifacts", "ls", id)
+		ls = out
+		return code == 0
+	})
+	if !strings.Contains(ls, "model.bin") || !strings.Contains(ls, "eval/report.txt") || !strings.Contains(ls, "input imagenet@v2") {
+		t.Fatalf("artifacts ls:\n%s", ls)
+	}
+	dest := t.TempDir()
+	out := s.mustCLI("artifacts", "get", id, "--dest", dest)
+	if !strings.Contains(out, "downloaded 2 of 2") {
+		t.Fatalf("artifacts get: %s", out)
+	}
+	outDir := s.job(job.ID).OutputDir
+	for _, f := range []string{"model.bin", "eval/report.txt"} {
+		a, _ := os.ReadFile(filepath.Join(outDir, f))
+		b, _ := os.ReadFile(filepath.Join(dest, f))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("%s: downloaded %d bytes differ from the %d on the server", f, len(b), len(a))
+		}
+	}
+	// A succeeded job's outputs are read-only.
+	if fi, err := os.Stat(filepath.Join(outDir, "model.bin")); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("model.bin mode %v, want no write permission", fi.Mode())
+	}
+	// Corrupt a byte on the server: the download says so.
+	p := filepath.Join(outDir, "model.bin")
+	data, _ := os.ReadFile(p)
+	data[1000] ^= 0xff
+	if err := os.WriteFile(p, data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := s.cli("artifacts", "get", id, "model.bin", "--dest", t.TempDir())
+	if code == 0 || !strings.Contains(errOut, "corrupt") {
+		t.Errorf("download of a corrupted file: exit %d, stderr %q; want a corrupt error", code, errOut)
+	}
+	// Range requests work.
+	var got []byte
+	code = s.apiRaw("GET", "/api/v1/jobs/"+id+"/artifacts/eval/report.txt", map[string]string{"Range": "bytes=4-"}, &got)
+	if code != 206 || string(got) != "0.9\n" {
+		t.Errorf("ranged GET: %d %q, want 206 \"0.9\\n\"", code, got)
+	}
+}
+
+// apiRaw sends a request with the admin token and extra headers and reads
+// the raw body.
+func (s *server) apiRaw(method, path string, headers map[string]string, body *[]byte) int {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	*body, _ = io.ReadAll(resp.Body)
+	return resp.StatusCode
+}

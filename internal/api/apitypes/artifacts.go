@@ -1,0 +1,105 @@
+package apitypes
+
+import "time"
+
+// ArtifactFile is one file of a job's outputs.
+type ArtifactFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Lineage is what produced a job's outputs.
+type Lineage struct {
+	Job        int64     `json:"job"`
+	Attempt    int       `json:"attempt"`
+	Name       string    `json:"name"`
+	Project    string    `json:"project"`
+	Submitter  string    `json:"submitter"`
+	SpecHash   string    `json:"spec_hash"`
+	Inputs     []Input   `json:"inputs,omitempty"`
+	Env        string    `json:"env"`
+	EnvDigest  string    `json:"env_digest,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	GitCommit  string    `json:"git_commit,omitempty"`
+	GitDirty   bool      `json:"git_dirty,omitempty"`
+	RerunOf    int64     `json:"rerun_of,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	State      string    `json:"state"`
+}
+
+// Input is a dataset a job read.
+type Input struct {
+	Name    string `json:"name"`
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// Manifest is the answer of GET /api/v1/jobs/{id}/artifacts.
+type Manifest struct {
+	Job        int64          `json:"job"`
+	Attempt    int            `json:"attempt"`
+	RecordedAt time.Time      `json:"recorded_at"`
+	Files      []ArtifactFile `json:"files"`
+	TotalBytes int64          `json:"total_bytes"`
+	Lineage    Lineage        `json:"lineage"`
+}
+
+// Checkpoint is one registered, complete checkpoint.
+type Checkpoint struct {
+	Name    string    `json:"name"`
+	Attempt int       `json:"attempt"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Files   int       `json:"files"`
+	At      time.Time `json:"at"`
+}
+
+// CheckpointList is the answer of GET /api/v1/jobs/{id}/checkpoints.
+type CheckpointList struct {
+	Job         int64        `json:"job"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	TotalBytes  int64        `json:"total_bytes"`
+}
+
+// CheckpointComplete is the body of POST /api/v1/jobs/{id}/attempts/{n}/checkpoints.
+type CheckpointComplete struct {
+	Name string `json:"name"`
+}
+
+// CheckpointUsage is one job's checkpoint space.
+type CheckpointUsage struct {
+	Job     int64  `json:"job"`
+	Project string `json:"project"`
+	Count   int    `json:"count"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// CheckpointUsageList is the answer of GET /api/v1/checkpoints/usage.
+type CheckpointUsageList struct {
+	Jobs     []CheckpointUsage `json:"jobs"`
+	Projects map[string]int64  `json:"projects"` // bytes per project
+}
+
+// GCRequest is the body of POST /api/v1/gc.
+type GCRequest struct {
+	DryRun bool `json:"dry_run"`
+}
+
+// GCDeletion is one file or checkpoint gc removed (or would remove).
+type GCDeletion struct {
+	Job    int64  `json:"job"`
+	Kind   string `json:"kind"` // checkpoint or output
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
+}
+
+// GCReport is the answer of POST /api/v1/gc.
+type GCReport struct {
+	DryRun    bool         `json:"dry_run"`
+	Deletions []GCDeletion `json:"deletions"`
+	Bytes     int64        `json:"bytes"`
+	Failed    []string     `json:"failed,omitempty"`
+}

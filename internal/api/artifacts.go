@@ -1,0 +1,163 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+)
+
+// artifactRoutes serves jobs' outputs and checkpoints.
+func (h *handler) artifactRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /api/v1/jobs/{id}/artifacts", h.auth(h.manifest))
+	mux.Handle("GET /api/v1/jobs/{id}/artifacts/{path...}", h.auth(h.artifact))
+	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", h.auth(h.checkpoints))
+	mux.Handle("POST /api/v1/jobs/{id}/attempts/{n}/checkpoints", h.auth(h.completeCheckpoint))
+	mux.Handle("GET /api/v1/checkpoints/usage", h.auth(h.checkpointUsage))
+	mux.Handle("POST /api/v1/gc", h.auth(h.gc))
+}
+
+// gc serves POST /api/v1/gc {"dry_run": bool}.
+func (h *handler) gc(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	var req apitypes.GCRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rep, err := h.svc.GC(r.Context(), p, req.DryRun)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.GCReport{DryRun: rep.DryRun, Bytes: rep.Bytes, Failed: rep.Failed, Deletions: make([]apitypes.GCDeletion, len(rep.Deletions))}
+	for i, d := range rep.Deletions {
+		out.Deletions[i] = apitypes.GCDeletion{Job: d.JobID, Kind: d.Kind, Path: d.Path, Bytes: d.Bytes, Reason: d.Reason}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func lineageDTO(l domain.Lineage) apitypes.Lineage {
+	out := apitypes.Lineage{Job: l.JobID, Attempt: l.Attempt, Name: l.Name, Project: l.Project, Submitter: l.Submitter,
+		SpecHash: l.SpecHash, Env: l.Env, EnvDigest: l.EnvDigest, Code: l.Code, GitCommit: l.GitCommit, GitDirty: l.GitDirty,
+		RerunOf: l.RerunOf, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt, State: l.State}
+	for _, in := range l.Inputs {
+		out.Inputs = append(out.Inputs, apitypes.Input{Name: in.Name, Path: in.Path, Version: in.Version})
+	}
+	return out
+}
+
+func checkpointDTO(c domain.CheckpointRecord) apitypes.Checkpoint {
+	return apitypes.Checkpoint{Name: c.Name, Attempt: c.Attempt, Path: c.Path, Size: c.Size, Files: c.Files, At: c.At}
+}
+
+// manifest serves GET /api/v1/jobs/{id}/artifacts[?attempt=N].
+func (h *handler) manifest(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	attempt := 0
+	if v := r.URL.Query().Get("attempt"); v != "" {
+		if attempt, err = strconv.Atoi(v); err != nil || attempt < 1 {
+			h.writeError(w, r, domain.FieldErrors{{Path: "attempt", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
+			return
+		}
+	}
+	m, err := h.svc.Manifest(r.Context(), p, id, attempt)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.Manifest{Job: m.JobID, Attempt: m.Attempt, RecordedAt: m.At, Files: make([]apitypes.ArtifactFile, len(m.Files)), Lineage: lineageDTO(m.Lineage)}
+	for i, f := range m.Files {
+		out.Files[i] = apitypes.ArtifactFile{Path: f.Path, Size: f.Size, SHA256: f.SHA256}
+		out.TotalBytes += f.Size
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// artifact serves GET /api/v1/jobs/{id}/artifacts/{path...}: one output
+// file, with range requests; X-Trainyard-SHA256 carries the manifest's
+// checksum for the client to verify.
+func (h *handler) artifact(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	a, err := h.svc.OpenArtifact(r.Context(), p, id, r.PathValue("path"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	defer a.File.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Trainyard-SHA256", a.SHA256)
+	w.Header().Set("ETag", strconv.Quote("sha256:"+a.SHA256))
+	http.ServeContent(w, r, "", a.Info.ModTime(), a.File)
+}
+
+// checkpoints serves GET /api/v1/jobs/{id}/checkpoints.
+func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	cs, err := h.svc.Checkpoints(r.Context(), p, id)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.CheckpointList{Job: id, Checkpoints: make([]apitypes.Checkpoint, len(cs))}
+	for i, c := range cs {
+		out.Checkpoints[i] = checkpointDTO(c)
+		out.TotalBytes += c.Size
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// completeCheckpoint serves POST /api/v1/jobs/{id}/attempts/{n}/checkpoints
+// {"name": DIR} with the attempt's job token.
+func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	v := r.PathValue("n")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		h.writeError(w, r, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
+		return
+	}
+	var req apitypes.CheckpointComplete
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	c, err := h.svc.CompleteCheckpoint(r.Context(), p, id, n, req.Name)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, checkpointDTO(c))
+}
+
+// checkpointUsage serves GET /api/v1/checkpoints/usage[?project=P].
+func (h *handler) checkpointUsage(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	us, err := h.svc.CheckpointUsage(r.Context(), p, r.URL.Query().Get("project"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.CheckpointUsageList{Jobs: make([]apitypes.CheckpointUsage, len(us)), Projects: map[string]int64{}}
+	for i, u := range us {
+		out.Jobs[i] = apitypes.CheckpointUsage{Job: u.JobID, Project: u.Project, Count: u.Count, Bytes: u.Bytes}
+		out.Projects[u.Project] += u.Bytes
+	}
+	writeJSON(w, http.StatusOK, out)
+}

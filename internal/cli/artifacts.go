@@ -1,0 +1,444 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"trainyard/internal/api/apitypes"
+)
+
+func (a *app) artifactsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "artifacts",
+		Short: "List and download a job's outputs",
+		Long: `When an attempt ends, the server records a manifest of the job's output
+directory (every file with its size and SHA-256) and the lineage that made
+it: inputs, environment, code package, submitter, times and final state. A
+succeeded job's outputs are read-only. Checkpoints are listed separately
+(trainyard checkpoints).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.artifactsLsCmd(), a.artifactsGetCmd())
+	return cmd
+}
+
+func (a *app) artifactsLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ls ID",
+		Aliases: []string{"list"},
+		Short:   "List a job's output files and their lineage",
+		Example: `  trainyard artifacts ls 42
+  trainyard artifacts ls 42 --attempt 1 -o json`,
+		Args: exactArgs(1),
+	}
+	attempt := cmd.Flags().Int("attempt", 0, "the manifest recorded when this attempt ended (default: the latest)")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.clientChecked(checkOutput)
+		if err != nil {
+			return err
+		}
+		m, err := c.Manifest(cmd.Context(), id, *attempt)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if done, err := writeStructured(out, *output, m); done {
+			return err
+		}
+		l := m.Lineage
+		fmt.Fprintf(out, "job %d attempt %d (%s), recorded %s\n", m.Job, m.Attempt, l.State, m.RecordedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(out, "lineage: env %s", cellOr(l.Env))
+		if l.EnvDigest != "" {
+			fmt.Fprintf(out, " (%s)", shortHash(l.EnvDigest))
+		}
+		if l.Code != "" {
+			fmt.Fprintf(out, ", code %s", shortHash(l.Code))
+			if l.GitCommit != "" {
+				fmt.Fprintf(out, " commit %s", l.GitCommit[:min(12, len(l.GitCommit))])
+			}
+			if l.GitDirty {
+				fmt.Fprint(out, " (dirty)")
+			}
+		}
+		for _, in := range l.Inputs {
+			fmt.Fprintf(out, ", input %s@%s", in.Name, cellOr(in.Version))
+		}
+		if l.RerunOf > 0 {
+			fmt.Fprintf(out, ", rerun of %d", l.RerunOf)
+		}
+		fmt.Fprintf(out, ", submitted by %s\n", l.Submitter)
+		if len(m.Files) == 0 {
+			fmt.Fprintln(out, "no output files")
+			return nil
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "PATH\tSIZE\tSHA256")
+		for _, f := range m.Files {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, humanBytes(f.Size), f.SHA256[:min(16, len(f.SHA256))])
+		}
+		fmt.Fprintf(tw, "%d file(s)\t%s\t\n", len(m.Files), humanBytes(m.TotalBytes))
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func cellOr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortHash is "sha256:0123456789ab" of a long digest.
+func shortHash(h string) string {
+	algo, hex, ok := strings.Cut(h, ":")
+	if !ok {
+		return h[:min(12, len(h))]
+	}
+	return algo + ":" + hex[:min(12, len(hex))]
+}
+
+func (a *app) artifactsGetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get ID [PATH]",
+		Short: "Download a job's outputs and verify their checksums",
+		Long: `Download every output file of the job's latest manifest (or PATH: one file,
+or a directory prefix such as eval/) into --dest, keeping relative paths.
+Each file's SHA-256 is checked against the manifest; a mismatch is an error
+and the file is kept as NAME.corrupt for inspection. A file already in
+--dest with the right checksum is skipped, and a partial one is resumed.`,
+		Example: `  trainyard artifacts get 42 --dest ./run42
+  trainyard artifacts get 42 model.pt`,
+		Args: cobra.RangeArgs(1, 2),
+	}
+	dest := cmd.Flags().String("dest", ".", "directory to download into")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		m, err := c.Manifest(ctx, id, 0)
+		if err != nil {
+			return err
+		}
+		files := m.Files
+		if len(args) == 2 {
+			want := strings.TrimPrefix(path.Clean(args[1]), "./")
+			files = files[:0:0]
+			for _, f := range m.Files {
+				if f.Path == want || strings.HasPrefix(f.Path, strings.TrimSuffix(want, "/")+"/") {
+					files = append(files, f)
+				}
+			}
+			if len(files) == 0 {
+				return fmt.Errorf("job %d's outputs have no file or directory %q; see: trainyard artifacts ls %d", id, args[1], id)
+			}
+		}
+		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+		errOut := cmd.ErrOrStderr()
+		var total int64
+		var failed []string
+		for _, f := range files {
+			n, err := a.download(cmd, id, f, *dest)
+			total += n
+			if err != nil {
+				fmt.Fprintf(errOut, "%s: %v\n", f.Path, err)
+				failed = append(failed, f.Path)
+			}
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "downloaded %d of %d file(s), %s, into %s; checksums verified\n", len(files)-len(failed), len(files), humanBytes(total), *dest)
+		if len(failed) > 0 {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%d file(s) failed: %s", len(failed), strings.Join(failed, ", "))}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// download fetches one file into dest (resuming a partial copy) and checks
+// its SHA-256. It returns the bytes transferred.
+func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, dest string) (int64, error) {
+	target := filepath.Join(dest, filepath.FromSlash(f.Path))
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return 0, err
+	}
+	if sum, size, err := fileSHA256(target); err == nil && size == f.Size && sum == f.SHA256 {
+		return 0, nil // already here
+	}
+	part := target + ".part"
+	var offset int64
+	if fi, err := os.Stat(part); err == nil && fi.Size() < f.Size {
+		offset = fi.Size()
+	}
+	c, err := a.client()
+	if err != nil {
+		return 0, err
+	}
+	body, _, want, err := c.OpenArtifact(cmd.Context(), id, f.Path, offset)
+	if err != nil && offset > 0 {
+		offset = 0 // start over
+		body, _, want, err = c.OpenArtifact(cmd.Context(), id, f.Path, 0)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	if want == "" {
+		want = f.SHA256
+	}
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if offset > 0 {
+		flag = os.O_WRONLY | os.O_APPEND
+	}
+	out, err := os.OpenFile(part, flag, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	var r io.Reader = body
+	errOut := cmd.ErrOrStderr()
+	var bar *dlBar
+	if a.env.isTerminal(errOut) {
+		bar = &dlBar{w: errOut, name: f.Path, total: f.Size, done: offset}
+		r = io.TeeReader(body, bar)
+	}
+	n, err := io.Copy(out, r)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return n, fmt.Errorf("download interrupted after %s (run the command again to resume): %w", humanBytes(offset+n), err)
+	}
+	sum, size, err := fileSHA256(part)
+	if err != nil {
+		return n, err
+	}
+	if sum != want || size != f.Size {
+		bad := target + ".corrupt"
+		_ = os.Rename(part, bad)
+		return n, fmt.Errorf("corrupt: sha256 %s (%s), the manifest says %s (%s); kept as %s", sum, humanBytes(size), want, humanBytes(f.Size), bad)
+	}
+	return n, os.Rename(part, target)
+}
+
+func fileSHA256(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// dlBar draws "model.pt  52%  5.2 MiB/10.0 MiB" on one terminal line.
+type dlBar struct {
+	w           io.Writer
+	name        string
+	total, done int64
+	drawn       time.Time
+}
+
+func (b *dlBar) Write(p []byte) (int, error) {
+	b.done += int64(len(p))
+	if now := time.Now(); now.Sub(b.drawn) >= 100*time.Millisecond {
+		b.drawn = now
+		b.draw()
+	}
+	return len(p), nil
+}
+
+func (b *dlBar) draw() {
+	pct := 100.0
+	if b.total > 0 {
+		pct = min(100, 100*float64(b.done)/float64(b.total))
+	}
+	fmt.Fprintf(b.w, "\r%s  %3.0f%%  %s/%s ", b.name, pct, humanBytes(b.done), humanBytes(b.total))
+}
+
+func (b *dlBar) finish() {
+	b.draw()
+	fmt.Fprintln(b.w)
+}
+
+func (a *app) checkpointsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoints",
+		Short: "List jobs' checkpoints and the space they take",
+		Long: `A checkpoint is a directory under $TRAINYARD_CHECKPOINT_DIR made complete by
+a .complete marker file (or the API call the SDK makes), or a single file
+written whole. The server registers complete checkpoints, keeps the newest
+checkpoint.keep of them (default 3), and hands the newest to the next
+attempt as $TRAINYARD_RESUME_FROM.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.checkpointsLsCmd(), a.checkpointsDuCmd())
+	return cmd
+}
+
+func (a *app) checkpointsLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ls ID",
+		Aliases: []string{"list"},
+		Short:   "List a job's kept checkpoints, oldest first",
+		Example: `  trainyard checkpoints ls 42`,
+		Args:    exactArgs(1),
+	}
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.clientChecked(checkOutput)
+		if err != nil {
+			return err
+		}
+		l, err := c.Checkpoints(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if done, err := writeStructured(out, *output, l); done {
+			return err
+		}
+		if len(l.Checkpoints) == 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "job %d has no complete checkpoints\n", id)
+			return nil
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tPATH")
+		for _, ck := range l.Checkpoints {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ck.Name, ck.Attempt, ck.Files, humanBytes(ck.Size), ck.At.UTC().Format(time.RFC3339), ck.Path)
+		}
+		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func (a *app) checkpointsDuCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "du",
+		Short:   "Show the space kept checkpoints take, per job and per project",
+		Example: `  trainyard checkpoints du --project vision`,
+		Args:    exactArgs(0),
+	}
+	project := cmd.Flags().String("project", "", "only jobs of this project")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := a.clientChecked(checkOutput)
+		if err != nil {
+			return err
+		}
+		u, err := c.CheckpointUsage(cmd.Context(), *project)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if done, err := writeStructured(out, *output, u); done {
+			return err
+		}
+		if len(u.Jobs) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "no kept checkpoints")
+			return nil
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE")
+		for _, j := range u.Jobs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", j.Project, j.Job, j.Count, humanBytes(j.Bytes))
+		}
+		projects := make([]string, 0, len(u.Projects))
+		for p := range u.Projects {
+			projects = append(projects, p)
+		}
+		sort.Strings(projects)
+		for _, p := range projects {
+			fmt.Fprintf(tw, "%s\ttotal\t\t%s\n", p, humanBytes(u.Projects[p]))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func (a *app) gcCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove the files retention policies let go",
+		Long: `Remove the checkpoints and report files of finished jobs that are older than
+the server's retention policies allow (retention in the server config; see
+docs/artifacts.md). Models and other outputs are never removed. --dry-run
+lists exactly what a run made now would remove, and removes nothing. Every
+removal is audited. Needs the admin or resource-admin role.`,
+		Example: `  trainyard gc --dry-run
+  trainyard gc`,
+		Args: exactArgs(0),
+	}
+	dry := cmd.Flags().Bool("dry-run", false, "list what would be removed; remove nothing")
+	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := a.clientChecked(checkOutput)
+		if err != nil {
+			return err
+		}
+		rep, err := c.GC(cmd.Context(), *dry)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if done, err := writeStructured(out, *output, rep); done {
+			return err
+		}
+		verb := "removed"
+		if rep.DryRun {
+			verb = "would remove"
+		}
+		if len(rep.Deletions) > 0 {
+			tw := newTable(out)
+			fmt.Fprintln(tw, "JOB\tKIND\tPATH\tSIZE\tWHY")
+			for _, d := range rep.Deletions {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Job, d.Kind, d.Path, humanBytes(d.Bytes), d.Reason)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "%s %d item(s), %s\n", verb, len(rep.Deletions), humanBytes(rep.Bytes))
+		for _, f := range rep.Failed {
+			fmt.Fprintln(cmd.ErrOrStderr(), "failed:", f)
+		}
+		if len(rep.Failed) > 0 {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%d removal(s) failed", len(rep.Failed))}
+		}
+		return nil
+	}
+	return cmd
+}

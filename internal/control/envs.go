@@ -1,0 +1,77 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+)
+
+// errEnv marks a launch whose environment could not be read.
+var errEnv = errors.New("cannot apply the job's environment")
+
+// applyEnv applies the environment the job's spec names (pinned at submit,
+// "name@N") to l: its PATH prefix goes in front of PATH, its variables are
+// added unless the job's env_vars set the same name (the job wins), and
+// its check command becomes l.Check. The built-in host, and a host the
+// store does not hold yet, change nothing.
+func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec domain.Spec) error {
+	ref := spec.Env
+	if ref == "" {
+		ref = domain.HostEnv
+	}
+	name, version, err := domain.ParseEnvRef(ref)
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", errEnv, ref, err)
+	}
+	env, err := c.cfg.Store.GetEnv(ctx, name, version)
+	switch {
+	case errors.Is(err, domain.ErrNotFound) && name == domain.HostEnv:
+		return nil
+	case errors.Is(err, domain.ErrNotFound):
+		return fmt.Errorf("%w: environment %s is not registered on this server; register it (trainyard env register) or resubmit with another env", errEnv, ref)
+	case err != nil:
+		return fmt.Errorf("%w %s: %v", errEnv, ref, err)
+	}
+	l.Env = withEnvironment(l.Env, env, spec.EnvVars)
+	if len(env.Check) > 0 {
+		l.Check = slices.Clone(env.Check)
+	}
+	return nil
+}
+
+// withEnvironment returns base with env's PATH prefix and variables
+// applied. A variable already in base from the server (HOME, LANG …) is
+// replaced in place, so every name appears once; one the job sets itself
+// (jobVars) is left alone.
+func withEnvironment(base []string, env domain.Environment, jobVars map[string]string) []string {
+	out := slices.Clone(base)
+	if len(env.PathPrefix) > 0 {
+		prefix := strings.Join(env.PathPrefix, ":")
+		i := slices.IndexFunc(out, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") })
+		switch {
+		case i < 0:
+			out = append(out, "PATH="+prefix)
+		case out[i] == "PATH=":
+			out[i] = "PATH=" + prefix
+		default:
+			out[i] = "PATH=" + prefix + ":" + strings.TrimPrefix(out[i], "PATH=")
+		}
+	}
+	for _, k := range sortedKeys(env.Vars) {
+		if _, mine := jobVars[k]; mine {
+			continue
+		}
+		kv := k + "=" + env.Vars[k]
+		if i := slices.IndexFunc(out, func(s string) bool { return strings.HasPrefix(s, k+"=") }); i >= 0 {
+			out[i] = kv
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

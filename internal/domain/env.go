@@ -1,0 +1,108 @@
+package domain
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvNamePattern is the rule for environment names: 1–63 lowercase letters,
+// digits, '.', '_' and '-', starting with a letter or digit (the name part of
+// a spec's env, e.g. "pytorch-2.4").
+const EnvNamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+// HostEnv is the built-in environment: the machine's own software, with no
+// PATH prefix, variables or check. Version 1 exists on every install.
+const HostEnv = "host"
+
+var envNameRE = regexp.MustCompile(EnvNamePattern)
+
+// ValidEnvName reports whether name follows EnvNamePattern.
+func ValidEnvName(name string) bool { return envNameRE.MatchString(name) }
+
+// Environment is one immutable version of a named software environment that
+// jobs run in (spec field env, "name@version"). Image is for executors that
+// run containers; PathPrefix, Vars and Check are applied by every executor
+// that runs processes on a host. Only Deprecated, DeprecatedReason and
+// DeprecatedAt ever change, and only once, from not deprecated to deprecated.
+type Environment struct {
+	Name    string
+	Version int // from 1, one more per registered definition
+	// Image is a container image reference, e.g.
+	// "registry.example.com/pytorch:2.4-cuda12"; "" for none.
+	Image string
+	// PathPrefix lists absolute directories put in front of PATH, in order.
+	PathPrefix []string
+	// Vars are environment variables the job gets; the job's own env_vars
+	// override them.
+	Vars map[string]string
+	// Check is a command (argv) run before every attempt's entrypoint, in
+	// the attempt's environment and working directory; a failure ends the
+	// attempt with reason EnvironmentCheckFailed. Empty: no check.
+	Check       []string
+	Description string
+	// Digest is "sha256:<hex>" of the definition's canonical JSON (see
+	// EnvDigest): two versions with the same digest run jobs identically.
+	Digest           string
+	Deprecated       bool
+	DeprecatedReason string
+	DeprecatedAt     time.Time // zero while not deprecated
+	CreatedBy        string    // e.g. "user:alice"
+	CreatedAt        time.Time
+}
+
+// Ref is "name@version".
+func (e Environment) Ref() string { return e.Name + "@" + strconv.Itoa(e.Version) }
+
+// envDefinition is what EnvDigest hashes: what changes how a job runs. The
+// description does not.
+type envDefinition struct {
+	Image      string            `json:"image,omitempty"`
+	PathPrefix []string          `json:"path_prefix,omitempty"`
+	Vars       map[string]string `json:"vars,omitempty"`
+	Check      []string          `json:"check,omitempty"`
+}
+
+// EnvDigest returns "sha256:<hex>" of the canonical JSON of e's definition:
+// Image, PathPrefix, Vars (keys sorted) and Check. Empty and absent lists
+// and maps hash alike; Name, Version and Description are not part of it.
+func EnvDigest(e Environment) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	// Unreachable error: strings, lists and maps of strings always encode.
+	_ = enc.Encode(envDefinition{Image: e.Image, PathPrefix: e.PathPrefix, Vars: e.Vars, Check: e.Check})
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// HostEnvironment is the built-in environment host@1.
+func HostEnvironment(createdAt time.Time) Environment {
+	e := Environment{Name: HostEnv, Version: 1, CreatedBy: "system:bootstrap", CreatedAt: createdAt,
+		Description: "the machine's own software: no image, PATH prefix, variables or check"}
+	e.Digest = EnvDigest(e)
+	return e
+}
+
+// ParseEnvRef splits a spec's env into the environment's name and version:
+// "name@N" gives N, "name" gives version 0 (the latest). A version that is
+// not a whole number from 1 is an error that says so.
+func ParseEnvRef(ref string) (name string, version int, err error) {
+	name, v, pinned := strings.Cut(ref, "@")
+	if !ValidEnvName(name) {
+		return "", 0, Errorf(ErrInvalid, "environment name %q may use only lowercase letters, digits, '.', '_' and '-' (at most 63), starting with a letter or digit", name)
+	}
+	if !pinned {
+		return name, 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || strconv.Itoa(n) != v {
+		return "", 0, Errorf(ErrInvalid, "environment version %q of %s is not a version number; versions are whole numbers from 1, e.g. %s@1", v, name, name)
+	}
+	return name, n, nil
+}

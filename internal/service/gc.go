@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"trainyard/internal/artifacts"
+	"trainyard/internal/authz"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// GCReport is what gc removed, or with DryRun what it would remove.
+type GCReport struct {
+	DryRun    bool
+	Deletions []artifacts.Deletion
+	Bytes     int64
+	// Failed lists deletions that could not be made (real runs only).
+	Failed []string
+}
+
+// GC removes what the retention policies (Config.Retention) let go: the
+// checkpoints and report files of finished jobs past their age. With
+// dryRun it removes nothing and returns the same list a real run made now
+// would remove. Every deletion is audited.
+func (s *Service) GC(ctx context.Context, p Principal, dryRun bool) (GCReport, error) {
+	if err := s.authorize(ctx, p, authz.ArtifactGC, authz.Resource{Kind: "artifacts"}); err != nil {
+		return GCReport{}, err
+	}
+	plan, dirs, err := s.gcPlan(ctx)
+	if err != nil {
+		return GCReport{}, err
+	}
+	rep := GCReport{DryRun: dryRun}
+	for _, d := range plan {
+		if dryRun {
+			rep.Deletions = append(rep.Deletions, d)
+			rep.Bytes += d.Bytes
+			continue
+		}
+		if err := s.gcDelete(ctx, p, d, dirs[d.JobID]); err != nil {
+			rep.Failed = append(rep.Failed, fmt.Sprintf("job %d %s %s: %v", d.JobID, d.Kind, d.Path, err))
+			continue
+		}
+		rep.Deletions = append(rep.Deletions, d)
+		rep.Bytes += d.Bytes
+	}
+	return rep, nil
+}
+
+// gcPlan lists what gc removes now, leaving out what is already gone.
+func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]string, error) {
+	if len(s.cfg.Retention) == 0 {
+		return nil, nil, nil
+	}
+	jobs, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobSucceeded, domain.JobFailed, domain.JobCanceled}, Ascending: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	ckpts, err := s.cfg.Store.ListCheckpoints(ctx, 0, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	byJob := map[int64][]domain.CheckpointRecord{}
+	for _, c := range ckpts {
+		byJob[c.JobID] = append(byJob[c.JobID], c)
+	}
+	dirs := map[int64]string{}
+	in := make([]artifacts.FinishedJob, 0, len(jobs))
+	for _, j := range jobs {
+		if j.OutputDir == "" {
+			continue
+		}
+		fj := artifacts.FinishedJob{ID: j.ID, Project: j.Project, Pool: j.Pool, FinishedAt: j.FinishedAt, Checkpoints: byJob[j.ID]}
+		if m, err := s.cfg.Store.GetManifest(ctx, j.ID, 0); err == nil {
+			fj.Outputs = m.Files
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, err
+		}
+		dirs[j.ID] = j.OutputDir
+		in = append(in, fj)
+	}
+	var out []artifacts.Deletion
+	for _, d := range artifacts.Plan(in, s.cfg.Retention, s.cfg.Clock.Now()) {
+		if _, err := os.Lstat(gcTarget(dirs[d.JobID], d)); errors.Is(err, fs.ErrNotExist) {
+			continue // removed before (by hand, or a checkpoint the job dropped)
+		}
+		out = append(out, d)
+	}
+	return out, dirs, nil
+}
+
+func gcTarget(outputDir string, d artifacts.Deletion) string {
+	if d.Kind == "checkpoint" {
+		return filepath.Join(outputDir, "checkpoints", d.Path)
+	}
+	return filepath.Join(outputDir, filepath.FromSlash(d.Path))
+}
+
+// gcDelete removes one planned file or checkpoint and audits it.
+func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
+	target := gcTarget(outputDir, d)
+	// A succeeded job's outputs are read-only: open the parent for removal.
+	parent := filepath.Dir(target)
+	if fi, err := os.Stat(parent); err == nil {
+		_ = os.Chmod(parent, fi.Mode().Perm()|0o700)
+	}
+	if d.Kind == "checkpoint" {
+		_ = filepath.WalkDir(target, func(path string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				_ = os.Chmod(path, 0o755)
+			}
+			return nil
+		})
+	}
+	if err := os.RemoveAll(target); err != nil {
+		return err
+	}
+	rec := domain.AuditRecord{At: s.cfg.Clock.Now(), Actor: p.Actor(), Action: string(authz.ArtifactGC),
+		Target: "job/" + strconv.FormatInt(d.JobID, 10) + "/" + d.Kind + "s/" + d.Path,
+		Before: summary(map[string]any{"bytes": d.Bytes}), Result: domain.AuditOK, Detail: d.Reason, Client: ClientFrom(ctx)}
+	if d.Kind == "checkpoint" {
+		return s.cfg.Store.MarkCheckpointDeleted(store.WithAudit(ctx, rec), d.JobID, d.Path, s.cfg.Clock.Now())
+	}
+	return s.cfg.Store.AppendAudit(ctx, rec)
+}
