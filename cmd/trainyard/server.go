@@ -25,7 +25,9 @@ import (
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/artifacts"
+	"trainyard/internal/blob"
 	blobfs "trainyard/internal/blob/fs"
+	blobs3 "trainyard/internal/blob/s3"
 	"trainyard/internal/cli"
 	"trainyard/internal/clock"
 	"trainyard/internal/control"
@@ -82,6 +84,10 @@ type serverConfig struct {
 	LogRetention string `yaml:"log_retention"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
+	// ObjectStore, when set, is an S3-compatible store for code packages
+	// and checkpoint copies: http[s]://ACCESS:SECRET@HOST:PORT/BUCKET[/PREFIX]
+	// (docs/artifacts.md); empty keeps code packages in <data>/blobs.
+	ObjectStore string `yaml:"object_store"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 }
@@ -254,12 +260,27 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	defer ex.Close()
 
 	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
-	// Code packages (submit --context, docs/code.md): a blob store in <data>/blobs.
-	codeBlobs, err := blobfs.New(filepath.Join(cfg.Data, "blobs"))
-	if err != nil {
-		return fmt.Errorf("open the blob store for code packages: %w", err)
+	// Code packages (submit --context, docs/code.md) live in a blob store:
+	// <data>/blobs, or the S3-compatible object_store, which also receives a
+	// copy of every checkpoint (docs/artifacts.md).
+	var codeBlobs blob.Store
+	copyCheckpoints := cfg.ObjectStore != ""
+	if cfg.ObjectStore != "" {
+		s3cfg, err := blobs3.ParseURL(cfg.ObjectStore)
+		if err != nil {
+			return fmt.Errorf("server config object_store: %w", err)
+		}
+		if codeBlobs, err = blobs3.New(ctx, s3cfg); err != nil {
+			return fmt.Errorf("server config object_store: %w", err)
+		}
+	} else {
+		fsBlobs, err := blobfs.New(filepath.Join(cfg.Data, "blobs"))
+		if err != nil {
+			return fmt.Errorf("open the blob store for code packages: %w", err)
+		}
+		defer fsBlobs.Close()
+		codeBlobs = fsBlobs
 	}
-	defer codeBlobs.Close()
 	keyring, err := loadKeyring(cfg, log)
 	if err != nil {
 		return err
@@ -305,7 +326,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 			return svc.ResolveSecrets(ctx, project, names)
 		},
-		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs})
+		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
+		CopyCheckpoints: copyCheckpoints})
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
 		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring,
 		Alerts: alerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,8 +67,12 @@ func TestEnvEndpoints(t *testing.T) {
 		body.Fields[0].Message != "environment pytorch-2.4@1 is deprecated (reason: CVE in base image); use pytorch-2.4@2, or see trainyard env ls" {
 		t.Errorf("refusal = %+v", body)
 	}
-	if code, j := e.submit("name: new\nentrypoint: [\"true\"]\nenv: pytorch-2.4@2\n"); code != 201 || !strings.Contains(string(j.Spec), `"env":"pytorch-2.4@2"`) {
-		t.Errorf("submit with pytorch-2.4@2: %d %s", code, j.Spec)
+	code, j = e.submit("name: new\nentrypoint: [\"true\"]\nenv: pytorch-2.4@2\n")
+	if code != 201 {
+		t.Fatalf("submit with pytorch-2.4@2: %d", code)
+	}
+	if code, b := e.do("GET", "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10), e.token, nil); code != 200 || !strings.Contains(string(b), `"env": "pytorch-2.4@2"`) {
+		t.Errorf("the job's snapshot: %d %s; want env pytorch-2.4@2", code, b)
 	}
 	all, err := c.DeprecateEnv(context.Background(), "pytorch-2.4", 0, "retired")
 	if err != nil || len(all) != 2 || all[0].DeprecatedReason != "CVE in base image" || all[1].DeprecatedReason != "retired" {

@@ -2,12 +2,15 @@ package control
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"trainyard/internal/artifacts"
+	"trainyard/internal/blob"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 )
@@ -76,7 +79,12 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error 
 
 // lineageExtras adds what other registries know of the job to its lineage
 // (environment digest, code package, re-run origin).
-func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *domain.Lineage) {}
+func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *domain.Lineage) {
+	if job.Code != nil {
+		lin.Code, lin.GitCommit, lin.GitDirty = job.Code.SHA256, job.Code.Commit, job.Code.Dirty
+	}
+	lin.RerunOf = job.RerunOf
+}
 
 // registerCheckpoints records the job's complete checkpoints and removes
 // the oldest beyond its keep count.
@@ -97,32 +105,67 @@ func (c *Controller) registerCheckpoints(ctx context.Context, job domain.Job, at
 		}
 	}
 	var complete []artifacts.Found
+	added := map[string]bool{}
 	for _, f := range found {
 		if !f.Complete {
 			continue
 		}
 		complete = append(complete, f)
-		if _, err := c.cfg.Store.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: attempt, Name: f.Name,
-			Path: f.Path, Size: f.Size, Files: f.Files, At: f.ModTime.UTC()}); err != nil {
+		ok, err := c.cfg.Store.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: attempt, Name: f.Name,
+			Path: f.Path, Size: f.Size, Files: f.Files, At: f.ModTime.UTC()})
+		if err != nil {
 			c.log.Warn("record checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
 		}
+		added[f.Name] = ok
 	}
 	keep := job.Spec.Checkpoint.Keep
 	if keep <= 0 {
 		keep = DefaultCheckpointKeep
 	}
-	if len(complete) <= keep {
+	if len(complete) > keep {
+		for _, f := range complete[:len(complete)-keep] {
+			if err := os.RemoveAll(f.Path); err != nil {
+				c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
+				continue
+			}
+			if err := c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, f.Name, now); err != nil {
+				c.log.Warn("record checkpoint removal", "job", job.ID, "checkpoint", f.Name, "err", err)
+			}
+		}
+		complete = complete[len(complete)-keep:]
+	}
+	if !c.cfg.CopyCheckpoints || c.cfg.Blobs == nil {
 		return
 	}
-	for _, f := range complete[:len(complete)-keep] {
-		if err := os.RemoveAll(f.Path); err != nil {
-			c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
-			continue
-		}
-		if err := c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, f.Name, now); err != nil {
-			c.log.Warn("record checkpoint removal", "job", job.ID, "checkpoint", f.Name, "err", err)
+	for _, f := range complete {
+		if added[f.Name] {
+			if err := copyCheckpoint(ctx, c.cfg.Blobs, job.ID, f); err != nil {
+				c.log.Warn("copy checkpoint to the object store", "job", job.ID, "checkpoint", f.Name, "err", err)
+			}
 		}
 	}
+}
+
+// CheckpointKey is where a checkpoint's file rel is copied in the object
+// store.
+func CheckpointKey(jobID int64, name, rel string) string {
+	return "checkpoints/" + strconv.FormatInt(jobID, 10) + "/" + name + "/" + rel
+}
+
+// copyCheckpoint puts every file of one checkpoint into the object store.
+func copyCheckpoint(ctx context.Context, bs blob.Store, jobID int64, f artifacts.Found) error {
+	if fi, err := os.Stat(f.Path); err == nil && fi.Mode().IsRegular() {
+		_, err := blob.PutFile(ctx, bs, CheckpointKey(jobID, f.Name, f.Name), f.Path)
+		return err
+	}
+	return filepath.WalkDir(f.Path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(f.Path, p)
+		_, err = blob.PutFile(ctx, bs, CheckpointKey(jobID, f.Name, filepath.ToSlash(rel)), p)
+		return err
+	})
 }
 
 // resumeFrom is the newest complete checkpoint in dir, or "".

@@ -80,6 +80,9 @@ type Config struct {
 	// --context gets a fresh unpack as its working directory (code.go).
 	// nil: such jobs fail to launch.
 	Blobs blob.Store
+	// CopyCheckpoints copies every registered checkpoint to Blobs (an
+	// object store), under checkpoints/<job>/<name>/.
+	CopyCheckpoints bool
 }
 
 // Observer is told what the loop does, for metrics. It is called from the

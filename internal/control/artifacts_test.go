@@ -1,0 +1,113 @@
+package control_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	blobfs "trainyard/internal/blob/fs"
+	"trainyard/internal/clock"
+	"trainyard/internal/control"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/logs"
+	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
+)
+
+// envOf returns one variable of a launch's environment.
+func envOf(l executor.Launch, key string) string { return envValue(l.Env, key) }
+
+// When an attempt ends, the loop records the manifest and lineage, registers
+// complete checkpoints, keeps checkpoint.keep of them, copies the kept ones
+// to the object store, and makes a succeeded job's outputs read-only.
+func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bs, err := blobfs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		out, ck := envOf(l, "TRAINYARD_OUTPUT_DIR"), envOf(l, "TRAINYARD_CHECKPOINT_DIR")
+		for i, name := range []string{"step-1", "step-2", "step-3", "step-4"} {
+			os.MkdirAll(filepath.Join(ck, name), 0o755)
+			os.WriteFile(filepath.Join(ck, name, "state"), []byte(name), 0o644)
+			if name != "step-4" { // still being written
+				os.WriteFile(filepath.Join(ck, name, domain.CheckpointMarker), nil, 0o644)
+			}
+			at := time.Now().Add(time.Duration(i-10) * time.Minute)
+			os.Chtimes(filepath.Join(ck, name, domain.CheckpointMarker), at, at)
+		}
+		os.WriteFile(filepath.Join(out, "model.pt"), []byte("weights"), 0o644)
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
+	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
+	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), Wake: ctl.Wake})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
+	pool := domain.Pool{Name: "default", Executor: "local", Nodes: []domain.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30}}}
+	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+		t.Fatal(err)
+	}
+	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: /data/imagenet, version: v2}]\n")
+	r.wait(j.ID, domain.JobSucceeded)
+
+	var m domain.Manifest
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m, err = st.GetManifest(ctx, j.ID, 0); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no manifest: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store
+	}
+	if len(m.Files) != 1 || m.Files[0].Path != "model.pt" || m.Lineage.State != "succeeded" || m.Lineage.Env != "host@1" && m.Lineage.Env != "host" ||
+		len(m.Lineage.Inputs) != 1 || m.Lineage.Submitter == "" {
+		t.Fatalf("manifest = %+v", m)
+	}
+	cks, _ := st.ListCheckpoints(ctx, j.ID, false)
+	if len(cks) != 2 || cks[0].Name != "step-2" || cks[1].Name != "step-3" {
+		t.Fatalf("kept checkpoints = %+v, want step-2 and step-3", cks)
+	}
+	out := j.OutputDir
+	if _, err := os.Stat(filepath.Join(out, "checkpoints", "step-1")); !os.IsNotExist(err) {
+		t.Errorf("step-1 beyond keep still on disk (%v)", err)
+	}
+	for _, name := range []string{"step-2", "step-3"} {
+		rc, _, err := bs.Get(ctx, control.CheckpointKey(j.ID, name, "state"))
+		if err != nil {
+			t.Fatalf("checkpoint %s not copied: %v", name, err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(b) != name {
+			t.Errorf("copied %s holds %q", name, b)
+		}
+	}
+	if _, _, err := bs.Get(ctx, control.CheckpointKey(j.ID, "step-1", "state")); err == nil {
+		t.Error("step-1, removed by keep, was copied")
+	}
+	if fi, err := os.Stat(filepath.Join(out, "model.pt")); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("a succeeded job's output is writable: %v %v", fi.Mode(), err)
+	}
+}
