@@ -84,6 +84,12 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 		lin.Code, lin.GitCommit, lin.GitDirty = job.Code.SHA256, job.Code.Commit, job.Code.Dirty
 	}
 	lin.RerunOf = job.RerunOf
+	if name, version, err := domain.ParseEnvRef(lin.Env); err == nil {
+		if env, err := c.cfg.Store.GetEnv(ctx, name, version); err == nil {
+			lin.Env = env.Name + "@" + strconv.Itoa(env.Version)
+			lin.EnvDigest = env.Digest
+		}
+	}
 }
 
 // registerCheckpoints records the job's complete checkpoints and removes
