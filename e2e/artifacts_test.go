@@ -61,8 +61,17 @@ checkpoint: {keep: 2}
 	if n := strings.Count(out, "\nckpt-"); n != 2 {
 		t.Errorf("checkpoints ls lists %d checkpoints, want the 2 kept:\n%s", n, out)
 	}
-	if m, _ := filepath.Glob(filepath.Join(ckpts, "ckpt-*.json")); len(m) != 2 {
-		t.Errorf("%d checkpoint files on disk, want 2 (checkpoint.keep)", len(m))
+	m, _ := filepath.Glob(filepath.Join(ckpts, "ckpt-*.json"))
+	if len(m) != 2 {
+		t.Fatalf("%d checkpoint files on disk, want 2 (checkpoint.keep)", len(m))
+	}
+	dest := t.TempDir()
+	name := filepath.Base(m[1])
+	if out := s.mustCLI("checkpoints", "get", fmt.Sprint(job.ID), name, "--dest", dest); !strings.Contains(out, "1 file(s)") {
+		t.Errorf("checkpoints get: %s", out)
+	}
+	if a, b := readFile(t, m[1]), readFile(t, filepath.Join(dest, name)); a == "" || a != b {
+		t.Errorf("downloaded checkpoint %q, server has %q", b, a)
 	}
 }
 

@@ -1,7 +1,12 @@
 package api
 
 import (
+	"archive/tar"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"trainyard/internal/api/apitypes"
@@ -14,6 +19,7 @@ func (h *handler) artifactRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/jobs/{id}/artifacts", h.auth(h.manifest))
 	mux.Handle("GET /api/v1/jobs/{id}/artifacts/{path...}", h.auth(h.artifact))
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", h.auth(h.checkpoints))
+	mux.Handle("GET /api/v1/jobs/{id}/checkpoints/{name}/archive", h.auth(h.checkpointArchive))
 	mux.Handle("POST /api/v1/jobs/{id}/attempts/{n}/checkpoints", h.auth(h.completeCheckpoint))
 	mux.Handle("GET /api/v1/checkpoints/usage", h.auth(h.checkpointUsage))
 	mux.Handle("POST /api/v1/gc", h.auth(h.gc))
@@ -160,4 +166,53 @@ func (h *handler) checkpointUsage(w http.ResponseWriter, r *http.Request, p serv
 		out.Projects[u.Project] += u.Bytes
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// checkpointArchive serves GET /api/v1/jobs/{id}/checkpoints/{name}/archive:
+// the checkpoint's files as an uncompressed tar stream, paths under NAME/.
+func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	name := r.PathValue("name")
+	root, err := h.svc.CheckpointPath(r.Context(), p, id, name)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	tw := tar.NewWriter(w)
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(filepath.Dir(root), path)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		// Headers are sent: cut the stream so the client sees a broken archive.
+		h.log.Warn("checkpoint archive", "job", id, "checkpoint", name, "err", err)
+		panic(http.ErrAbortHandler)
+	}
 }

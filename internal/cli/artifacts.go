@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -300,7 +301,7 @@ attempt as $TRAINYARD_RESUME_FROM.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.checkpointsLsCmd(), a.checkpointsDuCmd())
+	cmd.AddCommand(a.checkpointsLsCmd(), a.checkpointsGetCmd(), a.checkpointsDuCmd())
 	return cmd
 }
 
@@ -441,4 +442,79 @@ removal is audited. Needs the admin or resource-admin role.`,
 		return nil
 	}
 	return cmd
+}
+
+func (a *app) checkpointsGetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "get ID NAME",
+		Short:   "Download one kept checkpoint",
+		Long:    `Download a kept checkpoint (see trainyard checkpoints ls) into --dest/NAME.`,
+		Example: `  trainyard checkpoints get 42 step-2000 --dest ./ckpt`,
+		Args:    exactArgs(2),
+	}
+	dest := cmd.Flags().String("dest", ".", "directory to download into")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		body, err := c.CheckpointArchive(cmd.Context(), id, args[1])
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		files, size, err := untar(body, *dest)
+		if err != nil {
+			return fmt.Errorf("download checkpoint %s of job %d: %w", args[1], id, err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "downloaded checkpoint %s: %d file(s), %s, into %s\n", args[1], files, humanBytes(size), filepath.Join(*dest, args[1]))
+		return nil
+	}
+	return cmd
+}
+
+// untar extracts regular files from a tar stream into dest, refusing paths
+// that would leave it.
+func untar(r io.Reader, dest string) (files int, size int64, err error) {
+	root, err := filepath.Abs(dest)
+	if err != nil {
+		return 0, 0, err
+	}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, size, nil
+		}
+		if err != nil {
+			return files, size, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		target := filepath.Join(root, filepath.FromSlash(path.Clean("/"+h.Name)))
+		if !strings.HasPrefix(target, root+string(filepath.Separator)) {
+			return files, size, fmt.Errorf("the archive names %q, outside the destination", h.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return files, size, err
+		}
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return files, size, err
+		}
+		n, err := io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, size, err
+		}
+		files++
+		size += n
+	}
 }

@@ -72,3 +72,13 @@ func (c *Client) GC(ctx context.Context, dryRun bool) (apitypes.GCReport, error)
 	err := c.doJSON(ctx, http.MethodPost, "/api/v1/gc", nil, nil, apitypes.GCRequest{DryRun: dryRun}, &out)
 	return out, err
 }
+
+// CheckpointArchive opens a kept checkpoint as a tar stream (paths under
+// NAME/); the caller closes it.
+func (c *Client) CheckpointArchive(ctx context.Context, id int64, name string) (io.ReadCloser, error) {
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/jobs/%d/checkpoints/%s/archive", id, url.PathEscape(name)), nil, nil, nil, "application/x-tar")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}

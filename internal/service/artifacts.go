@@ -185,3 +185,21 @@ func (s *Service) readableJob(ctx context.Context, p Principal, id int64) (domai
 	}
 	return job, nil
 }
+
+// CheckpointPath returns the path on this machine of a kept checkpoint of
+// the job (a directory or a single file), for download.
+func (s *Service) CheckpointPath(ctx context.Context, p Principal, id int64, name string) (string, error) {
+	cs, err := s.Checkpoints(ctx, p, id)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cs {
+		if c.Name == name {
+			if _, err := os.Stat(c.Path); err != nil {
+				return "", domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
+			}
+			return c.Path, nil
+		}
+	}
+	return "", domain.Errorf(domain.ErrNotFound, "job %d has no kept checkpoint %q; see: trainyard checkpoints ls %d", id, name, id)
+}

@@ -63,6 +63,39 @@ class Checkpoints(unittest.TestCase):
                 self.assertEqual(ty.resume_from(), target + "/step-20.json")
 
 
+class CheckpointDone(unittest.TestCase):
+    def test_writes_the_marker_and_registers(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = {"TRAINYARD_CHECKPOINT_DIR": d, "TRAINYARD_API": "http://127.0.0.1:9", "TRAINYARD_JOB_TOKEN": "tok",
+                   "TRAINYARD_JOB_ID": "42", "TRAINYARD_ATTEMPT": "2"}
+            os.makedirs(os.path.join(d, "step-10"))
+            sent = []
+
+            class Resp(io.BytesIO):
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *a):
+                    return False
+
+            def fake_urlopen(req, timeout=None):
+                sent.append((req.full_url, req.data, req.get_header("Authorization")))
+                return Resp(b"{}")
+
+            with mock.patch.dict(os.environ, env), mock.patch.object(urllib.request, "urlopen", fake_urlopen):
+                path = ty.checkpoint_done("step-10")
+            self.assertEqual(path, os.path.join(d, "step-10"))
+            self.assertTrue(os.path.isfile(os.path.join(d, "step-10", ".complete")))
+            self.assertEqual(sent, [("http://127.0.0.1:9/api/v1/jobs/42/attempts/2/checkpoints", b'{"name": "step-10"}', "Bearer tok")])
+
+    def test_rejects_bad_names_and_missing_dirs(self):
+        with tempfile.TemporaryDirectory() as d:
+            with mock.patch.dict(os.environ, {"TRAINYARD_CHECKPOINT_DIR": d, "TRAINYARD_API": ""}):
+                for bad in ["", "a/b", ".hidden", "x.tmp", "missing"]:
+                    with self.assertRaises(ValueError):
+                        ty.checkpoint_done(bad)
+
+
 @unittest.skipUnless(API and TOKEN and JOB and ATTEMPT, "needs a server (run through go test ./e2e -run TestPythonSDK)")
 class AgainstServer(unittest.TestCase):
     def reporter(self, **kw):

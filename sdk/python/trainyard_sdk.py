@@ -7,6 +7,8 @@
     for step in range(...):
         ...
         ty.report(step, loss=loss, lr=lr)
+        # write a checkpoint directory, then mark it complete:
+        ty.checkpoint_done("step-%d" % step)
 
 report() sends metrics to the Trainyard server with the attempt's job token
 (TRAINYARD_API, TRAINYARD_JOB_TOKEN, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT),
@@ -25,7 +27,7 @@ import threading
 import urllib.error
 import urllib.request
 
-__all__ = ["Reporter", "report", "flush", "checkpoint_dir", "resume_from"]
+__all__ = ["Reporter", "report", "flush", "checkpoint_dir", "resume_from", "checkpoint_done"]
 
 DEFAULT_BATCH = 100
 DEFAULT_INTERVAL = 1.0
@@ -171,3 +173,36 @@ def resume_from():
     """The latest checkpoint to resume from (TRAINYARD_RESUME_FROM), or None
     on a fresh start."""
     return os.environ.get("TRAINYARD_RESUME_FROM") or None
+
+
+MARKER = ".complete"
+
+
+def checkpoint_done(name):
+    """Mark the checkpoint directory checkpoint_dir()/name complete: write
+    its marker file and, with an API configured, register it with the
+    server at once. Only a complete checkpoint is handed to the next attempt
+    as TRAINYARD_RESUME_FROM. Returns the checkpoint's path; raises
+    ValueError when there is no such directory."""
+    if not name or os.path.basename(name) != name or name.startswith(".") or name.endswith(".tmp"):
+        raise ValueError("checkpoint name %r: give a directory name directly under the checkpoint dir" % (name,))
+    path = os.path.join(checkpoint_dir(), name)
+    if not os.path.isdir(path):
+        raise ValueError("checkpoint %r: no directory %s; write the checkpoint first" % (name, path))
+    with open(os.path.join(path, MARKER), "w"):
+        pass
+    env = os.environ
+    api, token = env.get("TRAINYARD_API", "").rstrip("/"), env.get("TRAINYARD_JOB_TOKEN", "")
+    job, attempt = env.get("TRAINYARD_JOB_ID", ""), env.get("TRAINYARD_ATTEMPT", "")
+    if api and token and job and attempt:
+        req = urllib.request.Request("%s/api/v1/jobs/%s/attempts/%s/checkpoints" % (api, job, attempt),
+                                     data=json.dumps({"name": name}).encode(), method="POST",
+                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            # The marker is written: the server registers it when the attempt ends.
+            print("trainyard_sdk: could not register checkpoint %s now (%s); it is registered when the attempt ends" % (name, e),
+                  file=sys.stderr, flush=True)
+    return path
