@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"internal/diagnose":              {"internal/domain", "internal/logs"},
 	"internal/store":                 {"internal/domain"},
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
+	"internal/store/postgres":        {"internal/store", "internal/domain", "internal/audit", "github.com/jackc/pgx/v5"},
 	"internal/store/sqlite":          {"internal/store", "internal/domain", "internal/audit", "modernc.org/sqlite"},
 	"internal/executor":              {"internal/domain"},
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,7 +41,6 @@ import (
 	"trainyard/internal/scheduler"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
 )
 
 // serverConfig is the server's configuration file (--config). Every field is
@@ -88,6 +88,9 @@ type serverConfig struct {
 	// and checkpoint copies: http[s]://ACCESS:SECRET@HOST:PORT/BUCKET[/PREFIX]
 	// (docs/artifacts.md); empty keeps code packages in <data>/blobs.
 	ObjectStore string `yaml:"object_store"`
+	// Replica names this server among replicas sharing a PostgreSQL store
+	// (default host:port).
+	Replica string `yaml:"replica"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 }
@@ -229,9 +232,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	// --- end log retention ---
 
-	st, err := sqlite.Open(ctx, strings.TrimPrefix(cfg.Store, "sqlite://"))
+	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", cfg.Store, err)
+		return fmt.Errorf("open the store: %w", err)
 	}
 	defer st.Close()
 
@@ -312,25 +315,62 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		GPU: sample.FindNvidiaSMI(), SampleInterval: sampleEvery, Logger: log})
 
 	// Alerts (docs/observability.md): rules evaluated on what the control
-	// loop sees and the sampler's readings, delivered to the channels.
-	alerter, err := alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{},
-		Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) }})
+	// loop sees and the sampler's readings, delivered to the channels. The
+	// leader runs them; every replica can send a channel test.
+	newAlerter := func() (*alerting.Alerter, error) {
+		return alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{},
+			Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) }})
+	}
+	testAlerter, err := newAlerter()
 	if err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
 
+	// The control loop, the alert rules and log retention run on the
+	// leader: this server alone on SQLite; one of the replicas sharing a
+	// PostgreSQL store (docs/operator.md).
+	replica := cfg.Replica
+	if replica == "" {
+		host, _ := os.Hostname()
+		replica = host + ":" + portOf(ln.Addr().String())
+	}
 	var svc *service.Service // the control loop resolves secrets through it
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
-		BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
-		Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
-		Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
-			return svc.ResolveSecrets(ctx, project, names)
-		},
-		JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
-		CopyCheckpoints: copyCheckpoints})
+	loops := &leaderLoops{st: st, replica: replica, log: log}
+	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {
+		alerter, err := newAlerter()
+		if err != nil {
+			alerter = testAlerter // validated above; cannot fail
+		}
+		ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
+			BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
+			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
+			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
+				return svc.ResolveSecrets(ctx, project, names)
+			},
+			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
+			CopyCheckpoints: copyCheckpoints, Fence: fence})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if err := ctl.Run(ctx); err != nil {
+				log.Error("control loop stopped", "err", err)
+			}
+		}()
+		go func() { defer wg.Done(); _ = alerter.Run(ctx) }()
+		// Log retention: once now, then daily.
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(24 * time.Hour)
+			defer t.Stop()
+			svc.RunLogRetention(ctx, logRetention, t.C, nil)
+		}()
+		return ctl, wg.Wait
+	}
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: ctl.Wake, Queue: ctl.Queue, Keyring: keyring,
-		Alerts: alerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs})
+		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
+		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
+		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st)})
 	if err := svc.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
@@ -356,21 +396,15 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	srv := &http.Server{
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		Handler: api.Handler(api.Config{Service: svc, Logger: log,
-			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping,
+			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping, Status: loops.Status,
 			Metrics: metricsReg, MetricsToken: cfg.MetricsToken}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- ctl.Run(loopCtx) }()
-	// --- log retention: once now, then daily ---
-	retentionTicker := time.NewTicker(24 * time.Hour)
-	defer retentionTicker.Stop()
-	go svc.RunLogRetention(loopCtx, logRetention, retentionTicker.C, nil)
-	// --- end log retention ---
+	loopsDone := make(chan struct{})
+	go func() { defer close(loopsDone); loops.Run(loopCtx) }()
+	go loops.Listen(loopCtx, svc.Invalidate)
 	go func() { _ = metricsReg.RunSampler(loopCtx) }()
-	alertsDone := make(chan struct{})
-	go func() { defer close(alertsDone); _ = alerter.Run(loopCtx) }()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -385,15 +419,13 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		log.Info("shutting down; running jobs keep running and are picked up on the next start")
 	case err := <-srvErr:
 		runErr = fmt.Errorf("serve HTTP: %w", err)
-	case err := <-loopDone:
-		runErr = fmt.Errorf("control loop stopped: %w", err)
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cancelRequests()
 	_ = srv.Shutdown(shutCtx)
 	stopLoop()
-	<-alertsDone // its last writes land before the store closes
+	<-loopsDone // the loops' last writes land before the store closes
 	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }

@@ -32,6 +32,9 @@ type Config struct {
 	Version apitypes.Version
 	// Ready reports whether the server can take work (store reachable).
 	Ready func(ctx context.Context) error
+	// Status describes this replica and which replica leads (nil: a single
+	// server, which leads itself).
+	Status func(ctx context.Context) apitypes.Status
 	// Metrics, when set, serves GET /metrics and observes every request
 	// and every created job (docs/observability.md).
 	Metrics Metrics
@@ -153,7 +156,20 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusServiceUnavailable, "unavailable", "not ready: "+err.Error(), nil)
 		return
 	}
-	io.WriteString(w, "ok\n")
+	if h.cfg.Status == nil {
+		io.WriteString(w, "ok\n")
+		return
+	}
+	st := h.cfg.Status(ctx)
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	leader := "none (an election is under way)"
+	if st.Leader != "" {
+		leader = fmt.Sprintf("%s (term %d)", st.Leader, st.Epoch)
+	}
+	fmt.Fprintf(w, "ok\nreplica: %s\nleader: %s\n", st.Replica, leader)
 }
 
 func (h *handler) version(w http.ResponseWriter, r *http.Request, p service.Principal) {

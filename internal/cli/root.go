@@ -158,6 +158,7 @@ http://127.0.0.1:7070.`,
 		a.templateCmd(),
 		// software environments: envs.go
 		a.envCmd(),
+		a.statusCmd(), // status.go
 		a.versionCmd(),
 		a.specCmd(),
 		a.docsCmd(),

@@ -309,3 +309,22 @@ func decodeError(resp *http.Response) error {
 	}
 	return e
 }
+
+// Status asks /readyz which replica answered and which one leads. A single
+// server (no replicas) answers Status{Leading: true} with only Store empty.
+func (c *Client) Status(ctx context.Context) (apitypes.Status, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil, "application/json")
+	if err != nil {
+		return apitypes.Status{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return apitypes.Status{}, err
+	}
+	var st apitypes.Status
+	if json.Unmarshal(b, &st) != nil {
+		return apitypes.Status{Leading: true}, nil // a single server answers "ok"
+	}
+	return st, nil
+}

@@ -80,6 +80,10 @@ type Config struct {
 	// --context gets a fresh unpack as its working directory (code.go).
 	// nil: such jobs fail to launch.
 	Blobs blob.Store
+	// Fence, when set, reports an error once this replica no longer leads
+	// (several replicas share a store): checked before launching, so a
+	// deposed leader never launches what it planned.
+	Fence func(ctx context.Context) error
 	// CopyCheckpoints copies every registered checkpoint to Blobs (an
 	// object store), under checkpoints/<job>/<name>/.
 	CopyCheckpoints bool
@@ -400,6 +404,12 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	if err != nil {
 		c.log.Error("apply plan", "err", err)
 		return next
+	}
+	if len(starts) > 0 && c.cfg.Fence != nil {
+		if err := c.cfg.Fence(ctx); err != nil {
+			c.log.Error("not launching: this replica no longer leads", "err", err)
+			return next
+		}
 	}
 	for i, pl := range starts {
 		if errs[i] != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
@@ -49,15 +50,17 @@ type admissionView struct {
 	pools  map[string]domain.Pool
 	quotas map[string][]domain.Quota // "project/pool" → its quota (0 or 1)
 	grants []domain.QuotaRequest     // approved and unexpired when loaded; Active(now) decides
+	loaded time.Time
 }
 
 // admission returns the current admission view, loading it when stale.
 func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 	gen := s.schedGen.Load()
-	if v := s.admitView.Load(); v != nil && v.gen == gen {
+	now := s.cfg.Clock.Now()
+	if v := s.admitView.Load(); v != nil && v.gen == gen && (s.cfg.CacheTTL <= 0 || now.Sub(v.loaded) < s.cfg.CacheTTL) {
 		return v, nil
 	}
-	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}}
+	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}, loaded: now}
 	pools, err := s.cfg.Store.ListPools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load pools: %w", err)
@@ -84,5 +87,8 @@ func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 // quotas, projects or grants, and wakes the control loop.
 func (s *Service) schedulingChanged() {
 	s.schedGen.Add(1)
+	if s.cfg.Broadcast != nil {
+		s.cfg.Broadcast("sched")
+	}
 	s.cfg.Wake()
 }

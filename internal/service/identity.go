@@ -129,7 +129,7 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 	gen := s.authGen.Load()
 	if e, ok := s.auth.Load(hash); ok {
 		e := e.(authEntry)
-		if e.gen == gen && (e.expires.IsZero() || now.Before(e.expires)) {
+		if e.gen == gen && (e.expires.IsZero() || now.Before(e.expires)) && (s.cfg.CacheTTL <= 0 || now.Sub(e.at) < s.cfg.CacheTTL) {
 			return e.p, actor, nil
 		}
 		s.auth.Delete(hash)
@@ -154,7 +154,7 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 			return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the job token names no attempt; it cannot be used")
 		}
 		p := Principal{TokenID: tok.ID, JobID: job, Attempt: attempt}
-		s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen})
+		s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen, at: now})
 		return p, actor, nil
 	}
 	u, err := s.cfg.Store.GetUser(ctx, tok.Subject)
@@ -165,7 +165,7 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 		return Principal{}, actor, err
 	}
 	p = principalOf(u, tok.ID)
-	s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen})
+	s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen, at: now})
 	return p, actor, nil
 }
 
@@ -176,8 +176,22 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 // The cache is emptied too, so entries of tokens never used again (job
 // tokens of ended attempts) do not pile up.
 func (s *Service) identityChanged() {
-	s.authGen.Add(1)
-	s.auth.Clear()
+	s.Invalidate("auth")
+	if s.cfg.Broadcast != nil {
+		s.cfg.Broadcast("auth")
+	}
+}
+
+// Invalidate forgets cached state another replica changed: "auth" (tokens,
+// users, roles) or "sched" (pools, quotas, grants).
+func (s *Service) Invalidate(topic string) {
+	switch topic {
+	case "auth":
+		s.authGen.Add(1)
+		s.auth.Clear()
+	case "sched":
+		s.schedGen.Add(1)
+	}
 }
 
 // principalOf builds the principal of user u authenticated by token id.

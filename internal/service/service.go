@@ -45,6 +45,13 @@ type Config struct {
 	// Keyring holds the master key that seals secrets (secrets.go); nil
 	// means secrets can be neither set nor used.
 	Keyring *secrets.Keyring
+	// Broadcast, when set, tells the other replicas sharing the store that
+	// cached state changed ("auth": tokens or roles; "sched": pools,
+	// quotas, grants); they call Invalidate. CacheTTL, when positive, also
+	// bounds how long a cached authentication or admission view is
+	// trusted, in case a broadcast is lost.
+	Broadcast func(topic string)
+	CacheTTL  time.Duration
 	// Retention are the policies gc applies to finished jobs' files.
 	Retention []artifacts.Policy
 	// Alerts sends test notifications; nil: alerting is not running.
@@ -65,8 +72,8 @@ type Service struct {
 	// auth caches authenticated tokens (hash → authEntry). authGen is bumped
 	// after every change to tokens and roles; an entry read under an older
 	// generation is not trusted, so a revocation or a grant made through this
-	// server takes effect on the next request. (Several server replicas will
-	// need the generation in the shared store.)
+	// server takes effect on the next request; other replicas hear of it
+	// through Config.Broadcast, and Config.CacheTTL bounds the rest.
 	auth    sync.Map
 	authGen atomic.Uint64
 	// admitView caches pools, quotas and grants for admission; schedGen
@@ -80,6 +87,7 @@ type authEntry struct {
 	p       Principal
 	expires time.Time // the token's expiry; zero: none
 	gen     uint64
+	at      time.Time // when it was cached (Config.CacheTTL)
 }
 
 // New returns a Service.

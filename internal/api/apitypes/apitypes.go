@@ -486,3 +486,13 @@ type AlertList struct {
 type AlertTest struct {
 	Channel string `json:"channel"`
 }
+
+// Status is what GET /readyz answers with Accept: application/json: this
+// replica and the one that leads (runs the scheduler).
+type Status struct {
+	Replica string `json:"replica"`
+	Leader  string `json:"leader"` // "" while no replica leads
+	Epoch   int64  `json:"epoch"`  // the leader's term
+	Leading bool   `json:"leading"`
+	Store   string `json:"store"`
+}

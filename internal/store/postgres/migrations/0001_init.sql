@@ -13,7 +13,7 @@ CREATE TABLE snapshots (
 
 CREATE FUNCTION snapshots_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'snapshots are immutable: a config snapshot cannot be %', lower(TG_OP);
+    RAISE EXCEPTION 'snapshots are immutable: a config snapshot cannot be updated or deleted (%)', TG_OP;
 END;
 $$;
 

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/control"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+	"trainyard/internal/store"
+	"trainyard/internal/store/postgres"
+	"trainyard/internal/store/sqlite"
+)
+
+// openStore opens the metadata store a DSN names: postgres://… or
+// postgresql://… for PostgreSQL, else an SQLite file (sqlite:// optional).
+func openStore(ctx context.Context, dsn string) (store.Store, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return postgres.Open(ctx, dsn)
+	}
+	return sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite://"))
+}
+
+// leaderLoops runs the loops only the leader runs — the control loop, the
+// alert rules and log retention — for as long as this replica leads, and
+// campaigns again when it loses the lead. A store without elections
+// (SQLite, one process) leads from the start.
+type leaderLoops struct {
+	st      store.Store
+	replica string
+	log     *slog.Logger
+	// term starts the leader's loops with the term's fence check and
+	// returns its controller and a function that blocks until they stop.
+	term func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func())
+
+	cur atomic.Pointer[control.Controller]
+}
+
+// Wake nudges the leader's control loop: this replica's, if it leads, and
+// every replica's through the store's wake-ups.
+func (l *leaderLoops) Wake() {
+	if c := l.cur.Load(); c != nil {
+		c.Wake()
+	}
+	l.Broadcast("wake")
+}
+
+// Broadcast signals topic to every replica sharing the store (none on
+// SQLite). It does not wait.
+func (l *leaderLoops) Broadcast(topic string) {
+	if sg, ok := l.st.(store.Signals); ok {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := sg.Signal(ctx, topic); err != nil {
+				l.log.Warn("signal the other replicas", "topic", topic, "err", err)
+			}
+		}()
+	}
+}
+
+// Queue is the leader's queue view; a follower has none.
+func (l *leaderLoops) Queue(ctx context.Context, pool string) ([]service.QueueEntry, error) {
+	if c := l.cur.Load(); c != nil {
+		return c.Queue(ctx, pool)
+	}
+	leader := "another replica"
+	if el, ok := l.st.(store.Leadership); ok {
+		if name, _, err := el.Leader(ctx); err == nil && name != "" {
+			leader = "replica " + name
+		}
+	}
+	return nil, domain.Errorf(domain.ErrConflict, "this replica does not lead, so it has no queue view; ask %s (trainyard status names it)", leader)
+}
+
+// Status describes this replica and the leader, for /readyz.
+func (l *leaderLoops) Status(ctx context.Context) apitypes.Status {
+	st := apitypes.Status{Replica: l.replica, Store: l.st.Kind()}
+	if el, ok := l.st.(store.Leadership); ok {
+		st.Leader, st.Epoch, _ = el.Leader(ctx)
+	} else if l.cur.Load() != nil {
+		st.Leader, st.Epoch = l.replica, 1
+	}
+	st.Leading = l.cur.Load() != nil && st.Leader == l.replica
+	return st
+}
+
+// Run leads whenever it can until ctx ends.
+func (l *leaderLoops) Run(ctx context.Context) {
+	el, elect := l.st.(store.Leadership)
+	if !elect {
+		ctl, wait := l.term(ctx, nil)
+		l.cur.Store(ctl)
+		wait()
+		return
+	}
+	for ctx.Err() == nil {
+		termCtx, end := context.WithCancel(ctx)
+		term, err := el.Lead(termCtx, l.replica)
+		if err != nil {
+			end()
+			if ctx.Err() == nil {
+				l.log.Error("campaign for leadership", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		l.log.Info("leading: this replica runs the scheduler, alerts and retention", "replica", l.replica, "term", term.Epoch)
+		go func() {
+			select {
+			case <-term.Lost:
+				if termCtx.Err() == nil {
+					l.log.Error("lost leadership: the database connection holding it broke; stopping the leader's loops", "term", term.Epoch)
+				}
+			case <-termCtx.Done():
+			}
+			end()
+		}()
+		fence := func(ctx context.Context) error { return el.Fence(ctx, term.Epoch) }
+		ctl, wait := l.term(termCtx, fence)
+		l.cur.Store(ctl)
+		wait()
+		l.cur.Store(nil)
+		end()
+		<-term.Lost // the lock is given up before campaigning again
+	}
+}
+
+// Listen handles the signals of other replicas until ctx ends: "wake"
+// wakes this replica's control loop when it leads; the others invalidate
+// the service's caches. It listens again after a failure (the control loop
+// polls meanwhile, and the caches expire).
+func (l *leaderLoops) Listen(ctx context.Context, invalidate func(topic string)) {
+	sg, ok := l.st.(store.Signals)
+	if !ok {
+		return
+	}
+	handle := func(topic string) {
+		if topic == "wake" {
+			if c := l.cur.Load(); c != nil {
+				c.Wake()
+			}
+			return
+		}
+		invalidate(topic)
+	}
+	for ctx.Err() == nil {
+		if err := sg.ListenSignals(ctx, handle); err != nil && ctx.Err() == nil {
+			l.log.Warn("listen for the other replicas' signals; polling until it works again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+}
+
+// portOf is the port of a host:port address.
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}
+
+// cacheTTL bounds the service's caches when replicas share the store, in
+// case a signal is lost; a lone server trusts them until it changes them.
+func cacheTTL(st store.Store) time.Duration {
+	if _, ok := st.(store.Signals); ok {
+		return 5 * time.Second
+	}
+	return 0
+}

@@ -1,0 +1,239 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"trainyard/internal/audit"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// The audit log lives in table audit (migration 0004). Records are appended
+// only by the writer, inside the transaction of the change they describe,
+// after the transaction took the audit lock (auditLockSQL) and read the
+// chain's head: transactions that append are serialized across replicas, so
+// Seq has no gaps and a change that rolls back leaves no record.
+
+const (
+	insertAuditSQL = `INSERT INTO audit (seq, at, actor, action, target, before_json, after_json, result,
+		detail, client, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	auditCols = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
+)
+
+// auditState is the audit hook's state in the writer: what the running
+// request tells the hook (id and skip, reset by runRequest before each
+// request), and the chain's head for the running transaction.
+type auditState struct {
+	// id replaces the placeholder "{id}" in the Target of the records
+	// attached to the request (CreateJob sets it to the new job's id).
+	id int64
+	// skip drops the attached records: the request changed nothing (an
+	// idempotent replay, an Apply whose guards all failed), or it
+	// appended its own (AppendAudit).
+	skip bool
+	// locked reports that this transaction holds the audit lock; head is
+	// then the newest record as this transaction sees it.
+	locked bool
+	head   auditHead
+}
+
+// auditHead is the newest audit record as the running transaction sees it.
+type auditHead struct {
+	seq   int64
+	hash  string
+	known bool
+}
+
+// idPlaceholder in the Target of a record attached to CreateJob is replaced
+// by the new job's id ("job/{id}" becomes "job/42").
+const idPlaceholder = store.AuditIDPlaceholder
+
+// runRequest runs one write request inside its savepoint: the request's
+// function, then the audit records its context carried. An error from either
+// rolls back both.
+func runRequest(w *writer, r *writeReq) error {
+	w.audit.id, w.audit.skip = 0, false
+	if err := r.fn(w); err != nil {
+		return err
+	}
+	if len(r.audit) == 0 || w.audit.skip {
+		return nil
+	}
+	recs := r.audit
+	if w.audit.id != 0 {
+		recs = make([]domain.AuditRecord, len(r.audit))
+		copy(recs, r.audit)
+		id := strconv.FormatInt(w.audit.id, 10)
+		for i := range recs {
+			recs[i].Target = strings.ReplaceAll(recs[i].Target, idPlaceholder, id)
+		}
+	}
+	return w.appendAudit(recs)
+}
+
+// checkAudit rejects a record the log must not hold.
+func checkAudit(rec domain.AuditRecord) error {
+	var problems []string
+	if rec.Actor == "" {
+		problems = append(problems, "the actor is empty")
+	}
+	if rec.Action == "" {
+		problems = append(problems, "the action is empty")
+	}
+	switch rec.Result {
+	case domain.AuditOK, domain.AuditDenied, domain.AuditFailed:
+	default:
+		problems = append(problems, fmt.Sprintf("result %q is not ok, denied or failed", rec.Result))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("audit record %q on %q: %s: %w", rec.Action, rec.Target, strings.Join(problems, "; "), store.ErrInvalid)
+}
+
+// appendAudit chains recs to the newest stored record and queues their
+// inserts. The head it advances is restored by the batch when the request
+// fails.
+func (w *writer) appendAudit(recs []domain.AuditRecord) error {
+	for _, rec := range recs {
+		if err := checkAudit(rec); err != nil {
+			return fmt.Errorf("append audit: %w", err)
+		}
+	}
+	if !w.audit.locked {
+		// Requests announce their records, so begin took the lock; this
+		// is the fallback for one that did not.
+		w.queue("append audit: take the audit lock", auditLockSQL)
+		var h auditHead
+		if err := w.queryRow(`SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&h.seq, &h.hash); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return interpretError("append audit: read the newest record", err)
+		}
+		h.known = true
+		w.audit.head, w.audit.locked = h, true
+	}
+	seq, head := w.audit.head.seq, w.audit.head.hash
+	var buf []byte
+	for _, rec := range recs {
+		if rec.At.IsZero() {
+			rec.At = time.Now()
+		}
+		rec.At = normTime(rec.At)
+		rec.Seq, rec.PrevHash = seq+1, head
+		buf = audit.AppendCanonical(buf[:0], rec)
+		sum := sha256.Sum256(buf)
+		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
+		w.queue(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), insertAuditSQL,
+			rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
+			rec.Before, rec.After, rec.Result, rec.Detail, rec.Client, rec.PrevHash, rec.Hash)
+		seq, head = rec.Seq, rec.Hash
+	}
+	w.audit.head = auditHead{seq: seq, hash: head, known: true}
+	return nil
+}
+
+// AppendAudit appends recs on their own, in order, in one transaction: for
+// denials and failures that change nothing else. Seq, PrevHash and Hash are
+// assigned here; a zero At is the current time. Records attached to ctx with
+// store.WithAudit are not written by this call. An actor, an action and a
+// result of ok, denied or failed are required (store.ErrInvalid otherwise,
+// and nothing is written).
+func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
+	for _, rec := range recs {
+		if err := checkAudit(rec); err != nil {
+			return fmt.Errorf("append audit: %w", err)
+		}
+	}
+	if len(recs) == 0 {
+		return s.checkOpen()
+	}
+	return s.write(ctx, func(w *writer) error {
+		w.audit.skip = true // the attached records, if any, are not ours to write
+		return w.appendAudit(recs)
+	}, appendsAudit)
+}
+
+// ListAudit returns the records f selects in Seq order.
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list audit records: limit %d is negative; use 0 for no limit: %w", f.Limit, store.ErrInvalid)
+	}
+	query, args := listAuditQuery(f)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError("list audit records", err)
+	}
+	defer rows.Close()
+	out := make([]domain.AuditRecord, 0, min(max(f.Limit, 16), 1024))
+	for rows.Next() {
+		var (
+			r      domain.AuditRecord
+			at     int64
+			result string
+		)
+		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Target, &r.Before, &r.After, &result,
+			&r.Detail, &r.Client, &r.PrevHash, &r.Hash); err != nil {
+			return nil, interpretError("list audit records", err)
+		}
+		r.At, r.Result = unixNano(at), result
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError("list audit records", err)
+	}
+	return out, nil
+}
+
+// listAuditQuery builds the SQL for f. The text depends only on which fields
+// are set, so prepared statements are reused.
+func listAuditQuery(f store.AuditFilter) (string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Actor != "" {
+		conds = append(conds, "actor = "+arg(f.Actor))
+	}
+	if f.Action != "" {
+		conds = append(conds, "action = "+arg(f.Action))
+	}
+	switch {
+	case f.Target == "":
+	case strings.HasSuffix(f.Target, "/"):
+		// A prefix as a range: "job/" ≤ t < "job0". COLLATE "C" compares
+		// bytes, as the range assumes.
+		conds = append(conds, `target COLLATE "C" >= `+arg(f.Target)+` AND target COLLATE "C" < `+arg(f.Target[:len(f.Target)-1]+"0"))
+	default:
+		conds = append(conds, "target = "+arg(f.Target))
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "at >= "+arg(f.Since.UnixNano()))
+	}
+	if f.AfterSeq > 0 {
+		conds = append(conds, "seq > "+arg(f.AfterSeq))
+	}
+	q := "SELECT " + auditCols + " FROM audit"
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += " LIMIT " + arg(f.Limit)
+	}
+	return q, args
+}

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// A job's code package lives in its own table (migration 0011), one row per
+// job that has one, so the jobs row and its hot queries stay as they are.
+const (
+	insertJobCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty) VALUES ($1, $2, $3, $4)`
+	jobCodeSQL       = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = $1`
+)
+
+// validateCode checks a NewJob's code reference before anything is written.
+func validateCode(c *domain.CodeRef) error {
+	if c == nil {
+		return nil
+	}
+	hex, ok := strings.CutPrefix(c.SHA256, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return fmt.Errorf("create job: code package hash %q is not \"sha256:<64 lowercase hex>\": %w", c.SHA256, store.ErrInvalid)
+	}
+	return nil
+}
+
+// queueJobCode records the code package of the new job id, in the job's
+// transaction; nil records nothing.
+func (w *writer) queueJobCode(id int64, c *domain.CodeRef) {
+	if c == nil {
+		return
+	}
+	w.queue("create job: record code package", insertJobCodeSQL, id, c.SHA256, c.Commit, boolArg(c.Dirty))
+}
+
+// jobCodeIn reads the code package of job id inside a write (nil: none).
+func (w *writer) jobCodeIn(id int64) (*domain.CodeRef, error) {
+	return scanCode(w.queryRow(jobCodeSQL, id), id)
+}
+
+func scanCode(row rowScanner, id int64) (*domain.CodeRef, error) {
+	var (
+		c     domain.CodeRef
+		dirty int32
+	)
+	err := row.Scan(&c.SHA256, &c.Commit, &dirty)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, interpretError(fmt.Sprintf("get code package of job %d", id), err)
+	}
+	c.Dirty = dirty != 0
+	return &c, nil
+}
+
+// cloneCode copies c so the returned job does not share the caller's struct.
+func cloneCode(c *domain.CodeRef) *domain.CodeRef {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	return &cp
+}

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Times are stored as BIGINT Unix nanoseconds in UTC, and the zero time as
+// NULL, so every time.Time round-trips exactly (years 1678 to 2262), as in
+// the SQLite backend.
+
+// timeArg is the column value of t.
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// timeOf is the time.Time of a column value written by timeArg.
+func timeOf(n pgtype.Int8) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// unixNano is the time.Time of a NOT NULL nanosecond column.
+func unixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// normTime is t as it reads back from the database.
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(0, t.UnixNano()).UTC()
+}
+
+func boolArg(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// gpusArg encodes GPU indices as "0,1,3"; no GPUs is "".
+func gpusArg(gpus []int) string {
+	var b strings.Builder
+	for i, g := range gpus {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(g))
+	}
+	return b.String()
+}
+
+// gpusOf decodes a value written by gpusArg; "" is nil.
+func gpusOf(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	gpus := make([]int, len(parts))
+	for i, p := range parts {
+		g, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("stored GPU list %q is malformed: %w", s, err)
+		}
+		gpus[i] = g
+	}
+	return gpus, nil
+}
+
+func exitCodeArg(code *int) any {
+	if code == nil {
+		return nil
+	}
+	return int64(*code)
+}
+
+func exitCodeOf(n pgtype.Int8) *int {
+	if !n.Valid {
+		return nil
+	}
+	c := int(n.Int64)
+	return &c
+}
+
+// rowScanner is a pgx.Row or pgx.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}

@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// envLabel names an environment version in error messages.
+func envLabel(name string, version int) string {
+	if version == 0 {
+		return fmt.Sprintf("environment %q", name)
+	}
+	return fmt.Sprintf("environment %s@%d", name, version)
+}
+
+// envColumns is the column list every environment query reads, in
+// scanEnv's order.
+const envColumns = `name, version, image, path_prefix, vars, check_argv, description, digest,
+	deprecated, deprecated_reason, deprecated_at, created_by, created_at`
+
+// PutEnv stores e as the next version of its environment; a version that is
+// not exactly one more than the latest is store.ErrConflict (also when
+// another replica stores the same version at the same moment).
+func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
+	action := "put " + envLabel(e.Name, e.Version)
+	if e.Name == "" || e.Version < 1 || e.Digest == "" {
+		return fmt.Errorf("%s: name, a version from 1 and digest are required: %w", action, store.ErrInvalid)
+	}
+	prefix, err1 := json.Marshal(envJSONList(e.PathPrefix))
+	vars, err2 := json.Marshal(envJSONMap(e.Vars))
+	check, err3 := json.Marshal(envJSONList(e.Check))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("%s: encode: %w", action, err)
+	}
+	return s.write(ctx, func(w *writer) error {
+		var latest int32
+		if err := w.queryRow(`SELECT COALESCE(MAX(version), 0) FROM envs WHERE name = $1`, e.Name).Scan(&latest); err != nil {
+			return interpretError(action, err)
+		}
+		if e.Version != int(latest)+1 {
+			return fmt.Errorf("%s: version %d is not the next one (latest is %d): %w", action, e.Version, latest, store.ErrConflict)
+		}
+		w.queue(action, `INSERT INTO envs (name, version, image, path_prefix, vars, check_argv, description, digest, created_by, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			e.Name, e.Version, e.Image, string(prefix), string(vars), string(check), e.Description, e.Digest,
+			e.CreatedBy, timeArg(e.CreatedAt))
+		return nil
+	})
+}
+
+// GetEnv returns one version of an environment (the latest for version 0)
+// or store.ErrNotFound.
+func (s *Store) GetEnv(ctx context.Context, name string, version int) (domain.Environment, error) {
+	action := "get " + envLabel(name, version)
+	if err := s.checkOpen(); err != nil {
+		return domain.Environment{}, err
+	}
+	e, err := scanEnv(s.pool.QueryRow(ctx, `SELECT `+envColumns+` FROM envs
+		WHERE name = $1 AND ($2 = 0 OR version = $2) ORDER BY version DESC LIMIT 1`, name, version))
+	if err != nil {
+		return domain.Environment{}, interpretError(action, err)
+	}
+	return e, nil
+}
+
+// ListEnvs returns every version of name ("" for all), ordered by name and
+// version.
+func (s *Store) ListEnvs(ctx context.Context, name string) ([]domain.Environment, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+envColumns+` FROM envs
+		WHERE ($1 = '' OR name = $1) ORDER BY name COLLATE "C", version`, name)
+	if err != nil {
+		return nil, interpretError("list environments", err)
+	}
+	defer rows.Close()
+	var out []domain.Environment
+	for rows.Next() {
+		e, err := scanEnv(rows)
+		if err != nil {
+			return nil, interpretError("list environments", err)
+		}
+		out = append(out, e)
+	}
+	return out, interpretError("list environments", rows.Err())
+}
+
+// DeprecateEnv marks one version (or, for 0, every version) deprecated;
+// versions deprecated already are left as they are.
+func (s *Store) DeprecateEnv(ctx context.Context, name string, version int, reason string, at time.Time) ([]int, error) {
+	action := "deprecate " + envLabel(name, version)
+	var marked []int
+	err := s.write(ctx, func(w *writer) error {
+		marked = marked[:0]
+		var n int64
+		if err := w.queryRow(`SELECT COUNT(*) FROM envs WHERE name = $1 AND ($2 = 0 OR version = $2)`,
+			name, version).Scan(&n); err != nil {
+			return interpretError(action, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%s: %w", action, store.ErrNotFound)
+		}
+		return interpretError(action, w.queryRows(func(rows pgx.Rows) error {
+			var v int32
+			err := rows.Scan(&v)
+			marked = append(marked, int(v))
+			return err
+		}, `UPDATE envs SET deprecated = 1, deprecated_reason = $1, deprecated_at = $2
+			WHERE name = $3 AND ($4 = 0 OR version = $4) AND deprecated = 0 RETURNING version`,
+			reason, timeArg(at), name, version))
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING rows come in no promised order.
+	slices.Sort(marked)
+	return marked, nil
+}
+
+// scanEnv reads one envs row in envColumns order.
+func scanEnv(row rowScanner) (domain.Environment, error) {
+	var (
+		e                     domain.Environment
+		version, deprecated   int32
+		prefix, vars, check   string
+		deprecatedAt, created pgtype.Int8
+	)
+	if err := row.Scan(&e.Name, &version, &e.Image, &prefix, &vars, &check, &e.Description, &e.Digest,
+		&deprecated, &e.DeprecatedReason, &deprecatedAt, &e.CreatedBy, &created); err != nil {
+		return domain.Environment{}, err
+	}
+	e.Version = int(version)
+	if err := errors.Join(json.Unmarshal([]byte(prefix), &e.PathPrefix), json.Unmarshal([]byte(vars), &e.Vars),
+		json.Unmarshal([]byte(check), &e.Check)); err != nil {
+		return domain.Environment{}, fmt.Errorf("decode environment %s@%d: %w", e.Name, e.Version, err)
+	}
+	if len(e.PathPrefix) == 0 {
+		e.PathPrefix = nil
+	}
+	if len(e.Vars) == 0 {
+		e.Vars = nil
+	}
+	if len(e.Check) == 0 {
+		e.Check = nil
+	}
+	e.Deprecated = deprecated != 0
+	e.DeprecatedAt = timeOf(deprecatedAt)
+	e.CreatedAt = timeOf(created)
+	return e, nil
+}
+
+func envJSONList(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+func envJSONMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

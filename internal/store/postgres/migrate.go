@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded schema change, numbered by its file name prefix
+// ("0001_init.sql" is version 1). The numbers and names match the SQLite
+// backend's.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		prefix, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("embedded migration %q is not named NNNN_description.sql", name)
+		}
+		body, err := fs.ReadFile(migrationFS, path.Join("migrations", name))
+		if err != nil {
+			return nil, fmt.Errorf("read embedded migration %s: %w", name, err)
+		}
+		ms = append(ms, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("embedded migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// migrationLockSQL takes a session-level advisory lock on a fixed key per
+// schema, so replicas starting at once apply each migration exactly once.
+const (
+	migrationLockSQL   = `SELECT pg_advisory_lock(1952540017, hashtext(COALESCE(current_schema(), '')))`
+	migrationUnlockSQL = `SELECT pg_advisory_unlock(1952540017, hashtext(COALESCE(current_schema(), '')))`
+)
+
+// migrate applies, in order and each in its own transaction, every embedded
+// migration not yet recorded in schema_migrations, holding the migration
+// lock throughout. Opening an up-to-date database changes nothing.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (err error) {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Release()
+	conn := c.Conn()
+	var schema *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return interpretError("read the current schema", err)
+	}
+	if schema == nil {
+		return errors.New("no schema of the connection's search_path exists; create it, or set search_path to an existing schema (e.g. public)")
+	}
+	if _, err := conn.Exec(ctx, migrationLockSQL); err != nil {
+		return interpretError("take the migration lock", err)
+	}
+	defer func() {
+		if _, uerr := conn.Exec(context.Background(), migrationUnlockSQL); uerr != nil && err == nil {
+			err = interpretError("release the migration lock", uerr)
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at BIGINT  NOT NULL
+	)`); err != nil {
+		return interpretError("create schema_migrations table in schema "+*schema, err)
+	}
+	applied := map[int]bool{}
+	rows, err := conn.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return interpretError("read schema versions", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return interpretError("read schema versions", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return interpretError("read schema versions", err)
+	}
+	known := ms[len(ms)-1].version
+	for v := range applied {
+		if v > known {
+			return fmt.Errorf("database schema version %d is newer than this build supports (%d); run a newer trainyard release", v, known)
+		}
+	}
+	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return interpretError("begin migration "+m.name, err)
+		}
+		// The simple protocol runs the file's several statements at once.
+		if _, err := tx.Conn().PgConn().Exec(ctx, m.sql).ReadAll(); err != nil {
+			_ = tx.Rollback(context.Background())
+			return interpretError("apply migration "+m.name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+			m.version, m.name, time.Now().UTC().UnixNano()); err != nil {
+			_ = tx.Rollback(context.Background())
+			return interpretError("record migration "+m.name, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return interpretError("commit migration "+m.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,353 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// nodeJSON is the stored form of a domain.Node (domain types carry no JSON
+// tags, so the column format is fixed here; it matches the SQLite backend's).
+type nodeJSON struct {
+	Name   string  `json:"name"`
+	CPUs   float64 `json:"cpus"`
+	Memory int64   `json:"memory"`
+	GPUs   []int   `json:"gpus"`
+}
+
+func nodesArg(nodes []domain.Node) (string, error) {
+	out := make([]nodeJSON, len(nodes))
+	for i, n := range nodes {
+		gpus := n.GPUs
+		if gpus == nil {
+			gpus = []int{}
+		}
+		out[i] = nodeJSON{Name: n.Name, CPUs: n.CPUs, Memory: int64(n.Memory), GPUs: gpus}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+func nodesOf(s string) ([]domain.Node, error) {
+	var in []nodeJSON
+	if err := json.Unmarshal([]byte(s), &in); err != nil {
+		return nil, fmt.Errorf("stored node list is malformed: %w", err)
+	}
+	if len(in) == 0 {
+		return nil, nil
+	}
+	nodes := make([]domain.Node, len(in))
+	for i, n := range in {
+		var gpus []int
+		if len(n.GPUs) > 0 {
+			gpus = n.GPUs
+		}
+		nodes[i] = domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: domain.ByteSize(n.Memory), GPUs: gpus}
+	}
+	return nodes, nil
+}
+
+// prioritiesArg encodes priority classes as "low,normal"; none is "".
+func prioritiesArg(ps []domain.Priority) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = string(p)
+	}
+	return strings.Join(parts, ",")
+}
+
+func prioritiesOf(s string) []domain.Priority {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	ps := make([]domain.Priority, len(parts))
+	for i, p := range parts {
+		ps[i] = domain.Priority(p)
+	}
+	return ps
+}
+
+const (
+	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, created_at, updated_at`
+	getPoolSQL    = `SELECT ` + poolCols + ` FROM pools WHERE name = $1`
+	listPoolsSQL  = `SELECT ` + poolCols + ` FROM pools ORDER BY name COLLATE "C"`
+	upsertPoolSQL = `INSERT INTO pools (` + poolCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (name) DO UPDATE SET executor = excluded.executor, gpu_type = excluded.gpu_type,
+		nodes_json = excluded.nodes_json, max_gpus_per_job = excluded.max_gpus_per_job,
+		max_nodes_per_job = excluded.max_nodes_per_job, max_timeout = excluded.max_timeout,
+		max_running = excluded.max_running, priorities = excluded.priorities,
+		borrowing = excluded.borrowing, preemption = excluded.preemption, updated_at = excluded.updated_at
+		RETURNING created_at`
+
+	quotaCols      = `project, pool, gpus, cpus, memory, jobs, borrow_gpus, borrow_cpus, borrow_memory, borrow_jobs, max_priority, updated_at`
+	upsertQuotaSQL = `INSERT INTO quotas (` + quotaCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (project, pool) DO UPDATE SET gpus = excluded.gpus, cpus = excluded.cpus, memory = excluded.memory,
+		jobs = excluded.jobs, borrow_gpus = excluded.borrow_gpus, borrow_cpus = excluded.borrow_cpus,
+		borrow_memory = excluded.borrow_memory, borrow_jobs = excluded.borrow_jobs,
+		max_priority = excluded.max_priority, updated_at = excluded.updated_at`
+	poolExistsSQL   = `SELECT COUNT(*) FROM pools WHERE name = $1`
+	deleteQuotaSQL  = `DELETE FROM quotas WHERE project = $1 AND pool = $2`
+	listQuotasSQL   = `SELECT ` + quotaCols + ` FROM quotas WHERE ($1 = '' OR project = $1) AND ($2 = '' OR pool = $2) ORDER BY project COLLATE "C", pool COLLATE "C"`
+	upsertProjSQL   = `INSERT INTO projects (name, shares, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET shares = excluded.shares`
+	getProjectSQL   = `SELECT name, shares, created_at FROM projects WHERE name = $1`
+	listProjectsSQL = `SELECT name, shares, created_at FROM projects ORDER BY name COLLATE "C"`
+)
+
+func scanPool(sc rowScanner) (domain.Pool, error) {
+	var (
+		p                                         domain.Pool
+		executor, gpuType, nodes, prios           string
+		maxGPUs, maxNodes, maxTimeout, maxRunning int64
+		bor, pre                                  int32
+		created, updated                          pgtype.Int8
+	)
+	if err := sc.Scan(&p.Name, &executor, &gpuType, &nodes, &maxGPUs, &maxNodes, &maxTimeout, &maxRunning,
+		&prios, &bor, &pre, &created, &updated); err != nil {
+		return domain.Pool{}, err
+	}
+	ns, err := nodesOf(nodes)
+	if err != nil {
+		return domain.Pool{}, fmt.Errorf("pool %q: %w", p.Name, err)
+	}
+	p.Executor, p.GPUType, p.Nodes = executor, gpuType, ns
+	p.MaxGPUsPerJob, p.MaxNodesPerJob, p.MaxRunning = int(maxGPUs), int(maxNodes), int(maxRunning)
+	p.MaxTimeout = domain.Duration(maxTimeout)
+	p.Priorities = prioritiesOf(prios)
+	p.Borrowing, p.Preemption = bor != 0, pre != 0
+	p.CreatedAt, p.UpdatedAt = timeOf(created), timeOf(updated)
+	return p, nil
+}
+
+// PutPool creates the pool or replaces the one with the same name. CreatedAt
+// is kept from the first write (p.CreatedAt, or p.UpdatedAt when that is
+// zero); UpdatedAt is set to p.UpdatedAt.
+func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error) {
+	if p.Name == "" {
+		return domain.Pool{}, fmt.Errorf("put pool: the name is empty: %w", store.ErrInvalid)
+	}
+	nodes, err := nodesArg(p.Nodes)
+	if err != nil {
+		return domain.Pool{}, fmt.Errorf("put pool %q: encode nodes: %w", p.Name, err)
+	}
+	created := p.CreatedAt
+	if created.IsZero() {
+		created = p.UpdatedAt
+	}
+	var stored domain.Pool
+	action := fmt.Sprintf("put pool %q", p.Name)
+	err = s.write(ctx, func(w *writer) error {
+		var c pgtype.Int8
+		if err := w.queryRow(upsertPoolSQL, p.Name, p.Executor, p.GPUType, nodes, int64(p.MaxGPUsPerJob), int64(p.MaxNodesPerJob),
+			int64(p.MaxTimeout), int64(p.MaxRunning), prioritiesArg(p.Priorities), boolArg(p.Borrowing), boolArg(p.Preemption),
+			timeArg(created), timeArg(p.UpdatedAt)).Scan(&c); err != nil {
+			return interpretError(action, err)
+		}
+		stored = p
+		stored.CreatedAt = timeOf(c)
+		return nil
+	})
+	if err != nil {
+		return domain.Pool{}, err
+	}
+	stored.UpdatedAt = normTime(stored.UpdatedAt)
+	stored.Nodes = cloneNodes(stored.Nodes)
+	stored.Priorities = append([]domain.Priority(nil), stored.Priorities...)
+	if len(stored.Priorities) == 0 {
+		stored.Priorities = nil
+	}
+	return stored, nil
+}
+
+func cloneNodes(ns []domain.Node) []domain.Node {
+	if len(ns) == 0 {
+		return nil
+	}
+	out := make([]domain.Node, len(ns))
+	for i, n := range ns {
+		out[i] = n
+		if len(n.GPUs) > 0 {
+			out[i].GPUs = append([]int(nil), n.GPUs...)
+		} else {
+			out[i].GPUs = nil
+		}
+	}
+	return out
+}
+
+// GetPool returns the named pool or store.ErrNotFound.
+func (s *Store) GetPool(ctx context.Context, name string) (domain.Pool, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.Pool{}, err
+	}
+	p, err := scanPool(s.pool.QueryRow(ctx, getPoolSQL, name))
+	if err != nil {
+		return domain.Pool{}, interpretError(fmt.Sprintf("get pool %q", name), err)
+	}
+	return p, nil
+}
+
+// ListPools returns every pool, sorted by name.
+func (s *Store) ListPools(ctx context.Context) ([]domain.Pool, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, listPoolsSQL)
+	if err != nil {
+		return nil, interpretError("list pools", err)
+	}
+	defer rows.Close()
+	var out []domain.Pool
+	for rows.Next() {
+		p, err := scanPool(rows)
+		if err != nil {
+			return nil, interpretError("list pools", err)
+		}
+		out = append(out, p)
+	}
+	return out, interpretError("list pools", rows.Err())
+}
+
+// PutQuota creates or replaces the quota of (q.Project, q.Pool); the pool
+// must exist (store.ErrNotFound otherwise).
+func (s *Store) PutQuota(ctx context.Context, q domain.Quota) error {
+	action := fmt.Sprintf("put quota of project %q in pool %q", q.Project, q.Pool)
+	if q.Project == "" || q.Pool == "" {
+		return fmt.Errorf("%s: project and pool must both be set: %w", action, store.ErrInvalid)
+	}
+	return s.write(ctx, func(w *writer) error {
+		var n int64
+		if err := w.queryRow(poolExistsSQL, q.Pool).Scan(&n); err != nil {
+			return interpretError(action, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%s: pool %q does not exist: %w", action, q.Pool, store.ErrNotFound)
+		}
+		g, b := q.Guaranteed, q.Borrow
+		w.queue(action, upsertQuotaSQL, q.Project, q.Pool, int64(g.GPUs), g.CPUs, int64(g.Memory), int64(g.Jobs),
+			int64(b.GPUs), b.CPUs, int64(b.Memory), int64(b.Jobs), string(q.MaxPriority), timeArg(q.UpdatedAt))
+		return nil
+	})
+}
+
+// ListQuotas returns quotas sorted by project then pool, filtered by project
+// and/or pool when they are not empty.
+func (s *Store) ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, listQuotasSQL, project, pool)
+	if err != nil {
+		return nil, interpretError("list quotas", err)
+	}
+	defer rows.Close()
+	var out []domain.Quota
+	for rows.Next() {
+		var (
+			q                      domain.Quota
+			gg, gm, gj, bg, bm, bj int64
+			maxPrio                string
+			updated                pgtype.Int8
+		)
+		if err := rows.Scan(&q.Project, &q.Pool, &gg, &q.Guaranteed.CPUs, &gm, &gj,
+			&bg, &q.Borrow.CPUs, &bm, &bj, &maxPrio, &updated); err != nil {
+			return nil, interpretError("list quotas", err)
+		}
+		q.Guaranteed.GPUs, q.Guaranteed.Memory, q.Guaranteed.Jobs = int(gg), domain.ByteSize(gm), int(gj)
+		q.Borrow.GPUs, q.Borrow.Memory, q.Borrow.Jobs = int(bg), domain.ByteSize(bm), int(bj)
+		q.MaxPriority = domain.Priority(maxPrio)
+		q.UpdatedAt = timeOf(updated)
+		out = append(out, q)
+	}
+	return out, interpretError("list quotas", rows.Err())
+}
+
+// DeleteQuota removes the quota of project in pool; store.ErrNotFound when
+// there is none.
+func (s *Store) DeleteQuota(ctx context.Context, project, pool string) error {
+	action := fmt.Sprintf("delete quota of project %q in pool %q", project, pool)
+	return s.write(ctx, func(w *writer) error {
+		tag, err := w.exec(deleteQuotaSQL, project, pool)
+		if err != nil {
+			return interpretError(action, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%s: %w", action, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// PutProject creates the project or updates its shares. Shares of zero or
+// less store the default, 1. CreatedAt is kept from the first write (the
+// current time when p.CreatedAt is zero).
+func (s *Store) PutProject(ctx context.Context, p domain.Project) error {
+	action := fmt.Sprintf("put project %q", p.Name)
+	if p.Name == "" {
+		return fmt.Errorf("put project: the name is empty: %w", store.ErrInvalid)
+	}
+	shares := p.Shares
+	if shares <= 0 {
+		shares = 1
+	}
+	created := p.CreatedAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	return s.write(ctx, func(w *writer) error {
+		w.queue(action, upsertProjSQL, p.Name, shares, timeArg(created))
+		return nil
+	})
+}
+
+func scanProject(sc rowScanner) (domain.Project, error) {
+	var (
+		p       domain.Project
+		created pgtype.Int8
+	)
+	if err := sc.Scan(&p.Name, &p.Shares, &created); err != nil {
+		return domain.Project{}, err
+	}
+	p.CreatedAt = timeOf(created)
+	return p, nil
+}
+
+// GetProject returns the named project or store.ErrNotFound.
+func (s *Store) GetProject(ctx context.Context, name string) (domain.Project, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.Project{}, err
+	}
+	p, err := scanProject(s.pool.QueryRow(ctx, getProjectSQL, name))
+	if err != nil {
+		return domain.Project{}, interpretError(fmt.Sprintf("get project %q", name), err)
+	}
+	return p, nil
+}
+
+// ListProjects returns every project, sorted by name.
+func (s *Store) ListProjects(ctx context.Context) ([]domain.Project, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, listProjectsSQL)
+	if err != nil {
+		return nil, interpretError("list projects", err)
+	}
+	defer rows.Close()
+	var out []domain.Project
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, interpretError("list projects", err)
+		}
+		out = append(out, p)
+	}
+	return out, interpretError("list projects", rows.Err())
+}

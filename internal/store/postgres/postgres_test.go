@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/storetest"
+)
+
+// testDSN returns the database the tests use, from TRAINYARD_TEST_POSTGRES.
+// Without it the test is skipped, except under CI, where it fails.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("TRAINYARD_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TRAINYARD_TEST_POSTGRES is not set: CI must run the PostgreSQL store tests; set it to a database the tests may create schemas in, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+		}
+		t.Skip("TRAINYARD_TEST_POSTGRES is not set; set it to a PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run these tests")
+	}
+	return dsn
+}
+
+// withSearchPath returns dsn with its search_path set to schema.
+func withSearchPath(t testing.TB, dsn, schema string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return dsn + " search_path=" + schema
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// newSchema creates an empty schema with a random name, dropped with
+// everything in it when the test ends, and returns a DSN that uses it, so
+// parallel tests and packages never share tables.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	dsn := testDSN(t)
+	ctx := context.Background()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "test_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to TRAINYARD_TEST_POSTGRES: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("connect to drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return withSearchPath(t, dsn, schema)
+}
+
+// openTest opens a store on a fresh schema and closes it at cleanup (before
+// the schema is dropped).
+func openTest(t testing.TB) *Store {
+	t.Helper()
+	dsn := newSchema(t)
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store { return openTest(t) })
+}
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)
+
+func testNewJob(t testing.TB, name string) store.NewJob {
+	t.Helper()
+	p, err := jobInput(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// jobInput is the CreateJob input of a small spec named name.
+func jobInput(name string) (store.NewJob, error) {
+	spec := domain.Spec{Name: name, Project: "p", Pool: "standard", Entrypoint: []string{"python", "train.py"},
+		Policy: domain.Policy{Priority: domain.PriorityNormal}}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return store.NewJob{}, fmt.Errorf("marshal spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return store.NewJob{
+		Spec: spec, SpecJSON: b, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Submitter: "alice", SubmittedAt: t0, Actor: "user:alice",
+		OutputDir: func(id int64) string { return fmt.Sprintf("/artifacts/p/%s/%d", name, id) },
+	}, nil
+}
+
+func TestOpenRejectsEmptyAndMalformedDSN(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Open(ctx, ""); err == nil || !strings.Contains(err.Error(), "connection string is empty") {
+		t.Errorf("Open(\"\") = %v, want an error saying the connection string is empty", err)
+	}
+	_, err := Open(ctx, "postgres://bob:hunter2@host:notaport/db")
+	if err == nil {
+		t.Fatal("Open with a malformed port succeeded")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Open error reveals the password: %v", err)
+	}
+}
