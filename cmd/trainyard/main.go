@@ -33,5 +33,5 @@ func rootCommand() *cobra.Command {
 	shim := &cobra.Command{Use: "shim", Hidden: true, Short: "Supervise one attempt (internal)",
 		DisableFlagParsing: true,
 		Run:                func(cmd *cobra.Command, args []string) { os.Exit(local.ShimMain(args)) }}
-	return cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), shim)
+	return cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), storeCommand(), shim)
 }
