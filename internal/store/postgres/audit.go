@@ -24,8 +24,6 @@ import (
 // Seq has no gaps and a change that rolls back leaves no record.
 
 const (
-	insertAuditSQL = `INSERT INTO audit (seq, at, actor, action, target, before_json, after_json, result,
-		detail, client, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	auditCols = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
 )
 
@@ -131,9 +129,11 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 		buf = audit.AppendCanonical(buf[:0], rec)
 		sum := sha256.Sum256(buf)
 		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
-		w.queue(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), insertAuditSQL,
-			rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
-			rec.Before, rec.After, rec.Result, rec.Detail, rec.Client, rec.PrevHash, rec.Hash)
+		b := &w.bulk
+		b.auSeq, b.auAt, b.auActor = append(b.auSeq, rec.Seq), append(b.auAt, rec.At.UnixNano()), append(b.auActor, rec.Actor)
+		b.auAction, b.auTarget, b.auBefore = append(b.auAction, rec.Action), append(b.auTarget, rec.Target), append(b.auBefore, rec.Before)
+		b.auAfter, b.auResult, b.auDetail = append(b.auAfter, rec.After), append(b.auResult, rec.Result), append(b.auDetail, rec.Detail)
+		b.auClient, b.auPrev, b.auHash = append(b.auClient, rec.Client), append(b.auPrev, rec.PrevHash), append(b.auHash, rec.Hash)
 		seq, head = rec.Seq, rec.Hash
 	}
 	w.audit.head = auditHead{seq: seq, hash: head, known: true}

@@ -14,8 +14,7 @@ import (
 // A job's code package lives in its own table (migration 0011), one row per
 // job that has one, so the jobs row and its hot queries stay as they are.
 const (
-	insertJobCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty) VALUES ($1, $2, $3, $4)`
-	jobCodeSQL       = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = $1`
+	jobCodeSQL = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = $1`
 )
 
 // validateCode checks a NewJob's code reference before anything is written.
@@ -28,15 +27,6 @@ func validateCode(c *domain.CodeRef) error {
 		return fmt.Errorf("create job: code package hash %q is not \"sha256:<64 lowercase hex>\": %w", c.SHA256, store.ErrInvalid)
 	}
 	return nil
-}
-
-// queueJobCode records the code package of the new job id, in the job's
-// transaction; nil records nothing.
-func (w *writer) queueJobCode(id int64, c *domain.CodeRef) {
-	if c == nil {
-		return
-	}
-	w.queue("create job: record code package", insertJobCodeSQL, id, c.SHA256, c.Commit, boolArg(c.Dirty))
 }
 
 // jobCodeIn reads the code package of job id inside a write (nil: none).

@@ -14,11 +14,12 @@ import (
 // the SQLite backend.
 
 // timeArg is the column value of t.
-func timeArg(t time.Time) any {
+func timeArg(t time.Time) *int64 {
 	if t.IsZero() {
 		return nil
 	}
-	return t.UnixNano()
+	n := t.UnixNano()
+	return &n
 }
 
 // timeOf is the time.Time of a column value written by timeArg.

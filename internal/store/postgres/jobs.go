@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"trainyard/internal/domain"
@@ -36,11 +35,7 @@ const (
 	getJobSQL         = fullJobSelect + ` WHERE jobs.id = $1`
 	jobByIdemKeySQL   = fullJobSelect + ` WHERE jobs.submitter = $1 AND jobs.idempotency_key = $2`
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`
-	insertJobSQL      = `INSERT INTO jobs (id, name, project, pool, state, reason, message, priority, submitter,
-		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
-		req_timeout_ns, preemptible, rerun_of, output_dir)
-		VALUES ($1, $2, $3, $4, $5, $6, '', $7, $8, $9, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
-	insertEventSQL = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
+	insertEventSQL    = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 )
 
@@ -157,30 +152,33 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		if p.OutputDir != nil {
 			dir = p.OutputDir(id)
 		}
-		w.queue("create job: store config snapshot", insertSnapshotSQL, p.SpecHash, string(p.SpecJSON))
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources
-		var rerun any
+		b := &w.bulk
+		b.addSnapshot(p.SpecHash, string(p.SpecJSON))
+		b.jobID = append(b.jobID, id)
+		b.jobName, b.jobProject, b.jobPool = append(b.jobName, p.Spec.Name), append(b.jobProject, p.Spec.Project), append(b.jobPool, p.Spec.Pool)
+		b.jobState, b.jobReason = append(b.jobState, string(domain.JobQueued)), append(b.jobReason, string(domain.ReasonSubmitted))
+		b.jobPriority, b.jobSubmitter = append(b.jobPriority, string(p.Spec.Policy.Priority)), append(b.jobSubmitter, p.Submitter)
+		b.jobAt, b.jobHash, b.jobIdem = append(b.jobAt, at), append(b.jobHash, p.SpecHash), append(b.jobIdem, p.IdempotencyKey)
+		b.jobGPUs, b.jobCPUs, b.jobMem = append(b.jobGPUs, int64(r.GPUs)), append(b.jobCPUs, r.CPUs), append(b.jobMem, int64(r.Memory))
+		b.jobNodes, b.jobTimeout = append(b.jobNodes, int64(r.Nodes)), append(b.jobTimeout, int64(p.Spec.Policy.Timeout))
+		b.jobPreemptible = append(b.jobPreemptible, boolArg(p.Spec.Policy.Preemptible))
+		var rerun *int64
 		if p.RerunOf != 0 {
-			rerun = p.RerunOf
+			rerun = &p.RerunOf
 		}
-		w.queueCheck(func(_ pgconn.CommandTag, err error) error {
-			switch violatedConstraint(err) {
-			case outputDirConstraint:
-				return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
-			case idemKeyConstraint:
-				return fmt.Errorf("create job: another submit by %q with idempotency key %q is being stored at this moment; retry to get its job: %w",
-					p.Submitter, p.IdempotencyKey, store.ErrConflict)
-			}
-			return interpretError("create job", err)
-		}, insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, string(domain.JobQueued),
-			string(domain.ReasonSubmitted), string(p.Spec.Policy.Priority), p.Submitter, at, p.SpecHash, p.IdempotencyKey,
-			int64(r.GPUs), r.CPUs, int64(r.Memory), int64(r.Nodes), int64(p.Spec.Policy.Timeout),
-			boolArg(p.Spec.Policy.Preemptible), rerun, nullString(dir))
-		w.queue("create job: record submit event", insertEventSQL, id, 0, at, "", string(domain.JobQueued), p.Actor,
-			string(domain.ReasonSubmitted), "")
-		w.queueJobCode(id, p.Code) // code.go
-		w.audit.id = id            // fills "{id}" in the attached audit records' Target
+		var dirArg *string
+		if dir != "" {
+			dirArg = &dir
+		}
+		b.jobRerun, b.jobDir = append(b.jobRerun, rerun), append(b.jobDir, dirArg)
+		b.addEvent(id, 0, at, "", string(domain.JobQueued), p.Actor, string(domain.ReasonSubmitted), "")
+		if c := p.Code; c != nil {
+			b.codeJob, b.codeSHA = append(b.codeJob, id), append(b.codeSHA, c.SHA256)
+			b.codeCommit, b.codeDirty = append(b.codeCommit, c.Commit), append(b.codeDirty, boolArg(c.Dirty))
+		}
+		w.audit.id = id // fills "{id}" in the attached audit records' Target
 		sub := normTime(p.SubmittedAt)
 		job = domain.Job{
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
@@ -238,17 +236,46 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, interpretError("list jobs", err)
 	}
 	defer rows.Close()
-	jobs := make([]domain.Job, 0, min(max(f.Limit, 16), 1024))
+	// Rows gather in chunks joined once at the end: a 100,000-job snapshot
+	// would otherwise be copied over and over as one slice grows.
+	const chunkLen = 4096
+	var (
+		chunks [][]domain.Job
+		cur    = make([]domain.Job, 0, min(max(f.Limit, 16), chunkLen))
+		total  int
+	)
+	fast := newJobListScanner(rows) // fastscan.go
 	for rows.Next() {
-		j, err := scanJob(rows, false)
+		var (
+			j   domain.Job
+			err error
+		)
+		if fast != nil {
+			j, err = fast.scan(rows)
+		} else {
+			j, err = scanJob(rows, false)
+		}
 		if err != nil {
 			return nil, interpretError("list jobs", err)
 		}
-		jobs = append(jobs, j)
+		if len(cur) == cap(cur) && len(cur) >= chunkLen {
+			chunks = append(chunks, cur)
+			cur = make([]domain.Job, 0, chunkLen)
+		}
+		cur = append(cur, j)
+		total++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError("list jobs", err)
 	}
+	if len(chunks) == 0 {
+		return cur, nil
+	}
+	jobs := make([]domain.Job, 0, total)
+	for _, c := range chunks {
+		jobs = append(jobs, c...)
+	}
+	jobs = append(jobs, cur...)
 	return jobs, nil
 }
 

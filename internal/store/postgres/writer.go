@@ -81,6 +81,9 @@ type writer struct {
 	queued, sent int
 	aborted      bool
 
+	bulk         bulk // rows waiting for their multi-row INSERT: bulk.go
+	materialized int  // times bulk rows became statements
+
 	audit auditState // the audit hook's state: see audit.go
 	ids   []int64    // job ids preallocated for this batch's CreateJob requests
 }
@@ -135,6 +138,7 @@ func (w *writer) release() {
 // queue adds a statement to the next pipeline; a failure is reported as
 // interpretError(action, err).
 func (w *writer) queue(action, sql string, args ...any) {
+	w.materialize()
 	w.queued++
 	w.pending = append(w.pending, pendingStmt{sql: sql, args: args, check: func(_ pgconn.CommandTag, err error) error {
 		return interpretError(action, err)
@@ -143,6 +147,7 @@ func (w *writer) queue(action, sql string, args ...any) {
 
 // queueCheck adds a statement whose outcome check judges.
 func (w *writer) queueCheck(check func(pgconn.CommandTag, error) error, sql string, args ...any) {
+	w.materialize()
 	w.queued++
 	w.pending = append(w.pending, pendingStmt{sql: sql, args: args, check: check})
 }
@@ -155,6 +160,7 @@ func (w *writer) flush() error { return w.roundTrip("", nil, nil) }
 // as its check made it (the statements after it do not run); otherwise the
 // error of read.
 func (w *writer) roundTrip(sql string, args []any, read func(pgx.BatchResults) error) error {
+	w.materialize()
 	if len(w.pending) == 0 && read == nil {
 		return nil
 	}
@@ -391,6 +397,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 // it is broken (the next batch connects afresh).
 func (w *writer) rollback() {
 	w.pending = w.pending[:0]
+	w.bulk = bulk{}
 	if w.conn == nil {
 		return
 	}
@@ -445,6 +452,7 @@ func (w *writer) begin(jobs int, audited bool) error {
 	w.ids = w.ids[:0]
 	w.pending = w.pending[:0]
 	w.queued, w.sent = 0, 0
+	w.bulk = bulk{}
 	w.queue("begin", "BEGIN")
 	switch {
 	case audited:
@@ -488,6 +496,7 @@ func (w *writer) runInSavepoint(name string, fn func(w *writer) error) (err, fat
 		return w.runOptimistic(fn)
 	}
 	mark, flushes := len(w.pending), w.flushes
+	bmark, mats := w.bulk.mark(), w.materialized
 	established := false
 	w.pending = append(w.pending, pendingStmt{sql: "SAVEPOINT " + name,
 		check: func(_ pgconn.CommandTag, err error) error { return interpretError("open savepoint", err) },
@@ -499,6 +508,11 @@ func (w *writer) runInSavepoint(name string, fn func(w *writer) error) (err, fat
 	if err == nil {
 		w.queue("release savepoint", "RELEASE "+name)
 		return nil, nil
+	}
+	if w.materialized != mats {
+		w.bulk = bulk{} // what it holds now was added by fn
+	} else {
+		w.bulk.truncate(bmark)
 	}
 	if w.flushes == flushes {
 		// Nothing left for the server: drop the unsent statements.
@@ -531,16 +545,18 @@ var errRetrySafely = errors.New("a write request failed after its writes reached
 // took effect fails through a statement (a constraint, a guard check), never
 // through a Go error after an answered write.
 func (w *writer) runOptimistic(fn func(w *writer) error) (err, fatal error) {
-	mark := w.queued
+	mark, bmark, mats := w.queued, w.bulk.mark(), w.materialized
 	err = callSafely(w, fn)
 	switch {
 	case err == nil:
 		return nil, nil
-	case w.aborted || w.sent > mark:
+	case w.aborted || w.sent > mark || w.materialized != mats:
+		// Its writes left, or joined statements holding others' rows.
 		return nil, errRetrySafely
 	}
 	w.pending = w.pending[:mark-w.sent]
 	w.queued = mark
+	w.bulk.truncate(bmark)
 	return err, nil
 }
 
