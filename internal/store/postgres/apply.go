@@ -11,6 +11,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // Apply applies changes in order in one transaction. A change whose guard
@@ -192,7 +193,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 			}
 			return interpretError(fmt.Sprintf("create attempt %d of job %d", a.Number, c.JobID), err)
 		}, insertAttemptSQL, c.JobID, a.Number, string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
-			a.Node, gpusArg(a.GPUs), timeArg(c.At), started, finished, boolArg(a.Borrowed))
+			a.Node, column.GPUs(a.GPUs), timeArg(c.At), started, finished, boolArg(a.Borrowed))
 		queueOneRow(w, fmt.Sprintf("count attempt %d of job %d", a.Number, c.JobID), bumpAttemptsSQL, c.JobID, jobAttempts)
 		return nil
 	}
@@ -213,7 +214,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 	u := usageOf(a)
 	queueOneRow(w, fmt.Sprintf("move job %d attempt %d from %s to %s", c.JobID, a.Number, cur, a.To), updateAttemptSQL,
 		string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
-		a.Node, boolArg(a.GPUs != nil), gpusArg(a.GPUs),
+		a.Node, boolArg(a.GPUs != nil), column.GPUs(a.GPUs),
 		started, finished, boolArg(a.Usage != nil), u.CPUSeconds, int64(u.MaxRSS),
 		c.JobID, a.Number, state)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"trainyard/internal/audit"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // The audit log lives in table audit (migration 0004). Records are appended
@@ -78,32 +79,12 @@ func runRequest(w *writer, r *writeReq) error {
 	return w.appendAudit(recs)
 }
 
-// checkAudit rejects a record the log must not hold.
-func checkAudit(rec domain.AuditRecord) error {
-	var problems []string
-	if rec.Actor == "" {
-		problems = append(problems, "the actor is empty")
-	}
-	if rec.Action == "" {
-		problems = append(problems, "the action is empty")
-	}
-	switch rec.Result {
-	case domain.AuditOK, domain.AuditDenied, domain.AuditFailed:
-	default:
-		problems = append(problems, fmt.Sprintf("result %q is not ok, denied or failed", rec.Result))
-	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return fmt.Errorf("audit record %q on %q: %s: %w", rec.Action, rec.Target, strings.Join(problems, "; "), store.ErrInvalid)
-}
-
 // appendAudit chains recs to the newest stored record and queues their
 // inserts. The head it advances is restored by the batch when the request
 // fails.
 func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 	for _, rec := range recs {
-		if err := checkAudit(rec); err != nil {
+		if err := column.CheckAudit(rec); err != nil {
 			return fmt.Errorf("append audit: %w", err)
 		}
 	}
@@ -148,7 +129,7 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 // and nothing is written).
 func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
 	for _, rec := range recs {
-		if err := checkAudit(rec); err != nil {
+		if err := column.CheckAudit(rec); err != nil {
 			return fmt.Errorf("append audit: %w", err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // jobCols are the jobs columns every job query reads, in scanJob order.
@@ -411,7 +412,7 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 	}
 	a.Number, a.State, a.Reason = int(number), domain.AttemptState(state), domain.Reason(reason)
 	var err error
-	if a.GPUs, err = gpusOf(gpus); err != nil {
+	if a.GPUs, err = column.ParseGPUs(gpus); err != nil {
 		return domain.Attempt{}, fmt.Errorf("attempt %d of job %d: %w", a.Number, a.JobID, err)
 	}
 	a.ExitCode = exitCodeOf(exit)

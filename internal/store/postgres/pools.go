@@ -2,78 +2,15 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
-
-// nodeJSON is the stored form of a domain.Node (domain types carry no JSON
-// tags, so the column format is fixed here; it matches the SQLite backend's).
-type nodeJSON struct {
-	Name   string  `json:"name"`
-	CPUs   float64 `json:"cpus"`
-	Memory int64   `json:"memory"`
-	GPUs   []int   `json:"gpus"`
-}
-
-func nodesArg(nodes []domain.Node) (string, error) {
-	out := make([]nodeJSON, len(nodes))
-	for i, n := range nodes {
-		gpus := n.GPUs
-		if gpus == nil {
-			gpus = []int{}
-		}
-		out[i] = nodeJSON{Name: n.Name, CPUs: n.CPUs, Memory: int64(n.Memory), GPUs: gpus}
-	}
-	b, err := json.Marshal(out)
-	return string(b), err
-}
-
-func nodesOf(s string) ([]domain.Node, error) {
-	var in []nodeJSON
-	if err := json.Unmarshal([]byte(s), &in); err != nil {
-		return nil, fmt.Errorf("stored node list is malformed: %w", err)
-	}
-	if len(in) == 0 {
-		return nil, nil
-	}
-	nodes := make([]domain.Node, len(in))
-	for i, n := range in {
-		var gpus []int
-		if len(n.GPUs) > 0 {
-			gpus = n.GPUs
-		}
-		nodes[i] = domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: domain.ByteSize(n.Memory), GPUs: gpus}
-	}
-	return nodes, nil
-}
-
-// prioritiesArg encodes priority classes as "low,normal"; none is "".
-func prioritiesArg(ps []domain.Priority) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = string(p)
-	}
-	return strings.Join(parts, ",")
-}
-
-func prioritiesOf(s string) []domain.Priority {
-	if s == "" {
-		return nil
-	}
-	parts := strings.Split(s, ",")
-	ps := make([]domain.Priority, len(parts))
-	for i, p := range parts {
-		ps[i] = domain.Priority(p)
-	}
-	return ps
-}
 
 const (
 	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, created_at, updated_at`
@@ -113,14 +50,14 @@ func scanPool(sc rowScanner) (domain.Pool, error) {
 		&prios, &bor, &pre, &created, &updated); err != nil {
 		return domain.Pool{}, err
 	}
-	ns, err := nodesOf(nodes)
+	ns, err := column.ParseNodes(nodes)
 	if err != nil {
 		return domain.Pool{}, fmt.Errorf("pool %q: %w", p.Name, err)
 	}
 	p.Executor, p.GPUType, p.Nodes = executor, gpuType, ns
 	p.MaxGPUsPerJob, p.MaxNodesPerJob, p.MaxRunning = int(maxGPUs), int(maxNodes), int(maxRunning)
 	p.MaxTimeout = domain.Duration(maxTimeout)
-	p.Priorities = prioritiesOf(prios)
+	p.Priorities = column.ParsePriorities(prios)
 	p.Borrowing, p.Preemption = bor != 0, pre != 0
 	p.CreatedAt, p.UpdatedAt = timeOf(created), timeOf(updated)
 	return p, nil
@@ -133,7 +70,7 @@ func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
 	if p.Name == "" {
 		return domain.Pool{}, fmt.Errorf("put pool: the name is empty: %w", store.ErrInvalid)
 	}
-	nodes, err := nodesArg(p.Nodes)
+	nodes, err := column.Nodes(p.Nodes)
 	if err != nil {
 		return domain.Pool{}, fmt.Errorf("put pool %q: encode nodes: %w", p.Name, err)
 	}
@@ -146,7 +83,7 @@ func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
 	err = s.write(ctx, func(w *writer) error {
 		var c pgtype.Int8
 		if err := w.queryRow(upsertPoolSQL, p.Name, p.Executor, p.GPUType, nodes, int64(p.MaxGPUsPerJob), int64(p.MaxNodesPerJob),
-			int64(p.MaxTimeout), int64(p.MaxRunning), prioritiesArg(p.Priorities), boolArg(p.Borrowing), boolArg(p.Preemption),
+			int64(p.MaxTimeout), int64(p.MaxRunning), column.Priorities(p.Priorities), boolArg(p.Borrowing), boolArg(p.Preemption),
 			timeArg(created), timeArg(p.UpdatedAt)).Scan(&c); err != nil {
 			return interpretError(action, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // Apply applies changes in order in one transaction. A change whose guard
@@ -190,7 +191,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 			return guardf(store.ErrConflict, "job %d: cannot create attempt %d, the next attempt is %d", c.JobID, a.Number, jobAttempts+1)
 		}
 		if _, err := w.exec(insertAttemptSQL, c.JobID, a.Number, a.To, a.Reason, a.Message, exitCodeArg(a.ExitCode),
-			a.Node, gpusArg(a.GPUs), timeArg(c.At), started, finished, boolArg(a.Borrowed)); err != nil {
+			a.Node, column.GPUs(a.GPUs), timeArg(c.At), started, finished, boolArg(a.Borrowed)); err != nil {
 			if isUniqueViolation(err) {
 				return guardf(store.ErrConflict, "job %d: attempt %d already exists", c.JobID, a.Number)
 			}
@@ -215,7 +216,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 		return guardf(store.ErrConflict, "job %d attempt %d is %s, not %v", c.JobID, a.Number, cur, a.From)
 	}
 	if err := expectOneRow(w, updateAttemptSQL, a.To, a.Reason, a.Message, exitCodeArg(a.ExitCode),
-		a.Node, a.Node, boolArg(a.GPUs != nil), gpusArg(a.GPUs),
+		a.Node, a.Node, boolArg(a.GPUs != nil), column.GPUs(a.GPUs),
 		started, finished, boolArg(a.Usage != nil), usageOf(a).CPUSeconds, boolArg(a.Usage != nil), int64(usageOf(a).MaxRSS),
 		c.JobID, a.Number, cur); err != nil {
 		return fmt.Errorf("move job %d attempt %d from %s to %s: %w", c.JobID, a.Number, cur, a.To, err)

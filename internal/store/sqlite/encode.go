@@ -2,9 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -49,35 +46,6 @@ func boolArg(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// gpusArg encodes GPU indices as "0,1,3"; no GPUs is "".
-func gpusArg(gpus []int) string {
-	var b strings.Builder
-	for i, g := range gpus {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(g))
-	}
-	return b.String()
-}
-
-// gpusOf decodes a value written by gpusArg; "" is nil.
-func gpusOf(s string) ([]int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	gpus := make([]int, len(parts))
-	for i, p := range parts {
-		g, err := strconv.Atoi(p)
-		if err != nil {
-			return nil, fmt.Errorf("stored GPU list %q is malformed: %w", s, err)
-		}
-		gpus[i] = g
-	}
-	return gpus, nil
 }
 
 func exitCodeArg(code *int) any {

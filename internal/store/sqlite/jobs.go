@@ -15,6 +15,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // jobCols are the jobs columns every job query reads, in scanJob order.
@@ -388,7 +389,7 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 		return domain.Attempt{}, err
 	}
 	var err error
-	if a.GPUs, err = gpusOf(gpus); err != nil {
+	if a.GPUs, err = column.ParseGPUs(gpus); err != nil {
 		return domain.Attempt{}, fmt.Errorf("attempt %d of job %d: %w", a.Number, a.JobID, err)
 	}
 	a.ExitCode = exitCodeOf(exit)

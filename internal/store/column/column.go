@@ -1,0 +1,129 @@
+// Package column holds the column formats both store backends write, so a
+// row copied from one backend (trainyard store copy) reads the same in the
+// other, and the rules both apply to what they store. It imports domain and
+// store only.
+package column
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// GPUs encodes GPU indices as "0,1,3"; no GPUs is "".
+func GPUs(gpus []int) string {
+	var b strings.Builder
+	for i, g := range gpus {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(g))
+	}
+	return b.String()
+}
+
+// ParseGPUs decodes a value written by GPUs; "" is nil.
+func ParseGPUs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	gpus := make([]int, len(parts))
+	for i, p := range parts {
+		g, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("stored GPU list %q is malformed: %w", s, err)
+		}
+		gpus[i] = g
+	}
+	return gpus, nil
+}
+
+// node is the stored form of a domain.Node (domain types carry no JSON
+// tags, so the column format is fixed here).
+type node struct {
+	Name   string  `json:"name"`
+	CPUs   float64 `json:"cpus"`
+	Memory int64   `json:"memory"`
+	GPUs   []int   `json:"gpus"`
+}
+
+// Nodes encodes a pool's nodes as a JSON array.
+func Nodes(nodes []domain.Node) (string, error) {
+	out := make([]node, len(nodes))
+	for i, n := range nodes {
+		gpus := n.GPUs
+		if gpus == nil {
+			gpus = []int{}
+		}
+		out[i] = node{Name: n.Name, CPUs: n.CPUs, Memory: int64(n.Memory), GPUs: gpus}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+// ParseNodes decodes a value written by Nodes; an empty list is nil.
+func ParseNodes(s string) ([]domain.Node, error) {
+	var in []node
+	if err := json.Unmarshal([]byte(s), &in); err != nil {
+		return nil, fmt.Errorf("stored node list is malformed: %w", err)
+	}
+	if len(in) == 0 {
+		return nil, nil
+	}
+	nodes := make([]domain.Node, len(in))
+	for i, n := range in {
+		var gpus []int
+		if len(n.GPUs) > 0 {
+			gpus = n.GPUs
+		}
+		nodes[i] = domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: domain.ByteSize(n.Memory), GPUs: gpus}
+	}
+	return nodes, nil
+}
+
+// Priorities encodes priority classes as "low,normal"; none is "".
+func Priorities(ps []domain.Priority) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = string(p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParsePriorities decodes a value written by Priorities; "" is nil.
+func ParsePriorities(s string) []domain.Priority {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	ps := make([]domain.Priority, len(parts))
+	for i, p := range parts {
+		ps[i] = domain.Priority(p)
+	}
+	return ps
+}
+
+// CheckAudit rejects an audit record the log must not hold.
+func CheckAudit(rec domain.AuditRecord) error {
+	var problems []string
+	if rec.Actor == "" {
+		problems = append(problems, "the actor is empty")
+	}
+	if rec.Action == "" {
+		problems = append(problems, "the action is empty")
+	}
+	switch rec.Result {
+	case domain.AuditOK, domain.AuditDenied, domain.AuditFailed:
+	default:
+		problems = append(problems, fmt.Sprintf("result %q is not ok, denied or failed", rec.Result))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("audit record %q on %q: %s: %w", rec.Action, rec.Target, strings.Join(problems, "; "), store.ErrInvalid)
+}

@@ -1,0 +1,47 @@
+package column
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+func TestRoundTrips(t *testing.T) {
+	for _, g := range [][]int{nil, {0}, {0, 1, 3}} {
+		got, err := ParseGPUs(GPUs(g))
+		if err != nil || !reflect.DeepEqual(got, g) {
+			t.Errorf("GPUs %v round-trips to %v, %v", g, got, err)
+		}
+	}
+	if _, err := ParseGPUs("0,x"); err == nil {
+		t.Error("a malformed GPU list parsed")
+	}
+	nodes := []domain.Node{{Name: "a", CPUs: 8, Memory: 1 << 30, GPUs: []int{0, 1}}, {Name: "b", CPUs: 0.5}}
+	s, err := Nodes(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != `[{"name":"a","cpus":8,"memory":1073741824,"gpus":[0,1]},{"name":"b","cpus":0.5,"memory":0,"gpus":[]}]` {
+		t.Errorf("the stored node format changed: %s (rows stored by earlier versions must still read)", s)
+	}
+	if got, err := ParseNodes(s); err != nil || !reflect.DeepEqual(got, nodes) {
+		t.Errorf("nodes round-trip to %+v, %v", got, err)
+	}
+	ps := []domain.Priority{domain.PriorityLow, domain.PriorityUrgent}
+	if got := ParsePriorities(Priorities(ps)); !reflect.DeepEqual(got, ps) || ParsePriorities("") != nil {
+		t.Errorf("priorities round-trip to %v", got)
+	}
+}
+
+func TestCheckAudit(t *testing.T) {
+	if err := CheckAudit(domain.AuditRecord{Actor: "user:a", Action: "job.submit", Result: domain.AuditOK}); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckAudit(domain.AuditRecord{Result: "maybe"})
+	if !errors.Is(err, store.ErrInvalid) || err.Error() == "" {
+		t.Fatalf("an invalid record: %v", err)
+	}
+}
