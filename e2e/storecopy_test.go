@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"trainyard/internal/api/apitypes"
 )
 
 // runBinary runs trainyard without a server environment.
@@ -35,7 +37,16 @@ func TestStoreCopySQLiteToPostgres(t *testing.T) {
 	s.waitState(ok.ID, 30*time.Second, "succeeded")
 	s.waitState(bad.ID, 30*time.Second, "failed")
 	s.mustCLI("user", "create", "alice")
-	before := s.mustCLI("ls")
+	jobsNow := func() string {
+		var list apitypes.JobList
+		s.api("GET", "/api/v1/jobs?limit=100", nil, &list)
+		var b strings.Builder
+		for _, j := range list.Jobs {
+			fmt.Fprintf(&b, "%d %s %s %s %s\n", j.ID, j.Name, j.State, j.Reason, j.Submitter)
+		}
+		return b.String()
+	}
+	before := jobsNow()
 	s.shutdown()
 
 	out := runBinary(t, "store", "copy", "--from", "sqlite:"+filepath.Join(s.data, "trainyard.db"), "--to", dsn)
@@ -49,7 +60,7 @@ func TestStoreCopySQLiteToPostgres(t *testing.T) {
 	if v := s.mustCLI("audit", "verify"); !strings.Contains(v, "audit log intact") {
 		t.Errorf("audit verify after the copy: %s", v)
 	}
-	if after := s.mustCLI("ls"); after != before {
+	if after := jobsNow(); after != before {
 		t.Errorf("jobs after the copy:\n%s\nbefore:\n%s", after, before)
 	}
 	j := s.job(bad.ID)
