@@ -32,9 +32,15 @@ type quotaMsgKey struct {
 	needBits uint64
 }
 
-func backoffMessage(d time.Duration) string {
-	return "retry backoff: may start in " + domain.FormatDuration(d.Round(time.Second))
+// backoffMessage names when a retry may start. Times in messages are
+// absolute, so a waiting job's message stays the same from pass to pass
+// (and is not written again) until the facts change.
+func backoffMessage(notBefore time.Time) string {
+	return "retry backoff: may start at " + stamp(notBefore)
 }
+
+// stamp formats a time in messages: UTC, to the second.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
 func (ps *poolState) priorityNotAccepted(j *Pending) string {
 	return fmt.Sprintf("pool %s does not accept priority %s (accepts %s); resubmit with an accepted priority",
@@ -199,9 +205,9 @@ func (ps *poolState) reservedText(j *Pending) string {
 	case h.est.IsZero():
 		b.WriteString(", whose start cannot be estimated (running jobs without timeout), so no job may run ahead of it there")
 	case j.Timeout <= 0:
-		fmt.Fprintf(&b, ", estimated to start in %s; a job without a timeout may not run ahead of it", domain.FormatDuration(h.est.Sub(ps.now).Round(time.Second)))
+		fmt.Fprintf(&b, ", estimated to start at %s; a job without a timeout may not run ahead of it", stamp(h.est))
 	default:
-		fmt.Fprintf(&b, ", estimated to start in %s; this job's timeout of %s ends later", domain.FormatDuration(h.est.Sub(ps.now).Round(time.Second)),
+		fmt.Fprintf(&b, ", estimated to start at %s; this job's timeout of %s ends later", stamp(h.est),
 			domain.FormatDuration(j.Timeout))
 	}
 	return b.String()

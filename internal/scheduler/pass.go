@@ -597,7 +597,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	pr, sh := ps.pr(j), ps.sh(j)
 	if ps.backoff(j) {
 		nb := ps.pd(j).NotBefore
-		ps.wait(j, domain.ReasonBackoff, backoffMessage(nb.Sub(ps.now)), nb)
+		ps.wait(j, domain.ReasonBackoff, backoffMessage(nb), nb)
 		return false, false
 	}
 	r, k := sh.key.r, sh.key.k

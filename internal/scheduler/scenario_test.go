@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"reflect"
 	"testing"
 	"time"
 
@@ -218,7 +219,7 @@ func TestScenarios(t *testing.T) {
 				wantWait: map[int64]domain.Reason{10: domain.ReasonWaitingForCapacity, 12: domain.ReasonWaitingForCapacity,
 					13: domain.ReasonWaitingForCapacity},
 				wantMsg: map[int64]string{
-					12: "free capacity is reserved for job 10 (priority normal), estimated to start in 1h; this job's timeout of 2h ends later",
+					12: "free capacity is reserved for job 10 (priority normal), estimated to start at 2026-01-01 01:00:00 UTC; this job's timeout of 2h ends later",
 					13: "a job without a timeout may not run ahead of it",
 				},
 			}, {
@@ -316,7 +317,7 @@ func TestScenarios(t *testing.T) {
 				wantMsg: map[int64]string{
 					1:  "needs 16 GPUs per node; the largest node in pool standard has 8",
 					2:  "needs 3 nodes; pool standard has 2",
-					3:  "retry backoff: may start in 30s",
+					3:  "retry backoff: may start at 2026-01-01 00:00:30 UTC",
 					4:  "pool gone does not exist",
 					5:  "pool standard does not accept priority high (accepts low, normal)",
 					6:  "project vision uses 0 of 32 CPUs in pool standard (quota), the job needs 80",
@@ -400,5 +401,29 @@ func compareGolden(t *testing.T, name, got string) {
 	}
 	if string(want) != got {
 		t.Errorf("plan differs from %s (run with -update if the change is intended):\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
+
+// A waiting job's message does not change while only time passes, so the
+// control loop does not rewrite every waiting job's reason every cycle.
+func TestMessagesStableAsTimePasses(t *testing.T) {
+	s := scheduler.Snapshot{Now: T0.Add(time.Minute),
+		Pools:  []domain.Pool{Pool("standard").Nodes(1, 8).Obj()},
+		Quotas: []domain.Quota{Quota("vision", "standard").GPUs(32).Obj()},
+		Running: []scheduler.Allocation{
+			Job(1).Project("vision").GPUs(2).Timeout(time.Hour).Running(T0, On("standard-0", 0, 1)),
+		},
+		Pending: []scheduler.Pending{
+			Job(10).Project("vision").GPUs(8).Timeout(time.Hour).Obj(),
+			Job(12).Project("vision").GPUs(4).Timeout(2 * time.Hour).Obj(),
+			Job(13).Project("vision").GPUs(4).Obj(),
+			Job(14).Project("vision").GPUs(1).NotBefore(T0.Add(10 * time.Minute)).Obj(),
+		},
+	}
+	a := scheduler.Schedule(s, scheduler.Config{})
+	s.Now = s.Now.Add(7 * time.Second)
+	b := scheduler.Schedule(s, scheduler.Config{})
+	if len(a.Waiting) != 4 || !reflect.DeepEqual(a.Waiting, b.Waiting) {
+		t.Fatalf("messages changed as time passed:\n%+v\n%+v", a.Waiting, b.Waiting)
 	}
 }
