@@ -31,11 +31,18 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, st)
+}
+
+// newEnvOn is newEnv on a given store.
+func newEnvOn(t testing.TB, st store.Store) *env {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: filepath.Join(dir, "runs")}})
 	token, err := svc.Bootstrap(context.Background())
 	if err != nil || token == "" {

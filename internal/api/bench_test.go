@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,21 +13,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/store/postgres"
 )
 
 // BenchmarkSubmit measures submits through the HTTP API on SQLite from 4
 // concurrent clients (spec parsing, validation, store commit, JSON answer).
-func BenchmarkSubmit(b *testing.B) {
-	e := newEnv(b)
+func BenchmarkSubmit(b *testing.B) { submitFrom(b, newEnv(b), 4) }
+
+// submitFrom submits b.N jobs from the given number of concurrent clients
+// and reports jobs/s.
+func submitFrom(b *testing.B, e *env, clients int) {
 	spec, _ := json.Marshal("name: bench\nentrypoint: [python3, train.py]\nresources: {cpus: 1, memory: 1GiB}\nparams: {lr: '0.1'}\n")
 	body, _ := json.Marshal(apitypes.SubmitRequest{Spec: spec})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
 	var next atomic.Int64
 	start := time.Now()
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	for range 4 {
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,5 +105,39 @@ func BenchmarkShowAndList100k(b *testing.B) {
 	for name, xs := range lat {
 		slices.Sort(xs)
 		b.ReportMetric(xs[len(xs)/2], name+"-p50-ms")
+	}
+}
+
+// BenchmarkSubmitPostgres is BenchmarkSubmit on a PostgreSQL store
+// (TRAINYARD_TEST_POSTGRES; a fresh schema), from 4 and 64 clients.
+func BenchmarkSubmitPostgres(b *testing.B) {
+	dsn := os.Getenv("TRAINYARD_TEST_POSTGRES")
+	if dsn == "" {
+		b.Skip("TRAINYARD_TEST_POSTGRES is not set")
+	}
+	for _, clients := range []int{4, 64} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			ctx := context.Background()
+			schema := fmt.Sprintf("bench_api_%d_%d", clients, time.Now().UnixNano())
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			sep := "?"
+			if strings.Contains(dsn, "?") {
+				sep = "&"
+			}
+			st, err := postgres.Open(ctx, dsn+sep+"search_path="+schema)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := newEnvOn(b, st)
+			submitFrom(b, e, clients)
+		})
 	}
 }

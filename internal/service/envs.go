@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -197,6 +198,7 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 		if err != nil {
 			return domain.Environment{}, false, fmt.Errorf("store environment %s: %w", rec.Ref(), err)
 		}
+		s.envsChanged()
 		return rec, true, nil
 	}
 	return domain.Environment{}, false, domain.Errorf(domain.ErrConflict, "environment %s kept changing while it was being registered; try again", d.Name)
@@ -314,6 +316,7 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 	if _, err := s.cfg.Store.DeprecateEnv(actx, name, version, reason, s.cfg.Clock.Now()); err != nil {
 		return nil, fmt.Errorf("deprecate %s: %w", envTarget(name, version), err)
 	}
+	s.envsChanged()
 	return concerned()
 }
 
@@ -334,6 +337,7 @@ func (s *Service) EnsureHostEnv(ctx context.Context) error {
 	if err != nil && !errors.Is(err, domain.ErrConflict) { // ErrConflict: another server stored it
 		return fmt.Errorf("store the built-in environment host@1: %w", err)
 	}
+	s.envsChanged()
 	return nil
 }
 
@@ -374,7 +378,7 @@ func (s *Service) ResolveEnv(ctx context.Context, ref string) (domain.Environmen
 	if err != nil {
 		return refuse("%v", err)
 	}
-	versions, err := s.cfg.Store.ListEnvs(ctx, name)
+	versions, err := s.envVersions(ctx, name)
 	if err != nil {
 		return domain.Environment{}, fmt.Errorf("read environment %s: %w", name, err)
 	}
@@ -411,4 +415,37 @@ func (s *Service) ResolveEnv(ctx context.Context, ref string) (domain.Environmen
 		return refuse("environment %s is deprecated (%s); %s", e.Ref(), deprecationNote(e), instead())
 	}
 	return versions[i], nil
+}
+
+// envCacheEntry is one environment's versions as last read; submit resolves
+// the job's environment from it instead of reading the store every time.
+type envCacheEntry struct {
+	gen      uint64
+	at       time.Time
+	versions []domain.Environment // shared: never modified
+}
+
+// envVersions returns name's versions, cached until an environment changes
+// (here, or on another replica: Invalidate("envs")) or Config.CacheTTL.
+func (s *Service) envVersions(ctx context.Context, name string) ([]domain.Environment, error) {
+	gen, now := s.envGen.Load(), s.cfg.Clock.Now()
+	if e, ok := s.envCache.Load(name); ok {
+		if ce := e.(envCacheEntry); ce.gen == gen && (s.cfg.CacheTTL <= 0 || now.Sub(ce.at) < s.cfg.CacheTTL) {
+			return ce.versions, nil
+		}
+	}
+	versions, err := s.cfg.Store.ListEnvs(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	s.envCache.Store(name, envCacheEntry{gen: gen, at: now, versions: versions})
+	return versions, nil
+}
+
+// envsChanged drops the cached environments here and on other replicas.
+func (s *Service) envsChanged() {
+	s.Invalidate("envs")
+	if s.cfg.Broadcast != nil {
+		s.cfg.Broadcast("envs")
+	}
 }

@@ -183,7 +183,7 @@ func (s *Service) identityChanged() {
 }
 
 // Invalidate forgets cached state another replica changed: "auth" (tokens,
-// users, roles) or "sched" (pools, quotas, grants).
+// users, roles), "sched" (pools, quotas, grants) or "envs" (environments).
 func (s *Service) Invalidate(topic string) {
 	switch topic {
 	case "auth":
@@ -191,6 +191,9 @@ func (s *Service) Invalidate(topic string) {
 		s.auth.Clear()
 	case "sched":
 		s.schedGen.Add(1)
+	case "envs":
+		s.envGen.Add(1)
+		s.envCache.Clear()
 	}
 }
 

@@ -80,6 +80,9 @@ type Service struct {
 	// invalidates it (see schedulingChanged).
 	admitView atomic.Pointer[admissionView]
 	schedGen  atomic.Uint64
+	// envCache holds environments by name for submit (envVersions).
+	envCache sync.Map
+	envGen   atomic.Uint64
 }
 
 // authEntry is one cached authentication.
