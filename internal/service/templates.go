@@ -221,7 +221,17 @@ func (s *Service) submitSpec(ctx context.Context, p Principal, in SubmitInput) (
 		if err := errs.Err(); err != nil {
 			return domain.Spec{}, err
 		}
-		return jobspec.Load(in.Doc, in.Set)
+		spec, err := jobspec.Load(in.Doc, in.Set)
+		if err != nil {
+			return spec, err
+		}
+		// Only the platform says a job came from a template (a re-run keeps
+		// its original's label).
+		if _, forged := spec.Labels[jobspec.TemplateLabel]; forged && in.rerunOf == 0 {
+			errs.Add("labels."+jobspec.TemplateLabel, "is set by the platform on jobs submitted with --template; remove it from the spec or --set")
+			return domain.Spec{}, errs.Err()
+		}
+		return spec, nil
 	}
 	if len(in.Doc) > 0 {
 		return domain.Spec{}, domain.FieldErrors{{Path: "spec", Message: "and template exclude each other: send a spec document or the name of a template, not both"}}

@@ -201,6 +201,11 @@ func TestSubmitFromTemplate(t *testing.T) {
 		spec.Labels[jobspec.TemplateLabel] != "train@2" {
 		t.Errorf("spec from train (latest) = %+v", spec)
 	}
+	// A re-run of a template's job keeps its provenance label.
+	again, _, err := e.svc.Rerun(ctx, alice, job.ID, service.RerunInput{})
+	if err != nil || again.Spec.Labels[jobspec.TemplateLabel] != "train@2" {
+		t.Errorf("rerun of a template's job: %v, labels %v", err, again.Spec.Labels)
+	}
 
 	tests := map[string]struct {
 		p     service.Principal
@@ -215,8 +220,10 @@ func TestSubmitFromTemplate(t *testing.T) {
 		"other project":  {alice, service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}, Set: []string{"project=audio"}}, "project", []string{"belongs to project vision"}, nil},
 		"forged label": {alice, service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}, Set: []string{"labels.trainyard.template=x@9"}},
 			"labels.trainyard.template", []string{"set by the platform"}, nil},
-		"both":           {alice, service.SubmitInput{Template: "train", Doc: []byte("name: x\nentrypoint: [a]\n")}, "spec", []string{"exclude each other"}, nil},
-		"vars no tmpl":   {alice, service.SubmitInput{Doc: []byte("name: x\nentrypoint: [a]\n"), Vars: map[string]string{"a": "b"}}, "vars", []string{"only for a template"}, nil},
+		"both":         {alice, service.SubmitInput{Template: "train", Doc: []byte("name: x\nentrypoint: [a]\n")}, "spec", []string{"exclude each other"}, nil},
+		"vars no tmpl": {alice, service.SubmitInput{Doc: []byte("name: x\nentrypoint: [a]\n"), Vars: map[string]string{"a": "b"}}, "vars", []string{"only for a template"}, nil},
+		"forged by spec": {alice, service.SubmitInput{Doc: []byte("name: x\nentrypoint: [a]\nlabels: {trainyard.template: train@1}\n")},
+			"labels.trainyard.template", []string{"set by the platform"}, nil},
 		"missing":        {alice, service.SubmitInput{Template: "nope"}, "", []string{"no template is named nope"}, domain.ErrNotFound},
 		"no version":     {alice, service.SubmitInput{Template: "train@7", Project: "vision"}, "", []string{"has no version 7; the latest is 2"}, domain.ErrNotFound},
 		"viewer submits": {inProject("vic", "vision", domain.RoleViewer), service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}}, "", []string{"member or lead"}, domain.ErrForbidden},
