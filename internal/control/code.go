@@ -24,7 +24,10 @@ import (
 // into place once complete, so an existing working directory means an
 // earlier launch of this attempt unpacked it already (a server restart
 // reattaching to it): it is left alone. A job without a package gets nil.
-func (c *Controller) prepareCode(ctx context.Context, ji *jobInfo, id int64, attempt int) ([]string, error) {
+//
+// The unpack itself (about 0.5 s per 10,000 files) is returned as a
+// function for the launch goroutine, so it does not hold the control loop.
+func (c *Controller) prepareCode(ji *jobInfo, id int64, attempt int) ([]string, func(context.Context) error) {
 	code := ji.code
 	if code == nil {
 		return nil, nil
@@ -34,20 +37,25 @@ func (c *Controller) prepareCode(ctx context.Context, ji *jobInfo, id int64, att
 	if code.Commit != "" {
 		env = append(env, "TRAINYARD_GIT_COMMIT="+code.Commit)
 	}
+	return env, func(ctx context.Context) error { return c.unpackCode(ctx, code.SHA256, dir) }
+}
+
+// unpackCode unpacks code package sha into dir, unless dir exists.
+func (c *Controller) unpackCode(ctx context.Context, sha, dir string) error {
 	if _, err := os.Stat(dir); err == nil {
-		return env, nil
+		return nil
 	}
-	fail := func(err error) ([]string, error) {
-		return nil, fmt.Errorf("cannot unpack the job's code package %s into %s: %w", code.SHA256, dir, err)
+	fail := func(err error) error {
+		return fmt.Errorf("cannot unpack the job's code package %s into %s: %w", sha, dir, err)
 	}
 	if c.cfg.Blobs == nil {
 		return fail(errors.New("this server has no blob store configured; it cannot run jobs submitted with --context"))
 	}
-	hex, err := codepkg.ParseHash(code.SHA256)
+	hex, err := codepkg.ParseHash(sha)
 	if err != nil {
 		return fail(err)
 	}
-	key := codepkg.BlobKey(code.SHA256)
+	key := codepkg.BlobKey(sha)
 	rc, _, err := c.cfg.Blobs.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return fail(errors.New("the package is missing from the blob store; submit the job again with --context to upload it"))
@@ -83,5 +91,5 @@ func (c *Controller) prepareCode(ctx context.Context, ji *jobInfo, id int64, att
 		}
 		return fail(err)
 	}
-	return env, nil
+	return nil
 }

@@ -139,7 +139,10 @@ type Controller struct {
 	// at a time (artifacts.go).
 	outputSem chan struct{}
 	outputsWG sync.WaitGroup
-	runCtx    context.Context // Run's context, set before the loop starts
+	// unpacks holds, per attempt being launched, the code package unpack
+	// its launch runs first (code.go). Loop goroutine only.
+	unpacks map[executor.Ref]func(context.Context) error
+	runCtx  context.Context // Run's context, set before the loop starts
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -198,6 +201,7 @@ func New(cfg Config) *Controller {
 		launched:  make(chan launchResult, 64),
 		sem:       make(chan struct{}, cfg.LaunchConcurrency),
 		outputSem: make(chan struct{}, 2),
+		unpacks:   map[executor.Ref]func(context.Context) error{},
 		jobs:      map[int64]*jobInfo{},
 		stopping:  map[executor.Ref]bool{},
 		reasons:   map[int64]string{},
@@ -282,6 +286,11 @@ func (c *Controller) recover(ctx context.Context) error {
 			// a key or secret that changed since would end a healthy job.
 			c.log.Warn("reattaching without the job's secrets", "attempt", l.Ref.String(), "err", err)
 			err = nil
+		}
+		if err == nil {
+			err = c.takeUnpack(l.Ref)(ctx)
+		} else {
+			c.takeUnpack(l.Ref)
 		}
 		if err == nil {
 			err = c.cfg.Executor.Launch(ctx, l)
@@ -430,6 +439,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, starts[i].Nodes[0].GPUs)
 		if err != nil {
+			c.takeUnpack(ref)
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
 		}
@@ -573,13 +583,29 @@ func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntr
 }
 
 func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {
+	prepare := c.takeUnpack(l.Ref)
 	c.sem <- struct{}{}
 	go func() {
 		defer func() { <-c.sem }()
-		if err := c.cfg.Executor.Launch(ctx, l); err != nil {
+		err := prepare(ctx)
+		if err == nil {
+			err = c.cfg.Executor.Launch(ctx, l)
+		}
+		if err != nil {
 			c.launched <- launchResult{ref: l.Ref, err: err}
 		}
 	}()
+}
+
+// takeUnpack returns (and forgets) what must be prepared on disk before
+// the attempt launches; a no-op when nothing is.
+func (c *Controller) takeUnpack(ref executor.Ref) func(context.Context) error {
+	f := c.unpacks[ref]
+	delete(c.unpacks, ref)
+	if f == nil {
+		return func(context.Context) error { return nil }
+	}
+	return f
 }
 
 func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
@@ -638,9 +664,9 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	if workdir == "" {
 		workdir = c.cfg.Logs.WorkDir(id, attempt)
 	}
-	codeEnv, err := c.prepareCode(ctx, ji, id, attempt) // code.go
-	if err != nil {
-		return executor.Launch{Ref: ref}, err
+	codeEnv, unpack := c.prepareCode(ji, id, attempt) // code.go
+	if unpack != nil {
+		c.unpacks[ref] = unpack // run by the launch, off the loop
 	}
 	env = append(env, codeEnv...)
 	l := executor.Launch{
