@@ -80,6 +80,11 @@ type Config struct {
 	// --context gets a fresh unpack as its working directory (code.go).
 	// nil: such jobs fail to launch.
 	Blobs blob.Store
+	// AdoptAfter is how old an active attempt this loop neither launched
+	// nor reattached to must be before the loop reattaches to it (launch is
+	// idempotent): one a deposed leader launched after this leader's
+	// start. Default 30s.
+	AdoptAfter time.Duration
 	// Fence, when set, reports an error once this replica no longer leads
 	// (several replicas share a store): checked before launching, so a
 	// deposed leader never launches what it planned.
@@ -142,7 +147,10 @@ type Controller struct {
 	// unpacks holds, per attempt being launched, the code package unpack
 	// its launch runs first (code.go). Loop goroutine only.
 	unpacks map[executor.Ref]func(context.Context) error
-	runCtx  context.Context // Run's context, set before the loop starts
+	// known are the active attempts this loop launched or reattached to;
+	// others are adopted (adoptStrays). Loop goroutine only.
+	known  map[executor.Ref]bool
+	runCtx context.Context // Run's context, set before the loop starts
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -188,6 +196,9 @@ func New(cfg Config) *Controller {
 	if cfg.UsageRefresh <= 0 {
 		cfg.UsageRefresh = time.Minute
 	}
+	if cfg.AdoptAfter <= 0 {
+		cfg.AdoptAfter = 30 * time.Second
+	}
 	if cfg.Scheduler.FairShareHalfLife <= 0 {
 		cfg.Scheduler.FairShareHalfLife = 24 * time.Hour
 	}
@@ -202,6 +213,7 @@ func New(cfg Config) *Controller {
 		sem:       make(chan struct{}, cfg.LaunchConcurrency),
 		outputSem: make(chan struct{}, 2),
 		unpacks:   map[executor.Ref]func(context.Context) error{},
+		known:     map[executor.Ref]bool{},
 		jobs:      map[int64]*jobInfo{},
 		stopping:  map[executor.Ref]bool{},
 		reasons:   map[int64]string{},
@@ -279,6 +291,7 @@ func (c *Controller) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		c.known[executor.Ref{JobID: a.JobID, Attempt: a.Number}] = true
 		l, err := c.launchFor(ctx, a.JobID, info, a.Number, a.GPUs)
 		if errors.Is(err, errSecrets) {
 			// An attempt that runs already keeps the secrets it was
@@ -356,6 +369,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 	}
 	next = c.checkHealth(ctx, now, atts, byID, next)
+	c.adoptStrays(ctx, now, atts, live)
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.sched.Schedule(snap, c.cfg.Scheduler)
@@ -443,6 +457,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
 		}
+		c.known[l.Ref] = true
 		c.launchAsync(ctx, l)
 	}
 	for k, pe := range plan.Preempt {
@@ -690,6 +705,42 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		l.Redact = append(l.Redact, values...)
 	}
 	return l, nil
+}
+
+// adoptStrays reattaches to active attempts this loop did not launch and
+// has not reattached to, once they are AdoptAfter old: attempts a deposed
+// leader launched after this one took over (its fence check came just
+// before it lost the lead). It also forgets attempts no longer active.
+func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []domain.Attempt, live map[int64]bool) {
+	active := make(map[executor.Ref]bool, len(atts))
+	for _, a := range atts {
+		ref := executor.Ref{JobID: a.JobID, Attempt: a.Number}
+		active[ref] = true
+		if c.known[ref] || now.Sub(a.CreatedAt) < c.cfg.AdoptAfter || !live[a.JobID] {
+			continue
+		}
+		c.known[ref] = true
+		ji, err := c.info(ctx, a.JobID)
+		if err != nil {
+			continue
+		}
+		l, err := c.launchFor(ctx, a.JobID, ji, a.Number, a.GPUs)
+		if errors.Is(err, errSecrets) {
+			err = nil // as in recover: a running attempt keeps what it was launched with
+		}
+		if err != nil {
+			c.takeUnpack(ref)
+			c.log.Warn("reattach to an attempt another replica launched", "attempt", ref.String(), "err", err)
+			continue
+		}
+		c.log.Info("reattaching to an attempt another replica launched", "attempt", ref.String())
+		c.launchAsync(ctx, l)
+	}
+	for ref := range c.known {
+		if !active[ref] {
+			delete(c.known, ref)
+		}
+	}
 }
 
 // JobTokens issues and revokes per-attempt job tokens.
