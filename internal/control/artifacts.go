@@ -18,6 +18,26 @@ import (
 // checkpointsDir is where a job's checkpoints live, under its outputs.
 const checkpointsDir = "checkpoints"
 
+// outputsPending marks an attempt directory whose outputs are still to be
+// recorded.
+const outputsPending = "outputs.pending"
+
+// resumeOutputs records the outputs a previous run of the server left
+// owed (see outputs).
+func (c *Controller) resumeOutputs() {
+	marks, _ := filepath.Glob(filepath.Join(c.cfg.Logs.Root, "*", "*", outputsPending))
+	for _, m := range marks {
+		att := filepath.Dir(m)
+		job, err1 := strconv.ParseInt(filepath.Base(filepath.Dir(att)), 10, 64)
+		n, err2 := strconv.Atoi(filepath.Base(att))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		c.log.Info("recording the outputs of an attempt that ended before the last stop", "job", job, "attempt", n)
+		c.outputs(executor.Ref{JobID: job, Attempt: n})
+	}
+}
+
 // DefaultCheckpointKeep is how many complete checkpoints a job keeps when
 // its spec says nothing.
 const DefaultCheckpointKeep = 3
@@ -27,6 +47,15 @@ const DefaultCheckpointKeep = 3
 // of the output directory with the lineage that produced it, and, for a
 // job that succeeded, makes its outputs read-only.
 func (c *Controller) outputs(ref executor.Ref) {
+	// A marker in the attempt directory says the work is owed, so a server
+	// that stops before it is done does it after its restart (recover).
+	dir := c.cfg.Logs.AttemptDir(ref.JobID, ref.Attempt)
+	pending := filepath.Join(dir, outputsPending)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.log.Warn("mark outputs to record", "attempt", ref.String(), "err", err)
+	} else if err := os.WriteFile(pending, nil, 0o644); err != nil {
+		c.log.Warn("mark outputs to record", "attempt", ref.String(), "err", err)
+	}
 	c.outputsWG.Add(1)
 	go func() {
 		defer c.outputsWG.Done()
@@ -40,7 +69,11 @@ func (c *Controller) outputs(ref executor.Ref) {
 		defer cancel()
 		if err := c.recordOutputs(ctx, ref); err != nil {
 			c.log.Warn("record outputs", "attempt", ref.String(), "err", err)
+			if ctx.Err() != nil {
+				return // stopped: the marker stays for the next start
+			}
 		}
+		_ = os.Remove(pending)
 	}()
 }
 

@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -111,3 +112,56 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 		t.Errorf("a succeeded job's output is writable: %v %v", fi.Mode(), err)
 	}
 }
+
+// Outputs still owed when the server stopped (their marker is in the
+// attempt directory) are recorded at the next start.
+func TestOwedOutputsAreRecordedAfterRestart(t *testing.T) {
+	r := newRig(t, &executortest.Fake{})
+	j := r.submit("name: owed\nentrypoint: [train]\n")
+	r.wait(j.ID, domain.JobSucceeded)
+	ctx := context.Background()
+	manifest := func() (domain.Manifest, error) { return r.st.GetManifest(ctx, j.ID, 0) }
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := manifest(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no manifest")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store
+	}
+	r.stop()
+	r.stop = nil
+	// The attempt's outputs changed and their recording was cut short.
+	out := j.OutputDir
+	os.Chmod(out, 0o755)
+	if err := os.WriteFile(filepath.Join(out, "late.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(r.dir, "runs", fmt.Sprint(j.ID), "1", "outputs.pending")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		m, err := manifest()
+		if err == nil && len(m.Files) == 1 && m.Files[0].Path == "late.txt" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("manifest after restart = %+v, %v; want late.txt", m, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store
+	}
+	waitGone := time.Now().Add(10 * time.Second)
+	for fileExists(marker) {
+		if time.Now().After(waitGone) {
+			t.Fatal("the marker stayed after the outputs were recorded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -315,6 +315,7 @@ func (c *Controller) recover(ctx context.Context) error {
 	if len(atts) > 0 {
 		c.log.Info("reattached to active attempts", "count", len(atts))
 	}
+	c.resumeOutputs()
 	return nil
 }
 
