@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"trainyard/internal/artifacts"
@@ -18,19 +19,19 @@ import (
 // checkpointsDir is where a job's checkpoints live, under its outputs.
 const checkpointsDir = "checkpoints"
 
-// outputsPending marks an attempt directory whose outputs are still to be
-// recorded.
-const outputsPending = "outputs.pending"
+// outputsPending is the directory, under the attempts' root, of markers
+// named JOB-ATTEMPT for attempts whose outputs are still to be recorded.
+const outputsPending = ".outputs-pending"
 
 // resumeOutputs records the outputs a previous run of the server left
 // owed (see outputs).
 func (c *Controller) resumeOutputs() {
-	marks, _ := filepath.Glob(filepath.Join(c.cfg.Logs.Root, "*", "*", outputsPending))
-	for _, m := range marks {
-		att := filepath.Dir(m)
-		job, err1 := strconv.ParseInt(filepath.Base(filepath.Dir(att)), 10, 64)
-		n, err2 := strconv.Atoi(filepath.Base(att))
-		if err1 != nil || err2 != nil {
+	ents, _ := os.ReadDir(filepath.Join(c.cfg.Logs.Root, outputsPending))
+	for _, e := range ents {
+		js, as, ok := strings.Cut(e.Name(), "-")
+		job, err1 := strconv.ParseInt(js, 10, 64)
+		n, err2 := strconv.Atoi(as)
+		if !ok || err1 != nil || err2 != nil {
 			continue
 		}
 		c.log.Info("recording the outputs of an attempt that ended before the last stop", "job", job, "attempt", n)
@@ -47,10 +48,10 @@ const DefaultCheckpointKeep = 3
 // of the output directory with the lineage that produced it, and, for a
 // job that succeeded, makes its outputs read-only.
 func (c *Controller) outputs(ref executor.Ref) {
-	// A marker in the attempt directory says the work is owed, so a server
-	// that stops before it is done does it after its restart (recover).
-	dir := c.cfg.Logs.AttemptDir(ref.JobID, ref.Attempt)
-	pending := filepath.Join(dir, outputsPending)
+	// A marker says the work is owed, so a server that stops before it is
+	// done does it after its restart (recover).
+	dir := filepath.Join(c.cfg.Logs.Root, outputsPending)
+	pending := filepath.Join(dir, strconv.FormatInt(ref.JobID, 10)+"-"+strconv.Itoa(ref.Attempt))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.log.Warn("mark outputs to record", "attempt", ref.String(), "err", err)
 	} else if err := os.WriteFile(pending, nil, 0o644); err != nil {
