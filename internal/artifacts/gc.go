@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -102,13 +103,7 @@ func Plan(jobs []FinishedJob, policies []Policy, now time.Time) []Deletion {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Deletion) int {
-		if a.JobID != b.JobID {
-			return int(a.JobID - b.JobID)
-		}
-		if a.Kind != b.Kind {
-			return strings.Compare(a.Kind, b.Kind)
-		}
-		return strings.Compare(a.Path, b.Path)
+		return cmp.Or(cmp.Compare(a.JobID, b.JobID), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Path, b.Path))
 	})
 	return out
 }

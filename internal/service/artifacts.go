@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,10 +126,7 @@ func (s *Service) CheckpointUsage(ctx context.Context, p Principal, project stri
 		}
 	}
 	slices.SortFunc(out, func(a, b CheckpointUsage) int {
-		if a.Bytes != b.Bytes {
-			return int(b.Bytes - a.Bytes)
-		}
-		return int(a.JobID - b.JobID)
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.JobID, b.JobID))
 	})
 	return out, nil
 }
