@@ -5,6 +5,8 @@
 package column
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -126,4 +128,25 @@ func CheckAudit(rec domain.AuditRecord) error {
 		return nil
 	}
 	return fmt.Errorf("audit record %q on %q: %s: %w", rec.Action, rec.Target, strings.Join(problems, "; "), store.ErrInvalid)
+}
+
+// CheckNewJob rejects a CreateJob input before anything is written: the
+// spec's canonical JSON must be there and match its hash, and a code
+// package reference must be a SHA-256.
+func CheckNewJob(p store.NewJob) error {
+	if len(p.SpecJSON) == 0 {
+		return fmt.Errorf("create job: SpecJSON is empty; pass the canonical JSON of the spec: %w", domain.ErrInvalid)
+	}
+	sum := sha256.Sum256(p.SpecJSON)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); p.SpecHash != want {
+		return fmt.Errorf("create job: SpecHash %q does not match the SHA-256 of SpecJSON (%s); compute it from the exact bytes stored: %w",
+			p.SpecHash, want, domain.ErrInvalid)
+	}
+	if c := p.Code; c != nil {
+		h, ok := strings.CutPrefix(c.SHA256, "sha256:")
+		if !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			return fmt.Errorf("create job: code package hash %q is not \"sha256:<64 lowercase hex>\": %w", c.SHA256, store.ErrInvalid)
+		}
+	}
+	return nil
 }

@@ -3,12 +3,10 @@ package postgres
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // A job's code package lives in its own table (migration 0011), one row per
@@ -16,18 +14,6 @@ import (
 const (
 	jobCodeSQL = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = $1`
 )
-
-// validateCode checks a NewJob's code reference before anything is written.
-func validateCode(c *domain.CodeRef) error {
-	if c == nil {
-		return nil
-	}
-	hex, ok := strings.CutPrefix(c.SHA256, "sha256:")
-	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
-		return fmt.Errorf("create job: code package hash %q is not \"sha256:<64 lowercase hex>\": %w", c.SHA256, store.ErrInvalid)
-	}
-	return nil
-}
 
 // jobCodeIn reads the code package of job id inside a write (nil: none).
 func (w *writer) jobCodeIn(id int64) (*domain.CodeRef, error) {

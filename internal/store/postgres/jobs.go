@@ -3,8 +3,6 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,20 +89,6 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	return j, nil
 }
 
-// validateNewJob checks what the database cannot: the snapshot's hash must
-// match its content, or two different specs could share one snapshot.
-func validateNewJob(p store.NewJob) error {
-	if len(p.SpecJSON) == 0 {
-		return fmt.Errorf("create job: SpecJSON is empty; pass the canonical JSON of the spec: %w", domain.ErrInvalid)
-	}
-	sum := sha256.Sum256(p.SpecJSON)
-	if want := "sha256:" + hex.EncodeToString(sum[:]); p.SpecHash != want {
-		return fmt.Errorf("create job: SpecHash %q does not match the SHA-256 of SpecJSON (%s); compute it from the exact bytes stored: %w",
-			p.SpecHash, want, domain.ErrInvalid)
-	}
-	return nil
-}
-
 // nullString stores the empty string as NULL (for UNIQUE columns where empty
 // means "none").
 func nullString(s string) any {
@@ -121,10 +105,7 @@ func nullString(s string) any {
 // none. The job's id is allocated before its row is written, so all its
 // statements travel to the server in one round trip.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
-	if err := validateNewJob(p); err != nil {
-		return domain.Job{}, false, err
-	}
-	if err := validateCode(p.Code); err != nil {
+	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
 	var (

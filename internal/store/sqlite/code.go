@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // A job's code package lives in its own table (migration 0011), one row per
@@ -17,18 +15,6 @@ const (
 	insertJobCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty) VALUES (?, ?, ?, ?)`
 	jobCodeSQL       = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = ?`
 )
-
-// validateCode checks a NewJob's code reference before anything is written.
-func validateCode(c *domain.CodeRef) error {
-	if c == nil {
-		return nil
-	}
-	hex, ok := strings.CutPrefix(c.SHA256, "sha256:")
-	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
-		return fmt.Errorf("create job: code package hash %q is not \"sha256:<64 lowercase hex>\": %w", c.SHA256, store.ErrInvalid)
-	}
-	return nil
-}
 
 // insertJobCode records the code package of the new job id, in the job's
 // transaction; nil records nothing.

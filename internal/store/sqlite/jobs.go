@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,30 +91,13 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 	return j, nil
 }
 
-// validateNewJob checks what the database cannot: the snapshot's hash must
-// match its content, or two different specs could share one snapshot.
-func validateNewJob(p store.NewJob) error {
-	if len(p.SpecJSON) == 0 {
-		return fmt.Errorf("create job: SpecJSON is empty; pass the canonical JSON of the spec: %w", domain.ErrInvalid)
-	}
-	sum := sha256.Sum256(p.SpecJSON)
-	if want := "sha256:" + hex.EncodeToString(sum[:]); p.SpecHash != want {
-		return fmt.Errorf("create job: SpecHash %q does not match the SHA-256 of SpecJSON (%s); compute it from the exact bytes stored: %w",
-			p.SpecHash, want, domain.ErrInvalid)
-	}
-	return nil
-}
-
 // CreateJob stores a new queued job, its config snapshot (shared with every
 // job of the same spec) and its submit event in one transaction. Audit
 // records attached to ctx are appended in that transaction with "{id}" in
 // their Target replaced by the new job's id; an idempotent replay writes
 // none.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
-	if err := validateNewJob(p); err != nil {
-		return domain.Job{}, false, err
-	}
-	if err := validateCode(p.Code); err != nil {
+	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
 	var (
