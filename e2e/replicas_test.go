@@ -211,6 +211,11 @@ func TestTwoReplicasSurviveLeaderKill(t *testing.T) {
 		t.FailNow()
 	}
 	s.url = b.url
+	// A follower answers queue questions too (it plans without acting).
+	var q apitypes.Queue
+	if code := s.api("GET", "/api/v1/queue", nil, &q); code != 200 {
+		t.Errorf("GET /api/v1/queue on the follower: status %d", code)
+	}
 	count := func(state string) int {
 		var list apitypes.JobList
 		s.api("GET", "/api/v1/jobs?state="+state+"&limit=1000", nil, &list)

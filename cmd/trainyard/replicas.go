@@ -4,12 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/control"
-	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/postgres"
@@ -36,9 +36,19 @@ type leaderLoops struct {
 	// term starts the leader's loops with the term's fence check and
 	// returns its controller and a function that blocks until they stop.
 	term func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func())
+	// preview is a controller that never runs: a follower plans the queue
+	// with it on demand, at most every previewEvery.
+	preview func() *control.Controller
 
 	cur atomic.Pointer[control.Controller]
+
+	previewMu  sync.Mutex
+	previewCtl *control.Controller
+	previewAt  time.Time
 }
+
+// previewEvery is how long a follower reuses its last queue preview.
+const previewEvery = 2 * time.Second
 
 // Wake nudges the leader's control loop: this replica's, if it leads, and
 // every replica's through the store's wake-ups.
@@ -63,18 +73,28 @@ func (l *leaderLoops) Broadcast(topic string) {
 	}
 }
 
-// Queue is the leader's queue view; a follower has none.
+// Queue is the leader's queue view. A follower plans a pass over the
+// store's state (without acting on it) and answers from that, so every
+// replica answers queue questions alike.
 func (l *leaderLoops) Queue(ctx context.Context, pool string) ([]service.QueueEntry, error) {
 	if c := l.cur.Load(); c != nil {
 		return c.Queue(ctx, pool)
 	}
-	leader := "another replica"
-	if el, ok := l.st.(store.Leadership); ok {
-		if name, _, err := el.Leader(ctx); err == nil && name != "" {
-			leader = "replica " + name
-		}
+	if l.preview == nil {
+		return nil, nil
 	}
-	return nil, domain.Errorf(domain.ErrConflict, "this replica does not lead, so it has no queue view; ask %s (trainyard status names it)", leader)
+	l.previewMu.Lock()
+	defer l.previewMu.Unlock()
+	if l.previewCtl == nil {
+		l.previewCtl = l.preview()
+	}
+	if time.Since(l.previewAt) >= previewEvery {
+		if err := l.previewCtl.PreviewQueue(ctx); err != nil {
+			return nil, err
+		}
+		l.previewAt = time.Now()
+	}
+	return l.previewCtl.Queue(ctx, pool)
 }
 
 // Status describes this replica and the leader, for /readyz.

@@ -336,19 +336,23 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	var svc *service.Service // the control loop resolves secrets through it
 	loops := &leaderLoops{st: st, replica: replica, log: log}
-	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {
-		alerter, err := newAlerter()
-		if err != nil {
-			alerter = testAlerter // validated above; cannot fail
-		}
-		ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
+	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
+		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
 			BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
-			CopyCheckpoints: copyCheckpoints, Fence: fence})
+			CopyCheckpoints: copyCheckpoints, Fence: fence}
+	}
+	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }
+	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {
+		alerter, err := newAlerter()
+		if err != nil {
+			alerter = testAlerter // validated above; cannot fail
+		}
+		ctl := control.New(controlConfig(alerter, fence))
 		var wg sync.WaitGroup
 		wg.Add(3)
 		go func() {

@@ -584,6 +584,19 @@ func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job
 	c.queueMu.Unlock()
 }
 
+// PreviewQueue plans one pass over the store's current state without acting
+// on it, and keeps its queue view for Queue: a replica that does not lead
+// (and so runs no loop) answers queue questions this way. It must not be
+// called concurrently with itself or with Run on the same Controller.
+func (c *Controller) PreviewQueue(ctx context.Context) error {
+	snap, byID, _, err := c.snapshot(ctx, c.cfg.Clock.Now())
+	if err != nil {
+		return err
+	}
+	c.publishQueue(scheduler.Schedule(snap, c.cfg.Scheduler), byID)
+	return nil
+}
+
 // Queue returns the last pass's waiting jobs of one pool ("" for all), in
 // queue order. Safe for concurrent use.
 func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntry, error) {
