@@ -174,6 +174,40 @@ func TestTwoReplicasSurviveLeaderKill(t *testing.T) {
 		t.Errorf("the revocation took %v to reach replica b; want it signalled, not expired", d)
 	}
 
+	// The same idempotency key sent to both replicas at once gives one job.
+	for k := range 10 {
+		key := fmt.Sprintf("twice-%d", k)
+		spec, _ := json.Marshal("name: once\nentrypoint: [\"true\"]\n")
+		body, _ := json.Marshal(apitypes.SubmitRequest{Spec: spec})
+		ids := make([]int64, 2)
+		var wg sync.WaitGroup
+		for i, r := range []*replica{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("POST", r.url+"/api/v1/jobs", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+s.token)
+				req.Header.Set("Idempotency-Key", key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				var j apitypes.Job
+				json.NewDecoder(resp.Body).Decode(&j)
+				if resp.StatusCode != 201 && resp.StatusCode != 200 {
+					t.Errorf("submit with key %s to %s: status %d", key, r.name, resp.StatusCode)
+				}
+				ids[i] = j.ID
+			}()
+		}
+		wg.Wait()
+		if ids[0] == 0 || ids[0] != ids[1] {
+			t.Fatalf("key %s gave jobs %v; want one job", key, ids)
+		}
+	}
+
 	const n = 200
 	spec, _ := json.Marshal("name: r\nentrypoint: [sh, -c, 'echo run >> $TRAINYARD_OUTPUT_DIR/runs; sleep 0.1']\nresources: {cpus: 1, memory: 64MiB}\n")
 	ids := make([]int64, n)
@@ -225,7 +259,7 @@ func TestTwoReplicasSurviveLeaderKill(t *testing.T) {
 	a.cmd.Process.Kill() // kill -9 the leader midway
 	a.cmd.Wait()
 	waitFor(t, 30*time.Second, "replica b to lead", func() bool { return b.status(t).Leading })
-	waitFor(t, 120*time.Second, "every job to succeed", func() bool { return count("succeeded") == n })
+	waitFor(t, 120*time.Second, "every job to succeed", func() bool { return count("succeeded") == n+10 }) // and the 10 idempotent ones
 	for _, id := range ids {
 		j := s.job(id)
 		if len(j.Attempts) != 1 {

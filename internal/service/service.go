@@ -171,7 +171,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	// business of the audit log.
 	ctx = s.audited(ctx, p, authz.JobSubmit, "job/"+store.AuditIDPlaceholder, nil,
 		map[string]string{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "spec_hash": hash})
-	job, created, err = s.cfg.Store.CreateJob(ctx, store.NewJob{
+	nj := store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,
 		Submitter: p.Subject, SubmittedAt: s.cfg.Clock.Now(),
 		IdempotencyKey: in.IdempotencyKey,
@@ -179,7 +179,13 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		Actor:          p.Actor(),
 		Code:           in.Code,
 		RerunOf:        in.rerunOf,
-	})
+	}
+	job, created, err = s.cfg.Store.CreateJob(ctx, nj)
+	if errors.Is(err, domain.ErrConflict) && in.IdempotencyKey != "" {
+		// Another replica stored the same key at the same moment: a second
+		// try finds its job and returns it.
+		job, created, err = s.cfg.Store.CreateJob(ctx, nj)
+	}
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)
 	}

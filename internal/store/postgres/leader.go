@@ -17,9 +17,18 @@ var (
 	_ store.Signals    = (*Store)(nil)
 )
 
-// leaderLockKey is the session advisory lock that makes one replica the
-// leader ("trainyard leader" as a number).
-const leaderLockKey int64 = 0x7472_6179_6c65_6164
+// leaderLockClass is the first key of the session advisory lock that makes
+// one replica the leader; the second is a hash of the schema, so that
+// installations sharing a database in different schemas elect apart.
+const leaderLockClass int32 = 1952540018
+
+const (
+	leaderTryLockSQL = `SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '')))`
+	leaderUnlockSQL  = `SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '')))`
+	leaderHeldSQL    = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		AND classid = $1::oid AND objid = (hashtext(COALESCE(current_schema(), ''))::bigint & 4294967295)::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
+)
 
 // signalChannel is the LISTEN/NOTIFY channel of store.Signals.
 const signalChannel = "trainyard_signals"
@@ -56,7 +65,7 @@ func (s *Store) Lead(ctx context.Context, replica string) (store.Term, error) {
 			return store.Term{}, interpretError("lead", err)
 		}
 		var got bool
-		if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, leaderLockKey).Scan(&got); err != nil {
+		if err := c.QueryRow(ctx, leaderTryLockSQL, leaderLockClass).Scan(&got); err != nil {
 			c.Release()
 			return store.Term{}, interpretError("lead", err)
 		}
@@ -91,7 +100,7 @@ func (s *Store) Lead(ctx context.Context, replica string) (store.Term, error) {
 			select {
 			case <-ctx.Done():
 				uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _ = raw.Exec(uctx, `SELECT pg_advisory_unlock($1)`, leaderLockKey)
+				_, _ = raw.Exec(uctx, leaderUnlockSQL, leaderLockClass)
 				cancel()
 				return
 			case <-t.C:
@@ -114,8 +123,7 @@ func (s *Store) Leader(ctx context.Context) (string, int64, error) {
 		return "", 0, err
 	}
 	var held bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-		AND objid = ($1::bigint & 4294967295)::oid AND classid = ($1::bigint >> 32)::oid)`, leaderLockKey).Scan(&held); err != nil {
+	if err := s.pool.QueryRow(ctx, leaderHeldSQL, leaderLockClass).Scan(&held); err != nil {
 		return "", 0, interpretError("read the leader", err)
 	}
 	if !held {
