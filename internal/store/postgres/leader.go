@@ -20,7 +20,7 @@ var (
 // leaderLockClass is the first key of the session advisory lock that makes
 // one replica the leader; the second is a hash of the schema, so that
 // installations sharing a database in different schemas elect apart.
-const leaderLockClass int32 = 1952540018
+const leaderLockClass int32 = 1952540020 // 1952540017: migrations; 1952540018: the audit chain
 
 const (
 	leaderTryLockSQL = `SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '')))`

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -32,6 +33,14 @@ func TestLeadershipAndSignals(t *testing.T) {
 	}
 	if name, epoch, err := b.Leader(ctx); err != nil || name != "a" || epoch != termA.Epoch {
 		t.Fatalf("Leader = %q %d %v; want a, term %d", name, epoch, err, termA.Epoch)
+	}
+	// Holding the lead blocks no write (the locks' keys differ).
+	wctx, cancelWrite := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelWrite()
+	for _, st := range []*Store{a, b} {
+		if err := st.AppendAudit(wctx, domain.AuditRecord{At: time.Now(), Actor: "user:t", Action: "test", Result: domain.AuditOK}); err != nil {
+			t.Fatalf("an audited write while a leads: %v", err)
+		}
 	}
 	octx, cancelO := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelO()
