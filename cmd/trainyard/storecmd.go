@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,32 +225,7 @@ func copyTable(ctx context.Context, db *sql.DB, tx pgx.Tx, table string) (int64,
 			return 0, fmt.Errorf("the target's %s has no column %s; is it at the same schema version?", table, c)
 		}
 	}
-	var rowErr error
-	next := func(yield func([]any) bool) {
-		for src.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := src.Scan(ptrs...); err != nil {
-				rowErr = err
-				return
-			}
-			for i, c := range cols {
-				vals[i] = convert(vals[i], types[c])
-			}
-			if !yield(vals) {
-				return
-			}
-		}
-		rowErr = src.Err()
-	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, &rowSource{next: next})
-	if err != nil {
-		return n, err
-	}
-	return n, rowErr
+	return tx.CopyFrom(ctx, pgx.Identifier{table}, cols, &rowSource{rows: src, cols: cols, pgTypes: types})
 }
 
 // convert maps a value read from SQLite onto the target column's type.
@@ -273,27 +247,42 @@ func convert(v any, pgType string) any {
 	return v
 }
 
-// rowSource adapts an iterator to pgx.CopyFromSource.
+// rowSource feeds SQLite rows to COPY (pgx.CopyFromSource), converting
+// each value to its target column's type.
 type rowSource struct {
-	next func(yield func([]any) bool)
-	pull func() ([]any, bool)
-	stop func()
-	cur  []any
+	rows    *sql.Rows
+	cols    []string
+	pgTypes map[string]string
+	cur     []any
+	err     error
 }
 
 func (r *rowSource) Next() bool {
-	if r.pull == nil {
-		r.pull, r.stop = iter.Pull(iter.Seq[[]any](r.next))
+	if !r.rows.Next() {
+		return false
 	}
-	v, ok := r.pull()
-	if !ok {
-		r.stop()
+	vals, ptrs := make([]any, len(r.cols)), make([]any, len(r.cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
 	}
-	r.cur = v
-	return ok
+	if r.err = r.rows.Scan(ptrs...); r.err != nil {
+		return false
+	}
+	for i, c := range r.cols {
+		vals[i] = convert(vals[i], r.pgTypes[c])
+	}
+	r.cur = vals
+	return true
 }
+
 func (r *rowSource) Values() ([]any, error) { return r.cur, nil }
-func (r *rowSource) Err() error             { return nil }
+
+func (r *rowSource) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.rows.Err()
+}
 
 func storeBackupCommand() *cobra.Command {
 	var from, to string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -89,12 +90,5 @@ func joinOr(names []string) string {
 	if len(names) == 0 {
 		return "none (add them under alerts.channels in the server config)"
 	}
-	out := ""
-	for i, n := range names {
-		if i > 0 {
-			out += ", "
-		}
-		out += n
-	}
-	return out
+	return strings.Join(names, ", ")
 }

@@ -150,3 +150,19 @@ func CheckNewJob(p store.NewJob) error {
 	}
 	return nil
 }
+
+// AuditForJob returns recs with store.AuditIDPlaceholder in their Target
+// replaced by the id of the job just created ("job/{id}" becomes
+// "job/42"); recs itself is not changed. id 0 returns recs as they are.
+func AuditForJob(recs []domain.AuditRecord, id int64) []domain.AuditRecord {
+	if id == 0 {
+		return recs
+	}
+	out := make([]domain.AuditRecord, len(recs))
+	copy(out, recs)
+	s := strconv.FormatInt(id, 10)
+	for i := range out {
+		out[i].Target = strings.ReplaceAll(out[i].Target, store.AuditIDPlaceholder, s)
+	}
+	return out
+}

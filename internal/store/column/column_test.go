@@ -45,3 +45,14 @@ func TestCheckAudit(t *testing.T) {
 		t.Fatalf("an invalid record: %v", err)
 	}
 }
+
+func TestAuditForJob(t *testing.T) {
+	recs := []domain.AuditRecord{{Target: "job/" + store.AuditIDPlaceholder}, {Target: "pool/x"}}
+	got := AuditForJob(recs, 42)
+	if got[0].Target != "job/42" || got[1].Target != "pool/x" || recs[0].Target != "job/{id}" {
+		t.Fatalf("AuditForJob = %+v (input now %+v)", got, recs)
+	}
+	if same := AuditForJob(recs, 0); &same[0] != &recs[0] {
+		t.Fatal("id 0 copied the records")
+	}
+}

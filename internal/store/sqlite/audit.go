@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"trainyard/internal/audit"
@@ -54,10 +53,6 @@ type auditHead struct {
 	known bool
 }
 
-// idPlaceholder in the Target of a record attached to CreateJob is replaced
-// by the new job's id ("job/{id}" becomes "job/42").
-const idPlaceholder = store.AuditIDPlaceholder
-
 // runRequest runs one write request inside its savepoint: the request's
 // function, then the audit records its context carried. An error from either
 // rolls back both.
@@ -69,16 +64,7 @@ func runRequest(w *writer, r *writeReq) error {
 	if len(r.audit) == 0 || w.audit.skip {
 		return nil
 	}
-	recs := r.audit
-	if w.audit.id != 0 {
-		recs = make([]domain.AuditRecord, len(r.audit))
-		copy(recs, r.audit)
-		id := strconv.FormatInt(w.audit.id, 10)
-		for i := range recs {
-			recs[i].Target = strings.ReplaceAll(recs[i].Target, idPlaceholder, id)
-		}
-	}
-	return w.appendAudit(recs)
+	return w.appendAudit(column.AuditForJob(r.audit, w.audit.id))
 }
 
 // appendAudit chains recs to the newest stored record and inserts them. It
