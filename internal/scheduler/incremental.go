@@ -20,9 +20,12 @@ import (
 // Incremental is not safe for concurrent use.
 type Incremental struct {
 	prev   []*Pending // the last pass's pending jobs, by id ascending (owned copies)
+	ids    []int64    // their ids, so that lookups need not follow the pointers
+	runIDs []int64    // scratch: running job ids (usable)
 	queues map[string]*queue
 	spare  []*Pending  // the list before prev, reused as the next one
 	memo   []memoEntry // memo storage reused across passes
+	decs   []decision
 	// waiting is the last plan's Waiting storage, reused by the next pass.
 	waiting []Waiting
 }
@@ -57,10 +60,10 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	}
 	p := newPass(s, cfg)
 	p.queues = in.queues
-	p.memoBuf = in.memo
+	p.memoBuf, p.decsBuf = in.memo, in.decs
 	p.waitBuf = in.waiting
 	plan := p.run()
-	in.memo = p.memoBuf
+	in.memo, in.decs = p.memoBuf, p.decsBuf
 	if n := len(plan.Waiting); n < len(in.waiting) {
 		clear(in.waiting[n:]) // let the last plan's messages go
 	}
@@ -68,7 +71,7 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	return plan
 }
 
-func (in *Incremental) reset() { in.prev, in.queues, in.spare = nil, nil, nil }
+func (in *Incremental) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
 
 // ascending reports whether pending ids strictly increase (the order a store
 // lists them in), which lets a pass compare them with the last pass's in
@@ -86,8 +89,10 @@ func ascending(pending []Pending) bool {
 func (in *Incremental) rebuild(pending []Pending) {
 	own := slices.Clone(pending)
 	in.prev = make([]*Pending, len(own))
+	in.ids = make([]int64, len(own))
 	for i := range own {
 		in.prev[i] = &own[i]
+		in.ids[i] = own[i].JobID
 	}
 	byPool := slices.Clone(in.prev)
 	slices.SortStableFunc(byPool, func(a, b *Pending) int { return cmp.Compare(a.Pool, b.Pool) })
@@ -196,14 +201,16 @@ func (in *Incremental) apply(pending []Pending) int {
 			} else {
 				id = c.pd.JobID
 			}
-			x, found := slices.BinarySearchFunc(in.prev, id, func(p *Pending, id int64) int { return cmp.Compare(p.JobID, id) })
+			x, found := slices.BinarySearch(in.ids, id)
 			switch {
 			case found && c.pd != nil:
 				in.prev[x] = c.pd
 			case found:
 				in.prev = slices.Delete(in.prev, x, x+1)
+				in.ids = slices.Delete(in.ids, x, x+1)
 			default:
 				in.prev = slices.Insert(in.prev, x, c.pd)
+				in.ids = slices.Insert(in.ids, x, id)
 			}
 		}
 		return applyDone
@@ -234,6 +241,10 @@ func (in *Incremental) apply(pending []Pending) int {
 	}
 	clear(in.prev) // let removed jobs' copies go
 	in.prev, in.spare = next, in.prev
+	in.ids = in.ids[:0]
+	for _, p := range next {
+		in.ids = append(in.ids, p.JobID)
+	}
 	return applyDone
 }
 
@@ -249,11 +260,20 @@ func (in *Incremental) usable(s Snapshot) bool {
 			return false
 		}
 	}
+	// Running ids in order, each looked up from where the last one was.
+	run := in.runIDs[:0]
 	for i := range s.Running {
-		id := s.Running[i].JobID
-		if _, found := slices.BinarySearchFunc(in.prev, id, func(p *Pending, id int64) int { return cmp.Compare(p.JobID, id) }); found {
+		run = append(run, s.Running[i].JobID)
+	}
+	slices.Sort(run)
+	in.runIDs = run
+	ids := in.ids
+	for _, id := range run {
+		x, found := slices.BinarySearch(ids, id)
+		if found {
 			return false
 		}
+		ids = ids[x:]
 	}
 	return true
 }

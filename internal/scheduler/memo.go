@@ -10,23 +10,51 @@ import (
 // priority rank × preemptible × phase.
 const memoClasses = 4 * 2 * 2
 
-// memoEntry is the decision for one class of jobs while the pass's state
-// is unchanged (poolState.stateVer): jobs of one project, request shape,
-// priority, preemptibility and phase that can neither backfill nor be in
-// backoff are decided alike, so the tail of a long queue costs a lookup per
-// job instead of a decision.
+// memoEntry points a class of jobs at the decision last made for one of
+// them: jobs of one project, request shape, priority, preemptibility and
+// phase that can neither backfill nor be in backoff are decided alike, so
+// the tail of a long queue costs a lookup per job instead of a decision.
+// Entries are small so that the whole table stays in cache.
 type memoEntry struct {
-	ver      int // stateVer+1 when filled; 0: empty
+	ver int32 // poolState.stateVer+1 when last known valid; 0: empty
+	dec int32 // index into poolState.decs
+}
+
+// Kinds of decision, by what they depend on.
+const (
+	// kindState depends on the whole pool state: valid until stateVer moves.
+	kindState = iota
+	// kindStatic depends on nothing that changes within a pass: the pool
+	// never holds the shape, does not accept the priority, the project's
+	// quota forbids it, or the pool's running cap is reached (running only
+	// grows within a pass).
+	kindStatic
+	// kindQuota depends only on the project's use (usedVer), on victims
+	// chosen so far (stopVersion: stopping jobs and the preemption budget)
+	// and on the running cap not being reached; capacity only shrinks
+	// otherwise, which keeps a failed search for the project's own victims
+	// failed (see preemptOwn).
+	kindQuota
+)
+
+// decision is one memoised outcome.
+type decision struct {
 	reason   domain.Reason
 	msg      string
 	est      time.Time
 	resv     bool // append the job's own reservedText to msg
 	deferred bool
+	kind     uint8
+	usedVer  int // kindQuota: the project's usedVer when decided
+	stopVer  int // kindQuota: stopVersion when decided
 }
+
+// memoOff turns the memo off (tests only: see SetMemo).
+var memoOff bool
 
 // decideJob is decide with the class memo in front.
 func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) {
-	if j.rank < 0 || ps.backoff(j) || ps.mayBackfill(j) {
+	if memoOff || j.rank < 0 || ps.backoff(j) || ps.mayBackfill(j) {
 		return ps.decide(j, allowDefer)
 	}
 	c := ((int(j.proj)*len(ps.q.shapes)+int(j.shape))*4+int(j.rank))*4 + int(j.flags&jobPreemptible)*2
@@ -34,35 +62,54 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		c++
 	}
 	m := &ps.memo[c]
-	if m.ver == ps.stateVer+1 {
-		if m.deferred {
+	if v := int32(ps.stateVer + 1); m.ver == v || m.ver != 0 && ps.stillValid(j, &ps.decs[m.dec]) {
+		m.ver = v
+		d := &ps.decs[m.dec]
+		if d.deferred {
 			return false, true
 		}
-		msg := m.msg
-		if m.resv {
-			msg += "; " + ps.reservedTextFor(j)
+		if !d.resv {
+			ps.emit(j, d.reason, d.msg, d.est)
+		} else {
+			ps.emit(j, d.reason, d.msg+"; "+ps.reservedTextFor(j), d.est)
 		}
-		ps.emit(j, m.reason, msg, m.est)
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting
-	ps.resvAppended = false
+	ps.resvAppended, ps.kind = false, kindState
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
 		return placed, deferred
 	}
-	e := memoEntry{ver: ver + 1, deferred: deferred}
+	d := decision{deferred: deferred, kind: ps.kind}
 	if !deferred {
 		if ps.waiting != before+1 {
 			return placed, deferred
 		}
-		e.reason, e.msg, e.est = ps.last.reason, ps.last.msg, ps.last.est
+		d.reason, d.msg, d.est = ps.last.reason, ps.last.msg, ps.last.est
 		if ps.resvAppended {
-			e.msg, e.resv = ps.resvBase, true
+			d.msg, d.resv = ps.resvBase, true
 		}
 	}
-	*m = e
+	if d.kind == kindQuota {
+		d.usedVer, d.stopVer = ps.pr(j).usedVer, ps.stopVersion
+	}
+	*m = memoEntry{ver: int32(ver + 1), dec: int32(len(ps.decs))}
+	ps.decs = append(ps.decs, d)
 	return placed, deferred
+}
+
+// stillValid reports whether a decision made at an earlier state of the
+// pass holds at this one (see the decision kinds).
+func (ps *poolState) stillValid(j *job, d *decision) bool {
+	switch d.kind {
+	case kindStatic:
+		return true
+	case kindQuota:
+		return ps.stopVersion == d.stopVer && ps.pr(j).usedVer == d.usedVer &&
+			(ps.pool.MaxRunning <= 0 || ps.running < ps.pool.MaxRunning)
+	}
+	return false
 }
 
 // mayBackfill reports whether the job's timeout could let it use reserved

@@ -21,9 +21,14 @@ type pass struct {
 	// memoBuf is memo storage reused by each pool's walk (and, through
 	// Incremental, by later passes).
 	memoBuf []memoEntry
+	decsBuf []decision
 	// waitBuf, when large enough, is reused for plan.Waiting (Incremental
 	// keeps it between passes).
 	waitBuf []Waiting
+	// Scratch reused by every pool's walk.
+	heapBuf  []*mergeRun
+	runBuf   []mergeRun
+	laterBuf []int
 }
 
 // reservation is capacity held for a waiting job, for messages.
@@ -93,8 +98,10 @@ type poolState struct {
 	accept      [4]bool      // by priority rank: the pool accepts it
 	backoffZero bool         // a zero NotBefore is after Now
 	memo        []memoEntry
-	stateVer    int       // bumped by every decision that changes state
-	last        memoEntry // what wait recorded last
+	decs        []decision // what memo entries point at
+	stateVer    int        // bumped by every decision that changes state
+	last        decision   // what wait recorded last
+	kind        uint8      // what decide's outcome depends on (memo kinds)
 	// resvAppended: capacityMessage appended the job's reservedText to
 	// resvBase.
 	resvAppended bool
@@ -436,33 +443,23 @@ func (ps *poolState) walk(q *queue) {
 		ps.memo = make([]memoEntry, n)
 		ps.memoBuf = ps.memo
 	}
+	ps.decs = ps.decsBuf[:0]
+	defer func() { ps.decsBuf = ps.decs }()
 
 	// Phase 1: jobs within their project's guarantee. Phase 2: jobs that
 	// need borrowed capacity, so borrowing only takes capacity that no job
 	// within its guarantee wants in this pass.
-	nlater := 0
-	ps.merge(q.jobs, func(j *job) bool {
-		placed, later := ps.decideJob(j, true)
-		if later {
-			j.flags |= jobLater
-			nlater++
-		}
-		return placed
-	})
-	if nlater == 0 {
+	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
+	if len(later) == 0 {
 		return
 	}
-	deferred := make([]job, 0, nlater)
-	for i := range q.jobs {
-		if j := &q.jobs[i]; j.flags&jobLater != 0 {
-			j.flags &^= jobLater
-			deferred = append(deferred, *j)
-		}
+	slices.Sort(later) // queue order
+	deferred := make([]job, len(later))
+	for i, x := range later {
+		deferred[i] = q.jobs[x]
 	}
-	ps.merge(deferred, func(j *job) bool {
-		placed, _ := ps.decideJob(j, false)
-		return placed
-	})
+	ps.laterBuf = later
+	ps.merge(deferred, false, nil)
 }
 
 // pr is the job's project state, created on first use.
@@ -515,21 +512,19 @@ type shapeID struct {
 }
 
 // merge visits jobs (sorted by tier, project, submit time, id) in queue
-// order. Within a tier, a heap of per-project runs ordered by (fair share,
-// head submit time, head id) gives the order; visit reports whether the job
-// started, which raises only that project's share, so the heap is fixed by
-// sifting the top down.
-func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
-	type run struct {
-		proj  *projState
-		jobs  []job
-		share float64
-	}
-	less := func(a, b *run) bool {
+// order and decides each. Within a tier, a heap of per-project runs ordered
+// by (fair share, head submit time, head id) gives the order; a start raises
+// only that project's share, so the heap is fixed by sifting the top down.
+// A run stays on top, without touching the heap, while its next job orders
+// before both of the top's children. With allowDefer (the first phase) it
+// appends to later the indexes in jobs of the jobs left for the second
+// phase, and returns it.
+func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
+	less := func(a, b *mergeRun) bool {
 		if a.share != b.share {
 			return a.share < b.share
 		}
-		x, y := a.jobs[0], b.jobs[0]
+		x, y := &a.jobs[0], &b.jobs[0]
 		if x.sec != y.sec {
 			return x.sec < y.sec
 		}
@@ -538,7 +533,8 @@ func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
 		}
 		return x.id < y.id
 	}
-	var heap []*run
+	heap := ps.heapBuf[:0]
+	runs := ps.runBuf[:0]
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -561,25 +557,38 @@ func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
 		for end < len(jobs) && jobs[end].tier == jobs[start].tier {
 			end++
 		}
-		heap = heap[:0]
+		heap, runs = heap[:0], runs[:0]
 		for a := start; a < end; {
 			b := a
 			for b < end && jobs[b].proj == jobs[a].proj {
 				b++
 			}
 			pr := ps.pr(&jobs[a])
-			heap = append(heap, &run{proj: pr, jobs: jobs[a:b], share: pr.share()})
+			runs = append(runs, mergeRun{proj: pr, off: a, jobs: jobs[a:b], share: pr.share()})
 			a = b
+		}
+		for i := range runs {
+			heap = append(heap, &runs[i])
 		}
 		for i := len(heap)/2 - 1; i >= 0; i-- {
 			down(i)
 		}
 		for len(heap) > 0 {
 			top := heap[0]
-			if visit(&top.jobs[0]) {
-				top.share = top.proj.share()
+			for {
+				placed, deferred := ps.decideJob(&top.jobs[0], allowDefer)
+				if deferred {
+					later = append(later, top.off)
+				}
+				top.jobs, top.off = top.jobs[1:], top.off+1
+				if placed {
+					top.share = top.proj.share()
+					break
+				}
+				if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {
+					break
+				}
 			}
-			top.jobs = top.jobs[1:]
 			if len(top.jobs) == 0 {
 				heap[0] = heap[len(heap)-1]
 				heap = heap[:len(heap)-1]
@@ -588,6 +597,16 @@ func (ps *poolState) merge(jobs []job, visit func(*job) bool) {
 		}
 		start = end
 	}
+	ps.heapBuf, ps.runBuf = heap, runs
+	return later
+}
+
+// mergeRun is one project's jobs of one tier, in merge.
+type mergeRun struct {
+	proj  *projState
+	off   int // index in merge's jobs of jobs[0]
+	jobs  []job
+	share float64
 }
 
 // decide places one job or says why it waits; it reports whether the job
@@ -601,6 +620,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	r, k := sh.key.r, sh.key.k
+	ps.kind = kindStatic
 	if msg := ps.static(j); msg != "" {
 		ps.wait(j, domain.ReasonNoCapacity, msg, time.Time{})
 		return false, false
@@ -614,6 +634,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		ps.wait(j, domain.ReasonWaitingForCapacity, ps.maxRunningMessage(), time.Time{})
 		return false, false
 	}
+	ps.kind = kindQuota
 	need := sh.need
 	after := pr.used.plus(need)
 	if !pr.rule.ceiling.within(after) {
@@ -644,6 +665,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	if borrowed && allowDefer {
 		return false, true
 	}
+	ps.kind = kindState
 	if nodes := ps.fit(sh, j.timeout); nodes != nil {
 		ps.place(ps.pd(j), pr, r, nodes, borrowed)
 		return true, false
@@ -677,7 +699,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 }
 
 func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Time) {
-	ps.last = memoEntry{reason: reason, msg: msg, est: est}
+	ps.last = decision{reason: reason, msg: msg, est: est}
 	ps.emit(j, reason, msg, est)
 }
 

@@ -29,7 +29,6 @@ type job struct {
 const (
 	jobPreemptible = 1 << iota
 	jobNotBefore   // NotBefore is set: read it to decide backoff
-	jobLater       // needs borrowed capacity: decided in the second phase
 )
 
 func (j *job) preemptible() bool { return j.flags&jobPreemptible != 0 }
