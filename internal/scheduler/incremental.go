@@ -23,9 +23,7 @@ type Incremental struct {
 	ids    []int64    // their ids, so that lookups need not follow the pointers
 	runIDs []int64    // scratch: running job ids (usable)
 	queues map[string]*queue
-	spare  []*Pending  // the list before prev, reused as the next one
-	memo   []memoEntry // memo storage reused across passes
-	decs   []decision
+	spare  []*Pending // the list before prev, reused as the next one
 	// waiting is the last plan's Waiting storage, reused by the next pass.
 	waiting []Waiting
 }
@@ -60,10 +58,8 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	}
 	p := newPass(s, cfg)
 	p.queues = in.queues
-	p.memoBuf, p.decsBuf = in.memo, in.decs
 	p.waitBuf = in.waiting
 	plan := p.run()
-	in.memo, in.decs = p.memoBuf, p.decsBuf
 	if n := len(plan.Waiting); n < len(in.waiting) {
 		clear(in.waiting[n:]) // let the last plan's messages go
 	}

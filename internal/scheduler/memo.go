@@ -24,20 +24,22 @@ type memoEntry struct {
 const (
 	// kindState depends on the whole pool state: valid until stateVer moves.
 	kindState = iota
-	// kindStatic depends on nothing that changes within a pass: the pool
-	// never holds the shape, does not accept the priority, the project's
-	// quota forbids it, or the pool's running cap is reached (running only
-	// grows within a pass).
+	// kindStatic depends only on the pool's definition, the project's quota
+	// and the scheduler's config: the pool never holds the shape, does not
+	// accept the priority, or the quota forbids it.
 	kindStatic
-	// kindQuota depends only on the project's use (usedVer), on victims
-	// chosen so far (stopVersion: stopping jobs and the preemption budget)
-	// and on the running cap not being reached; capacity only shrinks
-	// otherwise, which keeps a failed search for the project's own victims
-	// failed (see preemptOwn).
+	// kindCapped: the pool's running cap is reached. Running only grows
+	// within a pass, so it holds for the rest of the pass; the message
+	// names the running count, which a later pass compares.
+	kindCapped
+	// kindQuota depends only on the project's use, on its stopping jobs,
+	// on whether preemption budget is left and on the running cap not being
+	// reached — and, when it rests on a failed search for the project's own
+	// victims, on there being none to find (see decide).
 	kindQuota
 )
 
-// decision is one memoised outcome.
+// decision is one memoised outcome, with what it was decided on.
 type decision struct {
 	reason   domain.Reason
 	msg      string
@@ -45,8 +47,17 @@ type decision struct {
 	resv     bool // append the job's own reservedText to msg
 	deferred bool
 	kind     uint8
-	usedVer  int // kindQuota: the project's usedVer when decided
-	stopVer  int // kindQuota: stopVersion when decided
+	// searched: the outcome rests on preemptOwn failing while the project
+	// had eligible victims; such a failure depends on node state, so only
+	// this pass may reuse it.
+	searched bool
+	budget   bool   // preemption budget was left (kindQuota)
+	pass     int    // the pass that last confirmed it (queue.pass)
+	usedVer  int    // kindQuota, within pass: the project's usedVer
+	stopVer  int    // kindQuota, within pass: stopVersion
+	used     limits // kindQuota, in later passes: the project's use
+	stop     limits // kindQuota, in later passes: its stopping jobs' total
+	running  int    // kindCapped, in later passes: the pool's running count
 }
 
 // memoOff turns the memo off (tests only: see SetMemo).
@@ -57,11 +68,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	if memoOff || j.rank < 0 || ps.backoff(j) || ps.mayBackfill(j) {
 		return ps.decide(j, allowDefer)
 	}
-	c := ((int(j.proj)*len(ps.q.shapes)+int(j.shape))*4+int(j.rank))*4 + int(j.flags&jobPreemptible)*2
-	if allowDefer {
-		c++
-	}
-	m := &ps.memo[c]
+	m := &ps.memo[ps.memoIndex(j, allowDefer)]
 	if v := int32(ps.stateVer + 1); m.ver == v || m.ver != 0 && ps.stillValid(j, &ps.decs[m.dec]) {
 		m.ver = v
 		d := &ps.decs[m.dec]
@@ -76,12 +83,12 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting
-	ps.resvAppended, ps.kind = false, kindState
+	ps.resvAppended, ps.kind, ps.searched = false, kindState, false
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
 		return placed, deferred
 	}
-	d := decision{deferred: deferred, kind: ps.kind}
+	d := decision{deferred: deferred, kind: ps.kind, pass: ps.q.pass}
 	if !deferred {
 		if ps.waiting != before+1 {
 			return placed, deferred
@@ -91,25 +98,61 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 			d.msg, d.resv = ps.resvBase, true
 		}
 	}
-	if d.kind == kindQuota {
-		d.usedVer, d.stopVer = ps.pr(j).usedVer, ps.stopVersion
+	switch d.kind {
+	case kindCapped:
+		d.running = ps.running
+	case kindQuota:
+		pr := ps.pr(j)
+		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.stopVersion, pr.used, ps.ownStopping(pr)
+		d.budget, d.searched = ps.budget > 0, ps.searched
 	}
 	*m = memoEntry{ver: int32(ver + 1), dec: int32(len(ps.decs))}
 	ps.decs = append(ps.decs, d)
 	return placed, deferred
 }
 
-// stillValid reports whether a decision made at an earlier state of the
-// pass holds at this one (see the decision kinds).
+// memoIndex is the job's class in ps.memo: (project, shape, priority
+// rank, preemptible, phase).
+func (ps *poolState) memoIndex(j *job, allowDefer bool) int {
+	c := (int(j.proj)*len(ps.q.shapes)*8 + int(j.cls)) * 2
+	if allowDefer {
+		c++
+	}
+	return c
+}
+
+// stillValid reports whether a decision made at an earlier state — of this
+// pass, or of an earlier pass over the same pool definition, quotas and
+// config (see Incremental) — holds at this one, and if so marks it
+// confirmed by this pass.
 func (ps *poolState) stillValid(j *job, d *decision) bool {
 	switch d.kind {
 	case kindStatic:
 		return true
+	case kindCapped:
+		if d.pass == ps.q.pass {
+			return true
+		}
+		if ps.running != d.running {
+			return false
+		}
 	case kindQuota:
-		return ps.stopVersion == d.stopVer && ps.pr(j).usedVer == d.usedVer &&
-			(ps.pool.MaxRunning <= 0 || ps.running < ps.pool.MaxRunning)
+		if ps.pool.MaxRunning > 0 && ps.running >= ps.pool.MaxRunning {
+			return false
+		}
+		pr := ps.pr(j)
+		if d.pass == ps.q.pass {
+			return ps.stopVersion == d.stopVer && pr.usedVer == d.usedVer
+		}
+		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop {
+			return false
+		}
+		d.usedVer, d.stopVer = pr.usedVer, ps.stopVersion
+	default:
+		return false
 	}
-	return false
+	d.pass = ps.q.pass
+	return true
 }
 
 // mayBackfill reports whether the job's timeout could let it use reserved

@@ -1,8 +1,10 @@
 package scheduler_test
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +44,9 @@ func crowdedWorld(r *rand.Rand) *Harness {
 		quotas = append(quotas, q.Obj())
 	}
 	h := New([]domain.Pool{pool}, quotas...)
+	if r.IntN(3) == 0 {
+		h.Config.MaxPreemptionsPerCycle = 1 + r.IntN(3) // budgets run out mid-pass
+	}
 	for _, p := range projects {
 		h.Snap.Projects = append(h.Snap.Projects, domain.Project{Name: p, Shares: float64(1 + r.IntN(3))})
 		if r.IntN(2) == 0 {
@@ -100,5 +105,101 @@ func TestMemoNeverChangesADecision(t *testing.T) {
 			}
 			h.Advance(time.Duration(r.IntN(120)) * time.Minute)
 		}
+	}
+}
+
+// TestIncrementalMatchesScheduleCrowded runs crowded worlds through one
+// Incremental over many small changes — finishes, submits, cancels, stops
+// completing, quota and time changes, plans applied or not — and checks
+// every plan against Schedule's, byte for byte. Decisions kept between
+// passes must never outlive what they were decided on.
+func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
+	iterations := 60
+	if testing.Short() {
+		iterations = 12
+	}
+	for seed := range uint64(iterations) {
+		r := rand.New(rand.NewPCG(seed, 5))
+		h := crowdedWorld(r)
+		projects := make([]string, 0, len(h.Snap.Projects))
+		for _, p := range h.Snap.Projects {
+			projects = append(projects, p.Name)
+		}
+		next := int64(1_000_000)
+		var inc scheduler.Incremental
+		for step := range 40 {
+			what := "none"
+			switch r.IntN(8) {
+			case 0, 1:
+				if n := len(h.Snap.Running); n > 0 {
+					h.Finish(h.Snap.Running[r.IntN(n)].JobID)
+					what = "finish"
+				}
+			case 2:
+				next++
+				j := Job(next).Pool("big").Project(projects[r.IntN(len(projects))]).GPUs([]int{0, 1, 2, 4, 8}[r.IntN(5)]).
+					CPUs(4).Memory(16 << 30).Priority(domain.Priorities()[r.IntN(4)]).Submitted(h.Snap.Now)
+				if r.IntN(2) == 0 {
+					j.Preemptible()
+				}
+				h.Submit(j.Obj())
+				what = "submit"
+			case 3:
+				if n := len(h.Snap.Pending); n > 0 {
+					i := r.IntN(n)
+					h.Snap.Pending = slices.Delete(slices.Clone(h.Snap.Pending), i, i+1)
+					what = "cancel"
+				}
+			case 4:
+				h.Advance(0) // stopping jobs stop and are requeued
+				what = "stops"
+			case 5:
+				if len(h.Snap.Quotas) > 0 && r.IntN(3) == 0 {
+					h.Snap.Quotas = slices.Clone(h.Snap.Quotas)
+					q := &h.Snap.Quotas[r.IntN(len(h.Snap.Quotas))]
+					q.Guaranteed.GPUs = r.IntN(24)
+					what = "quota"
+				} else {
+					h.Advance(time.Duration(r.IntN(30)) * time.Minute)
+					what = "advance"
+				}
+			}
+			slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
+			want := scheduler.Schedule(h.Snap, h.Config)
+			got := inc.Schedule(h.Snap, h.Config)
+			if planBytes(t, got) != planBytes(t, want) {
+				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+			}
+			if r.IntN(4) > 0 {
+				h.Apply(want)
+			}
+		}
+	}
+}
+
+// TestKeptDecisionNeedsTheSameBudget: a quota decision made after the
+// preemption budget ran out must not be reused by a pass that has budget
+// left, where the project may preempt its own lower-priority work.
+func TestKeptDecisionNeedsTheSameBudget(t *testing.T) {
+	pool := Pool("p").Preemption().Node("n0", 32, 256<<30, 4).Node("n1", 32, 256<<30, 4).Obj()
+	h := New([]domain.Pool{pool},
+		Quota("vision", "p").GPUs(4).MaxPriority(High).Obj(),
+		Quota("speech", "p").GPUs(4).MaxPriority(Urgent).Obj())
+	h.Config.MaxPreemptionsPerCycle = 1
+	h.Run(Job(1).Pool("p").Project("vision").GPUs(4).Priority(Normal).Preemptible().Running(T0, On("n0", Span(0, 4)...)),
+		Job(2).Pool("p").Project("other").GPUs(4).Priority(Low).Preemptible().Running(T0, On("n1", Span(0, 4)...)))
+	h.Submit(Job(3).Pool("p").Project("speech").GPUs(4).Priority(Urgent).Obj(),
+		Job(4).Pool("p").Project("vision").GPUs(4).Priority(High).Obj())
+	var inc scheduler.Incremental
+	for pass := range 2 {
+		want := scheduler.Schedule(h.Snap, h.Config)
+		got := inc.Schedule(h.Snap, h.Config)
+		if planBytes(t, got) != planBytes(t, want) {
+			t.Fatalf("pass %d: incremental plan differs:\n--- want\n%s--- got\n%s", pass, Format(want), Format(got))
+		}
+		if pass == 1 && !slices.Equal(Victims(want), []int64{1}) {
+			t.Fatalf("pass %d: want job 4 to preempt its project's job 1 once budget is left:\n%s", pass, Format(want))
+		}
+		h.Apply(want)
 	}
 }

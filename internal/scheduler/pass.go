@@ -18,10 +18,6 @@ type pass struct {
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
-	// memoBuf is memo storage reused by each pool's walk (and, through
-	// Incremental, by later passes).
-	memoBuf []memoEntry
-	decsBuf []decision
 	// waitBuf, when large enough, is reused for plan.Waiting (Incremental
 	// keeps it between passes).
 	waitBuf []Waiting
@@ -102,6 +98,10 @@ type poolState struct {
 	stateVer    int        // bumped by every decision that changes state
 	last        decision   // what wait recorded last
 	kind        uint8      // what decide's outcome depends on (memo kinds)
+	searched    bool       // decide relied on preemptOwn failing with eligible victims
+	// memoCfg is what the pool's decisions depend on besides its state,
+	// when its queue is kept between passes (runQueues).
+	memoCfg *memoConfig
 	// resvAppended: capacityMessage appended the job's reservedText to
 	// resvBase.
 	resvAppended bool
@@ -245,10 +245,24 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		q := p.queues[pool.Name]
 		if q == nil {
 			q = empty
+		} else {
+			ps.memoCfg = &memoConfig{pool: pool, quotas: poolQuotas(quotas, pool.Name), cfg: p.cfg}
 		}
 		ps.walk(q)
 		ri = rj
 	}
+}
+
+// poolQuotas lists the quotas in effect in one pool, by project.
+func poolQuotas(quotas map[[2]string]*domain.Quota, pool string) []domain.Quota {
+	var out []domain.Quota
+	for k, q := range quotas {
+		if k[1] == pool {
+			out = append(out, *q)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.Quota) int { return cmp.Compare(a.Project, b.Project) })
+	return out
 }
 
 // sortByPool stably sorts by pool name; most snapshots have one pool or
@@ -436,15 +450,13 @@ func (ps *poolState) walk(q *queue) {
 		ps.accept[rank] = len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, pr)
 	}
 	ps.backoffZero = time.Time{}.After(ps.now)
-	if n := len(q.projs) * len(q.shapes) * memoClasses; cap(ps.memoBuf) >= n {
-		ps.memo = ps.memoBuf[:n]
-		clear(ps.memo)
-	} else {
-		ps.memo = make([]memoEntry, n)
-		ps.memoBuf = ps.memo
+	c := ps.memoCfg
+	if c == nil {
+		c = &memoConfig{pool: ps.pool, cfg: ps.cfg}
 	}
-	ps.decs = ps.decsBuf[:0]
-	defer func() { ps.decsBuf = ps.decs }()
+	q.prepareMemo(c)
+	ps.memo, ps.decs, ps.stateVer = q.memo, q.decs, q.stateVer
+	defer func() { q.decs, q.stateVer = ps.decs, ps.stateVer+1 }()
 
 	// Phase 1: jobs within their project's guarantee. Phase 2: jobs that
 	// need borrowed capacity, so borrowing only takes capacity that no job
@@ -535,6 +547,10 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 	}
 	heap := ps.heapBuf[:0]
 	runs := ps.runBuf[:0]
+	phase := 0
+	if allowDefer {
+		phase = 1
+	}
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -575,8 +591,28 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 		}
 		for len(heap) > 0 {
 			top := heap[0]
+			base := int(top.jobs[0].proj) * len(ps.q.shapes) * 16
 			for {
-				placed, deferred := ps.decideJob(&top.jobs[0], allowDefer)
+				// The common case, inline: a job whose class decision is
+				// memoised at this state (see decideJob).
+				j := &top.jobs[0]
+				if m := ps.memo[base+int(j.cls)*2+phase]; m.ver == int32(ps.stateVer+1) && j.rank >= 0 && j.flags&jobNotBefore == 0 &&
+					!ps.backoffZero && (j.timeout <= 0 || len(ps.reserved) == 0 || !ps.mayBackfill(j)) && !memoOff {
+					if d := &ps.decs[m.dec]; d.deferred {
+						later = append(later, top.off)
+					} else if !d.resv {
+						ps.waiting++
+						ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: d.reason, Message: d.msg, Position: ps.waiting, EstimatedStart: d.est})
+					} else {
+						ps.emit(j, d.reason, d.msg+"; "+ps.reservedTextFor(j), d.est)
+					}
+					top.jobs, top.off = top.jobs[1:], top.off+1
+					if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {
+						break
+					}
+					continue
+				}
+				placed, deferred := ps.decideJob(j, allowDefer)
 				if deferred {
 					later = append(later, top.off)
 				}
@@ -631,6 +667,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	if m := ps.pool.MaxRunning; m > 0 && ps.running >= m {
+		ps.kind = kindCapped
 		ps.wait(j, domain.ReasonWaitingForCapacity, ps.maxRunningMessage(), time.Time{})
 		return false, false
 	}

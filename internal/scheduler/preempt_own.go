@@ -25,11 +25,15 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	// exactly when its candidates cannot cover it: monotone while capacity
 	// shrinks, which makes a failure safe to remember.
 	memo := !qd.met() || needJobs > 0
-	if memo && pr.ownFailed(sh, rank, ps.stopVersion) {
-		return nil, nil
-	}
 	eligible := func(h *holder) bool {
 		return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == pr.name
+	}
+	if !slices.ContainsFunc(pr.holders, eligible) {
+		return nil, nil // nothing to search: the outcome depends on no node
+	}
+	ps.searched = true
+	if memo && pr.ownFailed(sh, rank, ps.stopVersion) {
+		return nil, nil
 	}
 	// Only nodes holding an eligible job can yield victims: visit those,
 	// in node order.

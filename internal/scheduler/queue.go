@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ type job struct {
 	proj    int32 // queue.projs index
 	shape   int32 // queue.shapes index
 	nsec    int32 // submit nanoseconds when not packed, else 0
+	cls     int32 // decision class within the project: (shape*4+rank)*2 + preemptible (see memoIndex)
 	tier    int8  // higher first: rank*2 + 2, +1 if previously preempted
 	rank    int8
 	flags   uint8
@@ -45,6 +47,74 @@ type queue struct {
 	shIx   map[shapeID]int32
 	packed bool
 	base   int64 // Unix seconds that packed submit times count from
+
+	// The decision memo (see decideJob), kept with the queue so that a
+	// later pass over the same pool definition, quotas and config can
+	// reuse decisions whose inputs did not change.
+	memo     []memoEntry
+	decs     []decision
+	spare    []decision // the other buffer of decs, for compaction
+	stateVer int        // where the next pass's state versions start
+	pass     int        // passes walked over this queue
+	cfg      *memoConfig
+}
+
+// memoConfig is what decisions of every kind may depend on besides the
+// pool's state: the pool's definition, the quotas in it and the config.
+type memoConfig struct {
+	pool   domain.Pool
+	quotas []domain.Quota
+	cfg    Config
+}
+
+func (a *memoConfig) equal(b *memoConfig) bool {
+	if a.cfg != b.cfg || !slices.Equal(a.quotas, b.quotas) || !slices.Equal(a.pool.Priorities, b.pool.Priorities) ||
+		len(a.pool.Nodes) != len(b.pool.Nodes) {
+		return false
+	}
+	x, y := a.pool, b.pool
+	x.Nodes, y.Nodes, x.Priorities, y.Priorities = nil, nil, nil, nil
+	if !reflect.DeepEqual(x, y) {
+		return false
+	}
+	for i := range a.pool.Nodes {
+		n, m := &a.pool.Nodes[i], &b.pool.Nodes[i]
+		if n.Name != m.Name || n.CPUs != m.CPUs || n.Memory != m.Memory || !slices.Equal(n.GPUs, m.GPUs) {
+			return false
+		}
+	}
+	return true
+}
+
+// prepareMemo readies the queue's memo for a pass under config c: it keeps
+// the previous passes' decisions only when c equals theirs and the class
+// layout (projects × shapes) did not grow.
+func (q *queue) prepareMemo(c *memoConfig) {
+	n := len(q.projs) * len(q.shapes) * memoClasses
+	if q.cfg == nil || !q.cfg.equal(c) || len(q.memo) != n || q.stateVer > 1<<30 {
+		if cap(q.memo) >= n {
+			q.memo = q.memo[:n]
+			clear(q.memo)
+		} else {
+			q.memo = make([]memoEntry, n)
+		}
+		clear(q.decs)
+		q.decs, q.stateVer = q.decs[:0], 0
+		q.cfg = c
+	}
+	q.pass++
+	if len(q.decs) > 4*len(q.memo)/memoClasses+4096 {
+		// Keep only the decisions entries point at.
+		next := q.spare[:0]
+		for i := range q.memo {
+			if m := &q.memo[i]; m.ver != 0 {
+				next = append(next, q.decs[m.dec])
+				m.dec = int32(len(next) - 1)
+			}
+		}
+		clear(q.decs)
+		q.decs, q.spare = next, q.decs[:0]
+	}
 }
 
 func tierOf(pd *Pending) int8 {
@@ -115,7 +185,9 @@ func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
 	}
 	j := job{id: pd.JobID, sec: sec, nsec: nsec, timeout: pd.Timeout, slot: slot, proj: p, shape: q.internShape(shapeOf(pd.Resources)),
 		tier: tierOf(pd), rank: int8(pd.Priority.Rank())}
+	j.cls = (j.shape*4 + int32(max(j.rank, 0))) * 2
 	if pd.Preemptible {
+		j.cls++
 		j.flags |= jobPreemptible
 	}
 	if !pd.NotBefore.IsZero() {
