@@ -79,7 +79,7 @@ func Admit(pool domain.Pool, quota *domain.Quota, spec domain.Spec) domain.Field
 		prio = domain.PriorityNormal
 	}
 	rank := prio.Rank()
-	rule := newQuotaRule(pool, quota)
+	rule := newQuotaRule(pool, pool.Capacity(), quota)
 	switch {
 	case rank < 0:
 		errs.Add("policy.priority", "%q is not a priority class; use one of low, normal, high, urgent", prio)

@@ -106,6 +106,10 @@ type nodeState struct {
 	reserved    bool
 	holders     []*holder
 	bucket      int
+	// Victim bounds (victimBound), valid while boundOK.
+	bound   [4]deficit // by job rank
+	boundB  deficit
+	boundOK bool
 }
 
 func (n *nodeState) availG() int { return max(0, n.capG-n.usedG-n.resvG) }

@@ -349,7 +349,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			if sh <= 0 {
 				sh = 1
 			}
-			pr = &projState{name: name, rule: newQuotaRule(pool, quotas[[2]string{name, pool.Name}]),
+			pr = &projState{name: name, rule: newQuotaRule(pool, ps.capa, quotas[[2]string{name, pool.Name}]),
 				usage: usage[[2]string{name, pool.Name}], shares: sh}
 			ps.projs[name] = pr
 		}
@@ -714,7 +714,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	if ps.pool.Preemption && ps.budget > 0 {
-		if victims, nodes := ps.preempt(ps.pd(j), pr, r, k, borrowed); nodes != nil {
+		if victims, nodes := ps.preempt(ps.pd(j), pr, r, k, borrowed, rank); nodes != nil {
 			ps.stopVictims(ps.pd(j), victims)
 			ps.reserve(j.id, rank, r, nodes, time.Time{})
 			ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(countStopping(nodes, r), true), time.Time{})

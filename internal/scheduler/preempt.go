@@ -24,8 +24,7 @@ const maxExactCandidates = 12
 // on k nodes, or nil. Candidates are running, not stopping jobs that are
 // (a) preemptible and of strictly lower priority, or (b) borrowed by another
 // project while the job's project is within its quota (reclaim).
-func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed bool) ([]*holder, []*nodeState) {
-	rank := j.Priority.Rank()
+func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed bool, rank int) ([]*holder, []*nodeState) {
 	reclaim := !borrowed && pr.rule.has
 	// With reclaim, the candidates are all borrowed jobs but the project's
 	// own; the key without a project records that the search failed with
@@ -67,6 +66,9 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 		if d.met() {
 			choices = append(choices, choice{n: n})
 			continue
+		}
+		if b := n.victimBound(rank, reclaim); b.g < d.g || b.c+cpuEps+1e-6 < d.c || b.m+1 < d.m {
+			continue // even every candidate there would not make room
 		}
 		cands = cands[:0]
 		var sum deficit
@@ -261,6 +263,9 @@ func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
 	rank := j.Priority.Rank()
 	for _, v := range victims {
 		v.stopping = true
+		for _, n := range v.nodes {
+			n.boundOK = false
+		}
 		if len(v.nodes) > 0 {
 			ps.project(v.project).addStopping(v)
 		}
@@ -285,3 +290,39 @@ func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
 	ps.stopVersion++
 	ps.stateVer++
 }
+
+// victimBound is at least what every possible victim on the node holds
+// for a job of the given priority rank: its running jobs that are neither
+// stopping nor placed in this pass and are preemptible with a lower rank,
+// or, with reclaim, borrowed. preempt skips a node below its deficit
+// without looking at its jobs. The sums are kept per rank and recomputed
+// after victims are chosen on the node.
+func (n *nodeState) victimBound(rank int, reclaim bool) deficit {
+	if !n.boundOK {
+		n.bound, n.boundB = [4]deficit{}, deficit{}
+		for _, h := range n.holders {
+			if h.stopping || h.placed {
+				continue
+			}
+			if h.preemptible {
+				for x := max(h.rank+1, 0); x < len(n.bound); x++ {
+					n.bound[x] = n.bound[x].plus(h.res)
+				}
+			}
+			if h.borrowed {
+				n.boundB = n.boundB.plus(h.res)
+			}
+		}
+		n.boundOK = true
+	}
+	var b deficit
+	if rank >= 0 && rank < len(n.bound) {
+		b = n.bound[rank]
+	}
+	if reclaim {
+		b = b.plus(req(n.boundB))
+	}
+	return b
+}
+
+func (d deficit) plus(r req) deficit { return deficit{g: d.g + r.g, c: d.c + r.c, m: d.m + r.m} }

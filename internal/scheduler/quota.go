@@ -33,8 +33,7 @@ type quotaRule struct {
 	maxRank    int // highest priority rank the project may use
 }
 
-func newQuotaRule(pool domain.Pool, q *domain.Quota) quotaRule {
-	capa := pool.Capacity()
+func newQuotaRule(pool domain.Pool, capa domain.Limits, q *domain.Quota) quotaRule {
 	if q == nil {
 		r := quotaRule{maxRank: domain.PriorityNormal.Rank()}
 		if pool.Borrowing {
