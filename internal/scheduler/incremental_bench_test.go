@@ -13,7 +13,7 @@ import (
 // settled runs the benchmark world until a pass changes nothing: every
 // plan applied, every preempted job stopped and requeued, the pending list
 // in id order as a store lists it. It returns the settled snapshot and how
-// many passes that took.
+// many passes that took. Running jobs are in id order too.
 func settled(n int) (scheduler.Snapshot, int) {
 	h := New(nil)
 	h.Snap = benchSnapshot(n)
@@ -22,6 +22,7 @@ func settled(n int) (scheduler.Snapshot, int) {
 		h.Apply(p)
 		h.Advance(0) // preempted jobs stop and return to the queue
 		slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
+		slices.SortFunc(h.Snap.Running, func(a, b scheduler.Allocation) int { return cmp.Compare(a.JobID, b.JobID) })
 		if len(p.Start)+len(p.Preempt) == 0 || round == 100 {
 			return h.Snap, round
 		}

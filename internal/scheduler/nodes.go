@@ -356,7 +356,7 @@ func (ps *poolState) estimate(r req, k int) ([]*nodeState, time.Time) {
 		}
 		cands = append(cands, c)
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
+	less := func(a, b *cand) int {
 		switch {
 		case a.known != b.known:
 			if a.known {
@@ -373,7 +373,21 @@ func (ps *poolState) estimate(r req, k int) ([]*nodeState, time.Time) {
 			return compareFloat(a.defM, b.defM)
 		}
 		return compareInt(a.n.idx, b.n.idx)
-	})
+	}
+	if k > 8 {
+		slices.SortFunc(cands, func(a, b cand) int { return less(&a, &b) })
+	} else {
+		// Only the k best matter: select them in order.
+		for i := 0; i < k && i < len(cands); i++ {
+			m := i
+			for x := i + 1; x < len(cands); x++ {
+				if less(&cands[x], &cands[m]) < 0 {
+					m = x
+				}
+			}
+			cands[i], cands[m] = cands[m], cands[i]
+		}
+	}
 	if len(cands) < k {
 		return nil, time.Time{}
 	}

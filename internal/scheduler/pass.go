@@ -156,12 +156,15 @@ func (p *pass) run() Plan {
 	for i := range s.Running {
 		running[i] = &s.Running[i]
 	}
-	slices.SortFunc(running, func(a, b *Allocation) int {
-		if a.JobID != b.JobID {
-			return compareInt64(a.JobID, b.JobID)
-		}
-		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.StartedAt.Compare(b.StartedAt))
-	})
+	// Stores list jobs by id: check that in one sweep before sorting.
+	if !slices.IsSortedFunc(running, func(a, b *Allocation) int { return compareInt64(a.JobID, b.JobID) }) || !distinctIDs(running) {
+		slices.SortFunc(running, func(a, b *Allocation) int {
+			if a.JobID != b.JobID {
+				return compareInt64(a.JobID, b.JobID)
+			}
+			return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.StartedAt.Compare(b.StartedAt))
+		})
+	}
 	running = slices.CompactFunc(running, func(a, b *Allocation) bool { return a.JobID == b.JobID })
 	if p.queues != nil {
 		p.runQueues(pools, quotas, shares, usage, running)
@@ -251,6 +254,17 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		ps.walk(q)
 		ri = rj
 	}
+}
+
+// distinctIDs reports whether id-sorted allocations have no duplicate id
+// (duplicates need the full sort's tie-break).
+func distinctIDs(as []*Allocation) bool {
+	for i := 1; i < len(as); i++ {
+		if as[i].JobID == as[i-1].JobID {
+			return false
+		}
+	}
+	return true
 }
 
 // poolQuotas lists the quotas in effect in one pool, by project.
