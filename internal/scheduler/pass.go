@@ -378,12 +378,16 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	}
 	nodeRefs := make([]*nodeState, 0, nallocs)
 	// Each node's holders, counted first so that one slab holds them all.
+	// The nodes are looked up once, in allocation order.
 	count := make([]int32, len(ps.nodes))
+	resolved := make([]*nodeState, 0, nallocs)
 	for _, a := range running {
 		for _, na := range a.Nodes {
-			if n := ps.byName[na.Node]; n != nil {
+			n := ps.byName[na.Node]
+			if n != nil {
 				count[n.idx]++
 			}
+			resolved = append(resolved, n)
 		}
 	}
 	refSlab := make([]*holder, nallocs)
@@ -402,7 +406,8 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		mark := len(nodeRefs)
 		for _, na := range a.Nodes {
-			n := ps.byName[na.Node]
+			n := resolved[0]
+			resolved = resolved[1:]
 			if n == nil || slices.Contains(nodeRefs[mark:], n) {
 				continue // a node that left the pool: nothing to subtract from
 			}
