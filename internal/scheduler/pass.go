@@ -256,6 +256,17 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 	}
 }
 
+// strictlyAscending reports whether ids are sorted without duplicates (as
+// node definitions list GPU indices).
+func strictlyAscending(ids []int) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
 // distinctIDs reports whether id-sorted allocations have no duplicate id
 // (duplicates need the full sort's tie-break).
 func distinctIDs(as []*Allocation) bool {
@@ -344,8 +355,10 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		ids := idSlab[:len(n.GPUs):len(n.GPUs)]
 		idSlab = idSlab[len(n.GPUs):]
 		copy(ids, n.GPUs)
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
+		if !strictlyAscending(ids) {
+			slices.Sort(ids)
+			ids = slices.Compact(ids)
+		}
 		used := usedSlab[:len(ids):len(ids)]
 		usedSlab = usedSlab[len(n.GPUs):]
 		ns := &nodeSlab[i]
