@@ -130,7 +130,7 @@ type Controller struct {
 	// Loop-goroutine state.
 	jobs     map[int64]*jobInfo // immutable parts of active and queued jobs
 	stopping map[executor.Ref]bool
-	reasons  map[int64]string // last pending reason written, to skip no-op writes
+	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
 	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
@@ -216,7 +216,7 @@ func New(cfg Config) *Controller {
 		known:     map[executor.Ref]bool{},
 		jobs:      map[int64]*jobInfo{},
 		stopping:  map[executor.Ref]bool{},
-		reasons:   map[int64]string{},
+		reasons:   map[int64]pendingReason{},
 
 		progress:      map[executor.Ref]time.Time{},
 		offsets:       map[executor.Ref]int64{},
@@ -319,6 +319,12 @@ func (c *Controller) recover(ctx context.Context) error {
 	return nil
 }
 
+// pendingReason is why a queued job waits, as last written.
+type pendingReason struct {
+	reason  domain.Reason
+	message string
+}
+
 // info returns the cached immutable part of a job, loading it once.
 func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 	if ji := c.jobs[id]; ji != nil {
@@ -411,7 +417,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			RequestPreempt: true, SetReason: true, Reason: domain.ReasonPreempted, Message: pe.Message, At: now})
 	}
 	for _, w := range plan.Waiting {
-		key := string(w.Reason) + "\x00" + w.Message
+		key := pendingReason{w.Reason, w.Message}
 		j := byID[w.JobID]
 		if c.reasons[w.JobID] == key || (j.Reason == w.Reason && j.Message == w.Message) {
 			c.reasons[w.JobID] = key
