@@ -87,7 +87,7 @@ func BenchmarkScheduleAfterSmallChange(b *testing.B) {
 		h.Apply(scheduler.Schedule(h.Snap, scheduler.Config{}))
 		h.Apply(scheduler.Schedule(h.Snap, scheduler.Config{}))
 		submit := h.Snap
-		submit.Pending = append(append([]scheduler.Pending(nil), submit.Pending...), Job(1<<40).Pool("big").Project("proj-007").GPUs(2).Obj())
+		submit.Pending = append(append([]scheduler.Pending(nil), submit.Pending...), Job(1<<40).Pool("big").Project("proj-007").GPUs(2).Submitted(h.Snap.Now).Obj())
 		finish := h.Snap
 		finish.Running = finish.Running[1:]
 		for _, c := range []struct {

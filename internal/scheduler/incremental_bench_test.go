@@ -52,7 +52,8 @@ func BenchmarkIncremental(b *testing.B) {
 		}{{"settled", calm}, {"storm", storm}} {
 			base := w.s
 			submit := base
-			submit.Pending = append(slices.Clone(submit.Pending), Job(1<<40).Pool("big").Project("proj-007").GPUs(2).Obj())
+			// One more job of an existing project, submitted now.
+			submit.Pending = append(slices.Clone(submit.Pending), Job(1<<40).Pool("big").Project("proj-007").GPUs(2).Submitted(base.Now).Obj())
 			finish := base
 			finish.Running = finish.Running[1:]
 			for _, c := range []struct {
