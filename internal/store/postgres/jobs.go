@@ -218,14 +218,7 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, interpretError("list jobs", err)
 	}
 	defer rows.Close()
-	// Rows gather in chunks joined once at the end: a 100,000-job snapshot
-	// would otherwise be copied over and over as one slice grows.
-	const chunkLen = 4096
-	var (
-		chunks [][]domain.Job
-		cur    = make([]domain.Job, 0, min(max(f.Limit, 16), chunkLen))
-		total  int
-	)
+	var jobs column.Gather[domain.Job]
 	fast := newJobListScanner(rows) // fastscan.go
 	for rows.Next() {
 		var (
@@ -240,25 +233,12 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		if err != nil {
 			return nil, interpretError("list jobs", err)
 		}
-		if len(cur) == cap(cur) && len(cur) >= chunkLen {
-			chunks = append(chunks, cur)
-			cur = make([]domain.Job, 0, chunkLen)
-		}
-		cur = append(cur, j)
-		total++
+		jobs.Add(j, f.Limit)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError("list jobs", err)
 	}
-	if len(chunks) == 0 {
-		return cur, nil
-	}
-	jobs := make([]domain.Job, 0, total)
-	for _, c := range chunks {
-		jobs = append(jobs, c...)
-	}
-	jobs = append(jobs, cur...)
-	return jobs, nil
+	return jobs.Rows(), nil
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of

@@ -211,18 +211,18 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, interpretError("list jobs", err)
 	}
 	defer rows.Close()
-	jobs := make([]domain.Job, 0, min(max(f.Limit, 16), 1024))
+	var jobs column.Gather[domain.Job]
 	for rows.Next() {
 		j, err := scanJob(rows, false)
 		if err != nil {
 			return nil, interpretError("list jobs", err)
 		}
-		jobs = append(jobs, j)
+		jobs.Add(j, f.Limit)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError("list jobs", err)
 	}
-	return jobs, nil
+	return jobs.Rows(), nil
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of
