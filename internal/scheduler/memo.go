@@ -106,8 +106,14 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.stopVersion, pr.used, ps.ownStopping(pr)
 		d.budget, d.searched = ps.budget > 0, ps.searched
 	}
-	*m = memoEntry{ver: int32(ver + 1), dec: int32(len(ps.decs))}
-	ps.decs = append(ps.decs, d)
+	// Each entry owns one decision slot: a refill overwrites it.
+	if m.ver != 0 {
+		ps.decs[m.dec] = d
+	} else {
+		m.dec = int32(len(ps.decs))
+		ps.decs = append(ps.decs, d)
+	}
+	m.ver = int32(ver + 1)
 	return placed, deferred
 }
 

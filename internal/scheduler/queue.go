@@ -52,8 +52,7 @@ type queue struct {
 	// later pass over the same pool definition, quotas and config can
 	// reuse decisions whose inputs did not change.
 	memo     []memoEntry
-	decs     []decision
-	spare    []decision // the other buffer of decs, for compaction
+	decs     []decision // one slot per memo entry that was ever filled
 	stateVer int        // where the next pass's state versions start
 	pass     int        // passes walked over this queue
 	cfg      *memoConfig
@@ -100,21 +99,14 @@ func (q *queue) prepareMemo(c *memoConfig) {
 		}
 		clear(q.decs)
 		q.decs, q.stateVer = q.decs[:0], 0
+		if k := min(n, len(q.jobs)); cap(q.decs) < k {
+			// At most one decision per class, and per job: sized once
+			// rather than grown (and copied) many times in a pass.
+			q.decs = make([]decision, 0, k)
+		}
 		q.cfg = c
 	}
 	q.pass++
-	if len(q.decs) > 4*len(q.memo)/memoClasses+4096 {
-		// Keep only the decisions entries point at.
-		next := q.spare[:0]
-		for i := range q.memo {
-			if m := &q.memo[i]; m.ver != 0 {
-				next = append(next, q.decs[m.dec])
-				m.dec = int32(len(next) - 1)
-			}
-		}
-		clear(q.decs)
-		q.decs, q.spare = next, q.decs[:0]
-	}
 }
 
 func tierOf(pd *Pending) int8 {
