@@ -514,6 +514,7 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		return snap, nil, nil, err
 	}
 	byID := make(map[int64]domain.Job, len(jobs))
+	snap.Pending = make([]scheduler.Pending, 0, len(jobs))
 	for _, j := range jobs {
 		byID[j.ID] = j
 		if j.State == domain.JobQueued {

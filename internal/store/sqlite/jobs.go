@@ -211,18 +211,28 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, interpretError("list jobs", err)
 	}
 	defer rows.Close()
-	var jobs column.Gather[domain.Job]
+	// Size the result once: a list of every active job (the control loop
+	// reads one each cycle) would otherwise grow, and be copied, many times.
+	size := f.Limit
+	if size == 0 {
+		if q, args, ok := countJobsQuery(f); ok {
+			if err := s.readDB.QueryRowContext(ctx, q, args...).Scan(&size); err != nil {
+				return nil, interpretError("list jobs", err)
+			}
+		}
+	}
+	jobs := make([]domain.Job, 0, min(max(size, 16), 1<<20)+16)
 	for rows.Next() {
 		j, err := scanJob(rows, false)
 		if err != nil {
 			return nil, interpretError("list jobs", err)
 		}
-		jobs.Add(j, f.Limit)
+		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError("list jobs", err)
 	}
-	return jobs.Rows(), nil
+	return jobs, nil
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of
@@ -311,6 +321,23 @@ func listJobsQuery(f store.JobFilter) (string, []any) {
 		all = append(all, f.Limit)
 	}
 	return "SELECT " + cols + " FROM jobs" + where(stateCond) + " ORDER BY id " + order + limit, all
+}
+
+// countJobsQuery counts what an unpaged listJobsQuery(f) returns, to size
+// its result; ok is false for a filter it does not cover.
+func countJobsQuery(f store.JobFilter) (string, []any, bool) {
+	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+		return "", nil, false
+	}
+	states := uniqueStates(f.States)
+	if len(states) == 0 {
+		return "SELECT COUNT(*) FROM jobs", nil, true
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = st
+	}
+	return "SELECT COUNT(*) FROM jobs WHERE state IN (?" + strings.Repeat(", ?", len(states)-1) + ")", args, true
 }
 
 // uniqueStates returns states sorted and without duplicates.

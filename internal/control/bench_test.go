@@ -1,0 +1,115 @@
+package control_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"trainyard/internal/clock"
+	"trainyard/internal/control"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/logs"
+	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite"
+)
+
+// BenchmarkPreviewQueue is the read side of one control-loop cycle on the
+// embedded store: load pools, quotas and every active job, plan a full pass
+// and publish the queue view. One pool of 1,000 nodes × 8 GPUs, 100
+// projects with quotas, n queued jobs.
+func BenchmarkPreviewQueue(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			st, err := sqlite.Open(ctx, filepath.Join(dir, "db.sqlite"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			pool := domain.Pool{Name: "big", Executor: "local", Borrowing: true, Preemption: true}
+			for i := range 1000 {
+				pool.Nodes = append(pool.Nodes, domain.Node{Name: fmt.Sprintf("node-%04d", i), CPUs: 64, Memory: 512 << 30,
+					GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
+			}
+			if _, err := st.PutPool(ctx, pool); err != nil {
+				b.Fatal(err)
+			}
+			for p := range 100 {
+				name := fmt.Sprintf("proj-%03d", p)
+				if err := st.PutProject(ctx, domain.Project{Name: name, Shares: float64(1 + p%3)}); err != nil {
+					b.Fatal(err)
+				}
+				if err := st.PutQuota(ctx, domain.Quota{Project: name, Pool: "big", Guaranteed: domain.Limits{GPUs: 48},
+					Borrow: domain.Limits{GPUs: 40}, MaxPriority: domain.PriorityUrgent}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			start := time.Now()
+			seedQueued(b, st, n)
+			b.Logf("queued %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
+			ctl := control.New(control.Config{Store: st, Executor: &executortest.Fake{}, Clock: clock.Real{},
+				Logs: logs.Layout{Root: filepath.Join(dir, "runs")}})
+			b.ResetTimer()
+			for b.Loop() {
+				if err := ctl.PreviewQueue(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// seedQueued creates n queued jobs of mixed shapes and priorities across
+// 100 projects, from four concurrent callers (the store batches them).
+func seedQueued(b *testing.B, st store.Store, n int) {
+	b.Helper()
+	ctx := context.Background()
+	inputs := make([]store.NewJob, 0, 100*5*4)
+	for p := range 100 {
+		for _, gpus := range []int{1, 2, 4, 8} {
+			for _, prio := range domain.Priorities() {
+				spec := domain.Spec{Name: "train", Project: fmt.Sprintf("proj-%03d", p), Pool: "big",
+					Entrypoint: []string{"python", "train.py"},
+					Resources:  domain.Resources{GPUs: gpus, CPUs: float64(4 * gpus), Memory: domain.ByteSize(32*gpus) << 30, Nodes: 1},
+					Policy:     domain.Policy{Priority: prio, Timeout: domain.Duration(time.Duration(1+p%24) * time.Hour), Preemptible: p%2 == 0}}
+				raw, err := json.Marshal(spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum := sha256.Sum256(raw)
+				inputs = append(inputs, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+					Submitter: "bench", Actor: "user:bench"})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 4 {
+				in := inputs[i%len(inputs)]
+				in.SubmittedAt = time.Unix(1_700_000_000+int64(i), 0)
+				in.OutputDir = func(id int64) string { return fmt.Sprintf("/out/%d", id) }
+				if _, _, err := st.CreateJob(ctx, in); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
