@@ -56,21 +56,3 @@ func TestAuditForJob(t *testing.T) {
 		t.Fatal("id 0 copied the records")
 	}
 }
-
-func TestGatherKeepsOrderAcrossChunks(t *testing.T) {
-	for _, n := range []int{0, 1, gatherChunk, gatherChunk + 1, 3*gatherChunk + 7} {
-		var g Gather[int]
-		for i := range n {
-			g.Add(i, 0)
-		}
-		rows := g.Rows()
-		if len(rows) != n || rows == nil {
-			t.Fatalf("n=%d: got %d rows (nil %v)", n, len(rows), rows == nil)
-		}
-		for i, v := range rows {
-			if v != i {
-				t.Fatalf("n=%d: row %d is %d", n, i, v)
-			}
-		}
-	}
-}

@@ -218,7 +218,17 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, interpretError("list jobs", err)
 	}
 	defer rows.Close()
-	var jobs column.Gather[domain.Job]
+	// Size the result once: a list of every active job (the control loop
+	// reads one each cycle) would otherwise grow, and be copied, many times.
+	size := f.Limit
+	if size == 0 {
+		if q, args, ok := countJobsQuery(f); ok {
+			if err := s.pool.QueryRow(ctx, q, args...).Scan(&size); err != nil {
+				return nil, interpretError("list jobs", err)
+			}
+		}
+	}
+	jobs := make([]domain.Job, 0, min(max(size, 16), 1<<20)+16)
 	fast := newJobListScanner(rows) // fastscan.go
 	for rows.Next() {
 		var (
@@ -233,12 +243,29 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		if err != nil {
 			return nil, interpretError("list jobs", err)
 		}
-		jobs.Add(j, f.Limit)
+		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError("list jobs", err)
 	}
-	return jobs.Rows(), nil
+	return jobs, nil
+}
+
+// countJobsQuery counts what an unpaged listJobsQuery(f) returns, to size
+// its result; ok is false for a filter it does not cover.
+func countJobsQuery(f store.JobFilter) (string, []any, bool) {
+	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+		return "", nil, false
+	}
+	states := uniqueStates(f.States)
+	if len(states) == 0 {
+		return "SELECT COUNT(*) FROM jobs", nil, true
+	}
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	return "SELECT COUNT(*) FROM jobs WHERE state = ANY($1::text[])", []any{names}, true
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of
