@@ -155,6 +155,9 @@ type Controller struct {
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
 	queue   []domain.QueueEntry
+	// spareQueue is the view before queue, reused by the next publish:
+	// readers copy entries out under queueMu and keep no reference.
+	spareQueue []domain.QueueEntry
 }
 
 // jobInfo is the immutable part of a job the loop needs; cached because specs
@@ -579,7 +582,12 @@ func (c *Controller) loadUsage(ctx context.Context, now time.Time, pools []domai
 
 // publishQueue keeps the pass's queue view for API readers.
 func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job) {
-	q := make([]domain.QueueEntry, 0, len(plan.Waiting))
+	c.queueMu.Lock()
+	q := c.spareQueue[:0]
+	c.queueMu.Unlock()
+	if cap(q) < len(plan.Waiting) {
+		q = make([]domain.QueueEntry, 0, len(plan.Waiting)+len(plan.Waiting)/8)
+	}
 	for _, w := range plan.Waiting {
 		j := byID[w.JobID]
 		q = append(q, domain.QueueEntry{JobID: w.JobID, Name: j.Name, Project: j.Project, Pool: j.Pool,
@@ -587,7 +595,7 @@ func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job
 			Submitted: j.SubmittedAt, EstimatedStart: w.EstimatedStart})
 	}
 	c.queueMu.Lock()
-	c.queue = q
+	c.queue, c.spareQueue = q, c.queue[:0]
 	c.queueMu.Unlock()
 }
 
