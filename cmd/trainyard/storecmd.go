@@ -190,6 +190,11 @@ func sqliteTables(ctx context.Context, db *sql.DB) ([]string, error) {
 
 func quoteSQLite(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
+// sqliteOnly names SQLite bookkeeping columns that PostgreSQL keeps its own
+// way (jobs.rev, the writer's commit number; PostgreSQL records the writing
+// transaction instead), so copy leaves them out.
+var sqliteOnly = map[string]map[string]bool{"jobs": {"rev": true}}
+
 // copyTable copies one table's rows with COPY, converting SQLite's values
 // to the target column's type.
 func copyTable(ctx context.Context, db *sql.DB, tx pgx.Tx, table string) (int64, error) {
@@ -211,20 +216,30 @@ func copyTable(ctx context.Context, db *sql.DB, tx pgx.Tx, table string) (int64,
 	if len(types) == 0 {
 		return 0, fmt.Errorf("the target has no table %s; is it at the same schema version?", table)
 	}
-	src, err := db.QueryContext(ctx, "SELECT * FROM "+quoteSQLite(table))
+	probe, err := db.QueryContext(ctx, "SELECT * FROM "+quoteSQLite(table)+" LIMIT 0")
+	if err != nil {
+		return 0, err
+	}
+	all, err := probe.Columns()
+	probe.Close()
+	if err != nil {
+		return 0, err
+	}
+	var cols, quoted []string
+	for _, c := range all {
+		if sqliteOnly[table][c] {
+			continue
+		}
+		if _, ok := types[c]; !ok {
+			return 0, fmt.Errorf("the target's %s has no column %s; is it at the same schema version?", table, c)
+		}
+		cols, quoted = append(cols, c), append(quoted, quoteSQLite(c))
+	}
+	src, err := db.QueryContext(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+quoteSQLite(table))
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
-	cols, err := src.Columns()
-	if err != nil {
-		return 0, err
-	}
-	for _, c := range cols {
-		if _, ok := types[c]; !ok {
-			return 0, fmt.Errorf("the target's %s has no column %s; is it at the same schema version?", table, c)
-		}
-	}
 	return tx.CopyFrom(ctx, pgx.Identifier{table}, cols, &rowSource{rows: src, cols: cols, pgTypes: types})
 }
 

@@ -70,16 +70,16 @@ func guardf(sentinel error, format string, args ...any) error {
 
 const (
 	jobGuardSQL   = `SELECT state, attempts FROM jobs WHERE id = $1 FOR UPDATE`
-	transitionSQL = `UPDATE jobs SET state = $1, reason = $2, message = $3, updated_at = $4,
+	transitionSQL = `UPDATE jobs SET changed_xid = pg_current_xact_id(), state = $1, reason = $2, message = $3, updated_at = $4,
 		started_at = COALESCE(started_at, $5), finished_at = COALESCE($6, finished_at),
 		cancel_requested = CASE WHEN $7::int = 2 THEN cancel_requested ELSE $7::int END,
 		preempt_requested = 0, preemptions = preemptions + $8,
 		next_attempt_at = $9
 		WHERE id = $10 AND state = $11`
-	setReasonSQL      = `UPDATE jobs SET reason = $1, message = $2 WHERE id = $3 AND state = $4`
-	requestCancelSQL  = `UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND state = $2`
-	requestPreemptSQL = `UPDATE jobs SET preempt_requested = 1 WHERE id = $1 AND state = $2`
-	bumpAttemptsSQL   = `UPDATE jobs SET attempts = attempts + 1 WHERE id = $1 AND attempts = $2`
+	setReasonSQL      = `UPDATE jobs SET changed_xid = pg_current_xact_id(), reason = $1, message = $2 WHERE id = $3 AND state = $4`
+	requestCancelSQL  = `UPDATE jobs SET changed_xid = pg_current_xact_id(), cancel_requested = 1 WHERE id = $1 AND state = $2`
+	requestPreemptSQL = `UPDATE jobs SET changed_xid = pg_current_xact_id(), preempt_requested = 1 WHERE id = $1 AND state = $2`
+	bumpAttemptsSQL   = `UPDATE jobs SET changed_xid = pg_current_xact_id(), attempts = attempts + 1 WHERE id = $1 AND attempts = $2`
 	insertAttemptSQL  = `INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
 		created_at, started_at, finished_at, borrowed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	attemptGuardSQL  = `SELECT state FROM attempts WHERE job_id = $1 AND number = $2 FOR UPDATE`

@@ -419,6 +419,76 @@ func (s *Store) ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt
 		`SELECT `+attemptCols+` FROM attempts WHERE job_id = $1 ORDER BY number`, jobID)
 }
 
+// ActiveJobs implements store.Jobs: the active jobs and a cursor, read in
+// one snapshot.
+func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
+	return s.jobsSince(ctx, "list active jobs",
+		`SELECT `+jobCols+` FROM jobs WHERE state = ANY($1::text[]) ORDER BY id`,
+		`SELECT COUNT(*) FROM jobs WHERE state = ANY($1::text[])`,
+		[]string{string(domain.JobQueued), string(domain.JobStarting), string(domain.JobRunning)})
+}
+
+// ChangedJobs implements store.Jobs. The cursor is the oldest transaction
+// still running when the previous look was taken (pg_snapshot_xmin): every
+// write that look did not see came from that transaction or a later one,
+// committed since or still to commit, so reading from there misses none.
+func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
+	return s.jobsSince(ctx, "list changed jobs",
+		`SELECT `+jobCols+` FROM jobs WHERE changed_xid >= $1::text::xid8 ORDER BY id`, "",
+		strconv.FormatUint(uint64(since), 10))
+}
+
+// jobsSince runs query in a read-only repeatable-read transaction and
+// returns its rows with the transaction's snapshot xmin as cursor;
+// countQuery, when set, sizes the result first.
+func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string, arg any) ([]domain.Job, store.JobCursor, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, 0, err
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	defer tx.Rollback(ctx)
+	var xmin string
+	if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	cursor, err := strconv.ParseUint(xmin, 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: read snapshot xmin %q: %w", action, xmin, err)
+	}
+	size := 0
+	if countQuery != "" {
+		if err := tx.QueryRow(ctx, countQuery, arg).Scan(&size); err != nil {
+			return nil, 0, interpretError(action, err)
+		}
+	}
+	rows, err := tx.Query(ctx, query, arg)
+	if err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	defer rows.Close()
+	jobs := make([]domain.Job, 0, size)
+	fast := newJobListScanner(rows) // fastscan.go
+	for rows.Next() {
+		var j domain.Job
+		if fast != nil {
+			j, err = fast.scan(rows)
+		} else {
+			j, err = scanJob(rows, false)
+		}
+		if err != nil {
+			return nil, 0, interpretError(action, err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	return jobs, store.JobCursor(cursor), nil
+}
+
 // ActiveAttempts returns every starting or running attempt in (job id,
 // number) order.
 func (s *Store) ActiveAttempts(ctx context.Context) ([]domain.Attempt, error) {

@@ -142,3 +142,61 @@ func TestOpenRejectsEmptyAndMalformedDSN(t *testing.T) {
 		t.Errorf("Open error reveals the password: %v", err)
 	}
 }
+
+// TestChangedJobsSeesWritesThatCommitLate: a transaction that wrote a job
+// before a look but committed after it must show up in the next look,
+// although transactions commit out of id order.
+func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a := createTestJob(t, s, "a")
+	b := createTestJob(t, s, "b")
+	_, c0, err := s.ActiveJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow writer: updates job a and holds its transaction open.
+	slow, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback(ctx)
+	if _, err := slow.Exec(ctx, setReasonSQL, string(domain.ReasonQuotaExceeded), "slow", a.ID, string(domain.JobQueued)); err != nil {
+		t.Fatal(err)
+	}
+	// A fast writer updates job b and commits first.
+	if _, err := s.Apply(ctx, []store.Change{{JobID: b.ID, From: []domain.JobState{domain.JobQueued}, SetReason: true,
+		Reason: domain.ReasonQuotaExceeded, Message: "fast", At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	seen, c1, err := s.ChangedJobs(ctx, c0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0].ID != b.ID || seen[0].Message != "fast" {
+		t.Fatalf("ChangedJobs while the slow writer is open = %+v, want job %d only", seen, b.ID)
+	}
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen, _, err = s.ChangedJobs(ctx, c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, j := range seen {
+		found = found || (j.ID == a.ID && j.Message == "slow")
+	}
+	if !found {
+		t.Fatalf("ChangedJobs after the slow writer committed = %+v, want job %d with message slow", seen, a.ID)
+	}
+}
+
+func createTestJob(t *testing.T, s *Store, name string) domain.Job {
+	t.Helper()
+	j, _, err := s.CreateJob(context.Background(), testNewJob(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}

@@ -65,16 +65,16 @@ func guardf(sentinel error, format string, args ...any) error {
 
 const (
 	jobGuardSQL   = `SELECT state, attempts FROM jobs WHERE id = ?`
-	transitionSQL = `UPDATE jobs SET state = ?, reason = ?, message = ?, updated_at = ?,
+	transitionSQL = `UPDATE jobs SET rev = ?, state = ?, reason = ?, message = ?, updated_at = ?,
 		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
 		cancel_requested = CASE WHEN ? = 2 THEN cancel_requested ELSE ? END,
 		preempt_requested = 0, preemptions = preemptions + ?,
 		next_attempt_at = ?
 		WHERE id = ? AND state = ?`
-	setReasonSQL      = `UPDATE jobs SET reason = ?, message = ? WHERE id = ? AND state = ?`
-	requestCancelSQL  = `UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = ?`
-	requestPreemptSQL = `UPDATE jobs SET preempt_requested = 1 WHERE id = ? AND state = ?`
-	bumpAttemptsSQL   = `UPDATE jobs SET attempts = attempts + 1 WHERE id = ? AND attempts = ?`
+	setReasonSQL      = `UPDATE jobs SET rev = ?, reason = ?, message = ? WHERE id = ? AND state = ?`
+	requestCancelSQL  = `UPDATE jobs SET rev = ?, cancel_requested = 1 WHERE id = ? AND state = ?`
+	requestPreemptSQL = `UPDATE jobs SET rev = ?, preempt_requested = 1 WHERE id = ? AND state = ?`
+	bumpAttemptsSQL   = `UPDATE jobs SET rev = ?, attempts = attempts + 1 WHERE id = ? AND attempts = ?`
 	insertAttemptSQL  = `INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
 		created_at, started_at, finished_at, borrowed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	attemptGuardSQL  = `SELECT state FROM attempts WHERE job_id = ? AND number = ?`
@@ -128,7 +128,7 @@ func applyChange(w *writer, c *store.Change) error {
 			cancel = cancelSet
 		}
 		query := transitionSQL
-		args := []any{c.To, c.Reason, c.Message, timeArg(c.At), started, finished, cancel, cancel,
+		args := []any{w.rev, c.To, c.Reason, c.Message, timeArg(c.At), started, finished, cancel, cancel,
 			boolArg(c.CountPreemption), timeArg(c.NextAttempt), c.JobID, cur}
 		if err := expectOneRow(w, query, args...); err != nil {
 			return fmt.Errorf("move job %d from %s to %s: %w", c.JobID, cur, c.To, err)
@@ -142,17 +142,17 @@ func applyChange(w *writer, c *store.Change) error {
 		}
 	} else {
 		if c.SetReason {
-			if err := expectOneRow(w, setReasonSQL, c.Reason, c.Message, c.JobID, cur); err != nil {
+			if err := expectOneRow(w, setReasonSQL, w.rev, c.Reason, c.Message, c.JobID, cur); err != nil {
 				return fmt.Errorf("set reason of job %d: %w", c.JobID, err)
 			}
 		}
 		if c.RequestCancel {
-			if err := expectOneRow(w, requestCancelSQL, c.JobID, cur); err != nil {
+			if err := expectOneRow(w, requestCancelSQL, w.rev, c.JobID, cur); err != nil {
 				return fmt.Errorf("request cancel of job %d: %w", c.JobID, err)
 			}
 		}
 		if c.RequestPreempt {
-			if err := expectOneRow(w, requestPreemptSQL, c.JobID, cur); err != nil {
+			if err := expectOneRow(w, requestPreemptSQL, w.rev, c.JobID, cur); err != nil {
 				return fmt.Errorf("request preemption of job %d: %w", c.JobID, err)
 			}
 		}
@@ -197,7 +197,7 @@ func applyAttempt(w *writer, c *store.Change, jobAttempts int) error {
 			}
 			return interpretError(fmt.Sprintf("create attempt %d of job %d", a.Number, c.JobID), err)
 		}
-		if err := expectOneRow(w, bumpAttemptsSQL, c.JobID, jobAttempts); err != nil {
+		if err := expectOneRow(w, bumpAttemptsSQL, w.rev, c.JobID, jobAttempts); err != nil {
 			return fmt.Errorf("count attempt %d of job %d: %w", a.Number, c.JobID, err)
 		}
 		return nil

@@ -27,15 +27,18 @@ const jobCols = `jobs.id, jobs.name, jobs.project, jobs.pool, jobs.state, jobs.r
 const fullJobSelect = `SELECT ` + jobCols + `, snapshots.spec_json
 	FROM jobs JOIN snapshots ON snapshots.hash = jobs.spec_hash`
 
+// listCols are jobCols for queries over jobs alone.
+var listCols = strings.ReplaceAll(jobCols, "jobs.", "")
+
 const (
 	getJobSQL         = fullJobSelect + ` WHERE jobs.id = ?`
 	jobByIdemKeySQL   = fullJobSelect + ` WHERE jobs.submitter = ? AND jobs.idempotency_key = ?`
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
 	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
 		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
-		req_timeout_ns, preemptible, rerun_of)
-		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	setOutputDirSQL = `UPDATE jobs SET output_dir = ? WHERE id = ?`
+		req_timeout_ns, preemptible, rerun_of, rev)
+		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	setOutputDirSQL = `UPDATE jobs SET output_dir = ?, rev = ? WHERE id = ?`
 	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )
@@ -126,7 +129,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
 			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey,
 			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible),
-			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0})
+			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0}, w.rev)
 		if err != nil {
 			return interpretError("create job", err)
 		}
@@ -139,7 +142,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 			dir = p.OutputDir(id)
 		}
 		if dir != "" {
-			if _, err := w.exec(setOutputDirSQL, dir, id); err != nil {
+			if _, err := w.exec(setOutputDirSQL, dir, w.rev, id); err != nil {
 				if isUniqueViolation(err) {
 					return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
 				}
@@ -271,7 +274,7 @@ func listJobsQuery(f store.JobFilter) (string, []any) {
 		conds = append(conds, "id < ?")
 		args = append(args, f.BeforeID)
 	}
-	cols := strings.ReplaceAll(jobCols, "jobs.", "")
+	cols := listCols
 	where := func(extra string) string {
 		all := conds
 		if extra != "" {
@@ -414,6 +417,61 @@ func scanAttempt(sc rowScanner) (domain.Attempt, error) {
 func (s *Store) ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error) {
 	return s.queryAttempts(ctx, fmt.Sprintf("list attempts of job %d", jobID),
 		`SELECT `+attemptCols+` FROM attempts WHERE job_id = ? ORDER BY number`, jobID)
+}
+
+// ActiveJobs implements store.Jobs: the active jobs and the newest
+// revision, read in one transaction (one snapshot of the database).
+func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
+	return s.jobsSince(ctx, "list active jobs", `SELECT `+listCols+` FROM jobs WHERE state IN (?, ?, ?) ORDER BY id`,
+		`SELECT COUNT(*) FROM jobs WHERE state IN (?, ?, ?)`, domain.JobQueued, domain.JobStarting, domain.JobRunning)
+}
+
+// ChangedJobs implements store.Jobs. Revisions follow commit order (one
+// writer numbers its transactions), so every job written after the
+// cursor's transaction has a higher one.
+func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
+	return s.jobsSince(ctx, "list changed jobs", `SELECT `+listCols+` FROM jobs WHERE rev > ? ORDER BY id`, "", int64(since))
+}
+
+// jobsSince runs query and reads the newest revision in one read
+// transaction, and returns the rows with that revision as cursor;
+// countQuery, when set, sizes the result first.
+func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string, args ...any) ([]domain.Job, store.JobCursor, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, 0, err
+	}
+	tx, err := s.readDB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	defer tx.Rollback()
+	var rev int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(rev), 0) FROM jobs`).Scan(&rev); err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	size := 0
+	if countQuery != "" {
+		if err := tx.QueryRowContext(ctx, countQuery, args...).Scan(&size); err != nil {
+			return nil, 0, interpretError(action, err)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	defer rows.Close()
+	jobs := make([]domain.Job, 0, size)
+	for rows.Next() {
+		j, err := scanJob(rows, false)
+		if err != nil {
+			return nil, 0, interpretError(action, err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, interpretError(action, err)
+	}
+	return jobs, store.JobCursor(rev), nil
 }
 
 // ActiveAttempts returns every starting or running attempt in (job id,

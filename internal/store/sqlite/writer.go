@@ -43,6 +43,9 @@ type writer struct {
 	ctx   context.Context // never canceled: interrupting a statement would roll back the whole batch
 	stmts map[string]*sql.Stmt
 	audit auditState // the audit hook's state: see audit.go
+	// rev numbers write transactions in commit order; every job row a
+	// transaction writes carries it (ActiveJobs, ChangedJobs).
+	rev int64
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -205,6 +208,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		failAll(interpretError("begin write transaction", err))
 		return
 	}
+	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	results := make([]error, len(claimed))
 	for i, r := range claimed {

@@ -65,6 +65,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, envTests)      // software environments: envs.go
 	maps.Copy(tests, codeTests)     // a job's code package: code.go
 	maps.Copy(tests, rerunTests)    // a re-run's link to its original: rerun.go
+	maps.Copy(tests, feedTests)     // active jobs and what changed since: feed.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
