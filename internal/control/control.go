@@ -69,6 +69,10 @@ type Config struct {
 	// UsageRefresh is how often fair-share usage is recomputed from the
 	// attempt history (default 1m); usage moves slowly.
 	UsageRefresh time.Duration
+	// Resync is how often the loop reads every active job afresh (default
+	// 1m); between full reads it reads only the jobs written since its last
+	// look (store.ChangedJobs).
+	Resync time.Duration
 	// Secrets resolves the secrets a job names (its project's, else global
 	// ones) to "NAME=value" environment entries and the values to redact
 	// from its log. nil: jobs naming secrets fail to launch.
@@ -134,6 +138,13 @@ type Controller struct {
 	usage    []scheduler.Usage
 	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
+	// view is every active job as of the last cycle, by id; viewIDs its
+	// ids ascending. It is read in full every Resync (viewAt) and kept
+	// current in between from what the store says changed since cursor.
+	view    map[int64]domain.Job
+	viewIDs []int64
+	cursor  store.JobCursor
+	viewAt  time.Time
 	// Health and metrics, per active attempt: last progress time, how far
 	// its metric log was read, and whether a health check stopped it.
 	progress      map[executor.Ref]time.Time
@@ -195,6 +206,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.LaunchConcurrency <= 0 {
 		cfg.LaunchConcurrency = 8
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = time.Minute
 	}
 	if cfg.UsageRefresh <= 0 {
 		cfg.UsageRefresh = time.Minute
@@ -507,19 +521,17 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		c.usageAt = now
 	}
 	snap.Usage = c.usage
-	jobs, err := c.cfg.Store.ListJobs(ctx, store.JobFilter{
-		States: []domain.JobState{domain.JobQueued, domain.JobStarting, domain.JobRunning}, Ascending: true})
-	if err != nil {
+	if err := c.refreshView(ctx, now); err != nil {
 		return snap, nil, nil, err
 	}
 	atts, err := c.cfg.Store.ActiveAttempts(ctx)
 	if err != nil {
 		return snap, nil, nil, err
 	}
-	byID := make(map[int64]domain.Job, len(jobs))
-	snap.Pending = make([]scheduler.Pending, 0, len(jobs))
-	for _, j := range jobs {
-		byID[j.ID] = j
+	byID := c.view
+	snap.Pending = make([]scheduler.Pending, 0, len(c.viewIDs))
+	for _, id := range c.viewIDs {
+		j := byID[id]
 		if j.State == domain.JobQueued {
 			snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Project: j.Project, Pool: j.Pool,
 				Priority: j.Priority, SubmittedAt: j.SubmittedAt, Resources: j.Resources, Timeout: j.Timeout.D(),
@@ -539,6 +551,68 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 			Stopping: j.CancelRequested || j.PreemptRequested})
 	}
 	return snap, byID, atts, nil
+}
+
+// refreshView brings the view of the active jobs up to date: a full read
+// every Resync (or after an error), else only the jobs written since the
+// last look.
+func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
+	if c.view == nil || now.Sub(c.viewAt) >= c.cfg.Resync || now.Before(c.viewAt) {
+		jobs, cur, err := c.cfg.Store.ActiveJobs(ctx)
+		if err != nil {
+			c.view = nil
+			return err
+		}
+		c.view = make(map[int64]domain.Job, len(jobs))
+		c.viewIDs = c.viewIDs[:0]
+		for _, j := range jobs {
+			c.view[j.ID] = j
+			c.viewIDs = append(c.viewIDs, j.ID)
+		}
+		c.cursor, c.viewAt = cur, now
+		return nil
+	}
+	changed, cur, err := c.cfg.Store.ChangedJobs(ctx, c.cursor)
+	if err != nil {
+		c.view = nil // read everything next time
+		return err
+	}
+	var added []int64 // ascending: changed comes in id order
+	removed := false
+	for _, j := range changed {
+		_, had := c.view[j.ID]
+		switch {
+		case activeState(j.State):
+			c.view[j.ID] = j
+			if !had {
+				added = append(added, j.ID)
+			}
+		case had:
+			delete(c.view, j.ID)
+			removed = true
+		}
+	}
+	if len(added) > 0 || removed {
+		// One merge of the kept ids, less the removed, with the added.
+		next := make([]int64, 0, len(c.view))
+		i := 0
+		for _, id := range c.viewIDs {
+			for i < len(added) && added[i] < id {
+				next = append(next, added[i])
+				i++
+			}
+			if _, ok := c.view[id]; ok {
+				next = append(next, id)
+			}
+		}
+		c.viewIDs = append(next, added[i:]...)
+	}
+	c.cursor = cur
+	return nil
+}
+
+func activeState(s domain.JobState) bool {
+	return s == domain.JobQueued || s == domain.JobStarting || s == domain.JobRunning
 }
 
 // observePass tells the Observer about a pass and what it saw.

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -430,7 +431,11 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, 
 // writer numbers its transactions), so every job written after the
 // cursor's transaction has a higher one.
 func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
-	return s.jobsSince(ctx, "list changed jobs", `SELECT `+listCols+` FROM jobs WHERE rev > ? ORDER BY id`, "", int64(since))
+	// Without ORDER BY the rev index serves the range; rows are few and
+	// sorted here.
+	jobs, cur, err := s.jobsSince(ctx, "list changed jobs", `SELECT `+listCols+` FROM jobs WHERE rev > ?`, "", int64(since))
+	slices.SortFunc(jobs, func(a, b domain.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, cur, err
 }
 
 // jobsSince runs query and reads the newest revision in one read
@@ -445,8 +450,8 @@ func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string,
 		return nil, 0, interpretError(action, err)
 	}
 	defer tx.Rollback()
-	var rev int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(rev), 0) FROM jobs`).Scan(&rev); err != nil {
+	var rev sql.NullInt64 // a bare MAX over the rev index reads one entry
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(rev) FROM jobs`).Scan(&rev); err != nil {
 		return nil, 0, interpretError(action, err)
 	}
 	size := 0
@@ -471,7 +476,7 @@ func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string,
 	if err := rows.Err(); err != nil {
 		return nil, 0, interpretError(action, err)
 	}
-	return jobs, store.JobCursor(rev), nil
+	return jobs, store.JobCursor(rev.Int64), nil
 }
 
 // ActiveAttempts returns every starting or running attempt in (job id,

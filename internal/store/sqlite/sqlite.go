@@ -105,11 +105,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		writeDB.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
-	if err := w.conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(rev), 0) FROM jobs`).Scan(&w.rev); err != nil {
+	var rev sql.NullInt64
+	if err := w.conn.QueryRowContext(ctx, `SELECT MAX(rev) FROM jobs`).Scan(&rev); err != nil {
 		w.close()
 		writeDB.Close()
 		return nil, fmt.Errorf("open sqlite store %s: read the newest job revision: %w", abs, err)
 	}
+	w.rev = rev.Int64
 
 	readDB, err := sql.Open("sqlite", dsn(abs, true))
 	if err != nil {
