@@ -35,10 +35,33 @@ const maxDelta = 4096
 // Schedule decides one pass like Schedule(s, cfg), reusing what the last
 // call learned about the pending jobs that did not change.
 func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
+	return in.schedule(s, cfg, nil, false)
+}
+
+// ScheduleChanged is Schedule for a caller that knows which pending jobs
+// changed: s.Pending (in ascending id order) differs from the previous
+// call's only in the jobs whose ids are in changed — added, removed or
+// modified; other ids in changed are ignored. The jobs not named are not
+// compared, so a pass after a small change does not read the whole queue.
+// A changed list that cannot be right (the pending count does not match)
+// falls back to comparing everything.
+func (in *Incremental) ScheduleChanged(s Snapshot, cfg Config, changed []int64) Plan {
+	return in.schedule(s, cfg, changed, true)
+}
+
+func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted bool) Plan {
 	cfg = cfg.withDefaults()
+	told := false // the hint held up: trust it for running jobs too
 	switch r := applyRebuild; {
 	case in.queues != nil:
-		r = in.apply(s.Pending)
+		r = applyUnknown
+		if hinted {
+			r = in.applyChanged(s.Pending, changed)
+			told = r != applyUnknown
+		}
+		if r == applyUnknown {
+			r = in.apply(s.Pending)
+		}
 		if r == applyUnordered {
 			in.reset()
 			return newPass(s, cfg).run()
@@ -59,6 +82,9 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 	p := newPass(s, cfg)
 	p.queues = in.queues
 	p.waitBuf = in.waiting
+	if told {
+		p.told, p.changed = true, slices.Compact(slices.Sorted(slices.Values(changed)))
+	}
 	plan := p.run()
 	if n := len(plan.Waiting); n < len(in.waiting) {
 		clear(in.waiting[n:]) // let the last plan's messages go
@@ -108,18 +134,52 @@ const (
 	applyDone      = iota // the queues stand for the pending jobs
 	applyRebuild          // too many changes, or an edit failed: rebuild
 	applyUnordered        // pending ids do not strictly increase: full pass
+	applyUnknown          // the changes could not be told from the hint: compare
 )
+
+// change is one pending job that differs from the last pass.
+type change struct {
+	old *Pending // removed (or replaced)
+	new int      // index into pending of an added (or replacing) job; -1: none
+	pd  *Pending // the queue's copy of pending[new]
+}
+
+// applyChanged edits the queues for the jobs named in changed only (see
+// ScheduleChanged).
+func (in *Incremental) applyChanged(pending []Pending, changed []int64) int {
+	if len(changed) > maxDelta {
+		return applyUnknown
+	}
+	changed = slices.Compact(slices.Sorted(slices.Values(changed))) // each id once
+	var changes []change
+	n := len(in.prev)
+	for _, id := range changed {
+		i, isNew := slices.BinarySearchFunc(pending, id, func(p Pending, id int64) int { return cmp.Compare(p.JobID, id) })
+		k, wasOld := slices.BinarySearch(in.ids, id)
+		switch {
+		case isNew && wasOld:
+			if pending[i] != *in.prev[k] {
+				changes = append(changes, change{old: in.prev[k], new: i})
+			}
+		case isNew:
+			changes = append(changes, change{new: i})
+			n++
+		case wasOld:
+			changes = append(changes, change{old: in.prev[k], new: -1})
+			n--
+		}
+	}
+	if n != len(pending) {
+		return applyUnknown // the hint missed something
+	}
+	return in.edit(pending, changes) // in id order, as apply's sweep makes them
+}
 
 // apply edits the queues from the last pass's pending jobs to these. It
 // checks the ids' order in the same sweep that finds the changes, and
 // edits nothing when they are out of order.
 func (in *Incremental) apply(pending []Pending) int {
 	// One sweep over both id-ordered lists finds the changes.
-	type change struct {
-		old *Pending // removed (or replaced)
-		new int      // index into pending of an added (or replacing) job; -1: none
-		pd  *Pending // the queue's copy of pending[new]
-	}
 	var changes []change
 	prev := in.prev
 	i, k := 0, 0
@@ -162,6 +222,11 @@ func (in *Incremental) apply(pending []Pending) int {
 	if len(changes) > maxDelta {
 		return applyRebuild
 	}
+	return in.edit(pending, changes)
+}
+
+// edit applies changes (in id order) to the queues and the id-ordered list.
+func (in *Incremental) edit(pending []Pending, changes []change) int {
 	if len(changes) == 0 {
 		return applyDone
 	}

@@ -57,9 +57,10 @@ func BenchmarkIncremental(b *testing.B) {
 			finish := base
 			finish.Running = finish.Running[1:]
 			for _, c := range []struct {
-				name string
-				s    scheduler.Snapshot
-			}{{"submit", submit}, {"finish", finish}} {
+				name    string
+				s       scheduler.Snapshot
+				changed []int64 // the pending jobs the change touches
+			}{{"submit", submit, []int64{1 << 40}}, {"finish", finish, nil}} {
 				b.Run(fmt.Sprintf("%s/pending=%d/%s", w.name, n, c.name), func(b *testing.B) {
 					var inc scheduler.Incremental
 					inc.Schedule(base, scheduler.Config{})
@@ -69,6 +70,21 @@ func BenchmarkIncremental(b *testing.B) {
 							inc.Schedule(c.s, scheduler.Config{})
 						} else {
 							inc.Schedule(base, scheduler.Config{})
+						}
+						i++
+					}
+				})
+				// As the control loop calls it: told which pending jobs
+				// changed, the pass does not compare the others.
+				b.Run(fmt.Sprintf("%s/pending=%d/%s-told", w.name, n, c.name), func(b *testing.B) {
+					var inc scheduler.Incremental
+					inc.Schedule(base, scheduler.Config{})
+					i := 0
+					for b.Loop() {
+						if i%2 == 0 {
+							inc.ScheduleChanged(c.s, scheduler.Config{}, c.changed)
+						} else {
+							inc.ScheduleChanged(base, scheduler.Config{}, c.changed)
 						}
 						i++
 					}

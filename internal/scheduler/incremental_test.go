@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -77,6 +78,7 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 		var next int64
 		randomJobs(r, h, &next, r.IntN(30))
 		var inc scheduler.Incremental
+		var hint hinted
 		for step := range 30 {
 			what := "none"
 			for range r.IntN(3) {
@@ -91,6 +93,10 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 			got := inc.Schedule(h.Snap, h.Config)
 			if planBytes(t, got) != planBytes(t, want) {
 				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+			}
+			hint.drop = r.IntN(5) == 0
+			if got, ok := hint.schedule(h.Snap, h.Config); ok && planBytes(t, got) != planBytes(t, want) {
+				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
 			}
 			if r.IntN(2) == 0 {
 				h.Apply(want)
@@ -271,4 +277,93 @@ func TestIncrementalMatchesScheduleLargeDeltas(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hinted runs its own Incremental through ScheduleChanged with the exact
+// ids of the pending jobs that changed since the last snapshot it saw, as
+// a control loop that keeps its view of the queue would. Snapshots whose
+// pending list is not in id order are skipped (the method requires it).
+type hinted struct {
+	inc     scheduler.Incremental
+	prev    []scheduler.Pending
+	prevRun []scheduler.Allocation
+	seen    bool
+	// drop, when set, leaves out one added or removed job from the hint,
+	// which ScheduleChanged must notice (by count) and recover from.
+	drop bool
+}
+
+func (h *hinted) schedule(s scheduler.Snapshot, cfg scheduler.Config) (scheduler.Plan, bool) {
+	if !slices.IsSortedFunc(s.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) }) {
+		return scheduler.Plan{}, false
+	}
+	var p scheduler.Plan
+	if !h.seen {
+		p = h.inc.Schedule(s, cfg)
+	} else {
+		changed, addRemove := changedIDs(h.prev, s.Pending)
+		if h.drop && len(addRemove) > 0 {
+			changed = slices.DeleteFunc(changed, func(id int64) bool { return id == addRemove[0] })
+		}
+		changed = append(changed, changedRunning(h.prevRun, s.Running)...)
+		p = h.inc.ScheduleChanged(s, cfg, changed)
+	}
+	h.prev, h.seen = slices.Clone(s.Pending), true
+	h.prevRun = cloneRunning(s.Running)
+	return p, true
+}
+
+// changedRunning lists the ids of running jobs that appear, disappear or
+// differ between two running lists (in any order).
+func changedRunning(a, b []scheduler.Allocation) []int64 {
+	byID := map[int64]scheduler.Allocation{}
+	for _, x := range a {
+		byID[x.JobID] = x
+	}
+	var out []int64
+	for _, y := range b {
+		x, ok := byID[y.JobID]
+		if !ok || !reflect.DeepEqual(x, y) {
+			out = append(out, y.JobID)
+		}
+		delete(byID, y.JobID)
+	}
+	for id := range byID {
+		out = append(out, id)
+	}
+	return out
+}
+
+func cloneRunning(rs []scheduler.Allocation) []scheduler.Allocation {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Nodes = slices.Clone(out[i].Nodes)
+		for k := range out[i].Nodes {
+			out[i].Nodes[k].GPUs = slices.Clone(out[i].Nodes[k].GPUs)
+		}
+	}
+	return out
+}
+
+// changedIDs lists the ids that differ between two id-ordered pending
+// lists, and separately those added or removed.
+func changedIDs(a, b []scheduler.Pending) (changed, addRemove []int64) {
+	i, k := 0, 0
+	for i < len(a) || k < len(b) {
+		switch {
+		case k == len(b) || i < len(a) && a[i].JobID < b[k].JobID:
+			changed, addRemove = append(changed, a[i].JobID), append(addRemove, a[i].JobID)
+			i++
+		case i == len(a) || b[k].JobID < a[i].JobID:
+			changed, addRemove = append(changed, b[k].JobID), append(addRemove, b[k].JobID)
+			k++
+		default:
+			if a[i] != b[k] {
+				changed = append(changed, a[i].JobID)
+			}
+			i++
+			k++
+		}
+	}
+	return changed, addRemove
 }

@@ -51,13 +51,17 @@ type decision struct {
 	// had eligible victims; such a failure depends on node state, so only
 	// this pass may reuse it.
 	searched bool
-	budget   bool   // preemption budget was left (kindQuota)
-	pass     int    // the pass that last confirmed it (queue.pass)
-	usedVer  int    // kindQuota, within pass: the project's usedVer
-	stopVer  int    // kindQuota, within pass: stopVersion
-	used     limits // kindQuota, in later passes: the project's use
-	stop     limits // kindQuota, in later passes: its stopping jobs' total
-	running  int    // kindCapped, in later passes: the pool's running count
+	// noVictims: the outcome rests on the project having no job it could
+	// stop for this one (preemptOwn found none to search), which a later
+	// pass checks again.
+	noVictims bool
+	budget    bool   // preemption budget was left (kindQuota)
+	pass      int    // the pass that last confirmed it (queue.pass)
+	usedVer   int    // kindQuota, within pass: the project's usedVer
+	stopVer   int    // kindQuota, within pass: stopVersion
+	used      limits // kindQuota, in later passes: the project's use
+	stop      limits // kindQuota, in later passes: its stopping jobs' total
+	running   int    // kindCapped, in later passes: the pool's running count
 }
 
 // memoOff turns the memo off (tests only: see SetMemo).
@@ -83,7 +87,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting
-	ps.resvAppended, ps.kind, ps.searched = false, kindState, false
+	ps.resvAppended, ps.kind, ps.searched, ps.lookedForOwn = false, kindState, false, false
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
 		return placed, deferred
@@ -105,6 +109,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		pr := ps.pr(j)
 		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.stopVersion, pr.used, ps.ownStopping(pr)
 		d.budget, d.searched = ps.budget > 0, ps.searched
+		d.noVictims = ps.lookedForOwn && !ps.searched
 	}
 	// Each entry owns one decision slot: a refill overwrites it.
 	if m.ver != 0 {
@@ -150,7 +155,8 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		if d.pass == ps.q.pass {
 			return ps.stopVersion == d.stopVer && pr.usedVer == d.usedVer
 		}
-		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop {
+		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
+			d.noVictims && hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}
 		d.usedVer, d.stopVer = pr.usedVer, ps.stopVersion

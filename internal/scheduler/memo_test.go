@@ -127,6 +127,7 @@ func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
 		}
 		next := int64(1_000_000)
 		var inc scheduler.Incremental
+		var hint hinted
 		for step := range 40 {
 			what := "none"
 			switch r.IntN(8) {
@@ -151,6 +152,13 @@ func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
 					what = "cancel"
 				}
 			case 4:
+				if n := len(h.Snap.Running); n > 0 && r.IntN(2) == 0 {
+					// A running job's priority changes (an admin raised it).
+					h.Snap.Running = slices.Clone(h.Snap.Running)
+					h.Snap.Running[r.IntN(n)].Priority = domain.Priorities()[r.IntN(4)]
+					what = "reprioritize"
+					break
+				}
 				h.Advance(0) // stopping jobs stop and are requeued
 				what = "stops"
 			case 5:
@@ -169,6 +177,9 @@ func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
 			got := inc.Schedule(h.Snap, h.Config)
 			if planBytes(t, got) != planBytes(t, want) {
 				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+			}
+			if got, ok := hint.schedule(h.Snap, h.Config); !ok || planBytes(t, got) != planBytes(t, want) {
+				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
 			}
 			if r.IntN(4) > 0 {
 				h.Apply(want)

@@ -21,6 +21,12 @@ type pass struct {
 	// waitBuf, when large enough, is reused for plan.Waiting (Incremental
 	// keeps it between passes).
 	waitBuf []Waiting
+	// changed, when told is set, lists (ascending) the ids of the pending
+	// and running jobs that may differ from the previous pass's
+	// (Incremental.ScheduleChanged); a running job not in it holds what it
+	// held, so its resolved allocation is reused.
+	changed []int64
+	told    bool
 	// Scratch reused by every pool's walk.
 	heapBuf  []*mergeRun
 	runBuf   []mergeRun
@@ -88,17 +94,18 @@ type poolState struct {
 	waiting     int // waiting entries emitted for this pool
 	project     func(name string) *projState
 
-	q           *queue
-	prs         []*projState // by job.proj
-	shs         []*shape     // by job.shape
-	accept      [4]bool      // by priority rank: the pool accepts it
-	backoffZero bool         // a zero NotBefore is after Now
-	memo        []memoEntry
-	decs        []decision // what memo entries point at
-	stateVer    int        // bumped by every decision that changes state
-	last        decision   // what wait recorded last
-	kind        uint8      // what decide's outcome depends on (memo kinds)
-	searched    bool       // decide relied on preemptOwn failing with eligible victims
+	q            *queue
+	prs          []*projState // by job.proj
+	shs          []*shape     // by job.shape
+	accept       [4]bool      // by priority rank: the pool accepts it
+	backoffZero  bool         // a zero NotBefore is after Now
+	memo         []memoEntry
+	decs         []decision // what memo entries point at
+	stateVer     int        // bumped by every decision that changes state
+	last         decision   // what wait recorded last
+	kind         uint8      // what decide's outcome depends on (memo kinds)
+	searched     bool       // decide relied on preemptOwn failing with eligible victims
+	lookedForOwn bool       // decide asked preemptOwn (see decision.noVictims)
 	// memoCfg is what the pool's decisions depend on besides its state,
 	// when its queue is kept between passes (runQueues).
 	memoCfg *memoConfig
@@ -209,7 +216,7 @@ func (p *pass) run() Plan {
 		for rj < len(running) && running[rj].Pool == pool.Name {
 			rj++
 		}
-		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj])
+		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj], nil)
 		ps.walk(buildQueue(pending[pi:pj]))
 		pi, ri = pj, rj
 	}
@@ -244,13 +251,20 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		for rj < len(running) && running[rj].Pool == pool.Name {
 			rj++
 		}
-		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj])
 		q := p.queues[pool.Name]
-		if q == nil {
-			q = empty
+		var mc *memoConfig
+		var allocs *allocCache
+		if q != nil {
+			mc = &memoConfig{pool: pool, quotas: poolQuotas(quotas, pool.Name), cfg: p.cfg}
+			allocs = &q.allocs
+			if !p.told || q.cfg == nil || !q.cfg.equal(mc) {
+				allocs.valid = false // node order may differ: resolve afresh
+			}
 		} else {
-			ps.memoCfg = &memoConfig{pool: pool, quotas: poolQuotas(quotas, pool.Name), cfg: p.cfg}
+			q = empty
 		}
+		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj], allocs)
+		ps.memoCfg = mc
 		ps.walk(q)
 		ri = rj
 	}
@@ -333,7 +347,7 @@ func canonicalPools(in []domain.Pool) []domain.Pool {
 }
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
-	usage map[[2]string]float64, running []*Allocation) *poolState {
+	usage map[[2]string]float64, running []*Allocation, cache *allocCache) *poolState {
 	ps := &poolState{pass: p, now: p.s.Now, pool: pool, capa: pool.Capacity(), byName: make(map[string]*nodeState, len(pool.Nodes)),
 		projs: map[string]*projState{}, preemptFail: map[preemptKey]bool{}}
 	nodes := slices.Clone(pool.Nodes)
@@ -383,26 +397,23 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		return pr
 	}
 
+	// Each allocation resolved to node indexes and GPU positions; reused
+	// from the last pass for running jobs that did not change.
+	resolved := ps.resolveAllocs(running, cache)
 	holderSlab := make([]holder, len(running))
 	ps.holders = make([]*holder, 0, len(running)+64)
 	nallocs := 0
-	for _, a := range running {
-		nallocs += len(a.Nodes)
+	count := make([]int32, len(ps.nodes))
+	for x := range resolved {
+		for _, an := range resolved[x].nodes {
+			nallocs++
+			if an.n >= 0 {
+				count[an.n]++
+			}
+		}
 	}
 	nodeRefs := make([]*nodeState, 0, nallocs)
 	// Each node's holders, counted first so that one slab holds them all.
-	// The nodes are looked up once, in allocation order.
-	count := make([]int32, len(ps.nodes))
-	resolved := make([]*nodeState, 0, nallocs)
-	for _, a := range running {
-		for _, na := range a.Nodes {
-			n := ps.byName[na.Node]
-			if n != nil {
-				count[n.idx]++
-			}
-			resolved = append(resolved, n)
-		}
-	}
 	refSlab := make([]*holder, nallocs)
 	for i, n := range ps.nodes {
 		c := int(count[i])
@@ -410,24 +421,27 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		refSlab = refSlab[c:]
 	}
 	for x, a := range running {
-		res := perNode(a.Resources)
+		ar := &resolved[x]
+		res := ar.res
 		h := &holderSlab[x]
-		*h = holder{id: a.JobID, project: a.Project, rank: a.Priority.Rank(), res: res, gang: gangLimits(a.Resources),
+		*h = holder{id: a.JobID, project: a.Project, rank: ar.rank, res: res, gang: ar.gang,
 			start: a.StartedAt, preemptible: a.Preemptible, borrowed: a.Borrowed, stopping: a.Stopping, seq: len(ps.holders)}
 		if a.Timeout > 0 {
 			h.end = a.StartedAt.Add(a.Timeout)
 		}
 		mark := len(nodeRefs)
-		for _, na := range a.Nodes {
-			n := resolved[0]
-			resolved = resolved[1:]
-			if n == nil || slices.Contains(nodeRefs[mark:], n) {
+		for _, an := range ar.nodes {
+			if an.n < 0 {
 				continue // a node that left the pool: nothing to subtract from
+			}
+			n := ps.nodes[an.n]
+			if slices.Contains(nodeRefs[mark:], n) {
+				continue
 			}
 			nodeRefs = append(nodeRefs, n)
 			g := 0
-			for _, id := range na.GPUs {
-				if i, ok := slices.BinarySearch(n.gpuIDs, id); ok && !n.gpuUsed[i] {
+			for _, i := range an.gpus {
+				if !n.gpuUsed[i] {
 					n.gpuUsed[i] = true
 					g++
 				}
@@ -460,7 +474,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			pr.holders = append(pr.holders, h)
 		}
 		pr.used = pr.used.plus(h.gang)
-		pr.alloc += costRate(ps.capa, a.Resources)
+		pr.alloc += ar.cost
 		if a.Borrowed {
 			pr.borrowedHolders++
 		}
@@ -667,6 +681,84 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 	}
 	ps.heapBuf, ps.runBuf = heap, runs
 	return later
+}
+
+// allocRes is a running allocation resolved against the pool: what the
+// pass derives from it that does not change while the allocation and the
+// pool's nodes do not.
+type allocRes struct {
+	id    int64
+	nodes []allocNode // one per Allocation.Nodes entry, in order
+	rank  int
+	res   req
+	gang  limits
+	cost  float64 // costRate against the pool's capacity
+}
+
+// allocNode is one node of an allocation: its index in the pool's sorted
+// nodes (-1: not in the pool) and the positions in its gpuIDs of the GPUs
+// named that it has.
+type allocNode struct {
+	n    int32
+	gpus []int32
+}
+
+// allocCache keeps a queue's resolved allocations between passes (by id
+// ascending), for passes told what changed.
+type allocCache struct {
+	res   []allocRes
+	valid bool
+}
+
+// resolveAllocs resolves the pool's running allocations (by id ascending),
+// reusing cache entries of running jobs the pass was told did not change,
+// and leaves the cache holding this pass's.
+func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) []allocRes {
+	out := make([]allocRes, len(running))
+	var old []allocRes
+	if cache != nil && cache.valid {
+		old = cache.res
+	}
+	changed := ps.changed
+	k := 0
+	for x, a := range running {
+		for len(changed) > 0 && changed[0] < a.JobID {
+			changed = changed[1:]
+		}
+		for k < len(old) && old[k].id < a.JobID {
+			k++
+		}
+		if k < len(old) && old[k].id == a.JobID && (len(changed) == 0 || changed[0] != a.JobID) {
+			out[x] = old[k]
+			continue
+		}
+		out[x] = ps.resolve(a)
+	}
+	if cache != nil {
+		cache.res, cache.valid = out, true
+	}
+	return out
+}
+
+// resolve looks an allocation's nodes and GPUs up in the pool.
+func (ps *poolState) resolve(a *Allocation) allocRes {
+	ar := allocRes{id: a.JobID, rank: a.Priority.Rank(), res: perNode(a.Resources), gang: gangLimits(a.Resources),
+		cost: costRate(ps.capa, a.Resources), nodes: make([]allocNode, len(a.Nodes))}
+	for i, na := range a.Nodes {
+		n := ps.byName[na.Node]
+		if n == nil {
+			ar.nodes[i] = allocNode{n: -1}
+			continue
+		}
+		an := allocNode{n: int32(n.idx)}
+		for _, id := range na.GPUs {
+			if x, ok := slices.BinarySearch(n.gpuIDs, id); ok {
+				an.gpus = append(an.gpus, int32(x))
+			}
+		}
+		ar.nodes[i] = an
+	}
+	return ar
 }
 
 // mergeRun is one project's jobs of one tier, in merge.

@@ -25,10 +25,9 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	// exactly when its candidates cannot cover it: monotone while capacity
 	// shrinks, which makes a failure safe to remember.
 	memo := !qd.met() || needJobs > 0
-	eligible := func(h *holder) bool {
-		return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == pr.name
-	}
-	if !slices.ContainsFunc(pr.holders, eligible) {
+	eligible := func(h *holder) bool { return ownVictim(h, pr, rank) }
+	ps.lookedForOwn = true
+	if !hasOwnVictims(pr, rank) {
 		return nil, nil // nothing to search: the outcome depends on no node
 	}
 	ps.searched = true
@@ -95,6 +94,23 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 		return nil, nil
 	}
 	return best, []*nodeState{bestNode}
+}
+
+// ownVictim reports whether h, one of the project's running jobs, could be
+// stopped for the project's own job of the given rank.
+func ownVictim(h *holder, pr *projState, rank int) bool {
+	return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == pr.name
+}
+
+// hasOwnVictims reports whether any of the project's running jobs could be
+// stopped for its own job of the given rank.
+func hasOwnVictims(pr *projState, rank int) bool {
+	for _, h := range pr.holders {
+		if ownVictim(h, pr, rank) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownStopping is what the project's stopping jobs in the pool hold: usage

@@ -56,6 +56,7 @@ type queue struct {
 	stateVer int        // where the next pass's state versions start
 	pass     int        // passes walked over this queue
 	cfg      *memoConfig
+	allocs   allocCache // the pool's running allocations, resolved (newPoolState)
 }
 
 // memoConfig is what decisions of every kind may depend on besides the
