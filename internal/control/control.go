@@ -73,6 +73,10 @@ type Config struct {
 	// 1m); between full reads it reads only the jobs written since its last
 	// look (store.ChangedJobs).
 	Resync time.Duration
+	// CheckPass, when set (tests), is given each pass's plan together with
+	// the plan a full scheduler.Schedule makes of the same snapshot; they
+	// must be equal.
+	CheckPass func(pass, full scheduler.Plan)
 	// Secrets resolves the secrets a job names (its project's, else global
 	// ones) to "NAME=value" environment entries and the values to redact
 	// from its log. nil: jobs naming secrets fail to launch.
@@ -145,6 +149,14 @@ type Controller struct {
 	viewIDs []int64
 	cursor  store.JobCursor
 	viewAt  time.Time
+	// What changed since the snapshot of the last pass, for
+	// Incremental.ScheduleChanged: the jobs the view took in (hintIDs),
+	// or, after a full read or too many changes, everything (hintFull);
+	// and that pass's running allocations (hintRun), which also depend on
+	// attempts.
+	hintIDs  []int64
+	hintFull bool
+	hintRun  []scheduler.Allocation
 	// Health and metrics, per active attempt: last progress time, how far
 	// its metric log was read, and whether a health check stopped it.
 	progress      map[executor.Ref]time.Time
@@ -396,7 +408,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	c.adoptStrays(ctx, now, atts, live)
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
-	plan := c.sched.Schedule(snap, c.cfg.Scheduler)
+	plan := c.schedule(snap)
 	c.observePass(time.Since(passStart), snap, byID)
 	c.publishQueue(plan, byID)
 
@@ -570,6 +582,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 			c.viewIDs = append(c.viewIDs, j.ID)
 		}
 		c.cursor, c.viewAt = cur, now
+		c.hintFull = true
 		return nil
 	}
 	changed, cur, err := c.cfg.Store.ChangedJobs(ctx, c.cursor)
@@ -580,6 +593,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 	var added []int64 // ascending: changed comes in id order
 	removed := false
 	for _, j := range changed {
+		c.hintIDs = append(c.hintIDs, j.ID)
 		_, had := c.view[j.ID]
 		switch {
 		case activeState(j.State):
@@ -608,7 +622,68 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		c.viewIDs = append(next, added[i:]...)
 	}
 	c.cursor = cur
+	if len(c.hintIDs) > 4096 {
+		c.hintIDs, c.hintFull = c.hintIDs[:0], true
+	}
 	return nil
+}
+
+// schedule runs the pass, telling the scheduler which jobs changed since
+// the last one when the view knows.
+func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
+	var plan scheduler.Plan
+	if c.hintFull {
+		plan = c.sched.Schedule(snap, c.cfg.Scheduler)
+	} else {
+		plan = c.sched.ScheduleChanged(snap, c.cfg.Scheduler, appendRunningChanges(c.hintIDs, c.hintRun, snap.Running))
+	}
+	if c.cfg.CheckPass != nil {
+		c.cfg.CheckPass(plan, scheduler.Schedule(snap, c.cfg.Scheduler))
+	}
+	c.hintIDs, c.hintFull = c.hintIDs[:0], false
+	c.hintRun = c.hintRun[:0]
+	for _, a := range snap.Running {
+		a.Nodes = slices.Clone(a.Nodes) // the snapshot's are rebuilt each cycle anyway
+		c.hintRun = append(c.hintRun, a)
+	}
+	return plan
+}
+
+// appendRunningChanges appends the ids of allocations that appear,
+// disappear or differ between two running lists in job id order.
+func appendRunningChanges(ids []int64, prev, cur []scheduler.Allocation) []int64 {
+	i, k := 0, 0
+	for i < len(prev) || k < len(cur) {
+		switch {
+		case k == len(cur) || i < len(prev) && prev[i].JobID < cur[k].JobID:
+			ids = append(ids, prev[i].JobID)
+			i++
+		case i == len(prev) || cur[k].JobID < prev[i].JobID:
+			ids = append(ids, cur[k].JobID)
+			k++
+		default:
+			if !sameAllocation(&prev[i], &cur[k]) {
+				ids = append(ids, cur[k].JobID)
+			}
+			i++
+			k++
+		}
+	}
+	return ids
+}
+
+func sameAllocation(a, b *scheduler.Allocation) bool {
+	if a.JobID != b.JobID || a.Project != b.Project || a.Pool != b.Pool || a.Priority != b.Priority ||
+		a.Resources != b.Resources || !a.StartedAt.Equal(b.StartedAt) || a.Timeout != b.Timeout ||
+		a.Preemptible != b.Preemptible || a.Borrowed != b.Borrowed || a.Stopping != b.Stopping || len(a.Nodes) != len(b.Nodes) {
+		return false
+	}
+	for i := range a.Nodes {
+		if a.Nodes[i].Node != b.Nodes[i].Node || !slices.Equal(a.Nodes[i].GPUs, b.Nodes[i].GPUs) {
+			return false
+		}
+	}
+	return true
 }
 
 func activeState(s domain.JobState) bool {

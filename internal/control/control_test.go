@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/logs"
+	"trainyard/internal/scheduler"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
@@ -70,7 +72,7 @@ func newRig(t *testing.T, ex *executortest.Fake) *rig {
 func (r *rig) start() {
 	ctl := control.New(control.Config{Store: r.st, Executor: r.ex, Clock: clock.Real{},
 		Logs: logs.Layout{Root: filepath.Join(r.dir, "runs")}, RetryBackoff: time.Millisecond, Grace: time.Second,
-		BaseEnv: []string{"PATH=/usr/bin:/bin"}})
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}, CheckPass: checkPass(r.t)})
 	r.svc = service.New(service.Config{Store: r.st, Logs: logs.Layout{Root: filepath.Join(r.dir, "runs")},
 		ArtifactsRoot: filepath.Join(r.dir, "artifacts"), Wake: ctl.Wake})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,6 +82,28 @@ func (r *rig) start() {
 		cancel()
 		if err := <-done; err != nil {
 			r.t.Errorf("control loop: %v", err)
+		}
+	}
+}
+
+// checkPass fails the test when a pass the loop made from what it knew
+// changed differs from a full pass over the same snapshot.
+func checkPass(t *testing.T) func(pass, full scheduler.Plan) {
+	norm := func(p scheduler.Plan) scheduler.Plan { // empty and nil slices alike
+		if len(p.Start) == 0 {
+			p.Start = nil
+		}
+		if len(p.Preempt) == 0 {
+			p.Preempt = nil
+		}
+		if len(p.Waiting) == 0 {
+			p.Waiting = nil
+		}
+		return p
+	}
+	return func(pass, full scheduler.Plan) {
+		if !reflect.DeepEqual(norm(pass), norm(full)) {
+			t.Errorf("the loop's pass differs from a full pass:\n%+v\nfull:\n%+v", pass, full)
 		}
 	}
 }
