@@ -75,7 +75,7 @@ func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted 
 	default:
 		in.rebuild(s.Pending)
 	}
-	if !in.usable(s) {
+	if !in.usable(s, changed, told) {
 		in.reset()
 		return newPass(s, cfg).run()
 	}
@@ -312,7 +312,10 @@ func (in *Incremental) edit(pending []Pending, changes []change) int {
 // usable reports whether the queues can stand for s.Pending: every pending
 // job's pool is in the snapshot and no pending job is also running (both
 // need the full pass's handling).
-func (in *Incremental) usable(s Snapshot) bool {
+//
+// Told what changed (and the last pass having used the queues, so that no
+// pending job was running then), only a changed job can be both.
+func (in *Incremental) usable(s Snapshot, changed []int64, told bool) bool {
 	for name, q := range in.queues {
 		if len(q.jobs) == 0 {
 			continue
@@ -320,6 +323,15 @@ func (in *Incremental) usable(s Snapshot) bool {
 		if !slices.ContainsFunc(s.Pools, func(p domain.Pool) bool { return p.Name == name }) {
 			return false
 		}
+	}
+	if told && len(changed) <= 16 {
+		for _, id := range changed {
+			if _, pending := slices.BinarySearch(in.ids, id); pending &&
+				slices.ContainsFunc(s.Running, func(a Allocation) bool { return a.JobID == id }) {
+				return false
+			}
+		}
+		return true
 	}
 	// Running ids in order, each looked up from where the last one was.
 	run := in.runIDs[:0]

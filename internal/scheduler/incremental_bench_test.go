@@ -60,7 +60,7 @@ func BenchmarkIncremental(b *testing.B) {
 				name    string
 				s       scheduler.Snapshot
 				changed []int64 // the pending jobs the change touches
-			}{{"submit", submit, []int64{1 << 40}}, {"finish", finish, nil}} {
+			}{{"submit", submit, []int64{1 << 40}}, {"finish", finish, []int64{base.Running[0].JobID}}} {
 				b.Run(fmt.Sprintf("%s/pending=%d/%s", w.name, n, c.name), func(b *testing.B) {
 					var inc scheduler.Incremental
 					inc.Schedule(base, scheduler.Config{})
