@@ -399,7 +399,8 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 
 	// Each allocation resolved to node indexes and GPU positions; reused
 	// from the last pass for running jobs that did not change.
-	resolved := ps.resolveAllocs(running, cache)
+	resolved, projNames := ps.resolveAllocs(running, cache)
+	runProjs := make([]*projState, len(projNames)) // by allocRes.proj
 	holderSlab := make([]holder, len(running))
 	ps.holders = make([]*holder, 0, len(running)+64)
 	nallocs := 0
@@ -466,7 +467,11 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		ps.holders = append(ps.holders, h)
 		ps.running++
-		pr := project(a.Project)
+		pr := runProjs[ar.proj]
+		if pr == nil {
+			pr = project(projNames[ar.proj])
+			runProjs[ar.proj] = pr
+		}
 		if h.stopping && len(h.nodes) > 0 {
 			pr.addStopping(h)
 		}
@@ -688,6 +693,7 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 // pool's nodes do not.
 type allocRes struct {
 	id    int64
+	proj  int32       // index in allocCache.projs of the job's project
 	nodes []allocNode // one per Allocation.Nodes entry, in order
 	rank  int
 	res   req
@@ -706,18 +712,25 @@ type allocNode struct {
 // allocCache keeps a queue's resolved allocations between passes (by id
 // ascending), for passes told what changed.
 type allocCache struct {
-	res   []allocRes
-	valid bool
+	res    []allocRes
+	valid  bool
+	projs  []string // project names, interned
+	projIx map[string]int32
 }
 
 // resolveAllocs resolves the pool's running allocations (by id ascending),
 // reusing cache entries of running jobs the pass was told did not change,
 // and leaves the cache holding this pass's.
-func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) []allocRes {
+func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]allocRes, []string) {
 	out := make([]allocRes, len(running))
+	if cache == nil {
+		cache = &allocCache{}
+	}
 	var old []allocRes
-	if cache != nil && cache.valid {
+	if cache.valid {
 		old = cache.res
+	} else {
+		cache.projs, cache.projIx = cache.projs[:0], map[string]int32{}
 	}
 	changed := ps.changed
 	k := 0
@@ -733,11 +746,16 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) []a
 			continue
 		}
 		out[x] = ps.resolve(a)
+		p, ok := cache.projIx[a.Project]
+		if !ok {
+			p = int32(len(cache.projs))
+			cache.projs = append(cache.projs, a.Project)
+			cache.projIx[a.Project] = p
+		}
+		out[x].proj = p
 	}
-	if cache != nil {
-		cache.res, cache.valid = out, true
-	}
-	return out
+	cache.res, cache.valid = out, true
+	return out, cache.projs
 }
 
 // resolve looks an allocation's nodes and GPUs up in the pool.
