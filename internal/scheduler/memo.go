@@ -156,7 +156,7 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 			return ps.stopVersion == d.stopVer && pr.usedVer == d.usedVer
 		}
 		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
-			d.noVictims && hasOwnVictims(pr, int(j.rank)) {
+			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}
 		d.usedVer, d.stopVer = pr.usedVer, ps.stopVersion

@@ -62,6 +62,10 @@ type projState struct {
 	ownFail []ownFailure
 	// holders are its running jobs from the snapshot on the pool's nodes.
 	holders []*holder
+	// victims caches hasOwnVictims by job rank (0 unknown, 1 none, 2
+	// some) while victimsVer is stopVersion+1.
+	victims    [4]int8
+	victimsVer int
 }
 
 func (p *projState) share() float64 { return (p.usage + p.alloc) / p.shares }

@@ -27,7 +27,7 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	memo := !qd.met() || needJobs > 0
 	eligible := func(h *holder) bool { return ownVictim(h, pr, rank) }
 	ps.lookedForOwn = true
-	if !hasOwnVictims(pr, rank) {
+	if !ps.hasOwnVictims(pr, rank) {
 		return nil, nil // nothing to search: the outcome depends on no node
 	}
 	ps.searched = true
@@ -103,14 +103,22 @@ func ownVictim(h *holder, pr *projState, rank int) bool {
 }
 
 // hasOwnVictims reports whether any of the project's running jobs could be
-// stopped for its own job of the given rank.
-func hasOwnVictims(pr *projState, rank int) bool {
-	for _, h := range pr.holders {
-		if ownVictim(h, pr, rank) {
-			return true
+// stopped for its own job of the given rank. The answer holds until
+// victims are chosen (stopVersion), the only way a job stops being one.
+func (ps *poolState) hasOwnVictims(pr *projState, rank int) bool {
+	if rank < 0 || rank >= len(pr.victims) {
+		return slices.ContainsFunc(pr.holders, func(h *holder) bool { return ownVictim(h, pr, rank) })
+	}
+	if pr.victimsVer != ps.stopVersion+1 {
+		pr.victims, pr.victimsVer = [4]int8{}, ps.stopVersion+1
+	}
+	if pr.victims[rank] == 0 {
+		pr.victims[rank] = 1
+		if slices.ContainsFunc(pr.holders, func(h *holder) bool { return ownVictim(h, pr, rank) }) {
+			pr.victims[rank] = 2
 		}
 	}
-	return false
+	return pr.victims[rank] == 2
 }
 
 // ownStopping is what the project's stopping jobs in the pool hold: usage
