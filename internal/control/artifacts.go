@@ -102,13 +102,14 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error 
 		SpecHash: job.SpecHash, Inputs: job.Spec.Inputs, Env: job.Spec.Env, StartedAt: att.StartedAt, FinishedAt: att.FinishedAt,
 		State: string(att.State)}
 	c.lineageExtras(ctx, job, &lin)
-	if err := c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin}); err != nil {
-		return err
-	}
+	// Sealed first, so that a recorded manifest always describes outputs
+	// that can no longer change.
 	if job.State == domain.JobSucceeded {
-		return artifacts.MakeReadOnly(job.OutputDir)
+		if err := artifacts.MakeReadOnly(job.OutputDir); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin})
 }
 
 // lineageExtras adds what other registries know of the job to its lineage
