@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -165,4 +166,18 @@ func AuditForJob(recs []domain.AuditRecord, id int64) []domain.AuditRecord {
 		out[i].Target = strings.ReplaceAll(out[i].Target, store.AuditIDPlaceholder, s)
 	}
 	return out
+}
+
+// CountableStates reports whether an unpaged ListJobs with filter f can be
+// sized by counting jobs in states (all jobs when states is empty): only a
+// filter on states alone can. The states come sorted, each once.
+func CountableStates(f store.JobFilter) (states []string, ok bool) {
+	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+		return nil, false
+	}
+	for _, st := range f.States {
+		states = append(states, string(st))
+	}
+	slices.Sort(states)
+	return slices.Compact(states), true
 }

@@ -254,18 +254,14 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 // countJobsQuery counts what an unpaged listJobsQuery(f) returns, to size
 // its result; ok is false for a filter it does not cover.
 func countJobsQuery(f store.JobFilter) (string, []any, bool) {
-	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+	states, ok := column.CountableStates(f)
+	switch {
+	case !ok:
 		return "", nil, false
-	}
-	states := uniqueStates(f.States)
-	if len(states) == 0 {
+	case len(states) == 0:
 		return "SELECT COUNT(*) FROM jobs", nil, true
 	}
-	names := make([]string, len(states))
-	for i, st := range states {
-		names[i] = string(st)
-	}
-	return "SELECT COUNT(*) FROM jobs WHERE state = ANY($1::text[])", []any{names}, true
+	return "SELECT COUNT(*) FROM jobs WHERE state = ANY($1::text[])", []any{states}, true
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of

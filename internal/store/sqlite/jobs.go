@@ -330,11 +330,11 @@ func listJobsQuery(f store.JobFilter) (string, []any) {
 // countJobsQuery counts what an unpaged listJobsQuery(f) returns, to size
 // its result; ok is false for a filter it does not cover.
 func countJobsQuery(f store.JobFilter) (string, []any, bool) {
-	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+	states, ok := column.CountableStates(f)
+	switch {
+	case !ok:
 		return "", nil, false
-	}
-	states := uniqueStates(f.States)
-	if len(states) == 0 {
+	case len(states) == 0:
 		return "SELECT COUNT(*) FROM jobs", nil, true
 	}
 	args := make([]any, len(states))
