@@ -58,7 +58,7 @@ type decision struct {
 	budget    bool   // preemption budget was left (kindQuota)
 	pass      int    // the pass that last confirmed it (queue.pass)
 	usedVer   int    // kindQuota, within pass: the project's usedVer
-	stopVer   int    // kindQuota, within pass: stopVersion
+	stopVer   int    // kindQuota, within pass: see quotaStopVer
 	used      limits // kindQuota, in later passes: the project's use
 	stop      limits // kindQuota, in later passes: its stopping jobs' total
 	running   int    // kindCapped, in later passes: the pool's running count
@@ -107,8 +107,8 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		d.running = ps.running
 	case kindQuota:
 		pr := ps.pr(j)
-		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.stopVersion, pr.used, ps.ownStopping(pr)
 		d.budget, d.searched = ps.budget > 0, ps.searched
+		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.quotaStopVer(pr, d.searched), pr.used, ps.ownStopping(pr)
 		d.noVictims = ps.lookedForOwn && !ps.searched
 	}
 	// Each entry owns one decision slot: a refill overwrites it.
@@ -120,6 +120,19 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	}
 	m.ver = int32(ver + 1)
 	return placed, deferred
+}
+
+// quotaStopVer is the version of stopping jobs a quota decision depends
+// on: any victim chosen anywhere in the pool, for one resting on a failed
+// search of the project's own victims (stopping capacity counts as room on
+// every node); else only the project's own jobs starting to stop (its
+// stopping total, and whether it has jobs to stop), with the budget left
+// checked on its own.
+func (ps *poolState) quotaStopVer(pr *projState, searched bool) int {
+	if searched {
+		return ps.stopVersion
+	}
+	return pr.stopVer
 }
 
 // memoIndex is the job's class in ps.memo: (project, shape, priority
@@ -153,13 +166,13 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		}
 		pr := ps.pr(j)
 		if d.pass == ps.q.pass {
-			return ps.stopVersion == d.stopVer && pr.usedVer == d.usedVer
+			return pr.usedVer == d.usedVer && ps.quotaStopVer(pr, d.searched) == d.stopVer && d.budget == (ps.budget > 0)
 		}
 		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
 			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}
-		d.usedVer, d.stopVer = pr.usedVer, ps.stopVersion
+		d.usedVer, d.stopVer = pr.usedVer, ps.quotaStopVer(pr, false)
 	default:
 		return false
 	}

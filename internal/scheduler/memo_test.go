@@ -214,3 +214,37 @@ func TestKeptDecisionNeedsTheSameBudget(t *testing.T) {
 		h.Apply(want)
 	}
 }
+
+// TestOwnVictimSearchSeesOthersStopping: a project's failed search for its
+// own victims is not reused after another project's victim starts stopping
+// on the same node, since the stopping capacity the beneficiary does not
+// reserve counts as room.
+func TestOwnVictimSearchSeesOthersStopping(t *testing.T) {
+	pool := Pool("p").Preemption().Node("n0", 64, 512<<30, 8).Node("n1", 64, 512<<30, 8).Obj()
+	h := New([]domain.Pool{pool},
+		Quota("vision", "p").GPUs(4).MaxPriority(High).Obj(),
+		Quota("speech", "p").GPUs(8).MaxPriority(High).Obj(),
+		Quota("other", "p").GPUs(16).MaxPriority(High).Obj())
+	job := func(id int64, project string, gpus int, prio domain.Priority) *JobWrapper {
+		return Job(id).Pool("p").Project(project).GPUs(gpus).CPUs(float64(4 * gpus)).Memory(domain.ByteSize(32*gpus) << 30).Priority(prio)
+	}
+	h.Run(job(1, "vision", 2, Low).Preemptible().Running(T0, On("n0", Span(0, 2)...)),
+		job(2, "other", 6, Low).Preemptible().Running(T0, On("n0", Span(2, 6)...)),
+		job(3, "speech", 2, Normal).Running(T0, On("n1", Span(0, 2)...)),
+		job(4, "other", 6, Normal).Running(T0, On("n1", Span(2, 6)...)))
+	// Equal shares: vision's and speech's jobs are visited by submit time.
+	h.Submit(job(10, "vision", 4, High).Submitted(T0.Add(time.Second)).Obj(),
+		job(11, "speech", 4, High).Submitted(T0.Add(2*time.Second)).Obj(),
+		job(12, "vision", 4, High).Submitted(T0.Add(3*time.Second)).Obj())
+	defer scheduler.SetMemo(true)
+	scheduler.SetMemo(false)
+	want := scheduler.Schedule(h.Snap, h.Config)
+	scheduler.SetMemo(true)
+	got := scheduler.Schedule(h.Snap, h.Config)
+	if planBytes(t, got) != planBytes(t, want) {
+		t.Fatalf("the memo changed the plan:\n--- without\n%s--- with\n%s", Format(want), Format(got))
+	}
+	if v := SortedIDs(Victims(want)); !slices.Equal(v, []int64{1, 2}) {
+		t.Fatalf("victims %v, want 2 (for job 11) and then 1 (for job 12, once job 2's stop leaves room):\n%s", v, Format(want))
+	}
+}

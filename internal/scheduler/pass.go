@@ -51,8 +51,10 @@ type projState struct {
 	msgs   map[quotaMsgKey]string // quota messages for the current use
 	// borrowedHolders counts its running jobs on borrowed capacity.
 	borrowedHolders int
-	// usedVer is bumped whenever used changes (memo validity).
+	// usedVer is bumped whenever used changes, stopVer whenever one of its
+	// jobs starts stopping (memo validity).
 	usedVer int
+	stopVer int
 	// stopHolders are its stopping holders on the pool's nodes; stopSum is
 	// their total (valid unless stopDirty), see ownStopping.
 	stopHolders []*holder

@@ -148,6 +148,7 @@ func (ps *poolState) ownStopping(pr *projState) limits {
 func (pr *projState) addStopping(h *holder) {
 	pr.stopHolders = append(pr.stopHolders, h)
 	pr.stopDirty = true
+	pr.stopVer++
 }
 
 // firstNode is the lowest index among the holder's nodes.
