@@ -34,8 +34,10 @@ const (
 	kindCapped
 	// kindQuota depends only on the project's use, on its stopping jobs,
 	// on whether preemption budget is left and on the running cap not being
-	// reached — and, when it rests on a failed search for the project's own
-	// victims, on there being none to find (see decide).
+	// reached; and on whether the project has jobs it could stop for this
+	// one. One that rests on a failed search among such jobs depends on
+	// node state as well, so it lasts only until a victim is chosen and is
+	// never carried to a later pass (see stillValid).
 	kindQuota
 )
 
