@@ -662,7 +662,7 @@ func appendRunningChanges(ids []int64, prev, cur []scheduler.Allocation) []int64
 			ids = append(ids, cur[k].JobID)
 			k++
 		default:
-			if !sameAllocation(&prev[i], &cur[k]) {
+			if !prev[i].Equal(&cur[k]) {
 				ids = append(ids, cur[k].JobID)
 			}
 			i++
@@ -670,20 +670,6 @@ func appendRunningChanges(ids []int64, prev, cur []scheduler.Allocation) []int64
 		}
 	}
 	return ids
-}
-
-func sameAllocation(a, b *scheduler.Allocation) bool {
-	if a.JobID != b.JobID || a.Project != b.Project || a.Pool != b.Pool || a.Priority != b.Priority ||
-		a.Resources != b.Resources || !a.StartedAt.Equal(b.StartedAt) || a.Timeout != b.Timeout ||
-		a.Preemptible != b.Preemptible || a.Borrowed != b.Borrowed || a.Stopping != b.Stopping || len(a.Nodes) != len(b.Nodes) {
-		return false
-	}
-	for i := range a.Nodes {
-		if a.Nodes[i].Node != b.Nodes[i].Node || !slices.Equal(a.Nodes[i].GPUs, b.Nodes[i].GPUs) {
-			return false
-		}
-	}
-	return true
 }
 
 func activeState(s domain.JobState) bool {

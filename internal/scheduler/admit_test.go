@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,43 @@ func TestCostRate(t *testing.T) {
 	for name, tc := range cases {
 		if got := scheduler.CostRate(pool, tc.r); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%s: CostRate = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestAllocationEqualSeesEveryField changes each field of an allocation in
+// turn: Equal must notice every one (a field added later included).
+func TestAllocationEqualSeesEveryField(t *testing.T) {
+	base := Job(7).Pool("p").Project("a").GPUs(2).Priority(High).Timeout(time.Hour).Preemptible().
+		Running(T0, On("n0", 0, 1))
+	if !base.Equal(&base) {
+		t.Fatal("an allocation differs from itself")
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		other := base
+		other.Nodes = []scheduler.NodeAlloc{{Node: "n0", GPUs: []int{0, 1}}}
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Interface().(type) {
+		case int64:
+			f.SetInt(f.Int() + 1)
+		case string, domain.Priority:
+			f.SetString(f.String() + "x")
+		case domain.Resources:
+			f.Set(reflect.ValueOf(domain.Resources{GPUs: 99}))
+		case []scheduler.NodeAlloc:
+			other.Nodes[0].GPUs = []int{0, 2}
+		case time.Time:
+			f.Set(reflect.ValueOf(T0.Add(time.Second)))
+		case time.Duration:
+			f.SetInt(f.Int() + 1)
+		case bool:
+			f.SetBool(!f.Bool())
+		default:
+			t.Fatalf("field %s has a type this test does not change; extend it", typ.Field(i).Name)
+		}
+		if base.Equal(&other) {
+			t.Errorf("Equal misses a change of %s", typ.Field(i).Name)
 		}
 	}
 }

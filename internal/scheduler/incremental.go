@@ -52,6 +52,9 @@ func (in *Incremental) ScheduleChanged(s Snapshot, cfg Config, changed []int64) 
 func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted bool) Plan {
 	cfg = cfg.withDefaults()
 	told := false // the hint held up: trust it for running jobs too
+	if hinted {
+		changed = slices.Compact(slices.Sorted(slices.Values(changed))) // each id once, ascending
+	}
 	switch r := applyRebuild; {
 	case in.queues != nil:
 		r = applyUnknown
@@ -69,7 +72,7 @@ func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted 
 		if r == applyRebuild {
 			in.rebuild(s.Pending)
 		}
-	case !ascending(s.Pending):
+	case !increasing(s.Pending, pendingID):
 		in.reset()
 		return newPass(s, cfg).run()
 	default:
@@ -83,7 +86,7 @@ func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted 
 	p.queues = in.queues
 	p.waitBuf = in.waiting
 	if told {
-		p.told, p.changed = true, slices.Compact(slices.Sorted(slices.Values(changed)))
+		p.told, p.changed = true, changed
 	}
 	plan := p.run()
 	if n := len(plan.Waiting); n < len(in.waiting) {
@@ -95,17 +98,20 @@ func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted 
 
 func (in *Incremental) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
 
-// ascending reports whether pending ids strictly increase (the order a store
-// lists them in), which lets a pass compare them with the last pass's in
-// one sweep.
-func ascending(pending []Pending) bool {
-	for i := 1; i < len(pending); i++ {
-		if pending[i].JobID <= pending[i-1].JobID {
+// increasing reports whether key strictly increases along xs (pending or
+// running jobs by id, as a store lists them; GPU indices as nodes list
+// them), which lets a pass skip sorting, or compare with the last pass's
+// list in one sweep.
+func increasing[T any, K cmp.Ordered](xs []T, key func(T) K) bool {
+	for i := 1; i < len(xs); i++ {
+		if key(xs[i]) <= key(xs[i-1]) {
 			return false
 		}
 	}
 	return true
 }
+
+func pendingID(p Pending) int64 { return p.JobID }
 
 // rebuild copies pending and sorts every pool's queue.
 func (in *Incremental) rebuild(pending []Pending) {
@@ -144,13 +150,12 @@ type change struct {
 	pd  *Pending // the queue's copy of pending[new]
 }
 
-// applyChanged edits the queues for the jobs named in changed only (see
-// ScheduleChanged).
+// applyChanged edits the queues for the jobs named in changed (ascending,
+// each once) only (see ScheduleChanged).
 func (in *Incremental) applyChanged(pending []Pending, changed []int64) int {
 	if len(changed) > maxDelta {
 		return applyUnknown
 	}
-	changed = slices.Compact(slices.Sorted(slices.Values(changed))) // each id once
 	var changes []change
 	n := len(in.prev)
 	for _, id := range changed {

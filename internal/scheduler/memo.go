@@ -81,11 +81,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		if d.deferred {
 			return false, true
 		}
-		if !d.resv {
-			ps.emit(j, d.reason, d.msg, d.est)
-		} else {
-			ps.emit(j, d.reason, d.msg+"; "+ps.reservedTextFor(j), d.est)
-		}
+		ps.emitDecision(j, d)
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting
@@ -122,6 +118,15 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	}
 	m.ver = int32(ver + 1)
 	return placed, deferred
+}
+
+// emitDecision emits the job's waiting entry from its class decision.
+func (ps *poolState) emitDecision(j *job, d *decision) {
+	if !d.resv {
+		ps.emit(j, d.reason, d.msg, d.est)
+		return
+	}
+	ps.emit(j, d.reason, d.msg+"; "+ps.reservedTextFor(j), d.est)
 }
 
 // quotaStopVer is the version of stopping jobs a quota decision depends

@@ -65,7 +65,7 @@ type projState struct {
 	// holders are its running jobs from the snapshot on the pool's nodes.
 	holders []*holder
 	// victims caches hasOwnVictims by job rank (0 unknown, 1 none, 2
-	// some) while victimsVer is stopVersion+1.
+	// some) while victimsVer is stopVer+1.
 	victims    [4]int8
 	victimsVer int
 }
@@ -169,8 +169,9 @@ func (p *pass) run() Plan {
 	for i := range s.Running {
 		running[i] = &s.Running[i]
 	}
-	// Stores list jobs by id: check that in one sweep before sorting.
-	if !slices.IsSortedFunc(running, func(a, b *Allocation) int { return compareInt64(a.JobID, b.JobID) }) || !distinctIDs(running) {
+	// Stores list jobs by id: check that in one sweep before sorting
+	// (duplicate ids need the sort's tie-break).
+	if !increasing(running, func(a *Allocation) int64 { return a.JobID }) {
 		slices.SortFunc(running, func(a, b *Allocation) int {
 			if a.JobID != b.JobID {
 				return compareInt64(a.JobID, b.JobID)
@@ -263,7 +264,8 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		if q != nil {
 			mc = &memoConfig{pool: pool, quotas: poolQuotas(quotas, pool.Name), cfg: p.cfg}
 			allocs = &q.allocs
-			if !p.told || q.cfg == nil || !q.cfg.equal(mc) {
+			mc.same = q.cfg != nil && q.cfg.equal(mc)
+			if !p.told || !mc.same {
 				allocs.valid = false // node order may differ: resolve afresh
 			}
 		} else {
@@ -274,28 +276,6 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		ps.walk(q)
 		ri = rj
 	}
-}
-
-// strictlyAscending reports whether ids are sorted without duplicates (as
-// node definitions list GPU indices).
-func strictlyAscending(ids []int) bool {
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			return false
-		}
-	}
-	return true
-}
-
-// distinctIDs reports whether id-sorted allocations have no duplicate id
-// (duplicates need the full sort's tie-break).
-func distinctIDs(as []*Allocation) bool {
-	for i := 1; i < len(as); i++ {
-		if as[i].JobID == as[i-1].JobID {
-			return false
-		}
-	}
-	return true
 }
 
 // poolQuotas lists the quotas in effect in one pool, by project.
@@ -375,7 +355,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		ids := idSlab[:len(n.GPUs):len(n.GPUs)]
 		idSlab = idSlab[len(n.GPUs):]
 		copy(ids, n.GPUs)
-		if !strictlyAscending(ids) {
+		if !increasing(ids, func(id int) int { return id }) {
 			slices.Sort(ids)
 			ids = slices.Compact(ids)
 		}
@@ -604,10 +584,6 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 	}
 	heap := ps.heapBuf[:0]
 	runs := ps.runBuf[:0]
-	phase := 0
-	if allowDefer {
-		phase = 1
-	}
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -648,20 +624,16 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 		}
 		for len(heap) > 0 {
 			top := heap[0]
-			base := int(top.jobs[0].proj) * len(ps.q.shapes) * 16
 			for {
 				// The common case, inline: a job whose class decision is
 				// memoised at this state (see decideJob).
 				j := &top.jobs[0]
-				if m := ps.memo[base+int(j.cls)*2+phase]; m.ver == int32(ps.stateVer+1) && j.rank >= 0 && j.flags&jobNotBefore == 0 &&
+				if m := ps.memo[ps.memoIndex(j, allowDefer)]; m.ver == int32(ps.stateVer+1) && j.rank >= 0 && j.flags&jobNotBefore == 0 &&
 					!ps.backoffZero && (j.timeout <= 0 || len(ps.reserved) == 0 || !ps.mayBackfill(j)) && !memoOff {
 					if d := &ps.decs[m.dec]; d.deferred {
 						later = append(later, top.off)
-					} else if !d.resv {
-						ps.waiting++
-						ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: d.reason, Message: d.msg, Position: ps.waiting, EstimatedStart: d.est})
 					} else {
-						ps.emit(j, d.reason, d.msg+"; "+ps.reservedTextFor(j), d.est)
+						ps.emitDecision(j, d)
 					}
 					top.jobs, top.off = top.jobs[1:], top.off+1
 					if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {

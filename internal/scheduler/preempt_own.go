@@ -103,14 +103,15 @@ func ownVictim(h *holder, pr *projState, rank int) bool {
 }
 
 // hasOwnVictims reports whether any of the project's running jobs could be
-// stopped for its own job of the given rank. The answer holds until
-// victims are chosen (stopVersion), the only way a job stops being one.
+// stopped for its own job of the given rank. The answer holds until one of
+// the project's jobs starts stopping (stopVer), the only way a job stops
+// being one.
 func (ps *poolState) hasOwnVictims(pr *projState, rank int) bool {
 	if rank < 0 || rank >= len(pr.victims) {
 		return slices.ContainsFunc(pr.holders, func(h *holder) bool { return ownVictim(h, pr, rank) })
 	}
-	if pr.victimsVer != ps.stopVersion+1 {
-		pr.victims, pr.victimsVer = [4]int8{}, ps.stopVersion+1
+	if pr.victimsVer != pr.stopVer+1 {
+		pr.victims, pr.victimsVer = [4]int8{}, pr.stopVer+1
 	}
 	if pr.victims[rank] == 0 {
 		pr.victims[rank] = 1

@@ -65,6 +65,7 @@ type memoConfig struct {
 	pool   domain.Pool
 	quotas []domain.Quota
 	cfg    Config
+	same   bool // equal to the queue's last one (set by runQueues)
 }
 
 func (a *memoConfig) equal(b *memoConfig) bool {
@@ -87,11 +88,11 @@ func (a *memoConfig) equal(b *memoConfig) bool {
 }
 
 // prepareMemo readies the queue's memo for a pass under config c: it keeps
-// the previous passes' decisions only when c equals theirs and the class
-// layout (projects × shapes) did not grow.
+// the previous passes' decisions only when c equals theirs (c.same) and
+// the class layout (projects × shapes) did not grow.
 func (q *queue) prepareMemo(c *memoConfig) {
 	n := len(q.projs) * len(q.shapes) * memoClasses
-	if q.cfg == nil || !q.cfg.equal(c) || len(q.memo) != n || q.stateVer > 1<<30 {
+	if !c.same || len(q.memo) != n || q.stateVer > 1<<30 {
 		if cap(q.memo) >= n {
 			q.memo = q.memo[:n]
 			clear(q.memo)

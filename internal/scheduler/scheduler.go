@@ -29,6 +29,7 @@
 package scheduler
 
 import (
+	"slices"
 	"time"
 
 	"trainyard/internal/domain"
@@ -126,6 +127,22 @@ type Allocation struct {
 	Preemptible bool
 	Borrowed    bool // placed above its project's quota (always preemptible for reclaim)
 	Stopping    bool // already being stopped (cancel/preempt): holds resources, never a victim
+}
+
+// Equal reports whether two allocations are the same in every field (for
+// a caller working out what changed between snapshots).
+func (a *Allocation) Equal(b *Allocation) bool {
+	if a.JobID != b.JobID || a.Project != b.Project || a.Pool != b.Pool || a.Priority != b.Priority ||
+		a.Resources != b.Resources || !a.StartedAt.Equal(b.StartedAt) || a.Timeout != b.Timeout ||
+		a.Preemptible != b.Preemptible || a.Borrowed != b.Borrowed || a.Stopping != b.Stopping || len(a.Nodes) != len(b.Nodes) {
+		return false
+	}
+	for i := range a.Nodes {
+		if a.Nodes[i].Node != b.Nodes[i].Node || !slices.Equal(a.Nodes[i].GPUs, b.Nodes[i].GPUs) {
+			return false
+		}
+	}
+	return true
 }
 
 // Plan is the scheduler's decision for one pass.
