@@ -69,7 +69,7 @@ type Config struct {
 	// UsageRefresh is how often fair-share usage is recomputed from the
 	// attempt history (default 1m); usage moves slowly.
 	UsageRefresh time.Duration
-	// Resync is how often the loop reads every active job afresh (default
+	// Resync is how often the loop reads every live job afresh (default
 	// 1m); between full reads it reads only the jobs written since its last
 	// look (store.ChangedJobs).
 	Resync time.Duration
@@ -142,7 +142,7 @@ type Controller struct {
 	usage    []scheduler.Usage
 	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
-	// view is every active job as of the last cycle, by id; viewIDs its
+	// view is every live job as of the last cycle, by id; viewIDs its
 	// ids ascending. It is read in full every Resync (viewAt) and kept
 	// current in between from what the store says changed since cursor.
 	view    map[int64]domain.Job
@@ -565,12 +565,12 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	return snap, byID, atts, nil
 }
 
-// refreshView brings the view of the active jobs up to date: a full read
+// refreshView brings the view of the live jobs up to date: a full read
 // every Resync (or after an error), else only the jobs written since the
 // last look.
 func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 	if c.view == nil || now.Sub(c.viewAt) >= c.cfg.Resync || now.Before(c.viewAt) {
-		jobs, cur, err := c.cfg.Store.ActiveJobs(ctx)
+		jobs, cur, err := c.cfg.Store.LiveJobs(ctx)
 		if err != nil {
 			c.view = nil
 			return err
@@ -596,7 +596,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		c.hintIDs = append(c.hintIDs, j.ID)
 		_, had := c.view[j.ID]
 		switch {
-		case activeState(j.State):
+		case j.State.Live():
 			c.view[j.ID] = j
 			if !had {
 				added = append(added, j.ID)
@@ -670,10 +670,6 @@ func appendRunningChanges(ids []int64, prev, cur []scheduler.Allocation) []int64
 		}
 	}
 	return ids
-}
-
-func activeState(s domain.JobState) bool {
-	return s == domain.JobQueued || s == domain.JobStarting || s == domain.JobRunning
 }
 
 // observePass tells the Observer about a pass and what it saw.

@@ -46,6 +46,13 @@ func (s JobState) Terminal() bool {
 // Active reports whether a job in state s holds resources (has a live attempt).
 func (s JobState) Active() bool { return s == JobStarting || s == JobRunning }
 
+// Live reports whether the scheduler tracks a job in state s: queued, or
+// active.
+func (s JobState) Live() bool { return s == JobQueued || s.Active() }
+
+// LiveJobStates lists the states Live reports, in lifecycle order.
+func LiveJobStates() []JobState { return []JobState{JobQueued, JobStarting, JobRunning} }
+
 // jobTransitions is the legal transition table: from → allowed targets.
 var jobTransitions = map[JobState][]JobState{
 	JobQueued:   {JobStarting, JobHeld, JobCanceled, JobFailed},

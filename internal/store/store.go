@@ -84,7 +84,7 @@ type JobFilter struct {
 	Submitter string
 }
 
-// JobCursor is a point in a store's history of job writes (ActiveJobs,
+// JobCursor is a point in a store's history of job writes (LiveJobs,
 // ChangedJobs); its value means something only to the store that gave it.
 type JobCursor uint64
 
@@ -97,10 +97,11 @@ type Jobs interface {
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
 	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
-	// ActiveJobs returns every queued, starting and running job (cheap rows,
-	// by id ascending) and a cursor for ChangedJobs, read at one moment: a
-	// write the list does not show comes back from ChangedJobs(cursor).
-	ActiveJobs(ctx context.Context) ([]domain.Job, JobCursor, error)
+	// LiveJobs returns every live job (queued, starting or running; cheap
+	// rows, by id ascending) and a cursor for ChangedJobs, read at one
+	// moment: a write the list does not show comes back from
+	// ChangedJobs(cursor).
+	LiveJobs(ctx context.Context) ([]domain.Job, JobCursor, error)
 	// ChangedJobs returns every job (cheap rows, by id ascending, in any
 	// state) created or updated after cursor, and the cursor to pass next.
 	// It may return a job more than once across calls, never miss one.

@@ -213,13 +213,8 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 		return nil, fmt.Errorf("list jobs: limit %d is negative; use 0 for no limit: %w", f.Limit, domain.ErrInvalid)
 	}
 	query, args := listJobsQuery(f)
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, interpretError("list jobs", err)
-	}
-	defer rows.Close()
-	// Size the result once: a list of every active job (the control loop
-	// reads one each cycle) would otherwise grow, and be copied, many times.
+	// Size the result once: a list of every live job (the control loop
+	// reads one a minute) would otherwise grow, and be copied, many times.
 	size := f.Limit
 	if size == 0 {
 		if q, args, ok := countJobsQuery(f); ok {
@@ -228,6 +223,21 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 			}
 		}
 	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	jobs, err := scanJobs(rows, size)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	return jobs, nil
+}
+
+// scanJobs reads list rows (jobCols) into a slice sized for size rows, and
+// closes rows.
+func scanJobs(rows pgx.Rows, size int) ([]domain.Job, error) {
+	defer rows.Close()
 	jobs := make([]domain.Job, 0, min(max(size, 16), 1<<20)+16)
 	fast := newJobListScanner(rows) // fastscan.go
 	for rows.Next() {
@@ -241,14 +251,11 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 			j, err = scanJob(rows, false)
 		}
 		if err != nil {
-			return nil, interpretError("list jobs", err)
+			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError("list jobs", err)
-	}
-	return jobs, nil
+	return jobs, rows.Err()
 }
 
 // countJobsQuery counts what an unpaged listJobsQuery(f) returns, to size
@@ -415,13 +422,13 @@ func (s *Store) ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt
 		`SELECT `+attemptCols+` FROM attempts WHERE job_id = $1 ORDER BY number`, jobID)
 }
 
-// ActiveJobs implements store.Jobs: the active jobs and a cursor, read in
-// one snapshot.
-func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
-	return s.jobsSince(ctx, "list active jobs",
-		`SELECT `+jobCols+` FROM jobs WHERE state = ANY($1::text[]) ORDER BY id`,
-		`SELECT COUNT(*) FROM jobs WHERE state = ANY($1::text[])`,
-		[]string{string(domain.JobQueued), string(domain.JobStarting), string(domain.JobRunning)})
+// LiveJobs implements store.Jobs: the live jobs and a cursor, read in one
+// snapshot.
+func (s *Store) LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
+	f := store.JobFilter{States: domain.LiveJobStates(), Ascending: true}
+	query, args := listJobsQuery(f)
+	countQuery, countArgs, _ := countJobsQuery(f)
+	return s.jobsSince(ctx, "list live jobs", query, args, countQuery, countArgs)
 }
 
 // ChangedJobs implements store.Jobs. The cursor is the oldest transaction
@@ -429,15 +436,14 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, 
 // write that look did not see came from that transaction or a later one,
 // committed since or still to commit, so reading from there misses none.
 func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
-	return s.jobsSince(ctx, "list changed jobs",
-		`SELECT `+jobCols+` FROM jobs WHERE changed_xid >= $1::text::xid8 ORDER BY id`, "",
-		strconv.FormatUint(uint64(since), 10))
+	return s.jobsSince(ctx, "list changed jobs", `SELECT `+jobCols+` FROM jobs WHERE changed_xid >= $1::text::xid8 ORDER BY id`,
+		[]any{strconv.FormatUint(uint64(since), 10)}, "", nil)
 }
 
 // jobsSince runs query in a read-only repeatable-read transaction and
 // returns its rows with the transaction's snapshot xmin as cursor;
 // countQuery, when set, sizes the result first.
-func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string, arg any) ([]domain.Job, store.JobCursor, error) {
+func (s *Store) jobsSince(ctx context.Context, action, query string, args []any, countQuery string, countArgs []any) ([]domain.Job, store.JobCursor, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, 0, err
 	}
@@ -456,30 +462,16 @@ func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string,
 	}
 	size := 0
 	if countQuery != "" {
-		if err := tx.QueryRow(ctx, countQuery, arg).Scan(&size); err != nil {
+		if err := tx.QueryRow(ctx, countQuery, countArgs...).Scan(&size); err != nil {
 			return nil, 0, interpretError(action, err)
 		}
 	}
-	rows, err := tx.Query(ctx, query, arg)
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, 0, interpretError(action, err)
 	}
-	defer rows.Close()
-	jobs := make([]domain.Job, 0, size)
-	fast := newJobListScanner(rows) // fastscan.go
-	for rows.Next() {
-		var j domain.Job
-		if fast != nil {
-			j, err = fast.scan(rows)
-		} else {
-			j, err = scanJob(rows, false)
-		}
-		if err != nil {
-			return nil, 0, interpretError(action, err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
+	jobs, err := scanJobs(rows, size)
+	if err != nil {
 		return nil, 0, interpretError(action, err)
 	}
 	return jobs, store.JobCursor(cursor), nil

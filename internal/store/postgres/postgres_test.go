@@ -151,7 +151,7 @@ func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
 	s := openTest(t)
 	a := createTestJob(t, s, "a")
 	b := createTestJob(t, s, "b")
-	_, c0, err := s.ActiveJobs(ctx)
+	_, c0, err := s.LiveJobs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

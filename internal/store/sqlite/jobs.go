@@ -210,13 +210,8 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 	if err != nil {
 		return nil, interpretError("list jobs", err)
 	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, interpretError("list jobs", err)
-	}
-	defer rows.Close()
-	// Size the result once: a list of every active job (the control loop
-	// reads one each cycle) would otherwise grow, and be copied, many times.
+	// Size the result once: a list of every live job (the control loop
+	// reads one a minute) would otherwise grow, and be copied, many times.
 	size := f.Limit
 	if size == 0 {
 		if q, args, ok := countJobsQuery(f); ok {
@@ -225,18 +220,30 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 			}
 		}
 	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	jobs, err := scanJobs(rows, size)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	return jobs, nil
+}
+
+// scanJobs reads list rows (scanJob without spec) into a slice sized for
+// size rows, and closes rows.
+func scanJobs(rows *sql.Rows, size int) ([]domain.Job, error) {
+	defer rows.Close()
 	jobs := make([]domain.Job, 0, min(max(size, 16), 1<<20)+16)
 	for rows.Next() {
 		j, err := scanJob(rows, false)
 		if err != nil {
-			return nil, interpretError("list jobs", err)
+			return nil, err
 		}
 		jobs = append(jobs, j)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError("list jobs", err)
-	}
-	return jobs, nil
+	return jobs, rows.Err()
 }
 
 // listJobsQuery builds the SQL for f. The text depends only on the shape of
@@ -420,11 +427,13 @@ func (s *Store) ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt
 		`SELECT `+attemptCols+` FROM attempts WHERE job_id = ? ORDER BY number`, jobID)
 }
 
-// ActiveJobs implements store.Jobs: the active jobs and the newest
-// revision, read in one transaction (one snapshot of the database).
-func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
-	return s.jobsSince(ctx, "list active jobs", `SELECT `+listCols+` FROM jobs WHERE state IN (?, ?, ?) ORDER BY id`,
-		`SELECT COUNT(*) FROM jobs WHERE state IN (?, ?, ?)`, domain.JobQueued, domain.JobStarting, domain.JobRunning)
+// LiveJobs implements store.Jobs: the live jobs and the newest revision,
+// read in one transaction (one snapshot of the database).
+func (s *Store) LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {
+	f := store.JobFilter{States: domain.LiveJobStates(), Ascending: true}
+	query, args := listJobsQuery(f)
+	countQuery, countArgs, _ := countJobsQuery(f)
+	return s.jobsSince(ctx, "list live jobs", query, args, countQuery, countArgs)
 }
 
 // ChangedJobs implements store.Jobs. Revisions follow commit order (one
@@ -433,15 +442,15 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, 
 func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
 	// Without ORDER BY the rev index serves the range; rows are few and
 	// sorted here.
-	jobs, cur, err := s.jobsSince(ctx, "list changed jobs", `SELECT `+listCols+` FROM jobs WHERE rev > ?`, "", int64(since))
+	jobs, cur, err := s.jobsSince(ctx, "list changed jobs", `SELECT `+listCols+` FROM jobs WHERE rev > ?`, []any{int64(since)}, "", nil)
 	slices.SortFunc(jobs, func(a, b domain.Job) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, cur, err
 }
 
-// jobsSince runs query and reads the newest revision in one read
+// jobsSince runs query, and reads the newest revision, in one read
 // transaction, and returns the rows with that revision as cursor;
 // countQuery, when set, sizes the result first.
-func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string, args ...any) ([]domain.Job, store.JobCursor, error) {
+func (s *Store) jobsSince(ctx context.Context, action, query string, args []any, countQuery string, countArgs []any) ([]domain.Job, store.JobCursor, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, 0, err
 	}
@@ -456,7 +465,7 @@ func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string,
 	}
 	size := 0
 	if countQuery != "" {
-		if err := tx.QueryRowContext(ctx, countQuery, args...).Scan(&size); err != nil {
+		if err := tx.QueryRowContext(ctx, countQuery, countArgs...).Scan(&size); err != nil {
 			return nil, 0, interpretError(action, err)
 		}
 	}
@@ -464,16 +473,8 @@ func (s *Store) jobsSince(ctx context.Context, action, query, countQuery string,
 	if err != nil {
 		return nil, 0, interpretError(action, err)
 	}
-	defer rows.Close()
-	jobs := make([]domain.Job, 0, size)
-	for rows.Next() {
-		j, err := scanJob(rows, false)
-		if err != nil {
-			return nil, 0, interpretError(action, err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
+	jobs, err := scanJobs(rows, size)
+	if err != nil {
 		return nil, 0, interpretError(action, err)
 	}
 	return jobs, store.JobCursor(rev.Int64), nil

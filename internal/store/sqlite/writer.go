@@ -44,7 +44,7 @@ type writer struct {
 	stmts map[string]*sql.Stmt
 	audit auditState // the audit hook's state: see audit.go
 	// rev numbers write transactions in commit order; every job row a
-	// transaction writes carries it (ActiveJobs, ChangedJobs).
+	// transaction writes carries it (LiveJobs, ChangedJobs).
 	rev int64
 }
 

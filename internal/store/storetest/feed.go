@@ -9,10 +9,10 @@ import (
 	"trainyard/internal/store"
 )
 
-// feedTests cover ActiveJobs and ChangedJobs: the control loop's view of
+// feedTests cover LiveJobs and ChangedJobs: the control loop's view of
 // the active jobs, kept current by reading only what was written since.
 var feedTests = map[string]func(t *testing.T, s store.Store){
-	"ActiveJobsAndChanges": testActiveJobsAndChanges,
+	"LiveJobsAndChanges": testLiveJobsAndChanges,
 }
 
 func jobIDs(jobs []domain.Job) []int64 {
@@ -35,26 +35,26 @@ func changedSince(t *testing.T, s store.Store, c store.JobCursor) ([]domain.Job,
 	return jobs, next
 }
 
-func testActiveJobsAndChanges(t *testing.T, s store.Store) {
+func testLiveJobsAndChanges(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	jobs := createN(t, s, "p", 4)
 	mustApply(t, s, store.Change{JobID: jobs[3].ID, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(10)})
-	active, c1, err := s.ActiveJobs(ctx)
+	active, c1, err := s.LiveJobs(ctx)
 	if err != nil {
-		t.Fatalf("ActiveJobs: %v", err)
+		t.Fatalf("LiveJobs: %v", err)
 	}
 	if got, want := jobIDs(active), jobIDs(jobs[:3]); !slices.Equal(got, want) {
-		t.Fatalf("ActiveJobs = %v, want %v (the canceled job left out)", got, want)
+		t.Fatalf("LiveJobs = %v, want %v (the canceled job left out)", got, want)
 	}
 	if active[0].Spec.Name != "" || active[0].Name != "job-0" || active[0].Resources.GPUs != 2 {
-		t.Fatalf("ActiveJobs row = %+v, want a cheap row (no spec) with name and resources", active[0])
+		t.Fatalf("LiveJobs row = %+v, want a cheap row (no spec) with name and resources", active[0])
 	}
 	// Nothing written since: a later look may repeat jobs but must not
 	// invent changes to jobs nobody touched after the cursor.
 	again, c2 := changedSince(t, s, c1)
 	for _, j := range again {
 		if j.ID == jobs[0].ID || j.ID == jobs[1].ID {
-			t.Fatalf("ChangedJobs right after ActiveJobs returned untouched job %d", j.ID)
+			t.Fatalf("ChangedJobs right after LiveJobs returned untouched job %d", j.ID)
 		}
 	}
 
