@@ -641,11 +641,9 @@ func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
 		c.cfg.CheckPass(plan, scheduler.Schedule(snap, c.cfg.Scheduler))
 	}
 	c.hintIDs, c.hintFull = c.hintIDs[:0], false
-	c.hintRun = c.hintRun[:0]
-	for _, a := range snap.Running {
-		a.Nodes = slices.Clone(a.Nodes) // the snapshot's are rebuilt each cycle anyway
-		c.hintRun = append(c.hintRun, a)
-	}
+	// The snapshot's node lists are built afresh each cycle, so keeping
+	// them needs no copy.
+	c.hintRun = append(c.hintRun[:0], snap.Running...)
 	return plan
 }
 

@@ -329,7 +329,7 @@ func (in *Incremental) usable(s Snapshot, changed []int64, told bool) bool {
 			return false
 		}
 	}
-	if told && len(changed) <= 16 {
+	if told && len(changed) <= 16 { // a few: each scans the running list
 		for _, id := range changed {
 			if _, pending := slices.BinarySearch(in.ids, id); pending &&
 				slices.ContainsFunc(s.Running, func(a Allocation) bool { return a.JobID == id }) {
