@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -180,4 +181,44 @@ func CountableStates(f store.JobFilter) (states []string, ok bool) {
 	}
 	slices.Sort(states)
 	return slices.Compact(states), true
+}
+
+// EnvColumns encodes an environment's PATH prefix, variables and check
+// command as the JSON text both backends store ([] and {} when empty).
+func EnvColumns(e domain.Environment) (prefix, vars, check string, err error) {
+	list := func(xs []string) []string {
+		if xs == nil {
+			return []string{}
+		}
+		return xs
+	}
+	m := e.Vars
+	if m == nil {
+		m = map[string]string{}
+	}
+	p, err1 := json.Marshal(list(e.PathPrefix))
+	v, err2 := json.Marshal(m)
+	c, err3 := json.Marshal(list(e.Check))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return "", "", "", err
+	}
+	return string(p), string(v), string(c), nil
+}
+
+// ParseEnvColumns decodes EnvColumns' text into e (nil when empty).
+func ParseEnvColumns(e *domain.Environment, prefix, vars, check string) error {
+	if err := errors.Join(json.Unmarshal([]byte(prefix), &e.PathPrefix), json.Unmarshal([]byte(vars), &e.Vars),
+		json.Unmarshal([]byte(check), &e.Check)); err != nil {
+		return fmt.Errorf("decode environment %s@%d: %w", e.Name, e.Version, err)
+	}
+	if len(e.PathPrefix) == 0 {
+		e.PathPrefix = nil
+	}
+	if len(e.Vars) == 0 {
+		e.Vars = nil
+	}
+	if len(e.Check) == 0 {
+		e.Check = nil
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package column
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"trainyard/internal/domain"
@@ -54,5 +55,27 @@ func TestAuditForJob(t *testing.T) {
 	}
 	if same := AuditForJob(recs, 0); &same[0] != &recs[0] {
 		t.Fatal("id 0 copied the records")
+	}
+}
+
+func TestEnvColumnsRoundTrip(t *testing.T) {
+	for _, in := range []domain.Environment{
+		{Name: "empty", Version: 1},
+		{Name: "full", Version: 2, PathPrefix: []string{"/opt/x/bin"}, Vars: map[string]string{"A": "1"}, Check: []string{"true"}},
+	} {
+		p, v, c, err := EnvColumns(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Name == "empty" && (p != "[]" || v != "{}" || c != "[]") {
+			t.Errorf("empty environment encodes as %s %s %s, want [] {} []", p, v, c)
+		}
+		out := domain.Environment{Name: in.Name, Version: in.Version}
+		if err := ParseEnvColumns(&out, p, v, c); err != nil || !reflect.DeepEqual(out, in) {
+			t.Errorf("%s round-trips to %+v, %v", in.Name, out, err)
+		}
+	}
+	if err := ParseEnvColumns(&domain.Environment{Name: "bad", Version: 3}, "[", "{}", "[]"); err == nil || !strings.Contains(err.Error(), "bad@3") {
+		t.Errorf("a broken column gives %v, want an error naming bad@3", err)
 	}
 }

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,6 +11,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // envLabel names an environment version in error messages.
@@ -36,10 +35,8 @@ func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
 	if e.Name == "" || e.Version < 1 || e.Digest == "" {
 		return fmt.Errorf("%s: name, a version from 1 and digest are required: %w", action, store.ErrInvalid)
 	}
-	prefix, err1 := json.Marshal(envJSONList(e.PathPrefix))
-	vars, err2 := json.Marshal(envJSONMap(e.Vars))
-	check, err3 := json.Marshal(envJSONList(e.Check))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	prefix, vars, check, err := column.EnvColumns(e)
+	if err != nil {
 		return fmt.Errorf("%s: encode: %w", action, err)
 	}
 	return s.write(ctx, func(w *writer) error {
@@ -52,7 +49,7 @@ func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
 		}
 		w.queue(action, `INSERT INTO envs (name, version, image, path_prefix, vars, check_argv, description, digest, created_by, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			e.Name, e.Version, e.Image, string(prefix), string(vars), string(check), e.Description, e.Digest,
+			e.Name, e.Version, e.Image, prefix, vars, check, e.Description, e.Digest,
 			e.CreatedBy, timeArg(e.CreatedAt))
 		return nil
 	})
@@ -141,35 +138,11 @@ func scanEnv(row rowScanner) (domain.Environment, error) {
 		return domain.Environment{}, err
 	}
 	e.Version = int(version)
-	if err := errors.Join(json.Unmarshal([]byte(prefix), &e.PathPrefix), json.Unmarshal([]byte(vars), &e.Vars),
-		json.Unmarshal([]byte(check), &e.Check)); err != nil {
-		return domain.Environment{}, fmt.Errorf("decode environment %s@%d: %w", e.Name, e.Version, err)
-	}
-	if len(e.PathPrefix) == 0 {
-		e.PathPrefix = nil
-	}
-	if len(e.Vars) == 0 {
-		e.Vars = nil
-	}
-	if len(e.Check) == 0 {
-		e.Check = nil
+	if err := column.ParseEnvColumns(&e, prefix, vars, check); err != nil {
+		return domain.Environment{}, err
 	}
 	e.Deprecated = deprecated != 0
 	e.DeprecatedAt = timeOf(deprecatedAt)
 	e.CreatedAt = timeOf(created)
 	return e, nil
-}
-
-func envJSONList(xs []string) []string {
-	if xs == nil {
-		return []string{}
-	}
-	return xs
-}
-
-func envJSONMap(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
 }

@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 var _ store.Envs = (*Store)(nil)
@@ -34,10 +34,8 @@ func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
 	if e.Name == "" || e.Version < 1 || e.Digest == "" {
 		return fmt.Errorf("%s: name, a version from 1 and digest are required: %w", action, store.ErrInvalid)
 	}
-	prefix, err1 := json.Marshal(envJSONList(e.PathPrefix))
-	vars, err2 := json.Marshal(envJSONMap(e.Vars))
-	check, err3 := json.Marshal(envJSONList(e.Check))
-	if err := firstEnvErr(err1, err2, err3); err != nil {
+	prefix, vars, check, err := column.EnvColumns(e)
+	if err != nil {
 		return fmt.Errorf("%s: encode: %w", action, err)
 	}
 	return s.write(ctx, func(w *writer) error {
@@ -50,7 +48,7 @@ func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
 		}
 		_, err := w.exec(`INSERT INTO envs (name, version, image, path_prefix, vars, check_argv, description, digest, created_by, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Name, e.Version, e.Image, string(prefix), string(vars), string(check), e.Description, e.Digest,
+			e.Name, e.Version, e.Image, prefix, vars, check, e.Description, e.Digest,
 			e.CreatedBy, timeArg(e.CreatedAt))
 		return interpretError(action, err)
 	})
@@ -149,44 +147,11 @@ func scanEnv(row interface{ Scan(...any) error }) (domain.Environment, error) {
 		&deprecated, &e.DeprecatedReason, &deprecatedAt, &e.CreatedBy, &created); err != nil {
 		return domain.Environment{}, err
 	}
-	if err := firstEnvErr(json.Unmarshal([]byte(prefix), &e.PathPrefix), json.Unmarshal([]byte(vars), &e.Vars),
-		json.Unmarshal([]byte(check), &e.Check)); err != nil {
-		return domain.Environment{}, fmt.Errorf("decode environment %s@%d: %w", e.Name, e.Version, err)
-	}
-	if len(e.PathPrefix) == 0 {
-		e.PathPrefix = nil
-	}
-	if len(e.Vars) == 0 {
-		e.Vars = nil
-	}
-	if len(e.Check) == 0 {
-		e.Check = nil
+	if err := column.ParseEnvColumns(&e, prefix, vars, check); err != nil {
+		return domain.Environment{}, err
 	}
 	e.Deprecated = deprecated != 0
 	e.DeprecatedAt = timeOf(deprecatedAt)
 	e.CreatedAt = timeOf(created)
 	return e, nil
-}
-
-func envJSONList(xs []string) []string {
-	if xs == nil {
-		return []string{}
-	}
-	return xs
-}
-
-func envJSONMap(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-func firstEnvErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
