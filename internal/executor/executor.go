@@ -25,12 +25,20 @@ func (r Ref) String() string { return fmt.Sprintf("%d/%d", r.JobID, r.Attempt) }
 // Launch is everything needed to start one attempt.
 type Launch struct {
 	Ref
+	// Project owns the job. An executor that isolates jobs runs the
+	// attempt as the project's own unprivileged user.
+	Project string
 	Argv    []string // Argv[0] is looked up in PATH of Env when it has no slash
-	Env     []string // the complete environment, "KEY=value"
+	Env     []string // the environment, "KEY=value"; secrets included, so never written to disk
 	WorkDir string   // the process's working directory; created if missing
 	// Dir is the attempt's own directory (supervisor state, exit record). It
-	// is unique per attempt and created if missing.
+	// is unique per attempt and created if missing. The attempt's HOME and
+	// TMPDIR are its subdirectories home and tmp, unless Env sets them.
 	Dir string
+	// Writable lists directories, created beforehand, that the attempt must
+	// be able to write (its outputs and checkpoints): an executor that
+	// isolates jobs gives them to the attempt's user.
+	Writable []string
 	// LogPath is the attempt's log file (see package logs for the format).
 	LogPath string
 	// Timeout, when positive, bounds the attempt's run time: at expiry the
@@ -43,7 +51,7 @@ type Launch struct {
 	GPUs      []int
 	// Redact lists secret values the supervisor replaces with [redacted]
 	// in every line it writes to the log (values under 4 bytes are left
-	// alone). Like Env, it is written only to owner-readable files.
+	// alone). Like Env, it is never written to disk.
 	Redact []string // secrets: values to hide in logs
 	// Check, when not empty, is the environment's check command (an argv;
 	// Check[0] is looked up like Argv[0]): the executor runs it before Argv,

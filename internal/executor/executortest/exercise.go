@@ -207,20 +207,38 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 	t.Run("EnvironmentExact", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		env := []string{"PATH=" + testPath(), "TRAINYARD_JOB_ID=42", "WITH_SPACE=a b  c", "EMPTY=", "QUOTE='\"x\"'"}
+		env := []string{"PATH=" + testPath(), "TRAINYARD_JOB_ID=42", "WITH_SPACE=a b  c", "EMPTY=", "QUOTE='\"x\"'", "USER=someone"}
 		l := h.Launch(t, []string{"env"}, func(l *executor.Launch) { l.Env = env })
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
+		// Exactly Env, plus the attempt's own HOME and TMPDIR and the name
+		// of the user it runs as where Env does not set them.
 		var got []string
+		added := map[string]string{}
 		for _, ln := range ReadLog(t, l.LogPath) {
-			if ln.Stream == logs.Stdout {
-				got = append(got, ln.Text)
+			if ln.Stream != logs.Stdout {
+				continue
 			}
+			k, v, _ := strings.Cut(ln.Text, "=")
+			switch k {
+			case "HOME", "TMPDIR", "LOGNAME":
+				added[k] = v
+				continue
+			}
+			got = append(got, ln.Text)
 		}
 		slices.Sort(got)
 		want := slices.Sorted(slices.Values(env))
 		if !slices.Equal(got, want) {
 			t.Errorf("environment = %q, want exactly %q", got, want)
+		}
+		for _, k := range []string{"HOME", "TMPDIR"} {
+			if !strings.HasPrefix(added[k], l.Dir+"/") {
+				t.Errorf("%s = %q, want a directory of the attempt's own, under %s", k, added[k], l.Dir)
+			}
+		}
+		if added["LOGNAME"] == "" {
+			t.Error("LOGNAME is not set")
 		}
 	})
 
@@ -383,7 +401,7 @@ func (h *Harness) WaitFrom(t testing.TB, ref executor.Ref, kind executor.EventKi
 				return evs[i]
 			}
 			if evs[i].Kind == executor.Exited || evs[i].Kind == executor.Lost {
-				t.Fatalf("attempt %s: waiting for %s, got %s: %+v", ref, kind, evs[i].Kind, evs[i])
+				t.Fatalf("attempt %s: waiting for %s, got %s: %s %s: %s", ref, kind, evs[i].Kind, evs[i].State, evs[i].Reason, evs[i].Message)
 			}
 		}
 		select {

@@ -50,7 +50,7 @@ func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	}
 	proc, err := os.StartProcess(path, rec.Check, &os.ProcAttr{
 		Dir: rec.WorkDir, Env: env, Files: []*os.File{devNull, outW, errW},
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: rec.credential()},
 	})
 	outW.Close()
 	errW.Close()

@@ -2,8 +2,8 @@
 //
 // Each attempt runs under its own supervisor, the shim ("trainyard shim",
 // see ShimMain), in a new session, so that it survives the server. The
-// executor writes the attempt directory's launch.json and starts the shim; the
-// shim claims the attempt (shim.pid, created exclusively), starts the user's
+// executor starts the shim and hands it the launch record (which holds the
+// job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
 // the log (package logs), enforces the timeout and stop requests (SIGTERM to
 // the group, SIGKILL after the grace period), applies the memory limit with a
@@ -15,9 +15,13 @@
 //
 // A zero Launch.Grace means a grace period of 10s.
 //
-// Files in an attempt directory: launch.json (0600, written by the executor),
-// shim.pid, child.pid, exit.json, shim.log (the shim's own diagnostics) and
-// stop (a pending stop request's grace), and metrics.jsonl.
+// Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
+// (the shim's own diagnostics), stop (a pending stop request's grace),
+// metrics.jsonl, and the attempt's home and tmp directories.
+//
+// With Config.Isolation the attempt runs as its project's own unprivileged
+// user (see Isolation); the shim stays root, so that it can write the log,
+// manage the memory group and end every process of the attempt.
 //
 // Progress: a stdout line `trainyard: {"step": N, "loss": 0.5}` (one JSON
 // object with an integer step and numeric metrics) stays in the log and is
@@ -37,10 +41,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +74,10 @@ type Config struct {
 	Logger *slog.Logger
 	// PollInterval is how often a reattached shim is checked; default 100ms.
 	PollInterval time.Duration
+	// Isolation, when set, runs each project's attempts as its own
+	// unprivileged user; the executor must run as root. Nil: attempts run
+	// as the server's own user, not isolated from it or from each other.
+	Isolation *Isolation
 }
 
 // eventBuffer is the capacity of the Events channel.
@@ -79,6 +90,11 @@ type Executor struct {
 	cfg      Config
 	log      *slog.Logger
 	cgroups  *cgroup.Hierarchy // nil: memory limits are not enforced
+	users    *users            // nil: attempts run as the server's user
+	selfName string            // the server's user name, for USER without isolation
+	// noMountNS is set once starting a shim in a mount namespace of its
+	// own failed: private /tmp is then off.
+	noMountNS atomic.Bool
 
 	events chan executor.Event
 	done   chan struct{} // closed by Close
@@ -133,6 +149,16 @@ func New(cfg Config) (*Executor, error) {
 		done:     make(chan struct{}),
 		attempts: make(map[executor.Ref]*attempt),
 	}
+	if cfg.Isolation != nil {
+		if os.Geteuid() != 0 {
+			return nil, errors.New("local executor: isolating jobs needs root, to run them as other users; run the server as root, or turn isolation off")
+		}
+		if e.users, err = newUsers(*cfg.Isolation); err != nil {
+			return nil, fmt.Errorf("local executor: %w", err)
+		}
+	} else if u, err := user.Current(); err == nil {
+		e.selfName = u.Username
+	}
 	if h, err := cgroup.Detect(cfg.CgroupRoot); err != nil {
 		log.Warn("memory limits are not enforced, only accounted", "why", err)
 	} else {
@@ -141,6 +167,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	return e, nil
 }
+
+// Isolated reports whether attempts run as their projects' own users.
+func (e *Executor) Isolated() bool { return e.users != nil }
 
 // LimitsEnforced reports whether memory limits apply (a writable cgroup
 // memory controller was found) and where groups are created.
@@ -257,16 +286,27 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	return nil
 }
 
-// start writes launch.json and starts a shim for a.
+// start prepares the attempt's directories and starts a shim for a, which
+// reads the launch record from a pipe.
 func (e *Executor) start(a *attempt, l executor.Launch) error {
-	for _, d := range []string{l.Dir, l.WorkDir, filepath.Dir(l.LogPath)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create directory: %w", err)
+	var id *identity
+	userName := e.selfName
+	if e.users != nil {
+		v, err := e.users.forProject(l.Project)
+		if err != nil {
+			return err
 		}
+		id, userName = &v, v.Name
+	}
+	if err := os.MkdirAll(filepath.Dir(l.LogPath), 0o755); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	if err := prepareDirs(l.Dir, l.WorkDir, l.Writable, id); err != nil {
+		return err
 	}
 	rec := launchRecord{
 		JobID: l.JobID, Attempt: l.Attempt,
-		Argv: l.Argv, Env: l.Env, WorkDir: l.WorkDir, LogPath: l.LogPath,
+		Argv: l.Argv, Env: withDefaults(l.Env, l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
 		Timeout: l.Timeout, Grace: l.Grace,
 		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
 		Redact: l.Redact, Check: l.Check,
@@ -274,14 +314,10 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 	if rec.Memory > 0 {
 		rec.Cgroup = e.cgroups
 	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode launch record: %w", err)
+	if id != nil {
+		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
-	if err := writeFileAtomic(filepath.Join(l.Dir, launchFile), b, 0o600); err != nil {
-		return fmt.Errorf("write launch record: %w", err)
-	}
-	shimLog, err := os.OpenFile(filepath.Join(l.Dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	shimLog, err := os.OpenFile(filepath.Join(l.Dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open shim log: %w", err)
 	}
@@ -290,19 +326,48 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 	if err != nil {
 		return fmt.Errorf("create event pipe: %w", err)
 	}
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return fmt.Errorf("create launch pipe: %w", err)
+	}
 	cmd := &exec.Cmd{
 		Path:        e.shimPath,
 		Args:        append(append(append([]string(nil), e.shimArgs...), "--dir"), l.Dir),
 		Stdout:      shimLog,
 		Stderr:      shimLog,
-		ExtraFiles:  []*os.File{w}, // fd 3
+		ExtraFiles:  []*os.File{w, lr}, // fd 3 (eventsFD), fd 4 (launchFD)
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	if id != nil && !e.noMountNS.Load() && !underSharedTmp(slices.Concat([]string{l.Dir, l.WorkDir}, l.Writable)) {
+		// A mount namespace of its own, for the private /tmp.
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+		rec.PrivateTmp = true
+	}
 	err = cmd.Start()
+	if err != nil && rec.PrivateTmp && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
+		e.noMountNS.Store(true)
+		e.log.Warn("jobs share /tmp: cannot create a mount namespace for a private /tmp (TMPDIR still points to each attempt's own)", "err", err)
+		cmd.SysProcAttr.Unshareflags, rec.PrivateTmp = 0, false
+		cmd.Process, cmd.ProcessState = nil, nil
+		err = cmd.Start()
+	}
 	w.Close()
+	lr.Close()
 	if err != nil {
 		r.Close()
+		lw.Close()
 		return fmt.Errorf("start supervisor %s: %w", e.shimPath, err)
+	}
+	// The record holds the job's secrets: it goes through the pipe only.
+	b, err := json.Marshal(rec)
+	if err == nil {
+		_, err = lw.Write(b)
+	}
+	lw.Close()
+	if err != nil {
+		e.log.Warn("send the launch record", "attempt", l.Ref.String(), "err", err) // the shim records the failure
 	}
 	a.mu.Lock()
 	a.proc, a.pipe = cmd.Process, r
@@ -528,7 +593,7 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, grace time.Durati
 	}
 	// The shim reads the grace from the stop file when it gets SIGTERM, and
 	// checks for the file before it starts the process.
-	if err := writeFileAtomic(filepath.Join(a.dir, stopFile), []byte(strconv.FormatInt(int64(grace), 10)), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(a.dir, stopFile), []byte(strconv.FormatInt(int64(grace), 10)), 0o600); err != nil {
 		return fmt.Errorf("stop %s: %w", ref, err)
 	}
 	a.mu.Lock()

@@ -16,15 +16,15 @@ import (
 	"trainyard/internal/executor/local/cgroup"
 )
 
-// Files in an attempt directory. The executor writes launch.json and stop;
-// the shim writes the rest.
+// Files in an attempt directory. The executor writes stop; the shim writes
+// the rest. What to run (with its secrets) never touches the disk: the shim
+// reads it from a pipe (launchFD).
 const (
-	launchFile   = "launch.json" // what to run (0600: the environment may hold secrets)
-	shimPIDFile  = "shim.pid"    // "<pid> <start time>": the owning shim, created exclusively
-	childPIDFile = "child.pid"   // "<pid>": the user's process, once started
-	exitFile     = "exit.json"   // how the attempt ended; written atomically, last
-	stopFile     = "stop"        // "<grace ns>": a stop request, written before SIGTERM
-	shimLogFile  = "shim.log"    // the shim's own stdout and stderr
+	shimPIDFile  = "shim.pid"  // "<pid> <start time>": the owning shim, created exclusively
+	childPIDFile = "child.pid" // "<pid>": the user's process, once started
+	exitFile     = "exit.json" // how the attempt ended; written atomically, last
+	stopFile     = "stop"      // "<grace ns>": a stop request, written before SIGTERM
+	shimLogFile  = "shim.log"  // the shim's own stdout and stderr
 )
 
 // exitOwned is the shim's exit status when another shim already owns the
@@ -34,7 +34,7 @@ const exitOwned = 75
 // defaultGrace is used when neither the launch nor the stop request gives one.
 const defaultGrace = 10 * time.Second
 
-// launchRecord is launch.json: everything the shim needs.
+// launchRecord is everything the shim needs, sent on its launch pipe.
 type launchRecord struct {
 	JobID   int64         `json:"job_id"`
 	Attempt int           `json:"attempt"`
@@ -47,13 +47,20 @@ type launchRecord struct {
 	Memory  int64         `json:"memory_bytes,omitempty"`
 	GPUs    []int         `json:"gpus,omitempty"`
 	// Redact lists the secret values to hide in the log (see
-	// executor.Launch.Redact); this file is 0600 for them and for Env.
+	// executor.Launch.Redact).
 	Redact []string `json:"redact,omitempty"`
 	// Check is the environment's check command, run before Argv (see
 	// executor.Launch.Check); empty: none.
 	Check []string `json:"check,omitempty"`
 	// Cgroup is where to create the attempt's memory group; nil: no limits.
 	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
+	// UID and GID, when UID is not 0, are the isolated job's user and group
+	// (see Isolation); PrivateTmp mounts TmpDir on /tmp (the shim runs in a
+	// mount namespace of its own).
+	UID        int    `json:"uid,omitempty"`
+	GID        int    `json:"gid,omitempty"`
+	PrivateTmp bool   `json:"private_tmp,omitempty"`
+	TmpDir     string `json:"tmp_dir,omitempty"`
 }
 
 // exitRecord is exit.json: the attempt's outcome as the shim saw it.

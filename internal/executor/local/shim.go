@@ -25,8 +25,15 @@ import (
 )
 
 // eventsFD is the descriptor on which the shim reports "started <pid>
-// <unix ns>" and "exited" to the executor that launched it.
-const eventsFD = 3
+// <unix ns>" and "exited" to the executor that launched it; launchFD the one
+// it reads the launch record from, to its end.
+const (
+	eventsFD = 3
+	launchFD = 4
+)
+
+// maxLaunchRecord bounds the launch record the shim reads.
+const maxLaunchRecord = 64 << 20
 
 // Bounds on cleanup after the user's process exited: how long to chase
 // leftover descendants and wait for the output pipes to drain when some
@@ -41,8 +48,9 @@ const maxLine = 64 << 10
 
 // ShimMain is the entry point of the attempt supervisor, run as
 // "trainyard shim --dir DIR" by the local executor (not by people). args are
-// the arguments after the command name. It reads DIR/launch.json, runs the
-// attempt's process to its end and records the outcome in DIR/exit.json.
+// the arguments after the command name. It reads the launch record from
+// descriptor 4, runs the attempt's process to its end and records the
+// outcome in DIR/exit.json.
 //
 // Exit status: 0 when the outcome is recorded; 75 when another shim already
 // owns the attempt; 2 for bad arguments; 1 when it could not supervise at
@@ -57,7 +65,7 @@ func ShimMain(args []string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
-	dir := fs.String("dir", "", "attempt directory holding launch.json")
+	dir := fs.String("dir", "", "the attempt's directory")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -112,15 +120,8 @@ func (s *shim) run() int {
 		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
 		return 1
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, launchFile))
-	if err == nil {
-		err = json.Unmarshal(b, &s.rec)
-		if err == nil && len(s.rec.Argv) == 0 {
-			err = errors.New("argv is empty")
-		}
-	}
-	if err != nil {
-		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot read the launch record %s: %v", filepath.Join(s.dir, launchFile), err))
+	if err := readLaunch(&s.rec); err != nil {
+		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot read the launch record: %v", err))
 	}
 	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
@@ -138,7 +139,44 @@ func (s *shim) run() int {
 	if s.rec.Memory > 0 && s.rec.Cgroup != nil {
 		s.enterGroup()
 	}
+	if s.rec.credential() != nil {
+		if err := s.isolate(); err != nil {
+			s.leaveGroup()
+			return s.finishEarly(domain.ReasonLaunchFailed, err.Error())
+		}
+	}
 	return s.supervise()
+}
+
+// readLaunch reads the launch record from launchFD.
+func readLaunch(rec *launchRecord) error {
+	if _, err := unix.FcntlInt(launchFD, unix.F_GETFD, 0); err != nil {
+		return errors.New("the shim was started without its launch pipe (descriptor 4)")
+	}
+	f := os.NewFile(launchFD, "launch")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxLaunchRecord))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, rec); err != nil {
+		return err
+	}
+	if len(rec.Argv) == 0 {
+		return errors.New("argv is empty")
+	}
+	return nil
+}
+
+// isolate prepares an isolated job's surroundings: its private /tmp and
+// the shim thread's restrictions that its processes inherit.
+func (s *shim) isolate() error {
+	if s.rec.PrivateTmp {
+		if err := privateTmp(s.rec.TmpDir); err != nil {
+			return fmt.Errorf("cannot give the job a private /tmp: %w", err)
+		}
+	}
+	return dropPrivileges()
 }
 
 func errOrNotDir(err error) error {
@@ -274,7 +312,8 @@ func (s *shim) supervise() int {
 		Sys: &syscall.SysProcAttr{
 			Setpgid: true,
 			// If the shim dies, its process must not run on unwatched.
-			Pdeathsig: syscall.SIGKILL,
+			Pdeathsig:  syscall.SIGKILL,
+			Credential: rec.credential(),
 		},
 	})
 	outW.Close()
@@ -360,6 +399,7 @@ loop:
 		_, _ = s.group.KillAll()
 	}
 	reapOrphans(time.Now().Add(reapWait))
+	s.removeTmp()
 	select {
 	case <-drained:
 	case <-time.After(drainWait):
@@ -427,6 +467,14 @@ loop:
 		r.State, r.Reason, r.Message = domain.AttemptFailed, domain.ReasonExitCode, how
 	}
 	return s.finish(r)
+}
+
+// removeTmp deletes the attempt's temporary files once none of its
+// processes is left (os.RemoveAll never follows the symlinks a job leaves).
+func (s *shim) removeTmp() {
+	if err := os.RemoveAll(filepath.Join(s.dir, tmpDir)); err != nil && s.log != nil {
+		s.log.system("cannot remove the attempt's temporary files: %v", err)
+	}
 }
 
 // terminate sends SIGTERM to the process group and returns the channel that

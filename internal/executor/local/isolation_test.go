@@ -1,0 +1,222 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/logs"
+)
+
+// needRoot skips a test that runs jobs as other users when the tests do
+// not run as root; under CI (which runs as root) it fails instead.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("isolation tests need root, and CI runs as root: run them as root")
+	}
+	t.Skip("isolation tests need root (jobs run as other users); run them as root to include them")
+}
+
+// isolatedExec is an executor that runs each project as its own user, with
+// ids from a test range.
+func isolatedExec(t *testing.T, first int) *Executor {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond,
+		Isolation: &Isolation{FirstUID: first, LastUID: first + 99, StateFile: filepath.Join(t.TempDir(), "uids.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// isolatedLaunch launches argv for project with its directories outside
+// /tmp (a private /tmp would hide them otherwise) in a fresh directory the
+// project's user can pass through.
+func isolatedLaunch(t *testing.T, h *executortest.Harness, project string, argv []string, mods ...func(*executor.Launch)) executor.Launch {
+	t.Helper()
+	root := jobRoot(t)
+	l := h.Launch(t, argv, func(l *executor.Launch) {
+		l.Project = project
+		l.Dir = filepath.Join(root, strconv.FormatInt(l.JobID, 10), "1")
+		l.LogPath = filepath.Join(l.Dir, "output.log")
+		l.WorkDir = filepath.Join(l.Dir, "work")
+		l.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		for _, m := range mods {
+			m(l)
+		}
+	})
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(filepath.Join(l.Dir, shimLogFile)); t.Failed() && len(b) > 0 {
+			t.Logf("%s:\n%s", shimLogFile, b)
+		}
+	})
+	return l
+}
+
+// jobRoot is a fresh directory outside /tmp, traversable by every user,
+// removed when the test ends.
+func jobRoot(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("/var/lib", "trainyard-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func stdout(t *testing.T, l executor.Launch) string {
+	var out []string
+	for _, ln := range executortest.ReadLog(t, l.LogPath) {
+		if ln.Stream == logs.Stdout {
+			out = append(out, ln.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestIsolatedAttemptRunsAsProjectUser(t *testing.T) {
+	needRoot(t)
+	e := isolatedExec(t, 910_000)
+	h := executortest.NewHarness(t, e)
+
+	// A file only root may read, as the server's own files are.
+	secretDir := jobRoot(t)
+	secret := filepath.Join(secretDir, "admin-token")
+	if err := os.WriteFile(secret, []byte("ty_admin_secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `id -u; id -g; id -G; umask; grep NoNewPrivs /proc/self/status | tr -d '\t '; echo "home=$HOME tmp=$TMPDIR user=$USER"
+ls -A /tmp | wc -l
+touch /tmp/mine "$HOME/mine" && echo wrote
+cat ` + secret + ` 2>/dev/null && echo READ-SECRET
+echo x > ` + filepath.Join(secretDir, "planted") + ` 2>/dev/null && echo WROTE-OUTSIDE
+pwd -P`
+	a := isolatedLaunch(t, h, "alpha", []string{"/bin/sh", "-c", script})
+	ev := h.Wait(t, a.Ref, executor.Exited)
+	if ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
+	}
+	out := strings.Split(stdout(t, a), "\n")
+	if len(out) < 9 {
+		t.Fatalf("output:\n%s", strings.Join(out, "\n"))
+	}
+	uid, _ := strconv.Atoi(out[0])
+	if uid < 910_000 || uid > 910_099 || out[1] != out[0] {
+		t.Errorf("uid %s gid %s, want one id from the range for both", out[0], out[1])
+	}
+	if out[2] != out[0] {
+		t.Errorf("groups %q, want only the project's own group %s", out[2], out[0])
+	}
+	if out[3] != "0027" {
+		t.Errorf("umask %s, want 0027", out[3])
+	}
+	if out[4] != "NoNewPrivs:1" {
+		t.Errorf("%s, want NoNewPrivs:1", out[4])
+	}
+	if want := "home=" + filepath.Join(a.Dir, "home") + " tmp=" + filepath.Join(a.Dir, "tmp") + " user=trainyard-alpha"; out[5] != want {
+		t.Errorf("got %q, want %q", out[5], want)
+	}
+	if e.noMountNS.Load() {
+		t.Log("no mount namespace here: /tmp is not private")
+	} else if out[6] != "0" {
+		t.Errorf("/tmp holds %s entries, want a private, empty /tmp", out[6])
+	}
+	if out[7] != "wrote" {
+		t.Errorf("the job could not write its /tmp and HOME: %q", out[7])
+	}
+	joined := strings.Join(out, "\n")
+	if strings.Contains(joined, "READ-SECRET") || strings.Contains(joined, "WROTE-OUTSIDE") {
+		t.Errorf("the job reached the server's files:\n%s", joined)
+	}
+	if _, err := os.Stat(filepath.Join(secretDir, "planted")); err == nil {
+		t.Error("the job planted a file in a directory of the server's")
+	}
+	if _, err := os.Stat(filepath.Join(a.Dir, "tmp")); err == nil {
+		t.Error("the attempt's temporary files outlived it")
+	}
+	if _, err := os.Stat("/tmp/mine"); err == nil && !e.noMountNS.Load() {
+		t.Error("the job's /tmp/mine landed in the machine's /tmp")
+	}
+
+	// Another project runs as another user and cannot read the first
+	// project's working directory or home.
+	b := isolatedLaunch(t, h, "beta", []string{"/bin/sh", "-c",
+		"id -u; ls " + a.WorkDir + " 2>/dev/null && echo LISTED; cat " + filepath.Join(a.Dir, "home", "mine") + " 2>/dev/null && echo READ-OTHER; true"})
+	ev = h.Wait(t, b.Ref, executor.Exited)
+	if ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
+	}
+	bout := stdout(t, b)
+	if strings.HasPrefix(bout, out[0]) {
+		t.Errorf("projects alpha and beta share uid %s", out[0])
+	}
+	if strings.Contains(bout, "LISTED") || strings.Contains(bout, "READ-OTHER") {
+		t.Errorf("project beta's job reached alpha's files:\n%s", bout)
+	}
+
+	// The same project keeps its id, across executors too.
+	st, err := os.ReadFile(e.users.cfg.StateFile)
+	if err != nil || !strings.Contains(string(st), `"alpha": `+out[0]) {
+		t.Errorf("state file %s = %s (%v), want alpha's id recorded", e.users.cfg.StateFile, st, err)
+	}
+	again, err := newUsers(e.users.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := again.forProject("alpha"); id.UID != uid {
+		t.Errorf("alpha got %d after a restart, had %d", id.UID, uid)
+	}
+}
+
+func TestIsolatedEnvironmentCheckRunsAsTheJob(t *testing.T) {
+	needRoot(t)
+	e := isolatedExec(t, 911_000)
+	h := executortest.NewHarness(t, e)
+	l := isolatedLaunch(t, h, "gamma", []string{"/bin/true"}, func(l *executor.Launch) {
+		l.Check = []string{"/bin/sh", "-c", "test $(id -u) -ne 0"}
+	})
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	if ev.State != domain.AttemptSucceeded {
+		t.Fatalf("the check ran as root: %s (%s): %s", ev.State, ev.Reason, ev.Message)
+	}
+}
+
+func TestIsolationRefusesBadUsers(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		cfg  Isolation
+		want string
+	}{
+		{Isolation{StateFile: filepath.Join(dir, "a"), FirstUID: 10, LastUID: 20}, "not usable"},
+		{Isolation{StateFile: filepath.Join(dir, "b"), Users: map[string]string{"p": "root"}}, "root"},
+		{Isolation{StateFile: filepath.Join(dir, "c"), Users: map[string]string{"p": "no-such-user-here"}}, "no-such-user-here"},
+		{Isolation{}, "StateFile"},
+	} {
+		if _, err := newUsers(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %q", c.cfg, err, c.want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "broken"), []byte("{"), 0o600)
+	if _, err := newUsers(Isolation{StateFile: filepath.Join(dir, "broken")}); err == nil || !strings.Contains(err.Error(), "backup") {
+		t.Errorf("a broken state file: %v", err)
+	}
+}
