@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +41,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if strings.HasPrefix(filepath.Base(repo), "trainyard-e2e-repo-") {
+		os.RemoveAll(repo) // the copy made for jobs to read
+	}
 	os.Exit(code)
 }
 
@@ -75,7 +79,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	if o.memory == "" {
 		o.memory = "8GiB"
 	}
-	dir := t.TempDir()
+	dir := jobReachableDir(t)
 	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml"), http: http.DefaultClient}
 	if o.tls {
 		s.caFile, s.http = selfSigned(t, dir)
@@ -317,9 +321,90 @@ func alive(pid int) bool {
 	return len(fields) > 0 && fields[0] != "Z"
 }
 
+// repoRoot is the repository's root, or, when the tests run as root and
+// the checkout is closed to other users (jobs then run as their projects'
+// own users), a copy of what jobs read from it: examples/ and sdk/.
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
+	repoOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		repo = filepath.Dir(filepath.Dir(file))
+		if os.Geteuid() != 0 || reachableByAll(repo) {
+			return
+		}
+		dir, err := os.MkdirTemp("", "trainyard-e2e-repo-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		for _, sub := range []string{"examples", "sdk"} {
+			if err == nil {
+				err = os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(repo, sub)))
+			}
+		}
+		if err != nil {
+			panic(fmt.Sprintf("copy examples where jobs can read them: %v", err))
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				mode := os.FileMode(0o644)
+				if d.IsDir() {
+					mode = 0o755
+				}
+				if st, err := os.Stat(p); err == nil && st.Mode()&0o100 != 0 {
+					mode |= 0o111
+				}
+				os.Chmod(p, mode)
+			}
+			return nil
+		})
+		repo = dir
+	})
+	return repo
+}
+
+var (
+	repoOnce sync.Once
+	repo     string
+)
+
+// reachableByAll reports whether every directory from / to dir lets any
+// user pass.
+func reachableByAll(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
+}
+
+// sharedDir is a directory the test and its jobs exchange files through:
+// any job's user may write it.
+func sharedDir(t testing.TB) string {
+	dir := filepath.Join(jobReachableDir(t), "shared")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// jobReachableDir is t.TempDir made passable (not listable) by the users
+// jobs run as when the tests run as root.
+func jobReachableDir(t testing.TB) string {
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
 }
 
 type syncWriter struct {
@@ -338,4 +423,28 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// grepData fails the test if any file under dir holds one of the values
+// (the data directory: store files, logs, supervisor state, outputs).
+func grepData(t testing.TB, dir string, values ...string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, v := range values {
+			if bytes.Contains(b, []byte(v)) {
+				t.Errorf("%s holds a secret value (%.6s…)", p, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("search %s: %v", dir, err)
+	}
 }

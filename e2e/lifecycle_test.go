@@ -136,7 +136,7 @@ policy: {retries: 2, reentrant: true}
 
 func TestTimeoutKillsTheTree(t *testing.T) {
 	s := startServer(t, serverOpts{})
-	pids := filepath.Join(t.TempDir(), "pids")
+	pids := filepath.Join(sharedDir(t), "pids")
 	job := s.submit(fmt.Sprintf(`name: slow
 entrypoint: 'sleep 300 & echo $! >> %[1]s; sh -c "sleep 301 & echo \$! >> %[1]s; wait" & echo $$ >> %[1]s; wait'
 policy: {timeout: 1s}
@@ -170,7 +170,7 @@ func assertAllDead(t *testing.T, pidFile string, want int) {
 
 func TestCancelQueuedAndRunning(t *testing.T) {
 	s := startServer(t, serverOpts{cpus: 1})
-	pids := filepath.Join(t.TempDir(), "pids")
+	pids := filepath.Join(sharedDir(t), "pids")
 	running := s.submit(fmt.Sprintf("name: long\nentrypoint: 'sleep 300 & echo $! >> %[1]s; echo $$ >> %[1]s; wait'\n", pids))
 	s.waitState(running.ID, 30*time.Second, "running")
 	queued := s.submit("name: waiting\nentrypoint: [sleep, '300']\n")

@@ -85,7 +85,7 @@ entrypoint: 'touch %[1]s/$TRAINYARD_JOB_ID; n=$(ls %[1]s | wc -l); echo "running
 // restart every job ends in its true state with one attempt and full logs.
 func TestServerKill9Recovery(t *testing.T) {
 	s := startServer(t, serverOpts{cpus: 8})
-	gate := t.TempDir()
+	gate := sharedDir(t)
 	var ids []int64
 	for i := range 5 {
 		// Jobs 0 and 1 end as soon as their gate file appears; the others wait

@@ -93,6 +93,16 @@ type serverConfig struct {
 	Replica string `yaml:"replica"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
+	// Isolation says whether jobs run as their projects' own unprivileged
+	// users (docs/security.md): auto (default; when the server runs as
+	// root), required (refuse to start otherwise) or off.
+	Isolation string `yaml:"isolation"`
+	// JobUIDs is the range project users' ids are allocated from
+	// (default 900000-999999).
+	JobUIDs string `yaml:"job_uids"`
+	// JobUsers names an existing user to run a project's jobs as instead
+	// (project: user name or uid).
+	JobUsers map[string]string `yaml:"job_users"`
 }
 
 func serverCommand() *cobra.Command {
@@ -242,7 +252,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the attempt supervisor: %w", err)
 	}
-	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log}
+	iso, isolation, err := jobIsolation(cfg, log)
+	if err != nil {
+		return err
+	}
+	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
 	if inv := cfg.Inventory; inv != nil {
 		host, _ := os.Hostname()
 		n := executor.Node{Name: host, CPUs: inv.CPUs}
@@ -287,6 +301,13 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	keyring, err := loadKeyring(cfg, log)
 	if err != nil {
 		return err
+	}
+	if iso != nil {
+		// Everything the server keeps is its own; jobs pass through to
+		// their attempt and output directories only.
+		if err := protectDataDir(cfg.Data, layout.Root, cfg.Artifacts); err != nil {
+			return err
+		}
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return errors.New("TLS needs both a certificate and a key: give --tls-cert and --tls-key together")
@@ -400,7 +421,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	srv := &http.Server{
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		Handler: api.Handler(api.Config{Service: svc, Logger: log,
-			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping, Status: loops.Status,
+			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping,
+			Status: func(ctx context.Context) apitypes.Status {
+				st := loops.Status(ctx)
+				st.Isolation = isolation
+				return st
+			},
 			Metrics: metricsReg, MetricsToken: cfg.MetricsToken}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -415,7 +441,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := writeServerInfo(cfg.Data, url); err != nil {
 		log.Warn("write server.json", "err", err)
 	}
-	log.Info("trainyard server listening", "url", url, "data", cfg.Data, "store", st.Kind())
+	log.Info("trainyard server listening", "url", url, "data", cfg.Data, "store", st.Kind(), "isolation", isolation)
 
 	var runErr error
 	select {
@@ -467,13 +493,16 @@ func writeServerInfo(data, url string) error {
 	return os.Rename(tmp, filepath.Join(data, "server.json"))
 }
 
-// baseEnv is the part of the server's environment that jobs inherit.
+// baseEnv is the environment every job starts from: a fixed PATH, and the
+// server's language and time zone. Nothing else of the server's own
+// environment reaches a job (docs/spec.md).
 func baseEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	if v, ok := os.LookupEnv("LANG"); ok && v != "" {
+		env[1] = "LANG=" + v
+	}
+	if v, ok := os.LookupEnv("TZ"); ok && v != "" {
+		env = append(env, "TZ="+v)
 	}
 	return env
 }

@@ -32,6 +32,11 @@ ready.`,
 		if done, err := writeStructured(out, *output, st); done {
 			return err
 		}
+		defer func() {
+			if st.Isolation != "" {
+				fmt.Fprintf(out, "isolation: %s\n", st.Isolation)
+			}
+		}()
 		if st.Replica == "" {
 			fmt.Fprintln(out, "ready: a single server, which leads")
 			return nil

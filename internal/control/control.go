@@ -44,7 +44,7 @@ type Config struct {
 	Clock    clock.Clock
 	Logger   *slog.Logger
 	Logs     logs.Layout
-	// BaseEnv is the environment every job starts from (PATH, HOME, LANG …);
+	// BaseEnv is the environment every job starts from (PATH, LANG, TZ);
 	// the job's own variables are added on top.
 	BaseEnv []string
 	// Grace is how long a stopped or timed-out process gets between SIGTERM
@@ -799,8 +799,11 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
 	ckpt := filepath.Join(ji.outputDir, checkpointsDir)
+	// Traversable, not listable: another project's job may not read the
+	// names of this project's jobs. The executor gives the job's own
+	// directories to the job's user.
 	for _, d := range []string{ji.outputDir, ckpt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o711); err != nil {
 			return executor.Launch{Ref: ref}, fmt.Errorf("%w: create %s: %v", errArtifactWrite, d, err)
 		}
 	}
@@ -843,9 +846,10 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	}
 	env = append(env, codeEnv...)
 	l := executor.Launch{
-		Ref: ref, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
+		Ref: ref, Project: spec.Project, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
-		Timeout: spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
+		Writable: []string{ji.outputDir, ckpt},
+		Timeout:  spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
 		Resources: spec.Resources, GPUs: gpus, Redact: redact,
 	}
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go

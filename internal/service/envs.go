@@ -189,8 +189,16 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 		if latest > 0 {
 			before = map[string]any{"version": latest}
 		}
-		actx := s.audited(ctx, p, authz.EnvWrite, envTarget(d.Name, 0), before,
-			map[string]any{"version": rec.Version, "digest": rec.Digest})
+		// What runs inside every job that names the environment is
+		// recorded in full: its check command and PATH prefix.
+		after := map[string]any{"version": rec.Version, "digest": rec.Digest}
+		if len(rec.Check) > 0 {
+			after["check"] = rec.Check
+		}
+		if len(rec.PathPrefix) > 0 {
+			after["path_prefix"] = rec.PathPrefix
+		}
+		actx := s.audited(ctx, p, authz.EnvWrite, envTarget(d.Name, 0), before, after)
 		err = s.cfg.Store.PutEnv(actx, rec)
 		if errors.Is(err, domain.ErrConflict) {
 			continue

@@ -246,3 +246,18 @@ func TestEnsureHostEnv(t *testing.T) {
 		t.Errorf("env.write records = %+v, want one by system:bootstrap", recs)
 	}
 }
+
+func TestRegisterEnvAuditsWhatRunsInEveryJob(t *testing.T) {
+	e := newAuditEnv(t)
+	e.register(t, torchDef("reg/torch:2.4"))
+	recs := e.records(t, "env.write")
+	if len(recs) == 0 {
+		t.Fatal("registering an environment left no audit record")
+	}
+	after := recs[len(recs)-1].After
+	for _, want := range []string{`"check":["python3","-c","import torch"]`, `"path_prefix":["/opt/torch/bin"]`} {
+		if !strings.Contains(after, want) {
+			t.Errorf("audit record after = %s, want it to hold %s", after, want)
+		}
+	}
+}

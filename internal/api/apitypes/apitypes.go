@@ -495,4 +495,7 @@ type Status struct {
 	Epoch   int64  `json:"epoch"`  // the leader's term
 	Leading bool   `json:"leading"`
 	Store   string `json:"store"`
+	// Isolation says how jobs run on this replica's machine: "jobs run as
+	// per-project users", or "jobs run as the server's user: not isolated".
+	Isolation string `json:"isolation,omitempty"`
 }
