@@ -340,3 +340,41 @@ func (r *launchRecord) credential() *syscall.Credential {
 	}
 	return &syscall.Credential{Uid: uint32(r.UID), Gid: uint32(r.GID), Groups: []uint32{}}
 }
+
+// enterable returns nil when the user uid/gid (with no supplementary
+// groups) may pass through every directory from / to dir, else an error
+// naming the first one that stops it. It reads mode bits only: access
+// control lists and security modules may still refuse.
+func enterable(dir string, uid, gid int) error {
+	dir = filepath.Clean(dir)
+	var path []string
+	for d := dir; ; d = filepath.Dir(d) {
+		path = append(path, d)
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	for i := len(path) - 1; i >= 0; i-- {
+		d := path[i]
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		perm := st.Mode().Perm()
+		var bit os.FileMode = 0o001
+		switch {
+		case int(sys.Uid) == uid:
+			bit = 0o100
+		case int(sys.Gid) == gid:
+			bit = 0o010
+		}
+		if perm&bit == 0 {
+			return fmt.Errorf("%s (mode %04o, owner uid %d) does not let it in", d, perm, sys.Uid)
+		}
+	}
+	return nil
+}

@@ -220,3 +220,19 @@ func TestIsolationRefusesBadUsers(t *testing.T) {
 		t.Errorf("a broken state file: %v", err)
 	}
 }
+
+func TestIsolatedWorkdirClosedToTheJobSaysWhy(t *testing.T) {
+	needRoot(t)
+	e := isolatedExec(t, 912_000)
+	h := executortest.NewHarness(t, e)
+	closed := filepath.Join(jobRoot(t), "private")
+	if err := os.MkdirAll(filepath.Join(closed, "code"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(closed, 0o700)
+	l := isolatedLaunch(t, h, "delta", []string{"/bin/true"}, func(l *executor.Launch) { l.WorkDir = filepath.Join(closed, "code") })
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	if ev.Reason != domain.ReasonLaunchFailed || !strings.Contains(ev.Message, closed+" (mode 0700") || !strings.Contains(ev.Message, "--context") {
+		t.Errorf("ended %s (%s): %s; want LaunchFailed naming %s", ev.State, ev.Reason, ev.Message, closed)
+	}
+}

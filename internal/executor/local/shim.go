@@ -133,6 +133,12 @@ func (s *shim) run() int {
 	if st, err := os.Stat(s.rec.WorkDir); err != nil || !st.IsDir() {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("working directory %s is not usable: %v", s.rec.WorkDir, errOrNotDir(err)))
 	}
+	if s.rec.credential() != nil {
+		if err := enterable(s.rec.WorkDir, s.rec.UID, s.rec.GID); err != nil {
+			return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("working directory %s is closed to the job's user (uid %d): %v; "+
+				"keep job code where every user may read it, or submit with --context to ship it with the job", s.rec.WorkDir, s.rec.UID, err))
+		}
+	}
 	if s.stopRequested() {
 		return s.finishEarly(domain.ReasonCanceledByUser, "stopped before the process started")
 	}
