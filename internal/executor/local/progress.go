@@ -85,7 +85,7 @@ func (p *progressSink) lines(t time.Time, ls [][]byte) {
 	}
 	p.buf = logs.AppendMetricRecords(p.buf[:0], t, p.payloads)
 	if p.f == nil && !p.failed {
-		f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			p.failed = true
 		}

@@ -123,7 +123,7 @@ func (s *shim) run() int {
 	if err := readLaunch(&s.rec); err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot read the launch record: %v", err))
 	}
-	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
 	}
@@ -197,7 +197,7 @@ func errOrNotDir(err error) error {
 // a partial file.
 func claim(dir string, self procID) error {
 	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(self.PID))
-	if err := os.WriteFile(tmp, []byte(self.String()+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(self.String()+"\n"), 0o600); err != nil {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -277,7 +277,7 @@ func (s *shim) finish(r *exitRecord) int {
 		s.log.system("%s (%s): %s", r.State, r.Reason, r.Message)
 	}
 	b, _ := json.Marshal(r)
-	if err := writeFileAtomic(filepath.Join(s.dir, exitFile), append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(s.dir, exitFile), append(b, '\n'), 0o600); err != nil {
 		fmt.Fprintf(os.Stderr, "shim: write exit record: %v\n", err)
 		return 1
 	}
@@ -335,7 +335,7 @@ func (s *shim) supervise() int {
 	startedAt := time.Now().UTC()
 	pid := proc.Pid
 	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
-	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argv, _ := json.Marshal(rec.Argv)
 	s.log.system("started %s as pid %d in %s", argv, pid, rec.WorkDir)
 	if s.group != nil {
