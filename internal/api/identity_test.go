@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
@@ -305,7 +306,8 @@ func TestTokenRevocationAndRateLimitHTTP(t *testing.T) {
 	if code != 200 || who.Job != e.jobs["own"] || who.Attempt != 1 {
 		t.Errorf("job token whoami: %d %s", code, b)
 	}
-	// Failures from one address: 10 answer 401, then 429 with Retry-After.
+	// Failures from one address: 10 answer 401, then a bad token gets 429
+	// with Retry-After, while a valid token still passes.
 	for i := range 9 { // the revoked token above already failed once
 		if code, _ := e.do("GET", "/api/v1/jobs", "ty_bad"+strconv.Itoa(i), nil); code != 401 {
 			t.Fatalf("failure %d: %d, want 401", i+2, code)
@@ -313,14 +315,46 @@ func TestTokenRevocationAndRateLimitHTTP(t *testing.T) {
 	}
 	req := httptest.NewRequest("GET", e.srv.URL+"/api/v1/jobs", nil)
 	req.RequestURI = ""
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer ty_bad9")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("after 10 failures: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Errorf("bad token after 10 failures: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code, b := e.do("GET", "/api/v1/jobs", e.token, nil); code != 200 {
+		t.Errorf("valid token after 10 failures: %d %s, want 200", code, b)
+	}
+}
+
+// TestBadTokenFloodSparesUsersAndJobReports: jobs call the API from their
+// node's address, so a job that floods bad tokens from 127.0.0.1 must not
+// lock out the users there nor another job's progress reports.
+func TestBadTokenFloodSparesUsersAndJobReports(t *testing.T) {
+	e := newAuthzEnv(t)
+	id := e.jobs["own"]
+	errs, err := e.st.Apply(context.Background(), []store.Change{{JobID: id, From: []domain.JobState{domain.JobQueued},
+		To: domain.JobRunning, At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("create attempt: %v %v", err, errs)
+	}
+	for i := range 30 {
+		code, b := e.do("GET", "/api/v1/jobs", fmt.Sprintf("ty_flood%03d", i), nil)
+		switch {
+		case i < 10 && code != 401:
+			t.Fatalf("bad token %d: %d %s, want 401", i+1, code, b)
+		case i >= 10 && (code != 429 || !strings.Contains(string(b), "a valid token is accepted at once")):
+			t.Fatalf("bad token %d: %d %s, want 429 saying a valid token is accepted", i+1, code, b)
+		}
+	}
+	if code, b := e.do("GET", "/api/v1/jobs", e.tokens["member"], nil); code != 200 {
+		t.Errorf("a user's valid token after the flood: %d %s, want 200", code, b)
+	}
+	report := fmt.Sprintf("/api/v1/jobs/%d/attempts/1/metrics", id)
+	if code, b := e.do("POST", report, e.tokens["job"], `{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`); code != 200 {
+		t.Errorf("a job's progress report after the flood: %d %s, want 200", code, b)
 	}
 }
 

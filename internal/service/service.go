@@ -68,7 +68,7 @@ type Config struct {
 // Service implements the use cases. Safe for concurrent use.
 type Service struct {
 	cfg     Config
-	limiter failLimiter // failed authentications per client address
+	limiter failLimiter // failed authentications per client address and token prefix
 	// auth caches authenticated tokens (hash → authEntry). authGen is bumped
 	// after every change to tokens and roles; an entry read under an older
 	// generation is not trusted, so a revocation or a grant made through this
