@@ -3,6 +3,7 @@
 package authz
 
 import (
+	"slices"
 	"strconv"
 
 	"trainyard/internal/domain"
@@ -325,6 +326,12 @@ type Visible struct {
 	All       bool
 	Projects  []string
 	Submitter string
+}
+
+// Sees reports whether a job of project submitted by submitter passes the
+// filter.
+func (v Visible) Sees(project, submitter string) bool {
+	return v.All || (v.Submitter != "" && submitter == v.Submitter) || slices.Contains(v.Projects, project)
 }
 
 // VisibleJobs returns the job-listing filter for p.

@@ -747,7 +747,10 @@ func (a *app) queueCmd() *cobra.Command {
 		Long: `Show the jobs waiting to start, in the order the scheduler will consider them:
 POS (position in its pool), ID, NAME, PROJECT, PRIORITY, REASON (why it waits),
 EST. START (from the running jobs' timeouts; "-" when unknown) and MESSAGE.
-Without --pool every pool is shown, with a POOL column.`,
+Without --pool every pool is shown, with a POOL column.
+
+Only the jobs you may list (as in trainyard ls) are shown; POS still counts
+every waiting job, so a gap means jobs you may not see wait ahead.`,
 		Example: `  trainyard queue --pool standard
   trainyard queue -o json`,
 		Args: exactArgs(0),
