@@ -407,3 +407,37 @@ func countDenied(t *testing.T, st store.Store) int {
 	}
 	return n
 }
+
+// TestAttemptReportHidesJobsTheCallerMayNotSee: reporting for an attempt
+// of a job the caller may not read answers exactly as for a job that does
+// not exist, so job ids cannot be probed through the report routes.
+func TestAttemptReportHidesJobsTheCallerMayNotSee(t *testing.T) {
+	e := newAuthzEnv(t)
+	const missing = 99999
+	body := `{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`
+	for _, route := range []string{"/api/v1/jobs/%d/attempts/1/metrics", "/api/v1/jobs/%d/attempts/1/checkpoints"} {
+		if strings.HasSuffix(route, "checkpoints") {
+			body = `{"name": "step-1"}`
+		}
+		for _, tc := range []struct{ who, hidden string }{
+			{"job", "other-project"},    // a job token, for another job
+			{"member", "other-project"}, // alice, for carol's job
+			{"member", "other-member"},  // alice, for bob's job in her own project
+		} {
+			hidden := e.jobs[tc.hidden]
+			code, b := e.do("POST", fmt.Sprintf(route, hidden), e.tokens[tc.who], body)
+			mcode, mb := e.do("POST", fmt.Sprintf(route, missing), e.tokens[tc.who], body)
+			got := strings.ReplaceAll(string(b), strconv.FormatInt(hidden, 10), "ID")
+			want := strings.ReplaceAll(string(mb), strconv.Itoa(missing), "ID")
+			if code != 404 || mcode != 404 || got != want {
+				t.Errorf("%s as %s for %s's job: %d %s; for a missing job: %d %s; want the same 404", route, tc.who, tc.hidden, code, b, mcode, mb)
+			}
+		}
+	}
+	// A job that the caller sees but may not report for stays a 403.
+	code, b := e.do("POST", fmt.Sprintf("/api/v1/jobs/%d/attempts/1/metrics", e.jobs["own"]), e.tokens["member"],
+		`{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`)
+	if code != 403 || !strings.Contains(string(b), "job token") {
+		t.Errorf("member reporting for her own job: %d %s, want 403 naming the job token", code, b)
+	}
+}
