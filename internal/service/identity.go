@@ -408,6 +408,8 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 	var errs domain.FieldErrors
 	if len(in.Name) > maxTokenName {
 		errs.Add("name", "must be at most %d characters", maxTokenName)
+	} else if msg := domain.TextProblem(in.Name, false); msg != "" {
+		errs.Add("name", "%s", msg)
 	}
 	if in.TTL < 0 {
 		errs.Add("expires", "must be a positive duration such as 30d, or never")

@@ -86,6 +86,9 @@ func ValidatePool(pool domain.Pool) error {
 	if pool.Executor != ExecutorLocal {
 		errs.Add("executor", "executor %q is not supported; use %q", pool.Executor, ExecutorLocal)
 	}
+	if msg := domain.TextProblem(pool.GPUType, false); msg != "" {
+		errs.Add("gpu_type", "%s", msg)
+	}
 	if len(pool.Nodes) == 0 {
 		errs.Add("nodes", "a pool needs at least one node; add one such as {name: node-a, cpus: 8, memory: 32GiB, gpus: [0, 1]}")
 	}

@@ -41,6 +41,8 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 	}
 	if len(r.Reason) < 3 {
 		errs.Add("reason", "is required: say what the capacity is for, so the approver can decide")
+	} else if msg := domain.TextProblem(r.Reason, false); msg != "" {
+		errs.Add("reason", "%s", msg)
 	}
 	if err := errs.Err(); err != nil {
 		return domain.QuotaRequest{}, err
@@ -82,6 +84,9 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 	}
 	if !approve && len(note) < 3 {
 		return domain.QuotaRequest{}, domain.FieldErrors{{Path: "note", Message: "is required when denying: tell the requester why"}}
+	}
+	if msg := domain.TextProblem(note, false); msg != "" {
+		return domain.QuotaRequest{}, domain.FieldErrors{{Path: "note", Message: msg}}
 	}
 	now := s.cfg.Clock.Now()
 	if approve && !now.Before(r.Until) {

@@ -281,6 +281,9 @@ func (s *Service) List(ctx context.Context, p Principal, o ListOptions) (jobs []
 // or running job is marked, and the control loop stops its process (SIGTERM,
 // then SIGKILL after the grace period) before marking it canceled.
 func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason string) (domain.Job, error) {
+	if msg := domain.TextProblem(reason, false); msg != "" {
+		return domain.Job{}, domain.FieldErrors{{Path: "reason", Message: msg}}
+	}
 	msg := "canceled by " + p.Subject
 	if reason != "" {
 		msg += ": " + reason
