@@ -130,7 +130,7 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 				extra = append(extra, "cpu="+strconv.FormatFloat(r.CPUs, 'f', -1, 64))
 			}
 			if r.Memory != "" {
-				extra = append(extra, "mem="+r.Memory)
+				extra = append(extra, "mem="+oneLine(r.Memory))
 			}
 			if r.Jobs > 0 {
 				extra = append(extra, fmt.Sprintf("jobs=%d", r.Jobs))
@@ -139,8 +139,8 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 			if r.Until.After(now) {
 				until += " (in " + age(r.Until, now) + ")"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Project, r.Pool, strings.Join(extra, " "), until,
-				r.Status, dash(r.Requester), dash(r.Decider), cell(r.Reason))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cell(r.Project), cell(r.Pool), strings.Join(extra, " "), until,
+				cell(r.Status), cell(r.Requester), cell(r.Decider), cell(r.Reason))
 		}
 		return tw.Flush()
 	}
@@ -176,7 +176,7 @@ func (a *app) quotaDecideCmd(approve bool) *cobra.Command {
 			return writeJSON(cmd.OutOrStdout(), out)
 		}
 		if approve {
-			fmt.Fprintf(cmd.OutOrStdout(), "approved compute request %d: project %s gets it in pool %s until %s\n", id, out.Project, out.Pool, timestamp(&out.Until))
+			fmt.Fprintf(cmd.OutOrStdout(), "approved compute request %d: project %s gets it in pool %s until %s\n", id, oneLine(out.Project), oneLine(out.Pool), timestamp(&out.Until))
 		} else {
 			fmt.Fprintf(cmd.OutOrStdout(), "denied compute request %d\n", id)
 		}
