@@ -135,6 +135,9 @@ type SubmitInput struct {
 	Project  string
 	Vars     map[string]string
 	rerunOf  int64 // the job this submit re-runs (rerun.go); 0: none
+	// rerunTemplate is the original's trainyard.template label ("": none),
+	// which a re-run keeps and may not change.
+	rerunTemplate string
 }
 
 // Submit validates the spec and stores the job in state queued. created is
