@@ -36,9 +36,9 @@ func (a *app) quotaRequestCmd() *cobra.Command {
 		Use:   "request --project P --pool X --until DATE --reason TEXT [--gpus N] [--cpus N] [--memory M] [--jobs N]",
 		Short: "Ask for more capacity in a pool for a while",
 		Long: `File a compute request: more GPUs, CPUs, memory or concurrent jobs for a
-project in a pool, until a date, with a reason. A lead of the project or a
-resource admin approves or denies it; once approved it raises the project's
-quota at once and returns it to normal by itself at the date.`,
+project in a pool, until a date, with a reason. A resource admin (or an
+admin) other than you approves or denies it; once approved it raises the
+project's quota at once and returns it to normal by itself at the date.`,
 		Example: `  trainyard quota request --project vision --pool standard --gpus 16 --until 14d --reason "ICLR rebuttal runs"
   trainyard quota request --project nlp --pool priority --gpus 2 --until 2026-12-31 --reason "eval sweep"`,
 		Args: exactArgs(0),
@@ -87,7 +87,7 @@ quota at once and returns it to normal by itself at the date.`,
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), out.ID)
 		if a.env.isTerminal(cmd.ErrOrStderr()) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "filed compute request %d; a lead of %s or a resource admin decides it: trainyard quota approve %d\n", out.ID, project, out.ID)
+			fmt.Fprintf(cmd.ErrOrStderr(), "filed compute request %d; a resource admin decides it: trainyard quota approve %d\n", out.ID, out.ID)
 		}
 		return nil
 	}
