@@ -5,6 +5,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -371,17 +372,52 @@ func pathID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
+// decodeBody decodes the request's JSON body into v, which must be a
+// pointer to a struct. A body that is not one JSON object is refused: null
+// would decode to the zero value (a PUT of null would zero what it
+// replaces), and anything after the object would be silently ignored.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSpecBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			err = nil
+		} else if err == nil {
+			err = errors.New("more follows the JSON object; send exactly one object")
+		}
+	}
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is larger than %d bytes", maxSpecBytes)}}
 		}
 		return domain.FieldErrors{{Path: "body", Message: "is not valid JSON for this endpoint: " + err.Error()}}
 	}
+	if raw[0] != '{' {
+		return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is %s, not a JSON object; send an object with this endpoint's fields (see docs/api.md)", jsonKind(raw))}}
+	}
+	dec = json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return domain.FieldErrors{{Path: "body", Message: "is not valid JSON for this endpoint: " + err.Error()}}
+	}
 	return nil
+}
+
+// jsonKind names the kind of a JSON value, for messages: "null", "an array".
+func jsonKind(raw json.RawMessage) string {
+	switch raw[0] {
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

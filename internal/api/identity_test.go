@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
@@ -305,7 +306,8 @@ func TestTokenRevocationAndRateLimitHTTP(t *testing.T) {
 	if code != 200 || who.Job != e.jobs["own"] || who.Attempt != 1 {
 		t.Errorf("job token whoami: %d %s", code, b)
 	}
-	// Failures from one address: 10 answer 401, then 429 with Retry-After.
+	// Failures from one address: 10 answer 401, then a bad token gets 429
+	// with Retry-After, while a valid token still passes.
 	for i := range 9 { // the revoked token above already failed once
 		if code, _ := e.do("GET", "/api/v1/jobs", "ty_bad"+strconv.Itoa(i), nil); code != 401 {
 			t.Fatalf("failure %d: %d, want 401", i+2, code)
@@ -313,14 +315,46 @@ func TestTokenRevocationAndRateLimitHTTP(t *testing.T) {
 	}
 	req := httptest.NewRequest("GET", e.srv.URL+"/api/v1/jobs", nil)
 	req.RequestURI = ""
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer ty_bad9")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("after 10 failures: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Errorf("bad token after 10 failures: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code, b := e.do("GET", "/api/v1/jobs", e.token, nil); code != 200 {
+		t.Errorf("valid token after 10 failures: %d %s, want 200", code, b)
+	}
+}
+
+// TestBadTokenFloodSparesUsersAndJobReports: jobs call the API from their
+// node's address, so a job that floods bad tokens from 127.0.0.1 must not
+// lock out the users there nor another job's progress reports.
+func TestBadTokenFloodSparesUsersAndJobReports(t *testing.T) {
+	e := newAuthzEnv(t)
+	id := e.jobs["own"]
+	errs, err := e.st.Apply(context.Background(), []store.Change{{JobID: id, From: []domain.JobState{domain.JobQueued},
+		To: domain.JobRunning, At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("create attempt: %v %v", err, errs)
+	}
+	for i := range 30 {
+		code, b := e.do("GET", "/api/v1/jobs", fmt.Sprintf("ty_flood%03d", i), nil)
+		switch {
+		case i < 10 && code != 401:
+			t.Fatalf("bad token %d: %d %s, want 401", i+1, code, b)
+		case i >= 10 && (code != 429 || !strings.Contains(string(b), "a valid token is accepted at once")):
+			t.Fatalf("bad token %d: %d %s, want 429 saying a valid token is accepted", i+1, code, b)
+		}
+	}
+	if code, b := e.do("GET", "/api/v1/jobs", e.tokens["member"], nil); code != 200 {
+		t.Errorf("a user's valid token after the flood: %d %s, want 200", code, b)
+	}
+	report := fmt.Sprintf("/api/v1/jobs/%d/attempts/1/metrics", id)
+	if code, b := e.do("POST", report, e.tokens["job"], `{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`); code != 200 {
+		t.Errorf("a job's progress report after the flood: %d %s, want 200", code, b)
 	}
 }
 
@@ -372,4 +406,38 @@ func countDenied(t *testing.T, st store.Store) int {
 		}
 	}
 	return n
+}
+
+// TestAttemptReportHidesJobsTheCallerMayNotSee: reporting for an attempt
+// of a job the caller may not read answers exactly as for a job that does
+// not exist, so job ids cannot be probed through the report routes.
+func TestAttemptReportHidesJobsTheCallerMayNotSee(t *testing.T) {
+	e := newAuthzEnv(t)
+	const missing = 99999
+	body := `{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`
+	for _, route := range []string{"/api/v1/jobs/%d/attempts/1/metrics", "/api/v1/jobs/%d/attempts/1/checkpoints"} {
+		if strings.HasSuffix(route, "checkpoints") {
+			body = `{"name": "step-1"}`
+		}
+		for _, tc := range []struct{ who, hidden string }{
+			{"job", "other-project"},    // a job token, for another job
+			{"member", "other-project"}, // alice, for carol's job
+			{"member", "other-member"},  // alice, for bob's job in her own project
+		} {
+			hidden := e.jobs[tc.hidden]
+			code, b := e.do("POST", fmt.Sprintf(route, hidden), e.tokens[tc.who], body)
+			mcode, mb := e.do("POST", fmt.Sprintf(route, missing), e.tokens[tc.who], body)
+			got := strings.ReplaceAll(string(b), strconv.FormatInt(hidden, 10), "ID")
+			want := strings.ReplaceAll(string(mb), strconv.Itoa(missing), "ID")
+			if code != 404 || mcode != 404 || got != want {
+				t.Errorf("%s as %s for %s's job: %d %s; for a missing job: %d %s; want the same 404", route, tc.who, tc.hidden, code, b, mcode, mb)
+			}
+		}
+	}
+	// A job that the caller sees but may not report for stays a 403.
+	code, b := e.do("POST", fmt.Sprintf("/api/v1/jobs/%d/attempts/1/metrics", e.jobs["own"]), e.tokens["member"],
+		`{"points": [{"step": 1, "metrics": {"loss": 0.5}}]}`)
+	if code != 403 || !strings.Contains(string(b), "job token") {
+		t.Errorf("member reporting for her own job: %d %s, want 403 naming the job token", code, b)
+	}
 }

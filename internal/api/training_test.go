@@ -42,13 +42,15 @@ func TestMetricsReportAndRead(t *testing.T) {
 		path, body string
 		want       int
 	}{
-		"stored":        {report, `{"points": [{"step": 1, "metrics": {"loss": 0.9}}, {"step": 2, "metrics": {"loss": 0.5, "acc": 0.7}}]}`, 200},
-		"no attempt 2":  {fmt.Sprintf("/api/v1/jobs/%d/attempts/2/metrics", id), `{"points": [{"step": 1, "metrics": {"loss": 1}}]}`, 404},
-		"no such job":   {"/api/v1/jobs/999/attempts/1/metrics", `{"points": [{"step": 1, "metrics": {"loss": 1}}]}`, 404},
-		"empty":         {report, `{"points": []}`, 400},
-		"negative step": {report, `{"points": [{"step": -1, "metrics": {"loss": 1}}]}`, 400},
-		"not a number":  {report, `{"points": [{"step": 1, "metrics": {"loss": "x"}}]}`, 400},
-		"bad attempt":   {fmt.Sprintf("/api/v1/jobs/%d/attempts/zero/metrics", id), `{"points": []}`, 400},
+		"stored":         {report, `{"points": [{"step": 1, "metrics": {"loss": 0.9}}, {"step": 2, "metrics": {"loss": 0.5, "acc": 0.7}}]}`, 200},
+		"no attempt 2":   {fmt.Sprintf("/api/v1/jobs/%d/attempts/2/metrics", id), `{"points": [{"step": 1, "metrics": {"loss": 1}}]}`, 404},
+		"no such job":    {"/api/v1/jobs/999/attempts/1/metrics", `{"points": [{"step": 1, "metrics": {"loss": 1}}]}`, 404},
+		"empty":          {report, `{"points": []}`, 400},
+		"negative step":  {report, `{"points": [{"step": -1, "metrics": {"loss": 1}}]}`, 400},
+		"not a number":   {report, `{"points": [{"step": 1, "metrics": {"loss": "x"}}]}`, 400},
+		"escape in name": {report, `{"points": [{"step": 1, "metrics": {"loss\u001b[2J": 1}}]}`, 400},
+		"bidi in name":   {report, `{"points": [{"step": 1, "metrics": {"loss\u202e": 1}}]}`, 400},
+		"bad attempt":    {fmt.Sprintf("/api/v1/jobs/%d/attempts/zero/metrics", id), `{"points": []}`, 400},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

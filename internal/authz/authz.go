@@ -3,6 +3,7 @@
 package authz
 
 import (
+	"slices"
 	"strconv"
 
 	"trainyard/internal/domain"
@@ -103,6 +104,7 @@ const (
 	denySecretWrite   = "changing secrets needs role lead in the project"
 	denyQuotaRequest  = "requesting compute needs role member or lead in the project"
 	denyQuotaApprove  = "approving compute requests needs role resource-admin"
+	denyQuotaOwn      = "a compute request you filed must be decided by another resource-admin or an admin"
 	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
 	denyUnknown       = "unknown action"
 	denyTemplateWrite = "creating templates needs role member or lead in the project"
@@ -234,10 +236,14 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		}
 		return deny(denyResource)
 	case QuotaApprove:
-		if resAdmin {
-			return allow(reasonResource)
+		// r.Owner is the requester: nobody but an admin decides their own.
+		switch {
+		case !resAdmin:
+			return deny(denyQuotaApprove)
+		case r.Owner != "" && r.Owner == p.Subject:
+			return deny(denyQuotaOwn)
 		}
-		return deny(denyQuotaApprove)
+		return allow(reasonResource)
 	case QuotaRequest:
 		if l := levelIn(p, r.Project); l == levelLead || l == levelMember {
 			return allow(reasonMember)
@@ -325,6 +331,12 @@ type Visible struct {
 	All       bool
 	Projects  []string
 	Submitter string
+}
+
+// Sees reports whether a job of project submitted by submitter passes the
+// filter.
+func (v Visible) Sees(project, submitter string) bool {
+	return v.All || (v.Submitter != "" && submitter == v.Submitter) || slices.Contains(v.Projects, project)
 }
 
 // VisibleJobs returns the job-listing filter for p.

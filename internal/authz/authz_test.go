@@ -75,7 +75,7 @@ var allowed = map[Action]map[string][]string{
 	PoolWrite:    {own: resources, otherMember: resources, otherProject: resources},
 	QuotaWrite:   {own: resources, otherMember: resources, otherProject: resources},
 	ProjectWrite: {own: resources, otherMember: resources, otherProject: resources},
-	QuotaApprove: {own: resources, otherMember: resources, otherProject: resources},
+	QuotaApprove: {own: {"admin"}, otherMember: resources, otherProject: resources}, // own: the requester
 	QuotaRequest: {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead", "member"}, otherProject: {"admin"}},
 	UserRead:     {own: {"admin", "auditor"}, otherMember: {"admin", "auditor"}, otherProject: {"admin", "auditor"}},
 	AuditRead:    {own: {"admin", "auditor"}, otherMember: {"admin", "auditor"}, otherProject: {"admin", "auditor"}},

@@ -83,7 +83,7 @@ about the jobs you may read.`,
 			if al.State == "resolved" && !al.ResolvedAt.IsZero() {
 				state = "resolved " + shortAgo(now, al.ResolvedAt)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", al.ID, state, al.Severity, al.Rule, job, shortAgo(now, al.FiredAt), cell(al.Summary))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", al.ID, state, cell(al.Severity), cell(al.Rule), job, shortAgo(now, al.FiredAt), cell(al.Summary))
 		}
 		return tw.Flush()
 	}

@@ -63,27 +63,27 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 			return err
 		}
 		l := m.Lineage
-		fmt.Fprintf(out, "job %d attempt %d (%s), recorded %s\n", m.Job, m.Attempt, l.State, m.RecordedAt.UTC().Format(time.RFC3339))
-		fmt.Fprintf(out, "lineage: env %s", cellOr(l.Env))
+		fmt.Fprintf(out, "job %d attempt %d (%s), recorded %s\n", m.Job, m.Attempt, text(l.State), m.RecordedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(out, "lineage: env %s", cell(l.Env))
 		if l.EnvDigest != "" {
-			fmt.Fprintf(out, " (%s)", shortHash(l.EnvDigest))
+			fmt.Fprintf(out, " (%s)", cell(shortHash(l.EnvDigest)))
 		}
 		if l.Code != "" {
-			fmt.Fprintf(out, ", code %s", shortHash(l.Code))
+			fmt.Fprintf(out, ", code %s", cell(shortHash(l.Code)))
 			if l.GitCommit != "" {
-				fmt.Fprintf(out, " commit %s", l.GitCommit[:min(12, len(l.GitCommit))])
+				fmt.Fprintf(out, " commit %s", cell(l.GitCommit[:min(12, len(l.GitCommit))]))
 			}
 			if l.GitDirty {
 				fmt.Fprint(out, " (dirty)")
 			}
 		}
 		for _, in := range l.Inputs {
-			fmt.Fprintf(out, ", input %s@%s", in.Name, cellOr(in.Version))
+			fmt.Fprintf(out, ", input %s@%s", cell(in.Name), cell(in.Version))
 		}
 		if l.RerunOf > 0 {
 			fmt.Fprintf(out, ", rerun of %d", l.RerunOf)
 		}
-		fmt.Fprintf(out, ", submitted by %s\n", l.Submitter)
+		fmt.Fprintf(out, ", submitted by %s\n", cell(l.Submitter))
 		if len(m.Files) == 0 {
 			fmt.Fprintln(out, "no output files")
 			return nil
@@ -91,19 +91,12 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 		tw := newTable(out)
 		fmt.Fprintln(tw, "PATH\tSIZE\tSHA256")
 		for _, f := range m.Files {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, humanBytes(f.Size), f.SHA256[:min(16, len(f.SHA256))])
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(f.Path), humanBytes(f.Size), cell(f.SHA256[:min(16, len(f.SHA256))]))
 		}
 		fmt.Fprintf(tw, "%d file(s)\t%s\t\n", len(m.Files), humanBytes(m.TotalBytes))
 		return tw.Flush()
 	}
 	return cmd
-}
-
-func cellOr(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // shortHash is "sha256:0123456789ab" of a long digest.
@@ -164,7 +157,7 @@ and the file is kept as NAME.corrupt for inspection. A file already in
 			n, err := a.download(cmd, id, f, *dest)
 			total += n
 			if err != nil {
-				fmt.Fprintf(errOut, "%s: %v\n", f.Path, err)
+				fmt.Fprintf(errOut, "%s: %s\n", cell(f.Path), text(err.Error()))
 				failed = append(failed, f.Path)
 			}
 		}
@@ -338,7 +331,7 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 		tw := newTable(out)
 		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tPATH")
 		for _, ck := range l.Checkpoints {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ck.Name, ck.Attempt, ck.Files, humanBytes(ck.Size), ck.At.UTC().Format(time.RFC3339), ck.Path)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size), ck.At.UTC().Format(time.RFC3339), cell(ck.Path))
 		}
 		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
 		return tw.Flush()
@@ -375,7 +368,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		tw := newTable(out)
 		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE")
 		for _, j := range u.Jobs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", j.Project, j.Job, j.Count, humanBytes(j.Bytes))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(j.Project), j.Job, j.Count, humanBytes(j.Bytes))
 		}
 		projects := make([]string, 0, len(u.Projects))
 		for p := range u.Projects {
@@ -383,7 +376,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		}
 		sort.Strings(projects)
 		for _, p := range projects {
-			fmt.Fprintf(tw, "%s\ttotal\t\t%s\n", p, humanBytes(u.Projects[p]))
+			fmt.Fprintf(tw, "%s\ttotal\t\t%s\n", cell(p), humanBytes(u.Projects[p]))
 		}
 		return tw.Flush()
 	}
@@ -426,7 +419,7 @@ removal is audited. Needs the admin or resource-admin role.`,
 			tw := newTable(out)
 			fmt.Fprintln(tw, "JOB\tKIND\tPATH\tSIZE\tWHY")
 			for _, d := range rep.Deletions {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Job, d.Kind, d.Path, humanBytes(d.Bytes), d.Reason)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Job, cell(d.Kind), cell(d.Path), humanBytes(d.Bytes), cell(d.Reason))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -434,7 +427,7 @@ removal is audited. Needs the admin or resource-admin role.`,
 		}
 		fmt.Fprintf(out, "%s %d item(s), %s\n", verb, len(rep.Deletions), humanBytes(rep.Bytes))
 		for _, f := range rep.Failed {
-			fmt.Fprintln(cmd.ErrOrStderr(), "failed:", f)
+			fmt.Fprintln(cmd.ErrOrStderr(), "failed:", text(f))
 		}
 		if len(rep.Failed) > 0 {
 			return &exitError{code: ExitFailure, err: fmt.Errorf("%d removal(s) failed", len(rep.Failed))}

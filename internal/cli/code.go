@@ -169,5 +169,5 @@ func codeLine(c *apitypes.CodeRef) string {
 	} else if c.Commit != "" {
 		parts = append(parts, "clean")
 	}
-	return c.SHA256 + " (" + strings.Join(parts, ", ") + ")"
+	return oneLine(c.SHA256 + " (" + strings.Join(parts, ", ") + ")")
 }

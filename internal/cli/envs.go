@@ -110,11 +110,11 @@ register a new version and deprecate the old one.`,
 			return err
 		}
 		if e.Created != nil && !*e.Created {
-			fmt.Fprintf(cmd.ErrOrStderr(), "environment %s already has this definition; no new version\n", e.Ref)
+			fmt.Fprintf(cmd.ErrOrStderr(), "environment %s already has this definition; no new version\n", oneLine(e.Ref))
 		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "registered environment %s\n", e.Ref)
+			fmt.Fprintf(cmd.ErrOrStderr(), "registered environment %s\n", oneLine(e.Ref))
 		}
-		fmt.Fprintln(cmd.OutOrStdout(), e.Ref)
+		fmt.Fprintln(cmd.OutOrStdout(), oneLine(e.Ref))
 		return nil
 	}
 	return cmd
@@ -334,18 +334,18 @@ whether it is deprecated.`,
 		if ok, err := writeStructured(out, *output, e); ok {
 			return err
 		}
-		fmt.Fprintf(out, "Environment: %s\n", e.Ref)
-		fmt.Fprintf(out, "Status:      %s\n", envStatus(e))
+		fmt.Fprintf(out, "Environment: %s\n", oneLine(e.Ref))
+		fmt.Fprintf(out, "Status:      %s\n", oneLine(envStatus(e)))
 		if e.DeprecatedAt != nil {
 			fmt.Fprintf(out, "Deprecated:  %s\n", e.DeprecatedAt.Format("2006-01-02 15:04:05 MST"))
 		}
-		fmt.Fprintf(out, "Created:     %s by %s\n", e.CreatedAt.Format("2006-01-02 15:04:05 MST"), e.CreatedBy)
-		fmt.Fprintf(out, "Digest:      %s\n", e.Digest)
+		fmt.Fprintf(out, "Created:     %s by %s\n", e.CreatedAt.Format("2006-01-02 15:04:05 MST"), oneLine(e.CreatedBy))
+		fmt.Fprintf(out, "Digest:      %s\n", oneLine(e.Digest))
 		if e.Description != "" {
-			fmt.Fprintf(out, "About:       %s\n", firstLine(e.Description))
+			fmt.Fprintf(out, "About:       %s\n", oneLine(firstLine(e.Description)))
 		}
-		fmt.Fprintf(out, "Image:       %s\n", orNone(e.Image))
-		fmt.Fprintf(out, "PATH prefix: %s\n", orNone(strings.Join(e.PathPrefix, ":")))
+		fmt.Fprintf(out, "Image:       %s\n", orNone(oneLine(e.Image)))
+		fmt.Fprintf(out, "PATH prefix: %s\n", orNone(oneLine(strings.Join(e.PathPrefix, ":"))))
 		check := ""
 		for i, w := range e.Check {
 			if i > 0 {
@@ -353,14 +353,14 @@ whether it is deprecated.`,
 			}
 			check += quoteWord(w)
 		}
-		fmt.Fprintf(out, "Check:       %s\n", orNone(check))
+		fmt.Fprintf(out, "Check:       %s\n", orNone(oneLine(check)))
 		if len(e.Vars) == 0 {
 			fmt.Fprintln(out, "Variables:   (none)")
 			return nil
 		}
 		fmt.Fprintln(out, "Variables:")
 		for _, k := range slices.Sorted(maps.Keys(e.Vars)) {
-			fmt.Fprintf(out, "  %s=%s\n", k, e.Vars[k])
+			fmt.Fprintf(out, "  %s=%s\n", oneLine(k), oneLine(e.Vars[k]))
 		}
 		return nil
 	}
@@ -418,7 +418,7 @@ Deprecation cannot be undone; register a new version instead.`,
 			return err
 		}
 		for _, e := range list {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", e.Ref, envStatus(e))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", oneLine(e.Ref), oneLine(envStatus(e)))
 		}
 		return nil
 	}

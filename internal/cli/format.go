@@ -9,10 +9,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
 )
 
 // newTable returns a tabwriter for an aligned, space-padded table. Cells are
@@ -157,22 +159,32 @@ func (p painter) header(s string) string {
 	return colorDefault + s + colorReset
 }
 
-// writeJSON writes v as indented JSON.
+// writeJSON writes v as indented JSON. Characters that could drive a
+// terminal are written as \u escapes (see escapeRunes), which mean the same
+// to a JSON reader.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, escapeRunes(buf.String()))
+	return err
 }
 
 // writeYAML writes v as YAML with the same field names as its JSON form
-// (v's json tags), in the same order.
+// (v's json tags), in the same order. A string holding characters that
+// could drive a terminal is written double-quoted, with them as \u escapes.
 func writeYAML(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	var node yaml.Node
-	if err := yaml.Unmarshal(b, &node); err != nil {
+	// The YAML reader refuses raw control characters, which JSON leaves in
+	// strings (DEL, C1): escaped, they read back as the same strings.
+	if err := yaml.Unmarshal([]byte(escapeRunes(string(b))), &node); err != nil {
 		return fmt.Errorf("convert to YAML: %w", err)
 	}
 	blockStyle(&node)
@@ -185,17 +197,75 @@ func writeYAML(w io.Writer, v any) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("convert to YAML: %w", err)
 	}
-	_, err = w.Write(buf.Bytes())
+	_, err = io.WriteString(w, escapeRunes(buf.String()))
 	return err
 }
 
 // blockStyle clears the flow and quoting styles that parsing JSON leaves on
 // the nodes, so the encoder picks plain YAML (it still quotes where needed).
+// Scalars with characters that could drive a terminal are double-quoted,
+// the one style in which escapeRunes's \u escapes keep their meaning.
 func blockStyle(n *yaml.Node) {
 	n.Style = 0
+	if n.Kind == yaml.ScalarNode && strings.ContainsFunc(n.Value, unsafeInText) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
+}
+
+// unsafeInText reports whether r may not be printed as it is in text of
+// several lines: the characters domain.UnsafeRune names but newline and tab.
+func unsafeInText(r rune) bool {
+	return r != '\n' && r != '\t' && domain.UnsafeRune(r)
+}
+
+// escapeRunes writes every unsafeInText rune of s as a \uXXXX escape. In
+// the JSON and YAML the encoders write, such runes can only be inside
+// strings (double-quoted ones, in YAML), where the escape means the same.
+func escapeRunes(s string) string {
+	if !strings.ContainsFunc(s, unsafeInText) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeInText(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// text makes server text safe to print in a terminal: the characters that
+// could drive it (domain.UnsafeRune: escape, carriage return, C1 controls,
+// bidirectional overrides; newline and tab stay) are shown escaped, as
+// "\x1b" or "\u202e", and so are bytes that are not UTF-8 ("\xff"). Text
+// stored before the server refused such characters, or written by a job
+// (file and metric names, log lines quoted as evidence), then cannot move
+// the cursor, rewrite the screen or reorder what is shown.
+func text(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unsafeInText) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !unsafeInText(r):
+			b.WriteString(s[i : i+n])
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // humanBytes renders a byte count with a binary unit and one decimal: 1.5GiB.

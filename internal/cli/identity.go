@@ -40,7 +40,7 @@ project's jobs). See docs/security.md.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "created user %s; grant a role with: trainyard role grant %s ROLE [--project P]\n", u.Name, u.Name)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "created user %s; grant a role with: trainyard role grant %s ROLE [--project P]\n", oneLine(u.Name), oneLine(u.Name))
 			return err
 		},
 	}
@@ -182,7 +182,7 @@ when created and stored only hashed; revoking one stops it at once.`,
 			return writeJSON(cmd.OutOrStdout(), t)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "created token %d (%s) for %s, expires %s; it is shown only this once:\n",
-			t.ID, t.Name, t.User, expiryText(t.ExpiresAt))
+			t.ID, oneLine(t.Name), oneLine(t.User), expiryText(t.ExpiresAt))
 		_, err = fmt.Fprintln(cmd.OutOrStdout(), t.Token)
 		return err
 	}
@@ -253,7 +253,7 @@ when created and stored only hashed; revoking one stops it at once.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked token %d (%s) of %s\n", t.ID, t.Name, t.User)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked token %d (%s) of %s\n", t.ID, oneLine(t.Name), oneLine(t.User))
 			return err
 		},
 	}
@@ -298,11 +298,11 @@ func printWhoami(out io.Writer, w apitypes.Whoami) error {
 		_, err := fmt.Fprintf(out, "job token of attempt %d of job %d\n", w.Attempt, w.Job)
 		return err
 	}
-	roles := roleList(w.Roles)
+	user, roles := oneLine(w.User), oneLine(roleList(w.Roles))
 	if roles == "" {
-		roles = "none (ask an admin: trainyard role grant " + w.User + " ROLE --project P)"
+		roles = "none (ask an admin: trainyard role grant " + user + " ROLE --project P)"
 	}
-	_, err := fmt.Fprintf(out, "user:    %s\nroles:   %s\ntoken:   %d (%s), expires %s\n", w.User, roles, w.TokenID, dash(w.TokenName), expiryText(w.ExpiresAt))
+	_, err := fmt.Fprintf(out, "user:    %s\nroles:   %s\ntoken:   %d (%s), expires %s\n", user, roles, w.TokenID, cell(w.TokenName), expiryText(w.ExpiresAt))
 	return err
 }
 

@@ -134,15 +134,21 @@ func (a *app) jobTable(w io.Writer, jobs []apitypes.Job, wide bool) {
 	tw.Flush()
 }
 
-// cell makes s safe for one table cell: never empty, no tabs or newlines.
+// cell makes s safe for one table cell: never empty, no tabs or newlines,
+// and nothing that could drive the terminal (see oneLine).
 func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
+	return dash(oneLine(s))
+}
+
+// oneLine makes s safe to print within a line: tabs and line breaks become
+// spaces, and text escapes what could drive the terminal.
+func oneLine(s string) string {
+	return text(strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' {
 			return ' '
 		}
 		return r
-	}, s)
-	return dash(s)
+	}, s))
 }
 
 func (a *app) showCmd() *cobra.Command {
@@ -191,23 +197,23 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 	tw := newTable(w)
 	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 
-	state := p.state(j.State)
+	state := p.state(cell(j.State))
 	if j.Reason != "" {
-		state += " (" + j.Reason + ")"
+		state += " (" + oneLine(j.Reason) + ")"
 	}
 	if j.CancelRequested && !domain.JobState(j.State).Terminal() {
 		state += ", cancel requested"
 	}
 	kv("ID", strconv.FormatInt(j.ID, 10))
-	kv("Name", dash(j.Name))
-	kv("Project", dash(j.Project))
-	kv("Pool", dash(j.Pool))
+	kv("Name", cell(j.Name))
+	kv("Project", cell(j.Project))
+	kv("Pool", cell(j.Pool))
 	kv("State", state)
 	if j.Message != "" {
 		kv("Message", cell(j.Message))
 	}
-	kv("Priority", dash(j.Priority))
-	kv("Submitter", dash(j.Submitter))
+	kv("Priority", cell(j.Priority))
+	kv("Submitter", cell(j.Submitter))
 	kv("Submitted", timestamp(&j.SubmittedAt)+" ("+age(now, j.SubmittedAt)+" ago)")
 	kv("Started", timestamp(j.StartedAt))
 	kv("Finished", timestamp(j.FinishedAt))
@@ -217,8 +223,8 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 		kv("Preemptions", strconv.Itoa(j.Preemptions))
 	}
 	kv("Resources", resources(j.Resources))
-	kv("Output dir", dash(j.OutputDir))
-	kv("Spec hash", dash(j.SpecHash))
+	kv("Output dir", cell(j.OutputDir))
+	kv("Spec hash", cell(j.SpecHash))
 	if j.RerunOf != 0 {
 		kv("Rerun of", strconv.FormatInt(j.RerunOf, 10))
 	}
@@ -259,12 +265,12 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 	tw = newTable(w)
 	fmt.Fprintln(tw, "  TIME\tFROM → TO\tACTOR\tREASON\tMESSAGE")
 	for _, t := range j.Transitions {
-		from := t.From
+		from := oneLine(t.From)
 		if from == "" {
 			from = "(new)"
 		}
 		at := t.At
-		fmt.Fprintf(tw, "  %s\t%s → %s\t%s\t%s\t%s\n", timestamp(&at), from, t.To, cell(t.Actor), cell(t.Reason), cell(t.Message))
+		fmt.Fprintf(tw, "  %s\t%s → %s\t%s\t%s\t%s\n", timestamp(&at), from, cell(t.To), cell(t.Actor), cell(t.Reason), cell(t.Message))
 	}
 	tw.Flush()
 }
@@ -347,7 +353,7 @@ asked to stop and is stopped within its grace period.`,
 		if job.State == string(domain.JobCanceled) {
 			fmt.Fprintf(cmd.OutOrStdout(), "canceled job %d\n", job.ID)
 		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %d (%s); it will stop within its grace period\n", job.ID, job.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %d (%s); it will stop within its grace period\n", job.ID, oneLine(job.State))
 		}
 		return nil
 	}
@@ -385,25 +391,25 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 			return writeJSON(out, why)
 		}
 		p := a.useColor(out)
-		fmt.Fprintf(out, "job %d: %s", why.ID, p.state(why.State))
+		fmt.Fprintf(out, "job %d: %s", why.ID, p.state(cell(why.State)))
 		if why.Reason != "" {
-			fmt.Fprintf(out, " (%s)", why.Reason)
+			fmt.Fprintf(out, " (%s)", oneLine(why.Reason))
 		}
 		fmt.Fprintln(out)
 		if why.Message != "" {
-			fmt.Fprintf(out, "  %s\n", why.Message)
+			fmt.Fprintf(out, "  %s\n", oneLine(why.Message))
 		}
 		if why.Class != "" {
-			fmt.Fprintf(out, "class: %s\n", why.Class)
+			fmt.Fprintf(out, "class: %s\n", oneLine(why.Class))
 		}
 		if len(why.Evidence) > 0 {
 			fmt.Fprintln(out, "evidence:")
 			for _, e := range why.Evidence {
-				fmt.Fprintf(out, "  - %s\n", strings.ReplaceAll(e, "\n", "\n    "))
+				fmt.Fprintf(out, "  - %s\n", strings.ReplaceAll(text(e), "\n", "\n    "))
 			}
 		}
 		if why.Hint != "" {
-			fmt.Fprintf(out, "hint: %s\n", why.Hint)
+			fmt.Fprintf(out, "hint: %s\n", oneLine(why.Hint))
 		}
 		return nil
 	}

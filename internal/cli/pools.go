@@ -115,10 +115,10 @@ PUT /api/v1/pools/NAME accepts).`,
 func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	now := a.env.now()
 	tw := newTable(w)
-	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, cell(v)) }
 	kv("Name", p.Name)
-	kv("Executor", dash(p.Executor))
-	kv("GPU type", dash(p.GPUType))
+	kv("Executor", p.Executor)
+	kv("GPU type", p.GPUType)
 	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory)))
 	kv("Max GPUs per job", limit(p.MaxGPUsPerJob))
 	kv("Max nodes per job", limit(p.MaxNodesPerJob))
@@ -351,8 +351,8 @@ func writePoolResult(w io.Writer, output, verb string, p apitypes.Pool) error {
 	case "yaml":
 		return writeYAML(w, p)
 	}
-	_, err := fmt.Fprintf(w, "%s pool %s: %d node(s), %d GPUs, %s CPUs, %s memory\n", verb, p.Name, len(p.Nodes),
-		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory))
+	_, err := fmt.Fprintf(w, "%s pool %s: %d node(s), %d GPUs, %s CPUs, %s memory\n", verb, cell(p.Name), len(p.Nodes),
+		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory))
 	return err
 }
 
@@ -622,9 +622,9 @@ flags given change; a new quota starts from zero. The pool must exist.`,
 		if ok, err := writeStructured(out, *output, stored); ok {
 			return err
 		}
-		_, err = fmt.Fprintf(out, "set quota of project %s in pool %s: gpu=%d cpu=%s mem=%s jobs=%s, borrow %s, max priority %s\n",
+		_, err = fmt.Fprintln(out, oneLine(fmt.Sprintf("set quota of project %s in pool %s: gpu=%d cpu=%s mem=%s jobs=%s, borrow %s, max priority %s",
 			stored.Project, stored.Pool, stored.GPUs, quotaCPUs(stored.CPUs), quotaMemory(stored.Memory), limit(stored.Jobs),
-			borrow(stored.Borrow), maxPriority(stored.MaxPriority))
+			borrow(stored.Borrow), maxPriority(stored.MaxPriority))))
 		return err
 	}
 	return cmd
@@ -733,7 +733,7 @@ capacity, more than 0 and at most 1000 (default 1).`,
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "project %s has shares %s\n", p.Name, formatFloat(p.Shares))
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "project %s has shares %s\n", oneLine(p.Name), formatFloat(p.Shares))
 		return err
 	}
 	return cmd
@@ -747,7 +747,10 @@ func (a *app) queueCmd() *cobra.Command {
 		Long: `Show the jobs waiting to start, in the order the scheduler will consider them:
 POS (position in its pool), ID, NAME, PROJECT, PRIORITY, REASON (why it waits),
 EST. START (from the running jobs' timeouts; "-" when unknown) and MESSAGE.
-Without --pool every pool is shown, with a POOL column.`,
+Without --pool every pool is shown, with a POOL column.
+
+Only the jobs you may list (as in trainyard ls) are shown; POS still counts
+every waiting job, so a gap means jobs you may not see wait ahead.`,
 		Example: `  trainyard queue --pool standard
   trainyard queue -o json`,
 		Args: exactArgs(0),
@@ -834,7 +837,7 @@ func borrow(b apitypes.QuotaBorrow) string {
 		parts = append(parts, "cpu="+formatFloat(b.CPUs))
 	}
 	if b.Memory != "" && b.Memory != "0" {
-		parts = append(parts, "mem="+b.Memory)
+		parts = append(parts, "mem="+oneLine(b.Memory))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -855,7 +858,7 @@ func quotaMemory(s string) string {
 	if s == "0" {
 		return "-"
 	}
-	return dash(s)
+	return cell(s)
 }
 
 // maxPriority renders a quota's priority ceiling; empty means normal.
@@ -863,5 +866,5 @@ func maxPriority(p string) string {
 	if p == "" {
 		return string(domain.PriorityNormal)
 	}
-	return p
+	return oneLine(p)
 }

@@ -36,9 +36,9 @@ func (a *app) quotaRequestCmd() *cobra.Command {
 		Use:   "request --project P --pool X --until DATE --reason TEXT [--gpus N] [--cpus N] [--memory M] [--jobs N]",
 		Short: "Ask for more capacity in a pool for a while",
 		Long: `File a compute request: more GPUs, CPUs, memory or concurrent jobs for a
-project in a pool, until a date, with a reason. A lead of the project or a
-resource admin approves or denies it; once approved it raises the project's
-quota at once and returns it to normal by itself at the date.`,
+project in a pool, until a date, with a reason. A resource admin (or an
+admin) other than you approves or denies it; once approved it raises the
+project's quota at once and returns it to normal by itself at the date.`,
 		Example: `  trainyard quota request --project vision --pool standard --gpus 16 --until 14d --reason "ICLR rebuttal runs"
   trainyard quota request --project nlp --pool priority --gpus 2 --until 2026-12-31 --reason "eval sweep"`,
 		Args: exactArgs(0),
@@ -87,7 +87,7 @@ quota at once and returns it to normal by itself at the date.`,
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), out.ID)
 		if a.env.isTerminal(cmd.ErrOrStderr()) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "filed compute request %d; a lead of %s or a resource admin decides it: trainyard quota approve %d\n", out.ID, project, out.ID)
+			fmt.Fprintf(cmd.ErrOrStderr(), "filed compute request %d; a resource admin decides it: trainyard quota approve %d\n", out.ID, out.ID)
 		}
 		return nil
 	}
@@ -130,7 +130,7 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 				extra = append(extra, "cpu="+strconv.FormatFloat(r.CPUs, 'f', -1, 64))
 			}
 			if r.Memory != "" {
-				extra = append(extra, "mem="+r.Memory)
+				extra = append(extra, "mem="+oneLine(r.Memory))
 			}
 			if r.Jobs > 0 {
 				extra = append(extra, fmt.Sprintf("jobs=%d", r.Jobs))
@@ -139,8 +139,8 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 			if r.Until.After(now) {
 				until += " (in " + age(r.Until, now) + ")"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Project, r.Pool, strings.Join(extra, " "), until,
-				r.Status, dash(r.Requester), dash(r.Decider), cell(r.Reason))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cell(r.Project), cell(r.Pool), strings.Join(extra, " "), until,
+				cell(r.Status), cell(r.Requester), cell(r.Decider), cell(r.Reason))
 		}
 		return tw.Flush()
 	}
@@ -176,7 +176,7 @@ func (a *app) quotaDecideCmd(approve bool) *cobra.Command {
 			return writeJSON(cmd.OutOrStdout(), out)
 		}
 		if approve {
-			fmt.Fprintf(cmd.OutOrStdout(), "approved compute request %d: project %s gets it in pool %s until %s\n", id, out.Project, out.Pool, timestamp(&out.Until))
+			fmt.Fprintf(cmd.OutOrStdout(), "approved compute request %d: project %s gets it in pool %s until %s\n", id, oneLine(out.Project), oneLine(out.Pool), timestamp(&out.Until))
 		} else {
 			fmt.Fprintf(cmd.OutOrStdout(), "denied compute request %d\n", id)
 		}

@@ -214,6 +214,8 @@ func ExitCode(err error) int {
 
 // PrintError writes err to w as "error: ..." (nothing for errors that were
 // already reported, such as a job that failed under --wait, or an interrupt).
+// Messages quote what was sent or stored, so what could drive the terminal
+// is escaped (see text).
 func PrintError(w io.Writer, err error) {
 	var ee *exitError
 	if errors.As(err, &ee) && ee.err == nil {
@@ -226,11 +228,11 @@ func PrintError(w io.Writer, err error) {
 	if errors.As(err, &fe) {
 		fmt.Fprintf(w, "error: the job spec is invalid (%d problem(s)):\n", len(fe))
 		for _, f := range fe {
-			fmt.Fprintf(w, "  %s\n", client.FormatFieldError(fieldErrorToAPI(f)))
+			fmt.Fprintf(w, "  %s\n", text(client.FormatFieldError(fieldErrorToAPI(f))))
 		}
 		return
 	}
-	fmt.Fprintf(w, "error: %s\n", strings.TrimRight(err.Error(), "\n"))
+	fmt.Fprintf(w, "error: %s\n", text(strings.TrimRight(err.Error(), "\n")))
 }
 
 // exitError carries an exit code; a nil err means the message was already

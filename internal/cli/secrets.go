@@ -113,9 +113,9 @@ func readSecretValue(in io.Reader, prompt io.Writer, name string) (string, error
 // project p".
 func secretScope(s apitypes.Secret) string {
 	if s.Project == "" {
-		return "global secret " + s.Name
+		return "global secret " + oneLine(s.Name)
 	}
-	return "secret " + s.Name + " of project " + s.Project
+	return "secret " + oneLine(s.Name) + " of project " + oneLine(s.Project)
 }
 
 func (a *app) secretLsCmd() *cobra.Command {

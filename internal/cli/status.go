@@ -41,12 +41,12 @@ ready.`,
 			fmt.Fprintln(out, "ready: a single server, which leads")
 			return nil
 		}
-		fmt.Fprintf(out, "ready: replica %s (store %s)\n", st.Replica, st.Store)
+		fmt.Fprintf(out, "ready: replica %s (store %s)\n", oneLine(st.Replica), oneLine(st.Store))
 		switch {
 		case st.Leading:
 			fmt.Fprintf(out, "leader: this replica (term %d)\n", st.Epoch)
 		case st.Leader != "":
-			fmt.Fprintf(out, "leader: %s (term %d)\n", st.Leader, st.Epoch)
+			fmt.Fprintf(out, "leader: %s (term %d)\n", oneLine(st.Leader), st.Epoch)
 		default:
 			fmt.Fprintln(out, "leader: none yet (an election is under way)")
 		}

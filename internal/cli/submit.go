@@ -128,7 +128,7 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 			if job.Created != nil && !*job.Created {
 				verb = "idempotency key matched existing job"
 			}
-			fmt.Fprintf(stderr, "%s %d (%s) — follow with: trainyard logs -f %d\n", verb, job.ID, job.Name, job.ID)
+			fmt.Fprintf(stderr, "%s %d (%s) — follow with: trainyard logs -f %d\n", verb, job.ID, oneLine(job.Name), job.ID)
 		}
 		if !wait && !follow {
 			return nil
@@ -285,12 +285,12 @@ func (a *app) sleep(ctx context.Context) error {
 // finalLine is the one-line outcome of a job: "job 12 (smoke) failed:
 // ExitCode — process exited with code 1".
 func finalLine(job apitypes.Job, p painter) string {
-	s := fmt.Sprintf("job %d (%s) %s", job.ID, job.Name, p.state(job.State))
+	s := fmt.Sprintf("job %d (%s) %s", job.ID, oneLine(job.Name), p.state(cell(job.State)))
 	if job.Reason != "" {
-		s += ": " + job.Reason
+		s += ": " + oneLine(job.Reason)
 	}
 	if job.Message != "" {
-		s += " — " + job.Message
+		s += " — " + oneLine(job.Message)
 	}
 	return s
 }

@@ -75,11 +75,11 @@ printed with its line; the exit code is then 2.`,
 			return err
 		}
 		if t.Created != nil && !*t.Created {
-			fmt.Fprintf(cmd.ErrOrStderr(), "template %s@%d of project %s is already this file; no new version\n", t.Name, t.Version, t.Project)
+			fmt.Fprintf(cmd.ErrOrStderr(), "template %s@%d of project %s is already this file; no new version\n", oneLine(t.Name), t.Version, oneLine(t.Project))
 		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "created template %s@%d of project %s\n", t.Name, t.Version, t.Project)
+			fmt.Fprintf(cmd.ErrOrStderr(), "created template %s@%d of project %s\n", oneLine(t.Name), t.Version, oneLine(t.Project))
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s@%d\n", t.Name, t.Version)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s@%d\n", oneLine(t.Name), t.Version)
 		return nil
 	}
 	return cmd
@@ -202,12 +202,12 @@ in several projects needs --project.`,
 		if ok, err := writeStructured(out, *output, t); ok {
 			return err
 		}
-		fmt.Fprintf(out, "Template:  %s@%d\n", t.Name, t.Version)
-		fmt.Fprintf(out, "Project:   %s\n", t.Project)
-		fmt.Fprintf(out, "Created:   %s by %s\n", t.CreatedAt.Format("2006-01-02 15:04:05 MST"), t.CreatedBy)
-		fmt.Fprintf(out, "Hash:      %s\n", t.Hash)
+		fmt.Fprintf(out, "Template:  %s@%d\n", oneLine(t.Name), t.Version)
+		fmt.Fprintf(out, "Project:   %s\n", oneLine(t.Project))
+		fmt.Fprintf(out, "Created:   %s by %s\n", t.CreatedAt.Format("2006-01-02 15:04:05 MST"), oneLine(t.CreatedBy))
+		fmt.Fprintf(out, "Hash:      %s\n", oneLine(t.Hash))
 		if t.Description != "" {
-			fmt.Fprintf(out, "About:     %s\n", firstLine(t.Description))
+			fmt.Fprintf(out, "About:     %s\n", oneLine(firstLine(t.Description)))
 		}
 		if len(t.Vars) > 0 {
 			fmt.Fprintln(out, "\nVariables:")
@@ -228,7 +228,7 @@ in several projects needs --project.`,
 				return err
 			}
 		}
-		fmt.Fprintf(out, "\n---\n%s", t.Body)
+		fmt.Fprintf(out, "\n---\n%s", text(t.Body))
 		if !strings.HasSuffix(t.Body, "\n") {
 			fmt.Fprintln(out)
 		}

@@ -111,7 +111,7 @@ func writeMetricsTable(w io.Writer, s apitypes.MetricSeries) {
 	keys := sortedSeries(s)
 	width := len("METRIC")
 	for _, k := range keys {
-		width = max(width, len(k))
+		width = max(width, len(oneLine(k)))
 	}
 	fmt.Fprintf(w, "%-*s  %-*s  %-13s  %12s  %12s  %12s\n", width, "METRIC", sparkWidth, "TREND", "STEPS", "LAST", "MIN", "MAX")
 	for _, k := range keys {
@@ -127,7 +127,7 @@ func writeMetricsTable(w io.Writer, s apitypes.MetricSeries) {
 		}
 		line := Sparkline(vals, sparkWidth)
 		steps := fmt.Sprintf("%d-%d", pts[0].Step, pts[len(pts)-1].Step)
-		fmt.Fprintf(w, "%-*s  %s%s  %-13s  %12s  %12s  %12s\n", width, k, line,
+		fmt.Fprintf(w, "%-*s  %s%s  %-13s  %12s  %12s  %12s\n", width, oneLine(k), line,
 			strings.Repeat(" ", sparkWidth-len([]rune(line))), steps,
 			fmtValue(pts[len(pts)-1].Value), fmtValue(lo), fmtValue(hi))
 	}

@@ -719,7 +719,7 @@ func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job
 	}
 	for _, w := range plan.Waiting {
 		j := byID[w.JobID]
-		q = append(q, domain.QueueEntry{JobID: w.JobID, Name: j.Name, Project: j.Project, Pool: j.Pool,
+		q = append(q, domain.QueueEntry{JobID: w.JobID, Name: j.Name, Project: j.Project, Submitter: j.Submitter, Pool: j.Pool,
 			Priority: j.Priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
 			Submitted: j.SubmittedAt, EstimatedStart: w.EstimatedStart})
 	}

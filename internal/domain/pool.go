@@ -91,6 +91,7 @@ type QueueEntry struct {
 	JobID     int64
 	Name      string
 	Project   string
+	Submitter string // for the listing filter; not shown
 	Pool      string
 	Priority  Priority
 	Position  int // 1-based within its pool's queue

@@ -6,7 +6,7 @@ import "time"
 type RequestState string
 
 const (
-	// RequestPending: waiting for a project lead or a resource admin.
+	// RequestPending: waiting for a resource admin (or an admin).
 	RequestPending RequestState = "pending"
 	// RequestApproved: granted; it raises the quota until Until.
 	RequestApproved RequestState = "approved"

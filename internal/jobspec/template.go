@@ -185,6 +185,9 @@ func ParseTemplate(doc []byte) (*Template, error) {
 				errs.Add(tmplDescKey, "must be text, got %s", describe(v))
 			} else if !isNull(rv) {
 				t.Description = rv.Value
+				if msg := domain.TextProblem(rv.Value, true); msg != "" {
+					errs.Add(tmplDescKey, "%s", msg)
+				}
 			}
 		default:
 			body.Content = append(body.Content, k, v)
@@ -322,6 +325,9 @@ func (t *Template) parseVars(n *yaml.Node, errs *domain.FieldErrors) {
 						fail(fpath, "must be text, got %s", describe(fv))
 					} else if !isNull(fv) {
 						tv.Description = fv.Value
+						if msg := domain.TextProblem(fv.Value, true); msg != "" {
+							fail(fpath, "%s", msg)
+						}
 					}
 				case "allowed":
 					if fv == nil || fv.Kind != yaml.SequenceNode || len(fv.Content) == 0 {

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"trainyard/internal/domain"
@@ -384,8 +383,10 @@ func checkLabels(es *domain.FieldErrors, labels map[string]string) {
 			es.Add(p, "the value is not valid UTF-8 text")
 		case utf8.RuneCountInString(v) > MaxLabelLen:
 			es.Add(p, "the value is %d characters long; the limit is %d", utf8.RuneCountInString(v), MaxLabelLen)
-		case strings.IndexFunc(v, unicode.IsControl) >= 0:
-			es.Add(p, "the value contains control characters; use plain text")
+		default:
+			if msg := domain.TextProblem(v, false); msg != "" {
+				es.Add(p, "the value %s", msg)
+			}
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"trainyard/internal/domain"
 )
 
 // ProgressPrefix starts a stdout line that reports training progress:
@@ -25,7 +27,8 @@ type Metric struct {
 // ignored. It appends the metrics to ms[:0] (reused between calls), one per
 // key (the last one wins), and reports ok=false when the text is not a
 // progress report. Metrics whose key is not valid UTF-8 or holds a control
-// character, and values out of float64 range, are left out. Flat objects
+// or bidirectional formatting character (domain.UnsafeRune), and values out
+// of float64 range, are left out. Flat objects
 // are scanned directly; anything unusual (escapes, nesting) goes through
 // encoding/json.
 func ParseProgress(b []byte, ms []Metric) (step int64, out []Metric, ok bool) {
@@ -268,7 +271,18 @@ func validKey(k []byte) bool {
 			ascii = false
 		}
 	}
-	return ascii || utf8.Valid(k)
+	if ascii {
+		return true
+	}
+	if !utf8.Valid(k) {
+		return false
+	}
+	for _, r := range string(k) { // C1 controls, bidirectional formatting
+		if domain.UnsafeRune(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // The metric log (metrics.jsonl in an attempt directory) holds one record

@@ -40,6 +40,8 @@ func TestParseProgress(t *testing.T) {
 		"out of range":   {`{"step": 2, "big": 1e400, "loss": 3}`, 2, map[string]float64{"loss": 3}, true},
 		"repeated key":   {`{"step": 2, "loss": 3, "acc": 1, "loss": 4}`, 2, map[string]float64{"loss": 4, "acc": 1}, true},
 		"control in key": {"{\"step\": 2, \"a\tb\": 3, \"loss\": 4}", 2, map[string]float64{"loss": 4}, true},
+		"bidi in key":    {"{\"step\": 2, \"loss\u202e\": 3, \"acc\": 4}", 2, map[string]float64{"acc": 4}, true},
+		"C1 in key":      {"{\"step\": 2, \"a\u009bb\": 3, \"acc\": 4}", 2, map[string]float64{"acc": 4}, true},
 		"escaped tab":    {`{"step": 2, "a\tb": 3, "loss": 4}`, 2, map[string]float64{"loss": 4}, true},
 		"crlf":           {"{\"step\": 2, \"loss\": 4}\r", 2, map[string]float64{"loss": 4}, true},
 	}

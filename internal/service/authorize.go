@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -57,6 +58,14 @@ func (s *Service) authorize(ctx context.Context, p Principal, a authz.Action, r 
 			return domain.Errorf(domain.ErrNotFound, "job %s does not exist; list jobs with: trainyard ls", r.ID)
 		case r.Kind == "token" && (a == authz.TokenRead || !authz.Decide(p, authz.TokenRead, r).Allow):
 			return domain.Errorf(domain.ErrNotFound, "token %s does not exist; list yours with: trainyard token ls", r.ID)
+		case r.Kind == "attempt":
+			// An attempt ("42/1") of a job the caller may not read, unless
+			// it is another attempt of the caller's own job token.
+			job, _, _ := strings.Cut(r.ID, "/")
+			own := p.IsJob() && strconv.FormatInt(p.JobID, 10) == job
+			if !own && !authz.Decide(p, authz.JobRead, authz.Resource{Kind: "job", ID: job, Project: r.Project, Owner: r.Owner}).Allow {
+				return domain.Errorf(domain.ErrNotFound, "job %s does not exist; list jobs with: trainyard ls", job)
+			}
 		}
 	}
 	who := "this token"

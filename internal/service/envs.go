@@ -132,6 +132,8 @@ func checkEnvDefinition(d EnvDefinition) domain.FieldErrors {
 	}
 	if len(d.Description) > maxEnvDescription {
 		errs.Add("description", "is %d characters long; the limit is %d", len(d.Description), maxEnvDescription)
+	} else if msg := domain.TextProblem(d.Description, true); msg != "" {
+		errs.Add("description", "%s", msg)
 	}
 	if d.Image == "" && len(d.PathPrefix) == 0 && len(d.Vars) == 0 && len(d.Check) == 0 && len(errs) == 0 {
 		errs.Add("image", "the environment defines nothing (no image, path_prefix, vars or check), so it would run jobs exactly like host; give at least one of them")
@@ -290,8 +292,8 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 	switch {
 	case len(reason) > maxEnvReasonLen:
 		return nil, domain.FieldErrors{{Path: "reason", Message: fmt.Sprintf("is %d characters long; the limit is %d", len(reason), maxEnvReasonLen)}}
-	case strings.ContainsAny(reason, "\x00\n\r"):
-		return nil, domain.FieldErrors{{Path: "reason", Message: "must be one line of text"}}
+	case domain.TextProblem(reason, false) != "":
+		return nil, domain.FieldErrors{{Path: "reason", Message: domain.TextProblem(reason, false)}}
 	}
 	if err := s.authorize(ctx, p, authz.EnvWrite, authz.Resource{Kind: "env", ID: name}); err != nil {
 		return nil, err

@@ -20,28 +20,47 @@ type Token = store.Token
 // BootstrapUser is the first admin, created with the store.
 const BootstrapUser = "admin"
 
-// Failed authentications are limited per client address by a token bucket:
-// a burst of authFailBurst, refilled at authFailBurst per authFailWindow.
+// Failed authentications are limited by token buckets: one per client
+// address and one per presented token prefix, each a burst of authFailBurst
+// refilled at authFailBurst per authFailWindow. Only failures spend them, and
+// a valid token is never refused by them: every job calls the API from the
+// address of its node (often 127.0.0.1), so one job sending bad tokens must
+// not lock out the users and the other jobs' progress reports there.
 const (
 	authFailBurst  = 10
 	authFailWindow = time.Minute
+	// tokenPrefixLen is how much of a presented token keys its bucket: "ty_"
+	// and 9 hex digits, about what a screenshot or a cut-off log line shows.
+	// Tokens carry no public id, so guesses that complete a token whose
+	// start leaked are limited this way, whichever addresses they come from.
+	tokenPrefixLen = 12
 )
 
-// RateLimitedError refuses a request from an address that failed to
-// authenticate too often. The API answers 429 with a Retry-After header.
+// RateLimitedError refuses a token that failed to authenticate after too
+// many failures from the same address or with the same token prefix. The
+// API answers 429 with a Retry-After header.
 type RateLimitedError struct {
 	RetryAfter time.Duration
+	// Scope is the limit reached: "address" or "token".
+	Scope string
+	// Reason is why the token itself was refused.
+	Reason string
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many failed authentications from this address; try again in %d s with a valid token",
-		int(math.Ceil(e.RetryAfter.Seconds())))
+	by := "from this address"
+	if e.Scope == "token" {
+		by = "with tokens starting like this one"
+	}
+	return fmt.Sprintf("%s; too many failed authentications came %s, so further failures are refused for %d s (a valid token is accepted at once)",
+		e.Reason, by, int(math.Ceil(e.RetryAfter.Seconds())))
 }
 
-// failLimiter is a token bucket per client address, spent by failures only.
+// failLimiter holds the token buckets of failed authentications, keyed by
+// failKeys; only failures spend them.
 type failLimiter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[failKey]*bucket
 }
 
 type bucket struct {
@@ -60,61 +79,86 @@ func (b *bucket) refill(now time.Time) float64 {
 	return b.tokens
 }
 
-// blocked reports how long addr must wait, or 0 when it may try.
-func (l *failLimiter) blocked(addr string, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[addr]
-	if !ok {
-		return 0
+// failKey names one bucket: its scope ("address" or "token") and the
+// address or token prefix.
+type failKey struct{ scope, id string }
+
+// failKeys are the buckets a failure from addr with secret spends: the
+// address's, and the token prefix's when a token was given.
+func failKeys(addr, secret string) []failKey {
+	keys := []failKey{{"address", addr}}
+	if secret != "" {
+		keys = append(keys, failKey{"token", secret[:min(len(secret), tokenPrefixLen)]})
 	}
-	if t := b.refill(now); t < 1 {
-		return time.Duration((1 - t) / refillPerSecond * float64(time.Second))
-	}
-	return 0
+	return keys
 }
 
-// fail spends one token of addr's bucket.
-func (l *failLimiter) fail(addr string, now time.Time) {
+// blocked reports the longest wait among keys' buckets and the scope of the
+// bucket that imposes it, or 0 when none is empty.
+func (l *failLimiter) blocked(now time.Time, keys []failKey) (wait time.Duration, scope string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		b, ok := l.buckets[k]
+		if !ok {
+			continue
+		}
+		if t := b.refill(now); t < 1 {
+			if w := time.Duration((1 - t) / refillPerSecond * float64(time.Second)); w > wait {
+				wait, scope = w, k.scope
+			}
+		}
+	}
+	return wait, scope
+}
+
+// fail spends one token of each of keys' buckets.
+func (l *failLimiter) fail(now time.Time, keys []failKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.buckets == nil {
-		l.buckets = map[string]*bucket{}
+		l.buckets = map[failKey]*bucket{}
 	}
-	b, ok := l.buckets[addr]
-	if !ok {
-		if len(l.buckets) >= 4096 { // forget addresses whose buckets are full again
-			for a, ob := range l.buckets {
-				if ob.refill(now) >= authFailBurst {
-					delete(l.buckets, a)
+	for _, k := range keys {
+		b, ok := l.buckets[k]
+		if !ok {
+			if len(l.buckets) >= 4096 { // forget keys whose buckets are full again
+				for a, ob := range l.buckets {
+					if ob.refill(now) >= authFailBurst {
+						delete(l.buckets, a)
+					}
 				}
 			}
+			b = &bucket{tokens: authFailBurst, last: now}
+			l.buckets[k] = b
 		}
-		b = &bucket{tokens: authFailBurst, last: now}
-		l.buckets[addr] = b
+		b.refill(now)
+		b.tokens = math.Max(0, b.tokens-1)
 	}
-	b.refill(now)
-	b.tokens = math.Max(0, b.tokens-1)
 }
 
 // Authenticate resolves a bearer token to a principal. Every call reads the
 // token and its user's roles from the store, so a revoked token, an expired
 // one or a revoked role stops working at once. Failures are audited
 // ("auth.failed", never with the token text) and limited per client address
-// (see WithClient): past the limit, every attempt from that address answers
-// *RateLimitedError until the bucket refills.
+// (see WithClient) and per token prefix: past either limit, a token that
+// fails answers *RateLimitedError (not audited) until the bucket refills. A
+// valid token is checked first and always passes, so the limits never lock
+// out a user or a job's reports.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	now := s.cfg.Clock.Now()
-	addr := ClientFrom(ctx)
-	if wait := s.limiter.blocked(addr, now); wait > 0 {
-		return Principal{}, &RateLimitedError{RetryAfter: wait}
-	}
 	p, actor, err := s.authenticate(ctx, secret, now)
-	if err != nil && errors.Is(err, domain.ErrUnauthorized) {
-		s.limiter.fail(addr, now)
-		s.appendAudit(ctx, domain.AuditRecord{At: now, Actor: actor, Action: "auth.failed", Target: "server",
-			Result: domain.AuditFailed, Detail: err.Error(), Client: addr})
+	if err == nil || !errors.Is(err, domain.ErrUnauthorized) {
+		return p, err
 	}
+	addr := ClientFrom(ctx)
+	keys := failKeys(addr, secret)
+	if wait, scope := s.limiter.blocked(now, keys); wait > 0 {
+		return Principal{}, &RateLimitedError{RetryAfter: wait, Scope: scope, Reason: err.Error()}
+	}
+	s.limiter.fail(now, keys)
+	s.appendAudit(ctx, domain.AuditRecord{At: now, Actor: actor, Action: "auth.failed", Target: "server",
+		Result: domain.AuditFailed, Detail: err.Error(), Client: addr})
 	return p, err
 }
 
@@ -364,6 +408,8 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 	var errs domain.FieldErrors
 	if len(in.Name) > maxTokenName {
 		errs.Add("name", "must be at most %d characters", maxTokenName)
+	} else if msg := domain.TextProblem(in.Name, false); msg != "" {
+		errs.Add("name", "%s", msg)
 	}
 	if in.TTL < 0 {
 		errs.Add("expires", "must be a positive duration such as 30d, or never")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -154,40 +155,83 @@ func TestRevokedRoleStopsAtOnce(t *testing.T) {
 	}
 }
 
-func TestFailedAuthRateLimited(t *testing.T) {
+func TestFailedAuthLimitedPerAddressForBadTokensOnly(t *testing.T) {
 	e := newIDEnv(t)
 	good := e.user(t, "alice")
-	ctx := service.WithClient(context.Background(), "198.51.100.9")
+	job, err := e.svc.IssueJobToken(e.ctx, service.AttemptRef{JobID: 7, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every job calls from the address of its node: one flooding bad tokens
+	// spends that address's budget.
+	local := service.WithClient(context.Background(), "127.0.0.1")
 	for i := range 10 {
-		if _, err := e.svc.Authenticate(ctx, "ty_wrong"); !errors.Is(err, domain.ErrUnauthorized) {
+		if _, err := e.svc.Authenticate(local, fmt.Sprintf("ty_wrong%04d", i)); !errors.Is(err, domain.ErrUnauthorized) {
 			t.Fatalf("failure %d: %v, want unauthorized", i+1, err)
 		}
 	}
-	_, err := e.svc.Authenticate(ctx, good)
+	_, err = e.svc.Authenticate(local, "ty_wrong9999")
 	var rl *service.RateLimitedError
-	if !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > 6*time.Second {
-		t.Fatalf("11th attempt = %v, want RateLimitedError with a wait up to 6s", err)
+	if !errors.As(err, &rl) || rl.Scope != "address" || rl.RetryAfter <= 0 || rl.RetryAfter > 6*time.Second ||
+		!strings.Contains(err.Error(), "not known") || !strings.Contains(err.Error(), "from this address") {
+		t.Fatalf("11th bad token = %v, want RateLimitedError for the address, with the reason and a wait up to 6s", err)
+	}
+	// Valid tokens from the same address pass: a user's, and a job's reports.
+	if p, err := e.svc.Authenticate(local, good); err != nil || p.Subject != "alice" {
+		t.Errorf("valid user token after the flood: %+v, %v", p, err)
+	}
+	if p, err := e.svc.Authenticate(local, job); err != nil || p.JobID != 7 || p.Attempt != 1 {
+		t.Errorf("valid job token after the flood: %+v, %v", p, err)
 	}
 	// Other addresses are not affected.
-	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "198.51.100.10"), good); err != nil {
-		t.Errorf("another address: %v", err)
+	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "198.51.100.10"), "ty_other"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("bad token from another address: %v, want unauthorized (not limited)", err)
 	}
 	e.clk.Advance(rl.RetryAfter)
-	if _, err := e.svc.Authenticate(ctx, good); err != nil {
-		t.Errorf("after Retry-After: %v", err)
+	if _, err := e.svc.Authenticate(local, "ty_wrong9999"); !errors.Is(err, domain.ErrUnauthorized) || errors.As(err, &rl) {
+		t.Errorf("after Retry-After: %v, want unauthorized", err)
 	}
 	_, appended := e.spy.records()
 	var failed int
 	for _, r := range appended {
 		if r.Action == "auth.failed" {
 			failed++
-			if strings.Contains(r.Detail+r.Actor+r.Target, "ty_wrong") || r.Client != "198.51.100.9" || r.Result != domain.AuditFailed {
+			if strings.Contains(r.Detail+r.Actor+r.Target, "ty_wrong") || r.Client == "" || r.Result != domain.AuditFailed {
 				t.Errorf("auth.failed record %+v: leaks the token or lacks the client", r)
 			}
 		}
 	}
-	if failed != 10 {
-		t.Errorf("%d auth.failed records, want 10", failed)
+	if failed != 12 { // the limited try is not recorded
+		t.Errorf("%d auth.failed records, want 12", failed)
+	}
+}
+
+func TestFailedAuthLimitedPerTokenPrefix(t *testing.T) {
+	e := newIDEnv(t)
+	good := e.user(t, "alice")
+	// Guesses completing a token whose start leaked, each from its own
+	// address: the token prefix's budget runs out.
+	prefix := good[:12]
+	guess := func(i int) (context.Context, string) {
+		return service.WithClient(context.Background(), fmt.Sprintf("203.0.113.%d", i)), prefix + fmt.Sprintf("%039d", i)
+	}
+	for i := range 10 {
+		if _, err := e.svc.Authenticate(guess(i)); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Fatalf("guess %d: %v, want unauthorized", i+1, err)
+		}
+	}
+	_, err := e.svc.Authenticate(guess(10))
+	var rl *service.RateLimitedError
+	if !errors.As(err, &rl) || rl.Scope != "token" || !strings.Contains(err.Error(), "tokens starting like this one") {
+		t.Fatalf("11th guess = %v, want RateLimitedError for the token prefix", err)
+	}
+	// Another prefix from a fresh address is not limited, and the real
+	// token still passes.
+	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "203.0.113.200"), "ty_elsewhere"); !errors.Is(err, domain.ErrUnauthorized) {
+		t.Errorf("another prefix: %v, want unauthorized (not limited)", err)
+	}
+	if p, err := e.svc.Authenticate(service.WithClient(context.Background(), "203.0.113.201"), good); err != nil || p.Subject != "alice" {
+		t.Errorf("the valid token with the limited prefix: %+v, %v", p, err)
 	}
 }
 

@@ -86,6 +86,9 @@ func ValidatePool(pool domain.Pool) error {
 	if pool.Executor != ExecutorLocal {
 		errs.Add("executor", "executor %q is not supported; use %q", pool.Executor, ExecutorLocal)
 	}
+	if msg := domain.TextProblem(pool.GPUType, false); msg != "" {
+		errs.Add("gpu_type", "%s", msg)
+	}
 	if len(pool.Nodes) == 0 {
 		errs.Add("nodes", "a pool needs at least one node; add one such as {name: node-a, cpus: 8, memory: 32GiB, gpus: [0, 1]}")
 	}
@@ -240,6 +243,7 @@ func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Proje
 // scheduling order, as the control loop last ordered them. Without a
 // control loop the queue is empty. An unknown pool with nothing queued in it
 // is ErrNotFound, so a mistyped name does not look like an empty queue.
+// The caller gets only the jobs it may list (authz.VisibleJobs).
 func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueEntry, error) {
 	if err := s.authorize(ctx, p, authz.QueueRead, authz.Resource{Kind: "queue", ID: pool}); err != nil {
 		return nil, err
@@ -258,6 +262,18 @@ func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueE
 		if _, err := s.cfg.Store.GetPool(ctx, pool); err != nil {
 			return nil, poolErr(pool, err)
 		}
+	}
+	// Only the jobs the caller may list: the queue names jobs as the job
+	// list does. Positions stay those of the whole pool, so a caller still
+	// sees how many jobs wait ahead of theirs, though not whose.
+	if v := authz.VisibleJobs(p); !v.All {
+		seen := make([]QueueEntry, 0, len(entries))
+		for _, e := range entries {
+			if v.Sees(e.Project, e.Submitter) {
+				seen = append(seen, e)
+			}
+		}
+		entries = seen
 	}
 	return entries, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -262,4 +263,49 @@ func TestQueue(t *testing.T) {
 			t.Errorf("Queue error = %v", err)
 		}
 	})
+}
+
+// TestQueueShowsOnlyListableJobs: the queue names jobs, so it is filtered
+// as the job list is; positions stay those of the whole pool.
+func TestQueueShowsOnlyListableJobs(t *testing.T) {
+	ctx := context.Background()
+	e := newPoolEnv(t, func(context.Context, string) ([]service.QueueEntry, error) {
+		return []service.QueueEntry{
+			{JobID: 1, Name: "secret-merger", Project: "other", Submitter: "carol", Pool: "standard", Position: 1},
+			{JobID: 2, Name: "mine", Project: "vision", Submitter: "alice", Pool: "standard", Position: 2},
+			{JobID: 3, Name: "bobs", Project: "vision", Submitter: "bob", Pool: "standard", Position: 3},
+		}, nil
+	})
+	ids := func(p service.Principal) []int64 {
+		t.Helper()
+		q, err := e.svc.Queue(ctx, p, "")
+		if err != nil {
+			t.Fatalf("Queue as %s: %v", p.Subject, err)
+		}
+		var out []int64
+		for _, en := range q {
+			out = append(out, en.JobID)
+		}
+		return out
+	}
+	member := service.Principal{Subject: "alice", Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleMember}}}
+	lead := service.Principal{Subject: "lee", Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleLead}}}
+	auditor := service.Principal{Subject: "aud", Roles: []domain.Role{domain.RoleAuditor}, Role: domain.RoleAuditor}
+	for _, tc := range []struct {
+		p    service.Principal
+		want []int64
+	}{
+		{member, []int64{2}},  // own jobs only
+		{lead, []int64{2, 3}}, // the project's jobs
+		{auditor, []int64{1, 2, 3}},
+		{admin, []int64{1, 2, 3}},
+	} {
+		if got := ids(tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("queue as %s = %v, want %v", tc.p.Subject, got, tc.want)
+		}
+	}
+	q, _ := e.svc.Queue(ctx, member, "")
+	if len(q) != 1 || q[0].Position != 2 {
+		t.Errorf("member's entry = %+v, want position 2 (one hidden job ahead)", q)
+	}
 }

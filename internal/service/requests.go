@@ -20,8 +20,8 @@ func (s *Service) Now() time.Time { return s.cfg.Clock.Now() }
 const maxGrant = 366 * 24 * time.Hour
 
 // RequestQuota files a compute request (R37): more of a pool for a project,
-// until a date, with a reason. It waits for a project lead or a resource
-// admin.
+// until a date, with a reason. It waits for a resource admin (or an admin)
+// other than the requester.
 func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaRequest) (domain.QuotaRequest, error) {
 	now := s.cfg.Clock.Now()
 	var errs domain.FieldErrors
@@ -41,6 +41,8 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 	}
 	if len(r.Reason) < 3 {
 		errs.Add("reason", "is required: say what the capacity is for, so the approver can decide")
+	} else if msg := domain.TextProblem(r.Reason, false); msg != "" {
+		errs.Add("reason", "%s", msg)
 	}
 	if err := errs.Err(); err != nil {
 		return domain.QuotaRequest{}, err
@@ -61,7 +63,8 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 
 // DecideRequest approves or denies a pending compute request. An approved
 // request raises the project's quota in the pool at once, until its date.
-// Nobody decides their own request unless they are a global admin.
+// Resource admins decide, but nobody their own request unless they are a
+// global admin (authz.QuotaApprove); a refusal is audited.
 func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, approve bool, note string) (domain.QuotaRequest, error) {
 	r, err := s.cfg.Store.GetRequest(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -73,15 +76,15 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 	if err := s.authorize(ctx, p, authz.QuotaApprove, authz.Resource{Kind: "request", ID: fmt.Sprint(id), Project: r.Project, Owner: r.Requester}); err != nil {
 		return domain.QuotaRequest{}, err
 	}
-	if r.Requester == p.Subject && !p.HasGlobal(domain.RoleAdmin) {
-		return domain.QuotaRequest{}, domain.Errorf(domain.ErrForbidden, "you filed compute request %d; another lead of project %s or a resource admin must decide it", id, r.Project)
-	}
 	to, action := domain.RequestDenied, "denied"
 	if approve {
 		to, action = domain.RequestApproved, "approved"
 	}
 	if !approve && len(note) < 3 {
 		return domain.QuotaRequest{}, domain.FieldErrors{{Path: "note", Message: "is required when denying: tell the requester why"}}
+	}
+	if msg := domain.TextProblem(note, false); msg != "" {
+		return domain.QuotaRequest{}, domain.FieldErrors{{Path: "note", Message: msg}}
 	}
 	now := s.cfg.Clock.Now()
 	if approve && !now.Before(r.Until) {

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,42 @@ func TestQuotaRequestValidation(t *testing.T) {
 				t.Fatalf("err = %v, want a field error on %s", err, tc.path)
 			}
 		})
+	}
+}
+
+// TestSelfDecisionRefusedAndAudited: resource admins decide compute
+// requests, but not one they filed; the refusal says who may decide it and
+// is audited like every denial.
+func TestSelfDecisionRefusedAndAudited(t *testing.T) {
+	e := newAuditEnv(t)
+	ctx := service.WithClient(context.Background(), "192.0.2.44")
+	ops := service.Principal{Subject: "ops", Roles: []domain.Role{domain.RoleResourceAdmin}, Role: domain.RoleResourceAdmin,
+		Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleMember}}}
+	other := service.Principal{Subject: "ops2", Roles: []domain.Role{domain.RoleResourceAdmin}, Role: domain.RoleResourceAdmin}
+	lead := service.Principal{Subject: "lena", Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleLead}}}
+	r, err := e.svc.RequestQuota(ctx, ops, domain.QuotaRequest{Project: "vision", Pool: "default", Extra: domain.Limits{CPUs: 2},
+		Until: e.clk.Now().Add(48 * time.Hour), Reason: "rebuttal experiments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.DecideRequest(ctx, ops, r.ID, true, "")
+	if !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "another resource-admin or an admin") {
+		t.Fatalf("self-approval: %v; want forbidden, naming who may decide", err)
+	}
+	if _, err := e.svc.DecideRequest(ctx, lead, r.ID, true, ""); !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "resource-admin") {
+		t.Errorf("a lead approving: %v; want forbidden, naming resource-admin", err)
+	}
+	var denied []domain.AuditRecord
+	for _, rec := range e.records(t, "quota.approve") {
+		if rec.Result == domain.AuditDenied {
+			denied = append(denied, rec)
+		}
+	}
+	if len(denied) != 2 || denied[0].Actor != ops.Actor() || denied[0].Target != "request/"+strconv.FormatInt(r.ID, 10) ||
+		denied[0].Client != "192.0.2.44" || !strings.Contains(denied[0].Detail, "you filed") {
+		t.Errorf("denial records = %+v; want the self-approval's and the lead's, with actor, target, client and reason", denied)
+	}
+	if got, err := e.svc.DecideRequest(ctx, other, r.ID, true, "ok"); err != nil || got.State != domain.RequestApproved {
+		t.Errorf("another resource admin approving: %+v, %v", got, err)
 	}
 }

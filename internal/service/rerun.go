@@ -45,8 +45,9 @@ func (s *Service) Rerun(ctx context.Context, p Principal, id int64, in RerunInpu
 	}
 	job, created, err = s.Submit(ctx, p, SubmitInput{
 		Doc: doc, Set: in.Set, IdempotencyKey: in.IdempotencyKey,
-		Code:    orig.Code,
-		rerunOf: orig.ID,
+		Code:          orig.Code,
+		rerunOf:       orig.ID,
+		rerunTemplate: orig.Spec.Labels[jobspec.TemplateLabel],
 	})
 	var fe domain.FieldErrors
 	if errors.As(err, &fe) {

@@ -155,6 +155,10 @@ func TestRerunRefusesInvalidChangesAndStoresNothing(t *testing.T) {
 			in:    service.RerunInput{Set: []string{"params.lr"}},
 			paths: []string{"set[0]"},
 		},
+		"forged template label": { // as a normal submit refuses it
+			in:    service.RerunInput{Set: []string{"labels.trainyard.template=train@1"}},
+			paths: []string{"labels.trainyard.template"},
+		},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -68,7 +68,7 @@ type Config struct {
 // Service implements the use cases. Safe for concurrent use.
 type Service struct {
 	cfg     Config
-	limiter failLimiter // failed authentications per client address
+	limiter failLimiter // failed authentications per client address and token prefix
 	// auth caches authenticated tokens (hash → authEntry). authGen is bumped
 	// after every change to tokens and roles; an entry read under an older
 	// generation is not trusted, so a revocation or a grant made through this
@@ -135,6 +135,9 @@ type SubmitInput struct {
 	Project  string
 	Vars     map[string]string
 	rerunOf  int64 // the job this submit re-runs (rerun.go); 0: none
+	// rerunTemplate is the original's trainyard.template label ("": none),
+	// which a re-run keeps and may not change.
+	rerunTemplate string
 }
 
 // Submit validates the spec and stores the job in state queued. created is
@@ -281,6 +284,9 @@ func (s *Service) List(ctx context.Context, p Principal, o ListOptions) (jobs []
 // or running job is marked, and the control loop stops its process (SIGTERM,
 // then SIGKILL after the grace period) before marking it canceled.
 func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason string) (domain.Job, error) {
+	if msg := domain.TextProblem(reason, false); msg != "" {
+		return domain.Job{}, domain.FieldErrors{{Path: "reason", Message: msg}}
+	}
 	msg := "canceled by " + p.Subject
 	if reason != "" {
 		msg += ": " + reason

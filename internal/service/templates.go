@@ -225,11 +225,17 @@ func (s *Service) submitSpec(ctx context.Context, p Principal, in SubmitInput) (
 		if err != nil {
 			return spec, err
 		}
-		// Only the platform says a job came from a template (a re-run keeps
-		// its original's label).
-		if _, forged := spec.Labels[jobspec.TemplateLabel]; forged && in.rerunOf == 0 {
+		// Only the platform says a job came from a template; a re-run keeps
+		// its original's label as it is.
+		switch v, set := spec.Labels[jobspec.TemplateLabel]; {
+		case !set || (in.rerunOf != 0 && v == in.rerunTemplate):
+		case in.rerunOf != 0 && in.rerunTemplate != "":
+			errs.Add("labels."+jobspec.TemplateLabel, "is set by the platform; a re-run keeps its original's %q; remove the --set", in.rerunTemplate)
+		default:
 			errs.Add("labels."+jobspec.TemplateLabel, "is set by the platform on jobs submitted with --template; remove it from the spec or --set")
-			return domain.Spec{}, errs.Err()
+		}
+		if err := errs.Err(); err != nil {
+			return domain.Spec{}, err
 		}
 		return spec, nil
 	}

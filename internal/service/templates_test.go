@@ -206,6 +206,12 @@ func TestSubmitFromTemplate(t *testing.T) {
 	if err != nil || again.Spec.Labels[jobspec.TemplateLabel] != "train@2" {
 		t.Errorf("rerun of a template's job: %v, labels %v", err, again.Spec.Labels)
 	}
+	// ... and may not change it.
+	_, _, err = e.svc.Rerun(ctx, alice, job.ID, service.RerunInput{Set: []string{"labels.trainyard.template=train@1"}})
+	var fe domain.FieldErrors
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Path != "labels.trainyard.template" || !strings.Contains(fe[0].Message, `"train@2"`) {
+		t.Errorf("rerun changing the template label: %v; want a field error naming the label and the kept value", err)
+	}
 
 	tests := map[string]struct {
 		p     service.Principal
@@ -268,7 +274,7 @@ func TestSubmitFromTemplate(t *testing.T) {
 	// The same name in two projects needs a project.
 	e.create(t, admin, "audio", "train", trainTemplate)
 	_, _, err = e.svc.Submit(ctx, alice, service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}})
-	var fe domain.FieldErrors
+	fe = nil
 	if !errors.As(err, &fe) || fe[0].Path != "project" || !strings.Contains(fe[0].Message, "audio, vision") {
 		t.Errorf("ambiguous name: err = %v, want project required naming audio, vision", err)
 	}

@@ -64,6 +64,10 @@ func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, a
 				errs.Add(path+".metrics", "has a metric name of %d characters; names are 1 to 128 characters", len(k))
 				continue
 			}
+			if msg := domain.TextProblem(k, false); msg != "" {
+				errs.Add(path+".metrics", "has a metric name that %s", msg)
+				continue
+			}
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				errs.Add(path+".metrics."+k, "must be a finite number")
 				continue
