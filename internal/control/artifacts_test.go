@@ -56,7 +56,11 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
 		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
-	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), Wake: ctl.Wake})
+	inputs, err := service.DataRoots{Default: []string{filepath.Join(dir, "datasets")}}.Resolve(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), InputRoots: inputs, Wake: ctl.Wake})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
@@ -69,7 +73,7 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
-	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: /data/imagenet, version: v2}]\n")
+	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: " + filepath.Join(dir, "datasets", "imagenet") + ", version: v2}]\n")
 	r.wait(j.ID, domain.JobSucceeded)
 
 	var m domain.Manifest
