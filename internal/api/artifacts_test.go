@@ -108,3 +108,17 @@ func TestArtifactsServeTheJobsOwnFilesOnly(t *testing.T) {
 		t.Errorf("archive holds %v, want %s", names, want)
 	}
 }
+
+// An outputs.path outside the project's directory is a 400 at the field,
+// naming the directory allowed.
+func TestOutputPathOutsideTheProjectIsAFieldError(t *testing.T) {
+	e := newEnv(t)
+	code, b := e.do("POST", "/api/v1/jobs", e.token, `{"spec": "name: a\nentrypoint: [\"true\"]\noutputs: {path: \"/{job_id}\"}\n"}`)
+	if code != 400 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	fields := decodeErr(t, b).Fields
+	if len(fields) != 1 || fields[0].Path != "outputs.path" || !strings.Contains(fields[0].Message, filepath.Join("artifacts", "default")) {
+		t.Errorf("fields = %+v, want outputs.path naming <artifacts>/default", fields)
+	}
+}
