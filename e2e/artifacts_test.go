@@ -1,16 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"trainyard/internal/api/apitypes"
 )
 
 // The sample trainer killed mid-run (its process, not the platform)
@@ -80,7 +84,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // Downloaded outputs match their manifest checksums; a file corrupted on
 // the server is detected; the manifest carries the lineage.
 func TestArtifactsDownloadVerified(t *testing.T) {
-	s := startServer(t, serverOpts{})
+	s := startServer(t, serverOpts{extra: "data_roots: {default: [/data]}\n"})
 	job := s.submit(`name: outputs
 entrypoint: [sh, -c, 'mkdir -p $TRAINYARD_OUTPUT_DIR/eval && head -c 3000000 /dev/urandom > $TRAINYARD_OUTPUT_DIR/model.bin && echo acc=0.9 > $TRAINYARD_OUTPUT_DIR/eval/report.txt']
 inputs: [{name: imagenet, path: /data/imagenet, version: v2}]
@@ -150,4 +154,88 @@ func (s *server) apiRaw(method, path string, headers map[string]string, body *[]
 	defer resp.Body.Close()
 	*body, _ = io.ReadAll(resp.Body)
 	return resp.StatusCode
+}
+
+// Where a job may write and read is the server's to say: outputs.path in
+// the project's own directory under the artifact root, inputs under
+// data_roots (never the data directory: such a config is refused at
+// start); and what a job links into its outputs is neither listed nor
+// served.
+func TestArtifactPathPolicy(t *testing.T) {
+	datasets := filepath.Join(t.TempDir(), "datasets")
+	if err := os.MkdirAll(filepath.Join(datasets, "mnist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, serverOpts{extra: fmt.Sprintf("data_roots: {default: [%s]}\n", datasets)})
+	project := filepath.Join(s.data, "artifacts", "default")
+	submit := func(spec string) (string, int) {
+		f := filepath.Join(t.TempDir(), "job.yaml")
+		if err := os.WriteFile(f, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := s.cli("submit", f)
+		return out + errOut, code
+	}
+	for spec, want := range map[string][]string{
+		fmt.Sprintf("name: a\nentrypoint: [\"true\"]\noutputs: {path: \"%s\"}\n", filepath.Join(s.data, "runs", "{job_id}")): {"outputs.path", project},
+		"name: a\nentrypoint: [\"true\"]\noutputs: {path: \"/{job_id}\"}\n":                                                  {"outputs.path", project},
+		"name: a\nentrypoint: [\"true\"]\ninputs: [{name: d, path: /etc, version: v1}]\n":                                    {"inputs[0].path", datasets},
+	} {
+		out, code := submit(spec)
+		if code == 0 {
+			t.Errorf("submit accepted:\n%s\n%s", spec, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("submit refusal %q does not say %q", out, w)
+			}
+		}
+	}
+	var list apitypes.JobList
+	if code := s.api("GET", "/api/v1/jobs", nil, &list); code != 200 || len(list.Jobs) != 0 {
+		t.Errorf("refused submits left jobs: %d %+v", code, list.Jobs)
+	}
+
+	job := s.submit(fmt.Sprintf(`name: links
+entrypoint: [sh, -c, 'echo mine > $TRAINYARD_OUTPUT_DIR/own.txt && ln -s /etc/passwd $TRAINYARD_OUTPUT_DIR/output.txt']
+inputs: [{name: mnist, path: %s, version: v1}]
+outputs: {path: "%s"}
+`, filepath.Join(datasets, "mnist"), filepath.Join(project, "sweep", "{job_id}")))
+	if j := s.waitState(job.ID, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("job %s: %s", j.State, j.Message)
+	}
+	if want := filepath.Join(project, "sweep", fmt.Sprint(job.ID)); s.job(job.ID).OutputDir != want {
+		t.Errorf("output directory %s, want %s", s.job(job.ID).OutputDir, want)
+	}
+	id := fmt.Sprint(job.ID)
+	var ls string
+	waitFor(t, 20*time.Second, "the manifest", func() bool {
+		out, _, code := s.cli("artifacts", "ls", id)
+		ls = out
+		return code == 0
+	})
+	if !strings.Contains(ls, "own.txt") || strings.Contains(ls, "output.txt") {
+		t.Errorf("artifacts ls lists the job's own file only, got:\n%s", ls)
+	}
+	if out, errOut, code := s.cli("artifacts", "get", id, "output.txt", "--dest", t.TempDir()); code == 0 || strings.Contains(out+errOut, "root:") {
+		t.Errorf("artifacts get of a link: exit %d\n%s%s", code, out, errOut)
+	}
+	if fi, err := os.Stat("/etc/passwd"); err != nil || fi.Mode().Perm()&0o200 == 0 {
+		t.Errorf("/etc/passwd lost its write permission: %v %v", fi.Mode(), err)
+	}
+
+	// A data root in the data directory is refused at start.
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("data_roots: {pools: {gpu: [%s]}}\n", filepath.Join(data, "blobs"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "server", "--data", data, "--listen", "127.0.0.1:0", "--config", cfg)
+	cmd.Env = s.env()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "data_roots.pools.gpu[0]") {
+		t.Errorf("a server whose data_roots hold its data directory started or said: %v\n%s", err, out)
+	}
 }

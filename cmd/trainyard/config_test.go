@@ -50,6 +50,12 @@ func TestSampleServerConfig(t *testing.T) {
 	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
 		t.Fatalf("vision's standard quota = %+v", quotas)
 	}
+	if cfg.DataRoots.Projects["vision"][0] != "/data/vision" || cfg.DataRoots.Pools["scratch"][0] != "/scratch" {
+		t.Fatalf("data_roots = %+v", cfg.DataRoots)
+	}
+	if _, err := cfg.DataRoots.Resolve(t.TempDir()); err != nil {
+		t.Fatalf("data_roots: %v", err)
+	}
 	cfg.Alerts.Defaults()
 	if err := cfg.Alerts.Validate(); err != nil {
 		t.Fatalf("alerts: %v", err)
@@ -97,5 +103,29 @@ func TestBadSchedulingConfig(t *testing.T) {
 				t.Fatalf("err = %v, want an error naming line 2", err)
 			}
 		})
+	}
+}
+
+// An artifact root from which a project's directory could be the server's
+// own (the data directory, one holding it, its attempt directories) is
+// refused at start, as written or through a link.
+func TestArtifactsRootKeepsOutOfTheDataDirectory(t *testing.T) {
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	if err := os.MkdirAll(filepath.Join(data, "runs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(data, "runs"), filepath.Join(base, "art")); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{data, base, "/", filepath.Join(data, "runs"), filepath.Join(data, "runs", "x"), filepath.Join(data, "blobs"), filepath.Join(base, "art")} {
+		if err := checkArtifactsRoot(bad, data); err == nil || !strings.Contains(err.Error(), "server config artifacts") {
+			t.Errorf("artifacts %s: %v, want a refusal", bad, err)
+		}
+	}
+	for _, ok := range []string{filepath.Join(data, "artifacts"), filepath.Join(base, "artifacts"), filepath.Join(data, "runs-archive")} {
+		if err := checkArtifactsRoot(ok, data); err != nil {
+			t.Errorf("artifacts %s: %v", ok, err)
+		}
 	}
 }

@@ -50,6 +50,9 @@ type serverConfig struct {
 	Data      string `yaml:"data"`
 	Artifacts string `yaml:"artifacts"` // default <data>/artifacts
 	Store     string `yaml:"store"`     // default sqlite at <data>/trainyard.db
+	// DataRoots are the directories jobs may name as inputs: for every
+	// job, per project and per pool (docs/operator.md). None: no inputs.
+	DataRoots service.DataRoots `yaml:"data_roots"`
 	// Inventory declares this machine's capacity instead of detecting it,
 	// e.g. 4 GPUs on a machine without any (exported as CUDA_VISIBLE_DEVICES).
 	Inventory *struct {
@@ -206,6 +209,22 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	os.Remove(filepath.Join(cfg.Data, "server.json")) // left behind by a server that was killed
 	if cfg.Artifacts == "" {
 		cfg.Artifacts = filepath.Join(cfg.Data, "artifacts")
+	}
+	// Outputs paths are checked against these: absolute, so a job's
+	// outputs.path can be compared with them.
+	var err error
+	if cfg.Data, err = filepath.Abs(cfg.Data); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if cfg.Artifacts, err = filepath.Abs(cfg.Artifacts); err != nil {
+		return fmt.Errorf("server config artifacts: %w", err)
+	}
+	if err := checkArtifactsRoot(cfg.Artifacts, cfg.Data); err != nil {
+		return err
+	}
+	inputRoots, err := cfg.DataRoots.Resolve(cfg.Data)
+	if err != nil {
+		return fmt.Errorf("server config %w", err)
 	}
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
@@ -393,7 +412,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return ctl, wg.Wait
 	}
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
-		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
+		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st)})
 	if err := svc.CheckSecretKeys(ctx); err != nil {
@@ -458,6 +477,39 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	<-loopsDone // the loops' last writes land before the store closes
 	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
+}
+
+// checkArtifactsRoot refuses an artifact root from which a job's
+// outputs.path (<artifacts>/<project>/...) could reach the server's own
+// files: the data directory itself, a directory holding it, or its
+// attempt directories and blob store; as written and with links resolved.
+func checkArtifactsRoot(artifacts, data string) error {
+	for _, real := range []bool{false, true} {
+		a, d := artifacts, data
+		if real {
+			if r, err := filepath.EvalSymlinks(a); err == nil {
+				a = r
+			}
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				d = r
+			}
+		}
+		if under(a, d) {
+			return fmt.Errorf("server config artifacts: %s is the data directory %s or holds it, so a project's outputs could reach the server's own files; use a directory of its own, e.g. %s", artifacts, data, filepath.Join(data, "artifacts"))
+		}
+		for _, own := range []string{"runs", "blobs"} {
+			if under(filepath.Join(d, own), a) {
+				return fmt.Errorf("server config artifacts: %s is inside %s, which the server keeps for itself; use e.g. %s", artifacts, filepath.Join(data, own), filepath.Join(data, "artifacts"))
+			}
+		}
+	}
+	return nil
+}
+
+// under reports whether p is root or lies below it.
+func under(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // bootstrap creates the admin token on a fresh store, prints it once, saves it

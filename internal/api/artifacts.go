@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
+	"strings"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
@@ -177,34 +178,22 @@ func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p se
 		return
 	}
 	name := r.PathValue("name")
-	root, err := h.svc.CheckpointPath(r.Context(), p, id, name)
+	c, err := h.svc.OpenCheckpoint(r.Context(), p, id, name)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	defer c.Dir.Close()
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+	// Regular files only: links and special files the job left in the
+	// checkpoint are not part of it.
+	err = c.Dir.Files(c.Name, func(p string, f *os.File, fi fs.FileInfo) error {
+		rel := strings.TrimPrefix(p, path.Dir(c.Name)+"/")
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, _ := filepath.Rel(filepath.Dir(root), path)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err = io.Copy(tw, f)
+		_, err := io.Copy(tw, io.LimitReader(f, fi.Size()))
 		return err
 	})
 	if err == nil {

@@ -1,7 +1,9 @@
-// Package artifacts reads what jobs leave on disk: the manifest of an output
-// directory (every file with its size and SHA-256) and the complete
-// checkpoints in a checkpoint directory. It only reads; the caller records
-// what it finds.
+// Package artifacts handles what jobs leave on disk: the manifest of an
+// output directory (every file with its size and SHA-256), the complete
+// checkpoints in its checkpoint directory, sealing a succeeded job's
+// outputs and removing what retention lets go. The caller records what it
+// finds. Everything below an output directory is the job's, and so
+// untrusted: see Dir.
 package artifacts
 
 import (
@@ -12,7 +14,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -22,40 +23,41 @@ import (
 	"trainyard/internal/domain"
 )
 
-// Manifest walks dir and returns every regular file below it, by path, with
-// its size and SHA-256. Paths under any of skip (relative directory names,
-// e.g. "checkpoints") are left out; symbolic links are not followed. Files
-// are hashed by a few workers in parallel.
+// Manifest returns the manifest of the output directory dir (see
+// Dir.Manifest); a missing directory has none.
 func Manifest(dir string, skip ...string) ([]domain.ArtifactFile, error) {
-	var files []domain.ArtifactFile
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path == dir {
-				return fs.SkipAll
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if slices.Contains(skip, rel) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		files = append(files, domain.ArtifactFile{Path: rel})
-		return nil
-	})
+	d, err := OpenDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list outputs in %s: %w", dir, err)
+	}
+	defer d.Close()
+	return d.Manifest(skip...)
+}
+
+// Manifest returns every regular file below the directory, by path, with
+// its size and SHA-256. Paths under any of skip (relative directory names,
+// e.g. "checkpoints") are left out, and so is everything that is not a
+// regular file: symbolic links (never followed), devices, fifos, sockets.
+// Files are hashed by a few workers in parallel.
+func (d *Dir) Manifest(skip ...string) ([]domain.ArtifactFile, error) {
+	var files []domain.ArtifactFile
+	err := d.walk(".", func(p string) bool { return slices.Contains(skip, p) }, func(p string, e fs.DirEntry) error {
+		if e.Type().IsRegular() {
+			files = append(files, domain.ArtifactFile{Path: p})
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list outputs in %s: %w", d.Path(), err)
 	}
 	slices.SortFunc(files, func(a, b domain.ArtifactFile) int { return strings.Compare(a.Path, b.Path) })
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 8, max(len(files), 1))
 	next := make(chan int)
 	errs := make([]error, len(files))
+	gone := make([]bool, len(files))
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -64,7 +66,10 @@ func Manifest(dir string, skip ...string) ([]domain.ArtifactFile, error) {
 			buf := make([]byte, 256<<10)
 			for i := range next {
 				f := &files[i]
-				f.Size, f.SHA256, errs[i] = hashFile(filepath.Join(dir, filepath.FromSlash(f.Path)), buf)
+				f.Size, f.SHA256, errs[i] = d.hashFile(f.Path, buf)
+				if changed(errs[i]) {
+					gone[i], errs[i] = true, nil // removed or replaced since listed
+				}
 			}
 		}()
 	}
@@ -74,13 +79,19 @@ func Manifest(dir string, skip ...string) ([]domain.ArtifactFile, error) {
 	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("hash outputs in %s: %w", dir, err)
+		return nil, fmt.Errorf("hash outputs in %s: %w", d.Path(), err)
 	}
-	return files, nil
+	kept := files[:0]
+	for i, f := range files {
+		if !gone[i] {
+			kept = append(kept, f)
+		}
+	}
+	return kept, nil
 }
 
-func hashFile(path string, buf []byte) (int64, string, error) {
-	f, err := os.Open(path)
+func (d *Dir) hashFile(name string, buf []byte) (int64, string, error) {
+	f, _, err := d.Open(name)
 	if err != nil {
 		return 0, "", err
 	}
@@ -103,17 +114,27 @@ type Found struct {
 	ModTime  time.Time
 }
 
-// Checkpoints lists the checkpoints in dir, oldest first (by modification
-// time, then name). Hidden entries and names ending in .tmp are being
-// written and are left out; a directory is complete once it holds
-// domain.CheckpointMarker.
-func Checkpoints(dir string) ([]Found, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+const markerName = domain.CheckpointMarker
+
+// Checkpoints lists the checkpoints in the directory's CheckpointsDir,
+// oldest first (by modification time, then name). Hidden entries and names
+// ending in .tmp are being written and are left out, and so are entries
+// that are neither regular files nor directories (links above all); a
+// directory is complete once it holds domain.CheckpointMarker as a regular
+// file. A CheckpointsDir that is missing, or is not a directory, holds
+// none.
+func (d *Dir) Checkpoints() ([]Found, error) {
+	f, err := d.openDir(CheckpointsDir)
+	if changed(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints in %s: %w", dir, err)
+		return nil, fmt.Errorf("list checkpoints in %s: %w", d.Join(CheckpointsDir), err)
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints in %s: %w", d.Join(CheckpointsDir), err)
 	}
 	var out []Found
 	for _, e := range ents {
@@ -121,20 +142,21 @@ func Checkpoints(dir string) ([]Found, error) {
 		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
 		}
-		fi, err := e.Info()
+		rel := CheckpointsDir + "/" + name
+		fi, err := d.root.Lstat(rel)
 		if err != nil {
 			continue // removed meanwhile
 		}
-		c := Found{Name: name, Path: filepath.Join(dir, name), ModTime: fi.ModTime()}
+		c := Found{Name: name, Path: d.Join(rel), ModTime: fi.ModTime()}
 		switch {
 		case fi.Mode().IsRegular():
 			c.Complete, c.Size, c.Files = true, fi.Size(), 1
 		case fi.IsDir():
-			if m, err := os.Stat(filepath.Join(c.Path, domain.CheckpointMarker)); err == nil && m.Mode().IsRegular() {
+			if m, err := d.root.Lstat(rel + "/" + markerName); err == nil && m.Mode().IsRegular() {
 				c.Complete = true
 				c.ModTime = m.ModTime()
 			}
-			c.Size, c.Files = dirSize(c.Path)
+			c.Size, c.Files = d.dirSize(rel)
 		default:
 			continue
 		}
@@ -149,52 +171,80 @@ func Checkpoints(dir string) ([]Found, error) {
 	return out, nil
 }
 
-func dirSize(dir string) (size int64, files int) {
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+// dirSize sums the regular files below the directory name.
+func (d *Dir) dirSize(name string) (size int64, files int) {
+	_ = d.walk(name, nil, func(p string, e fs.DirEntry) error {
+		if !e.Type().IsRegular() {
 			return nil
 		}
-		if fi, err := d.Info(); err == nil {
+		if fi, err := d.root.Lstat(p); err == nil && fi.Mode().IsRegular() {
 			size += fi.Size()
 			files++
 		}
 		return nil
-	})
+	}, nil)
 	return size, files
 }
 
 // MakeReadOnly removes write permission from every file and directory
-// below dir (and dir itself): a succeeded job's outputs are immutable.
+// below dir (and dir itself) (see Dir.MakeReadOnly); a missing directory
+// is left alone.
 func MakeReadOnly(dir string) error {
-	var dirs []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		if d.IsDir() {
-			dirs = append(dirs, path) // after their contents
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.Chmod(path, fi.Mode().Perm()&^0o222)
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	d, err := OpenDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		fi, err := os.Stat(dirs[i])
+	defer d.Close()
+	return d.MakeReadOnly()
+}
+
+// MakeReadOnly removes write permission from every regular file and
+// directory below the directory, and from the directory itself: a
+// succeeded job's outputs are immutable. Symbolic links are neither
+// followed nor changed, and neither are devices, fifos and sockets. Each
+// file is changed through a handle opened on it after checking what it
+// is, so a file replaced by a link meanwhile is passed over, not followed.
+func (d *Dir) MakeReadOnly() error {
+	return d.walk(".", nil, func(p string, e fs.DirEntry) error {
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		err := d.chmodFile(p)
+		if changed(err) {
+			return nil
+		}
+		return err
+	}, func(_ string, f *os.File) error {
+		fi, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		if err := os.Chmod(dirs[i], fi.Mode().Perm()&^0o222); err != nil {
+		return f.Chmod(fi.Mode().Perm() &^ 0o222)
+	})
+}
+
+// chmodFile removes write permission from the regular file name.
+func (d *Dir) chmodFile(name string) error {
+	f, fi, err := d.Open(name)
+	if errors.Is(err, fs.ErrPermission) {
+		// Unreadable to the server: change it by name, after making sure
+		// it is no link (the root keeps a link swapped in meanwhile inside
+		// the directory).
+		lfi, err := d.root.Lstat(name)
+		if err != nil {
 			return err
 		}
+		if !lfi.Mode().IsRegular() {
+			return nil
+		}
+		return d.root.Chmod(name, lfi.Mode().Perm()&^0o222)
 	}
-	return nil
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(fi.Mode().Perm() &^ 0o222)
 }

@@ -22,6 +22,17 @@ func write(t testing.TB, path, data string) {
 	}
 }
 
+// open opens dir as an output directory for the test.
+func open(t testing.TB, dir string) *Dir {
+	t.Helper()
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 func TestManifest(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "model.pt"), "weights")
@@ -45,7 +56,8 @@ func TestManifest(t *testing.T) {
 }
 
 func TestCheckpoints(t *testing.T) {
-	dir := t.TempDir()
+	out := t.TempDir()
+	dir := filepath.Join(out, CheckpointsDir)
 	write(t, filepath.Join(dir, "ckpt-1.json"), "{}")
 	write(t, filepath.Join(dir, "step-2", "state"), "xx")
 	write(t, filepath.Join(dir, "step-2", domain.CheckpointMarker), "")
@@ -54,7 +66,7 @@ func TestCheckpoints(t *testing.T) {
 	write(t, filepath.Join(dir, ".hidden"), "")
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(filepath.Join(dir, "ckpt-1.json"), old, old)
-	found, err := Checkpoints(dir)
+	found, err := open(t, out).Checkpoints()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +77,9 @@ func TestCheckpoints(t *testing.T) {
 	want := "[ckpt-1.json:true:1:2 step-2:true:2:2 step-3:false:1:7]"
 	if fmt.Sprint(got) != want && fmt.Sprint(got) != "[ckpt-1.json:true:1:2 step-3:false:1:7 step-2:true:2:2]" {
 		t.Fatalf("checkpoints = %v, want %s", got, want)
+	}
+	if found[0].Path != filepath.Join(dir, "ckpt-1.json") {
+		t.Errorf("path = %s, want %s", found[0].Path, filepath.Join(dir, "ckpt-1.json"))
 	}
 }
 

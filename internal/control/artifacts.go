@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 )
 
 // checkpointsDir is where a job's checkpoints live, under its outputs.
-const checkpointsDir = "checkpoints"
+const checkpointsDir = artifacts.CheckpointsDir
 
 // outputsPending is the directory, under the attempts' root, of markers
 // named JOB-ATTEMPT for attempts whose outputs are still to be recorded.
@@ -93,20 +94,31 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error 
 			att = a
 		}
 	}
-	c.registerCheckpoints(ctx, job, ref.Attempt)
-	files, err := artifacts.Manifest(job.OutputDir, checkpointsDir)
-	if err != nil {
-		return err
-	}
 	lin := domain.Lineage{JobID: job.ID, Attempt: ref.Attempt, Name: job.Name, Project: job.Project, Submitter: job.Submitter,
 		SpecHash: job.SpecHash, Inputs: job.Spec.Inputs, Env: job.Spec.Env, StartedAt: att.StartedAt, FinishedAt: att.FinishedAt,
 		State: string(att.State)}
 	c.lineageExtras(ctx, job, &lin)
-	// Sealed first, so that a recorded manifest always describes outputs
-	// that can no longer change.
-	if job.State == domain.JobSucceeded {
-		if err := artifacts.MakeReadOnly(job.OutputDir); err != nil {
+	// The directory is the server's; what lies below it is the job's, read
+	// and changed only through d (see artifacts.Dir).
+	d, err := artifacts.OpenDir(job.OutputDir)
+	var files []domain.ArtifactFile
+	switch {
+	case errors.Is(err, fs.ErrNotExist): // removed: no files, no checkpoints
+		c.registerCheckpoints(ctx, nil, job, ref.Attempt)
+	case err != nil:
+		return err
+	default:
+		defer d.Close()
+		c.registerCheckpoints(ctx, d, job, ref.Attempt)
+		if files, err = d.Manifest(checkpointsDir); err != nil {
 			return err
+		}
+		// Sealed first, so that a recorded manifest always describes
+		// outputs that can no longer change.
+		if job.State == domain.JobSucceeded {
+			if err := d.MakeReadOnly(); err != nil {
+				return err
+			}
 		}
 	}
 	return c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin})
@@ -127,14 +139,17 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 	}
 }
 
-// registerCheckpoints records the job's complete checkpoints and removes
-// the oldest beyond its keep count.
-func (c *Controller) registerCheckpoints(ctx context.Context, job domain.Job, attempt int) {
-	dir := filepath.Join(job.OutputDir, checkpointsDir)
-	found, err := artifacts.Checkpoints(dir)
-	if err != nil {
-		c.log.Warn("list checkpoints", "job", job.ID, "err", err)
-		return
+// registerCheckpoints records the job's complete checkpoints in its
+// output directory d (nil: gone) and removes the oldest beyond its keep
+// count.
+func (c *Controller) registerCheckpoints(ctx context.Context, d *artifacts.Dir, job domain.Job, attempt int) {
+	var found []artifacts.Found
+	if d != nil {
+		var err error
+		if found, err = d.Checkpoints(); err != nil {
+			c.log.Warn("list checkpoints", "job", job.ID, "err", err)
+			return
+		}
 	}
 	now := c.cfg.Clock.Now()
 	// Registered checkpoints the job removed itself are gone.
@@ -165,7 +180,7 @@ func (c *Controller) registerCheckpoints(ctx context.Context, job domain.Job, at
 	}
 	if len(complete) > keep {
 		for _, f := range complete[:len(complete)-keep] {
-			if err := os.RemoveAll(f.Path); err != nil {
+			if err := d.RemoveAll(checkpointsDir + "/" + f.Name); err != nil {
 				c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
 				continue
 			}
@@ -180,7 +195,7 @@ func (c *Controller) registerCheckpoints(ctx context.Context, job domain.Job, at
 	}
 	for _, f := range complete {
 		if added[f.Name] {
-			if err := copyCheckpoint(ctx, c.cfg.Blobs, job.ID, f); err != nil {
+			if err := copyCheckpoint(ctx, c.cfg.Blobs, d, job.ID, f.Name); err != nil {
 				c.log.Warn("copy checkpoint to the object store", "job", job.ID, "checkpoint", f.Name, "err", err)
 			}
 		}
@@ -193,25 +208,28 @@ func CheckpointKey(jobID int64, name, rel string) string {
 	return "checkpoints/" + strconv.FormatInt(jobID, 10) + "/" + name + "/" + rel
 }
 
-// copyCheckpoint puts every file of one checkpoint into the object store.
-func copyCheckpoint(ctx context.Context, bs blob.Store, jobID int64, f artifacts.Found) error {
-	if fi, err := os.Stat(f.Path); err == nil && fi.Mode().IsRegular() {
-		_, err := blob.PutFile(ctx, bs, CheckpointKey(jobID, f.Name, f.Name), f.Path)
-		return err
-	}
-	return filepath.WalkDir(f.Path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !d.Type().IsRegular() {
-			return err
+// copyCheckpoint puts every regular file of one checkpoint into the object
+// store (links and other special files are the job's business, not data).
+func copyCheckpoint(ctx context.Context, bs blob.Store, d *artifacts.Dir, jobID int64, name string) error {
+	return d.Files(checkpointsDir+"/"+name, func(p string, f *os.File, fi fs.FileInfo) error {
+		rel := strings.TrimPrefix(p, checkpointsDir+"/"+name+"/")
+		if p == checkpointsDir+"/"+name { // a checkpoint that is one file
+			rel = name
 		}
-		rel, _ := filepath.Rel(f.Path, p)
-		_, err = blob.PutFile(ctx, bs, CheckpointKey(jobID, f.Name, filepath.ToSlash(rel)), p)
+		_, err := bs.Put(ctx, CheckpointKey(jobID, name, rel), f, fi.Size())
 		return err
 	})
 }
 
-// resumeFrom is the newest complete checkpoint in dir, or "".
+// resumeFrom is the newest complete checkpoint in dir (the checkpoints
+// directory of an output directory), or "".
 func resumeFrom(dir string) string {
-	found, _ := artifacts.Checkpoints(dir)
+	d, err := artifacts.OpenDir(filepath.Dir(dir))
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	found, _ := d.Checkpoints()
 	for _, f := range slices.Backward(found) {
 		if f.Complete {
 			return f.Path

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +56,11 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
 		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
-	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), Wake: ctl.Wake})
+	inputs, err := service.DataRoots{Default: []string{filepath.Join(dir, "datasets")}}.Resolve(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), InputRoots: inputs, Wake: ctl.Wake})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
@@ -68,7 +73,7 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
-	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: /data/imagenet, version: v2}]\n")
+	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: " + filepath.Join(dir, "datasets", "imagenet") + ", version: v2}]\n")
 	r.wait(j.ID, domain.JobSucceeded)
 
 	var m domain.Manifest
@@ -166,3 +171,97 @@ func TestOwedOutputsAreRecordedAfterRestart(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// A job's outputs are its own: links it plants to files and directories
+// elsewhere (a file the server may read, another directory with a
+// complete checkpoint in it) are not hashed, listed, sealed, registered or
+// copied to the object store, a link planted as a checkpoint's marker is
+// not followed, and a fifo does not hold the server.
+func TestHostileOutputsStayInTheirDirectory(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bs, err := blobfs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	elsewhere := t.TempDir()
+	victim := filepath.Join(elsewhere, "shadow")
+	if err := os.WriteFile(victim, []byte("secret"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(elsewhere, "ckpt"), 0o755)
+	os.WriteFile(filepath.Join(elsewhere, "ckpt", "state"), []byte("stolen"), 0o644)
+	os.WriteFile(filepath.Join(elsewhere, "ckpt", domain.CheckpointMarker), nil, 0o644)
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		out, ck := envOf(l, "TRAINYARD_OUTPUT_DIR"), envOf(l, "TRAINYARD_CHECKPOINT_DIR")
+		os.WriteFile(filepath.Join(out, "model.pt"), []byte("weights"), 0o644)
+		os.Symlink(victim, filepath.Join(out, "output.txt"))
+		syscall.Mkfifo(filepath.Join(out, "fifo"), 0o644)
+		os.MkdirAll(filepath.Join(ck, "x"), 0o755)
+		os.Symlink(victim, filepath.Join(ck, "x", domain.CheckpointMarker))
+		os.Symlink(filepath.Join(elsewhere, "ckpt"), filepath.Join(ck, "evil"))
+		os.MkdirAll(filepath.Join(ck, "own"), 0o755)
+		os.WriteFile(filepath.Join(ck, "own", "state"), []byte("own"), 0o644)
+		os.Symlink(victim, filepath.Join(ck, "own", "leak"))
+		os.WriteFile(filepath.Join(ck, "own", domain.CheckpointMarker), nil, 0o644)
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
+	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
+	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), Wake: ctl.Wake})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
+	pool := domain.Pool{Name: "default", Executor: "local", Nodes: []domain.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30}}}
+	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+		t.Fatal(err)
+	}
+	j := r.submit("name: hostile\nentrypoint: [train]\n")
+	r.wait(j.ID, domain.JobSucceeded)
+	var m domain.Manifest
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m, err = st.GetManifest(ctx, j.ID, 0); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no manifest: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store
+	}
+	if len(m.Files) != 1 || m.Files[0].Path != "model.pt" {
+		t.Errorf("manifest = %+v, want model.pt alone", m.Files)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "secret" {
+		t.Errorf("the linked file now holds %q", b)
+	}
+	if fi, _ := os.Stat(victim); fi.Mode().Perm() != 0o640 {
+		t.Errorf("the linked file's mode changed to %v", fi.Mode())
+	}
+	cks, _ := st.ListCheckpoints(ctx, j.ID, false)
+	if len(cks) != 1 || cks[0].Name != "own" || cks[0].Files != 2 {
+		t.Errorf("registered checkpoints = %+v, want own alone (its state and marker)", cks)
+	}
+	if _, _, err := bs.Get(ctx, control.CheckpointKey(j.ID, "own", "state")); err != nil {
+		t.Errorf("own checkpoint not copied: %v", err)
+	}
+	for _, key := range []string{control.CheckpointKey(j.ID, "own", "leak"), control.CheckpointKey(j.ID, "evil", "state")} {
+		if _, _, err := bs.Get(ctx, key); err == nil {
+			t.Errorf("%s was copied to the object store", key)
+		}
+	}
+	t.Cleanup(func() {
+		filepath.Walk(j.OutputDir, func(p string, _ os.FileInfo, _ error) error { return os.Chmod(p, 0o755) })
+	})
+}

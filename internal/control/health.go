@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"trainyard/internal/domain"
@@ -39,8 +38,7 @@ func (c *Controller) progressed(ref executor.Ref, at time.Time) bool {
 // and stores the new points. Points stored before a restart are read again
 // and skipped by the store.
 func (c *Controller) ingest(ctx context.Context, ref executor.Ref) {
-	path := filepath.Join(c.cfg.Logs.AttemptDir(ref.JobID, ref.Attempt), metricsFile)
-	f, err := os.Open(path)
+	f, err := c.cfg.Logs.Open(ref.JobID, ref.Attempt, metricsFile)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			c.log.Warn("read metric log", "attempt", ref.String(), "err", err)

@@ -118,7 +118,7 @@ func schema() obj {
 				"additionalProperties": false,
 				"description":          "Where results go. Leave path out to let the platform assign <artifacts>/<project>/<name>/<job-id>/.",
 				"properties": obj{
-					"path": obj{"type": "string", "pattern": "^/.*\\{job_id\\}", "description": "Absolute directory without '..' that contains {job_id}, so two jobs never share an output."},
+					"path": obj{"type": "string", "pattern": "^/(.*/)?\\{job_id\\}(/.*)?$", "description": "Absolute directory without '..' with {job_id} as a directory of its own, below the project's directory under the artifact root, so two jobs never share an output."},
 				},
 			},
 			"params": scalarMap("Run parameters, exported as TRAINYARD_PARAM_<NAME> (upper-cased; names must stay unique after upper-casing). Values are kept as text.",

@@ -270,6 +270,8 @@ func checkOutputs(es *domain.FieldErrors, o domain.Outputs) {
 		es.Add(p, "%q contains \"..\"; write the directory without it", v)
 	case !strings.Contains(v, JobOutputPlaceholder):
 		es.Add(p, "%q does not contain %s, so two jobs would write to the same place; add it, e.g. %q", v, JobOutputPlaceholder, path.Join(v, JobOutputPlaceholder))
+	case !slices.Contains(strings.Split(v, "/"), JobOutputPlaceholder):
+		es.Add(p, "%q has %s inside a directory name; make it a directory of its own, e.g. %q", v, JobOutputPlaceholder, path.Join(path.Dir(v), JobOutputPlaceholder))
 	}
 }
 

@@ -82,7 +82,7 @@ func (l Layout) AttemptDir(jobID int64, attempt int) string {
 
 // LogPath is the log file of one attempt.
 func (l Layout) LogPath(jobID int64, attempt int) string {
-	return filepath.Join(l.AttemptDir(jobID, attempt), "output.log")
+	return filepath.Join(l.AttemptDir(jobID, attempt), logName)
 }
 
 // WorkDir is the working directory of one attempt.

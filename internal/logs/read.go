@@ -101,15 +101,25 @@ func (o Options) keep() func(line []byte) bool {
 
 // Copy writes the log at path to w, formatted per opts. A missing file is an
 // empty log while following (the attempt may not have started yet) and
-// fs.ErrNotExist otherwise.
+// fs.ErrNotExist otherwise. The log is opened as OpenFile does.
 func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
+	return copyLog(ctx, w, func() (*os.File, error) { return OpenFile(path) }, opts)
+}
+
+// CopyLog writes the log of one attempt to w, as Copy does; it is opened
+// as OpenLog does.
+func (l Layout) CopyLog(ctx context.Context, w io.Writer, jobID int64, attempt int, opts Options) error {
+	return copyLog(ctx, w, func() (*os.File, error) { return l.OpenLog(jobID, attempt) }, opts)
+}
+
+func copyLog(ctx context.Context, w io.Writer, open func() (*os.File, error), opts Options) error {
 	if opts.Poll <= 0 {
 		opts.Poll = 100 * time.Millisecond
 	}
 	var f *os.File
 	for {
 		var err error
-		f, err = os.Open(path)
+		f, err = open()
 		if err == nil {
 			break
 		}
@@ -117,7 +127,7 @@ func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
 			return err
 		}
 		if opts.Done != nil && opts.Done() {
-			if f, err = os.Open(path); err != nil {
+			if f, err = open(); err != nil {
 				return nil // ended without ever writing a log
 			}
 			break
@@ -211,13 +221,29 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Tail returns the last n lines of the log at path, text only.
+// Tail returns the last n lines of the log at path, text only. The log is
+// opened as OpenFile does.
 func Tail(path string, n int) ([]Line, error) {
-	f, err := os.Open(path)
+	f, err := OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return tail(f, n)
+}
+
+// TailLog returns the last n lines of the log of one attempt, as Tail
+// does; it is opened as OpenLog does.
+func (l Layout) TailLog(jobID int64, attempt, n int) ([]Line, error) {
+	f, err := l.OpenLog(jobID, attempt)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return tail(f, n)
+}
+
+func tail(f *os.File, n int) ([]Line, error) {
 	off, err := TailOffset(f, n, nil)
 	if err != nil {
 		return nil, err

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"trainyard/internal/domain"
@@ -45,11 +47,30 @@ func (l Layout) jobDir(jobID int64) string {
 // reports whether anything was deleted; a job that never had a directory
 // is left alone.
 func (l Layout) Expire(jobID int64, e Expiry) (bool, error) {
-	dir := l.jobDir(jobID)
-	ents, err := os.ReadDir(dir)
+	root, err := os.OpenRoot(l.Root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
+	if err != nil {
+		return false, fmt.Errorf("read the attempt directories of job %d: %w", jobID, err)
+	}
+	defer root.Close()
+	// Inside the root, and the job's directory itself no link: nothing
+	// removed or written here leaves the job's own directory.
+	dir := strconv.FormatInt(jobID, 10)
+	if fi, err := root.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read the attempt directories of job %d: %w", jobID, err)
+	} else if !fi.IsDir() {
+		return false, fmt.Errorf("read the attempt directories of job %d: %s is not a directory", jobID, l.jobDir(jobID))
+	}
+	f, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false, fmt.Errorf("read the attempt directories of job %d: %w", jobID, err)
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
 	if err != nil {
 		return false, fmt.Errorf("read the attempt directories of job %d: %w", jobID, err)
 	}
@@ -64,24 +85,44 @@ func (l Layout) Expire(jobID int64, e Expiry) (bool, error) {
 	}
 	b, _ := json.Marshal(e)
 	tmp := filepath.Join(dir, expiredFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	_ = root.Remove(tmp) // a link left there is removed, not followed (O_EXCL)
+	if err := writeNew(root, tmp, append(b, '\n')); err != nil {
 		return false, fmt.Errorf("record the expiry of job %d's logs: %w", jobID, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, expiredFile)); err != nil {
+	if err := root.Rename(tmp, filepath.Join(dir, expiredFile)); err != nil {
 		return false, fmt.Errorf("record the expiry of job %d's logs: %w", jobID, err)
 	}
 	for _, a := range attempts {
-		if err := os.RemoveAll(a); err != nil {
-			return true, fmt.Errorf("delete the expired attempt directory %s: %w", a, err)
+		if err := root.RemoveAll(a); err != nil {
+			return true, fmt.Errorf("delete the expired attempt directory %s: %w", filepath.Join(l.Root, a), err)
 		}
 	}
 	return true, nil
 }
 
+// writeNew creates name in root, failing if anything (a link above all)
+// is there, and writes data to it.
+func writeNew(root *os.Root, name string, data []byte) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // Expired returns the Expiry record of a job whose logs were deleted under
 // the retention, and false when there is none.
 func (l Layout) Expired(jobID int64) (Expiry, bool) {
-	b, err := os.ReadFile(filepath.Join(l.jobDir(jobID), expiredFile))
+	f, err := l.open(filepath.Join(strconv.FormatInt(jobID, 10), expiredFile))
+	if err != nil {
+		return Expiry{}, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return Expiry{}, false
 	}

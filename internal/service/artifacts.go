@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,17 +56,23 @@ func (s *Service) OpenArtifact(ctx context.Context, p Principal, id int64, rel s
 	if err != nil {
 		return Artifact{}, jobErr(id, err)
 	}
-	f, err := os.Open(filepath.Join(job.OutputDir, filepath.FromSlash(path.Clean(rel))))
+	d, err := artifacts.OpenDir(job.OutputDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Artifact{}, domain.Errorf(domain.ErrNotFound, "the output directory of job %d is no longer on disk (removed by hand)", id)
+	}
+	if err != nil {
+		return Artifact{}, fmt.Errorf("open the outputs of job %d: %w", id, err)
+	}
+	defer d.Close() // the file stays open
+	f, fi, err := d.Open(m.Files[i].Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Artifact{}, domain.Errorf(domain.ErrNotFound, "output file %q of job %d is listed in its manifest but no longer on disk (removed by gc or by hand)", rel, id)
 	}
+	if errors.Is(err, artifacts.ErrNotRegular) {
+		return Artifact{}, domain.Errorf(domain.ErrNotFound, "output file %q of job %d is listed in its manifest but is no longer a regular file; only regular files are served", rel, id)
+	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("open output %q of job %d: %w", rel, id, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return Artifact{}, err
 	}
 	return Artifact{File: f, Info: fi, ArtifactFile: m.Files[i]}, nil
 }
@@ -148,19 +153,27 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 		errs.Add("name", "%q is not a checkpoint name: give the name of a directory directly under TRAINYARD_CHECKPOINT_DIR (no slashes, not hidden, not ending in .tmp)", name)
 		return domain.CheckpointRecord{}, errs.Err()
 	}
-	dir := filepath.Join(job.OutputDir, "checkpoints", name)
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return domain.CheckpointRecord{}, domain.Errorf(domain.ErrNotFound, "no checkpoint directory %q under TRAINYARD_CHECKPOINT_DIR of job %d; write it first, then mark it complete", name, id)
+	// The output directory is the server's; everything below it is the
+	// job's: the checkpoint, its marker, anything could be a link.
+	d, err := artifacts.OpenDir(job.OutputDir)
+	if err != nil {
+		return domain.CheckpointRecord{}, domain.Errorf(domain.ErrNotFound, "job %d has no output directory on disk; write the checkpoint under TRAINYARD_CHECKPOINT_DIR, then mark it complete", id)
 	}
-	if err := os.WriteFile(filepath.Join(dir, domain.CheckpointMarker), nil, 0o644); err != nil {
-		return domain.CheckpointRecord{}, fmt.Errorf("mark checkpoint %q of job %d complete: %w", name, id, err)
+	defer d.Close()
+	rel := artifacts.CheckpointsDir + "/" + name
+	if fi, err := d.Lstat(rel); err != nil || !fi.IsDir() {
+		return domain.CheckpointRecord{}, domain.Errorf(domain.ErrNotFound, "no checkpoint directory %q under TRAINYARD_CHECKPOINT_DIR of job %d (a directory, not a link); write it first, then mark it complete", name, id)
 	}
-	found, err := artifacts.Checkpoints(filepath.Dir(dir))
+	if err := d.MarkComplete(name); err != nil {
+		var errs domain.FieldErrors
+		errs.Add("name", "checkpoint %q of job %d cannot be marked complete: %v", name, id, err)
+		return domain.CheckpointRecord{}, errs.Err()
+	}
+	found, err := d.Checkpoints()
 	if err != nil {
 		return domain.CheckpointRecord{}, err
 	}
-	rec := domain.CheckpointRecord{JobID: id, Attempt: attempt, Name: name, Path: dir, At: s.cfg.Clock.Now().UTC()}
+	rec := domain.CheckpointRecord{JobID: id, Attempt: attempt, Name: name, Path: d.Join(rel), At: s.cfg.Clock.Now().UTC()}
 	for _, f := range found {
 		if f.Name == name {
 			rec.Size, rec.Files = f.Size, f.Files
@@ -184,20 +197,36 @@ func (s *Service) readableJob(ctx context.Context, p Principal, id int64) (domai
 	return job, nil
 }
 
-// CheckpointPath returns the path on this machine of a kept checkpoint of
-// the job (a directory or a single file), for download.
-func (s *Service) CheckpointPath(ctx context.Context, p Principal, id int64, name string) (string, error) {
-	cs, err := s.Checkpoints(ctx, p, id)
+// Checkpoint is one kept checkpoint opened for reading: Dir is the job's
+// output directory and Name the checkpoint's path in it (a directory or a
+// single file). The caller closes Dir.
+type Checkpoint struct {
+	Dir  *artifacts.Dir
+	Name string
+}
+
+// OpenCheckpoint opens a kept checkpoint of the job, for download.
+func (s *Service) OpenCheckpoint(ctx context.Context, p Principal, id int64, name string) (Checkpoint, error) {
+	job, err := s.readableJob(ctx, p, id)
 	if err != nil {
-		return "", err
+		return Checkpoint{}, err
 	}
-	for _, c := range cs {
-		if c.Name == name {
-			if _, err := os.Stat(c.Path); err != nil {
-				return "", domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
-			}
-			return c.Path, nil
-		}
+	cs, err := s.cfg.Store.ListCheckpoints(ctx, job.ID, false)
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	return "", domain.Errorf(domain.ErrNotFound, "job %d has no kept checkpoint %q; see: trainyard checkpoints ls %d", id, name, id)
+	if !slices.ContainsFunc(cs, func(c domain.CheckpointRecord) bool { return c.Name == name }) {
+		return Checkpoint{}, domain.Errorf(domain.ErrNotFound, "job %d has no kept checkpoint %q; see: trainyard checkpoints ls %d", id, name, id)
+	}
+	gone := domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
+	d, err := artifacts.OpenDir(job.OutputDir)
+	if err != nil {
+		return Checkpoint{}, gone
+	}
+	rel := artifacts.CheckpointsDir + "/" + name
+	if fi, err := d.Lstat(rel); err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
+		d.Close()
+		return Checkpoint{}, gone
+	}
+	return Checkpoint{Dir: d, Name: rel}, nil
 }

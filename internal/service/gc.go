@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"trainyard/internal/artifacts"
@@ -87,7 +84,7 @@ func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]s
 	}
 	var out []artifacts.Deletion
 	for _, d := range artifacts.Plan(in, s.cfg.Retention, s.cfg.Clock.Now()) {
-		if _, err := os.Lstat(gcTarget(dirs[d.JobID], d)); errors.Is(err, fs.ErrNotExist) {
+		if !gcTargetExists(dirs[d.JobID], d) {
 			continue // removed before (by hand, or a checkpoint the job dropped)
 		}
 		out = append(out, d)
@@ -95,30 +92,38 @@ func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]s
 	return out, dirs, nil
 }
 
-func gcTarget(outputDir string, d artifacts.Deletion) string {
+// gcTarget is the path of a planned deletion in its job's output
+// directory (slash-separated, relative).
+func gcTarget(d artifacts.Deletion) string {
 	if d.Kind == "checkpoint" {
-		return filepath.Join(outputDir, "checkpoints", d.Path)
+		return artifacts.CheckpointsDir + "/" + d.Path
 	}
-	return filepath.Join(outputDir, filepath.FromSlash(d.Path))
+	return d.Path
 }
 
-// gcDelete removes one planned file or checkpoint and audits it.
+// gcTargetExists reports whether a planned deletion is still in the job's
+// output directory (a path through a link leading out of it is not).
+func gcTargetExists(outputDir string, d artifacts.Deletion) bool {
+	dir, err := artifacts.OpenDir(outputDir)
+	if err != nil {
+		return false
+	}
+	defer dir.Close()
+	_, err = dir.Lstat(gcTarget(d))
+	return err == nil
+}
+
+// gcDelete removes one planned file or checkpoint and audits it. It works
+// inside the job's output directory: a link the job left there is removed,
+// never followed.
 func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
-	target := gcTarget(outputDir, d)
-	// A succeeded job's outputs are read-only: open the parent for removal.
-	parent := filepath.Dir(target)
-	if fi, err := os.Stat(parent); err == nil {
-		_ = os.Chmod(parent, fi.Mode().Perm()|0o700)
+	dir, err := artifacts.OpenDir(outputDir)
+	if err != nil {
+		return err
 	}
-	if d.Kind == "checkpoint" {
-		_ = filepath.WalkDir(target, func(path string, e fs.DirEntry, err error) error {
-			if err == nil && e.IsDir() {
-				_ = os.Chmod(path, 0o755)
-			}
-			return nil
-		})
-	}
-	if err := os.RemoveAll(target); err != nil {
+	err = dir.RemoveAll(gcTarget(d))
+	dir.Close()
+	if err != nil {
 		return err
 	}
 	rec := domain.AuditRecord{At: s.cfg.Clock.Now(), Actor: p.Actor(), Action: string(authz.ArtifactGC),

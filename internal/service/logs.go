@@ -58,7 +58,6 @@ type LogStream struct {
 	s       *Service
 	jobID   int64
 	attempt int
-	path    string
 	req     LogRequest
 	grep    *regexp.Regexp
 	since   time.Time
@@ -95,7 +94,7 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	case n > job.Attempts && (job.State.Terminal() || !req.Follow):
 		return nil, domain.Errorf(domain.ErrNotFound, "job %d has %d attempt(s), not %d", id, job.Attempts, n)
 	}
-	return &LogStream{s: s, jobID: id, attempt: n, path: s.cfg.Logs.LogPath(id, n), req: req, grep: grep, since: since}, nil
+	return &LogStream{s: s, jobID: id, attempt: n, req: req, grep: grep, since: since}, nil
 }
 
 // Copy writes the log to w; when following, it returns once the attempt has
@@ -115,7 +114,7 @@ func (l *LogStream) Copy(ctx context.Context, w io.Writer, flush func()) error {
 		atts, err := l.s.cfg.Store.ListAttempts(ctx, l.jobID)
 		return err != nil || len(atts) < l.attempt || atts[l.attempt-1].State.Terminal()
 	}
-	return logs.Copy(ctx, w, l.path, logs.Options{
+	return l.s.cfg.Logs.CopyLog(ctx, w, l.jobID, l.attempt, logs.Options{
 		Tail: l.req.Tail, Follow: l.req.Follow, Timestamps: l.req.Timestamps,
 		Done: done, Poll: 100 * time.Millisecond, Flush: flush,
 		Grep: l.grep, Since: l.since,

@@ -37,6 +37,9 @@ type Config struct {
 	Logger        *slog.Logger
 	ArtifactsRoot string      // outputs go to <root>/<project>/<name>/<job-id>/
 	Logs          logs.Layout // where attempt logs live
+	// InputRoots are the directories jobs may name as inputs, from the
+	// server config's data_roots (paths.go); the zero value allows none.
+	InputRoots InputRoots
 	// Wake nudges the control loop after a change it must act on.
 	Wake func()
 	// Queue returns the scheduler's current queue (see Service.Queue); nil
@@ -165,6 +168,9 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	if err := s.checkCode(ctx, in.Code); err != nil { // code.go
 		return domain.Job{}, false, err
 	}
+	if err := s.checkPaths(spec); err != nil { // outputs.path and inputs: paths.go
+		return domain.Job{}, false, err
+	}
 	if err := s.admit(ctx, spec); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -202,7 +208,8 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 }
 
 // outputDir is the job's versioned output directory: the user's path with
-// {job_id} filled in, or <artifacts>/<project>/<name>/<job-id>.
+// {job_id} filled in (checked by checkOutputPath), or
+// <artifacts>/<project>/<name>/<job-id>.
 func (s *Service) outputDir(spec domain.Spec, id int64) string {
 	ids := strconv.FormatInt(id, 10)
 	if spec.Outputs.Path != "" {

@@ -107,7 +107,7 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 			ev.Reason, ev.Message = last.Reason, last.Message
 		}
 		ev.Signal = diagnose.SignalFromMessage(ev.Message)
-		ev.LogTail, _ = logs.Tail(s.cfg.Logs.LogPath(job.ID, last.Number), diagnoseLines)
+		ev.LogTail, _ = s.cfg.Logs.TailLog(job.ID, last.Number, diagnoseLines)
 		w.Evidence = append(w.Evidence, attemptFacts(*last)...)
 		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
 			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
@@ -189,7 +189,7 @@ func (s *Service) stepRates(ctx context.Context, jobID int64, attempt int) (now,
 // notes left out: the attempt's facts already say them), as one evidence
 // entry, or "" when it printed nothing.
 func (s *Service) logTail(id int64, attempt, n int) string {
-	lines, err := logs.Tail(s.cfg.Logs.LogPath(id, attempt), n*4)
+	lines, err := s.cfg.Logs.TailLog(id, attempt, n*4)
 	if err != nil {
 		return ""
 	}
