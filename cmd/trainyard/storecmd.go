@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"trainyard/internal/audit"
-	"trainyard/internal/domain"
 	"trainyard/internal/store"
 	"trainyard/internal/store/postgres"
 	"trainyard/internal/store/sqlite"
@@ -370,26 +369,7 @@ func storeVerifyCommand() *cobra.Command {
 
 // verifyAudit walks a store's audit chain; a break is an error naming it.
 func verifyAudit(ctx context.Context, st store.Store) (audit.Report, error) {
-	recs := func(yield func(domain.AuditRecord, error) bool) {
-		var after int64
-		for {
-			page, err := st.ListAudit(ctx, store.AuditFilter{AfterSeq: after, Limit: 1000})
-			if err != nil {
-				yield(domain.AuditRecord{}, err)
-				return
-			}
-			for _, r := range page {
-				if !yield(r, nil) {
-					return
-				}
-				after = r.Seq
-			}
-			if len(page) < 1000 {
-				return
-			}
-		}
-	}
-	rep, err := audit.Verify(recs)
+	rep, err := audit.Verify(store.AuditRecords(ctx, st, 0, 1000))
 	if err != nil {
 		return rep, fmt.Errorf("verify the audit chain: %w", err)
 	}

@@ -112,4 +112,18 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if !bytes.Contains(b, []byte(`"ok": false`)) {
 		t.Errorf("verify body lacks \"ok\": false: %s", b)
 	}
+
+	// A time that is not a number is named, in a 200 answer, not a 500.
+	if _, err := db.Exec(`UPDATE audit SET at = 'soon' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	code, b = e.do("GET", "/api/v1/audit/verify", e.token, nil)
+	v = apitypes.AuditVerification{}
+	if code != 200 || json.Unmarshal(b, &v) != nil || v.OK || v.Problem == nil {
+		t.Fatalf("verify of a log with an unreadable time: %d %s; want 200 naming the record", code, b)
+	}
+	want = apitypes.AuditProblem{Kind: "modified", Seq: 2, Message: `record 2 was modified: its time (at) is "soon", not Unix nanoseconds`}
+	if *v.Problem != want || v.Records != 1 {
+		t.Errorf("problem = %+v after %d records, want %+v after 1", *v.Problem, v.Records, want)
+	}
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"iter"
@@ -83,13 +84,21 @@ func Records(recs []domain.AuditRecord) iter.Seq2[domain.AuditRecord, error] {
 // Verify walks records, which must come in Seq order starting at the first
 // record of the log, and reports the first break in the chain. It streams:
 // memory does not grow with the log (at most a window of 1024 records past a
-// break is kept to classify it). An error from the iterator stops the walk and
-// is returned with the report so far.
+// break is kept to classify it).
+//
+// A *domain.AuditRecordError from the iterator is a record that cannot be
+// read: it is reported as modified, by number. Any other error stops the
+// walk and is returned with the report so far.
 func Verify(records iter.Seq2[domain.AuditRecord, error]) (Report, error) {
 	v := &verifier{h: sha256.New()}
 	for rec, err := range records {
 		if err != nil {
-			return v.report(), err
+			var bad *domain.AuditRecordError
+			if !errors.As(err, &bad) {
+				return v.report(), err
+			}
+			v.unreadable(bad)
+			break
 		}
 		if v.add(rec) {
 			break
@@ -99,6 +108,22 @@ func Verify(records iter.Seq2[domain.AuditRecord, error]) (Report, error) {
 		v.problem = v.classify()
 	}
 	return v.report(), nil
+}
+
+// unreadable takes a record the store could not read. A suspect read
+// before it is the first problem; otherwise the unreadable record is, or
+// the records missing before it.
+func (v *verifier) unreadable(bad *domain.AuditRecordError) {
+	if v.suspect != nil {
+		v.problem = v.classify()
+		return
+	}
+	if seq, _ := v.expected(); bad.Seq > seq {
+		v.problem = missing(seq, bad.Seq-1, v.havePrev, false)
+		return
+	}
+	v.problem = &Problem{Kind: Modified, Seq: bad.Seq,
+		Message: fmt.Sprintf("record %d was modified: %s", bad.Seq, bad.Reason)}
 }
 
 // verifier is Verify's state: the last two intact records, and once a record

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"iter"
 	"time"
 
 	"trainyard/internal/audit"
@@ -78,7 +77,7 @@ func (s *Service) VerifyAudit(ctx context.Context, p Principal) (audit.Report, e
 	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
 		return audit.Report{}, err
 	}
-	rep, err := audit.Verify(s.auditRecords(ctx, 0))
+	rep, err := audit.Verify(store.AuditRecords(ctx, s.cfg.Store, 0, auditPage))
 	if err != nil {
 		return audit.Report{}, fmt.Errorf("verify the audit log: %w", err)
 	}
@@ -95,7 +94,7 @@ func (s *Service) ExportAudit(ctx context.Context, p Principal, afterSeq int64, 
 	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
 		return err
 	}
-	for rec, err := range s.auditRecords(ctx, afterSeq) {
+	for rec, err := range store.AuditRecords(ctx, s.cfg.Store, afterSeq, auditPage) {
 		if err != nil {
 			return fmt.Errorf("export the audit log: %w", err)
 		}
@@ -104,26 +103,4 @@ func (s *Service) ExportAudit(ctx context.Context, p Principal, afterSeq int64, 
 		}
 	}
 	return nil
-}
-
-// auditRecords streams the log after afterSeq in pages of auditPage.
-func (s *Service) auditRecords(ctx context.Context, afterSeq int64) iter.Seq2[domain.AuditRecord, error] {
-	return func(yield func(domain.AuditRecord, error) bool) {
-		for {
-			recs, err := s.cfg.Store.ListAudit(ctx, store.AuditFilter{AfterSeq: afterSeq, Limit: auditPage})
-			if err != nil {
-				yield(domain.AuditRecord{}, err)
-				return
-			}
-			for _, r := range recs {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if len(recs) < auditPage {
-				return
-			}
-			afterSeq = recs[len(recs)-1].Seq
-		}
-	}
 }
