@@ -76,6 +76,10 @@ type serverConfig struct {
 	// MetricsToken, when set, is the bearer token GET /metrics requires;
 	// empty leaves /metrics open like /healthz (docs/observability.md).
 	MetricsToken string `yaml:"metrics_token"`
+	// AuditWitness is the file the server keeps the audit log's head in,
+	// outside the store (default <data>/audit-witness); for real
+	// protection put it on another disk or host (docs/audit.md).
+	AuditWitness string `yaml:"audit_witness"`
 	// SampleInterval is how often running attempts' CPU, memory and GPUs
 	// are sampled for /metrics (default 15s).
 	SampleInterval string `yaml:"sample_interval"`
@@ -199,6 +203,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
+	}
+	if cfg.AuditWitness == "" {
+		cfg.AuditWitness = filepath.Join(cfg.Data, "audit-witness")
 	}
 	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
 	for _, d := range []struct {
@@ -374,7 +381,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
 		ArtifactsRoot: cfg.Artifacts, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
-		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st)})
+		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness})
+	if err := svc.LoadAuditWitness(); err != nil {
+		return fmt.Errorf("server config audit_witness: %w", err)
+	}
 	if err := svc.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
@@ -409,6 +419,16 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	go func() { defer close(loopsDone); loops.Run(loopCtx) }()
 	go loops.Listen(loopCtx, svc.Invalidate)
 	go func() { _ = metricsReg.RunSampler(loopCtx) }()
+	// The audit witness follows the log every second, and once more after
+	// the loops' last writes (docs/audit.md).
+	witnessCtx, stopWitness := context.WithCancel(context.Background())
+	witnessDone := make(chan struct{})
+	go func() {
+		defer close(witnessDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		svc.RunAuditWitness(witnessCtx, t.C)
+	}()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -430,6 +450,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	_ = srv.Shutdown(shutCtx)
 	stopLoop()
 	<-loopsDone // the loops' last writes land before the store closes
+	stopWitness()
+	<-witnessDone
 	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"trainyard/internal/audit"
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -68,20 +67,6 @@ func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (rec
 		return recs[:q.Limit], true, nil
 	}
 	return recs, false, nil
-}
-
-// VerifyAudit walks the whole audit log, page by page, and checks its hash
-// chain (see audit.Verify). A broken chain is not an error: it is the
-// report's Problem. The error is for a log that could not be read.
-func (s *Service) VerifyAudit(ctx context.Context, p Principal) (audit.Report, error) {
-	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
-		return audit.Report{}, err
-	}
-	rep, err := audit.Verify(store.AuditRecords(ctx, s.cfg.Store, 0, auditPage))
-	if err != nil {
-		return audit.Report{}, fmt.Errorf("verify the audit log: %w", err)
-	}
-	return rep, nil
 }
 
 // ExportAudit calls emit with every record after afterSeq (0: all), in log
