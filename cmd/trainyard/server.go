@@ -73,9 +73,18 @@ type serverConfig struct {
 	// <data>/master.key, created on first start); TRAINYARD_MASTER_KEY
 	// (base64) takes precedence. See docs/secrets.md.
 	MasterKeyFile string `yaml:"master_key_file"`
-	// MetricsToken, when set, is the bearer token GET /metrics requires;
-	// empty leaves /metrics open like /healthz (docs/observability.md).
+	// MetricsToken is a bearer token for GET /metrics (besides the API
+	// tokens of admins and auditors); setting it alone requires a token
+	// from every client (docs/observability.md).
 	MetricsToken string `yaml:"metrics_token"`
+	// Metrics says who may read GET /metrics.
+	Metrics struct {
+		// Auth is "loopback" (the default without metrics_token: clients
+		// on this machine without a token, others with one), "token" (the
+		// default with metrics_token: a token from every client) or
+		// "none" (everyone, without a token: unsafe).
+		Auth string `yaml:"auth"`
+	} `yaml:"metrics"`
 	// AuditWitness is the file the server keeps the audit log's head in,
 	// outside the store (default <data>/audit-witness); for real
 	// protection put it on another disk or host (docs/audit.md).
@@ -206,6 +215,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	if cfg.AuditWitness == "" {
 		cfg.AuditWitness = filepath.Join(cfg.Data, "audit-witness")
+	}
+	metricsAuth, err := parseMetricsAuth(cfg)
+	if err != nil {
+		return err
 	}
 	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
 	for _, d := range []struct {
@@ -411,7 +424,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
 		Handler: api.Handler(api.Config{Service: svc, Logger: log,
 			Version: apitypes.Version{Version: version, Commit: commit, Store: st.Kind()}, Ready: st.Ping, Status: loops.Status,
-			Metrics: metricsReg, MetricsToken: cfg.MetricsToken}),
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -530,4 +543,25 @@ func (j jobTokens) Issue(ctx context.Context, jobID int64, attempt int) (string,
 
 func (j jobTokens) Revoke(ctx context.Context, jobID int64, attempt int) error {
 	return (*j.svc).RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+}
+
+// parseMetricsAuth reads who may read GET /metrics from metrics.auth and
+// metrics_token (docs/observability.md).
+func parseMetricsAuth(cfg serverConfig) (api.MetricsAuth, error) {
+	switch a := api.MetricsAuth(cfg.Metrics.Auth); a {
+	case "":
+		if cfg.MetricsToken != "" {
+			return api.MetricsAuthToken, nil // as before metrics.auth existed
+		}
+		return api.MetricsAuthLoopback, nil
+	case api.MetricsAuthLoopback, api.MetricsAuthToken:
+		return a, nil
+	case api.MetricsAuthNone:
+		if cfg.MetricsToken != "" {
+			return "", errors.New("server config metrics.auth: none opens /metrics to everyone, yet metrics_token is set; remove one of them")
+		}
+		return a, nil
+	default:
+		return "", fmt.Errorf("server config metrics.auth: %q is not one of loopback (the default), token or none", cfg.Metrics.Auth)
+	}
 }
