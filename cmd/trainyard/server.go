@@ -327,6 +327,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if tlsCfg != nil {
 		url = "https://" + ln.Addr().String()
 		ln = tls.NewListener(ln, tlsCfg)
+	} else {
+		warnPlaintext(log, ln.Addr())
 	}
 
 	// Prometheus series (docs/observability.md): fed by the control loop and
@@ -409,7 +411,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 
-	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
+	if err := bootstrap(ctx, svc, cfg.Data, url, cfg.TLSCert); err != nil {
 		return err
 	}
 	if err := svc.EnsureHostEnv(ctx); err != nil { // the built-in environment host@1
@@ -470,8 +472,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 }
 
 // bootstrap creates the admin token on a fresh store, prints it once, saves it
-// and writes the CLI config when there is none.
-func bootstrap(ctx context.Context, svc *service.Service, data, url string) error {
+// and writes the CLI config when there is none. With TLS, the config names
+// the server's certificate as the CLI's ca_file, so the CLI on this machine
+// trusts a self-signed or privately issued certificate.
+func bootstrap(ctx context.Context, svc *service.Service, data, url, tlsCert string) error {
 	secret, err := svc.Bootstrap(ctx)
 	if err != nil || secret == "" {
 		return err
@@ -483,7 +487,13 @@ func bootstrap(ctx context.Context, svc *service.Service, data, url string) erro
 	fmt.Fprintf(os.Stderr, "\nCreated the admin token (shown once; saved to %s):\n\n    %s\n\n", tokenPath, secret)
 	cfgPath := cli.ConfigPath()
 	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
-		if err := cli.WriteConfig(cfgPath, url, secret); err != nil {
+		caFile := ""
+		if tlsCert != "" {
+			if caFile, err = filepath.Abs(tlsCert); err != nil {
+				return fmt.Errorf("write CLI config: locate the TLS certificate %s: %w", tlsCert, err)
+			}
+		}
+		if err := cli.WriteConfig(cfgPath, url, secret, caFile); err != nil {
 			return fmt.Errorf("write CLI config: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "Wrote %s: the trainyard CLI on this machine is logged in as admin.\n\n", cfgPath)
@@ -564,4 +574,15 @@ func parseMetricsAuth(cfg serverConfig) (api.MetricsAuth, error) {
 	default:
 		return "", fmt.Errorf("server config metrics.auth: %q is not one of loopback (the default), token or none", cfg.Metrics.Auth)
 	}
+}
+
+// warnPlaintext warns when the server serves plain HTTP on an address other
+// machines can reach: API tokens and job data would cross the network in
+// clear text.
+func warnPlaintext(log *slog.Logger, addr net.Addr) {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("listening on a non-loopback address without TLS: API tokens and job data travel in clear text; set tls_cert and tls_key (or --tls-cert and --tls-key), or listen on 127.0.0.1 behind a TLS proxy (docs/operator.md)",
+		"listen", addr.String())
 }
