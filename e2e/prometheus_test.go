@@ -73,12 +73,16 @@ func TestPrometheusMetrics(t *testing.T) {
 	const metricsToken = "scrape-secret"
 	s := startServer(t, serverOpts{gpus: 2, extra: "sample_interval: 100ms\nmetrics_token: " + metricsToken + "\n"})
 
-	// The token is required; health stays open.
+	// A token is required, even on this machine: the metrics token or an
+	// admin's; health stays open.
 	if code, _ := s.scrapeMetrics(""); code != http.StatusUnauthorized {
 		t.Fatalf("GET /metrics without the token: status %d, want 401", code)
 	}
-	if code, _ := s.scrapeMetrics(s.token); code != http.StatusUnauthorized {
-		t.Fatalf("GET /metrics with an API token instead of the metrics token: status %d, want 401", code)
+	if code, _ := s.scrapeMetrics("not-the-token"); code != http.StatusUnauthorized {
+		t.Fatalf("GET /metrics with a wrong token: status %d, want 401", code)
+	}
+	if code, _ := s.scrapeMetrics(s.token); code != http.StatusOK {
+		t.Fatalf("GET /metrics with the admin's API token: status %d, want 200", code)
 	}
 
 	ok := s.submit("name: ok\nresources: {cpus: 0.25, memory: 16MiB}\nentrypoint: [\"true\"]\n")

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,6 +55,11 @@ func TestTLS(t *testing.T) {
 	if out := s.mustCLI("ls"); !strings.Contains(out, id) {
 		t.Errorf("ls over TLS lacks job %s:\n%s", id, out)
 	}
+	// Without the CA (nor the config the first start wrote, which names
+	// it) the CLI refuses the certificate.
+	if err := os.Remove(filepath.Join(s.dir, "home", ".config", "trainyard", "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	ca := s.caFile
 	s.caFile = ""
 	_, errOut, code := s.cli("ls")
@@ -64,5 +70,28 @@ func TestTLS(t *testing.T) {
 	// Plain HTTP to the TLS port is refused, not served.
 	if resp, err := http.Get("http://" + strings.TrimPrefix(s.url, "https://") + "/healthz"); err == nil && resp.StatusCode == 200 {
 		t.Error("plain HTTP was served on the TLS port")
+	}
+}
+
+// On a TLS first start the server writes the CLI config with the
+// certificate as ca_file, so the CLI on the same machine works with nothing
+// but that config: no TRAINYARD_* variables, no --ca-file.
+func TestTLSFirstStartCLIConfig(t *testing.T) {
+	s := startServer(t, serverOpts{tls: true})
+	cfg, err := os.ReadFile(filepath.Join(s.dir, "home", ".config", "trainyard", "config.yaml"))
+	if err != nil {
+		t.Fatalf("the first start wrote no CLI config: %v", err)
+	}
+	if !strings.Contains(string(cfg), "ca_file: "+s.caFile+"\n") {
+		t.Fatalf("CLI config lacks ca_file %s:\n%s", s.caFile, cfg)
+	}
+	cmd := exec.Command(binary, "whoami")
+	cmd.Env = []string{"HOME=" + filepath.Join(s.dir, "home"), "XDG_CONFIG_HOME=" + filepath.Join(s.dir, "home", ".config"), "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "admin") {
+		t.Fatalf("trainyard whoami with only the written config: %v\n%s", err, out)
+	}
+	if strings.Contains(s.stderrText(), "without TLS") {
+		t.Errorf("the TLS server warned about plain HTTP:\n%s", s.stderrText())
 	}
 }

@@ -76,9 +76,22 @@ type serverConfig struct {
 	// <data>/master.key, created on first start); TRAINYARD_MASTER_KEY
 	// (base64) takes precedence. See docs/secrets.md.
 	MasterKeyFile string `yaml:"master_key_file"`
-	// MetricsToken, when set, is the bearer token GET /metrics requires;
-	// empty leaves /metrics open like /healthz (docs/observability.md).
+	// MetricsToken is a bearer token for GET /metrics (besides the API
+	// tokens of admins and auditors); setting it alone requires a token
+	// from every client (docs/observability.md).
 	MetricsToken string `yaml:"metrics_token"`
+	// Metrics says who may read GET /metrics.
+	Metrics struct {
+		// Auth is "loopback" (the default without metrics_token: clients
+		// on this machine without a token, others with one), "token" (the
+		// default with metrics_token: a token from every client) or
+		// "none" (everyone, without a token: unsafe).
+		Auth string `yaml:"auth"`
+	} `yaml:"metrics"`
+	// AuditWitness is the file the server keeps the audit log's head in,
+	// outside the store (default <data>/audit-witness); for real
+	// protection put it on another disk or host (docs/audit.md).
+	AuditWitness string `yaml:"audit_witness"`
 	// SampleInterval is how often running attempts' CPU, memory and GPUs
 	// are sampled for /metrics (default 15s).
 	SampleInterval string `yaml:"sample_interval"`
@@ -229,6 +242,13 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.Data, "trainyard.db")
 	}
+	if cfg.AuditWitness == "" {
+		cfg.AuditWitness = filepath.Join(cfg.Data, "audit-witness")
+	}
+	metricsAuth, err := parseMetricsAuth(cfg)
+	if err != nil {
+		return err
+	}
 	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
 	for _, d := range []struct {
 		name string
@@ -347,6 +367,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if tlsCfg != nil {
 		url = "https://" + ln.Addr().String()
 		ln = tls.NewListener(ln, tlsCfg)
+	} else {
+		warnPlaintext(log, ln.Addr())
 	}
 
 	// Prometheus series (docs/observability.md): fed by the control loop and
@@ -414,7 +436,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log,
 		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
-		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st)})
+		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness})
+	if err := svc.LoadAuditWitness(); err != nil {
+		return fmt.Errorf("server config audit_witness: %w", err)
+	}
 	if err := svc.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
@@ -426,7 +451,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 
-	if err := bootstrap(ctx, svc, cfg.Data, url); err != nil {
+	if err := bootstrap(ctx, svc, cfg.Data, url, cfg.TLSCert); err != nil {
 		return err
 	}
 	if err := svc.EnsureHostEnv(ctx); err != nil { // the built-in environment host@1
@@ -446,7 +471,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				st.Isolation = isolation
 				return st
 			},
-			Metrics: metricsReg, MetricsToken: cfg.MetricsToken}),
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -454,6 +479,16 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	go func() { defer close(loopsDone); loops.Run(loopCtx) }()
 	go loops.Listen(loopCtx, svc.Invalidate)
 	go func() { _ = metricsReg.RunSampler(loopCtx) }()
+	// The audit witness follows the log every second, and once more after
+	// the loops' last writes (docs/audit.md).
+	witnessCtx, stopWitness := context.WithCancel(context.Background())
+	witnessDone := make(chan struct{})
+	go func() {
+		defer close(witnessDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		svc.RunAuditWitness(witnessCtx, t.C)
+	}()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
@@ -475,6 +510,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	_ = srv.Shutdown(shutCtx)
 	stopLoop()
 	<-loopsDone // the loops' last writes land before the store closes
+	stopWitness()
+	<-witnessDone
 	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }
@@ -513,8 +550,10 @@ func under(root, p string) bool {
 }
 
 // bootstrap creates the admin token on a fresh store, prints it once, saves it
-// and writes the CLI config when there is none.
-func bootstrap(ctx context.Context, svc *service.Service, data, url string) error {
+// and writes the CLI config when there is none. With TLS, the config names
+// the server's certificate as the CLI's ca_file, so the CLI on this machine
+// trusts a self-signed or privately issued certificate.
+func bootstrap(ctx context.Context, svc *service.Service, data, url, tlsCert string) error {
 	secret, err := svc.Bootstrap(ctx)
 	if err != nil || secret == "" {
 		return err
@@ -526,7 +565,13 @@ func bootstrap(ctx context.Context, svc *service.Service, data, url string) erro
 	fmt.Fprintf(os.Stderr, "\nCreated the admin token (shown once; saved to %s):\n\n    %s\n\n", tokenPath, secret)
 	cfgPath := cli.ConfigPath()
 	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
-		if err := cli.WriteConfig(cfgPath, url, secret); err != nil {
+		caFile := ""
+		if tlsCert != "" {
+			if caFile, err = filepath.Abs(tlsCert); err != nil {
+				return fmt.Errorf("write CLI config: locate the TLS certificate %s: %w", tlsCert, err)
+			}
+		}
+		if err := cli.WriteConfig(cfgPath, url, secret, caFile); err != nil {
 			return fmt.Errorf("write CLI config: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "Wrote %s: the trainyard CLI on this machine is logged in as admin.\n\n", cfgPath)
@@ -589,4 +634,36 @@ func (j jobTokens) Issue(ctx context.Context, jobID int64, attempt int) (string,
 
 func (j jobTokens) Revoke(ctx context.Context, jobID int64, attempt int) error {
 	return (*j.svc).RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+}
+
+// parseMetricsAuth reads who may read GET /metrics from metrics.auth and
+// metrics_token (docs/observability.md).
+func parseMetricsAuth(cfg serverConfig) (api.MetricsAuth, error) {
+	switch a := api.MetricsAuth(cfg.Metrics.Auth); a {
+	case "":
+		if cfg.MetricsToken != "" {
+			return api.MetricsAuthToken, nil // as before metrics.auth existed
+		}
+		return api.MetricsAuthLoopback, nil
+	case api.MetricsAuthLoopback, api.MetricsAuthToken:
+		return a, nil
+	case api.MetricsAuthNone:
+		if cfg.MetricsToken != "" {
+			return "", errors.New("server config metrics.auth: none opens /metrics to everyone, yet metrics_token is set; remove one of them")
+		}
+		return a, nil
+	default:
+		return "", fmt.Errorf("server config metrics.auth: %q is not one of loopback (the default), token or none", cfg.Metrics.Auth)
+	}
+}
+
+// warnPlaintext warns when the server serves plain HTTP on an address other
+// machines can reach: API tokens and job data would cross the network in
+// clear text.
+func warnPlaintext(log *slog.Logger, addr net.Addr) {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("listening on a non-loopback address without TLS: API tokens and job data travel in clear text; set tls_cert and tls_key (or --tls-cert and --tls-key), or listen on 127.0.0.1 behind a TLS proxy (docs/operator.md)",
+		"listen", addr.String())
 }

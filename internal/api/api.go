@@ -39,10 +39,27 @@ type Config struct {
 	// Metrics, when set, serves GET /metrics and observes every request
 	// and every created job (docs/observability.md).
 	Metrics Metrics
-	// MetricsToken, when set, is the bearer token GET /metrics requires;
-	// empty leaves /metrics open, like /healthz.
+	// MetricsAuth says who may read GET /metrics; "" means
+	// MetricsAuthToken when MetricsToken is set, else MetricsAuthLoopback.
+	MetricsAuth MetricsAuth
+	// MetricsToken is a bearer token GET /metrics accepts besides the API
+	// tokens of admins and auditors ("" for none).
 	MetricsToken string
 }
+
+// MetricsAuth says who may read GET /metrics (docs/observability.md).
+type MetricsAuth string
+
+const (
+	// MetricsAuthLoopback serves clients on this machine (127.0.0.0/8,
+	// ::1) without a token and requires one from every other client.
+	MetricsAuthLoopback MetricsAuth = "loopback"
+	// MetricsAuthToken requires a token from every client.
+	MetricsAuthToken MetricsAuth = "token"
+	// MetricsAuthNone serves everyone without a token: anyone who can
+	// reach the server learns every project's and pool's name and load.
+	MetricsAuthNone MetricsAuth = "none"
+)
 
 // Metrics is the Prometheus exposition and the hooks the API feeds it.
 type Metrics interface {
@@ -66,7 +83,7 @@ func Handler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", h.readyz)
-	if cfg.Metrics != nil { // metrics: no token unless MetricsToken is set
+	if cfg.Metrics != nil { // metrics: behind MetricsAuth (prometheus.go)
 		mux.HandleFunc("GET /metrics", h.promMetrics)
 	}
 	mux.Handle("POST /api/v1/jobs", h.auth(h.submit))

@@ -16,6 +16,8 @@ import (
 func (h *handler) auditRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/audit", h.auth(h.listAudit))
 	mux.Handle("GET /api/v1/audit/verify", h.auth(h.verifyAudit))
+	mux.Handle("POST /api/v1/audit/verify", h.auth(h.verifyAudit))
+	mux.Handle("GET /api/v1/audit/witness", h.auth(h.auditWitness))
 	mux.Handle("GET /api/v1/audit/export", h.auth(h.exportAudit))
 }
 
@@ -77,10 +79,19 @@ func (h *handler) listAudit(w http.ResponseWriter, r *http.Request, p service.Pr
 	writeJSON(w, http.StatusOK, out)
 }
 
-// verifyAudit serves GET /api/v1/audit/verify. A broken chain is a
-// successful answer whose body says what broke.
+// verifyAudit serves GET /api/v1/audit/verify, and POST with a witness the
+// caller kept ({"witness": <the witness file>}). A broken chain, or a log
+// or witness behind a witness, is a successful answer whose body says what
+// broke.
 func (h *handler) verifyAudit(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	rep, err := h.svc.VerifyAudit(r.Context(), p)
+	var req apitypes.AuditVerifyRequest
+	if r.Method == http.MethodPost {
+		if err := decodeBody(w, r, &req); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	rep, err := h.svc.VerifyAudit(r.Context(), p, req.Witness)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -89,7 +100,22 @@ func (h *handler) verifyAudit(w http.ResponseWriter, r *http.Request, p service.
 	if pr := rep.Problem; pr != nil {
 		out.Problem = &apitypes.AuditProblem{Kind: string(pr.Kind), Seq: pr.Seq, Other: pr.Other, Message: pr.Message}
 	}
+	if wt := rep.Witness; wt != nil {
+		out.Witness = &apitypes.AuditWitnessHead{Seq: wt.Seq, Hash: wt.Hash, At: wt.At, WrittenAt: wt.WrittenAt}
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// auditWitness serves GET /api/v1/audit/witness: the server's witness file
+// as it is, to keep elsewhere and give back to POST /api/v1/audit/verify.
+func (h *handler) auditWitness(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	b, err := h.svc.AuditWitness(r.Context(), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
 }
 
 // exportAudit serves GET /api/v1/audit/export[?after=N]: every record as

@@ -3,15 +3,20 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/audit"
 	"trainyard/internal/domain"
+	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
 )
 
@@ -111,5 +116,86 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte(`"ok": false`)) {
 		t.Errorf("verify body lacks \"ok\": false: %s", b)
+	}
+
+	// A time that is not a number is named, in a 200 answer, not a 500.
+	if _, err := db.Exec(`UPDATE audit SET at = 'soon' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	code, b = e.do("GET", "/api/v1/audit/verify", e.token, nil)
+	v = apitypes.AuditVerification{}
+	if code != 200 || json.Unmarshal(b, &v) != nil || v.OK || v.Problem == nil {
+		t.Fatalf("verify of a log with an unreadable time: %d %s; want 200 naming the record", code, b)
+	}
+	want = apitypes.AuditProblem{Kind: "modified", Seq: 2, Message: `record 2 was modified: its time (at) is "soon", not Unix nanoseconds`}
+	if *v.Problem != want || v.Records != 1 {
+		t.Errorf("problem = %+v after %d records, want %+v after 1", *v.Problem, v.Records, want)
+	}
+}
+
+// TestAuditVerifyWitness drives the witness through the API: the server's
+// witness is served to keep, a kept witness is checked with POST, and a
+// truncated log is reported.
+func TestAuditVerifyWitness(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), AuditWitness: filepath.Join(dir, "audit-witness")})
+	token, err := svc.Bootstrap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, srv: httptest.NewServer(api.Handler(api.Config{Service: svc})), st: st, token: token}
+	t.Cleanup(func() { e.srv.Close(); st.Close() })
+	admin := service.Principal{Subject: "admin", Role: "admin"}
+	for i := range 6 {
+		if _, err := svc.CreateUser(context.Background(), admin, "u"+jsonInt(int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := svc.UpdateAuditWitness(context.Background())
+	if err != nil || head.Seq < 6 {
+		t.Fatalf("UpdateAuditWitness = %d, %v", head.Seq, err)
+	}
+
+	code, kept := e.do("GET", "/api/v1/audit/witness", e.token, nil)
+	if code != 200 || !bytes.Contains(kept, []byte(`"seq": `+jsonInt(head.Seq))) {
+		t.Fatalf("GET witness: %d %s; want the witness at %d", code, kept, head.Seq)
+	}
+	verify := func(method string, body any) apitypes.AuditVerification {
+		t.Helper()
+		code, b := e.do(method, "/api/v1/audit/verify", e.token, body)
+		var v apitypes.AuditVerification
+		if code != 200 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("%s verify: %d %s; want 200 with a report", method, code, b)
+		}
+		return v
+	}
+	if v := verify("POST", map[string]json.RawMessage{"witness": kept}); !v.OK || v.Witness == nil || v.Witness.Seq != head.Seq {
+		t.Fatalf("verify with the kept witness: %+v; want ok, witnessed at %d", v, head.Seq)
+	}
+	if code, b := e.do("POST", "/api/v1/audit/verify", e.token, `{"witness": {"seq": 1}}`); code != 400 || !bytes.Contains(b, []byte(`"witness"`)) {
+		t.Errorf("verify with a made-up witness: %d %s; want 400 naming the witness", code, b)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM audit WHERE seq > ?`, head.Seq-2); err != nil {
+		t.Fatal(err)
+	}
+	v := verify("GET", nil)
+	if v.OK || v.Problem == nil || v.Problem.Kind != "truncated" || v.Problem.Seq != head.Seq-1 || v.Problem.Other != head.Seq {
+		t.Fatalf("verify of a truncated log: %+v; want truncated from %d", v.Problem, head.Seq-1)
+	}
+
+	// A server that keeps no witness says so.
+	other := newEnv(t)
+	if code, b := other.do("GET", "/api/v1/audit/witness", other.token, nil); code != 404 || !bytes.Contains(b, []byte("audit_witness")) {
+		t.Errorf("GET witness without one: %d %s; want 404 naming audit_witness", code, b)
 	}
 }

@@ -67,6 +67,8 @@ var routeActions = map[string]string{
 	"POST /api/v1/secrets/rotate-key":                  "secret.rotate",
 	"GET /api/v1/audit":                                "audit.read",
 	"GET /api/v1/audit/verify":                         "audit.read",
+	"POST /api/v1/audit/verify":                        "audit.read",
+	"GET /api/v1/audit/witness":                        "audit.read",
 	"GET /api/v1/audit/export":                         "audit.read",
 	"POST /api/v1/templates":                           "template.write",
 	"GET /api/v1/templates":                            "template.read",

@@ -1,24 +1,60 @@
 package api
 
 import (
-	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
 )
 
-// promMetrics serves the Prometheus exposition, behind MetricsToken when one is
-// configured.
+// promMetrics serves the Prometheus exposition to whom MetricsAuth lets
+// read it. A client that must show a token is checked by the service: the
+// metrics token or an admin's or auditor's API token; a failed token is
+// audited and rate-limited as on every API route.
 func (h *handler) promMetrics(w http.ResponseWriter, r *http.Request) {
-	if want := h.cfg.MetricsToken; want != "" {
-		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="trainyard-metrics"`)
-			writeErr(w, http.StatusUnauthorized, "unauthorized", "GET /metrics needs the metrics token: send Authorization: Bearer <metrics_token from the server config>", nil)
-			return
+	auth := h.cfg.MetricsAuth
+	if auth == "" {
+		auth = MetricsAuthLoopback
+		if h.cfg.MetricsToken != "" {
+			auth = MetricsAuthToken
 		}
 	}
-	h.cfg.Metrics.ServeHTTP(w, r)
+	if auth == MetricsAuthNone || (auth == MetricsAuthLoopback && isLoopback(r.RemoteAddr)) {
+		h.cfg.Metrics.ServeHTTP(w, r)
+		return
+	}
+	r = r.WithContext(service.WithClient(r.Context(), clientAddr(r)))
+	secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	err := h.svc.AuthorizeMetrics(r.Context(), strings.TrimSpace(secret), h.cfg.MetricsToken)
+	switch {
+	case err == nil:
+		h.cfg.Metrics.ServeHTTP(w, r)
+	case errors.Is(err, domain.ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="trainyard-metrics"`)
+		from := "from this address "
+		if auth == MetricsAuthToken {
+			from = ""
+		}
+		writeErr(w, http.StatusUnauthorized, "unauthorized", fmt.Sprintf("GET /metrics needs a token %s(%s); send Authorization: Bearer <the metrics_token of the server config, or the API token of an admin or auditor>; see docs/observability.md",
+			from, err.Error()), nil)
+	default:
+		h.writeError(w, r, err)
+	}
+}
+
+// isLoopback reports whether a request's RemoteAddr is on this machine.
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // promObserve records every request's latency by route pattern and status code.

@@ -9,8 +9,8 @@
 // record, or removing, adding or reordering records, breaks the chain at that
 // point. The chain is not keyed: someone able to rewrite the database and
 // recompute every later hash goes unnoticed, and removing the newest records
-// leaves a shorter valid chain. Keep the head (last Seq and Hash, printed by
-// verify) somewhere else to detect both.
+// leaves a shorter valid chain. A Witness, the head (last Seq and Hash) kept
+// somewhere else, detects both (witness.go).
 //
 // The package is pure: no I/O, no clock. Stores use it (or an exact copy of
 // Canonical) to fill Seq, PrevHash and Hash as they append.

@@ -323,6 +323,26 @@ func TestVerifyReturnsIteratorError(t *testing.T) {
 	}
 }
 
+func TestVerifyNamesUnreadableRecord(t *testing.T) {
+	recs := chain(10)
+	seq := func(yield func(domain.AuditRecord, error) bool) {
+		for _, r := range recs[:6] {
+			if !yield(r, nil) {
+				return
+			}
+		}
+		yield(domain.AuditRecord{}, &domain.AuditRecordError{Seq: 7, Reason: `its time (at) is "soon", not Unix nanoseconds`})
+	}
+	rep, err := audit.Verify(seq)
+	if err != nil {
+		t.Fatalf("Verify returned %v; an unreadable record is a problem in the report, not an error", err)
+	}
+	want := `record 7 was modified: its time (at) is "soon", not Unix nanoseconds`
+	if rep.OK() || rep.Problem.Kind != audit.Modified || rep.Problem.Seq != 7 || rep.Problem.Message != want || rep.Records != 6 {
+		t.Fatalf("report = %+v, problem %+v; want record 7 named as modified after 6 intact records", rep, rep.Problem)
+	}
+}
+
 func TestJSON(t *testing.T) {
 	tests := map[string]struct {
 		in   any

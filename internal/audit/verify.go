@@ -2,6 +2,7 @@ package audit
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"iter"
@@ -30,6 +31,16 @@ const (
 	// OutOfOrder: Seq does not increase (a duplicate, or a log read out
 	// of order).
 	OutOfOrder Kind = "out_of_order"
+	// Truncated: the log ends before the head a witness saw (its newest
+	// records, or all of them, were deleted).
+	Truncated Kind = "truncated"
+	// Rewritten: a record's hash differs from the one a witness saw at its
+	// number; it and the records before it were replaced with hashes
+	// recomputed (or the numbers were reused after a truncation).
+	Rewritten Kind = "rewritten"
+	// WitnessReplaced: a witness holds an older head than one seen before
+	// it (see CompareWitnesses), or was deleted or damaged.
+	WitnessReplaced Kind = "witness_replaced"
 )
 
 // Problem is the first break Verify found.
@@ -54,8 +65,9 @@ type Report struct {
 	// Problem, how many came before it.
 	Records int64
 	// LastSeq and LastHash are the newest intact record (the head of the
-	// log when there is no Problem). Keep them elsewhere: a later Verify
-	// whose log no longer contains this record at this Seq shows truncation.
+	// log when there is no Problem). Keep them elsewhere, as a Witness: a
+	// later Verify whose log no longer holds this hash at this Seq shows
+	// truncation or a rewrite.
 	LastSeq  int64
 	LastHash string
 	// Problem is the first break, nil when the chain is intact.
@@ -83,13 +95,25 @@ func Records(recs []domain.AuditRecord) iter.Seq2[domain.AuditRecord, error] {
 // Verify walks records, which must come in Seq order starting at the first
 // record of the log, and reports the first break in the chain. It streams:
 // memory does not grow with the log (at most a window of 1024 records past a
-// break is kept to classify it). An error from the iterator stops the walk and
-// is returned with the report so far.
-func Verify(records iter.Seq2[domain.AuditRecord, error]) (Report, error) {
-	v := &verifier{h: sha256.New()}
+// break is kept to classify it).
+//
+// With witnesses, the log must also hold, at each witnessed number (a head
+// or a checkpoint), the hash the witness saw (Rewritten otherwise), and must
+// reach every witness's head (Truncated otherwise).
+//
+// A *domain.AuditRecordError from the iterator is a record that cannot be
+// read: it is reported as modified, by number. Any other error stops the
+// walk and is returned with the report so far.
+func Verify(records iter.Seq2[domain.AuditRecord, error], witnesses ...Witness) (Report, error) {
+	v := &verifier{h: sha256.New(), witnessed: witnessPoints(witnesses)}
 	for rec, err := range records {
 		if err != nil {
-			return v.report(), err
+			var bad *domain.AuditRecordError
+			if !errors.As(err, &bad) {
+				return v.report(), err
+			}
+			v.unreadable(bad)
+			break
 		}
 		if v.add(rec) {
 			break
@@ -98,7 +122,36 @@ func Verify(records iter.Seq2[domain.AuditRecord, error]) (Report, error) {
 	if v.suspect != nil && v.problem == nil {
 		v.problem = v.classify()
 	}
+	if v.problem == nil {
+		// The log must reach the furthest witnessed head.
+		last := v.report().LastSeq
+		var far *Witness
+		for i := range witnesses {
+			if w := &witnesses[i]; w.Seq > last && (far == nil || w.Seq > far.Seq) {
+				far = w
+			}
+		}
+		if far != nil {
+			v.problem = truncated(last, far)
+		}
+	}
 	return v.report(), nil
+}
+
+// unreadable takes a record the store could not read. A suspect read
+// before it is the first problem; otherwise the unreadable record is, or
+// the records missing before it.
+func (v *verifier) unreadable(bad *domain.AuditRecordError) {
+	if v.suspect != nil {
+		v.problem = v.classify()
+		return
+	}
+	if seq, _ := v.expected(); bad.Seq > seq {
+		v.problem = missing(seq, bad.Seq-1, v.havePrev, false)
+		return
+	}
+	v.problem = &Problem{Kind: Modified, Seq: bad.Seq,
+		Message: fmt.Sprintf("record %d was modified: %s", bad.Seq, bad.Reason)}
 }
 
 // verifier is Verify's state: the last two intact records, and once a record
@@ -114,6 +167,11 @@ type verifier struct {
 	suspect  *domain.AuditRecord
 	ahead    []domain.AuditRecord
 	problem  *Problem
+
+	// witnessed are the hashes witnesses saw, by number; matched is the
+	// newest witnessed record found as it was seen.
+	witnessed map[int64][]witnessPoint
+	matched   int64
 }
 
 // hashAs returns the hash rec would have if its Seq were seq.
@@ -150,6 +208,15 @@ func (v *verifier) add(rec domain.AuditRecord) bool {
 	}
 	seq, prevHash := v.expected()
 	if rec.Seq == seq && rec.PrevHash == prevHash && v.hashAs(rec, rec.Seq) == rec.Hash {
+		for _, p := range v.witnessed[rec.Seq] {
+			if p.hash != rec.Hash {
+				v.problem = rewritten(rec.Seq, v.matched, p.w)
+				return true
+			}
+		}
+		if len(v.witnessed[rec.Seq]) > 0 {
+			v.matched = rec.Seq
+		}
 		v.pp, v.havePP = v.prev, v.havePrev
 		v.prev, v.havePrev = rec, true
 		v.count++

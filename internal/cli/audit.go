@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +27,7 @@ Reading it needs the admin or auditor role. See docs/audit.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.auditLsCmd(), a.auditVerifyCmd(), a.auditExportCmd())
+	cmd.AddCommand(a.auditLsCmd(), a.auditVerifyCmd(), a.auditWitnessCmd(), a.auditExportCmd())
 	return cmd
 }
 
@@ -137,22 +140,44 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check that the audit log was not changed",
-		Long: `Walk the whole audit log on the server and check its hash chain. Exits 0
-and prints "audit log intact: N records" when every record is intact;
-exits 1 naming the first record that was modified, deleted, inserted or
-moved. The newest record's hash is printed too: keep it elsewhere, since
-removing the newest records leaves a shorter chain that still verifies.`,
+		Long: `Walk the whole audit log on the server and check its hash chain, and that
+the log still holds what the server's witness saw (its newest record, kept
+in a file outside the database: see docs/audit.md). Exits 0 and prints
+"audit log intact: N records" when every record is intact; exits 1 naming
+the first record that was modified, deleted, inserted or moved, the records
+missing from the end of the log, or the records rewritten since the
+witness saw them.
+
+--witness FILE also checks against a witness you kept elsewhere (a copy of
+the server's witness file, or the output of 'trainyard audit witness'): the
+log must still hold what it saw, and the server's witness must not have
+moved backwards behind it.`,
 		Example: `  trainyard audit verify
+  trainyard audit witness > /backup/audit-$(date +%F).witness
+  trainyard audit verify --witness /backup/audit-2025-06-01.witness
   trainyard audit verify -o json`,
 		Args: exactArgs(0),
 	}
+	witnessFile := cmd.Flags().String("witness", "", "also check against this witness file, kept elsewhere")
 	output, checkOutput := outputFlag(cmd, "json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var kept []byte
+		if *witnessFile != "" {
+			var err error
+			if kept, err = readWitnessFile(*witnessFile); err != nil {
+				return err
+			}
+		}
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
 			return err
 		}
-		v, err := c.VerifyAudit(cmd.Context())
+		var v apitypes.AuditVerification
+		if kept != nil {
+			v, err = c.VerifyAuditWitness(cmd.Context(), kept)
+		} else {
+			v, err = c.VerifyAudit(cmd.Context())
+		}
 		if err != nil {
 			return err
 		}
@@ -171,13 +196,70 @@ removing the newest records leaves a shorter chain that still verifies.`,
 			if v.LastSeq > 0 {
 				fmt.Fprintf(out, "newest record: %d %s\n", v.LastSeq, v.LastHash)
 			}
+			if w := v.Witness; w != nil {
+				fmt.Fprintf(out, "matches the server's witness: record %d, written %s\n", w.Seq, w.WrittenAt.UTC().Format(time.RFC3339))
+			} else {
+				fmt.Fprintln(out, "the server keeps no audit witness: removing the newest records would go unnoticed (docs/audit.md)")
+			}
+			if kept != nil {
+				fmt.Fprintf(out, "matches the witness in %s\n", *witnessFile)
+			}
 			return nil
+		}
+		if p := v.Problem; p != nil && p.Kind == "witness_replaced" {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("audit witness replaced: %s; the log's own chain holds %d intact records", p.Message, v.Records)}
 		}
 		msg := "the chain is broken"
 		if v.Problem != nil {
 			msg = v.Problem.Message
 		}
 		return &exitError{code: ExitFailure, err: fmt.Errorf("audit log is not intact: %s; the %d records before it are intact", msg, v.Records)}
+	}
+	return cmd
+}
+
+// readWitnessFile reads a witness file for --witness: it must exist, be
+// small and be JSON (the server checks the rest).
+func readWitnessFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErrorf("cannot read --witness %s: %v", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, usageErrorf("cannot read --witness %s: %v", path, err)
+	}
+	if len(b) > 1<<20 || !json.Valid(b) {
+		return nil, usageErrorf("--witness %s is not an audit witness file; give a copy of the server's audit_witness file or the output of 'trainyard audit witness'", path)
+	}
+	return b, nil
+}
+
+func (a *app) auditWitnessCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "witness",
+		Short: "Print the server's audit witness, to keep elsewhere",
+		Long: `Print the server's audit witness: the newest record of the audit log (its
+number, hash and time) and the hashes of older checkpoints, as the server
+keeps them outside its database. Keep copies somewhere the server's
+administrators cannot write (another host, an archive); 'trainyard audit
+verify --witness FILE' later shows whether records up to it were removed or
+rewritten since, even if the server's own witness was replaced too.`,
+		Example: `  trainyard audit witness > /backup/audit-$(date +%F).witness`,
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.AuditWitness(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
 	}
 	return cmd
 }

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,9 +25,11 @@ import (
 // realAudit is a real API server on SQLite, for driving the audit commands
 // against a log that can be tampered with underneath.
 type realAudit struct {
-	h    *harness
-	db   *sql.DB // a second connection to the server's database file
-	size int     // records in the log after seeding
+	h       *harness
+	db      *sql.DB // a second connection to the server's database file
+	size    int     // records in the log after seeding
+	svc     *service.Service
+	witness string // the server's audit witness file
 }
 
 func newRealAudit(t *testing.T) *realAudit {
@@ -35,7 +39,9 @@ func newRealAudit(t *testing.T) *realAudit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts")})
+	witness := filepath.Join(dir, "audit-witness")
+	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), AuditWitness: witness,
+		Logger: slog.New(slog.DiscardHandler)})
 	token, err := svc.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +60,9 @@ func newRealAudit(t *testing.T) *realAudit {
 			t.Fatal(err)
 		}
 	}
+	if _, err := svc.UpdateAuditWitness(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api.Handler(api.Config{Service: svc}))
 	db, err := sql.Open("sqlite", "file:"+st.Path())
 	if err != nil {
@@ -67,7 +76,38 @@ func newRealAudit(t *testing.T) *realAudit {
 	}
 	h := newHarness(t)
 	h.vars[EnvServer], h.vars[EnvToken] = srv.URL, token
-	return &realAudit{h: h, db: db, size: n}
+	return &realAudit{h: h, db: db, size: n, svc: svc, witness: witness}
+}
+
+// rehashFrom changes the actor of record seq and recomputes its hash and
+// every later one, as someone who can write the database would.
+func (r *realAudit) rehashFrom(seq int) {
+	r.h.t.Helper()
+	rows, err := r.db.Query(`SELECT seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash FROM audit WHERE seq >= ? ORDER BY seq`, seq)
+	if err != nil {
+		r.h.t.Fatal(err)
+	}
+	var recs []domain.AuditRecord
+	for rows.Next() {
+		var (
+			rec domain.AuditRecord
+			at  int64
+		)
+		if err := rows.Scan(&rec.Seq, &at, &rec.Actor, &rec.Action, &rec.Target, &rec.Before, &rec.After, &rec.Result, &rec.Detail, &rec.Client, &rec.PrevHash); err != nil {
+			r.h.t.Fatal(err)
+		}
+		rec.At = time.Unix(0, at).UTC()
+		recs = append(recs, rec)
+	}
+	rows.Close()
+	prev := recs[0].PrevHash
+	recs[0].Actor = "user:nobody"
+	for _, rec := range recs {
+		rec.PrevHash = prev
+		rec.Hash = audit.Hash(rec)
+		r.exec(`UPDATE audit SET actor = ?, prev_hash = ?, hash = ? WHERE seq = ?`, rec.Actor, rec.PrevHash, rec.Hash, rec.Seq)
+		prev = rec.Hash
+	}
 }
 
 func (r *realAudit) exec(query string, args ...any) {
@@ -120,6 +160,22 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 			},
 			want: "error: audit log is not intact: records 5 and 12 were swapped: each holds the other's content; the 4 records before it are intact\n",
 		},
+		"tail truncated": {
+			tamper: func(r *realAudit) { r.exec(`DELETE FROM audit WHERE seq > ?`, r.size-3) },
+			want:   "error: audit log is not intact: records 28 to 30 are missing from the end of the log: it ends at record 27, but the server's witness saw record 30 (written *); the 27 records before it are intact\n",
+		},
+		"everything deleted": {
+			tamper: func(r *realAudit) { r.exec(`DELETE FROM audit`) },
+			want:   "error: audit log is not intact: records 1 to 30 are missing: the log is empty, but the server's witness saw record 30 (written *); every record was deleted; the 0 records before it are intact\n",
+		},
+		"last records rewritten with hashes recomputed": {
+			tamper: func(r *realAudit) { r.rehashFrom(r.size - 1) },
+			want:   "error: audit log is not intact: record 30 was rewritten: its hash differs from the one the server's witness saw at that number (written *); the change lies in records 1 to 30; the 29 records before it are intact\n",
+		},
+		"time made unreadable": {
+			tamper: func(r *realAudit) { r.exec(`UPDATE audit SET at = 'yesterday' WHERE seq = 9`) },
+			want:   "error: audit log is not intact: record 9 was modified: its time (at) is \"yesterday\", not Unix nanoseconds; the 8 records before it are intact\n",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -133,7 +189,7 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 				}
 				return
 			}
-			if res.code != ExitFailure || res.stderr != tc.want {
+			if res.code != ExitFailure || !matchStar(tc.want, res.stderr) {
 				t.Fatalf("verify: exit %d, stderr %q\nwant exit 1, stderr %q", res.code, res.stderr, tc.want)
 			}
 		})
@@ -226,5 +282,87 @@ func TestParseSince(t *testing.T) {
 				t.Errorf("parseSince(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// matchStar reports whether s is pattern with each "*" standing for a run
+// of characters other than ")" (a time in a message).
+func matchStar(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, p := range parts[1:] {
+		i := strings.Index(s, p)
+		if i < 0 || strings.Contains(s[:i], ")") {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return s == ""
+}
+
+// TestAuditWitnessKeptElsewhere keeps the server's witness with 'audit
+// witness', then checks the log and the server's witness against it.
+func TestAuditWitnessKeptElsewhere(t *testing.T) {
+	r := newRealAudit(t)
+	res := r.h.run("audit", "witness")
+	if res.code != ExitOK || !strings.Contains(res.stdout, fmt.Sprintf(`"seq": %d`, r.size)) {
+		t.Fatalf("audit witness: exit %d, stdout %q, stderr %q; want the witness at %d", res.code, res.stdout, res.stderr, r.size)
+	}
+	kept := filepath.Join(t.TempDir(), "kept.witness")
+	if err := os.WriteFile(kept, []byte(res.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	older, err := os.ReadFile(r.witness)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res = r.h.run("audit", "verify", "--witness", kept)
+	if res.code != ExitOK || !strings.Contains(res.stdout, fmt.Sprintf("matches the server's witness: record %d", r.size)) ||
+		!strings.Contains(res.stdout, "matches the witness in "+kept) {
+		t.Fatalf("verify --witness of an intact log: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+
+	// The log grows; then the server's witness file is put back to the
+	// older copy, as after a restore of the whole machine.
+	if _, err := r.svc.CreateUser(context.Background(), service.Principal{Subject: "admin", Role: domain.RoleAdmin}, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.UpdateAuditWitness(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res = r.h.run("audit", "witness")
+	if err := os.WriteFile(kept, []byte(res.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.witness, older, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res = r.h.run("audit", "verify", "--witness", kept)
+	want := fmt.Sprintf("error: audit witness replaced: the server's witness moved backwards: it holds record %d as the newest (written *), but the witness this server wrote already saw record %d (written *); it was replaced by an older copy or reset; the log's own chain holds %d intact records\n", r.size, r.size+1, r.size+1)
+	if res.code != ExitFailure || !matchStar(want, res.stderr) {
+		t.Fatalf("verify after the witness moved back: exit %d, stderr %q\nwant %q", res.code, res.stderr, want)
+	}
+
+	// Rolled back together with the log: the kept copy still knows.
+	r.exec(`DELETE FROM audit WHERE seq > ?`, r.size)
+	res = r.h.run("audit", "verify", "--witness", kept)
+	if res.code != ExitFailure || !strings.Contains(res.stderr, fmt.Sprintf("record %d is missing from the end of the log", r.size+1)) {
+		t.Fatalf("verify of a rolled-back log: exit %d, stderr %q; want record %d named missing", res.code, res.stderr, r.size+1)
+	}
+
+	for name, content := range map[string]string{"not JSON": "seq: 4\n", "not a witness": `{"seq": 4}`} {
+		bad := filepath.Join(t.TempDir(), "bad")
+		os.WriteFile(bad, []byte(content), 0o600)
+		res = r.h.run("audit", "verify", "--witness", bad)
+		if res.code == ExitOK || !strings.Contains(res.stderr, "witness") {
+			t.Errorf("%s: verify --witness: exit %d, stderr %q; want an error about the witness", name, res.code, res.stderr)
+		}
+	}
+	if res = r.h.run("audit", "verify", "--witness", filepath.Join(t.TempDir(), "none")); res.code != ExitUsage || !strings.Contains(res.stderr, "cannot read --witness") {
+		t.Errorf("verify --witness of a missing file: exit %d, stderr %q", res.code, res.stderr)
 	}
 }

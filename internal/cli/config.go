@@ -55,15 +55,16 @@ func configPath(getenv func(string) string) string {
 	return filepath.Join(home, ".config", "trainyard", "config.yaml")
 }
 
-// WriteConfig writes a client config file holding server and token, readable
-// by its owner only (0600), creating its directory (0700) when missing. The
+// WriteConfig writes a client config file holding server, token and caFile
+// (the certificates to trust for an https server; "" for none), readable by
+// its owner only (0600), creating its directory (0700) when missing. The
 // file is replaced atomically, so a reader never sees half of it.
-func WriteConfig(path string, server, token string) error {
+func WriteConfig(path string, server, token, caFile string) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create config directory %s: %w", dir, err)
 	}
-	body, err := yaml.Marshal(fileConfig{Server: server, Token: token})
+	body, err := yaml.Marshal(fileConfig{Server: server, Token: token, CAFile: caFile})
 	if err != nil {
 		return fmt.Errorf("encode client config: %w", err)
 	}

@@ -28,7 +28,7 @@ func TestConfigPath(t *testing.T) {
 func TestWriteConfigPermissionsAndRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "trainyard")
 	path := filepath.Join(dir, "config.yaml")
-	if err := WriteConfig(path, "http://h:7070", "secret: with #chars"); err != nil {
+	if err := WriteConfig(path, "https://h:7070", "secret: with #chars", "/etc/trainyard/ca.pem"); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -46,7 +46,7 @@ func TestWriteConfigPermissionsAndRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fc.Server != "http://h:7070" || fc.Token != "secret: with #chars" {
+	if fc.Server != "https://h:7070" || fc.Token != "secret: with #chars" || fc.CAFile != "/etc/trainyard/ca.pem" {
 		t.Errorf("read back %+v", fc)
 	}
 
@@ -54,7 +54,7 @@ func TestWriteConfigPermissionsAndRoundTrip(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteConfig(path, "http://other", "t2"); err != nil {
+	if err := WriteConfig(path, "http://other", "t2", ""); err != nil {
 		t.Fatal(err)
 	}
 	fi, _ = os.Stat(path)
@@ -72,7 +72,7 @@ func TestWriteConfigReportsUnwritableDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := WriteConfig(filepath.Join(file, "sub", "config.yaml"), "s", "t")
+	err := WriteConfig(filepath.Join(file, "sub", "config.yaml"), "s", "t", "")
 	if err == nil || !strings.Contains(err.Error(), "create config directory") {
 		t.Errorf("err = %v, want a create-directory error", err)
 	}
@@ -150,7 +150,7 @@ func TestConfigFileUsedEndToEnd(t *testing.T) {
 	h := newHarness(t)
 	delete(h.vars, EnvServer)
 	delete(h.vars, EnvToken)
-	if err := WriteConfig(configPath(func(k string) string { return h.vars[k] }), h.srv.srv.URL, testToken); err != nil {
+	if err := WriteConfig(configPath(func(k string) string { return h.vars[k] }), h.srv.srv.URL, testToken, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.mustRun(0, "ls") // the fake rejects requests without the right token

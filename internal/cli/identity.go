@@ -340,7 +340,7 @@ server, and save the server URL and the token in the config file
 				return err
 			}
 			path := configPath(a.env.getenv)
-			if err := WriteConfig(path, cfg.Server, a.flags.token); err != nil {
+			if err := WriteConfig(path, cfg.Server, a.flags.token, ""); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "saved server %s and the token to %s\n", cfg.Server, path)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -52,6 +53,30 @@ func (c *Client) VerifyAudit(ctx context.Context) (apitypes.AuditVerification, e
 	var out apitypes.AuditVerification
 	err := c.doJSON(ctx, http.MethodGet, "/api/v1/audit/verify", nil, nil, nil, &out)
 	return out, err
+}
+
+// VerifyAuditWitness is VerifyAudit that also checks the log, and the
+// server's own witness, against witness: a witness file kept elsewhere (see
+// AuditWitness). The server rejects a file that is not a witness.
+func (c *Client) VerifyAuditWitness(ctx context.Context, witness []byte) (apitypes.AuditVerification, error) {
+	var out apitypes.AuditVerification
+	err := c.doJSON(ctx, http.MethodPost, "/api/v1/audit/verify", nil, nil, apitypes.AuditVerifyRequest{Witness: witness}, &out)
+	return out, err
+}
+
+// AuditWitness returns the server's audit witness file, exactly as the
+// server holds it, for keeping elsewhere.
+func (c *Client) AuditWitness(ctx context.Context) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/api/v1/audit/witness", nil, nil, nil, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the audit witness from %s: %w", c.base, err)
+	}
+	return b, nil
 }
 
 // ExportAudit streams every audit record after seq after (0: all) and calls

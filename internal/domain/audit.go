@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // AuditRecord is one entry of the tamper-evident audit log: who did what to
 // what, with what result. Records are chained: Hash covers the record's
@@ -27,3 +30,16 @@ const (
 	AuditDenied = "denied"
 	AuditFailed = "failed"
 )
+
+// AuditRecordError says a stored audit record cannot be read back as a
+// record: a column holds a value the store never writes, so the record was
+// changed outside Trainyard. ListAudit returns it, with the records before
+// it, so that verification names the record instead of failing.
+type AuditRecordError struct {
+	Seq    int64  // the record
+	Reason string // what is wrong, e.g. `its time (at) is "soon", not Unix nanoseconds`
+}
+
+func (e *AuditRecordError) Error() string {
+	return fmt.Sprintf("audit record %d cannot be read: %s", e.Seq, e.Reason)
+}

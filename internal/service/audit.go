@@ -3,10 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
-	"iter"
 	"time"
 
-	"trainyard/internal/audit"
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -71,20 +69,6 @@ func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (rec
 	return recs, false, nil
 }
 
-// VerifyAudit walks the whole audit log, page by page, and checks its hash
-// chain (see audit.Verify). A broken chain is not an error: it is the
-// report's Problem. The error is for a log that could not be read.
-func (s *Service) VerifyAudit(ctx context.Context, p Principal) (audit.Report, error) {
-	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
-		return audit.Report{}, err
-	}
-	rep, err := audit.Verify(s.auditRecords(ctx, 0))
-	if err != nil {
-		return audit.Report{}, fmt.Errorf("verify the audit log: %w", err)
-	}
-	return rep, nil
-}
-
 // ExportAudit calls emit with every record after afterSeq (0: all), in log
 // order, reading the log a page at a time. It stops at the first error from
 // emit or the store.
@@ -95,7 +79,7 @@ func (s *Service) ExportAudit(ctx context.Context, p Principal, afterSeq int64, 
 	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
 		return err
 	}
-	for rec, err := range s.auditRecords(ctx, afterSeq) {
+	for rec, err := range store.AuditRecords(ctx, s.cfg.Store, afterSeq, auditPage) {
 		if err != nil {
 			return fmt.Errorf("export the audit log: %w", err)
 		}
@@ -104,26 +88,4 @@ func (s *Service) ExportAudit(ctx context.Context, p Principal, afterSeq int64, 
 		}
 	}
 	return nil
-}
-
-// auditRecords streams the log after afterSeq in pages of auditPage.
-func (s *Service) auditRecords(ctx context.Context, afterSeq int64) iter.Seq2[domain.AuditRecord, error] {
-	return func(yield func(domain.AuditRecord, error) bool) {
-		for {
-			recs, err := s.cfg.Store.ListAudit(ctx, store.AuditFilter{AfterSeq: afterSeq, Limit: auditPage})
-			if err != nil {
-				yield(domain.AuditRecord{}, err)
-				return
-			}
-			for _, r := range recs {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if len(recs) < auditPage {
-				return
-			}
-			afterSeq = recs[len(recs)-1].Seq
-		}
-	}
 }

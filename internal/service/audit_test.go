@@ -132,7 +132,7 @@ func TestFailedSubmitLeavesNoRecord(t *testing.T) {
 	if _, _, err := e.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: g\nentrypoint: [true]\n")}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.svc.VerifyAudit(context.Background(), admin)
+	rep, err := e.svc.VerifyAudit(context.Background(), admin, nil)
 	if err != nil || !rep.OK() || rep.Records != int64(before+1) {
 		t.Fatalf("VerifyAudit = %+v, %v; want %d intact records", rep, err, before+1)
 	}
@@ -228,7 +228,7 @@ func TestListVerifyExportAudit(t *testing.T) {
 		}
 	}
 
-	rep, err := e.svc.VerifyAudit(ctx, auditor)
+	rep, err := e.svc.VerifyAudit(ctx, auditor, nil)
 	if err != nil || !rep.OK() || rep.Records != int64(len(all)) || rep.LastHash != all[len(all)-1].Hash {
 		t.Fatalf("VerifyAudit = %+v, %v; want %d intact records", rep, err, len(all))
 	}
@@ -256,7 +256,7 @@ func TestAuditReadNeedsAuditRole(t *testing.T) {
 	if _, _, err := e.svc.ListAudit(ctx, member, service.AuditQuery{}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("ListAudit as a member = %v, want ErrForbidden", err)
 	}
-	if _, err := e.svc.VerifyAudit(ctx, member); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.VerifyAudit(ctx, member, nil); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("VerifyAudit as a member = %v, want ErrForbidden", err)
 	}
 	if err := e.svc.ExportAudit(ctx, member, 0, func(domain.AuditRecord) error { return nil }); !errors.Is(err, domain.ErrForbidden) {

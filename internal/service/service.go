@@ -66,6 +66,9 @@ type Config struct {
 	Blobs blob.Store
 	// MaxCodeBytes bounds an uploaded code package (0: codepkg.DefaultMaxSize).
 	MaxCodeBytes int64
+	// AuditWitness is the file the server keeps the audit log's head in,
+	// outside the store (auditwitness.go); "" keeps none.
+	AuditWitness string
 }
 
 // Service implements the use cases. Safe for concurrent use.
@@ -86,6 +89,8 @@ type Service struct {
 	// envCache holds environments by name for submit (envVersions).
 	envCache sync.Map
 	envGen   atomic.Uint64
+	// witness is the audit witness this server writes (auditwitness.go).
+	witness witnessKeeper
 }
 
 // authEntry is one cached authentication.

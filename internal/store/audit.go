@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"iter"
 	"time"
 
 	"trainyard/internal/domain"
@@ -45,6 +46,33 @@ type AuditFilter struct {
 type Audits interface {
 	// AppendAudit appends records on their own (denials, failed logins).
 	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
-	// ListAudit returns records in Seq order.
+	// ListAudit returns records in Seq order. A stored record that cannot
+	// be read back (changed outside Trainyard) ends the list: the records
+	// before it are returned with a *domain.AuditRecordError naming it.
 	ListAudit(ctx context.Context, f AuditFilter) ([]domain.AuditRecord, error)
+}
+
+// AuditRecords streams the log of a after afterSeq in Seq order, reading
+// page records at a time, so memory does not grow with the log. A record
+// that cannot be read ends the stream after the records before it, with its
+// *domain.AuditRecordError; so does any other error.
+func AuditRecords(ctx context.Context, a Audits, afterSeq int64, page int) iter.Seq2[domain.AuditRecord, error] {
+	return func(yield func(domain.AuditRecord, error) bool) {
+		for {
+			recs, err := a.ListAudit(ctx, AuditFilter{AfterSeq: afterSeq, Limit: page})
+			for _, r := range recs {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if err != nil {
+				yield(domain.AuditRecord{}, err)
+				return
+			}
+			if len(recs) < page {
+				return
+			}
+			afterSeq = recs[len(recs)-1].Seq
+		}
+	}
 }

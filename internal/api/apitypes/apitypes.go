@@ -434,7 +434,7 @@ type AuditList struct {
 	NextAfter int64         `json:"next_after,omitempty"`
 }
 
-// AuditVerification is the body of GET /api/v1/audit/verify.
+// AuditVerification is the body of GET and POST /api/v1/audit/verify.
 type AuditVerification struct {
 	OK bool `json:"ok"`
 	// Records is how many records were found intact (with a Problem, how
@@ -445,12 +445,33 @@ type AuditVerification struct {
 	LastSeq  int64         `json:"last_seq,omitempty"`
 	LastHash string        `json:"last_hash,omitempty"`
 	Problem  *AuditProblem `json:"problem,omitempty"`
+	// Witness is the server's witness the log was checked against;
+	// absent when the server keeps none.
+	Witness *AuditWitnessHead `json:"witness,omitempty"`
 }
 
-// AuditProblem is the first break in the audit log's hash chain.
+// AuditVerifyRequest is the body of POST /api/v1/audit/verify: a witness
+// file the caller kept (as GET /api/v1/audit/witness or the server's
+// audit_witness file holds it).
+type AuditVerifyRequest struct {
+	Witness json.RawMessage `json:"witness,omitempty"`
+}
+
+// AuditWitnessHead is the head of the audit log a witness saw: the newest
+// record's number, hash and time, and when the witness was written.
+type AuditWitnessHead struct {
+	Seq       int64     `json:"seq"`
+	Hash      string    `json:"hash,omitempty"`
+	At        time.Time `json:"at,omitzero"`
+	WrittenAt time.Time `json:"written_at,omitzero"`
+}
+
+// AuditProblem is the first problem verification found.
 type AuditProblem struct {
 	// Kind is modified, missing, inserted, swapped, unlinked or
-	// out_of_order.
+	// out_of_order (the chain is broken); truncated or rewritten (the log
+	// no longer holds what a witness saw); or witness_replaced (the
+	// server's witness moved backwards, was deleted or damaged).
 	Kind    string `json:"kind"`
 	Seq     int64  `json:"seq"`             // the record it is about
 	Other   int64  `json:"other,omitempty"` // a second record involved

@@ -130,7 +130,10 @@ func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) err
 	})
 }
 
-// ListAudit returns the records f selects in Seq order.
+// ListAudit returns the records f selects in Seq order. A record whose time
+// column holds something other than an integer (the store never writes one)
+// ends the list: the records before it come back with a
+// *domain.AuditRecordError naming it.
 func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -152,13 +155,17 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.Au
 	for rows.Next() {
 		var (
 			r  domain.AuditRecord
-			at int64
+			at any // an integer, unless someone stored something else
 		)
 		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Target, &r.Before, &r.After, &r.Result,
 			&r.Detail, &r.Client, &r.PrevHash, &r.Hash); err != nil {
 			return nil, interpretError("list audit records", err)
 		}
-		r.At = time.Unix(0, at).UTC()
+		ns, ok := at.(int64)
+		if !ok {
+			return out, &domain.AuditRecordError{Seq: r.Seq, Reason: fmt.Sprintf("its time (at) is %s, not Unix nanoseconds", describeValue(at))}
+		}
+		r.At = time.Unix(0, ns).UTC()
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -210,4 +217,22 @@ func listAuditQuery(f store.AuditFilter) (string, []any) {
 		args = append(args, f.Limit)
 	}
 	return q, args
+}
+
+// describeValue quotes a column value that is not what the store writes, for
+// a message: at most 40 bytes of it.
+func describeValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case []byte:
+		return describeValue(string(v))
+	case string:
+		if len(v) > 40 {
+			return fmt.Sprintf("%q…", v[:40])
+		}
+		return fmt.Sprintf("%q", v)
+	default:
+		return fmt.Sprintf("%v", v)
+	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"iter"
 	"testing"
@@ -205,5 +206,41 @@ func TestAuditBatchRollback(t *testing.T) {
 	rep, err := audit.Verify(auditPages(s, 100))
 	if err != nil || !rep.OK() || rep.Records != 5 {
 		t.Fatalf("Verify after a failed batch = %+v, %v", rep, err)
+	}
+}
+
+// TestAuditUnreadableTime stores a time that is not an integer behind the
+// store's back: listing returns the records before it and an error naming
+// it, and a stream through store.AuditRecords ends with that error.
+func TestAuditUnreadableTime(t *testing.T) {
+	s := openTest(t)
+	seedAudit(t, s, 12)
+	db, err := sql.Open("sqlite", dsn(s.Path(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, `UPDATE audit SET at = 'soon' WHERE seq = 7`)
+
+	recs, err := s.ListAudit(context.Background(), store.AuditFilter{AfterSeq: 2, Limit: 10})
+	var bad *domain.AuditRecordError
+	if !errors.As(err, &bad) || bad.Seq != 7 || bad.Reason != `its time (at) is "soon", not Unix nanoseconds` {
+		t.Fatalf("ListAudit error = %v; want record 7 named", err)
+	}
+	if len(recs) != 4 || recs[0].Seq != 3 || recs[3].Seq != 6 {
+		t.Fatalf("ListAudit returned %d records; want 3 to 6, those before the unreadable one", len(recs))
+	}
+	var seen []int64
+	for r, err := range store.AuditRecords(context.Background(), s, 0, 4) {
+		if err != nil {
+			if !errors.As(err, &bad) {
+				t.Fatalf("stream error = %v", err)
+			}
+			break
+		}
+		seen = append(seen, r.Seq)
+	}
+	if len(seen) != 6 || seen[5] != 6 {
+		t.Fatalf("the stream yielded %v; want records 1 to 6 before the error", seen)
 	}
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trainyard/internal/api"
+	"trainyard/internal/cli"
+)
+
+func TestServerConfigSecurityKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.yaml")
+	body := "metrics_token: s3cret\nmetrics: {auth: loopback}\naudit_witness: /mnt/other/trainyard-audit.witness\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadServerConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Metrics.Auth != "loopback" || cfg.MetricsToken != "s3cret" || cfg.AuditWitness != "/mnt/other/trainyard-audit.witness" {
+		t.Fatalf("config = %+v", cfg)
+	}
+}
+
+func TestParseMetricsAuth(t *testing.T) {
+	tests := []struct {
+		auth, token string
+		want        api.MetricsAuth
+		err         string
+	}{
+		{want: api.MetricsAuthLoopback},
+		{token: "t", want: api.MetricsAuthToken}, // metrics_token alone keeps requiring it everywhere
+		{auth: "loopback", token: "t", want: api.MetricsAuthLoopback},
+		{auth: "token", want: api.MetricsAuthToken},
+		{auth: "none", want: api.MetricsAuthNone},
+		{auth: "none", token: "t", err: "metrics.auth: none opens /metrics to everyone, yet metrics_token is set"},
+		{auth: "open", err: `metrics.auth: "open" is not one of loopback (the default), token or none`},
+	}
+	for _, tc := range tests {
+		var cfg serverConfig
+		cfg.Metrics.Auth, cfg.MetricsToken = tc.auth, tc.token
+		got, err := parseMetricsAuth(cfg)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("auth %q, token %q: error %v, want %q", tc.auth, tc.token, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("auth %q, token %q = %q, %v; want %q", tc.auth, tc.token, got, err, tc.want)
+		}
+	}
+}
+
+func TestWarnPlaintext(t *testing.T) {
+	for addr, warn := range map[string]bool{
+		"127.0.0.1:7070": false, "127.8.9.1:7070": false, "[::1]:7070": false,
+		"0.0.0.0:7070": true, "[::]:7070": true, "192.0.2.10:7070": true, "[2001:db8::1]:7070": true,
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		warnPlaintext(slog.New(slog.NewTextHandler(&buf, nil)), tcp)
+		got := strings.Contains(buf.String(), "level=WARN") && strings.Contains(buf.String(), "without TLS") &&
+			strings.Contains(buf.String(), "tls_cert")
+		if got != warn {
+			t.Errorf("listening on %s: warned %v, want %v (%q)", addr, got, warn, buf.String())
+		}
+	}
+}
+
+// On a TLS first start the CLI config names the server's certificate, by
+// absolute path, so the CLI on this machine trusts it.
+func TestBootstrapWritesCAFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", home)
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("cert.pem", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := filepath.Abs("cert.pem")
+	svc := newService(t)
+	if err := bootstrap(context.Background(), svc, t.TempDir(), "https://127.0.0.1:7070", "cert.pem"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(cli.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "ca_file: "+cert+"\n") || !strings.Contains(string(b), "server: https://127.0.0.1:7070\n") {
+		t.Fatalf("CLI config after a TLS first start:\n%s\nwant server https://127.0.0.1:7070 and ca_file %s", b, cert)
+	}
+
+	// Without TLS there is no ca_file.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	if err := bootstrap(context.Background(), newService(t), t.TempDir(), "http://127.0.0.1:7070", ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(cli.ConfigPath()); strings.Contains(string(b), "ca_file") {
+		t.Fatalf("CLI config of a plain HTTP start names a ca_file:\n%s", b)
+	}
+}
