@@ -13,6 +13,10 @@ import (
 	"trainyard/internal/codepkg"
 )
 
+// CodeLimits bounds what unpacking one attempt's code package may write
+// (Config.Code).
+type CodeLimits = codepkg.Limits
+
 // prepareCode gives an attempt of a job with a code package (submit
 // --context) a fresh copy of it: the package is unpacked from the blob store
 // into the attempt's working directory (logs.Layout.WorkDir), which is where
@@ -72,7 +76,7 @@ func (c *Controller) unpackCode(ctx context.Context, sha, dir string) error {
 		return fail(err)
 	}
 	vr := blob.VerifyingReader(key, rc, hex)
-	err = codepkg.Unpack(vr, tmp)
+	err = codepkg.Unpack(vr, tmp, c.cfg.Code)
 	if err == nil {
 		// The archive may end before the stream does: read the rest so the
 		// hash covers every byte.

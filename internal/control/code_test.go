@@ -1,8 +1,12 @@
 package control_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,7 +35,7 @@ type codeRig struct {
 	blobs blob.Store
 }
 
-func newCodeRig(t *testing.T, ex *executortest.Fake) *codeRig {
+func newCodeRig(t *testing.T, ex *executortest.Fake, opts ...func(*control.Config)) *codeRig {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -45,18 +49,28 @@ func newCodeRig(t *testing.T, ex *executortest.Fake) *codeRig {
 	}
 	t.Cleanup(func() { bs.Close() })
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
-		RetryBackoff: time.Millisecond, Grace: time.Second, BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs})
+	cfg := control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
+		RetryBackoff: time.Millisecond, Grace: time.Second, BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctl := control.New(cfg)
 	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Wake: ctl.Wake, Blobs: bs})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
-	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
-	t.Cleanup(func() {
+	// stop returns once the loop and the work it started off the loop
+	// have ended.
+	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir, stop: func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("control loop: %v", err)
+		}
+	}}
+	t.Cleanup(func() {
+		if r.stop != nil {
+			r.stop()
 		}
 	})
 	pool := domain.Pool{Name: "default", Executor: "local",
@@ -241,6 +255,76 @@ func TestBadPackageFailsTheLaunch(t *testing.T) {
 			ents, _ := os.ReadDir(filepath.Join(r.dir, "runs", "2", "1"))
 			for _, e := range ents {
 				t.Errorf("a failed unpack left %s behind", e.Name())
+			}
+		})
+	}
+}
+
+// uploadRaw stores archive as a code package, whatever it holds; it returns
+// its hash.
+func (r *codeRig) uploadRaw(archive []byte) string {
+	r.t.Helper()
+	sum := sha256.Sum256(archive)
+	hash := codepkg.HashPrefix + hex.EncodeToString(sum[:])
+	if _, _, err := r.svc.PutCode(context.Background(), admin, hash, bytes.NewReader(archive), int64(len(archive))); err != nil {
+		r.t.Fatal(err)
+	}
+	return hash
+}
+
+// zerosPackage is a tar.gz of train.py and 8 MiB of zeros, about 8 KiB.
+func zerosPackage(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "train.py", Typeflag: tar.TypeReg, Size: 8, Mode: 0o644})
+	tw.Write([]byte("print(1)"))
+	tw.WriteHeader(&tar.Header{Name: "data/zeros.bin", Typeflag: tar.TypeReg, Size: 8 << 20, Mode: 0o644})
+	tw.Write(make([]byte, 8<<20))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+// A package over the server's unpack limits (code.max_unpacked,
+// code.max_files) fails the launch, saying which limit and what to do, and
+// leaves nothing in the attempt's directory.
+func TestPackageOverTheLimitsFailsTheLaunch(t *testing.T) {
+	tests := map[string]struct {
+		limits control.CodeLimits
+		pkg    func(r *codeRig) string
+		want   []string
+	}{
+		"size": {control.CodeLimits{MaxBytes: 1 << 20}, func(r *codeRig) string { return r.uploadRaw(zerosPackage(t)) },
+			[]string{"more than 1.0 MiB, this server's limit (reached at data/zeros.bin, 8.0 MiB)", ".trainyardignore", "code.max_unpacked"}},
+		"files": {control.CodeLimits{MaxFiles: 2}, func(r *codeRig) string {
+			return r.upload(map[string]string{"a.py": "a", "b.py": "b", "c.py": "c"})
+		}, []string{"more than 2 entries", ".trainyardignore", "code.max_files"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newCodeRig(t, &executortest.Fake{}, func(c *control.Config) { c.Code = tc.limits })
+			j := r.submitCode("name: bomb\nentrypoint: [x]\n", &domain.CodeRef{SHA256: tc.pkg(r)})
+			j = r.wait(j.ID, domain.JobFailed, domain.JobSucceeded)
+			if j.State != domain.JobFailed || j.Reason != domain.ReasonLaunchFailed {
+				t.Fatalf("job %s %s %q; want failed LaunchFailed", j.State, j.Reason, j.Message)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(j.Message, w) {
+					t.Errorf("message %q lacks %q", j.Message, w)
+				}
+			}
+			if n := len(r.ex.Launches()); n != 0 {
+				t.Errorf("the executor was asked to launch %d attempts", n)
+			}
+			r.stop()
+			r.stop = nil
+			ents, _ := os.ReadDir(filepath.Join(r.dir, "runs", "1", "1"))
+			for _, e := range ents {
+				t.Errorf("a refused unpack left %s behind", e.Name())
 			}
 		})
 	}
