@@ -176,7 +176,13 @@ func TestEachAttemptGetsAFreshUnpack(t *testing.T) {
 // A spec workdir keeps the process where it says; the package is still
 // unpacked, at TRAINYARD_CODE_DIR.
 func TestSpecWorkdirWinsOverThePackage(t *testing.T) {
-	r := newCodeRig(t, &executortest.Fake{})
+	unpacked := make(chan error, 1) // train.py at TRAINYARD_CODE_DIR while the attempt runs
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		_, err := os.Stat(filepath.Join(envValue(l.Env, "TRAINYARD_CODE_DIR"), "train.py"))
+		unpacked <- err
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	r := newCodeRig(t, ex)
 	hash := r.upload(map[string]string{"train.py": "print(1)"})
 	wd := t.TempDir()
 	j := r.submitCode("name: wd\nentrypoint: [x]\nworkdir: "+wd+"\n", &domain.CodeRef{SHA256: hash})
@@ -186,7 +192,7 @@ func TestSpecWorkdirWinsOverThePackage(t *testing.T) {
 	if l.WorkDir != wd || codeDir == "" || codeDir == wd {
 		t.Fatalf("workdir %s, code dir %s; want the spec's %s and a separate code dir", l.WorkDir, codeDir, wd)
 	}
-	if _, err := os.Stat(filepath.Join(codeDir, "train.py")); err != nil {
+	if err := <-unpacked; err != nil {
 		t.Errorf("the package was not unpacked at TRAINYARD_CODE_DIR: %v", err)
 	}
 	if envValue(l.Env, "TRAINYARD_GIT_COMMIT") != "" {
@@ -327,5 +333,57 @@ func TestPackageOverTheLimitsFailsTheLaunch(t *testing.T) {
 				t.Errorf("a refused unpack left %s behind", e.Name())
 			}
 		})
+	}
+}
+
+// When an attempt ends, its unpacked package goes, through whatever links
+// the job left there, and nothing they point to is touched. A job without
+// a package keeps its working directory.
+func TestUnpackedCodeIsRemovedWhenTheAttemptEnds(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "keep.txt")
+	if err := os.WriteFile(victim, []byte("not the job's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		os.MkdirAll(l.WorkDir, 0o755)
+		os.WriteFile(filepath.Join(l.WorkDir, "scratch"), []byte("left by the job"), 0o644)
+		os.Symlink(outside, filepath.Join(l.WorkDir, "out"))
+		os.Symlink(victim, filepath.Join(l.WorkDir, "victim"))
+		os.Symlink(outside, filepath.Join(l.WorkDir, "lib", "up"))
+		if l.Ref.JobID == 3 { // the job puts a link in place of its directory
+			os.Rename(l.WorkDir, l.WorkDir+".moved")
+			os.Symlink(outside, l.WorkDir)
+		}
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	r := newCodeRig(t, ex)
+	hash := r.upload(map[string]string{"train.py": "print(1)", "lib/util.py": "x"})
+	coded := r.submitCode("name: coded\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
+	plain := r.submitCode("name: plain\nentrypoint: [x]\n", nil)
+	swapped := r.submitCode("name: swapped\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
+	for _, j := range []domain.Job{coded, plain, swapped} {
+		r.wait(j.ID, domain.JobSucceeded)
+	}
+	r.stop() // returns once the removals are done
+	r.stop = nil
+
+	attempt := filepath.Join(r.dir, "runs", "1", "1")
+	for _, work := range []string{filepath.Join(attempt, "work"), filepath.Join(r.dir, "runs", "3", "1", "work")} {
+		if _, err := os.Lstat(work); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", work, err)
+		}
+	}
+	if _, err := os.Stat(attempt); err != nil {
+		t.Errorf("the attempt's directory went too: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the job's" {
+		t.Errorf("a file a link pointed to was touched: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the directory a link pointed to holds %d entries, want its 1", len(ents))
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "runs", "2", "1", "work", "scratch")); err != nil || string(b) != "left by the job" {
+		t.Errorf("a job without a package lost its working directory: %q, %v", b, err)
 	}
 }
