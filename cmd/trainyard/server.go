@@ -119,6 +119,8 @@ type serverConfig struct {
 	// JobUsers names an existing user to run a project's jobs as instead
 	// (project: user name or uid).
 	JobUsers map[string]string `yaml:"job_users"`
+	// Code bounds each unpack of a code package (code.go, docs/code.md).
+	Code codeConfig `yaml:"code"`
 }
 
 func serverCommand() *cobra.Command {
@@ -269,6 +271,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		return fmt.Errorf("server config %w", err)
 	}
+	codeLimits, err := cfg.Code.limits()
+	if err != nil {
+		return err
+	}
 
 	// --- log retention (docs/operator.md) ---
 	logRetention := service.DefaultLogRetention
@@ -405,7 +411,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.ResolveSecrets(ctx, project, names)
 			},
-			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
+			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs, Code: codeLimits,
 			CopyCheckpoints: copyCheckpoints, Fence: fence}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }

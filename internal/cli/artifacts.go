@@ -2,8 +2,6 @@ package cli
 
 import (
 	"archive/tar"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -116,12 +114,16 @@ func (a *app) artifactsGetCmd() *cobra.Command {
 or a directory prefix such as eval/) into --dest, keeping relative paths.
 Each file's SHA-256 is checked against the manifest; a mismatch is an error
 and the file is kept as NAME.corrupt for inspection. A file already in
---dest with the right checksum is skipped, and a partial one is resumed.`,
+--dest with the right checksum is skipped, and a partial one is resumed; one
+with other contents is kept, and reported, unless --force. Nothing is
+written outside --dest: a path that is absolute or climbs out with "..",
+or that leads out through a symbolic link already in --dest, is refused.`,
 		Example: `  trainyard artifacts get 42 --dest ./run42
   trainyard artifacts get 42 model.pt`,
 		Args: cobra.RangeArgs(1, 2),
 	}
 	dest := cmd.Flags().String("dest", ".", "directory to download into")
+	force := cmd.Flags().Bool("force", false, "overwrite files in --dest whose contents differ from the job's")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -150,11 +152,16 @@ and the file is kept as NAME.corrupt for inspection. A file already in
 			}
 		}
 		sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+		d, err := openDest(*dest, *force)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
 		errOut := cmd.ErrOrStderr()
 		var total int64
 		var failed []string
 		for _, f := range files {
-			n, err := a.download(cmd, id, f, *dest)
+			n, err := a.download(cmd, id, f, d)
 			total += n
 			if err != nil {
 				fmt.Fprintf(errOut, "%s: %s\n", cell(f.Path), text(err.Error()))
@@ -170,19 +177,22 @@ and the file is kept as NAME.corrupt for inspection. A file already in
 	return cmd
 }
 
-// download fetches one file into dest (resuming a partial copy) and checks
+// download fetches one file into d (resuming a partial copy) and checks
 // its SHA-256. It returns the bytes transferred.
-func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, dest string) (int64, error) {
-	target := filepath.Join(dest, filepath.FromSlash(f.Path))
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, d *destDir) (int64, error) {
+	target, err := d.place(f.Path)
+	if err != nil {
 		return 0, err
 	}
-	if sum, size, err := fileSHA256(target); err == nil && size == f.Size && sum == f.SHA256 {
+	if sum, size, err := d.sha256(target); err == nil && size == f.Size && sum == f.SHA256 {
 		return 0, nil // already here
+	}
+	if err := d.refuseExisting(f.Path, target); err != nil {
+		return 0, err
 	}
 	part := target + ".part"
 	var offset int64
-	if fi, err := os.Stat(part); err == nil && fi.Size() < f.Size {
+	if fi, err := d.root.Stat(part); err == nil && fi.Size() < f.Size {
 		offset = fi.Size()
 	}
 	c, err := a.client()
@@ -205,9 +215,9 @@ func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, de
 	if offset > 0 {
 		flag = os.O_WRONLY | os.O_APPEND
 	}
-	out, err := os.OpenFile(part, flag, 0o644)
+	out, err := d.root.OpenFile(part, flag, 0o644)
 	if err != nil {
-		return 0, err
+		return 0, d.wrap(f.Path, err)
 	}
 	var r io.Reader = body
 	errOut := cmd.ErrOrStderr()
@@ -226,30 +236,20 @@ func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, de
 	if err != nil {
 		return n, fmt.Errorf("download interrupted after %s (run the command again to resume): %w", humanBytes(offset+n), err)
 	}
-	sum, size, err := fileSHA256(part)
+	sum, size, err := d.sha256(part)
 	if err != nil {
 		return n, err
 	}
 	if sum != want || size != f.Size {
 		bad := target + ".corrupt"
-		_ = os.Rename(part, bad)
-		return n, fmt.Errorf("corrupt: sha256 %s (%s), the manifest says %s (%s); kept as %s", sum, humanBytes(size), want, humanBytes(f.Size), bad)
+		_ = d.root.Rename(part, bad)
+		return n, fmt.Errorf("corrupt: sha256 %s (%s), the manifest says %s (%s); kept as %s", sum, humanBytes(size), want, humanBytes(f.Size), filepath.Join(d.name, bad))
 	}
-	return n, os.Rename(part, target)
-}
-
-func fileSHA256(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
+	// Rename replaces a link at target, never what it points to.
+	if err := d.root.Rename(part, target); err != nil {
+		return n, d.wrap(f.Path, err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", n, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return n, nil
 }
 
 // dlBar draws "model.pt  52%  5.2 MiB/10.0 MiB" on one terminal line.
@@ -439,13 +439,18 @@ removal is audited. Needs the admin or resource-admin role.`,
 
 func (a *app) checkpointsGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "get ID NAME",
-		Short:   "Download one kept checkpoint",
-		Long:    `Download a kept checkpoint (see trainyard checkpoints ls) into --dest/NAME.`,
+		Use:   "get ID NAME",
+		Short: "Download one kept checkpoint",
+		Long: `Download a kept checkpoint (see trainyard checkpoints ls) into --dest/NAME.
+Without --force, a file already there is kept and stops the download.
+Nothing is written outside --dest: a path that is absolute or climbs out
+with "..", or that leads out through a symbolic link already in --dest, is
+refused.`,
 		Example: `  trainyard checkpoints get 42 step-2000 --dest ./ckpt`,
 		Args:    exactArgs(2),
 	}
 	dest := cmd.Flags().String("dest", ".", "directory to download into")
+	force := cmd.Flags().Bool("force", false, "overwrite files already in --dest")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -460,7 +465,12 @@ func (a *app) checkpointsGetCmd() *cobra.Command {
 			return err
 		}
 		defer body.Close()
-		files, size, err := untar(body, *dest)
+		d, err := openDest(*dest, *force)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		files, size, err := untar(body, d)
 		if err != nil {
 			return fmt.Errorf("download checkpoint %s of job %d: %w", args[1], id, err)
 		}
@@ -470,13 +480,8 @@ func (a *app) checkpointsGetCmd() *cobra.Command {
 	return cmd
 }
 
-// untar extracts regular files from a tar stream into dest, refusing paths
-// that would leave it.
-func untar(r io.Reader, dest string) (files int, size int64, err error) {
-	root, err := filepath.Abs(dest)
-	if err != nil {
-		return 0, 0, err
-	}
+// untar extracts the regular files of a tar stream into d.
+func untar(r io.Reader, d *destDir) (files int, size int64, err error) {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -489,14 +494,11 @@ func untar(r io.Reader, dest string) (files int, size int64, err error) {
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		target := filepath.Join(root, filepath.FromSlash(path.Clean("/"+h.Name)))
-		if !strings.HasPrefix(target, root+string(filepath.Separator)) {
-			return files, size, fmt.Errorf("the archive names %q, outside the destination", h.Name)
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		rel, err := d.place(h.Name)
+		if err != nil {
 			return files, size, err
 		}
-		f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		f, err := d.create(h.Name, rel)
 		if err != nil {
 			return files, size, err
 		}

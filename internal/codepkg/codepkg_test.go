@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,7 +283,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("package = %+v", p)
 	}
 	dest := filepath.Join(t.TempDir(), "work")
-	if err := Unpack(bytes.NewReader(buf.Bytes()), dest); err != nil {
+	if err := Unpack(bytes.NewReader(buf.Bytes()), dest, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dest, "pkg", "link.py"))
@@ -393,7 +395,7 @@ func TestUnpackRefusesUnsafeArchives(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			parent := t.TempDir()
 			dest := filepath.Join(parent, "work")
-			err := Unpack(bytes.NewReader(archive(t, hdrs...)), dest)
+			err := Unpack(bytes.NewReader(archive(t, hdrs...)), dest, Limits{})
 			if !errors.Is(err, ErrUnsafe) {
 				t.Fatalf("err = %v, want ErrUnsafe", err)
 			}
@@ -404,17 +406,17 @@ func TestUnpackRefusesUnsafeArchives(t *testing.T) {
 		})
 	}
 	// Not a gzip stream at all.
-	if err := Unpack(strings.NewReader("not an archive"), t.TempDir()); err == nil {
+	if err := Unpack(strings.NewReader("not an archive"), t.TempDir(), Limits{}); err == nil {
 		t.Error("Unpack accepted garbage")
 	}
 	// A truncated archive fails.
 	good := archive(t, &tar.Header{Name: "f", Typeflag: tar.TypeReg, Size: 4096})
-	if err := Unpack(bytes.NewReader(good[:len(good)/2]), filepath.Join(t.TempDir(), "w")); err == nil {
+	if err := Unpack(bytes.NewReader(good[:len(good)/2]), filepath.Join(t.TempDir(), "w"), Limits{}); err == nil {
 		t.Error("Unpack accepted a truncated archive")
 	}
 	// Links that stay inside are fine, also through other links.
 	ok := archive(t, &tar.Header{Name: "d/f", Typeflag: tar.TypeReg, Size: 1}, link("d/self", "."), link("l", "d/self/f"))
-	if err := Unpack(bytes.NewReader(ok), filepath.Join(t.TempDir(), "w")); err != nil {
+	if err := Unpack(bytes.NewReader(ok), filepath.Join(t.TempDir(), "w"), Limits{}); err != nil {
 		t.Errorf("safe links: %v", err)
 	}
 }
@@ -432,5 +434,91 @@ func TestParseHash(t *testing.T) {
 		if _, err := ParseHash(bad); err == nil {
 			t.Errorf("ParseHash(%q) accepted it", bad)
 		}
+	}
+}
+
+// zeros is a tar.gz of small "train.py" and then name holding size zero
+// bytes: a package that compresses about a thousandfold.
+func zeros(t *testing.T, name string, size int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "train.py", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
+	tw.Write([]byte("x"))
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Size: size, Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(tw, zeroReader{}, size); err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// Packages that unpack to more than the limits allow are refused with the
+// limit and the way out, and a file over what is left is refused before
+// any of it is written.
+func TestUnpackRefusesBombs(t *testing.T) {
+	emptyFiles := func(n int) []byte {
+		hdrs := make([]*tar.Header, n)
+		for i := range hdrs {
+			hdrs[i] = &tar.Header{Name: fmt.Sprintf("f%d", i), Typeflag: tar.TypeReg}
+		}
+		return archive(t, hdrs...)
+	}
+	// A header declaring 3 GiB, the archive ending before its data.
+	var declared bytes.Buffer
+	zw := gzip.NewWriter(&declared)
+	tar.NewWriter(zw).WriteHeader(&tar.Header{Name: "data/huge.bin", Typeflag: tar.TypeReg, Size: 3 << 30, Mode: 0o644})
+	zw.Close()
+
+	tests := map[string]struct {
+		archive []byte
+		lim     Limits
+		want    []string
+		absent  string // must not have been created
+	}{
+		"zeros over a configured size": {zeros(t, "data/zeros.bin", 8<<20), Limits{MaxBytes: 1 << 20},
+			[]string{"more than 1.0 MiB, this server's limit (reached at data/zeros.bin, 8.0 MiB)", ".trainyardignore", "code.max_unpacked"}, "data/zeros.bin"},
+		"declared size over the default": {declared.Bytes(), Limits{},
+			[]string{"more than 2.0 GiB", "code.max_unpacked"}, "data/huge.bin"},
+		"entries over a configured count": {emptyFiles(11), Limits{MaxFiles: 10},
+			[]string{"more than 10 entries", ".trainyardignore", "code.max_files"}, "f10"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "work")
+			err := Unpack(bytes.NewReader(tc.archive), dest, tc.lim)
+			if !errors.Is(err, ErrUnsafe) {
+				t.Fatalf("err = %v, want ErrUnsafe", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+			if _, err := os.Lstat(filepath.Join(dest, tc.absent)); !os.IsNotExist(err) {
+				t.Errorf("%s was created: %v", tc.absent, err)
+			}
+		})
+	}
+	if n := len(tests["zeros over a configured size"].archive); n > 64<<10 {
+		t.Errorf("the zeros package is %d bytes; the test wants a bomb", n)
+	}
+}
+
+// The limits are inclusive, and zero means the defaults.
+func TestUnpackLimits(t *testing.T) {
+	if got := (Limits{}).withDefaults(); got != (Limits{MaxBytes: 2 << 30, MaxFiles: 100_000}) {
+		t.Errorf("defaults = %+v", got)
+	}
+	if err := Unpack(bytes.NewReader(zeros(t, "z", 1023)), t.TempDir(), Limits{MaxBytes: 1024, MaxFiles: 2}); err != nil {
+		t.Errorf("a package exactly at both limits: %v", err)
 	}
 }

@@ -13,12 +13,34 @@ import (
 	"strings"
 )
 
-// MaxUnpackedSize bounds the total uncompressed size Unpack writes, so a
-// small archive cannot fill the disk (a "zip bomb").
-const MaxUnpackedSize = 16 << 30
+// Default limits of Unpack. Source trees are megabytes; a package that
+// unpacks to more carries data, checkpoints or build output, and a small
+// archive of zeros or of empty entries can stand for far more ("zip bomb").
+const (
+	// DefaultMaxUnpacked bounds the total size of the files unpacked.
+	DefaultMaxUnpacked = 2 << 30
+	// DefaultMaxFiles bounds the entries (files, directories and links).
+	DefaultMaxFiles = 100_000
+)
 
-// MaxUnpackedFiles bounds the number of entries Unpack accepts.
-const MaxUnpackedFiles = 1_000_000
+// Limits bounds what Unpack writes. Zero fields take the defaults.
+type Limits struct {
+	// MaxBytes bounds the total size of the files, in bytes.
+	MaxBytes int64
+	// MaxFiles bounds the entries: files, directories and links.
+	MaxFiles int
+}
+
+// withDefaults fills zero fields with the defaults.
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxUnpacked
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	return l
+}
 
 // ErrUnsafe reports an archive entry that Unpack refuses: a path that is
 // absolute or climbs out of the destination, a link pointing outside it, a
@@ -36,10 +58,12 @@ func unsafeErr(format string, args ...any) error {
 // Every write goes through an os.Root at dest, and entries are checked
 // first: absolute paths, ".." components, hard links, devices, FIFOs and
 // other special types, symbolic links that are absolute or point outside
-// dest, duplicate paths, and more than MaxUnpackedSize bytes or
-// MaxUnpackedFiles entries in all each fail with an error matching
-// ErrUnsafe. On an error dest may hold part of the package; remove it.
-func Unpack(r io.Reader, dest string) error {
+// dest, duplicate paths, and more than lim's bytes or entries in all each
+// fail with an error matching ErrUnsafe. A file's size is checked against
+// what is left before any of it is written. On an error dest may hold part
+// of the package; remove it.
+func Unpack(r io.Reader, dest string, lim Limits) error {
+	lim = lim.withDefaults()
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("unpack code package: not a gzip stream: %w", err)
@@ -67,8 +91,9 @@ func Unpack(r io.Reader, dest string) error {
 		if err != nil {
 			return fmt.Errorf("unpack code package: read archive: %w", err)
 		}
-		if n >= MaxUnpackedFiles {
-			return unsafeErr("more than %d entries", MaxUnpackedFiles)
+		if n >= lim.MaxFiles {
+			return unsafeErr("it has more than %d entries (files, directories and links), this server's limit; "+
+				"leave data, checkpoints and build output out of the package (list them in .trainyardignore), or have the server's code.max_files raised", lim.MaxFiles)
 		}
 		name, err := cleanName(hdr.Name)
 		if err != nil {
@@ -100,8 +125,10 @@ func Unpack(r io.Reader, dest string) error {
 				return fmt.Errorf("unpack code package: create directory %s: %w", name, err)
 			}
 		case tar.TypeReg:
-			if hdr.Size < 0 || total+hdr.Size > MaxUnpackedSize {
-				return unsafeErr("more than %s of files", FormatBytes(MaxUnpackedSize))
+			if hdr.Size < 0 || hdr.Size > lim.MaxBytes-total {
+				return unsafeErr("its files come to more than %s, this server's limit (reached at %s, %s); "+
+					"leave data, checkpoints and build output out of the package (list them in .trainyardignore), or have the server's code.max_unpacked raised",
+					FormatBytes(lim.MaxBytes), name, FormatBytes(hdr.Size))
 			}
 			total += hdr.Size
 			mode := os.FileMode(0o644)

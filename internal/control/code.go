@@ -11,7 +11,12 @@ import (
 
 	"trainyard/internal/blob"
 	"trainyard/internal/codepkg"
+	"trainyard/internal/executor"
 )
+
+// CodeLimits bounds what unpacking one attempt's code package may write
+// (Config.Code).
+type CodeLimits = codepkg.Limits
 
 // prepareCode gives an attempt of a job with a code package (submit
 // --context) a fresh copy of it: the package is unpacked from the blob store
@@ -72,7 +77,7 @@ func (c *Controller) unpackCode(ctx context.Context, sha, dir string) error {
 		return fail(err)
 	}
 	vr := blob.VerifyingReader(key, rc, hex)
-	err = codepkg.Unpack(vr, tmp)
+	err = codepkg.Unpack(vr, tmp, c.cfg.Code)
 	if err == nil {
 		// The archive may end before the stream does: read the rest so the
 		// hash covers every byte.
@@ -92,4 +97,37 @@ func (c *Controller) unpackCode(ctx context.Context, sha, dir string) error {
 		return fail(err)
 	}
 	return nil
+}
+
+// removeCode removes the unpacked copy of an ended attempt's code package,
+// its working directory (logs.Layout.WorkDir): a package may unpack to
+// gigabytes, and every attempt gets its own. The attempt's log stays. A job
+// without a package keeps its working directory, which holds only what the
+// job wrote there.
+//
+// The removal runs off the loop, through an os.Root at the runs directory:
+// a symbolic link the job left, inside the directory or in place of it or
+// of its parents, is removed as a link and never followed outside.
+func (c *Controller) removeCode(ctx context.Context, ref executor.Ref) {
+	ji, err := c.info(ctx, ref.JobID)
+	if err != nil || ji.code == nil {
+		return
+	}
+	rel, err := filepath.Rel(c.cfg.Logs.Root, c.cfg.Logs.WorkDir(ref.JobID, ref.Attempt))
+	if err != nil {
+		c.log.Warn("remove unpacked code package", "attempt", ref.String(), "err", err)
+		return
+	}
+	c.outputsWG.Add(1) // Run waits for it
+	go func() {
+		defer c.outputsWG.Done()
+		root, err := os.OpenRoot(c.cfg.Logs.Root)
+		if err == nil {
+			err = root.RemoveAll(rel)
+			root.Close()
+		}
+		if err != nil {
+			c.log.Warn("remove unpacked code package", "attempt", ref.String(), "dir", rel, "err", err)
+		}
+	}()
 }

@@ -1,8 +1,12 @@
 package control_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,7 +35,7 @@ type codeRig struct {
 	blobs blob.Store
 }
 
-func newCodeRig(t *testing.T, ex *executortest.Fake) *codeRig {
+func newCodeRig(t *testing.T, ex *executortest.Fake, opts ...func(*control.Config)) *codeRig {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -45,18 +49,28 @@ func newCodeRig(t *testing.T, ex *executortest.Fake) *codeRig {
 	}
 	t.Cleanup(func() { bs.Close() })
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
-		RetryBackoff: time.Millisecond, Grace: time.Second, BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs})
+	cfg := control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
+		RetryBackoff: time.Millisecond, Grace: time.Second, BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctl := control.New(cfg)
 	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Wake: ctl.Wake, Blobs: bs})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
-	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
-	t.Cleanup(func() {
+	// stop returns once the loop and the work it started off the loop
+	// have ended.
+	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir, stop: func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("control loop: %v", err)
+		}
+	}}
+	t.Cleanup(func() {
+		if r.stop != nil {
+			r.stop()
 		}
 	})
 	pool := domain.Pool{Name: "default", Executor: "local",
@@ -162,7 +176,13 @@ func TestEachAttemptGetsAFreshUnpack(t *testing.T) {
 // A spec workdir keeps the process where it says; the package is still
 // unpacked, at TRAINYARD_CODE_DIR.
 func TestSpecWorkdirWinsOverThePackage(t *testing.T) {
-	r := newCodeRig(t, &executortest.Fake{})
+	unpacked := make(chan error, 1) // train.py at TRAINYARD_CODE_DIR while the attempt runs
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		_, err := os.Stat(filepath.Join(envValue(l.Env, "TRAINYARD_CODE_DIR"), "train.py"))
+		unpacked <- err
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	r := newCodeRig(t, ex)
 	hash := r.upload(map[string]string{"train.py": "print(1)"})
 	wd := t.TempDir()
 	j := r.submitCode("name: wd\nentrypoint: [x]\nworkdir: "+wd+"\n", &domain.CodeRef{SHA256: hash})
@@ -172,7 +192,7 @@ func TestSpecWorkdirWinsOverThePackage(t *testing.T) {
 	if l.WorkDir != wd || codeDir == "" || codeDir == wd {
 		t.Fatalf("workdir %s, code dir %s; want the spec's %s and a separate code dir", l.WorkDir, codeDir, wd)
 	}
-	if _, err := os.Stat(filepath.Join(codeDir, "train.py")); err != nil {
+	if err := <-unpacked; err != nil {
 		t.Errorf("the package was not unpacked at TRAINYARD_CODE_DIR: %v", err)
 	}
 	if envValue(l.Env, "TRAINYARD_GIT_COMMIT") != "" {
@@ -243,5 +263,127 @@ func TestBadPackageFailsTheLaunch(t *testing.T) {
 				t.Errorf("a failed unpack left %s behind", e.Name())
 			}
 		})
+	}
+}
+
+// uploadRaw stores archive as a code package, whatever it holds; it returns
+// its hash.
+func (r *codeRig) uploadRaw(archive []byte) string {
+	r.t.Helper()
+	sum := sha256.Sum256(archive)
+	hash := codepkg.HashPrefix + hex.EncodeToString(sum[:])
+	if _, _, err := r.svc.PutCode(context.Background(), admin, hash, bytes.NewReader(archive), int64(len(archive))); err != nil {
+		r.t.Fatal(err)
+	}
+	return hash
+}
+
+// zerosPackage is a tar.gz of train.py and 8 MiB of zeros, about 8 KiB.
+func zerosPackage(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "train.py", Typeflag: tar.TypeReg, Size: 8, Mode: 0o644})
+	tw.Write([]byte("print(1)"))
+	tw.WriteHeader(&tar.Header{Name: "data/zeros.bin", Typeflag: tar.TypeReg, Size: 8 << 20, Mode: 0o644})
+	tw.Write(make([]byte, 8<<20))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+// A package over the server's unpack limits (code.max_unpacked,
+// code.max_files) fails the launch, saying which limit and what to do, and
+// leaves nothing in the attempt's directory.
+func TestPackageOverTheLimitsFailsTheLaunch(t *testing.T) {
+	tests := map[string]struct {
+		limits control.CodeLimits
+		pkg    func(r *codeRig) string
+		want   []string
+	}{
+		"size": {control.CodeLimits{MaxBytes: 1 << 20}, func(r *codeRig) string { return r.uploadRaw(zerosPackage(t)) },
+			[]string{"more than 1.0 MiB, this server's limit (reached at data/zeros.bin, 8.0 MiB)", ".trainyardignore", "code.max_unpacked"}},
+		"files": {control.CodeLimits{MaxFiles: 2}, func(r *codeRig) string {
+			return r.upload(map[string]string{"a.py": "a", "b.py": "b", "c.py": "c"})
+		}, []string{"more than 2 entries", ".trainyardignore", "code.max_files"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newCodeRig(t, &executortest.Fake{}, func(c *control.Config) { c.Code = tc.limits })
+			j := r.submitCode("name: bomb\nentrypoint: [x]\n", &domain.CodeRef{SHA256: tc.pkg(r)})
+			j = r.wait(j.ID, domain.JobFailed, domain.JobSucceeded)
+			if j.State != domain.JobFailed || j.Reason != domain.ReasonLaunchFailed {
+				t.Fatalf("job %s %s %q; want failed LaunchFailed", j.State, j.Reason, j.Message)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(j.Message, w) {
+					t.Errorf("message %q lacks %q", j.Message, w)
+				}
+			}
+			if n := len(r.ex.Launches()); n != 0 {
+				t.Errorf("the executor was asked to launch %d attempts", n)
+			}
+			r.stop()
+			r.stop = nil
+			ents, _ := os.ReadDir(filepath.Join(r.dir, "runs", "1", "1"))
+			for _, e := range ents {
+				t.Errorf("a refused unpack left %s behind", e.Name())
+			}
+		})
+	}
+}
+
+// When an attempt ends, its unpacked package goes, through whatever links
+// the job left there, and nothing they point to is touched. A job without
+// a package keeps its working directory.
+func TestUnpackedCodeIsRemovedWhenTheAttemptEnds(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "keep.txt")
+	if err := os.WriteFile(victim, []byte("not the job's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		os.MkdirAll(l.WorkDir, 0o755)
+		os.WriteFile(filepath.Join(l.WorkDir, "scratch"), []byte("left by the job"), 0o644)
+		os.Symlink(outside, filepath.Join(l.WorkDir, "out"))
+		os.Symlink(victim, filepath.Join(l.WorkDir, "victim"))
+		os.Symlink(outside, filepath.Join(l.WorkDir, "lib", "up"))
+		if l.Ref.JobID == 3 { // the job puts a link in place of its directory
+			os.Rename(l.WorkDir, l.WorkDir+".moved")
+			os.Symlink(outside, l.WorkDir)
+		}
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	r := newCodeRig(t, ex)
+	hash := r.upload(map[string]string{"train.py": "print(1)", "lib/util.py": "x"})
+	coded := r.submitCode("name: coded\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
+	plain := r.submitCode("name: plain\nentrypoint: [x]\n", nil)
+	swapped := r.submitCode("name: swapped\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
+	for _, j := range []domain.Job{coded, plain, swapped} {
+		r.wait(j.ID, domain.JobSucceeded)
+	}
+	r.stop() // returns once the removals are done
+	r.stop = nil
+
+	attempt := filepath.Join(r.dir, "runs", "1", "1")
+	for _, work := range []string{filepath.Join(attempt, "work"), filepath.Join(r.dir, "runs", "3", "1", "work")} {
+		if _, err := os.Lstat(work); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", work, err)
+		}
+	}
+	if _, err := os.Stat(attempt); err != nil {
+		t.Errorf("the attempt's directory went too: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the job's" {
+		t.Errorf("a file a link pointed to was touched: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the directory a link pointed to holds %d entries, want its 1", len(ents))
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "runs", "2", "1", "work", "scratch")); err != nil || string(b) != "left by the job" {
+		t.Errorf("a job without a package lost its working directory: %q, %v", b, err)
 	}
 }

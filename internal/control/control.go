@@ -88,6 +88,9 @@ type Config struct {
 	// --context gets a fresh unpack as its working directory (code.go).
 	// nil: such jobs fail to launch.
 	Blobs blob.Store
+	// Code bounds each unpack of a code package (code.go); zero fields take
+	// the defaults, 2 GiB and 100,000 entries.
+	Code CodeLimits
 	// AdoptAfter is how old an active attempt this loop neither launched
 	// nor reattached to must be before the loop reattaches to it (launch is
 	// idempotent): one a deposed leader launched after this leader's

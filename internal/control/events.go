@@ -79,6 +79,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
 				c.observeEnd(ctx, changes[i])
 				c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				c.removeCode(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
 				// The attempt is over: its token may report nothing more.

@@ -154,6 +154,9 @@ func parseDocument(doc []byte) (*yaml.Node, domain.FieldErrors) {
 		errs = append(errs, domain.FieldError{Path: docPath, Message: fmt.Sprintf("is %d bytes; a spec may be at most %d bytes", len(doc), MaxDocumentBytes)})
 		return nil, errs
 	}
+	if e := checkBound(doc); e != nil { // limits.go
+		return nil, append(errs, *e)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	var first yaml.Node
 	if err := dec.Decode(&first); err != nil {
@@ -167,6 +170,9 @@ func parseDocument(doc []byte) (*yaml.Node, domain.FieldErrors) {
 	if len(first.Content) == 0 || isEmpty(first.Content[0]) {
 		errs = append(errs, emptyDocError())
 		return nil, errs
+	}
+	if e := measure(&first); e != nil { // limits.go
+		return nil, append(errs, *e)
 	}
 	root := resolve(first.Content[0])
 	// A trailing "---" yields an empty document; anything more is a second spec.

@@ -139,6 +139,9 @@ func scalarValue(val string) *yaml.Node {
 	if strings.ContainsAny(val, "\n\r") {
 		return n
 	}
+	if bound, _ := nodeBound([]byte(val)); bound > MaxNodes {
+		return n // more marks than a spec may have nodes: not worth parsing as one value (limits.go)
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(val), &doc); err != nil || len(doc.Content) != 1 {
 		return n

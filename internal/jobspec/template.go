@@ -535,6 +535,11 @@ func (t *Template) Expand(in TemplateExpansion) (domain.Spec, error) {
 
 // render returns the body with values substituted, as a YAML document.
 func (t *Template) render(values map[string]string, project string) ([]byte, error) {
+	if size := renderedSize(t.body, values, map[*yaml.Node]bool{}); size > MaxExpandedBytes {
+		return nil, domain.FieldErrors{{Path: tmplVarsKey, Message: fmt.Sprintf(
+			"with these values the template's text comes to %d bytes, and a spec may hold at most %d (1 MiB); use shorter values (each ${name} is replaced by its whole value)",
+			size, MaxExpandedBytes)}}
+	}
 	body := copyNode(t.body, map[*yaml.Node]*yaml.Node{})
 	substitute(body, values, map[*yaml.Node]bool{})
 	if project != "" && lookup(body, "project") == nil {
@@ -548,6 +553,39 @@ func (t *Template) render(values map[string]string, project string) ([]byte, err
 		return nil, fmt.Errorf("render template: %w", err)
 	}
 	return doc, nil
+}
+
+// renderedSize returns the text of the scalars under n once values are
+// substituted, each node counted once (an alias stays an alias), without
+// building it: a long value used in many places must be refused before it
+// is copied into each. Load weighs the aliases.
+func renderedSize(n *yaml.Node, values map[string]string, done map[*yaml.Node]bool) int64 {
+	if n == nil || done[n] {
+		return 0
+	}
+	done[n] = true
+	var size int64
+	for _, c := range n.Content {
+		size = min(size+renderedSize(c, values, done), saturate)
+	}
+	if n.Kind != yaml.ScalarNode {
+		return size
+	}
+	if !strings.Contains(n.Value, "${") {
+		return int64(len(n.Value))
+	}
+	ps, msg := splitRefs(n.Value)
+	if msg != "" {
+		return int64(len(n.Value))
+	}
+	for _, p := range ps {
+		if p.name != "" {
+			size += int64(len(values[p.name]))
+		} else {
+			size += int64(len(p.text))
+		}
+	}
+	return min(size, saturate)
 }
 
 // substitute replaces the references in every scalar value under n. A
