@@ -14,21 +14,8 @@ import (
 	"time"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/executor/executortest"
 )
-
-// needRoot skips a test of job isolation when the tests do not run as root
-// (jobs then run as the server's user); under CI, which runs as root, it
-// fails instead.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("job isolation tests need root, and CI runs as root")
-	}
-	t.Skip("job isolation tests need root (the server runs jobs as other users only as root); run them as root to include them")
-}
 
 // twoProjects is server config with room for projects alpha and beta.
 const twoProjects = `pools:
@@ -75,7 +62,7 @@ func fileSum(t *testing.T, path string) string {
 // own directory. Each attempt fails, the files are unchanged, and nothing
 // is done as the admin.
 func TestHostileJobCannotEscape(t *testing.T) {
-	needRoot(t)
+	executortest.NeedRoot(t)
 	s := startServer(t, serverOpts{cpus: 4, extra: twoProjects})
 	alice := s.member("alice", "alpha")
 	mallory := s.member("mallory", "beta")
@@ -226,7 +213,7 @@ entrypoint: 'echo model > $TRAINYARD_OUTPUT_DIR/result.txt; mkdir -p $TRAINYARD_
 // of the server; afterwards no file of the data directory holds the secret
 // value or any attempt's job token.
 func TestNoSecretAtRest(t *testing.T) {
-	needRoot(t)
+	executortest.NeedRoot(t)
 	s := startServer(t, serverOpts{cpus: 8})
 	shared := sharedDir(t)
 	rnd := make([]byte, 16)

@@ -14,19 +14,6 @@ import (
 	"trainyard/internal/logs"
 )
 
-// needRoot skips a test that runs jobs as other users when the tests do
-// not run as root; under CI (which runs as root) it fails instead.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("isolation tests need root, and CI runs as root: run them as root")
-	}
-	t.Skip("isolation tests need root (jobs run as other users); run them as root to include them")
-}
-
 // isolatedExec is an executor that runs each project as its own user, with
 // ids from a test range.
 func isolatedExec(t *testing.T, first int) *Executor {
@@ -94,7 +81,7 @@ func stdout(t *testing.T, l executor.Launch) string {
 }
 
 func TestIsolatedAttemptRunsAsProjectUser(t *testing.T) {
-	needRoot(t)
+	executortest.NeedRoot(t)
 	e := isolatedExec(t, 910_000)
 	h := executortest.NewHarness(t, e)
 
@@ -188,7 +175,7 @@ pwd -P`
 }
 
 func TestIsolatedEnvironmentCheckRunsAsTheJob(t *testing.T) {
-	needRoot(t)
+	executortest.NeedRoot(t)
 	e := isolatedExec(t, 911_000)
 	h := executortest.NewHarness(t, e)
 	l := isolatedLaunch(t, h, "gamma", []string{"/bin/true"}, func(l *executor.Launch) {
@@ -222,7 +209,7 @@ func TestIsolationRefusesBadUsers(t *testing.T) {
 }
 
 func TestIsolatedWorkdirClosedToTheJobSaysWhy(t *testing.T) {
-	needRoot(t)
+	executortest.NeedRoot(t)
 	e := isolatedExec(t, 912_000)
 	h := executortest.NewHarness(t, e)
 	closed := filepath.Join(jobRoot(t), "private")
