@@ -64,6 +64,9 @@ func fileSum(t *testing.T, path string) string {
 func TestHostileJobCannotEscape(t *testing.T) {
 	executortest.NeedRoot(t)
 	s := startServer(t, serverOpts{cpus: 4, extra: twoProjects})
+	if st := s.mustCLI("status"); !strings.Contains(st, "isolation: jobs run as per-project users") {
+		t.Errorf("trainyard status does not say jobs are isolated:\n%s", st)
+	}
 	alice := s.member("alice", "alpha")
 	mallory := s.member("mallory", "beta")
 	shared := sharedDir(t)
