@@ -176,3 +176,72 @@ func BenchmarkPump(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStartLatencyIsolation measures Launch → Exited of `true`, one
+// attempt at a time, for four kinds of attempt in turn, so that all see the
+// same conditions. With attempt directories under /tmp (as in tests; no
+// private /tmp then): as the server's user ("plain") and as a project's
+// own user ("isolated"). With them under /var/lib (as in production): as
+// the server's user ("plain-var") and as a project's own user with a
+// private /tmp in a mount namespace of its own ("private-tmp"). Needs root.
+func BenchmarkStartLatencyIsolation(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	iso, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond,
+		Isolation: &Isolation{FirstUID: 913_000, LastUID: 913_099, StateFile: filepath.Join(b.TempDir(), "uids.json")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer iso.Close()
+	plain := newExec(b)
+	tmpRoot := b.TempDir()
+	for d := tmpRoot; d != "/tmp"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+	varRoot, err := os.MkdirTemp("/var/lib", "trainyard-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(varRoot)
+	os.Chmod(varRoot, 0o711)
+	modes := []struct {
+		name string
+		e    *Executor
+		root string
+	}{{"plain", plain, tmpRoot}, {"isolated", iso, tmpRoot}, {"private-tmp", iso, varRoot}, {"plain-var", plain, varRoot}}
+	lat := make([][]time.Duration, len(modes))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for m, mode := range modes {
+			l := benchLaunch(mode.root, []string{"true"})
+			l.Project = "bench"
+			l.Env = []string{"PATH=/usr/bin:/bin"}
+			t0 := time.Now()
+			if err := mode.e.Launch(context.Background(), l); err != nil {
+				b.Fatal(err)
+			}
+			for ev := <-mode.e.Events(); ; ev = <-mode.e.Events() {
+				if ev.Ref == l.Ref && ev.Kind == executor.Lost {
+					b.Fatalf("%s: lost: %s", mode.name, ev.Message)
+				}
+				if ev.Ref == l.Ref && ev.Kind == executor.Exited {
+					if ev.State != "succeeded" {
+						b.Fatalf("%s: %s (%s): %s", mode.name, ev.State, ev.Reason, ev.Message)
+					}
+					break
+				}
+			}
+			lat[m] = append(lat[m], time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	for m, mode := range modes {
+		slices.Sort(lat[m])
+		b.ReportMetric(float64(lat[m][len(lat[m])/2])/1e6, mode.name+"-p50-ms")
+	}
+}
