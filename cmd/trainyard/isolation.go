@@ -47,7 +47,7 @@ func jobIsolation(cfg serverConfig, log *slog.Logger) (*local.Isolation, string,
 		log.Warn(notIsolated + "; run the server as root to run each project's jobs as its own user (docs/security.md)")
 		return nil, notIsolated, nil
 	}
-	iso := &local.Isolation{Users: cfg.JobUsers, StateFile: filepath.Join(cfg.Data, "job-uids.json")}
+	iso := &local.Isolation{ProjectUsers: cfg.JobUsers.Projects, PoolUsers: cfg.JobUsers.Pools, StateFile: filepath.Join(cfg.Data, "job-uids.json")}
 	if cfg.JobUIDs != "" {
 		lo, hi, ok := strings.Cut(cfg.JobUIDs, "-")
 		first, err1 := strconv.Atoi(strings.TrimSpace(lo))

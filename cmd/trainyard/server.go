@@ -116,9 +116,12 @@ type serverConfig struct {
 	// JobUIDs is the range project users' ids are allocated from
 	// (default 900000-999999).
 	JobUIDs string `yaml:"job_uids"`
-	// JobUsers names an existing user to run a project's jobs as instead
-	// (project: user name or uid).
-	JobUsers map[string]string `yaml:"job_users"`
+	// JobUsers names existing users to run jobs as instead of allocated
+	// ids: per project, or per pool (a project's entry wins).
+	JobUsers struct {
+		Projects map[string]string `yaml:"projects"`
+		Pools    map[string]string `yaml:"pools"`
+	} `yaml:"job_users"`
 	// Code bounds each unpack of a code package (code.go, docs/code.md).
 	Code codeConfig `yaml:"code"`
 }

@@ -849,7 +849,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	}
 	env = append(env, codeEnv...)
 	l := executor.Launch{
-		Ref: ref, Project: spec.Project, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
+		Ref: ref, Project: spec.Project, Pool: spec.Pool, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: c.cfg.Grace,

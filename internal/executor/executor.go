@@ -25,9 +25,11 @@ func (r Ref) String() string { return fmt.Sprintf("%d/%d", r.JobID, r.Attempt) }
 // Launch is everything needed to start one attempt.
 type Launch struct {
 	Ref
-	// Project owns the job. An executor that isolates jobs runs the
-	// attempt as the project's own unprivileged user.
+	// Project owns the job and Pool is where it runs. An executor that
+	// isolates jobs runs the attempt as the project's own unprivileged user
+	// (or one its configuration names for the project or pool).
 	Project string
+	Pool    string
 	Argv    []string // Argv[0] is looked up in PATH of Env when it has no slash
 	Env     []string // the environment, "KEY=value"; secrets included, so never written to disk
 	WorkDir string   // the process's working directory; created if missing

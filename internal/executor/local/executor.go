@@ -292,7 +292,7 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 	var id *identity
 	userName := e.selfName
 	if e.users != nil {
-		v, err := e.users.forProject(l.Project)
+		v, err := e.users.forProject(l.Project, l.Pool)
 		if err != nil {
 			return err
 		}

@@ -26,9 +26,11 @@ type Isolation struct {
 	// they first run a job; ids an existing user of this machine holds are
 	// skipped. Zero: DefaultFirstUID to DefaultLastUID.
 	FirstUID, LastUID int
-	// Users names an existing user of this machine to run a project's jobs
-	// as, instead of an allocated id (project → user name or uid).
-	Users map[string]string
+	// ProjectUsers and PoolUsers name an existing user of this machine
+	// (by name or uid) to run a project's jobs, or the jobs in a pool, as
+	// instead of an allocated id; a project's user wins over its pool's.
+	ProjectUsers map[string]string
+	PoolUsers    map[string]string
 	// StateFile records which id each project was given, so that a project
 	// keeps its id (and its files stay its own) across restarts. Required.
 	StateFile string
@@ -54,8 +56,9 @@ type identity struct {
 
 // users gives each project its identity.
 type users struct {
-	cfg   Isolation
-	fixed map[string]identity // from cfg.Users
+	cfg      Isolation
+	projects map[string]identity // from cfg.ProjectUsers
+	pools    map[string]identity // from cfg.PoolUsers
 
 	mu    sync.Mutex
 	given map[string]int // project → allocated id, as in the state file
@@ -72,16 +75,22 @@ func newUsers(cfg Isolation) (*users, error) {
 	if cfg.FirstUID < 1000 || cfg.LastUID < cfg.FirstUID || cfg.LastUID >= 1<<31-1 {
 		return nil, fmt.Errorf("isolation: the id range %d-%d is not usable; give a range such as %d-%d, above the ids of this machine's own users", cfg.FirstUID, cfg.LastUID, DefaultFirstUID, DefaultLastUID)
 	}
-	u := &users{cfg: cfg, fixed: map[string]identity{}, given: map[string]int{}}
-	for project, name := range cfg.Users {
-		id, err := lookupUser(name)
-		if err != nil {
-			return nil, fmt.Errorf("isolation: the user for project %s: %w", project, err)
+	u := &users{cfg: cfg, projects: map[string]identity{}, pools: map[string]identity{}, given: map[string]int{}}
+	for _, set := range []struct {
+		kind  string
+		names map[string]string
+		ids   map[string]identity
+	}{{"project", cfg.ProjectUsers, u.projects}, {"pool", cfg.PoolUsers, u.pools}} {
+		for key, name := range set.names {
+			id, err := lookupUser(name)
+			if err != nil {
+				return nil, fmt.Errorf("isolation: the user for %s %s: %w", set.kind, key, err)
+			}
+			if id.UID == 0 || id.GID == 0 {
+				return nil, fmt.Errorf("isolation: %s %s would run as %s, which is root or in group root; name an unprivileged user", set.kind, key, name)
+			}
+			set.ids[key] = id
 		}
-		if id.UID == 0 || id.GID == 0 {
-			return nil, fmt.Errorf("isolation: project %s would run as %s, which is root or in group root; name an unprivileged user", project, name)
-		}
-		u.fixed[project] = id
 	}
 	b, err := os.ReadFile(cfg.StateFile)
 	switch {
@@ -115,10 +124,14 @@ func lookupUser(name string) (identity, error) {
 	return identity{UID: uid, GID: gid, Name: usr.Username}, nil
 }
 
-// forProject returns the project's identity, allocating an id (and
-// recording it) the first time.
-func (u *users) forProject(project string) (identity, error) {
-	if id, ok := u.fixed[project]; ok {
+// forProject returns the identity of a job of project in pool: a
+// configured user, else the project's own id, allocated (and recorded) the
+// first time.
+func (u *users) forProject(project, pool string) (identity, error) {
+	if id, ok := u.projects[project]; ok {
+		return id, nil
+	}
+	if id, ok := u.pools[pool]; ok {
 		return id, nil
 	}
 	name := "trainyard-" + project

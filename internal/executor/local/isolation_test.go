@@ -169,7 +169,7 @@ pwd -P`
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := again.forProject("alpha"); id.UID != uid {
+	if id, _ := again.forProject("alpha", ""); id.UID != uid {
 		t.Errorf("alpha got %d after a restart, had %d", id.UID, uid)
 	}
 }
@@ -194,8 +194,9 @@ func TestIsolationRefusesBadUsers(t *testing.T) {
 		want string
 	}{
 		{Isolation{StateFile: filepath.Join(dir, "a"), FirstUID: 10, LastUID: 20}, "not usable"},
-		{Isolation{StateFile: filepath.Join(dir, "b"), Users: map[string]string{"p": "root"}}, "root"},
-		{Isolation{StateFile: filepath.Join(dir, "c"), Users: map[string]string{"p": "no-such-user-here"}}, "no-such-user-here"},
+		{Isolation{StateFile: filepath.Join(dir, "b"), ProjectUsers: map[string]string{"p": "root"}}, "root"},
+		{Isolation{StateFile: filepath.Join(dir, "c"), ProjectUsers: map[string]string{"p": "no-such-user-here"}}, "no-such-user-here"},
+		{Isolation{StateFile: filepath.Join(dir, "d"), PoolUsers: map[string]string{"gpu": "0"}}, "pool gpu"},
 		{Isolation{}, "StateFile"},
 	} {
 		if _, err := newUsers(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -221,5 +222,22 @@ func TestIsolatedWorkdirClosedToTheJobSaysWhy(t *testing.T) {
 	ev := h.Wait(t, l.Ref, executor.Exited)
 	if ev.Reason != domain.ReasonLaunchFailed || !strings.Contains(ev.Message, closed+" (mode 0700") || !strings.Contains(ev.Message, "--context") {
 		t.Errorf("ended %s (%s): %s; want LaunchFailed naming %s", ev.State, ev.Reason, ev.Message, closed)
+	}
+}
+
+func TestConfiguredUsersWin(t *testing.T) {
+	u, err := newUsers(Isolation{StateFile: filepath.Join(t.TempDir(), "uids.json"), FirstUID: 914_000, LastUID: 914_009,
+		ProjectUsers: map[string]string{"vip": "nobody"}, PoolUsers: map[string]string{"shared": "65534", "other": "nobody"}})
+	if err != nil {
+		t.Skipf("this machine has no user nobody (65534): %v", err)
+	}
+	for _, c := range []struct {
+		project, pool string
+		want          int
+	}{{"vip", "any", 65534}, {"x", "shared", 65534}, {"vip", "shared", 65534}, {"x", "elsewhere", 914_000}, {"y", "", 914_001}, {"x", "", 914_000}} {
+		id, err := u.forProject(c.project, c.pool)
+		if err != nil || id.UID != c.want {
+			t.Errorf("project %s in pool %s runs as %d (%v), want %d", c.project, c.pool, id.UID, err, c.want)
+		}
 	}
 }
