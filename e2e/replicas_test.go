@@ -126,7 +126,7 @@ func (r *replica) status(t *testing.T) apitypes.Status {
 // completes, and every attempt's program ran exactly once.
 func TestTwoReplicasSurviveLeaderKill(t *testing.T) {
 	dsn := pgSchema(t)
-	dir := t.TempDir()
+	dir := jobReachableDir(t)
 	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml"), http: http.DefaultClient}
 	cfg := fmt.Sprintf("store: %q\ninventory: {cpus: 8, memory: 8GiB, gpus: 0}\nretry_backoff: 100ms\ngrace: 1s\n", dsn)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {

@@ -18,12 +18,12 @@ import (
 // than 2 run at once, all succeed, ids are unique.
 func TestConcurrentSubmissionsRespectInventory(t *testing.T) {
 	s := startServer(t, serverOpts{cpus: 2})
-	slots := t.TempDir()
+	slots := sharedDir(t)
 	// Each job registers itself in a shared directory, counts who else is
 	// there, and fails if it ever sees more than 2.
 	spec := fmt.Sprintf(`name: conc
 resources: {cpus: 1}
-entrypoint: 'touch %[1]s/$TRAINYARD_JOB_ID; n=$(ls %[1]s | wc -l); echo "running with $n"; sleep 0.05; rm %[1]s/$TRAINYARD_JOB_ID; [ "$n" -le 2 ]'
+entrypoint: 'touch %[1]s/$TRAINYARD_JOB_ID || exit 9; n=$(ls %[1]s | wc -l); echo "running with $n"; sleep 0.05; rm %[1]s/$TRAINYARD_JOB_ID; [ "$n" -le 2 ]'
 `, slots)
 	const n = 50
 	ids := make([]int64, n)
