@@ -62,6 +62,8 @@ type decision struct {
 	usedVer   int    // kindQuota, within pass: the project's usedVer
 	stopVer   int    // kindQuota, within pass: see quotaStopVer
 	used      limits // kindQuota, in later passes: the project's use
+	claimed   limits // kindQuota, in later passes: what its waiting jobs held
+	claimBy   int64  // kindQuota, in later passes: the first of them (messages name it)
 	stop      limits // kindQuota, in later passes: its stopping jobs' total
 	running   int    // kindCapped, in later passes: the pool's running count
 }
@@ -107,6 +109,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		pr := ps.pr(j)
 		d.budget, d.searched = ps.budget > 0, ps.searched
 		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.quotaStopVer(pr, d.searched), pr.used, ps.ownStopping(pr)
+		d.claimed, d.claimBy = pr.claimed, pr.claimBy
 		d.noVictims = ps.lookedForOwn && !ps.searched
 	}
 	// Each entry owns one decision slot: a refill overwrites it.
@@ -175,7 +178,7 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		if d.pass == ps.q.pass {
 			return pr.usedVer == d.usedVer && ps.quotaStopVer(pr, d.searched) == d.stopVer && d.budget == (ps.budget > 0)
 		}
-		if d.searched || pr.used != d.used || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
+		if d.searched || pr.used != d.used || pr.claimed != d.claimed || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
 			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}

@@ -120,6 +120,24 @@ func (ps *poolState) quotaMessage(pr *projState, need, lim limits, ceiling, notP
 	return m
 }
 
+// claimedMessage: the project's quota would fit the job but for what its
+// waiting jobs hold: "project vision's quota in pool standard is held for
+// job 12, which waits ahead (uses 7 of 8 GPUs, waiting jobs hold 4, the job
+// needs 1)".
+func (ps *poolState) claimedMessage(pr *projState, need limits) string {
+	lim := pr.rule.ceiling
+	if !lim.within(pr.used.plus(pr.claimed).plus(need)) && pr.rule.guaranteed.within(pr.used.plus(pr.claimed).plus(need)) {
+		lim = pr.rule.guaranteed
+	}
+	dim := exceededDim(lim, pr.used.plus(pr.claimed).plus(need))
+	if dim == dimJobs {
+		return fmt.Sprintf("project %s's quota in pool %s is held for job %d, which waits ahead (runs %d of %d jobs, waiting jobs hold %d more)",
+			pr.name, ps.pool.Name, pr.claimBy, pr.used.jobs, lim.jobs, pr.claimed.jobs)
+	}
+	return fmt.Sprintf("project %s's quota in pool %s is held for job %d, which waits ahead (uses %s of %s %s, waiting jobs hold %s, the job needs %s)",
+		pr.name, ps.pool.Name, pr.claimBy, fmtAmount(dim, pr.used), fmtAmount(dim, lim), dimName(dim), fmtAmount(dim, pr.claimed), fmtAmount(dim, need))
+}
+
 func stoppingMessage(n int, preempted bool) string {
 	if preempted {
 		return "waiting for " + strconv.Itoa(n) + " preempted job(s) to stop"

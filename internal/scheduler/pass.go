@@ -45,6 +45,15 @@ type projState struct {
 	name   string
 	rule   quotaRule
 	used   limits  // held by its running jobs and placements of this pass
+	// claimed is quota its waiting jobs hold in this pass: those waiting
+	// for victims or stopping jobs to free room (counted as if running, so
+	// that one reclaim is not made again by every queued job of the
+	// project), and the need of its first job blocked by its own quota
+	// (so that a stream of smaller jobs behind it cannot starve it).
+	// claimBy is the first job that claimed, for messages.
+	claimed limits
+	claimBy int64
+	held    bool // a job blocked by the project's quota holds it
 	usage  float64 // decayed historical usage
 	alloc  float64 // current allocation share
 	shares float64
@@ -466,16 +475,48 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		pr.used = pr.used.plus(h.gang)
 		pr.alloc += ar.cost
-		if a.Borrowed {
-			pr.borrowedHolders++
-		}
 	}
+	ps.markBorrowed()
 	ps.ix = newNodeIndex(ps.maxG, len(ps.nodes))
 	for _, n := range ps.nodes {
 		ps.ix.set(n, n.availG())
 	}
 	ps.project = project
 	return ps
+}
+
+// markBorrowed decides, from the current allocation, which running jobs
+// are borrowed: for each project, its running jobs that are not stopping,
+// by priority (highest first), then start time (earliest first), then id,
+// fill its guarantee first-fit; those that do not fit are borrowed. So
+// "borrowed" never depends on the order jobs arrived in: a project back
+// under its guarantee has no borrowed job left, and only borrowed jobs of
+// another project may be reclaimed or preempted for it (as in Kueue, where
+// capacity inside a ClusterQueue's nominal quota is reclaimed only by that
+// queue's own workloads). The snapshot's Allocation.Borrowed is ignored.
+func (ps *poolState) markBorrowed() {
+	var order []*holder
+	for _, pr := range ps.projs {
+		pr.borrowedHolders = 0
+		order = order[:0]
+		for _, h := range pr.holders {
+			if !h.stopping {
+				order = append(order, h)
+			}
+		}
+		slices.SortFunc(order, func(a, b *holder) int {
+			return cmp.Or(compareInt(b.rank, a.rank), a.start.Compare(b.start), compareInt64(a.id, b.id))
+		})
+		var fill limits
+		for _, h := range order {
+			if next := fill.plus(h.gang); pr.rule.guaranteed.within(next) {
+				fill, h.borrowed = next, false
+				continue
+			}
+			h.borrowed = true
+			pr.borrowedHolders++
+		}
+	}
 }
 
 // walk visits the pool's queue in order and decides each job.
@@ -794,7 +835,12 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	ps.kind = kindQuota
 	need := sh.need
 	after := pr.used.plus(need)
-	if !pr.rule.ceiling.within(after) {
+	if !pr.rule.ceiling.fitsBeside(pr.used, pr.claimed, need) {
+		if pr.rule.ceiling.within(after) {
+			// Only the project's waiting jobs stand in the way.
+			ps.wait(j, domain.ReasonQuotaExceeded, ps.claimedMessage(pr, need), time.Time{})
+			return false, false
+		}
 		if ps.pool.Preemption {
 			// The project's own stopping jobs will free quota: wait for them.
 			if stop := ps.ownStopping(pr); stop.jobs > 0 && pr.rule.ceiling.within(after.minus(stop)) {
@@ -806,17 +852,24 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 				if victims, nodes := ps.preemptOwn(j, after.minus(pr.rule.ceiling)); nodes != nil {
 					ps.stopVictims(ps.pd(j), victims)
 					ps.reserve(j.id, rank, r, nodes, time.Time{})
+					ps.claim(j, pr, need)
 					ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(len(victims), true), time.Time{})
 					return false, false
 				}
 			}
 		}
-		ps.wait(j, domain.ReasonQuotaExceeded, ps.quotaMessage(pr, need, pr.rule.ceiling, pr.rule.canBorrow, false), time.Time{})
+		msg := ps.quotaMessage(pr, need, pr.rule.ceiling, pr.rule.canBorrow, false)
+		ps.holdQuota(j, pr, need)
+		ps.wait(j, domain.ReasonQuotaExceeded, msg, time.Time{})
 		return false, false
 	}
-	borrowed := !pr.rule.guaranteed.within(after)
+	borrowed := !pr.rule.guaranteed.fitsBeside(pr.used, pr.claimed, need)
 	if borrowed && !j.preemptible() {
-		ps.wait(j, domain.ReasonQuotaExceeded, ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true), time.Time{})
+		msg := ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true)
+		if pr.rule.guaranteed.within(after) {
+			msg = ps.claimedMessage(pr, need)
+		}
+		ps.wait(j, domain.ReasonQuotaExceeded, msg, time.Time{})
 		return false, false
 	}
 	if borrowed && allowDefer {
@@ -830,6 +883,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	if nodes := ps.fitAfterStops(sh); nodes != nil {
 		n := countStopping(nodes, r)
 		ps.reserve(j.id, rank, r, nodes, time.Time{})
+		ps.claim(j, pr, need)
 		ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(n, false), time.Time{})
 		return false, false
 	}
@@ -837,6 +891,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		if victims, nodes := ps.preempt(ps.pd(j), pr, r, k, borrowed, rank); nodes != nil {
 			ps.stopVictims(ps.pd(j), victims)
 			ps.reserve(j.id, rank, r, nodes, time.Time{})
+			ps.claim(j, pr, need)
 			ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(countStopping(nodes, r), true), time.Time{})
 			return false, false
 		}
@@ -853,6 +908,31 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	}
 	ps.wait(j, domain.ReasonWaitingForCapacity, msg, est)
 	return false, false
+}
+
+// claim counts need against the project's quota for the rest of the pass,
+// for a job that waits with room reserved for it.
+func (ps *poolState) claim(j *job, pr *projState, need limits) {
+	pr.claimed = pr.claimed.plus(need)
+	if pr.claimBy == 0 {
+		pr.claimBy = j.id
+	}
+	pr.usedVer++
+	pr.msgs = nil
+	ps.stateVer++
+}
+
+// holdQuota makes the project's first job blocked by its own quota ceiling
+// hold the quota it needs, if it could ever have it: later, smaller jobs of
+// the project may then use only what is left beside it, so it starts once
+// the project's running jobs have freed enough (they end within their
+// timeouts), instead of waiting behind a stream of small jobs for ever.
+func (ps *poolState) holdQuota(j *job, pr *projState, need limits) {
+	if pr.held || !pr.rule.ceiling.within(need) {
+		return
+	}
+	pr.held = true
+	ps.claim(j, pr, need)
 }
 
 func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Time) {

@@ -21,36 +21,23 @@ type preemptKey struct {
 const maxExactCandidates = 12
 
 // preempt finds the smallest set of victims after whose removal the job fits
-// on k nodes, or nil. Candidates are running, not stopping jobs that are
-// (a) preemptible and of strictly lower priority, or (b) borrowed by another
-// project while the job's project is within its quota (reclaim).
+// on k nodes, or nil. Candidates are running, preemptible jobs that are not
+// stopping (see victimFor): jobs of strictly lower priority, and, when the
+// job's project is within its guarantee, other projects' borrowed jobs of
+// any priority (reclaim). A job that needs to borrow never preempts another
+// project's job inside that project's guarantee (markBorrowed decides which
+// are): as in Kueue, capacity inside a ClusterQueue's nominal quota is
+// reclaimed only by that queue's own workloads, and the victim would at
+// once take the room back, preempting again.
 func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed bool, rank int) ([]*holder, []*nodeState) {
 	reclaim := !borrowed && pr.rule.has
-	// With reclaim, the candidates are all borrowed jobs but the project's
-	// own; the key without a project records that the search failed with
-	// every borrowed job, which then fails for every project.
-	key := preemptKey{shape: shapeKey{r, k}, rank: rank, reclaim: reclaim}
-	all := key
-	if reclaim {
-		if ps.preemptFail[all] {
-			return nil, nil
-		}
-		key.project = pr.name
-	}
-	fail := func() {
-		ps.preemptFail[key] = true
-		if reclaim && pr.borrowedHolders == 0 {
-			ps.preemptFail[all] = true
-		}
-	}
+	key := preemptKey{shape: shapeKey{r, k}, rank: rank, reclaim: reclaim, project: pr.name}
+	fail := func() { ps.preemptFail[key] = true }
 	if ps.preemptFail[key] {
 		return nil, nil
 	}
 	eligible := func(h *holder) bool {
-		if h.stopping || h.placed {
-			return false
-		}
-		return (h.preemptible && h.rank < rank) || (reclaim && h.borrowed && h.project != pr.name)
+		return victimFor(h, pr.name, rank, borrowed, reclaim)
 	}
 	type choice struct {
 		n   *nodeState
@@ -119,6 +106,20 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 	}
 	slices.SortFunc(victims, func(a, b *holder) int { return compareInt64(a.id, b.id) })
 	return victims, nodes
+}
+
+// victimFor reports whether h may be stopped for a job of project at the
+// given priority rank that would borrow (borrowing) or reclaims its
+// project's guarantee (reclaim); see preempt.
+func victimFor(h *holder, project string, rank int, borrowing, reclaim bool) bool {
+	switch {
+	case h.stopping || h.placed || !h.preemptible:
+		return false
+	case h.project == project || !borrowing && !h.borrowed:
+		return h.rank < rank
+	default:
+		return h.borrowed && (h.rank < rank || reclaim)
+	}
 }
 
 // deficit is what a node lacks for a request (≤ 0: nothing).
@@ -309,7 +310,7 @@ func (n *nodeState) victimBound(rank int, reclaim bool) deficit {
 					n.bound[x] = n.bound[x].plus(h.res)
 				}
 			}
-			if h.borrowed {
+			if h.borrowed && h.preemptible {
 				n.boundB = n.boundB.plus(h.res)
 			}
 		}

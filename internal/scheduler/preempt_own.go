@@ -64,23 +64,26 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 				sum.g, sum.c, sum.m = sum.g+h.res.g, sum.c+h.res.c, sum.m+h.res.m
 			}
 		}
-		if len(cands) < needJobs || !d.coveredBy(sum) {
-			continue
-		}
-		slices.SortFunc(cands, compareVictims)
-		set := minimalSet(cands, d)
-		if set == nil && d.met() {
-			set = []*holder{}
-		}
-		for _, h := range cands { // a job-count deficit needs whole victims
-			if len(set) >= needJobs {
-				break
+		var set []*holder
+		if len(cands) >= needJobs && d.coveredBy(sum) {
+			slices.SortFunc(cands, compareVictims)
+			set = minimalSet(cands, d)
+			if set == nil && d.met() {
+				set = []*holder{}
 			}
-			if !slices.Contains(set, h) {
-				set = append(set, h)
+			for _, h := range cands { // a job-count deficit needs whole victims
+				if len(set) >= needJobs {
+					break
+				}
+				if !slices.Contains(set, h) {
+					set = append(set, h)
+				}
 			}
 		}
-		if set == nil || len(set) == 0 {
+		if len(set) == 0 && len(cands) >= needJobs {
+			set = ps.ownThenOthers(n, pr, rank, sh.need, slices.Clone(cands), nd, qd, needJobs)
+		}
+		if len(set) == 0 {
 			continue
 		}
 		if best == nil || compareSets(set, best) < 0 {
@@ -94,6 +97,60 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 		return nil, nil
 	}
 	return best, []*nodeState{bestNode}
+}
+
+// ownThenOthers is preemptOwn's second try on node n, when the project's
+// own victims there free its quota (qd, needJobs) but not the node (nd):
+// the fewest own victims that free the quota, then the fewest of the
+// remaining candidates on the node — own jobs of lower priority, and other
+// projects' jobs that victimFor allows, reclaiming when the job is within
+// its project's guarantee once its own victims are gone. As in Kueue
+// (preemption_test.go "preempt from all ClusterQueues in cohort"), freeing
+// a guarantee may need both at once. Nil when no such set exists.
+func (ps *poolState) ownThenOthers(n *nodeState, pr *projState, rank int, need limits, own []*holder, nd, qd deficit, needJobs int) []*holder {
+	slices.SortFunc(own, compareVictims)
+	ownSet := minimalSet(own, qd)
+	if ownSet == nil && qd.met() {
+		ownSet = []*holder{}
+	}
+	for _, h := range own {
+		if len(ownSet) >= needJobs {
+			break
+		}
+		if !slices.Contains(ownSet, h) {
+			ownSet = append(ownSet, h)
+		}
+	}
+	if ownSet == nil || len(ownSet) < needJobs {
+		return nil
+	}
+	var freed limits
+	rest := nd
+	for _, h := range ownSet {
+		freed = freed.plus(h.gang)
+		rest.g, rest.c, rest.m = rest.g-h.res.g, rest.c-h.res.c, rest.m-h.res.m
+	}
+	if rest.met() {
+		return ownSet
+	}
+	reclaim := pr.rule.has && pr.rule.guaranteed.fitsBeside(pr.used.minus(freed), pr.claimed, need)
+	var cands []*holder
+	var sum deficit
+	for _, h := range n.holders {
+		if slices.Contains(ownSet, h) || slices.Contains(cands, h) || !victimFor(h, pr.name, rank, !reclaim, reclaim) {
+			continue
+		}
+		cands = append(cands, h)
+		sum.g, sum.c, sum.m = sum.g+h.res.g, sum.c+h.res.c, sum.m+h.res.m
+	}
+	if !rest.coveredBy(sum) {
+		return nil
+	}
+	more := minimalSet(cands, rest)
+	if more == nil {
+		return nil
+	}
+	return append(slices.Clone(ownSet), more...)
 }
 
 // ownVictim reports whether h, one of the project's running jobs, could be

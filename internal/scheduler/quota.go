@@ -76,6 +76,21 @@ func (l limits) within(use limits) bool {
 	return use.gpus <= l.gpus && use.cpus <= l.cpus+1e-9 && use.mem <= l.mem && use.jobs <= l.jobs
 }
 
+// fitsBeside reports whether need fits under l beside used and claimed:
+// in every dimension need asks for, used, claimed and need together fit
+// (in one it does not ask for, taking nothing, it cannot take a claim's
+// room, so only used must fit there).
+func (l limits) fitsBeside(used, claimed, need limits) bool {
+	use := used.plus(need)
+	if !l.within(use) {
+		return false
+	}
+	return (need.gpus == 0 || use.gpus+claimed.gpus <= l.gpus) &&
+		(need.cpus == 0 || use.cpus+claimed.cpus <= l.cpus+1e-9) &&
+		(need.mem == 0 || use.mem+claimed.mem <= l.mem) &&
+		(need.jobs == 0 || use.jobs+claimed.jobs <= l.jobs)
+}
+
 func (l limits) plus(o limits) limits {
 	return limits{gpus: l.gpus + o.gpus, cpus: l.cpus + o.cpus, mem: l.mem + o.mem, jobs: l.jobs + o.jobs}
 }

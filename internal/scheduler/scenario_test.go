@@ -307,7 +307,7 @@ func TestScenarios(t *testing.T) {
 					Job(5).Project("vision").Priority(High).Obj(),
 					Job(6).Project("vision").CPUs(40).GPUs(1).Nodes(2).Obj(),
 					Job(7).Project("vision").CPUs(20).Obj(),
-					Job(8).Project("vision").CPUs(20).Obj(),
+					Job(8).Project("vision").CPUs(40).Obj(), // more than the quota: holds nothing
 					Job(9).Project("vision").Obj(), Job(10).Project("vision").Obj(), Job(11).Project("vision").Obj(),
 				},
 				wantStart: []int64{7, 9, 10},
@@ -321,7 +321,7 @@ func TestScenarios(t *testing.T) {
 					4:  "pool gone does not exist",
 					5:  "pool standard does not accept priority high (accepts low, normal)",
 					6:  "project vision uses 0 of 32 CPUs in pool standard (quota), the job needs 80",
-					8:  "project vision uses 20 of 32 CPUs in pool standard (quota), the job needs 20",
+					8:  "project vision uses 20 of 32 CPUs in pool standard (quota), the job needs 40",
 					11: "project vision runs 3 of 3 jobs in pool standard (quota)",
 				},
 			}},
@@ -342,6 +342,122 @@ func TestScenarios(t *testing.T) {
 				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
 				wantMsg:  map[int64]string{1: "waiting for 1 stopping job(s) to release their resources"},
 			}},
+		},
+		// Kueue pkg/scheduler/preemption/preemption_test.go, "no workloads
+		// borrowing": a job that would have to borrow never preempts work
+		// inside another queue's nominal quota. Trainyard once did, and the
+		// victim, inside its guarantee, took the room back at once: a
+		// livelock of one preemption per pass.
+		"a borrowing job never preempts inside another project's guarantee": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 2).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("owner", std).GPUs(2).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("owner").GPUs(2).Priority(Low).Preemptible().Running(T0, On("standard-0", 0, 1)),
+			},
+			rounds: []round{{
+				submit:   []scheduler.Pending{Job(2).Project("guest").GPUs(2).Preemptible().Obj()},
+				wantWait: map[int64]domain.Reason{2: domain.ReasonWaitingForCapacity},
+			}, {advance: time.Minute, wantWait: map[int64]domain.Reason{2: domain.ReasonWaitingForCapacity}}, {
+				finish:    []int64{1},
+				wantStart: []int64{2},
+			}},
+		},
+		// Kueue preemption_test.go, "reclaim quota from borrower": which of a
+		// queue's workloads are above its nominal quota follows their
+		// priority, not the order they were admitted in. Here vision's job 1
+		// was placed on borrowed capacity while job 0 ran; job 0 has ended,
+		// so vision is back within its guarantee and only guest's job may be
+		// reclaimed (one preemption, where a borrowed flag fixed at start
+		// made two).
+		"borrowed is decided from the current allocation": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 4).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(2).Borrow(2).Obj(), Quota("nlp", std).GPUs(2).Obj()},
+			running: []scheduler.Allocation{
+				Job(20).Project("guest").GPUs(2).Preemptible().Running(T0, On("standard-0", 0, 1)),
+				func() scheduler.Allocation {
+					a := Job(1).Project("vision").GPUs(2).Preemptible().Running(T0.Add(time.Minute), On("standard-0", 2, 3))
+					a.Borrowed = true // as placed, while job 0 ran
+					return a
+				}(),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(30).Project("nlp").GPUs(2).Obj()},
+				wantPreempt: []int64{20},
+				wantWait:    map[int64]domain.Reason{30: domain.ReasonWaitingForCapacity},
+			}, {advance: time.Minute, wantStart: []int64{30}, wantWait: map[int64]domain.Reason{20: domain.ReasonWaitingForCapacity}}, {}},
+		},
+		// Kueue preemption_test.go, "reclaim quota from borrower" and "not
+		// enough workloads borrowing": the victims cover the preemptor's need
+		// and no more. A job waiting for its victims holds its project's
+		// quota, so the project's other queued jobs, now above their
+		// guarantee, do not reclaim again: one preemption for one GPU of
+		// guarantee, not one per queued job.
+		"one reclaim per unit of guarantee": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("owner", std).GPUs(1).Borrow(7).Obj()},
+			running: func() []scheduler.Allocation {
+				var rs []scheduler.Allocation
+				for i := range 8 {
+					rs = append(rs, Job(int64(10+i)).Project("guest").GPUs(1).Preemptible().Running(T0, On("standard-0", i)))
+				}
+				return rs
+			}(),
+			rounds: []round{{
+				submit: []scheduler.Pending{Job(1).Project("owner").GPUs(1).Preemptible().Obj(), Job(2).Project("owner").GPUs(1).Preemptible().Obj(),
+					Job(3).Project("owner").GPUs(1).Preemptible().Obj()},
+				wantPreempt: []int64{10},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity, 2: domain.ReasonWaitingForCapacity,
+					3: domain.ReasonWaitingForCapacity},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{1},
+				wantWait:  map[int64]domain.Reason{2: domain.ReasonWaitingForCapacity, 3: domain.ReasonWaitingForCapacity},
+			}, {}},
+		},
+		// Kueue docs (concepts/cluster_queue.md, queueingStrategy
+		// StrictFIFO): an older workload that cannot be admitted blocks newer
+		// ones even if they fit the quota left. Here a project at its quota
+		// with a stream of 1-GPU jobs: the 4-GPU job ahead of them holds the
+		// quota it needs, so it starts once four of the running jobs end
+		// instead of never.
+		"a job blocked by its own quota holds it against smaller jobs behind it": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(8).Obj()},
+			running: func() []scheduler.Allocation {
+				var rs []scheduler.Allocation
+				for i := range 8 {
+					rs = append(rs, Job(int64(10+i)).Project("vision").GPUs(1).Running(T0, On("standard-0", i)))
+				}
+				return rs
+			}(),
+			rounds: []round{{
+				submit:   []scheduler.Pending{Job(1).Project("vision").GPUs(4).Submitted(T0).Obj(), Job(2).Project("vision").GPUs(1).Submitted(T0.Add(time.Minute)).Obj()},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonQuotaExceeded, 2: domain.ReasonQuotaExceeded},
+			}, {
+				finish:   []int64{10},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonQuotaExceeded, 2: domain.ReasonQuotaExceeded},
+				wantMsg:  map[int64]string{2: "project vision's quota in pool standard is held for job 1, which waits ahead (uses 7 of 8 GPUs, waiting jobs hold 4, the job needs 1)"},
+			}, {
+				finish:    []int64{11, 12, 13},
+				wantStart: []int64{1},
+				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
+			}},
+		},
+		// Kueue preemption_test.go, "preempt from all ClusterQueues in
+		// cohort": freeing room for a job may take its own project's
+		// lower-priority work and another project's borrowed work at once.
+		"own preemption and reclaim together": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 4).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("alpha", std).GPUs(2).Obj(), Quota("beta", std).GPUs(2).Borrow(2).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("alpha").GPUs(1).Priority(Low).Preemptible().Running(T0, On("standard-0", 0)),
+				Job(2).Project("beta").GPUs(3).Preemptible().Running(T0, On("standard-0", 1, 2, 3)),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(3).Project("alpha").GPUs(2).Preemptible().Obj()},
+				wantPreempt: []int64{1, 2},
+				wantWait:    map[int64]domain.Reason{3: domain.ReasonWaitingForCapacity},
+			}, {advance: time.Minute, wantStart: []int64{3}}},
 		},
 	}
 	for name, tc := range cases {

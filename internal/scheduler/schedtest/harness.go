@@ -291,6 +291,7 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 			errs = append(errs, fmt.Errorf("pool %s runs %d jobs, max_running %d", name, running[name], m))
 		}
 	}
+	borrowed := Borrowed(s)
 	for _, v := range p.Preempt {
 		a, ok := runningByID[v.JobID]
 		switch {
@@ -300,15 +301,63 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 			errs = append(errs, fmt.Errorf("victim %d is already stopping", v.JobID))
 		case !pools[a.Pool].Preemption:
 			errs = append(errs, fmt.Errorf("victim %d preempted in pool %s without preemption", v.JobID, a.Pool))
+		case !a.Preemptible:
+			errs = append(errs, fmt.Errorf("victim %d is not preemptible", v.JobID))
 		default:
 			b := pending[v.For]
-			if !(a.Preemptible && a.Priority.Rank() < b.Priority.Rank()) && !(a.Borrowed && a.Project != b.Project) {
+			lower := a.Priority.Rank() < b.Priority.Rank()
+			if !lower && !(borrowed[a.JobID] && a.Project != b.Project) {
 				errs = append(errs, fmt.Errorf("victim %d (priority %s, borrowed %t) is not eligible for job %d (priority %s)",
-					v.JobID, a.Priority, a.Borrowed, v.For, b.Priority))
+					v.JobID, a.Priority, borrowed[a.JobID], v.For, b.Priority))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Borrowed works out, independently of the scheduler, which running jobs
+// are borrowed by the documented rule: per project and pool, the running
+// jobs that are not stopping, by priority (highest first), then start time,
+// then id, fill the project's guarantee first-fit (a zero CPU, memory or
+// job guarantee does not limit); the rest are borrowed.
+func Borrowed(s scheduler.Snapshot) map[int64]bool {
+	quota := map[[2]string]domain.Quota{}
+	for _, q := range s.Quotas {
+		quota[[2]string{q.Project, q.Pool}] = q
+	}
+	groups := map[[2]string][]scheduler.Allocation{}
+	for _, a := range s.Running {
+		if !a.Stopping {
+			k := [2]string{a.Project, a.Pool}
+			groups[k] = append(groups[k], a)
+		}
+	}
+	out := map[int64]bool{}
+	for k, as := range groups {
+		slices.SortFunc(as, func(x, y scheduler.Allocation) int {
+			if c := y.Priority.Rank() - x.Priority.Rank(); c != 0 {
+				return c
+			}
+			if c := x.StartedAt.Compare(y.StartedAt); c != 0 {
+				return c
+			}
+			return int(x.JobID - y.JobID)
+		})
+		g := quota[k].Guaranteed
+		var gpus, jobs int
+		var cpus float64
+		var mem domain.ByteSize
+		for _, a := range as {
+			n := max(a.Resources.Nodes, 1)
+			ng, nc, nm := gpus+a.Resources.GPUs*n, cpus+a.Resources.CPUs*float64(n), mem+a.Resources.Memory*domain.ByteSize(n)
+			if ng <= g.GPUs && (g.CPUs <= 0 || nc <= g.CPUs+1e-9) && (g.Memory <= 0 || nm <= g.Memory) && (g.Jobs <= 0 || jobs+1 <= g.Jobs) {
+				gpus, cpus, mem, jobs = ng, nc, nm, jobs+1
+				continue
+			}
+			out[a.JobID] = true
+		}
+	}
+	return out
 }
 
 // Format writes a plan as stable text for golden files.
