@@ -64,6 +64,7 @@ type decision struct {
 	used      limits // kindQuota, in later passes: the project's use
 	claimed   limits // kindQuota, in later passes: what its waiting jobs held
 	claimBy   int64  // kindQuota, in later passes: the first of them (messages name it)
+	usedFrom  limits // kindQuota, in later passes: its use at the job's priority or above
 	stop      limits // kindQuota, in later passes: its stopping jobs' total
 	running   int    // kindCapped, in later passes: the pool's running count
 }
@@ -109,7 +110,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		pr := ps.pr(j)
 		d.budget, d.searched = ps.budget > 0, ps.searched
 		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.quotaStopVer(pr, d.searched), pr.used, ps.ownStopping(pr)
-		d.claimed, d.claimBy = pr.claimed, pr.claimBy
+		d.claimed, d.claimBy, d.usedFrom = pr.claimed, pr.claimBy, pr.usedFrom(int(j.rank))
 		d.noVictims = ps.lookedForOwn && !ps.searched
 	}
 	// Each entry owns one decision slot: a refill overwrites it.
@@ -178,7 +179,10 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		if d.pass == ps.q.pass {
 			return pr.usedVer == d.usedVer && ps.quotaStopVer(pr, d.searched) == d.stopVer && d.budget == (ps.budget > 0)
 		}
-		if d.searched || pr.used != d.used || pr.claimed != d.claimed || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
+		// A decision made beside claims (or one that claims would change)
+		// is made again: what the project's waiting jobs claim depends on
+		// the whole walk of this pass.
+		if d.searched || pr.used != d.used || d.claimed != (limits{}) || pr.claimed != (limits{}) || d.usedFrom != pr.usedFrom(int(j.rank)) || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
 			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}

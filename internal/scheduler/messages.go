@@ -124,18 +124,14 @@ func (ps *poolState) quotaMessage(pr *projState, need, lim limits, ceiling, notP
 // waiting jobs hold: "project vision's quota in pool standard is held for
 // job 12, which waits ahead (uses 7 of 8 GPUs, waiting jobs hold 4, the job
 // needs 1)".
-func (ps *poolState) claimedMessage(pr *projState, need limits) string {
-	lim := pr.rule.ceiling
-	if !lim.within(pr.used.plus(pr.claimed).plus(need)) && pr.rule.guaranteed.within(pr.used.plus(pr.claimed).plus(need)) {
-		lim = pr.rule.guaranteed
-	}
-	dim := exceededDim(lim, pr.used.plus(pr.claimed).plus(need))
+func (ps *poolState) claimedMessage(pr *projState, need, lim, claimed limits) string {
+	dim := exceededDim(lim, pr.used.plus(claimed).plus(need))
 	if dim == dimJobs {
 		return fmt.Sprintf("project %s's quota in pool %s is held for job %d, which waits ahead (runs %d of %d jobs, waiting jobs hold %d more)",
-			pr.name, ps.pool.Name, pr.claimBy, pr.used.jobs, lim.jobs, pr.claimed.jobs)
+			pr.name, ps.pool.Name, pr.claimBy, pr.used.jobs, lim.jobs, claimed.jobs)
 	}
 	return fmt.Sprintf("project %s's quota in pool %s is held for job %d, which waits ahead (uses %s of %s %s, waiting jobs hold %s, the job needs %s)",
-		pr.name, ps.pool.Name, pr.claimBy, fmtAmount(dim, pr.used), fmtAmount(dim, lim), dimName(dim), fmtAmount(dim, pr.claimed), fmtAmount(dim, need))
+		pr.name, ps.pool.Name, pr.claimBy, fmtAmount(dim, pr.used), fmtAmount(dim, lim), dimName(dim), fmtAmount(dim, claimed), fmtAmount(dim, need))
 }
 
 func stoppingMessage(n int, preempted bool) string {

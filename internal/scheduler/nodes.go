@@ -58,9 +58,10 @@ type holder struct {
 	end         time.Time // zero: unbounded
 	preemptible bool
 	borrowed    bool
-	stopping    bool // being stopped (in the snapshot, or chosen as a victim in this pass)
-	placed      bool // placed in this pass: never a victim
-	seq         int  // position in poolState.holders (creation order)
+	stopping    bool    // being stopped (in the snapshot, or chosen as a victim in this pass)
+	placed      bool    // placed in this pass: a victim only by undoing the placement (unplace)
+	cost        float64 // placed: what it added to its project's allocation share
+	seq         int     // position in poolState.holders (creation order)
 }
 
 // releaseAt is when the holder is expected to free its resources; ok is
@@ -269,6 +270,28 @@ func (ps *poolState) fitAfterStops(sh *shape) []*nodeState {
 	}
 	r, k := sh.key.r, sh.key.k
 	if sh.stopFailed && sh.stopAt == ps.stopVersion {
+		return nil
+	}
+	if k == 1 {
+		// One node: the tightest fit, so that a job does not take the room
+		// a job preempted for another one leaves (preemption chose that
+		// room as the smallest that fits its beneficiary).
+		var best *nodeState
+		var bg int
+		var bc, bm float64
+		for _, n := range ps.nodes {
+			if !n.fitsAfterStops(r) || n.fitsAvail(r) {
+				continue
+			}
+			g, c, m := n.capG-n.usedG+n.stopG-n.resvG-r.g, n.capC-n.usedC+n.stopC-n.resvC-r.c, n.capM-n.usedM+n.stopM-n.resvM-r.m
+			if best == nil || g < bg || g == bg && (c < bc || c == bc && m < bm) {
+				best, bg, bc, bm = n, g, c, m
+			}
+		}
+		if best != nil {
+			return []*nodeState{best}
+		}
+		sh.stopFailed, sh.stopAt = true, ps.stopVersion
 		return nil
 	}
 	var chosen []*nodeState

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -28,6 +29,7 @@ type pass struct {
 	changed []int64
 	told    bool
 	// Scratch reused by every pool's walk.
+	markBuf  []*holder
 	heapBuf  []*mergeRun
 	runBuf   []mergeRun
 	laterBuf []int
@@ -42,9 +44,9 @@ type reservation struct {
 
 // projState is one project in one pool.
 type projState struct {
-	name   string
-	rule   quotaRule
-	used   limits  // held by its running jobs and placements of this pass
+	name string
+	rule quotaRule
+	used limits // held by its running jobs and placements of this pass
 	// claimed is quota its waiting jobs hold in this pass: those waiting
 	// for victims or stopping jobs to free room (counted as if running, so
 	// that one reclaim is not made again by every queued job of the
@@ -54,10 +56,15 @@ type projState struct {
 	claimed limits
 	claimBy int64
 	held    bool // a job blocked by the project's quota holds it
-	usage  float64 // decayed historical usage
-	alloc  float64 // current allocation share
-	shares float64
-	msgs   map[quotaMsgKey]string // quota messages for the current use
+	// usedByRank is used by priority rank, without stopping jobs: a job's
+	// borrowing is judged against what its project's jobs of its own or
+	// higher priority use, as markBorrowed decides which running jobs are
+	// borrowed (its lower-priority jobs would be the borrowed ones).
+	usedByRank [4]limits
+	usage      float64 // decayed historical usage
+	alloc      float64 // current allocation share
+	shares     float64
+	msgs       map[quotaMsgKey]string // quota messages for the current use
 	// borrowedHolders counts its running jobs on borrowed capacity.
 	borrowedHolders int
 	// usedVer is bumped whenever used changes, stopVer whenever one of its
@@ -474,6 +481,9 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			pr.holders = append(pr.holders, h)
 		}
 		pr.used = pr.used.plus(h.gang)
+		if !h.stopping {
+			pr.addUse(h, 1)
+		}
 		pr.alloc += ar.cost
 	}
 	ps.markBorrowed()
@@ -495,28 +505,40 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 // capacity inside a ClusterQueue's nominal quota is reclaimed only by that
 // queue's own workloads). The snapshot's Allocation.Borrowed is ignored.
 func (ps *poolState) markBorrowed() {
-	var order []*holder
 	for _, pr := range ps.projs {
-		pr.borrowedHolders = 0
-		order = order[:0]
-		for _, h := range pr.holders {
-			if !h.stopping {
-				order = append(order, h)
-			}
+		ps.markProject(pr)
+	}
+}
+
+// markProject is markBorrowed for one project; nodes whose jobs change
+// sides have their victim bounds recomputed.
+func (ps *poolState) markProject(pr *projState) {
+	order := ps.markBuf[:0]
+	pr.borrowedHolders = 0
+	for _, h := range pr.holders {
+		if !h.stopping {
+			order = append(order, h)
 		}
-		slices.SortFunc(order, func(a, b *holder) int {
-			return cmp.Or(compareInt(b.rank, a.rank), a.start.Compare(b.start), compareInt64(a.id, b.id))
-		})
-		var fill limits
-		for _, h := range order {
-			if next := fill.plus(h.gang); pr.rule.guaranteed.within(next) {
-				fill, h.borrowed = next, false
-				continue
-			}
+	}
+	slices.SortFunc(order, func(a, b *holder) int {
+		return cmp.Or(compareInt(b.rank, a.rank), a.start.Compare(b.start), compareInt64(a.id, b.id))
+	})
+	var fill limits
+	for _, h := range order {
+		was := h.borrowed
+		if next := fill.plus(h.gang); pr.rule.guaranteed.within(next) {
+			fill, h.borrowed = next, false
+		} else {
 			h.borrowed = true
 			pr.borrowedHolders++
 		}
+		if h.borrowed != was {
+			for _, n := range h.nodes {
+				n.boundOK = false
+			}
+		}
 	}
+	ps.markBuf = order
 }
 
 // walk visits the pool's queue in order and decides each job.
@@ -835,22 +857,47 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	ps.kind = kindQuota
 	need := sh.need
 	after := pr.used.plus(need)
-	if !pr.rule.ceiling.fitsBeside(pr.used, pr.claimed, need) {
-		if pr.rule.ceiling.within(after) {
+	// The job must fit its project's ceiling; one that may not borrow (not
+	// preemptible) must fit its guarantee.
+	claimed := pr.claimed
+	overCeiling := !pr.rule.ceiling.fitsBeside(pr.used, claimed, need)
+	borrowed := !pr.rule.guaranteed.fitsBeside(pr.usedFrom(rank), claimed, need)
+	if overCeiling || borrowed && !j.preemptible() {
+		lim := pr.rule.ceiling
+		if !j.preemptible() {
+			lim = pr.rule.guaranteed
+		}
+		if lim.within(after) {
 			// Only the project's waiting jobs stand in the way.
-			ps.wait(j, domain.ReasonQuotaExceeded, ps.claimedMessage(pr, need), time.Time{})
+			ps.wait(j, domain.ReasonQuotaExceeded, ps.claimedMessage(pr, need, lim, claimed), time.Time{})
 			return false, false
 		}
 		if ps.pool.Preemption {
 			// The project's own stopping jobs will free quota: wait for them.
-			if stop := ps.ownStopping(pr); stop.jobs > 0 && pr.rule.ceiling.within(after.minus(stop)) {
+			// It holds the room they leave, as it would once they are gone,
+			// so that no later job takes it meanwhile.
+			if stop := ps.ownStopping(pr); stop.jobs > 0 && lim.within(after.minus(stop)) {
+				ps.kind = kindState // whether room is held depends on the nodes
+				if nodes := ps.fitAfterStops(sh); nodes != nil {
+					ps.reserve(j.id, rank, r, nodes, time.Time{})
+					ps.claim(j, pr, need)
+				}
 				ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(stop.jobs, false), time.Time{})
 				return false, false
 			}
-			// Higher priority may preempt the project's own lower-priority work.
+			// Higher priority may preempt the project's own lower-priority
+			// work: as much as brings the job within lim, so that it can
+			// run once the victims are gone (a non-preemptible job freed
+			// only below the ceiling would still not run, and its victims
+			// would start again and be preempted again).
 			if ps.budget > 0 {
-				if victims, nodes := ps.preemptOwn(j, after.minus(pr.rule.ceiling)); nodes != nil {
-					ps.stopVictims(ps.pd(j), victims)
+				if victims, nodes := ps.preemptOwn(j, after.minus(lim)); nodes != nil {
+					if ps.stopVictims(ps.pd(j), victims) == 0 && ps.pr(j).rule.ceiling.fitsBeside(pr.used, pr.claimed, need) {
+						if nodes := ps.fit(sh, j.timeout); nodes != nil {
+							ps.place(ps.pd(j), pr, r, nodes, !pr.rule.guaranteed.fitsBeside(pr.usedFrom(rank), pr.claimed, need))
+							return true, false
+						}
+					}
 					ps.reserve(j.id, rank, r, nodes, time.Time{})
 					ps.claim(j, pr, need)
 					ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(len(victims), true), time.Time{})
@@ -858,17 +905,12 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 				}
 			}
 		}
+		if !overCeiling {
+			ps.wait(j, domain.ReasonQuotaExceeded, ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true), time.Time{})
+			return false, false
+		}
 		msg := ps.quotaMessage(pr, need, pr.rule.ceiling, pr.rule.canBorrow, false)
 		ps.holdQuota(j, pr, need)
-		ps.wait(j, domain.ReasonQuotaExceeded, msg, time.Time{})
-		return false, false
-	}
-	borrowed := !pr.rule.guaranteed.fitsBeside(pr.used, pr.claimed, need)
-	if borrowed && !j.preemptible() {
-		msg := ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true)
-		if pr.rule.guaranteed.within(after) {
-			msg = ps.claimedMessage(pr, need)
-		}
 		ps.wait(j, domain.ReasonQuotaExceeded, msg, time.Time{})
 		return false, false
 	}
@@ -889,7 +931,12 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	}
 	if ps.pool.Preemption && ps.budget > 0 {
 		if victims, nodes := ps.preempt(ps.pd(j), pr, r, k, borrowed, rank); nodes != nil {
-			ps.stopVictims(ps.pd(j), victims)
+			if ps.stopVictims(ps.pd(j), victims) == 0 {
+				if nodes := ps.fit(sh, j.timeout); nodes != nil {
+					ps.place(ps.pd(j), pr, r, nodes, borrowed)
+					return true, false
+				}
+			}
 			ps.reserve(j.id, rank, r, nodes, time.Time{})
 			ps.claim(j, pr, need)
 			ps.wait(j, domain.ReasonWaitingForCapacity, stoppingMessage(countStopping(nodes, r), true), time.Time{})
@@ -904,6 +951,9 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		if nodes != nil {
 			ps.capacityHolds++
 			ps.reserve(j.id, rank, r, nodes, est)
+			// The quota it will use is held too, or the project's own
+			// smaller jobs would take it and leave the reservation useless.
+			ps.claim(j, pr, need)
 		}
 	}
 	ps.wait(j, domain.ReasonWaitingForCapacity, msg, est)
@@ -920,6 +970,30 @@ func (ps *poolState) claim(j *job, pr *projState, need limits) {
 	pr.usedVer++
 	pr.msgs = nil
 	ps.stateVer++
+}
+
+// usedFrom is what the project's running jobs (not stopping) and this
+// pass's placements of priority rank or higher use (all of them for an
+// unknown rank).
+func (pr *projState) usedFrom(rank int) limits {
+	if rank < 0 {
+		rank = 0
+	}
+	var u limits
+	for r := rank; r < len(pr.usedByRank); r++ {
+		u = u.plus(pr.usedByRank[r])
+	}
+	return u
+}
+
+// addUse adds (or, with sign -1, removes) a holder's use at its rank.
+func (pr *projState) addUse(h *holder, sign int) {
+	r := min(max(h.rank, 0), len(pr.usedByRank)-1)
+	if sign > 0 {
+		pr.usedByRank[r] = pr.usedByRank[r].plus(h.gang)
+	} else {
+		pr.usedByRank[r] = pr.usedByRank[r].minus(h.gang)
+	}
 }
 
 // holdQuota makes the project's first job blocked by its own quota ceiling
@@ -960,13 +1034,62 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 	}
 	ps.holders = append(ps.holders, h)
 	ps.running++
+	pr.holders = append(pr.holders, h)
 	pr.used = pr.used.plus(h.gang)
+	pr.addUse(h, 1)
 	pr.usedVer++
-	pr.alloc += costRate(ps.capa, j.Resources)
+	pr.stopVer++ // a new job it may stop for its own (hasOwnVictims)
+	if !borrowed && !pr.rule.guaranteed.within(pr.used) {
+		// A job of higher priority than some of the project's running
+		// jobs now fills its guarantee: they are borrowed from now on, in
+		// this pass as in the next, which can therefore reclaim nothing
+		// this one could not.
+		ps.markProject(pr)
+	}
+	h.cost = costRate(ps.capa, j.Resources)
+	pr.alloc += h.cost
 	pr.msgs = nil
 	ps.version++
 	ps.stateVer++
 	ps.plan.Start = append(ps.plan.Start, pl)
+}
+
+// unplace undoes this pass's placement of h, a job chosen as a victim for
+// j: rather than start it and stop it again in the next pass, the pass does
+// not start it, and it waits, saying for whom it gave way. Its resources are
+// free at once.
+func (ps *poolState) unplace(h *holder, j *Pending) {
+	i := slices.IndexFunc(ps.plan.Start, func(pl Placement) bool { return pl.JobID == h.id })
+	pl := ps.plan.Start[i]
+	for k, n := range h.nodes {
+		for _, id := range pl.Nodes[k].GPUs {
+			if x := slices.Index(n.gpuIDs, id); x >= 0 {
+				n.gpuUsed[x] = false
+			}
+		}
+		n.usedG -= h.res.g
+		n.usedC -= h.res.c
+		n.usedM -= h.res.m
+		n.holders = slices.DeleteFunc(n.holders, func(x *holder) bool { return x == h })
+		n.boundOK = false
+		ps.ix.move(n)
+	}
+	ps.plan.Start = slices.Delete(ps.plan.Start, i, i+1)
+	ps.running--
+	pr := ps.project(h.project)
+	pr.holders = slices.DeleteFunc(pr.holders, func(x *holder) bool { return x == h })
+	pr.used = pr.used.minus(h.gang)
+	pr.addUse(h, -1)
+	pr.alloc -= h.cost
+	pr.usedVer++
+	pr.stopVer++
+	pr.msgs = nil
+	h.nodes, h.placed, h.stopping = nil, false, true // gone: never a victim again
+	ps.version++
+	ps.stateVer++
+	ps.waiting++
+	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: h.id, Reason: domain.ReasonWaitingForCapacity, Position: ps.waiting,
+		Message: fmt.Sprintf("gave way to job %d (priority %s), which needs the room in pool %s; it did not start", j.JobID, j.Priority, ps.pool.Name)})
 }
 
 // countStopping counts distinct stopping holders on the nodes that need

@@ -113,7 +113,7 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 // project's guarantee (reclaim); see preempt.
 func victimFor(h *holder, project string, rank int, borrowing, reclaim bool) bool {
 	switch {
-	case h.stopping || h.placed || !h.preemptible:
+	case h.stopping || !h.preemptible:
 		return false
 	case h.project == project || !borrowing && !h.borrowed:
 		return h.rank < rank
@@ -260,16 +260,27 @@ func greedySet(cs []*holder, d deficit) []*holder {
 
 // stopVictims records the preemptions; victims keep holding their resources
 // as stopping until they are gone, claimed by the beneficiary's reservation.
-func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
+// A victim placed in this pass is not started instead (unplace). It returns
+// how many victims stop.
+func (ps *poolState) stopVictims(j *Pending, victims []*holder) int {
 	rank := j.Priority.Rank()
+	stopped := 0
 	for _, v := range victims {
+		if v.placed {
+			ps.unplace(v, j)
+			continue
+		}
+		stopped++
 		v.stopping = true
 		for _, n := range v.nodes {
 			n.boundOK = false
 		}
+		vp := ps.project(v.project)
 		if len(v.nodes) > 0 {
-			ps.project(v.project).addStopping(v)
+			vp.addStopping(v)
 		}
+		vp.addUse(v, -1)
+		vp.usedVer++
 		for _, n := range v.nodes {
 			if n.stopG == 0 && n.stopC == 0 && n.stopM == 0 {
 				ps.stoppingNodes++
@@ -290,6 +301,7 @@ func (ps *poolState) stopVictims(j *Pending, victims []*holder) {
 	}
 	ps.stopVersion++
 	ps.stateVer++
+	return stopped
 }
 
 // victimBound is at least what every possible victim on the node holds
@@ -302,7 +314,7 @@ func (n *nodeState) victimBound(rank int, reclaim bool) deficit {
 	if !n.boundOK {
 		n.bound, n.boundB = [4]deficit{}, deficit{}
 		for _, h := range n.holders {
-			if h.stopping || h.placed {
+			if h.stopping {
 				continue
 			}
 			if h.preemptible {

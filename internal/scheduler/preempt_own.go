@@ -125,10 +125,15 @@ func (ps *poolState) ownThenOthers(n *nodeState, pr *projState, rank int, need l
 		return nil
 	}
 	var freed limits
+	var got deficit
 	rest := nd
 	for _, h := range ownSet {
 		freed = freed.plus(h.gang)
+		got = got.plus(h.res)
 		rest.g, rest.c, rest.m = rest.g-h.res.g, rest.c-h.res.c, rest.m-h.res.m
+	}
+	if !qd.coveredBy(got) {
+		return nil // the own victims here cannot free the quota
 	}
 	if rest.met() {
 		return ownSet
@@ -156,7 +161,7 @@ func (ps *poolState) ownThenOthers(n *nodeState, pr *projState, rank int, need l
 // ownVictim reports whether h, one of the project's running jobs, could be
 // stopped for the project's own job of the given rank.
 func ownVictim(h *holder, pr *projState, rank int) bool {
-	return !h.stopping && !h.placed && h.preemptible && h.rank < rank && h.project == pr.name
+	return !h.stopping && h.preemptible && h.rank < rank && h.project == pr.name
 }
 
 // hasOwnVictims reports whether any of the project's running jobs could be

@@ -178,3 +178,48 @@ func TestEmptyPassChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPlansAreFixedPoints: stability as a property. After a plan is
+// applied, a second pass over the resulting state with nothing new
+// preempts nothing (with a budget that never runs out), and across a run no
+// job is ever preempted twice for the same beneficiary (the livelock a
+// borrowing job once caused, preempting a victim that took the room back).
+func TestPlansAreFixedPoints(t *testing.T) {
+	iterations := 400
+	if testing.Short() {
+		iterations = 50
+	}
+	for seed := range uint64(iterations) {
+		r := rand.New(rand.NewPCG(seed, 13))
+		h := randomWorld(r, true)
+		h.Config.MaxPreemptionsPerCycle = 1 << 20
+		var next int64
+		pairs := map[[2]int64]int{}
+		for round := range 8 {
+			randomJobs(r, h, &next, r.IntN(12))
+			plan, err := h.Schedule()
+			if err != nil {
+				t.Fatalf("seed %d round %d: %v", seed, round, err)
+			}
+			for _, p := range plan.Preempt {
+				k := [2]int64{p.JobID, p.For}
+				if pairs[k]++; pairs[k] > 1 {
+					t.Fatalf("seed %d round %d: job %d preempted again for job %d\n%s", seed, round, p.JobID, p.For, Format(plan))
+				}
+			}
+			again, err := h.Schedule()
+			if err != nil {
+				t.Fatalf("seed %d round %d: %v", seed, round, err)
+			}
+			if len(again.Preempt) > 0 {
+				t.Fatalf("seed %d round %d: a pass with nothing new preempted:\n%s\nafter:\n%s", seed, round, Format(again), Format(plan))
+			}
+			for _, a := range h.Snap.Running {
+				if r.IntN(5) == 0 && !a.Stopping {
+					h.Finish(a.JobID)
+				}
+			}
+			h.Advance(time.Duration(r.IntN(30)) * time.Minute)
+		}
+	}
+}

@@ -291,7 +291,16 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 			errs = append(errs, fmt.Errorf("pool %s runs %d jobs, max_running %d", name, running[name], m))
 		}
 	}
-	borrowed := Borrowed(s)
+	// Borrowing as it stands with the plan's placements running: placing
+	// a job of higher priority can make a project's running job borrowed.
+	withStarts := s
+	withStarts.Running = slices.Clone(s.Running)
+	for _, st := range p.Start {
+		j := pending[st.JobID]
+		withStarts.Running = append(withStarts.Running, scheduler.Allocation{JobID: j.JobID, Project: j.Project, Pool: j.Pool,
+			Priority: j.Priority, Resources: j.Resources, Nodes: st.Nodes, StartedAt: s.Now, Preemptible: j.Preemptible})
+	}
+	borrowed := Borrowed(withStarts)
 	for _, v := range p.Preempt {
 		a, ok := runningByID[v.JobID]
 		switch {
@@ -319,7 +328,8 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 // are borrowed by the documented rule: per project and pool, the running
 // jobs that are not stopping, by priority (highest first), then start time,
 // then id, fill the project's guarantee first-fit (a zero CPU, memory or
-// job guarantee does not limit); the rest are borrowed.
+// job guarantee does not limit); the rest are borrowed, as is every job of
+// a project without a quota in the pool.
 func Borrowed(s scheduler.Snapshot) map[int64]bool {
 	quota := map[[2]string]domain.Quota{}
 	for _, q := range s.Quotas {
@@ -343,14 +353,15 @@ func Borrowed(s scheduler.Snapshot) map[int64]bool {
 			}
 			return int(x.JobID - y.JobID)
 		})
-		g := quota[k].Guaranteed
+		q, has := quota[k]
+		g := q.Guaranteed
 		var gpus, jobs int
 		var cpus float64
 		var mem domain.ByteSize
 		for _, a := range as {
 			n := max(a.Resources.Nodes, 1)
 			ng, nc, nm := gpus+a.Resources.GPUs*n, cpus+a.Resources.CPUs*float64(n), mem+a.Resources.Memory*domain.ByteSize(n)
-			if ng <= g.GPUs && (g.CPUs <= 0 || nc <= g.CPUs+1e-9) && (g.Memory <= 0 || nm <= g.Memory) && (g.Jobs <= 0 || jobs+1 <= g.Jobs) {
+			if has && ng <= g.GPUs && (g.CPUs <= 0 || nc <= g.CPUs+1e-9) && (g.Memory <= 0 || nm <= g.Memory) && (g.Jobs <= 0 || jobs+1 <= g.Jobs) {
 				gpus, cpus, mem, jobs = ng, nc, nm, jobs+1
 				continue
 			}
