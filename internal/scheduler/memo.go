@@ -179,10 +179,9 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		if d.pass == ps.q.pass {
 			return pr.usedVer == d.usedVer && ps.quotaStopVer(pr, d.searched) == d.stopVer && d.budget == (ps.budget > 0)
 		}
-		// A decision made beside claims (or one that claims would change)
-		// is made again: what the project's waiting jobs claim depends on
-		// the whole walk of this pass.
-		if d.searched || pr.used != d.used || d.claimed != (limits{}) || pr.claimed != (limits{}) || d.usedFrom != pr.usedFrom(int(j.rank)) || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
+		// What the project's waiting jobs claim (and who claims first, as
+		// messages name it) must be as when the decision was made.
+		if d.searched || pr.used != d.used || pr.claimed != d.claimed || d.usedFrom != pr.usedFrom(int(j.rank)) || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
 			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
 			return false
 		}

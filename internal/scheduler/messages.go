@@ -29,6 +29,7 @@ type quotaMsgKey struct {
 	dim      int
 	ceiling  bool
 	notPre   bool // the job is not preemptible and would need to borrow
+	claimed  bool // claimedMessage
 	needBits uint64
 }
 
@@ -126,6 +127,19 @@ func (ps *poolState) quotaMessage(pr *projState, need, lim limits, ceiling, notP
 // needs 1)".
 func (ps *poolState) claimedMessage(pr *projState, need, lim, claimed limits) string {
 	dim := exceededDim(lim, pr.used.plus(claimed).plus(need))
+	key := quotaMsgKey{dim: dim, claimed: true, ceiling: lim == pr.rule.ceiling, needBits: math.Float64bits(amount(dim, need))}
+	if m, ok := pr.msgs[key]; ok {
+		return m
+	}
+	m := ps.claimedText(pr, dim, need, lim, claimed)
+	if pr.msgs == nil {
+		pr.msgs = map[quotaMsgKey]string{}
+	}
+	pr.msgs[key] = m
+	return m
+}
+
+func (ps *poolState) claimedText(pr *projState, dim int, need, lim, claimed limits) string {
 	if dim == dimJobs {
 		return fmt.Sprintf("project %s's quota in pool %s is held for job %d, which waits ahead (runs %d of %d jobs, waiting jobs hold %d more)",
 			pr.name, ps.pool.Name, pr.claimBy, pr.used.jobs, lim.jobs, claimed.jobs)
