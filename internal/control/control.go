@@ -334,6 +334,7 @@ func (c *Controller) recover(ctx context.Context) error {
 	if err := c.seedProgress(ctx); err != nil {
 		return err
 	}
+	c.rebuildGuard(ctx)
 	for _, a := range atts {
 		info, err := c.info(ctx, a.JobID)
 		if err != nil {

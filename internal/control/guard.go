@@ -2,7 +2,10 @@ package control
 
 import (
 	"cmp"
+	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -69,6 +72,9 @@ func (g *guard) record(victim, forJob int64, at time.Time) (domain.PreemptionHol
 		i++
 	}
 	rs = append(rs[i:], preemption{at: at, forJob: forJob})
+	if len(rs) > g.cfg.Max+1 {
+		rs = rs[len(rs)-g.cfg.Max-1:] // enough to decide; bounds a job preempted while held
+	}
 	g.recent[victim] = rs
 	g.expireBy(rs[0].at.Add(g.cfg.Window))
 	if len(rs) <= g.cfg.Max || g.isHeld(victim) {
@@ -117,6 +123,48 @@ func (g *guard) expire(now time.Time) (ended []domain.PreemptionHold) {
 	return ended
 }
 
+// rebuild replays the preemptions the store recorded (attempts that ended
+// preempted, oldest first) into an empty guard, so that a new leader keeps
+// the holds in force and the recent history, and returns the holds in
+// force at now. The beneficiary is read from the attempt's message ("preempted
+// for job 42 ..."); 0 where it does not say.
+func (g *guard) rebuild(atts []domain.Attempt, now time.Time) []domain.PreemptionHold {
+	for _, a := range atts {
+		at := a.FinishedAt
+		if at.After(now) {
+			at = now // another replica's clock ran ahead
+		}
+		g.expire(at)
+		g.record(a.JobID, beneficiary(a.Message), at)
+	}
+	g.expire(now)
+	holds := make([]domain.PreemptionHold, 0, len(g.held))
+	for _, h := range g.held {
+		holds = append(holds, h)
+	}
+	slices.SortFunc(holds, func(a, b domain.PreemptionHold) int { return cmp.Compare(a.JobID, b.JobID) })
+	return holds
+}
+
+// beneficiary reads the job a preemption was for from its message, as the
+// scheduler writes it ("preempted for job 42 (priority high) in pool
+// standard"); 0 when the message does not say.
+func beneficiary(msg string) int64 {
+	_, rest, ok := strings.Cut(msg, "preempted for job ")
+	if !ok {
+		return 0
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	id, err := strconv.ParseInt(rest[:end], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
 // forget drops what the guard knows of a job that is no longer live.
 func (g *guard) forget(id int64) {
 	delete(g.recent, id)
@@ -132,3 +180,30 @@ func (g *guard) expireBy(t time.Time) {
 
 // within reports whether a preemption at t still counts at now.
 func within(t, now time.Time, window time.Duration) bool { return now.Sub(t) < window }
+
+// rebuildGuard restores the guard's holds and recent history from the
+// preemptions the store recorded within the last window and hold, so that
+// a restart or a new leader neither lifts a hold nor forgets a loop in
+// progress. A store error leaves the guard starting afresh.
+func (c *Controller) rebuildGuard(ctx context.Context) {
+	g := c.guard
+	if !g.cfg.on() {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	atts, err := c.cfg.Store.PreemptedAttempts(ctx, now.Add(-g.cfg.Window-g.cfg.Hold))
+	if err != nil {
+		c.log.Warn("the preemption guard starts afresh: cannot read recent preemptions", "err", err)
+		return
+	}
+	for _, h := range g.rebuild(atts, now) {
+		job, err := c.cfg.Store.GetJob(ctx, h.JobID)
+		if err != nil || !job.State.Live() {
+			g.forget(h.JobID)
+			continue
+		}
+		c.log.Warn("holding a job from preemption, as before the restart", "job", h.JobID,
+			"preemptions", h.Count, "window", h.Window, "for", h.For, "until", h.Until)
+		c.cfg.Observer.PreemptionHeld(job, h)
+	}
+}

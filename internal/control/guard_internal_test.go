@@ -1,9 +1,13 @@
 package control
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"trainyard/internal/domain"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -69,5 +73,38 @@ func TestGuardOff(t *testing.T) {
 	}
 	if len(g.recent) != 0 {
 		t.Errorf("an off guard keeps history: %v", g.recent)
+	}
+}
+
+// Replaying the recorded preemptions restores the holds in force: a hold
+// that ended before now is not, one that ended and began again is, and
+// beneficiaries come from the attempts' messages.
+func TestGuardRebuildsHoldsFromPreemptedAttempts(t *testing.T) {
+	ended := func(job int64, min int, msg string) domain.Attempt {
+		return domain.Attempt{JobID: job, State: domain.AttemptPreempted, Message: msg, FinishedAt: t0.Add(time.Duration(min) * time.Minute)}
+	}
+	atts := []domain.Attempt{
+		ended(3, -80, ""), ended(3, -79, ""), ended(3, -78, ""), ended(3, -77, ""), // held until -17m
+		ended(2, -75, ""), ended(2, -74, ""), ended(2, -73, ""), ended(2, -72, ""), // held until -12m
+		ended(3, -5, "preempted for job 9 (priority high) in pool standard"), ended(3, -4, ""), ended(3, -3, ""),
+		ended(3, -2, "preempted for job 9: project nlp reclaims its quota in pool standard, and this job ran on borrowed capacity"),
+		ended(1, 0, "preempted for job 7 (priority high) in pool a"), ended(1, 1, "preempted for job 8 (priority urgent) in pool a"),
+		ended(1, 2, "stopped"), ended(1, 3, "preempted for job 7 (priority high) in pool a"),
+	}
+	g := newGuard(PreemptionGuard{Max: 3, Window: 30 * time.Minute, Hold: time.Hour})
+	holds := g.rebuild(atts, t0.Add(10*time.Minute))
+	var got []string
+	for _, h := range holds {
+		got = append(got, fmt.Sprintf("job %d until %s: %s", h.JobID, h.Until.Sub(t0), h.Cause()))
+	}
+	want := []string{
+		"job 1 until 1h3m0s: preempted 4 times in 30m, for jobs 7, 8 and others",
+		"job 3 until 58m0s: preempted 4 times in 30m, for job 9 and others",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rebuilt holds:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !g.isHeld(1) || g.isHeld(2) || !g.isHeld(3) {
+		t.Errorf("held: 1 %v, 2 %v, 3 %v; want 1 and 3", g.isHeld(1), g.isHeld(2), g.isHeld(3))
 	}
 }

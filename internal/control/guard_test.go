@@ -58,6 +58,87 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// guardRig is a rig whose controllers run a guard of max 3 preemptions in
+// 30 minutes, held for an hour, on a fake clock, telling obs (replaceable
+// before a restart); its jobs run until stopped.
+type guardRig struct {
+	*rig
+	clk *clock.Fake
+	obs *holdObserver
+}
+
+func newGuardRig(t *testing.T) *guardRig {
+	g := &guardRig{clk: clock.NewFake(time.Now()), obs: &holdObserver{}}
+	ex := &executortest.Fake{Script: func(executor.Launch) []executor.Event {
+		return []executor.Event{{Kind: executor.Started, PID: 1}}
+	}}
+	g.rig = newTunedRig(t, ex, func(c *control.Config) {
+		c.Clock, c.Observer = g.clk, g.obs
+		c.PreemptionGuard = control.PreemptionGuard{Max: 3, Window: 30 * time.Minute, Hold: time.Hour}
+		// No full read when the clock jumps: the pass after a hold ends
+		// is an incremental one, told of the flipped allocation.
+		c.Resync, c.UsageRefresh = 100*time.Hour, 100*time.Hour
+	})
+	return g
+}
+
+// whole asks for the fake node's four GPUs.
+const whole = "entrypoint: [x]\nresources: {gpus: 4}\n"
+
+func (g *guardRig) get(id int64) domain.Job {
+	g.t.Helper()
+	j, err := g.st.GetJob(context.Background(), id)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return j
+}
+
+// preemptFourTimes runs a low-priority job and preempts it four times, by
+// four high-priority jobs in turn, each of which then succeeds; it returns
+// the victim (running its fifth attempt) and the beneficiaries.
+func (g *guardRig) preemptFourTimes() (domain.Job, []int64) {
+	t := g.t
+	t.Helper()
+	victim := g.submit("name: sweep\n" + whole + "policy: {priority: low, preemptible: true, reentrant: true}\n")
+	g.wait(victim.ID, domain.JobRunning)
+	var beneficiaries []int64
+	for i := 1; i <= 4; i++ {
+		b := g.submit(fmt.Sprintf("name: eval%d\n%spolicy: {priority: high}\n", i, whole))
+		beneficiaries = append(beneficiaries, b.ID)
+		g.wait(b.ID, domain.JobRunning)
+		if v := g.get(victim.ID); v.Preemptions != i {
+			t.Fatalf("after eval%d started the victim was preempted %d times, want %d", i, v.Preemptions, i)
+		}
+		g.ex.Emit(executor.Event{Ref: executor.Ref{JobID: b.ID, Attempt: 1}, Kind: executor.Exited, At: g.clk.Now(),
+			State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted})
+		g.wait(b.ID, domain.JobSucceeded)
+		poll(t, fmt.Sprintf("the victim runs attempt %d", i+1), func() bool {
+			v := g.get(victim.ID)
+			return v.State == domain.JobRunning && v.Attempts == i+1
+		})
+	}
+	return victim, beneficiaries
+}
+
+// notPreemptedFor submits a high-priority job that needs the victim's
+// GPUs and checks that the pass deciding it leaves the victim running: the
+// pass that writes its pending reason would request the preemption in the
+// same transaction.
+func (g *guardRig) notPreemptedFor(victim domain.Job) domain.Job {
+	t := g.t
+	t.Helper()
+	next := g.submit("name: eval5\n" + whole + "policy: {priority: high}\n")
+	poll(t, "the new job has a pending reason", func() bool { return g.get(next.ID).Reason != domain.ReasonSubmitted })
+	if v := g.get(victim.ID); v.State != domain.JobRunning || v.PreemptRequested || v.Preemptions != 4 {
+		t.Fatalf("held victim: %s, preempt requested %v, %d preemptions; want running, not requested, 4", v.State, v.PreemptRequested, v.Preemptions)
+	}
+	if n := g.get(next.ID); n.State != domain.JobQueued {
+		t.Fatalf("new job is %s (%s), want queued behind the held job", n.State, n.Message)
+	}
+	return next
+}
+
 // A low-priority job preempted four times within the window (by four
 // high-priority jobs in turn) is held: a fifth high-priority job waits
 // instead of preempting it, the observer hears of the hold once, with
@@ -65,57 +146,19 @@ func poll(t *testing.T, what string, cond func() bool) {
 // Every pass is checked against a full one (checkPass), the passes where
 // the hold flips the running job's Preemptible included.
 func TestPreemptionGuardHoldsAJobPreemptedTooOften(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	obs := &holdObserver{}
-	ex := &executortest.Fake{Script: func(executor.Launch) []executor.Event {
-		return []executor.Event{{Kind: executor.Started, PID: 1}} // runs until stopped
-	}}
-	r := newTunedRig(t, ex, func(c *control.Config) {
-		c.Clock, c.Observer = clk, obs
-		c.PreemptionGuard = control.PreemptionGuard{Max: 3, Window: 30 * time.Minute, Hold: time.Hour}
-		// No full read when the clock jumps: the pass after the hold ends
-		// is an incremental one, told of the flipped allocation.
-		c.Resync, c.UsageRefresh = 100*time.Hour, 100*time.Hour
-	})
-	get := func(id int64) domain.Job {
-		t.Helper()
-		j, err := r.st.GetJob(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
-	const whole = "entrypoint: [x]\nresources: {gpus: 4}\n" // the node's four GPUs
-	victim := r.submit("name: sweep\n" + whole + "policy: {priority: low, preemptible: true, reentrant: true}\n")
-	r.wait(victim.ID, domain.JobRunning)
-
-	var beneficiaries []int64
-	for i := 1; i <= 4; i++ {
-		b := r.submit(fmt.Sprintf("name: eval%d\n%spolicy: {priority: high}\n", i, whole))
-		beneficiaries = append(beneficiaries, b.ID)
-		r.wait(b.ID, domain.JobRunning)
-		if v := get(victim.ID); v.Preemptions != i {
-			t.Fatalf("after eval%d started the victim was preempted %d times, want %d", i, v.Preemptions, i)
-		}
-		ex.Emit(executor.Event{Ref: executor.Ref{JobID: b.ID, Attempt: 1}, Kind: executor.Exited, At: clk.Now(),
-			State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted})
-		r.wait(b.ID, domain.JobSucceeded)
-		poll(t, fmt.Sprintf("the victim runs attempt %d", i+1), func() bool {
-			v := get(victim.ID)
-			return v.State == domain.JobRunning && v.Attempts == i+1
-		})
-	}
-	held, _ := obs.seen()
+	g := newGuardRig(t)
+	victim, beneficiaries := g.preemptFourTimes()
+	held, _ := g.obs.seen()
 	if len(held) != 1 {
 		t.Fatalf("observer heard of %d holds, want 1: %+v", len(held), held)
 	}
 	h := held[0]
 	if h.JobID != victim.ID || h.Count != 4 || h.Window != 30*time.Minute || !slices.Equal(h.For, beneficiaries) ||
-		!h.Until.Equal(clk.Now().Add(time.Hour)) || obs.heldJobs[0].Name != "sweep" {
+		!h.Until.Equal(g.clk.Now().Add(time.Hour)) || g.obs.heldJobs[0].Name != "sweep" {
 		t.Fatalf("hold %+v of job %q; want job %d (sweep), 4 preemptions in 30m, for %v, until %s",
-			h, obs.heldJobs[0].Name, victim.ID, beneficiaries, clk.Now().Add(time.Hour))
+			h, g.obs.heldJobs[0].Name, victim.ID, beneficiaries, g.clk.Now().Add(time.Hour))
 	}
-	evs, err := r.st.ListEvents(context.Background(), victim.ID)
+	evs, err := g.st.ListEvents(context.Background(), victim.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,33 +172,40 @@ func TestPreemptionGuardHoldsAJobPreemptedTooOften(t *testing.T) {
 		}
 	}
 	for _, msg := range []string{requeued, placed} {
-		if !strings.Contains(msg, "held from") || !strings.Contains(msg, "preempted 4 times in 30m, for jobs ") {
+		if !strings.Contains(msg, "held from preemption until") || !strings.Contains(msg, "preempted 4 times in 30m, for jobs ") {
 			t.Errorf("event %q does not say the job is held from preemption and why", msg)
 		}
 	}
 
-	// While held, a fifth high-priority job waits; the pass that wrote its
-	// reason would have requested the preemption in the same transaction.
-	fifth := r.submit("name: eval5\n" + whole + "policy: {priority: high}\n")
-	poll(t, "the fifth job has a pending reason", func() bool { return get(fifth.ID).Reason != domain.ReasonSubmitted })
-	if v := get(victim.ID); v.State != domain.JobRunning || v.PreemptRequested || v.Preemptions != 4 {
-		t.Fatalf("held victim: %s, preempt requested %v, %d preemptions; want running, not requested, 4", v.State, v.PreemptRequested, v.Preemptions)
-	}
-	if f := get(fifth.ID); f.State != domain.JobQueued {
-		t.Fatalf("fifth job is %s (%s), want queued behind the held job", f.State, f.Message)
-	}
-	if _, released := obs.seen(); len(released) != 0 {
+	fifth := g.notPreemptedFor(victim)
+	if _, released := g.obs.seen(); len(released) != 0 {
 		t.Fatalf("released %v while the hold lasts", released)
 	}
 
 	// The hold ends: the next pass preempts the victim for the fifth job.
-	clk.Advance(time.Hour)
-	r.ctl.Wake()
-	r.wait(fifth.ID, domain.JobRunning)
-	if v := get(victim.ID); v.Preemptions != 5 {
+	g.clk.Advance(time.Hour)
+	g.ctl.Wake()
+	g.wait(fifth.ID, domain.JobRunning)
+	if v := g.get(victim.ID); v.Preemptions != 5 {
 		t.Fatalf("after the hold the victim was preempted %d times, want 5", v.Preemptions)
 	}
-	if held, released := obs.seen(); len(held) != 1 || !slices.Equal(released, []int64{victim.ID}) {
+	if held, released := g.obs.seen(); len(held) != 1 || !slices.Equal(released, []int64{victim.ID}) {
 		t.Fatalf("holds %+v, released %v; want the one hold, released once", held, released)
 	}
+}
+
+// A new controller (a restart, or a new leader) rebuilds the hold from the
+// attempts that ended preempted, beneficiaries included, and keeps it.
+func TestPreemptionGuardSurvivesARestart(t *testing.T) {
+	g := newGuardRig(t)
+	victim, beneficiaries := g.preemptFourTimes()
+	g.obs = &holdObserver{}
+	g.restart()
+	poll(t, "the new controller tells of the hold", func() bool { held, _ := g.obs.seen(); return len(held) > 0 })
+	held, _ := g.obs.seen()
+	if len(held) != 1 || held[0].JobID != victim.ID || held[0].Count != 4 || !slices.Equal(held[0].For, beneficiaries) ||
+		held[0].Until.Before(g.clk.Now().Add(59*time.Minute)) {
+		t.Fatalf("after the restart the observer heard of %+v; want job %d held, 4 preemptions, for %v, for about an hour", held, victim.ID, beneficiaries)
+	}
+	g.notPreemptedFor(victim)
 }
