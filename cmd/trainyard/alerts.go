@@ -32,6 +32,12 @@ func (o observers) AttemptEnded(job domain.Job, a domain.Attempt) {
 	o.a.AttemptEnded(job, a)
 }
 
+func (o observers) PreemptionHeld(job domain.Job, h domain.PreemptionHold) {
+	o.a.PreemptionHeld(job, h)
+}
+
+func (o observers) PreemptionReleased(jobID int64) { o.a.PreemptionReleased(jobID) }
+
 // alertSamples turns the sampler's latest readings into the alerter's.
 func alertSamples(latest []sample.Sample) []alerting.Sample {
 	out := make([]alerting.Sample, 0, len(latest))

@@ -56,6 +56,9 @@ func TestSampleServerConfig(t *testing.T) {
 	if _, err := cfg.DataRoots.Resolve(t.TempDir()); err != nil {
 		t.Fatalf("data_roots: %v", err)
 	}
+	if g, err := cfg.PreemptionGuard.guard(); err != nil || g.Max != 3 || g.Window != 30*time.Minute || g.Hold != time.Hour {
+		t.Fatalf("preemption_guard = %+v, %v", g, err)
+	}
 	cfg.Alerts.Defaults()
 	if err := cfg.Alerts.Validate(); err != nil {
 		t.Fatalf("alerts: %v", err)

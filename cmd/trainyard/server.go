@@ -124,6 +124,9 @@ type serverConfig struct {
 	} `yaml:"job_users"`
 	// Code bounds each unpack of a code package (code.go, docs/code.md).
 	Code codeConfig `yaml:"code"`
+	// PreemptionGuard holds a job preempted too often from further
+	// preemption (preemption.go, docs/scheduling.md).
+	PreemptionGuard preemptionGuardConfig `yaml:"preemption_guard"`
 }
 
 func serverCommand() *cobra.Command {
@@ -278,6 +281,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
+	preemptionGuard, err := cfg.PreemptionGuard.guard()
+	if err != nil {
+		return err
+	}
 
 	// --- log retention (docs/operator.md) ---
 	logRetention := service.DefaultLogRetention
@@ -415,7 +422,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				return svc.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs, Code: codeLimits,
-			CopyCheckpoints: copyCheckpoints, Fence: fence}
+			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }
 	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {

@@ -65,6 +65,7 @@ type Alerter struct {
 	queued  []alerts.QueuedJob
 	running []alerts.RunningAttempt
 	ended   []alerts.EndedAttempt
+	held    map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
 	builtAt time.Time
 	ids     map[string]int64 // alert key → id of its latest stored alert
 	kick    chan struct{}
@@ -94,7 +95,8 @@ func New(cfg Config) (*Alerter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, kick: make(chan struct{}, 1)}
+	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, held: map[int64]alerts.HeldJob{},
+		kick: make(chan struct{}, 1)}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
 		OnDelivered: func(key, channel string, s alerts.Status) {
@@ -146,6 +148,30 @@ func (a *Alerter) AttemptEnded(job domain.Job, at domain.Attempt) {
 	a.mu.Lock()
 	a.ended = append(a.ended, alerts.EndedOf(job, at))
 	a.mu.Unlock()
+	a.wake()
+}
+
+// PreemptionHeld records a job held from preemption (control.Observer):
+// preemption_thrash fires for it.
+func (a *Alerter) PreemptionHeld(job domain.Job, h domain.PreemptionHold) {
+	h.For = slices.Clone(h.For)
+	a.mu.Lock()
+	a.held[job.ID] = alerts.HeldJob{Job: alerts.RefOf(job), Hold: h}
+	a.mu.Unlock()
+	a.wake()
+}
+
+// PreemptionReleased records that a job's hold ended (control.Observer):
+// its preemption_thrash alert resolves.
+func (a *Alerter) PreemptionReleased(jobID int64) {
+	a.mu.Lock()
+	delete(a.held, jobID)
+	a.mu.Unlock()
+	a.wake()
+}
+
+// wake asks Run to evaluate soon.
+func (a *Alerter) wake() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -213,6 +239,9 @@ func (a *Alerter) evaluate(ctx context.Context) {
 	}
 	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended}
 	a.ended = nil
+	for _, h := range a.held {
+		obs.Held = append(obs.Held, h)
+	}
 	a.mu.Unlock()
 
 	if a.cfg.Samples != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,6 +133,40 @@ func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
 		return err == nil && len(p) == 0
 	})
 	if got := h.list(); got[1] != "firing stalled/job=9" {
+		t.Fatalf("receiver got %v", got)
+	}
+}
+
+// A hold from preemption, as the control loop reports it, fires
+// preemption_thrash once with the hold's facts; its release resolves it.
+func TestPreemptionThrashFollowsTheHold(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	a, stop, done := newAlerter(t, st, srv.URL)
+	defer func() { stop(); <-done }()
+
+	job := domain.Job{ID: 7, Name: "sweep", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobRunning, Attempts: 5}
+	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 5}})
+	until := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	a.PreemptionHeld(job, domain.PreemptionHold{JobID: 7, Count: 4, Window: 30 * time.Minute, Until: until, For: []int64{3, 5}})
+	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
+	firing, err := st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertFiring, JobID: 7})
+	if err != nil || len(firing) != 1 {
+		t.Fatalf("firing alerts of job 7: %+v, %v", firing, err)
+	}
+	if f := firing[0]; f.Rule != "preemption_thrash" || f.Severity != "warning" || f.Owner != "alice" ||
+		!strings.Contains(f.Summary, "job 7 (sweep) was preempted 4 times in 30m, for jobs 3, 5; it is held from preemption until 2026-03-01 13:00:00 UTC") {
+		t.Fatalf("stored alert = %+v", f)
+	}
+	a.PreemptionReleased(7)
+	waitFor(t, "the resolution", func() bool { return len(h.list()) == 2 })
+	if got := h.list(); got[0] != "firing preemption_thrash/job=7" || got[1] != "resolved preemption_thrash/job=7" {
 		t.Fatalf("receiver got %v", got)
 	}
 }

@@ -20,6 +20,7 @@ const (
 	RuleIdleGPU              Rule = "idle_gpu"
 	RuleMemoryNearLimit      Rule = "memory_near_limit"
 	RuleArtifactWriteFailure Rule = "artifact_write_failure"
+	RulePreemptionThrash     Rule = "preemption_thrash"
 	// RuleTest marks the notification Dispatcher.Test sends.
 	RuleTest Rule = "test"
 )
@@ -27,7 +28,7 @@ const (
 // Rules lists every alerting rule in a stable order.
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
-		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure}
+		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when

@@ -36,6 +36,9 @@ type RulesConfig struct {
 	IdleGPU              ThresholdRule `yaml:"idle_gpu" json:"idle_gpu"`
 	MemoryNearLimit      ThresholdRule `yaml:"memory_near_limit" json:"memory_near_limit"`
 	ArtifactWriteFailure EventRule     `yaml:"artifact_write_failure" json:"artifact_write_failure"`
+	// PreemptionThrash fires while the control loop holds a job from
+	// preemption because it was preempted too often (a preemption loop).
+	PreemptionThrash RuleBase `yaml:"preemption_thrash" json:"preemption_thrash"`
 }
 
 // RuleBase holds what every rule has: an on/off switch (on unless
@@ -167,6 +170,7 @@ func (c *Config) Defaults() {
 	}
 	setDur(&r.MemoryNearLimit.For, DefaultMemoryFor)
 	setSev(&r.ArtifactWriteFailure.Severity, SeverityCritical)
+	setSev(&r.PreemptionThrash.Severity, SeverityWarning)
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -239,6 +243,7 @@ func (c *Config) Validate() error {
 	sev("rules.interruption.severity", r.Interruption.Severity)
 	sev("rules.stalled.severity", r.Stalled.Severity)
 	sev("rules.artifact_write_failure.severity", r.ArtifactWriteFailure.Severity)
+	sev("rules.preemption_thrash.severity", r.PreemptionThrash.Severity)
 	sev("rules.idle_gpu.severity", r.IdleGPU.Severity)
 	ratio("rules.idle_gpu.below", r.IdleGPU.Below)
 	if r.IdleGPU.Above != 0 {

@@ -32,6 +32,15 @@ type Observation struct {
 	// Engine.EventJobs that is now in such a state is enough.
 	Succeeded []int64
 	Canceled  []int64
+	// Held lists every job now held from preemption (the control loop's
+	// preemption guard); a job no longer listed resolves its alert.
+	Held []HeldJob
+}
+
+// HeldJob is a job held from preemption because it was preempted too often.
+type HeldJob struct {
+	Job  JobRef
+	Hold domain.PreemptionHold
 }
 
 // QueuedJob is a job waiting in the queue since QueuedSince (its submit
@@ -139,7 +148,8 @@ func (e *Engine) EventJobs() []int64 {
 
 // Evaluate applies one observation and returns the alerts that fired or
 // resolved, in a stable order: fired event alerts, then resolutions of event
-// alerts, then queued, then running-attempt alerts, each sorted by key.
+// alerts, then queued, then running-attempt, then preemption-hold alerts,
+// each sorted by key.
 func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
@@ -295,7 +305,43 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			delete(e.holding, key)
 		}
 	}
+
+	// Jobs held from preemption.
+	held := map[string]bool{}
+	if rules.PreemptionThrash.On() {
+		jobs := slices.Clone(obs.Held)
+		slices.SortStableFunc(jobs, func(a, b HeldJob) int { return cmpInt(a.Job.ID, b.Job.ID) })
+		for _, h := range jobs {
+			key := Key(RulePreemptionThrash, h.Job.ID, 0)
+			held[key] = true
+			if _, firing := e.active[key]; firing {
+				continue
+			}
+			l := h.Job.labels(0)
+			out = append(out, e.fire(Alert{Key: key, Rule: RulePreemptionThrash, Severity: rules.PreemptionThrash.Severity,
+				Summary: thrashSummary(l, h.Hold), Labels: l}, now))
+		}
+	}
+	for _, a := range e.Active() {
+		if a.Rule == RulePreemptionThrash && !held[a.Key] {
+			out = append(out, e.resolve(a.Key, now, a.Labels.title()+" is no longer held from preemption"))
+		}
+	}
 	return out
+}
+
+// thrashSummary names the held job, how often it was preempted within what
+// window and for which jobs, and until when it is held.
+func thrashSummary(l Labels, h domain.PreemptionHold) string {
+	see := l.Job
+	for _, id := range h.For {
+		if id != 0 {
+			see = id // the first beneficiary: why did it not start?
+			break
+		}
+	}
+	return fmt.Sprintf("%s was %s; it is held from preemption until %s — a preemption loop is likely: check the server log and `trainyard why %d`",
+		l.title(), h.Cause(), h.Until.UTC().Format("2006-01-02 15:04:05 UTC"), see)
 }
 
 // hold tracks a duration condition under key: it fires once the condition has
@@ -355,6 +401,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.MemoryNearLimit.On()
 	case RuleArtifactWriteFailure:
 		return rs.ArtifactWriteFailure.On()
+	case RulePreemptionThrash:
+		return rs.PreemptionThrash.On()
 	}
 	return false
 }

@@ -361,3 +361,36 @@ func TestKeyAndRefOf(t *testing.T) {
 		t.Errorf("EndedOf = %+v, want %+v", got, want)
 	}
 }
+
+// A job held from preemption fires one alert naming it, how often it was
+// preempted within what window, for which jobs and until when; the alert
+// resolves once the job is no longer held.
+func TestPreemptionThrash(t *testing.T) {
+	e := newEngine(t, nil)
+	hold := domain.PreemptionHold{JobID: 42, Count: 4, Window: 30 * time.Minute, At: t0, Until: at(time.Hour), For: []int64{7, 9}}
+	held := []HeldJob{{Job: job(42), Hold: hold}}
+	ts := e.Evaluate(Observation{Now: at(time.Second), Held: held})
+	expect(t, "held", ts, "firing preemption_thrash/job=42")
+	want := "job 42 (resnet) was preempted 4 times in 30m, for jobs 7, 9; it is held from preemption until 2025-03-01 13:00:00 UTC" +
+		" — a preemption loop is likely: check the server log and `trainyard why 7`"
+	if a := ts[0]; a.Summary != want || a.Severity != SeverityWarning || a.Labels.Job != 42 || a.Labels.Project != "vision" {
+		t.Errorf("alert = %+v, want summary %q", a.Alert, want)
+	}
+	expect(t, "still held", e.Evaluate(Observation{Now: at(time.Minute), Held: held}), "")
+	other := HeldJob{Job: job(43), Hold: domain.PreemptionHold{JobID: 43, Count: 5, Window: time.Hour, Until: at(2 * time.Hour)}}
+	ts = e.Evaluate(Observation{Now: at(2 * time.Minute), Held: append(held, other)})
+	expect(t, "another held", ts, "firing preemption_thrash/job=43")
+	if !strings.Contains(ts[0].Summary, "was preempted 5 times in 1h; it is held") || !strings.Contains(ts[0].Summary, "`trainyard why 43`") {
+		t.Errorf("without known beneficiaries: %q", ts[0].Summary)
+	}
+	ts = e.Evaluate(Observation{Now: at(time.Hour), Held: []HeldJob{other}})
+	expect(t, "hold ended", ts, "resolved preemption_thrash/job=42")
+	if ts[0].Resolution != "job 42 (resnet) is no longer held from preemption" {
+		t.Errorf("resolution = %q", ts[0].Resolution)
+	}
+	expect(t, "held again", e.Evaluate(Observation{Now: at(2 * time.Hour), Held: held}), "firing preemption_thrash/job=42; resolved preemption_thrash/job=43")
+
+	off := false
+	e = newEngine(t, func(c *Config) { c.Rules.PreemptionThrash.Enabled = &off })
+	expect(t, "disabled", e.Evaluate(Observation{Now: t0, Held: held}), "")
+}

@@ -18,6 +18,7 @@ alerts:
     queued_too_long: {after: 90m, severity: critical}
     idle_gpu: {enabled: false, below: 0.1, for: 30m}
     memory_near_limit: {above: 0.95}
+    preemption_thrash: {severity: critical}
   channels:
     - {name: slack, type: webhook, url: "https://hooks.example.com/x", format: slack, min_severity: warning,
        headers: {Authorization: "Bearer t"}, timeout: 5s}
@@ -38,7 +39,8 @@ alerts:
 	r := c.Rules
 	if c.ResolveAfter.D() != 48*time.Hour || r.QueuedTooLong.After.D() != 90*time.Minute || r.QueuedTooLong.Severity != alerts.SeverityCritical ||
 		r.IdleGPU.On() || r.IdleGPU.Below != 0.1 || r.IdleGPU.For.D() != 30*time.Minute || !r.MemoryNearLimit.On() ||
-		r.MemoryNearLimit.Above != 0.95 || r.MemoryNearLimit.For.D() != 2*time.Minute || c.Delivery.MaxTries != 3 {
+		r.MemoryNearLimit.Above != 0.95 || r.MemoryNearLimit.For.D() != 2*time.Minute || c.Delivery.MaxTries != 3 ||
+		!r.PreemptionThrash.On() || r.PreemptionThrash.Severity != alerts.SeverityCritical {
 		t.Errorf("parsed config = %+v", c)
 	}
 	ch := c.Channels[0]

@@ -103,6 +103,10 @@ type Config struct {
 	// CopyCheckpoints copies every registered checkpoint to Blobs (an
 	// object store), under checkpoints/<job>/<name>/.
 	CopyCheckpoints bool
+	// PreemptionGuard holds a job preempted too often from further
+	// preemption (guard.go). Zero: off; the server sets
+	// DefaultPreemptionGuard unless configured.
+	PreemptionGuard PreemptionGuard
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -121,6 +125,12 @@ type Observer interface {
 	// job as stored after the end, and the attempt with its final State,
 	// Reason, Message and FinishedAt.
 	AttemptEnded(job domain.Job, attempt domain.Attempt)
+	// PreemptionHeld reports a hold from preemption that began (the
+	// PreemptionGuard): the job as the loop last saw it, and the hold.
+	PreemptionHeld(job domain.Job, hold domain.PreemptionHold)
+	// PreemptionReleased reports that a job's hold ended: it expired, or
+	// the job is no longer live.
+	PreemptionReleased(jobID int64)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -129,6 +139,8 @@ type nopObserver struct{}
 func (nopObserver) Pass(time.Duration, []domain.Pool, map[int64]domain.Job, []domain.Attempt) {}
 func (nopObserver) Placed(string, string, int, time.Duration)                                 {}
 func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
+func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
+func (nopObserver) PreemptionReleased(int64)                                                  {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -177,6 +189,9 @@ type Controller struct {
 	// others are adopted (adoptStrays). Loop goroutine only.
 	known  map[executor.Ref]bool
 	runCtx context.Context // Run's context, set before the loop starts
+	// guard holds jobs preempted too often from further preemption
+	// (guard.go). Loop goroutine only.
+	guard *guard
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -246,6 +261,7 @@ func New(cfg Config) *Controller {
 		outputSem: make(chan struct{}, 2),
 		unpacks:   map[executor.Ref]func(context.Context) error{},
 		known:     map[executor.Ref]bool{},
+		guard:     newGuard(cfg.PreemptionGuard),
 		jobs:      map[int64]*jobInfo{},
 		stopping:  map[executor.Ref]bool{},
 		reasons:   map[int64]pendingReason{},
@@ -318,6 +334,7 @@ func (c *Controller) recover(ctx context.Context) error {
 	if err := c.seedProgress(ctx); err != nil {
 		return err
 	}
+	c.rebuildGuard(ctx)
 	for _, a := range atts {
 		info, err := c.info(ctx, a.JobID)
 		if err != nil {
@@ -375,10 +392,23 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 func (c *Controller) cycle(ctx context.Context) time.Duration {
 	now := c.cfg.Clock.Now()
 	next := c.cfg.Interval
+	for _, h := range c.guard.expire(now) { // before the snapshot, which reads the holds
+		c.log.Info("preemption hold ended", "job", h.JobID, "held_since", h.At)
+		c.cfg.Observer.PreemptionReleased(h.JobID)
+	}
 	snap, byID, atts, err := c.snapshot(ctx, now)
 	if err != nil {
 		c.log.Error("load scheduling snapshot", "err", err)
 		return next
+	}
+	for id := range c.guard.held { // few: each is a preemption loop stopped
+		if _, ok := byID[id]; !ok {
+			c.guard.forget(id)
+			c.cfg.Observer.PreemptionReleased(id)
+		}
+	}
+	if !c.guard.next.IsZero() {
+		next = min(next, max(c.guard.next.Sub(now), 0))
 	}
 	live := make(map[int64]bool, len(byID))
 	for id, j := range byID {
@@ -434,6 +464,9 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 		if pl.Borrowed {
 			msg += " (borrowed capacity: may be preempted to reclaim it)"
+		}
+		if h, ok := c.guard.held[pl.JobID]; ok {
+			msg += "; " + h.String()
 		}
 		changes = append(changes, store.Change{
 			JobID: pl.JobID, From: []domain.JobState{domain.JobQueued}, To: domain.JobStarting,
@@ -506,6 +539,11 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		j := byID[pe.JobID]
 		c.log.Info("preempting", "job", pe.JobID, "attempt", j.Attempts, "for", pe.For)
 		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts})
+		if h, ok := c.guard.record(pe.JobID, pe.For, now); ok {
+			c.log.Warn("holding a job from preemption: it was preempted too often (a preemption loop?)",
+				"job", pe.JobID, "preemptions", h.Count, "window", h.Window, "for", h.For, "until", h.Until)
+			c.cfg.Observer.PreemptionHeld(j, h)
+		}
 	}
 	return next
 }
@@ -562,8 +600,8 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		r.Nodes = 1
 		snap.Running = append(snap.Running, scheduler.Allocation{JobID: j.ID, Project: j.Project, Pool: j.Pool,
 			Priority: j.Priority, Resources: r, Nodes: []scheduler.NodeAlloc{{Node: a.Node, GPUs: a.GPUs}},
-			StartedAt: a.CreatedAt, Timeout: j.Timeout.D(), Preemptible: j.Preemptible, Borrowed: a.Borrowed,
-			Stopping: j.CancelRequested || j.PreemptRequested})
+			StartedAt: a.CreatedAt, Timeout: j.Timeout.D(), Preemptible: j.Preemptible && !c.guard.isHeld(j.ID),
+			Borrowed: a.Borrowed, Stopping: j.CancelRequested || j.PreemptRequested})
 	}
 	return snap, byID, atts, nil
 }

@@ -29,11 +29,21 @@ type rig struct {
 	ex   *executortest.Fake
 	dir  string
 	stop func()
+	// tune, when set, adjusts each controller's config before it starts;
+	// ctl is the running controller.
+	tune func(*control.Config)
+	ctl  *control.Controller
 }
 
 var admin = service.Principal{Subject: "admin", Role: "admin"}
 
 func newRig(t *testing.T, ex *executortest.Fake) *rig {
+	t.Helper()
+	return newTunedRig(t, ex, nil)
+}
+
+// newTunedRig is newRig with tune applied to every controller's config.
+func newTunedRig(t *testing.T, ex *executortest.Fake, tune func(*control.Config)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -41,7 +51,7 @@ func newRig(t *testing.T, ex *executortest.Fake) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, st: st, ex: ex, dir: dir}
+	r := &rig{t: t, st: st, ex: ex, dir: dir, tune: tune}
 	r.start()
 	// Pool "default" is the fake executor's inventory, with a full quota
 	// for project "default".
@@ -70,9 +80,14 @@ func newRig(t *testing.T, ex *executortest.Fake) *rig {
 
 // start runs a fresh controller over the rig's store and executor.
 func (r *rig) start() {
-	ctl := control.New(control.Config{Store: r.st, Executor: r.ex, Clock: clock.Real{},
+	cfg := control.Config{Store: r.st, Executor: r.ex, Clock: clock.Real{},
 		Logs: logs.Layout{Root: filepath.Join(r.dir, "runs")}, RetryBackoff: time.Millisecond, Grace: time.Second,
-		BaseEnv: []string{"PATH=/usr/bin:/bin"}, CheckPass: checkPass(r.t)})
+		BaseEnv: []string{"PATH=/usr/bin:/bin"}, CheckPass: checkPass(r.t)}
+	if r.tune != nil {
+		r.tune(&cfg)
+	}
+	ctl := control.New(cfg)
+	r.ctl = ctl
 	r.svc = service.New(service.Config{Store: r.st, Logs: logs.Layout{Root: filepath.Join(r.dir, "runs")},
 		ArtifactsRoot: filepath.Join(r.dir, "artifacts"), Wake: ctl.Wake})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -174,6 +174,9 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		att.Message = job.Message
 		ch.To, ch.Reason, ch.CountPreemption = domain.JobQueued, domain.ReasonPreempted, true
 		ch.Message = fmt.Sprintf("attempt %d preempted (%s); queued again to resume from its latest checkpoint", ev.Attempt, job.Message)
+		if h, ok := c.guard.held[ev.JobID]; ok {
+			ch.Message += "; " + h.String()
+		}
 	case job.CancelRequested || att.To == domain.AttemptCanceled:
 		ch.To, ch.Reason = domain.JobCanceled, domain.ReasonCanceledByUser
 		ch.Message = strings.TrimPrefix(job.Message, "cancel requested; ")

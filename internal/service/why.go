@@ -88,11 +88,38 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	case domain.JobCanceled:
 		w.Hint = "resubmit the same spec to run it again: trainyard submit FILE"
 	}
+	if job.State.Live() {
+		if held := s.heldFromPreemption(ctx, id); held != "" {
+			w.Evidence = append(w.Evidence, held)
+			if w.Hint == "" && job.State != domain.JobQueued {
+				w.Hint = "it keeps running: the scheduler does not preempt it until the hold ends"
+			}
+		}
+	}
 	if job.Attempts > 1 {
 		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
 	}
 	return w, nil
 }
+
+// heldFromPreemption says until when and why the control loop holds the
+// job from preemption, from its firing preemption_thrash alert (stored, so
+// every replica can tell), or "" when it is not held or the rule is off.
+func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
+	firing, err := s.cfg.Store.ListAlerts(ctx, store.AlertFilter{State: domain.AlertFiring, JobID: id})
+	if err != nil {
+		return ""
+	}
+	for _, a := range firing {
+		if a.Rule == ruleThrash {
+			return a.Summary
+		}
+	}
+	return ""
+}
+
+// ruleThrash is the alert rule the preemption guard fires (package alerts).
+const ruleThrash = "preemption_thrash"
 
 // explainFailure classifies a failed job from its last attempt's exit facts
 // and log. The attempt's facts are always evidence; the log lines that

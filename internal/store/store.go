@@ -117,6 +117,10 @@ type Jobs interface {
 	// before since (running ones included), with its job's project, pool
 	// and request — the input of fair-share usage. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// PreemptedAttempts returns every attempt that ended preempted at or
+	// after since, by FinishedAt (then job, number): the recent history
+	// the control loop's preemption guard is rebuilt from when it starts.
+	PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error)
 	// ListEvents returns a job's transition events in order.
 	ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error)
 	// Apply applies the changes in one transaction, in order. A change whose

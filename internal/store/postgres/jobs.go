@@ -485,6 +485,14 @@ func (s *Store) ActiveAttempts(ctx context.Context) ([]domain.Attempt, error) {
 		string(domain.AttemptStarting), string(domain.AttemptRunning))
 }
 
+// PreemptedAttempts returns the attempts that ended preempted at or after
+// since, in finish order.
+func (s *Store) PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error) {
+	return s.queryAttempts(ctx, "list preempted attempts",
+		`SELECT `+attemptCols+` FROM attempts WHERE state = $1 AND finished_at >= $2 ORDER BY finished_at, job_id, number`,
+		string(domain.AttemptPreempted), since.UnixNano())
+}
+
 func (s *Store) queryAttempts(ctx context.Context, action, query string, args ...any) ([]domain.Attempt, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err

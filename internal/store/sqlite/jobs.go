@@ -488,6 +488,14 @@ func (s *Store) ActiveAttempts(ctx context.Context) ([]domain.Attempt, error) {
 		domain.AttemptStarting, domain.AttemptRunning)
 }
 
+// PreemptedAttempts returns the attempts that ended preempted at or after
+// since, in finish order.
+func (s *Store) PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error) {
+	return s.queryAttempts(ctx, "list preempted attempts",
+		`SELECT `+attemptCols+` FROM attempts WHERE state = ? AND finished_at >= ? ORDER BY finished_at, job_id, number`,
+		domain.AttemptPreempted, since.UnixNano())
+}
+
 func (s *Store) queryAttempts(ctx context.Context, action, query string, args ...any) ([]domain.Attempt, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err

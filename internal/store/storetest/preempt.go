@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,5 +71,54 @@ func testAttemptSpans(t *testing.T, s store.Store) {
 	later, err := s.AttemptSpans(ctx, at(6))
 	if err != nil || len(later) != 1 || later[0].JobID != running.ID {
 		t.Fatalf("spans since after the first ended = %+v, %v; want only the running one", later, err)
+	}
+}
+
+// testPreemptedAttempts: the attempts that ended preempted since a time,
+// in finish order, with their messages; other endings and earlier ones
+// are left out.
+func testPreemptedAttempts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	preempt := func(j domain.Job, n int, end int, msg string) {
+		t.Helper()
+		mustApply(t, s,
+			store.Change{JobID: j.ID, From: states(domain.JobRunning), RequestPreempt: true, SetReason: true,
+				Reason: domain.ReasonPreempted, Message: msg, At: at(end - 1)},
+			store.Change{JobID: j.ID, From: states(domain.JobRunning), To: domain.JobQueued, CountPreemption: true,
+				Reason: domain.ReasonPreempted, At: at(end),
+				Attempt: &store.AttemptChange{Number: n, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted,
+					Reason: domain.ReasonPreempted, Message: msg}},
+			store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(end),
+				Attempt: &store.AttemptChange{Number: n + 1, Create: true, To: domain.AttemptStarting, Node: "node-a"}},
+			store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobRunning, At: at(end),
+				Attempt: &store.AttemptChange{Number: n + 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}},
+		)
+	}
+	a := startJob(t, s, "a", nil)
+	b := startJob(t, s, "b", nil)
+	preempt(a, 1, 4, "preempted for job 90")
+	preempt(b, 1, 6, "preempted for job 91")
+	preempt(a, 2, 5, "preempted for job 92") // ends before b's
+	done := startJob(t, s, "done", nil)
+	mustApply(t, s, store.Change{JobID: done.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(7),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded}})
+
+	got, err := s.PreemptedAttempts(ctx, at(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, x := range got {
+		seen = append(seen, fmt.Sprintf("%d/%d %s %s", x.JobID, x.Number, x.Message, x.FinishedAt.Format(time.RFC3339Nano)))
+	}
+	want := []string{
+		fmt.Sprintf("%d/2 preempted for job 92 %s", a.ID, at(5).Format(time.RFC3339Nano)),
+		fmt.Sprintf("%d/1 preempted for job 91 %s", b.ID, at(6).Format(time.RFC3339Nano)),
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("preempted since %s = %q, want %q", at(5), seen, want)
+	}
+	if all, err := s.PreemptedAttempts(ctx, t0); err != nil || len(all) != 3 {
+		t.Fatalf("preempted since the start = %+v, %v; want all 3", all, err)
 	}
 }

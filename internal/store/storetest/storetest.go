@@ -52,6 +52,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"PingAndKind":                 testPingAndKind,
 		"Preemption":                  testPreemption,
 		"AttemptSpans":                testAttemptSpans,
+		"PreemptedAttempts":           testPreemptedAttempts,
 		"Requests":                    testRequests,
 	}
 	// Pools, quotas and projects: see pools.go.

@@ -1,0 +1,69 @@
+package service_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite"
+)
+
+// why says a job is held from preemption, until when and why, while its
+// preemption_thrash alert fires, and stops saying it once that resolves.
+func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := service.New(service.Config{Store: st})
+	spec := domain.Spec{Name: "sweep", Project: "vision", Pool: "standard", Entrypoint: []string{"train"},
+		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}, Policy: domain.Policy{Priority: domain.PriorityLow}}
+	raw, _ := json.Marshal(spec)
+	sum := sha256.Sum256(raw)
+	job, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := fmt.Sprintf("job %d (sweep) was preempted 4 times in 30m, for jobs 3, 5; it is held from preemption until 2026-03-01 13:00:00 UTC", job.ID)
+	record := func(rule string, state domain.AlertState) {
+		t.Helper()
+		a := domain.Alert{Key: fmt.Sprintf("%s/job=%d", rule, job.ID), Rule: rule, Severity: "warning", State: state,
+			Summary: summary, JobID: job.ID, FiredAt: time.Now(), ResolvedAt: time.Now()}
+		if _, err := st.RecordAlerts(ctx, []store.AlertTransition{{Alert: a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func() bool {
+		t.Helper()
+		w, err := svc.Explain(ctx, admin, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(w.Evidence, func(e string) bool { return strings.Contains(e, "held from preemption until") })
+	}
+	record("queued_too_long", domain.AlertFiring) // another rule's alert says nothing of a hold
+	if held() {
+		t.Fatal("why says the job is held before any hold")
+	}
+	record("preemption_thrash", domain.AlertFiring)
+	if !held() {
+		t.Fatal("why does not say the job is held while preemption_thrash fires")
+	}
+	record("preemption_thrash", domain.AlertResolved)
+	if held() {
+		t.Fatal("why still says the job is held after the hold ended")
+	}
+}
