@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -184,5 +185,54 @@ projects:
 		if got := peak(func(x span) bool { return x.pool == "priority" && x.project == project }); got > 1 {
 			t.Errorf("project %s used %d CPUs at once in priority, quota is 1", project, got)
 		}
+	}
+}
+
+// The livelock a borrowing job once caused on a live server (one job
+// preempted over a thousand times in a minute while the other never
+// started): a guest job that would borrow never preempts the owner's
+// job inside the owner's guarantee. It waits, and starts once the owner's
+// job ends.
+func TestBorrowerNeverPreemptsInsideAGuarantee(t *testing.T) {
+	s := startServer(t, serverOpts{gpus: 2, extra: `
+pools:
+  - name: p
+    nodes: [{name: n1, cpus: 2, memory: 4GiB, gpus: [0, 1]}]
+    borrowing: true
+    preemption: true
+quotas:
+  - {project: owner, pool: p, gpus: 2, cpus: 2, memory: 4GiB}
+`})
+	gate := sharedDir(t)
+	owner := s.submit(fmt.Sprintf(`name: owner-low
+project: owner
+pool: p
+resources: {gpus: 2, cpus: 1, memory: 64MiB}
+entrypoint: 'while [ ! -e %s/done ]; do sleep 0.05; done'
+policy: {priority: low, preemptible: true, reentrant: true}
+`, gate))
+	s.waitState(owner.ID, 30*time.Second, "running")
+	guest := s.submit(`name: guest
+project: guest
+pool: p
+resources: {gpus: 2, cpus: 1, memory: 64MiB}
+entrypoint: [true]
+policy: {preemptible: true, reentrant: true}
+`)
+	waitFor(t, 30*time.Second, "the guest job to be considered", func() bool {
+		return s.job(guest.ID).Reason == "WaitingForResources"
+	})
+	// Watched over many scheduling passes: nothing is preempted.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if j := s.job(owner.ID); j.State != "running" || len(j.Attempts) != 1 {
+			t.Fatalf("the owner's job was disturbed: %s, %d attempts", j.State, len(j.Attempts))
+		}
+	}
+	os.WriteFile(filepath.Join(gate, "done"), nil, 0o644)
+	if j := s.waitState(guest.ID, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("guest job %s: %s", j.State, j.Message)
+	}
+	if j := s.job(owner.ID); len(j.Attempts) != 1 || j.State != "succeeded" {
+		t.Errorf("owner's job: %s after %d attempts, want one attempt that succeeded", j.State, len(j.Attempts))
 	}
 }
