@@ -3,9 +3,11 @@ package simulate
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +268,25 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// TestParseNodeCount: one entry with count declares that many identical
+// nodes, numbered from 1, and a GPU count stands for indices 0..n-1.
+func TestParseNodeCount(t *testing.T) {
+	w := mustParse(t, strings.Replace(goodDoc, "{name: n1, cpus: 8, memory: 64GiB, gpus: [0, 1]}",
+		"{name: gpu, count: 3, cpus: 8, memory: 64GiB, gpus: 2}\n      - {name: cpu, cpus: 4}", 1))
+	p := w.domainPools()[0]
+	var got []string
+	for _, n := range p.Nodes {
+		got = append(got, fmt.Sprintf("%s:%g:%s:%v", n.Name, n.CPUs, n.Memory, n.GPUs))
+	}
+	want := []string{"gpu-1:8:64GiB:[0 1]", "gpu-2:8:64GiB:[0 1]", "gpu-3:8:64GiB:[0 1]", "cpu:4:0:[]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("nodes %v, want %v", got, want)
+	}
+	if c := p.Capacity(); c.GPUs != 6 || c.CPUs != 28 {
+		t.Errorf("capacity %+v, want 6 GPUs and 28 CPUs", c)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := map[string]struct {
 		doc      string
@@ -352,6 +373,22 @@ func TestParseErrors(t *testing.T) {
 		"duplicate pool": {
 			doc:      strings.Replace(goodDoc, "jobs:", "  - {name: p, nodes: [{name: n, cpus: 1}]}\njobs:", 1),
 			wantPath: "pools[1].name", wantMsg: "declared twice",
+		},
+		"negative node count": {
+			doc:      strings.Replace(goodDoc, "{name: n1,", "{name: n1, count: -1,", 1),
+			wantPath: "pools[0].nodes[0].count", wantLine: 7, wantMsg: "use 1 to 100000 identical nodes",
+		},
+		"node count repeats a name": {
+			doc:      strings.Replace(goodDoc, "{name: n1,", "{name: n, count: 2, cpus: 1}\n      - {name: n-2,", 1),
+			wantPath: "pools[0].nodes[1].name", wantLine: 8, wantMsg: `node "n-2" appears twice`,
+		},
+		"bad GPU count": {
+			doc:      strings.Replace(goodDoc, "gpus: [0, 1]", "gpus: eight", 1),
+			wantPath: "pools[0].nodes[0].gpus", wantLine: 7, wantMsg: "want a GPU count from 0 to 1024",
+		},
+		"bad GPU index": {
+			doc:      strings.Replace(goodDoc, "gpus: [0, 1]", "gpus: [0, x]", 1),
+			wantPath: "pools[0].nodes[0].gpus", wantLine: 7, wantMsg: `"x" is not a GPU index`,
 		},
 		"pools not a list": {
 			doc:      "seed: 1\nduration: 1h\npools: {name: p}\n",
