@@ -17,3 +17,23 @@ func BenchmarkFairShare(b *testing.B) {
 	}
 	b.ReportMetric(days*float64(b.N)/time.Since(start).Seconds(), "virtual-days/s")
 }
+
+// BenchmarkSimulate100Nodes simulates each generated week-long workload on
+// 100 nodes of 8 GPUs (testdata/gen-*.yaml: about 10,000 jobs each, ten
+// projects, gangs, borrowing and preemption) and reports simulated jobs per
+// wall second. gen-steady is the realistic load (about 80% utilisation);
+// gen-overload keeps the pool oversubscribed with heavy preemption.
+func BenchmarkSimulate100Nodes(b *testing.B) {
+	for _, name := range []string{"gen-steady.yaml", "gen-overload.yaml", "gen-gangs.yaml"} {
+		b.Run(name, func(b *testing.B) {
+			w := load(b, name)
+			b.ReportAllocs()
+			jobs := 0
+			start := time.Now()
+			for b.Loop() {
+				jobs += run(b, w).Submitted
+			}
+			b.ReportMetric(float64(jobs)/time.Since(start).Seconds(), "jobs/s")
+		})
+	}
+}

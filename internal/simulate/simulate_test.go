@@ -449,7 +449,7 @@ func TestFoldedUsageMatchesDecayUsage(t *testing.T) {
 	for _, name := range []string{"fairshare.yaml", "preemption.yaml"} {
 		w := load(t, name)
 		w.Duration = domain.Duration(36 * time.Hour)
-		s := newSim(w)
+		s := newSim(w, Options{})
 		if err := s.loop(); err != nil {
 			t.Fatal(err)
 		}
@@ -521,7 +521,7 @@ pools: [{name: p, nodes: [{name: n1, cpus: 8, memory: 8GiB, gpus: [0, 1]}, {name
 quotas: [{project: a, pool: p, gpus: 4}]
 jobs: [{project: a, pool: p, count: 3, gpus: 1, cpus: 1, runtime: 2h}]
 `)
-	s := newSim(w)
+	s := newSim(w, Options{})
 	s.handleSubmit(0) // jobs 1, 2 and 3 pending
 	if err := s.start(scheduler.Placement{JobID: 1, Pool: "p", Nodes: []scheduler.NodeAlloc{{Node: "n1", GPUs: []int{0}}}}); err != nil {
 		t.Fatalf("a valid placement was refused: %v", err)
@@ -596,7 +596,7 @@ pools: [{name: p, preemption: true, nodes: [{name: n, cpus: 8, memory: 8GiB, gpu
 quotas: [{project: a, pool: p, gpus: 1}]
 jobs: [{project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 2h, preemptible: true}]
 `)
-	s := newSim(w)
+	s := newSim(w, Options{})
 	s.heap = nil // drive the first steps by hand
 	s.handleSubmit(0)
 	if err := s.start(scheduler.Placement{JobID: 1, Pool: "p", Nodes: []scheduler.NodeAlloc{{Node: "n", GPUs: []int{0}}}}); err != nil {
@@ -606,6 +606,7 @@ jobs: [{project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 2h, preemptibl
 	if err := s.preempt(scheduler.Preemption{JobID: 1, For: 2}); err != nil {
 		t.Fatal(err)
 	}
+	s.stopPreempted() // as the pass does after its checks
 	j := s.job(1)
 	if j.state != statePending || j.done != 20*time.Minute || j.lost != 5*time.Minute || j.preemptions != 1 {
 		t.Fatalf("after preemption at 25m: state %d, done %s, lost %s, preemptions %d; want pending, 20m, 5m, 1", j.state, j.done, j.lost, j.preemptions)
