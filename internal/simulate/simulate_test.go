@@ -488,6 +488,35 @@ jobs: [{project: a, pool: p, count: 2, gpus: 1, cpus: 1, runtime: 90m}]
 	}
 }
 
+// TestLongestWaitAndDeviation: the longest wait counts jobs that never
+// started (until the end), which the wait percentiles leave out; the
+// fair-share deviation is share minus target in percentage points.
+func TestLongestWaitAndDeviation(t *testing.T) {
+	w := mustParse(t, `
+seed: 1
+duration: 4h
+pools: [{name: p, nodes: [{name: n, cpus: 8, memory: 8GiB, gpus: [0]}]}]
+quotas: [{project: a, pool: p, gpus: 1}, {project: b, pool: p, gpus: 1}]
+jobs:
+  - {project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 10h}
+  - {project: b, pool: p, count: 1, submit_at: 1h, gpus: 1, cpus: 1, runtime: 1h}
+`)
+	r := run(t, w)
+	a, b := project(t, r, "a", "p"), project(t, r, "b", "p")
+	if b.NeverStarted != 1 || b.WaitMax != 0 || b.LongestWait.D() != 3*time.Hour {
+		t.Errorf("b: never started %d, wait max %s, longest wait %s; want 1, 0s (no start), 3h (1h to 4h)", b.NeverStarted, b.WaitMax, b.LongestWait)
+	}
+	if a.LongestWait != 0 || a.FairShareDeviation != 50 || b.FairShareDeviation != -50 {
+		t.Errorf("a: longest wait %s, deviation %+gpp; b: deviation %+gpp; want 0s, +50pp, -50pp", a.LongestWait, a.FairShareDeviation, b.FairShareDeviation)
+	}
+	out := text(t, r)
+	for _, want := range []string{"DEVIATION", "LONGEST-WAIT", "+50.0pp", "-50.0pp", "3h"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestDocExample keeps the full example in docs/simulate.md valid and
 // runnable.
 func TestDocExample(t *testing.T) {
