@@ -161,6 +161,7 @@ type checker struct {
 	guar, ceil []amount
 	ceilText   []string
 	budget     int    // preemptions per pass; 0: preemption off
+	guaranteed []bool // per pool: its guarantees fit in it (the guarantee invariant applies)
 	starve     []bool // per pool: the starvation invariant applies
 	grace      time.Duration
 	pairs      map[[2]int64]bool // (victim, beneficiary) preemptions so far
@@ -199,16 +200,22 @@ func newChecker(s *sim) *checker {
 	case c.budget < 0:
 		c.budget = 0
 	}
-	// Starvation is a fault of the scheduler only where it could always
-	// make room: the pool preempts and its guarantees fit in it.
+	// Guarantees mean something only where they fit in the pool together;
+	// in an oversubscribed pool two projects can each be "within" theirs.
+	// Starvation is a fault of the scheduler only where, moreover, it could
+	// always make room: the pool preempts.
 	for _, p := range s.pools {
-		sum := 0
-		for _, q := range s.quotas {
-			if q.Pool == p.Name {
-				sum += q.Guaranteed.GPUs
+		var sum amount
+		for i := range s.quotas {
+			if s.quotas[i].Pool == p.Name {
+				g, _, _ := quotaAmounts(p, &s.quotas[i])
+				sum = sum.plus(amount{g.gpus, finite(g.cpus), finite(g.mem), 0})
 			}
 		}
-		c.starve = append(c.starve, p.Preemption && c.budget > 0 && sum <= p.Capacity().GPUs)
+		capa := p.Capacity()
+		fits := sum.within(amount{float64(capa.GPUs), capa.CPUs, float64(capa.Memory), 0})
+		c.guaranteed = append(c.guaranteed, fits)
+		c.starve = append(c.starve, fits && p.Preemption && c.budget > 0)
 	}
 	c.grace = s.w.Simulation.StopDelay.D() + 2*s.w.Simulation.Tick.D()
 	return c
@@ -244,6 +251,14 @@ func quotaAmounts(pool domain.Pool, q *domain.Quota) (guar, ceil amount, text st
 	}
 	ceil = guar.plus(amount{float64(max(b.GPUs, 0)), max(b.CPUs, 0), float64(max(b.Memory, 0)), float64(max(b.Jobs, 0))})
 	return guar, ceil, fmt.Sprintf("quota %s + borrow %s", guar, amount{float64(max(b.GPUs, 0)), max(b.CPUs, 0), float64(max(b.Memory, 0)), math.Inf(1)})
+}
+
+// finite is v, or 0 for an unlimited dimension.
+func finite(v float64) float64 {
+	if math.IsInf(v, 1) {
+		return 0
+	}
+	return v
 }
 
 func (c *checker) add(inv string, jobs []int64, format string, args ...any) {
@@ -393,7 +408,7 @@ func (c *checker) beforeApply(plan scheduler.Plan) {
 				c.name(v), b.id, c.s.spec(b).Project)
 		}
 		c.pairs[pair] = true
-		if c.withinGuarantee(v) && !(own && c.rank(b) > c.rank(v)) {
+		if c.guaranteed[c.s.poolIdx[c.s.spec(v).Pool]] && c.withinGuarantee(v) && !(own && c.rank(b) > c.rank(v)) {
 			c.add(InvariantGuarantee, []int64{v.id, b.id}, "%s ran within its project's guarantee (%s) and was preempted for %s; only a higher-priority job of its own project may take it",
 				c.name(v), c.guar[v.key], c.name(b))
 		}

@@ -94,6 +94,15 @@ func TestCheckGuarantee(t *testing.T) {
 		})
 		wantViolation(t, c, InvariantGuarantee, []int64{1, 2}, "job 1 (owner-low, project owner, low) ran within its project's guarantee (2 GPUs) and was preempted for job 2 (guest, project guest, normal)")
 	})
+	t.Run("guarantees above the pool's capacity are not checked", func(t *testing.T) {
+		doc := strings.Replace(guaranteeDoc, "quotas: [{project: owner, pool: p, gpus: 2, max_priority: high}]",
+			"quotas: [{project: owner, pool: p, gpus: 2, max_priority: high}, {project: guest, pool: p, gpus: 2}]", 1)
+		c := runScripted(t, doc, script{
+			0:               {{Start: []scheduler.Placement{start(1, "n1", 0, 1)}}},
+			5 * time.Minute: {{Preempt: []scheduler.Preemption{preempt(1, 2)}}},
+		})
+		wantNone(t, c, InvariantGuarantee)
+	})
 	t.Run("a higher-priority job of the same project may", func(t *testing.T) {
 		c := runScripted(t, guaranteeDoc, script{
 			0:                {{Start: []scheduler.Placement{start(1, "n1", 0, 1)}}},
