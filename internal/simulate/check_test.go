@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -320,4 +321,40 @@ jobs:
 	if len(got) > 1 && (got[1].For != 2 || got[1].ForProject != "a" || got[1].Kind != EventPreempt) {
 		t.Errorf("preempt event %+v; want it for job 2 of project a", got[1])
 	}
+}
+
+// TestKueueScenariosHoldInvariants runs the small scenarios after Kueue's
+// tests (a borrower preempting guaranteed work: livelock; a reclaim taking
+// more than the guarantee; own preemption with reclaim) with the checks on.
+func TestKueueScenariosHoldInvariants(t *testing.T) {
+	for _, name := range []string{"kueue-livelock.yaml", "kueue-overpreempt.yaml", "kueue-own-reclaim.yaml"} {
+		t.Run(name, func(t *testing.T) { holdsInvariants(t, name, 0) })
+	}
+}
+
+// holdsInvariants runs a workload with the checks on and fails listing
+// the first violations of each invariant.
+func holdsInvariants(t *testing.T, name string, minJobs int) {
+	t.Helper()
+	r := mustRunWith(t, load(t, name), Options{Check: true})
+	if r.Submitted < minJobs {
+		t.Fatalf("%d jobs submitted; the workload should submit at least %d", r.Submitted, minJobs)
+	}
+	c := r.Check
+	if c.Violated() == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, inv := range Invariants() {
+		fmt.Fprintf(&b, "%s: %d", inv, c.Counts[inv])
+		shown := 0
+		for _, v := range c.Violations {
+			if v.Invariant == inv && shown < 3 {
+				fmt.Fprintf(&b, "\n    %s", v)
+				shown++
+			}
+		}
+		b.WriteString("\n")
+	}
+	t.Errorf("%d violation(s) in %d passes (%d jobs, %+v):\n%s", c.Violated(), c.Passes, r.Submitted, c.Preemptions, b.String())
 }
