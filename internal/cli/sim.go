@@ -33,9 +33,9 @@ stability, repeated and minimal preemption, starvation; see docs/simulate.md),
 adds what it found to the report and exits 1 if any was broken.
 
 The run is deterministic: the same file and seed give the same report. A week
-of steady load on 100 nodes of 8 GPUs (10,506 jobs) runs at 6,500 to 7,800
-jobs a second on 2 shared cores; heavy preemption is slower, and --check
-about 1.5 to 2 times slower (docs/simulate.md, Speed).`,
+of steady load on 100 nodes of 8 GPUs (10,506 jobs) runs at about 9,000 jobs
+a second on 2 cores, in about 1.1 seconds; heavy preemption is slower and
+--check about twice as slow (docs/simulate.md, Speed).`,
 		Example: `  trainyard sim testdata/fairshare.yaml
   trainyard sim workload.yaml -o json | jq '.projects[] | {project, share, target}'
   trainyard sim workload.yaml --check
@@ -78,7 +78,7 @@ about 1.5 to 2 times slower (docs/simulate.md, Speed).`,
 			}
 		}
 		// The scheduler allocates afresh every pass over a small live heap:
-		// collecting less often makes a run about 1.5 times faster for a
+		// collecting less often makes a run about 1.3 times faster for a
 		// few tens of MiB more memory (BenchmarkSimulate100Nodes).
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 		r, err := simulate.RunWith(w, opt)

@@ -30,11 +30,11 @@ func BenchmarkSimulate100Nodes(b *testing.B) {
 	for _, name := range []string{"gen-steady.yaml", "gen-overload.yaml", "gen-gangs.yaml"} {
 		b.Run(name, func(b *testing.B) { benchJobs(b, load(b, name), Options{}) })
 	}
-	b.Run("gen-steady.yaml/gogc=400", func(b *testing.B) {
+	b.Run("gogc=400/gen-steady.yaml", func(b *testing.B) {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 		benchJobs(b, load(b, "gen-steady.yaml"), Options{})
 	})
-	b.Run("gen-steady.yaml/check", func(b *testing.B) { benchJobs(b, load(b, "gen-steady.yaml"), Options{Check: true}) })
+	b.Run("check/gen-steady.yaml", func(b *testing.B) { benchJobs(b, load(b, "gen-steady.yaml"), Options{Check: true}) })
 }
 
 func benchJobs(b *testing.B, w Workload, opt Options) {

@@ -198,7 +198,7 @@ type Options struct {
 	Events func(Event)
 	// Check checks the scheduler's invariants after every pass (see
 	// docs/simulate.md) and puts what it found in Report.Check. A checked
-	// run is several times slower.
+	// run is about twice as slow.
 	Check bool
 }
 
