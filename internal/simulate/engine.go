@@ -5,10 +5,13 @@
 // The simulation is a discrete-event loop. The simulator is the clock: it
 // reads no wall time and never sleeps, and every random draw comes from the
 // workload's seed, so the same file gives the same report. Each scheduling
-// pass builds a scheduler.Snapshot exactly as the control loop would, calls
-// the pure scheduler.Schedule and applies the plan: placements start jobs,
+// pass hands the scheduler a scheduler.Snapshot exactly as the control loop
+// would, through scheduler.Incremental told which jobs changed (as the
+// control loop does), and applies the plan: placements start jobs,
 // preemptions stop them (they re-queue and resume from their last
-// checkpoint). The package imports no store, executor or server.
+// checkpoint). With Options.Check it also checks the scheduler's invariants
+// after every pass (check.go). The package imports no store, executor or
+// server.
 package simulate
 
 import (
@@ -18,6 +21,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -46,10 +50,13 @@ const (
 type job struct {
 	id        int64
 	stream    int
+	key       int     // index of its (project, pool) in sim.keys
+	rate      float64 // scheduler.CostRate in its pool
 	res       domain.Resources
 	runtime   time.Duration // work needed in all
 	done      time.Duration // work saved at the last checkpoint
 	submitted time.Time
+	queuedAt  time.Time // when it was last queued (submitted or requeued)
 	state     jobState
 
 	// current or last attempt
@@ -67,6 +74,10 @@ type job struct {
 	reason      domain.Reason
 	reasonSince time.Time
 	waited      map[domain.Reason]time.Duration
+
+	// unentitled (check mode): at some pass of its wait, the job could not
+	// have run within its project's guarantee (see checker.entitle).
+	unentitled bool
 }
 
 // noteReason records that j waits for reason r from now on ("" once it
@@ -133,9 +144,11 @@ type streamState struct {
 // sim is one run. Only Run's goroutine touches it, so there is no locking.
 type sim struct {
 	w        Workload
+	opt      Options
 	cfg      scheduler.Config
 	pools    []domain.Pool
 	poolIdx  map[string]int
+	nodes    []map[string]*domain.Node // per pool, by name
 	quotas   []domain.Quota
 	projects []domain.Project
 	end      time.Time
@@ -147,35 +160,70 @@ type sim struct {
 	jobs    []*job // by id-1
 	pending []*job // by id
 	running []*job // by id: running and stopping
+	// snapPending and snapRunning are pending and running as the scheduler
+	// sees them, index for index; changed lists the ids whose entries
+	// changed since the last pass (Incremental.ScheduleChanged). Keeping
+	// them between passes makes a pass cost what changed, not the queue.
+	snapPending []scheduler.Pending
+	snapRunning []scheduler.Allocation
+	changed     []int64
+	sched       scheduler.Incremental
+	// schedule decides a pass; tests replace it to feed the checks plans
+	// that break the invariants.
+	schedule func(scheduler.Snapshot, []int64) scheduler.Plan
+	stopNow  []*job // this pass's victims without a stop delay
+
 	records []scheduler.UsageRecord
-	recJobs []*job // the job of each usage record
-	// closed folds the usage records of ended attempts per (project, pool)
-	// into one decayed value (see usage).
-	closed     map[usageKey]*decayed
-	closedKeys []usageKey        // in first-seen order
-	lambda     float64           // decay rate per hour: ln 2 / half-life
-	rates      map[int64]float64 // per job: scheduler.CostRate in its pool
+	recJobs []*job     // the job of each usage record
+	keys    []usageKey // every (project, pool) a stream submits to, sorted
+	// closed folds the usage records of ended attempts per key into one
+	// decayed value (see usage).
+	closed   []decayed
+	lambda   float64 // decay rate per hour: ln 2 / half-life
+	usageAt  time.Time
+	usageNow []scheduler.Usage // usage at usageAt, when usageOK
+	usageOK  bool
 
 	passes      int
 	preemptions int
 	lastEnd     time.Time
-	drained     bool // every job ended and no stream will submit more
+	drained     bool     // every job ended and no stream will submit more
+	chk         *checker // nil unless Options.Check
+}
+
+// Options are what a run does besides simulating the workload.
+type Options struct {
+	// Events, when set, receives every start, preemption, requeue and end
+	// as it happens, in order.
+	Events func(Event)
+	// Check checks the scheduler's invariants after every pass (see
+	// docs/simulate.md) and puts what it found in Report.Check. A checked
+	// run is about twice as slow.
+	Check bool
 }
 
 // Run simulates w and returns its report. It fails only when the scheduler
 // breaks its contract (e.g. places a job on GPUs another job holds); such
 // an error names the pass, the job and the conflict.
-func Run(w Workload) (*Report, error) {
-	s := newSim(w)
+func Run(w Workload) (*Report, error) { return RunWith(w, Options{}) }
+
+// RunWith is Run with options: an event log, invariant checks. Broken
+// invariants do not fail the run; they are in Report.Check.
+func RunWith(w Workload, opt Options) (*Report, error) {
+	s := newSim(w, opt)
 	if err := s.loop(); err != nil {
 		return nil, err
+	}
+	if s.chk != nil {
+		s.chk.finish()
 	}
 	return s.report(), nil
 }
 
-func newSim(w Workload) *sim {
+func newSim(w Workload, opt Options) *sim {
 	s := &sim{
-		w: w,
+		w:   w,
+		opt: opt,
 		cfg: scheduler.Config{
 			FairShareHalfLife:      w.Scheduler.FairShareHalfLife.D(),
 			MaxPreemptionsPerCycle: w.Scheduler.MaxPreemptionsPerCycle,
@@ -187,16 +235,39 @@ func newSim(w Workload) *sim {
 		projects: w.domainProjects(),
 		now:      Epoch,
 		end:      Epoch.Add(w.Duration.D()),
-		rates:    map[int64]float64{},
-		closed:   map[usageKey]*decayed{},
+	}
+	s.schedule = func(snap scheduler.Snapshot, changed []int64) scheduler.Plan {
+		return s.sched.ScheduleChanged(snap, s.cfg, changed)
 	}
 	hl := s.cfg.FairShareHalfLife
 	if hl <= 0 {
 		hl = scheduler.DefaultFairShareHalfLife
 	}
 	s.lambda = math.Ln2 / hl.Hours()
-	for i, p := range s.pools {
+	for i := range s.pools {
+		p := &s.pools[i]
 		s.poolIdx[p.Name] = i
+		// The scheduler orders nodes by name; handing them over in that
+		// order makes its sort a single sweep.
+		slices.SortStableFunc(p.Nodes, func(a, b domain.Node) int { return strings.Compare(a.Name, b.Name) })
+		byName := make(map[string]*domain.Node, len(p.Nodes))
+		for k := range p.Nodes {
+			byName[p.Nodes[k].Name] = &p.Nodes[k]
+		}
+		s.nodes = append(s.nodes, byName)
+	}
+	for _, spec := range w.Streams {
+		k := usageKey{spec.Project, spec.Pool}
+		if !slices.Contains(s.keys, k) {
+			s.keys = append(s.keys, k)
+		}
+	}
+	slices.SortFunc(s.keys, func(a, b usageKey) int {
+		return cmp.Or(strings.Compare(a.project, b.project), strings.Compare(a.pool, b.pool))
+	})
+	s.closed = make([]decayed, len(s.keys))
+	if opt.Check {
+		s.chk = newChecker(s)
 	}
 	for i, spec := range w.Streams {
 		// One generator per stream, seeded by the workload seed and the
@@ -250,16 +321,96 @@ func (s *sim) submit(i int) {
 	j := &job{
 		id:        int64(len(s.jobs) + 1),
 		stream:    i,
+		key:       s.keyOf(spec.Project, spec.Pool),
 		res:       domain.Resources{GPUs: spec.GPUs, CPUs: spec.CPUs, Memory: spec.Memory, Nodes: spec.Nodes},
 		runtime:   rt,
 		submitted: s.now,
+		queuedAt:  s.now,
 		record:    -1,
 	}
+	j.rate = scheduler.CostRate(s.pools[s.poolIdx[spec.Pool]], j.res)
 	s.jobs = append(s.jobs, j)
-	s.pending = append(s.pending, j) // ids grow, so the slice stays sorted
-	s.rates[j.id] = scheduler.CostRate(s.pools[s.poolIdx[spec.Pool]], j.res)
+	s.enqueue(j) // ids grow, so this appends
+	if s.chk != nil {
+		s.chk.submitted(j)
+	}
 	st.submitted++
 	st.queued++
+}
+
+func (s *sim) keyOf(project, pool string) int {
+	i, _ := slices.BinarySearchFunc(s.keys, usageKey{project, pool}, func(a, b usageKey) int {
+		return cmp.Or(strings.Compare(a.project, b.project), strings.Compare(a.pool, b.pool))
+	})
+	return i
+}
+
+// spec is the stream spec of j.
+func (s *sim) spec(j *job) *StreamSpec { return &s.streams[j.stream].spec }
+
+// pendingOf and allocOf are j as the scheduler sees it.
+func (s *sim) pendingOf(j *job) scheduler.Pending {
+	spec := s.spec(j)
+	return scheduler.Pending{
+		JobID: j.id, Project: spec.Project, Pool: spec.Pool, Priority: spec.Priority,
+		SubmittedAt: j.submitted, Resources: j.res, Timeout: spec.Timeout.D(),
+		Preemptible: spec.Preemptible, Preemptions: j.preemptions,
+	}
+}
+
+func (s *sim) allocOf(j *job) scheduler.Allocation {
+	spec := s.spec(j)
+	return scheduler.Allocation{
+		JobID: j.id, Project: spec.Project, Pool: spec.Pool, Priority: spec.Priority,
+		Resources: j.res, Nodes: j.nodes, StartedAt: j.startedAt, Timeout: spec.Timeout.D(),
+		Preemptible: spec.Preemptible, Borrowed: j.borrowed, Stopping: j.state == stateStopping,
+	}
+}
+
+// searchJobs finds id in jobs ordered by id.
+func searchJobs(js []*job, id int64) (int, bool) {
+	return slices.BinarySearchFunc(js, id, func(a *job, id int64) int { return cmp.Compare(a.id, id) })
+}
+
+// enqueue adds j to the queue; dequeue takes it out. addRunning,
+// dropRunning and markStopping do the same for running jobs. Each keeps
+// the scheduler's view in step and notes the change for the next pass.
+func (s *sim) enqueue(j *job) {
+	i, _ := searchJobs(s.pending, j.id)
+	s.pending = slices.Insert(s.pending, i, j)
+	s.snapPending = slices.Insert(s.snapPending, i, s.pendingOf(j))
+	s.changed = append(s.changed, j.id)
+}
+
+func (s *sim) dequeue(j *job) {
+	if i, ok := searchJobs(s.pending, j.id); ok {
+		s.pending = slices.Delete(s.pending, i, i+1)
+		s.snapPending = slices.Delete(s.snapPending, i, i+1)
+		s.changed = append(s.changed, j.id)
+	}
+}
+
+func (s *sim) addRunning(j *job) {
+	i, _ := searchJobs(s.running, j.id)
+	s.running = slices.Insert(s.running, i, j)
+	s.snapRunning = slices.Insert(s.snapRunning, i, s.allocOf(j))
+	s.changed = append(s.changed, j.id)
+}
+
+func (s *sim) dropRunning(j *job) {
+	if i, ok := searchJobs(s.running, j.id); ok {
+		s.running = slices.Delete(s.running, i, i+1)
+		s.snapRunning = slices.Delete(s.snapRunning, i, i+1)
+		s.changed = append(s.changed, j.id)
+	}
+}
+
+func (s *sim) markStopping(j *job) {
+	j.state = stateStopping
+	if i, ok := searchJobs(s.running, j.id); ok {
+		s.snapRunning[i].Stopping = true
+		s.changed = append(s.changed, j.id)
+	}
 }
 
 // handleSubmit runs a stream's submission event.
@@ -359,32 +510,15 @@ func (s *sim) pass() (bool, error) {
 		return false, nil
 	}
 	s.passes++
-	snap := scheduler.Snapshot{
-		Now:      s.now,
-		Pools:    s.pools,
-		Quotas:   s.quotas,
-		Projects: s.projects,
-		Usage:    s.usage(),
-		Pending:  make([]scheduler.Pending, 0, len(s.pending)),
-		Running:  make([]scheduler.Allocation, 0, len(s.running)),
+	if s.chk != nil {
+		s.chk.entitle()
 	}
-	for _, j := range s.pending {
-		spec := s.streams[j.stream].spec
-		snap.Pending = append(snap.Pending, scheduler.Pending{
-			JobID: j.id, Project: spec.Project, Pool: spec.Pool, Priority: spec.Priority,
-			SubmittedAt: j.submitted, Resources: j.res, Timeout: spec.Timeout.D(),
-			Preemptible: spec.Preemptible, Preemptions: j.preemptions,
-		})
+	snap := s.snapshot()
+	plan := s.schedule(snap, s.changed)
+	s.changed = s.changed[:0]
+	if s.chk != nil {
+		s.chk.beforeApply(plan)
 	}
-	for _, j := range s.running {
-		spec := s.streams[j.stream].spec
-		snap.Running = append(snap.Running, scheduler.Allocation{
-			JobID: j.id, Project: spec.Project, Pool: spec.Pool, Priority: spec.Priority,
-			Resources: j.res, Nodes: j.nodes, StartedAt: j.startedAt, Timeout: spec.Timeout.D(),
-			Preemptible: spec.Preemptible, Borrowed: j.borrowed, Stopping: j.state == stateStopping,
-		})
-	}
-	plan := scheduler.Schedule(snap, s.cfg)
 
 	changed := false
 	for _, pl := range plan.Start {
@@ -399,6 +533,10 @@ func (s *sim) pass() (bool, error) {
 		}
 		changed = true
 	}
+	if s.chk != nil {
+		s.chk.afterApply(plan)
+	}
+	s.stopPreempted()
 	for _, w := range plan.Waiting {
 		if j := s.job(w.JobID); j != nil && j.state == statePending {
 			j.noteReason(w.Reason, s.now)
@@ -412,6 +550,21 @@ func (s *sim) pass() (bool, error) {
 		}
 	}
 	return changed, nil
+}
+
+// snapshot is the scheduler's input now. Its slices are the sim's own: the
+// scheduler does not modify a snapshot, and the sim changes them only
+// between passes.
+func (s *sim) snapshot() scheduler.Snapshot {
+	return scheduler.Snapshot{
+		Now:      s.now,
+		Pools:    s.pools,
+		Quotas:   s.quotas,
+		Projects: s.projects,
+		Usage:    s.usage(),
+		Pending:  s.snapPending,
+		Running:  s.snapRunning,
+	}
 }
 
 func (s *sim) offset(t time.Time) string { return domain.FormatDuration(t.Sub(Epoch)) }
@@ -429,27 +582,32 @@ func (s *sim) start(pl scheduler.Placement) error {
 	if j == nil || j.state != statePending {
 		return fmt.Errorf("scheduler started job %d, which is not pending", pl.JobID)
 	}
-	spec := s.streams[j.stream].spec
+	spec := s.spec(j)
 	if pl.Pool != spec.Pool {
 		return fmt.Errorf("scheduler placed job %d in pool %q; it was submitted to %q", j.id, pl.Pool, spec.Pool)
 	}
 	if err := s.checkFits(j, pl.Nodes); err != nil {
 		return err
 	}
+	waitedFor := j.reason
 	j.noteReason("", s.now)
+	s.dequeue(j)
 	j.state = stateRunning
 	j.attempt++
 	j.startedAt = s.now
 	if j.firstStart.IsZero() {
 		j.firstStart = s.now
 	}
-	j.nodes = pl.Nodes
+	// The plan is valid only until the next pass: keep a copy.
+	j.nodes = make([]scheduler.NodeAlloc, len(pl.Nodes))
+	for k, na := range pl.Nodes {
+		j.nodes[k] = scheduler.NodeAlloc{Node: na.Node, GPUs: slices.Clone(na.GPUs)}
+	}
 	j.borrowed = pl.Borrowed
 	j.record = len(s.records)
-	s.records = append(s.records, scheduler.UsageRecord{Project: spec.Project, Pool: spec.Pool, Rate: s.rates[j.id], Start: s.now})
+	s.records = append(s.records, scheduler.UsageRecord{Project: spec.Project, Pool: spec.Pool, Rate: j.rate, Start: s.now})
 	s.recJobs = append(s.recJobs, j)
-	s.pending = deleteJob(s.pending, j)
-	s.running = insertJob(s.running, j)
+	s.addRunning(j)
 	s.streams[j.stream].queued--
 
 	attemptLen := j.runtime - j.done
@@ -457,6 +615,9 @@ func (s *sim) start(pl scheduler.Placement) error {
 		attemptLen = t
 	}
 	s.push(event{at: s.now.Add(attemptLen), kind: evEnd, job: j, attempt: j.attempt})
+	if s.opt.Events != nil {
+		s.emitStart(j, waitedFor)
+	}
 	return nil
 }
 
@@ -466,14 +627,10 @@ func (s *sim) checkFits(j *job, nodes []scheduler.NodeAlloc) error {
 	if len(nodes) != max(j.res.Nodes, 1) {
 		return fmt.Errorf("scheduler placed job %d on %d node(s); it asks for %d", j.id, len(nodes), max(j.res.Nodes, 1))
 	}
-	pool := s.pools[s.poolIdx[s.streams[j.stream].spec.Pool]]
+	pi := s.poolIdx[s.spec(j).Pool]
+	pool := s.pools[pi]
 	for k, na := range nodes {
-		var node *domain.Node
-		for i := range pool.Nodes {
-			if pool.Nodes[i].Name == na.Node {
-				node = &pool.Nodes[i]
-			}
-		}
+		node := s.nodes[pi][na.Node]
 		if node == nil {
 			return fmt.Errorf("scheduler placed job %d on node %q, which is not in pool %q", j.id, na.Node, pool.Name)
 		}
@@ -486,7 +643,7 @@ func (s *sim) checkFits(j *job, nodes []scheduler.NodeAlloc) error {
 		cpus, mem := node.CPUs, node.Memory
 		for _, o := range s.running {
 			for _, ona := range o.nodes {
-				if ona.Node != na.Node || s.streams[o.stream].spec.Pool != pool.Name {
+				if ona.Node != na.Node || s.spec(o).Pool != pool.Name {
 					continue
 				}
 				cpus -= o.res.CPUs
@@ -511,23 +668,34 @@ func (s *sim) checkFits(j *job, nodes []scheduler.NodeAlloc) error {
 }
 
 // preempt marks a victim as stopping; it releases its resources after the
-// stop delay.
+// stop delay (without one, at the end of the pass).
 func (s *sim) preempt(pr scheduler.Preemption) error {
 	j := s.job(pr.JobID)
 	if j == nil || j.state != stateRunning {
 		return fmt.Errorf("scheduler preempted job %d, which is not running (or is already stopping)", pr.JobID)
 	}
-	if !s.streams[j.stream].spec.Preemptible && !j.borrowed {
+	if !s.spec(j).Preemptible && !j.borrowed {
 		return fmt.Errorf("scheduler preempted job %d, which is neither preemptible nor borrowing", j.id)
 	}
-	j.state = stateStopping
+	s.markStopping(j)
 	s.preemptions++
+	if s.opt.Events != nil {
+		s.emitPreempt(j, pr.For, pr.Message)
+	}
 	if d := s.w.Simulation.StopDelay.D(); d > 0 {
 		s.push(event{at: s.now.Add(d), kind: evStop, job: j, attempt: j.attempt})
 		return nil
 	}
-	s.stop(j)
+	s.stopNow = append(s.stopNow, j)
 	return nil
+}
+
+// stopPreempted stops this pass's victims that have no stop delay.
+func (s *sim) stopPreempted() {
+	for _, j := range s.stopNow {
+		s.stop(j)
+	}
+	s.stopNow = s.stopNow[:0]
 }
 
 // handleEnd ends an attempt that ran its course (unless it was stopped first).
@@ -543,6 +711,9 @@ func (s *sim) handleEnd(j *job, attempt int) {
 		j.state = stateFailed
 	}
 	s.lastEnd = s.now
+	if s.opt.Events != nil {
+		s.emitEnd(j)
+	}
 }
 
 // handleStop releases a preempted attempt after its stop delay.
@@ -568,23 +739,21 @@ func (s *sim) stop(j *job) {
 	j.state = statePending
 	j.nodes = nil
 	j.borrowed = false
-	s.pending = insertJob(s.pending, j)
+	j.queuedAt = s.now
+	s.enqueue(j)
 	s.streams[j.stream].queued++
+	if s.opt.Events != nil {
+		s.emitRequeue(j, ran, saved)
+	}
 }
 
 // release frees an attempt's resources and closes its usage record.
 func (s *sim) release(j *job) {
 	rec := &s.records[j.record]
 	rec.End = s.now
-	s.running = deleteJob(s.running, j)
+	s.dropRunning(j)
 
-	k := usageKey{rec.Project, rec.Pool}
-	d := s.closed[k]
-	if d == nil {
-		d = &decayed{at: s.now}
-		s.closed[k] = d
-		s.closedKeys = append(s.closedKeys, k)
-	}
+	d := &s.closed[j.key]
 	// ∫ rate·e^(-λ·age) over the attempt, seen from its end.
 	v := rec.Rate / s.lambda * (1 - math.Exp(-s.lambda*rec.End.Sub(rec.Start).Hours()))
 	d.value = d.value*math.Exp(-s.lambda*s.now.Sub(d.at).Hours()) + v
@@ -600,40 +769,36 @@ type decayed struct {
 	at    time.Time
 }
 
-// usage computes the snapshot's Usage with scheduler.DecayUsage. Ended
-// attempts are not passed one by one: decay is exponential, so their total
-// at a later time is their total at an earlier time times
-// e^(-λ·elapsed). Each (project, pool)'s ended attempts go in as one
-// equivalent record ending now, with the running attempts as they are, so a
-// pass costs O(running jobs) rather than O(history).
+// usage is the snapshot's Usage: what scheduler.DecayUsage gives over every
+// attempt's record, computed without passing the records one by one.
+// Decay is exponential, so the ended attempts' total at a later time is
+// their total at an earlier time times e^(-λ·elapsed): each key's ended
+// attempts are one decayed value (closed). A running attempt adds
+// rate/λ·(1-e^(-λ·age)). A pass thus costs O(running jobs) rather than
+// O(history), and the value is computed once per instant: an attempt that
+// starts now adds nothing yet, and one that ends now moves its value from
+// running to closed unchanged.
 func (s *sim) usage() []scheduler.Usage {
-	recs := make([]scheduler.UsageRecord, 0, len(s.running)+len(s.closedKeys))
-	for _, j := range s.running {
-		recs = append(recs, s.records[j.record])
+	if s.usageOK && s.usageAt.Equal(s.now) {
+		return s.usageNow
 	}
-	const span = time.Hour
-	for _, k := range s.closedKeys {
-		d := s.closed[k]
-		v := d.value * math.Exp(-s.lambda*s.now.Sub(d.at).Hours())
-		if v <= 0 {
-			continue
+	sums := make([]float64, len(s.keys))
+	for k, d := range s.closed {
+		if d.value > 0 {
+			sums[k] = d.value * math.Exp(-s.lambda*s.now.Sub(d.at).Hours())
 		}
-		// A record over [now-1h, now] at this rate decays to exactly v.
-		rate := v * s.lambda / (1 - math.Exp(-s.lambda*span.Hours()))
-		recs = append(recs, scheduler.UsageRecord{Project: k.project, Pool: k.pool, Rate: rate, Start: s.now.Add(-span), End: s.now})
 	}
-	return scheduler.DecayUsage(recs, s.now, s.cfg.FairShareHalfLife)
-}
-
-func insertJob(js []*job, j *job) []*job {
-	i, _ := slices.BinarySearchFunc(js, j.id, func(a *job, id int64) int { return cmp.Compare(a.id, id) })
-	return slices.Insert(js, i, j)
-}
-
-func deleteJob(js []*job, j *job) []*job {
-	i, ok := slices.BinarySearchFunc(js, j.id, func(a *job, id int64) int { return cmp.Compare(a.id, id) })
-	if !ok {
-		return js
+	for _, j := range s.running {
+		if age := s.now.Sub(j.startedAt).Hours(); age > 0 && j.rate > 0 {
+			sums[j.key] += j.rate / s.lambda * (1 - math.Exp(-s.lambda*age))
+		}
 	}
-	return slices.Delete(js, i, i+1)
+	out := make([]scheduler.Usage, 0, len(s.keys))
+	for k, v := range sums {
+		if v > 0 {
+			out = append(out, scheduler.Usage{Project: s.keys[k].project, Pool: s.keys[k].pool, Value: v})
+		}
+	}
+	s.usageAt, s.usageNow, s.usageOK = s.now, out, true
+	return out
 }

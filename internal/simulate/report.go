@@ -33,6 +33,9 @@ type Report struct {
 	Pools       []PoolReport    `json:"pools"`
 	Projects    []ProjectReport `json:"projects"` // per project and pool
 	Streams     []StreamReport  `json:"streams"`
+	// Check is what the invariant checks found (sim --check); absent
+	// without them.
+	Check *CheckReport `json:"check,omitempty"`
 }
 
 // PoolReport is one pool's utilisation.
@@ -65,6 +68,9 @@ type ProjectReport struct {
 	// pool. Both 0..1.
 	Share  float64 `json:"share"`
 	Target float64 `json:"target"`
+	// FairShareDeviation is Share minus Target in percentage points
+	// (+5.2: the project got 5.2 points more of the pool than its target).
+	FairShareDeviation float64 `json:"fair_share_deviation"`
 }
 
 // StreamReport is one job stream's outcome.
@@ -89,6 +95,10 @@ type JobStats struct {
 	WaitP90      domain.Duration `json:"wait_p90"`
 	WaitP99      domain.Duration `json:"wait_p99"`
 	WaitMax      domain.Duration `json:"wait_max"`
+	// LongestWait is the longest time a job waited for its first start,
+	// counting jobs that never started (until the end): starvation shows
+	// here, not in the percentiles.
+	LongestWait domain.Duration `json:"longest_wait"`
 	// WaitHours sums, per reason the scheduler gave (QuotaExceeded,
 	// WaitingForResources, ...), the hours its jobs spent queued for it.
 	WaitHours map[domain.Reason]float64 `json:"wait_hours_by_reason,omitempty"`
@@ -216,10 +226,14 @@ func (s *sim) report() *Report {
 			pr.Share = round(used[k]/pu, 4)
 		}
 		pr.Target = round(pr.Shares/demandShares[k.pool], 4)
+		pr.FairShareDeviation = round(100*(pr.Share-pr.Target), 2)
 		r.Projects = append(r.Projects, pr)
 	}
 	for i, st := range s.streams {
 		r.Streams = append(r.Streams, StreamReport{Stream: st.spec.Name, Project: st.spec.Project, Pool: st.spec.Pool, JobStats: s.stats(byStream[i], span)})
+	}
+	if s.chk != nil {
+		r.Check = &s.chk.rep
 	}
 	return r
 }
@@ -228,6 +242,7 @@ func (s *sim) report() *Report {
 func (s *sim) stats(js []*job, span time.Duration) JobStats {
 	var st JobStats
 	var waits []time.Duration
+	var longest time.Duration
 	for _, j := range js {
 		st.Submitted++
 		st.Preemptions += j.preemptions
@@ -251,11 +266,14 @@ func (s *sim) stats(js []*job, span time.Duration) JobStats {
 		}
 		if j.firstStart.IsZero() {
 			st.NeverStarted++
+			longest = max(longest, s.now.Sub(j.submitted))
 			continue
 		}
 		st.Started++
 		waits = append(waits, j.firstStart.Sub(j.submitted))
+		longest = max(longest, j.firstStart.Sub(j.submitted))
 	}
+	st.LongestWait = domain.Duration(longest.Round(time.Second))
 	for r, h := range st.WaitHours {
 		st.WaitHours[r] = round(h, 3)
 	}
@@ -313,11 +331,11 @@ func (r *Report) WriteText(w io.Writer) error {
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECT\tPOOL\tSHARES\tSUBMITTED\tSUCCEEDED\tFAILED\tNEVER-STARTED\tUSED-H\tSHARE\tTARGET\tWAIT-P50\tWAIT-P90\tWAIT-P99\tMOSTLY-WAITED-FOR\tPREEMPTED")
+	fmt.Fprintln(tw, "PROJECT\tPOOL\tSHARES\tSUBMITTED\tSUCCEEDED\tFAILED\tNEVER-STARTED\tUSED-H\tSHARE\tTARGET\tDEVIATION\tWAIT-P50\tWAIT-P90\tWAIT-P99\tLONGEST-WAIT\tMOSTLY-WAITED-FOR\tPREEMPTED")
 	for _, p := range r.Projects {
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%d\t%d\t%d\t%d\t%.1f\t%.1f%%\t%.1f%%\t%s\t%s\t%s\t%s\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%d\t%d\t%d\t%d\t%.1f\t%.1f%%\t%.1f%%\t%+.1fpp\t%s\t%s\t%s\t%s\t%s\t%d\n",
 			p.Project, p.Pool, p.Shares, p.Submitted, p.Succeeded, p.Failed, p.NeverStarted,
-			p.UsedHours, 100*p.Share, 100*p.Target, p.WaitP50, p.WaitP90, p.WaitP99, p.TopWaitReason(), p.Preemptions)
+			p.UsedHours, 100*p.Share, 100*p.Target, p.FairShareDeviation, p.WaitP50, p.WaitP90, p.WaitP99, p.LongestWait, p.TopWaitReason(), p.Preemptions)
 	}
 	tw.Flush()
 
@@ -332,6 +350,53 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	if r.Check != nil {
+		b.WriteString("\n")
+		r.Check.writeText(&b)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shownViolations is how many violations per invariant the text lists.
+const shownViolations = 10
+
+// writeText writes the check summary and the first violations of each
+// invariant.
+func (c *CheckReport) writeText(b *strings.Builder) {
+	n := c.Violated()
+	if n == 0 {
+		fmt.Fprintf(b, "Checks: every invariant held in all %d passes.\n", c.Passes)
+	} else {
+		fmt.Fprintf(b, "Checks: %d violation(s) in %d passes.\n", n, c.Passes)
+	}
+	p := c.Preemptions
+	fmt.Fprintf(b, "Preemptions: %d (%d for priority, %d reclaim, %d within a project); %d repeated for the same beneficiary.\n",
+		p.Total, p.Priority, p.Reclaim, p.Own, p.Repeated)
+	if c.StabilitySkipped > 0 {
+		fmt.Fprintf(b, "Stability not checked after %d pass(es) that used the whole preemption budget.\n", c.StabilitySkipped)
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INVARIANT\tVIOLATIONS")
+	for _, inv := range Invariants() {
+		fmt.Fprintf(tw, "%s\t%d\n", inv, c.Counts[inv])
+	}
+	tw.Flush()
+	if n == 0 {
+		return
+	}
+	b.WriteString("\n")
+	for _, inv := range Invariants() {
+		shown := 0
+		for _, v := range c.Violations {
+			if v.Invariant == inv && shown < shownViolations {
+				fmt.Fprintf(b, "%s\n", v)
+				shown++
+			}
+		}
+		if more := c.Counts[inv] - shown; more > 0 {
+			fmt.Fprintf(b, "... and %d more %s violation(s); -o json lists up to %d per invariant\n", more, inv, maxKeptViolations)
+		}
+	}
 }

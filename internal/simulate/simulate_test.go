@@ -3,9 +3,11 @@ package simulate
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +268,25 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// TestParseNodeCount: one entry with count declares that many identical
+// nodes, numbered from 1, and a GPU count stands for indices 0..n-1.
+func TestParseNodeCount(t *testing.T) {
+	w := mustParse(t, strings.Replace(goodDoc, "{name: n1, cpus: 8, memory: 64GiB, gpus: [0, 1]}",
+		"{name: gpu, count: 3, cpus: 8, memory: 64GiB, gpus: 2}\n      - {name: cpu, cpus: 4}", 1))
+	p := w.domainPools()[0]
+	var got []string
+	for _, n := range p.Nodes {
+		got = append(got, fmt.Sprintf("%s:%g:%s:%v", n.Name, n.CPUs, n.Memory, n.GPUs))
+	}
+	want := []string{"gpu-1:8:64GiB:[0 1]", "gpu-2:8:64GiB:[0 1]", "gpu-3:8:64GiB:[0 1]", "cpu:4:0:[]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("nodes %v, want %v", got, want)
+	}
+	if c := p.Capacity(); c.GPUs != 6 || c.CPUs != 28 {
+		t.Errorf("capacity %+v, want 6 GPUs and 28 CPUs", c)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := map[string]struct {
 		doc      string
@@ -353,6 +374,22 @@ func TestParseErrors(t *testing.T) {
 			doc:      strings.Replace(goodDoc, "jobs:", "  - {name: p, nodes: [{name: n, cpus: 1}]}\njobs:", 1),
 			wantPath: "pools[1].name", wantMsg: "declared twice",
 		},
+		"negative node count": {
+			doc:      strings.Replace(goodDoc, "{name: n1,", "{name: n1, count: -1,", 1),
+			wantPath: "pools[0].nodes[0].count", wantLine: 7, wantMsg: "use 1 to 100000 identical nodes",
+		},
+		"node count repeats a name": {
+			doc:      strings.Replace(goodDoc, "{name: n1,", "{name: n, count: 2, cpus: 1}\n      - {name: n-2,", 1),
+			wantPath: "pools[0].nodes[1].name", wantLine: 8, wantMsg: `node "n-2" appears twice`,
+		},
+		"bad GPU count": {
+			doc:      strings.Replace(goodDoc, "gpus: [0, 1]", "gpus: eight", 1),
+			wantPath: "pools[0].nodes[0].gpus", wantLine: 7, wantMsg: "want a GPU count from 0 to 1024",
+		},
+		"bad GPU index": {
+			doc:      strings.Replace(goodDoc, "gpus: [0, 1]", "gpus: [0, x]", 1),
+			wantPath: "pools[0].nodes[0].gpus", wantLine: 7, wantMsg: `"x" is not a GPU index`,
+		},
 		"pools not a list": {
 			doc:      "seed: 1\nduration: 1h\npools: {name: p}\n",
 			wantPath: "pools", wantLine: 3, wantMsg: "must be a list",
@@ -412,7 +449,7 @@ func TestFoldedUsageMatchesDecayUsage(t *testing.T) {
 	for _, name := range []string{"fairshare.yaml", "preemption.yaml"} {
 		w := load(t, name)
 		w.Duration = domain.Duration(36 * time.Hour)
-		s := newSim(w)
+		s := newSim(w, Options{})
 		if err := s.loop(); err != nil {
 			t.Fatal(err)
 		}
@@ -451,6 +488,35 @@ jobs: [{project: a, pool: p, count: 2, gpus: 1, cpus: 1, runtime: 90m}]
 	}
 }
 
+// TestLongestWaitAndDeviation: the longest wait counts jobs that never
+// started (until the end), which the wait percentiles leave out; the
+// fair-share deviation is share minus target in percentage points.
+func TestLongestWaitAndDeviation(t *testing.T) {
+	w := mustParse(t, `
+seed: 1
+duration: 4h
+pools: [{name: p, nodes: [{name: n, cpus: 8, memory: 8GiB, gpus: [0]}]}]
+quotas: [{project: a, pool: p, gpus: 1}, {project: b, pool: p, gpus: 1}]
+jobs:
+  - {project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 10h}
+  - {project: b, pool: p, count: 1, submit_at: 1h, gpus: 1, cpus: 1, runtime: 1h}
+`)
+	r := run(t, w)
+	a, b := project(t, r, "a", "p"), project(t, r, "b", "p")
+	if b.NeverStarted != 1 || b.WaitMax != 0 || b.LongestWait.D() != 3*time.Hour {
+		t.Errorf("b: never started %d, wait max %s, longest wait %s; want 1, 0s (no start), 3h (1h to 4h)", b.NeverStarted, b.WaitMax, b.LongestWait)
+	}
+	if a.LongestWait != 0 || a.FairShareDeviation != 50 || b.FairShareDeviation != -50 {
+		t.Errorf("a: longest wait %s, deviation %+gpp; b: deviation %+gpp; want 0s, +50pp, -50pp", a.LongestWait, a.FairShareDeviation, b.FairShareDeviation)
+	}
+	out := text(t, r)
+	for _, want := range []string{"DEVIATION", "LONGEST-WAIT", "+50.0pp", "-50.0pp", "3h"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestDocExample keeps the full example in docs/simulate.md valid and
 // runnable.
 func TestDocExample(t *testing.T) {
@@ -484,7 +550,7 @@ pools: [{name: p, nodes: [{name: n1, cpus: 8, memory: 8GiB, gpus: [0, 1]}, {name
 quotas: [{project: a, pool: p, gpus: 4}]
 jobs: [{project: a, pool: p, count: 3, gpus: 1, cpus: 1, runtime: 2h}]
 `)
-	s := newSim(w)
+	s := newSim(w, Options{})
 	s.handleSubmit(0) // jobs 1, 2 and 3 pending
 	if err := s.start(scheduler.Placement{JobID: 1, Pool: "p", Nodes: []scheduler.NodeAlloc{{Node: "n1", GPUs: []int{0}}}}); err != nil {
 		t.Fatalf("a valid placement was refused: %v", err)
@@ -559,7 +625,7 @@ pools: [{name: p, preemption: true, nodes: [{name: n, cpus: 8, memory: 8GiB, gpu
 quotas: [{project: a, pool: p, gpus: 1}]
 jobs: [{project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 2h, preemptible: true}]
 `)
-	s := newSim(w)
+	s := newSim(w, Options{})
 	s.heap = nil // drive the first steps by hand
 	s.handleSubmit(0)
 	if err := s.start(scheduler.Placement{JobID: 1, Pool: "p", Nodes: []scheduler.NodeAlloc{{Node: "n", GPUs: []int{0}}}}); err != nil {
@@ -569,6 +635,7 @@ jobs: [{project: a, pool: p, count: 1, gpus: 1, cpus: 1, runtime: 2h, preemptibl
 	if err := s.preempt(scheduler.Preemption{JobID: 1, For: 2}); err != nil {
 		t.Fatal(err)
 	}
+	s.stopPreempted() // as the pass does after its checks
 	j := s.job(1)
 	if j.state != statePending || j.done != 20*time.Minute || j.lost != 5*time.Minute || j.preemptions != 1 {
 		t.Fatalf("after preemption at 25m: state %d, done %s, lost %s, preemptions %d; want pending, 20m, 5m, 1", j.state, j.done, j.lost, j.preemptions)

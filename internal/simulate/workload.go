@@ -81,12 +81,70 @@ type PoolSpec struct {
 	Preemption     bool              `yaml:"preemption"`
 }
 
-// NodeSpec is a domain.Node in workload form.
+// NodeSpec is a domain.Node in workload form. With Count set it declares
+// Count identical nodes named Name-1 .. Name-Count.
 type NodeSpec struct {
 	Name   string          `yaml:"name"`
+	Count  int             `yaml:"count"`
 	CPUs   float64         `yaml:"cpus"`
 	Memory domain.ByteSize `yaml:"memory"`
-	GPUs   []int           `yaml:"gpus"`
+	GPUs   GPUList         `yaml:"gpus"`
+}
+
+// names lists the names of the nodes n declares.
+func (n NodeSpec) names() []string {
+	if n.Count <= 0 {
+		return []string{n.Name}
+	}
+	out := make([]string, n.Count)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", n.Name, i+1)
+	}
+	return out
+}
+
+// maxNodeGPUs bounds the GPUs of one node and maxNodeCount the nodes of a
+// workload: far above real clusters, low enough to catch typos.
+const (
+	maxNodeGPUs  = 1024
+	maxNodeCount = 100_000
+)
+
+// GPUList is a node's GPU device indices: a list ([0, 1, 2, 3]) or a count
+// (4, meaning indices 0 to 3).
+type GPUList []int
+
+// UnmarshalYAML reads a list of indices or a count.
+func (g *GPUList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			*g = nil
+			return nil
+		}
+		c, err := strconv.Atoi(n.Value)
+		if err != nil || c < 0 || c > maxNodeGPUs {
+			return fmt.Errorf("%q is not valid here; want a GPU count from 0 to %d or a list of indices such as [0, 1, 2, 3]", n.Value, maxNodeGPUs)
+		}
+		out := make(GPUList, c)
+		for i := range out {
+			out[i] = i
+		}
+		*g = out
+		return nil
+	case yaml.SequenceNode:
+		out := make(GPUList, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := strconv.Atoi(c.Value)
+			if c.Kind != yaml.ScalarNode || err != nil {
+				return fmt.Errorf("%q is not a GPU index; list whole numbers such as [0, 1, 2, 3]", c.Value)
+			}
+			out = append(out, v)
+		}
+		*g = out
+		return nil
+	}
+	return fmt.Errorf("must be a GPU count (8) or a list of indices ([0, 1, 2, 3])")
 }
 
 // QuotaSpec is a domain.Quota in workload form.
@@ -563,6 +621,7 @@ func (w *Workload) validate(hasSeed bool) domain.FieldErrors {
 	}
 
 	pools := map[string]PoolSpec{}
+	totalNodes := 0
 	if len(w.Pools) == 0 {
 		errs.Add("pools", "is required: list at least one pool with its nodes")
 	}
@@ -580,12 +639,21 @@ func (w *Workload) validate(hasSeed bool) domain.FieldErrors {
 		nodes := map[string]bool{}
 		for j, n := range p.Nodes {
 			np := fmt.Sprintf("%s.nodes[%d]", path, j)
-			if n.Name == "" {
+			switch {
+			case n.Count < 0 || n.Count > maxNodeCount:
+				errs.Add(np+".count", "is %d; use 1 to %d identical nodes, or leave it out for one node", n.Count, maxNodeCount)
+			case n.Name == "":
 				errs.Add(np+".name", "is required")
-			} else if nodes[n.Name] {
-				errs.Add(np+".name", "node %q appears twice in pool %q", n.Name, p.Name)
+			default:
+				totalNodes += max(n.Count, 1)
+				for _, name := range n.names() {
+					if nodes[name] {
+						errs.Add(np+".name", "node %q appears twice in pool %q", name, p.Name)
+						break
+					}
+					nodes[name] = true
+				}
 			}
-			nodes[n.Name] = true
 			if n.CPUs < 0 {
 				errs.Add(np+".cpus", "is negative")
 			}
@@ -612,6 +680,10 @@ func (w *Workload) validate(hasSeed bool) domain.FieldErrors {
 			}
 		}
 		nonNegDur(path+".max_timeout", p.MaxTimeout)
+	}
+
+	if totalNodes > maxNodeCount {
+		errs.Add("pools", "declare %d nodes; at most %d can be simulated", totalNodes, maxNodeCount)
 	}
 
 	projects := map[string]bool{}
@@ -768,7 +840,9 @@ func (p PoolSpec) domain() domain.Pool {
 		MaxNodesPerJob: p.MaxNodesPerJob, MaxTimeout: p.MaxTimeout, MaxRunning: p.MaxRunning,
 		Priorities: slices.Clone(p.Priorities), Borrowing: p.Borrowing, Preemption: p.Preemption}
 	for _, n := range p.Nodes {
-		dp.Nodes = append(dp.Nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: slices.Clone(n.GPUs)})
+		for _, name := range n.names() {
+			dp.Nodes = append(dp.Nodes, domain.Node{Name: name, CPUs: n.CPUs, Memory: n.Memory, GPUs: slices.Clone([]int(n.GPUs))})
+		}
 	}
 	return dp
 }

@@ -1,0 +1,21 @@
+//go:build invariants
+
+// The invariant acceptance test on the generated week-long workloads: they
+// must hold every invariant sim --check checks. Run it with
+//
+//	go test -tags invariants -run TestGeneratedWorkloadsHoldInvariants ./internal/simulate/
+//
+// It is behind a build tag until the scheduler holds the invariants there;
+// then the tag goes and it runs with the rest.
+package simulate
+
+import "testing"
+
+// TestGeneratedWorkloadsHoldInvariants runs each generated workload (a
+// week on 100 nodes of 8 GPUs, about 10,000 jobs: see testdata/gen-*.yaml)
+// with the checks on and demands no violation.
+func TestGeneratedWorkloadsHoldInvariants(t *testing.T) {
+	for _, name := range []string{"gen-steady.yaml", "gen-overload.yaml", "gen-gangs.yaml"} {
+		t.Run(name, func(t *testing.T) { holdsInvariants(t, name, 10_000) })
+	}
+}
