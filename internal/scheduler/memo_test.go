@@ -220,11 +220,11 @@ func TestKeptDecisionNeedsTheSameBudget(t *testing.T) {
 // on the same node, since the stopping capacity the beneficiary does not
 // reserve counts as room.
 func TestOwnVictimSearchSeesOthersStopping(t *testing.T) {
-	pool := Pool("p").Preemption().Node("n0", 64, 512<<30, 8).Node("n1", 64, 512<<30, 8).Obj()
+	pool := Pool("p").Borrowing().Preemption().Node("n0", 64, 512<<30, 8).Node("n1", 64, 512<<30, 8).Obj()
 	h := New([]domain.Pool{pool},
 		Quota("vision", "p").GPUs(4).MaxPriority(High).Obj(),
 		Quota("speech", "p").GPUs(8).MaxPriority(High).Obj(),
-		Quota("other", "p").GPUs(16).MaxPriority(High).Obj())
+		Quota("other", "p").GPUs(6).Borrow(10).MaxPriority(High).Obj()) // job 2 is borrowed
 	job := func(id int64, project string, gpus int, prio domain.Priority) *JobWrapper {
 		return Job(id).Pool("p").Project(project).GPUs(gpus).CPUs(float64(4 * gpus)).Memory(domain.ByteSize(32*gpus) << 30).Priority(prio)
 	}

@@ -22,13 +22,14 @@ const maxExactCandidates = 12
 
 // preempt finds the smallest set of victims after whose removal the job fits
 // on k nodes, or nil. Candidates are running, preemptible jobs that are not
-// stopping (see victimFor): jobs of strictly lower priority, and, when the
-// job's project is within its guarantee, other projects' borrowed jobs of
-// any priority (reclaim). A job that needs to borrow never preempts another
-// project's job inside that project's guarantee (markBorrowed decides which
-// are): as in Kueue, capacity inside a ClusterQueue's nominal quota is
-// reclaimed only by that queue's own workloads, and the victim would at
-// once take the room back, preempting again.
+// stopping (see victimFor): its own project's jobs of strictly lower
+// priority, and other projects' borrowed jobs (markBorrowed decides which)
+// of strictly lower priority or, when the job's project is within its
+// guarantee, of any priority (reclaim). Another project's job inside that
+// project's guarantee is never a victim: as in Kueue, capacity inside a
+// ClusterQueue's nominal quota is reclaimed only by that queue's own
+// workloads (a borrowing job that took it once preempted the victim, which
+// took the room back at once, preempting again: a livelock).
 func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed bool, rank int) ([]*holder, []*nodeState) {
 	reclaim := !borrowed && pr.rule.has
 	key := preemptKey{shape: shapeKey{r, k}, rank: rank, reclaim: reclaim, project: pr.name}
@@ -37,7 +38,7 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 		return nil, nil
 	}
 	eligible := func(h *holder) bool {
-		return victimFor(h, pr.name, rank, borrowed, reclaim)
+		return victimFor(h, pr.name, rank, reclaim)
 	}
 	type choice struct {
 		n   *nodeState
@@ -109,13 +110,13 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 }
 
 // victimFor reports whether h may be stopped for a job of project at the
-// given priority rank that would borrow (borrowing) or reclaims its
-// project's guarantee (reclaim); see preempt.
-func victimFor(h *holder, project string, rank int, borrowing, reclaim bool) bool {
+// given priority rank that reclaims its project's guarantee (reclaim); see
+// preempt.
+func victimFor(h *holder, project string, rank int, reclaim bool) bool {
 	switch {
 	case h.stopping || !h.preemptible:
 		return false
-	case h.project == project || !borrowing && !h.borrowed:
+	case h.project == project:
 		return h.rank < rank
 	default:
 		return h.borrowed && (h.rank < rank || reclaim)

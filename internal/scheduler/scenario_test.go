@@ -109,9 +109,11 @@ func TestScenarios(t *testing.T) {
 			}, {}},
 		},
 		"preemption chooses the minimal victim set": {
-			pools: []domain.Pool{Pool(std).Nodes(3, 8).Preemption().Obj()},
+			// nlp's guarantee holds its normal jobs 10-13; its low jobs 20
+			// and 30 are borrowed (31 is not preemptible).
+			pools: []domain.Pool{Pool(std).Nodes(3, 8).Borrowing().Preemption().Obj()},
 			quotas: []domain.Quota{Quota("vision", std).GPUs(24).MaxPriority(High).Obj(),
-				Quota("nlp", std).GPUs(24).Obj()},
+				Quota("nlp", std).GPUs(8).Borrow(16).Obj()},
 			running: []scheduler.Allocation{
 				Job(10).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 0, 1)),
 				Job(11).Project("nlp").GPUs(2).Preemptible().Running(T0, On("standard-0", 2, 3)),

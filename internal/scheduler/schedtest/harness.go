@@ -315,7 +315,9 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 		default:
 			b := pending[v.For]
 			lower := a.Priority.Rank() < b.Priority.Rank()
-			if !lower && !(borrowed[a.JobID] && a.Project != b.Project) {
+			// Own lower-priority work, or another project's borrowed work;
+			// never another project's work inside its guarantee.
+			if a.Project == b.Project && !lower || a.Project != b.Project && !borrowed[a.JobID] {
 				errs = append(errs, fmt.Errorf("victim %d (priority %s, borrowed %t) is not eligible for job %d (priority %s)",
 					v.JobID, a.Priority, borrowed[a.JobID], v.For, b.Priority))
 			}
