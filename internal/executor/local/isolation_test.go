@@ -2,6 +2,7 @@ package local
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -239,5 +240,43 @@ func TestConfiguredUsersWin(t *testing.T) {
 		if err != nil || id.UID != c.want {
 			t.Errorf("project %s in pool %s runs as %d (%v), want %d", c.project, c.pool, id.UID, err, c.want)
 		}
+	}
+}
+
+// A server that dies between starting the shim and sending the launch
+// record leaves the attempt unclaimed: the shim exits without shim.pid or
+// exit.json, and the next launch of the attempt starts it afresh.
+func TestShimWithoutLaunchRecordLeavesTheAttemptUnclaimed(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "attempt")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	er, ew, _ := os.Pipe()
+	lr, lw, _ := os.Pipe()
+	lw.Close() // the server died before writing
+	cmd := exec.Command(self, "--dir", dir)
+	cmd.ExtraFiles = []*os.File{ew, lr}
+	out, err := cmd.CombinedOutput()
+	ew.Close()
+	er.Close()
+	lr.Close()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "unclaimed") {
+		t.Fatalf("shim without a record: %v, %s", err, out)
+	}
+	for _, f := range []string{shimPIDFile, exitFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s was written; the attempt must stay unclaimed", f)
+		}
+	}
+	h := executortest.NewHarness(t, newExec(t))
+	l := h.Launch(t, []string{"true"}, func(l *executor.Launch) {
+		l.Dir, l.LogPath, l.WorkDir = dir, filepath.Join(dir, "output.log"), filepath.Join(dir, "work")
+	})
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Errorf("relaunch ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
 	}
 }

@@ -113,15 +113,19 @@ func (s *shim) run() int {
 		return 1
 	}
 	s.self = self
+	// The record first: a server that dies between starting the shim and
+	// sending it leaves the attempt unclaimed, so the next leader's launch
+	// starts it afresh instead of finding it failed.
+	if err := readLaunch(&s.rec); err != nil {
+		fmt.Fprintf(os.Stderr, "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
+		return 1
+	}
 	if err := claim(s.dir, self); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return exitOwned
 		}
 		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
 		return 1
-	}
-	if err := readLaunch(&s.rec); err != nil {
-		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot read the launch record: %v", err))
 	}
 	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
