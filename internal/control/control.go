@@ -192,6 +192,10 @@ type Controller struct {
 	// guard holds jobs preempted too often from further preemption
 	// (guard.go). Loop goroutine only.
 	guard *guard
+	// beneficiaries are the queued jobs others were preempted for since
+	// they last started (scheduler.Pending.Beneficiary). Loop goroutine
+	// only; a new leader starts without them.
+	beneficiaries map[int64]bool
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -253,18 +257,19 @@ func New(cfg Config) *Controller {
 		cfg.Observer = nopObserver{}
 	}
 	return &Controller{
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "control"),
-		wake:      make(chan struct{}, 1),
-		launched:  make(chan launchResult, 64),
-		sem:       make(chan struct{}, cfg.LaunchConcurrency),
-		outputSem: make(chan struct{}, 2),
-		unpacks:   map[executor.Ref]func(context.Context) error{},
-		known:     map[executor.Ref]bool{},
-		guard:     newGuard(cfg.PreemptionGuard),
-		jobs:      map[int64]*jobInfo{},
-		stopping:  map[executor.Ref]bool{},
-		reasons:   map[int64]pendingReason{},
+		cfg:           cfg,
+		log:           cfg.Logger.With("component", "control"),
+		wake:          make(chan struct{}, 1),
+		launched:      make(chan launchResult, 64),
+		sem:           make(chan struct{}, cfg.LaunchConcurrency),
+		outputSem:     make(chan struct{}, 2),
+		unpacks:       map[executor.Ref]func(context.Context) error{},
+		known:         map[executor.Ref]bool{},
+		guard:         newGuard(cfg.PreemptionGuard),
+		beneficiaries: map[int64]bool{},
+		jobs:          map[int64]*jobInfo{},
+		stopping:      map[executor.Ref]bool{},
+		reasons:       map[int64]pendingReason{},
 
 		progress:      map[executor.Ref]time.Time{},
 		offsets:       map[executor.Ref]int64{},
@@ -539,6 +544,10 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		j := byID[pe.JobID]
 		c.log.Info("preempting", "job", pe.JobID, "attempt", j.Attempts, "for", pe.For)
 		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts})
+		if !c.beneficiaries[pe.For] {
+			c.beneficiaries[pe.For] = true
+			c.hintIDs = append(c.hintIDs, pe.For) // its Pending changed
+		}
 		if h, ok := c.guard.record(pe.JobID, pe.For, now); ok {
 			c.log.Warn("holding a job from preemption: it was preempted too often (a preemption loop?)",
 				"job", pe.JobID, "preemptions", h.Count, "window", h.Window, "for", h.For, "until", h.Until)
@@ -582,13 +591,19 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		return snap, nil, nil, err
 	}
 	byID := c.view
+	for id := range c.beneficiaries {
+		if j, ok := byID[id]; !ok || j.State != domain.JobQueued {
+			delete(c.beneficiaries, id) // started, or gone
+		}
+	}
 	snap.Pending = make([]scheduler.Pending, 0, len(c.viewIDs))
 	for _, id := range c.viewIDs {
 		j := byID[id]
 		if j.State == domain.JobQueued {
 			snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Project: j.Project, Pool: j.Pool,
 				Priority: j.Priority, SubmittedAt: j.SubmittedAt, Resources: j.Resources, Timeout: j.Timeout.D(),
-				Preemptible: j.Preemptible, NotBefore: j.NextAttempt, Preemptions: j.Preemptions})
+				Preemptible: j.Preemptible, NotBefore: j.NextAttempt, Preemptions: j.Preemptions,
+				Beneficiary: c.beneficiaries[j.ID]})
 		}
 	}
 	for _, a := range atts {

@@ -558,17 +558,33 @@ func (ps *poolState) walk(q *queue) {
 	ps.memo, ps.decs, ps.stateVer = q.memo, q.decs, q.stateVer
 	defer func() { q.decs, q.stateVer = ps.decs, ps.stateVer+1 }()
 
-	// Phase 1: jobs within their project's guarantee. Phase 2: jobs that
-	// need borrowed capacity, so borrowing only takes capacity that no job
-	// within its guarantee wants in this pass.
-	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
+	// Phase 0: jobs that others were preempted for, so that the room
+	// their victims leave is theirs. Phase 1: jobs within their project's
+	// guarantee. Phase 2: jobs that need borrowed capacity, so borrowing
+	// only takes capacity that no job within its guarantee wants in this
+	// pass.
+	jobs := q.jobs
+	if q.beneficiaries > 0 {
+		first := make([]job, 0, q.beneficiaries)
+		rest := make([]job, 0, len(q.jobs))
+		for _, j := range q.jobs {
+			if j.flags&jobBeneficiary != 0 {
+				first = append(first, j)
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		ps.merge(first, false, nil)
+		jobs = rest
+	}
+	later := ps.merge(jobs, true, ps.laterBuf[:0])
 	if len(later) == 0 {
 		return
 	}
 	slices.Sort(later) // queue order
 	deferred := make([]job, len(later))
 	for i, x := range later {
-		deferred[i] = q.jobs[x]
+		deferred[i] = jobs[x]
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)

@@ -31,6 +31,7 @@ type job struct {
 const (
 	jobPreemptible = 1 << iota
 	jobNotBefore   // NotBefore is set: read it to decide backoff
+	jobBeneficiary // decided first (Pending.Beneficiary)
 )
 
 func (j *job) preemptible() bool { return j.flags&jobPreemptible != 0 }
@@ -38,15 +39,18 @@ func (j *job) preemptible() bool { return j.flags&jobPreemptible != 0 }
 // queue is one pool's pending jobs sorted by tier (descending), project
 // name, submit time and id: the order fair share then merges per tier.
 type queue struct {
-	jobs   []job
-	slots  []*Pending // by job.slot; nil: a free slot
-	free   []int32
-	projs  []string // by job.proj
-	projIx map[string]int32
-	shapes []shapeID // by job.shape
-	shIx   map[shapeID]int32
-	packed bool
-	base   int64 // Unix seconds that packed submit times count from
+	// beneficiaries counts the jobs with jobBeneficiary (walk decides them
+	// first).
+	beneficiaries int
+	jobs          []job
+	slots         []*Pending // by job.slot; nil: a free slot
+	free          []int32
+	projs         []string // by job.proj
+	projIx        map[string]int32
+	shapes        []shapeID // by job.shape
+	shIx          map[shapeID]int32
+	packed        bool
+	base          int64 // Unix seconds that packed submit times count from
 
 	// The decision memo (see decideJob), kept with the queue so that a
 	// later pass over the same pool definition, quotas and config can
@@ -187,6 +191,9 @@ func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
 	if !pd.NotBefore.IsZero() {
 		j.flags |= jobNotBefore
 	}
+	if pd.Beneficiary {
+		j.flags |= jobBeneficiary
+	}
 	return j, true
 }
 
@@ -205,6 +212,9 @@ func buildQueue(pending []*Pending) *queue {
 	last := int32(-1)
 	for i, pd := range pending {
 		recs[i], _ = q.record(pd, int32(i), &last)
+		if pd.Beneficiary {
+			q.beneficiaries++
+		}
 	}
 	// Counting sort into (tier descending, project by name) groups, then
 	// sort small keys (submit time, id) within each group.
@@ -299,6 +309,9 @@ func (q *queue) insert(pd *Pending) bool {
 	}
 	i, _ := slices.BinarySearchFunc(q.jobs, j, func(a, b job) int { return q.compare(&a, &b) })
 	q.jobs = slices.Insert(q.jobs, i, j)
+	if pd.Beneficiary {
+		q.beneficiaries++
+	}
 	return true
 }
 
@@ -317,5 +330,8 @@ func (q *queue) remove(pd *Pending) bool {
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
 	q.jobs = slices.Delete(q.jobs, i, i+1)
+	if pd.Beneficiary {
+		q.beneficiaries--
+	}
 	return true
 }

@@ -106,6 +106,11 @@ type Pending struct {
 	Preemptible bool
 	NotBefore   time.Time // retry backoff: not before this
 	Preemptions int       // >0: it was preempted; it goes ahead of its class peers
+	// Beneficiary: jobs were preempted for it and it has not started
+	// since. It is decided before every other job of its pool, so the room
+	// its victims leave is not taken by others while they stop or once
+	// they are gone (and it does not preempt again for want of it).
+	Beneficiary bool
 }
 
 // NodeAlloc is the part of a job on one node: the node and its GPU indices.

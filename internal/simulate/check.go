@@ -167,7 +167,8 @@ type checker struct {
 	pairs      map[[2]int64]bool // (victim, beneficiary) preemptions so far
 
 	// Per pass.
-	within   map[int]map[int64]bool // per key: running jobs within its guarantee, before the plan
+	within   map[int]map[int64]bool // per key: running jobs within its guarantee, with the plan's starts
+	starting []*job                 // the jobs the plan starts
 	reclaims map[int][]*job         // per beneficiary key: reclaim victims
 	minRank  map[int]int            // per beneficiary key: the lowest priority rank reclaiming
 	useRank  [][4]amount            // per key and priority rank: use by jobs of that rank or higher
@@ -295,9 +296,12 @@ func (c *checker) use(key int) amount {
 }
 
 // withinGuarantee reports whether running job v is within its project's
-// guarantee in the current allocation: order the project's running jobs in
-// the pool by priority (high first), then start time (earliest first); the
-// prefix that fits in the guarantee is within it, the rest is borrowed.
+// guarantee in the allocation the plan leaves: order the project's running
+// jobs in the pool, with the ones the plan starts (started now), by
+// priority (high first), then start time (earliest first), then id; they
+// fill the guarantee first-fit and those that do not fit are borrowed (the
+// scheduler's rule: placing a higher-priority job makes the project's
+// lower-priority jobs borrowed at once).
 func (c *checker) withinGuarantee(v *job) bool {
 	set, ok := c.within[v.key]
 	if !ok {
@@ -307,17 +311,27 @@ func (c *checker) withinGuarantee(v *job) bool {
 				js = append(js, j)
 			}
 		}
+		for _, j := range c.starting {
+			if j.key == v.key {
+				js = append(js, j)
+			}
+		}
+		start := func(j *job) time.Time {
+			if j.state == statePending {
+				return c.s.now
+			}
+			return j.startedAt
+		}
 		slices.SortFunc(js, func(a, b *job) int {
-			return cmp.Or(cmp.Compare(c.rank(b), c.rank(a)), a.startedAt.Compare(b.startedAt), cmp.Compare(a.id, b.id))
+			return cmp.Or(cmp.Compare(c.rank(b), c.rank(a)), start(a).Compare(start(b)), cmp.Compare(a.id, b.id))
 		})
 		set = map[int64]bool{}
 		var acc amount
 		for _, j := range js {
-			acc = acc.plus(gangAmount(j.res))
-			if !acc.within(c.guar[v.key]) {
-				break
+			if next := acc.plus(gangAmount(j.res)); next.within(c.guar[v.key]) {
+				acc = next
+				set[j.id] = true
 			}
-			set[j.id] = true
 		}
 		c.within[v.key] = set
 	}
@@ -378,6 +392,12 @@ func (c *checker) beforeApply(plan scheduler.Plan) {
 		return
 	}
 	c.within = map[int]map[int64]bool{}
+	c.starting = c.starting[:0]
+	for _, st := range plan.Start {
+		if j := c.s.job(st.JobID); j != nil && j.state == statePending {
+			c.starting = append(c.starting, j)
+		}
+	}
 	c.reclaims = map[int][]*job{}
 	c.minRank = map[int]int{}
 	victims := map[int64][]*job{} // per beneficiary

@@ -67,6 +67,7 @@ type job struct {
 	borrowed    bool
 	record      int // index of the attempt's usage record
 	preemptions int
+	beneficiary bool          // jobs were preempted for it since it last started (Pending.Beneficiary)
 	lost        time.Duration // work lost to preemption
 
 	// Why it waits, from the plans' Waiting entries: the current reason
@@ -354,7 +355,7 @@ func (s *sim) pendingOf(j *job) scheduler.Pending {
 	return scheduler.Pending{
 		JobID: j.id, Project: spec.Project, Pool: spec.Pool, Priority: spec.Priority,
 		SubmittedAt: j.submitted, Resources: j.res, Timeout: spec.Timeout.D(),
-		Preemptible: spec.Preemptible, Preemptions: j.preemptions,
+		Preemptible: spec.Preemptible, Preemptions: j.preemptions, Beneficiary: j.beneficiary,
 	}
 }
 
@@ -589,6 +590,7 @@ func (s *sim) start(pl scheduler.Placement) error {
 	if err := s.checkFits(j, pl.Nodes); err != nil {
 		return err
 	}
+	j.beneficiary = false
 	waitedFor := j.reason
 	j.noteReason("", s.now)
 	s.dequeue(j)
@@ -679,6 +681,12 @@ func (s *sim) preempt(pr scheduler.Preemption) error {
 	}
 	s.markStopping(j)
 	s.preemptions++
+	if b := s.job(pr.For); b != nil && b.state == statePending && !b.beneficiary {
+		// Re-queue it in the scheduler's view with the mark.
+		s.dequeue(b)
+		b.beneficiary = true
+		s.enqueue(b)
+	}
 	if s.opt.Events != nil {
 		s.emitPreempt(j, pr.For, pr.Message)
 	}

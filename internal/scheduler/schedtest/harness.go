@@ -79,6 +79,11 @@ func (h *Harness) Apply(plan scheduler.Plan) {
 				h.Snap.Running[i].Stopping = true
 			}
 		}
+		for i := range h.Snap.Pending {
+			if h.Snap.Pending[i].JobID == v.For {
+				h.Snap.Pending[i].Beneficiary = true
+			}
+		}
 	}
 }
 
