@@ -126,6 +126,7 @@ type poolState struct {
 	stateVer     int        // bumped by every decision that changes state
 	last         decision   // what wait recorded last
 	kind         uint8      // what decide's outcome depends on (memo kinds)
+	decidedFirst bool       // beneficiaries were decided in phase 0 (walk)
 	searched     bool       // decide relied on preemptOwn failing with eligible victims
 	lookedForOwn bool       // decide asked preemptOwn (see decision.noVictims)
 	// memoCfg is what the pool's decisions depend on besides its state,
@@ -563,28 +564,24 @@ func (ps *poolState) walk(q *queue) {
 	// guarantee. Phase 2: jobs that need borrowed capacity, so borrowing
 	// only takes capacity that no job within its guarantee wants in this
 	// pass.
-	jobs := q.jobs
 	if q.beneficiaries > 0 {
 		first := make([]job, 0, q.beneficiaries)
-		rest := make([]job, 0, len(q.jobs))
 		for _, j := range q.jobs {
 			if j.flags&jobBeneficiary != 0 {
 				first = append(first, j)
-			} else {
-				rest = append(rest, j)
 			}
 		}
 		ps.merge(first, false, nil)
-		jobs = rest
+		ps.decidedFirst = true // the later phases skip them
 	}
-	later := ps.merge(jobs, true, ps.laterBuf[:0])
+	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
 	if len(later) == 0 {
 		return
 	}
 	slices.Sort(later) // queue order
 	deferred := make([]job, len(later))
 	for i, x := range later {
-		deferred[i] = jobs[x]
+		deferred[i] = q.jobs[x]
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)
@@ -707,6 +704,14 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 				// The common case, inline: a job whose class decision is
 				// memoised at this state (see decideJob).
 				j := &top.jobs[0]
+				if ps.decidedFirst && j.flags&jobBeneficiary != 0 {
+					// Decided in phase 0.
+					top.jobs, top.off = top.jobs[1:], top.off+1
+					if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {
+						break
+					}
+					continue
+				}
 				if m := ps.memo[ps.memoIndex(j, allowDefer)]; m.ver == int32(ps.stateVer+1) && j.rank >= 0 && j.flags&jobNotBefore == 0 &&
 					!ps.backoffZero && (j.timeout <= 0 || len(ps.reserved) == 0 || !ps.mayBackfill(j)) && !memoOff {
 					if d := &ps.decs[m.dec]; d.deferred {
