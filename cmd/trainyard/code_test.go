@@ -14,14 +14,7 @@ import (
 func TestCodeLimitsConfig(t *testing.T) {
 	load := func(t *testing.T, text string) (codepkg.Limits, error) {
 		t.Helper()
-		p := filepath.Join(t.TempDir(), "server.yaml")
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := loadServerConfig(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := configFromText(t, text)
 		return cfg.Code.limits()
 	}
 	tests := map[string]struct {
@@ -46,4 +39,18 @@ func TestCodeLimitsConfig(t *testing.T) {
 			t.Errorf("%q: %v; want an error naming %s", text, err, want)
 		}
 	}
+}
+
+// configFromText loads a server config file with the given text.
+func configFromText(t *testing.T, text string) serverConfig {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadServerConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +13,7 @@ import (
 func TestPreemptionGuardConfig(t *testing.T) {
 	load := func(t *testing.T, text string) (control.PreemptionGuard, error) {
 		t.Helper()
-		p := filepath.Join(t.TempDir(), "server.yaml")
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := loadServerConfig(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := configFromText(t, text)
 		return cfg.PreemptionGuard.guard()
 	}
 	tests := map[string]struct {
