@@ -1059,7 +1059,9 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 	pr.used = pr.used.plus(h.gang)
 	pr.addUse(h, 1)
 	pr.usedVer++
-	pr.stopVer++ // a new job it may stop for its own (hasOwnVictims)
+	if j.Preemptible {
+		pr.stopVer++ // a new job it may stop for its own (hasOwnVictims)
+	}
 	if !borrowed && !pr.rule.guaranteed.within(pr.used) {
 		// A job of higher priority than some of the project's running
 		// jobs now fills its guarantee: they are borrowed from now on, in
