@@ -178,17 +178,11 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // copied to the object store, a link planted as a checkpoint's marker is
 // not followed, and a fifo does not hold the server.
 func TestHostileOutputsStayInTheirDirectory(t *testing.T) {
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	bs, err := blobfs.New(filepath.Join(t.TempDir(), "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	bs, err := blobfs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
+	t.Cleanup(func() { bs.Close() })
 	elsewhere := t.TempDir()
 	victim := filepath.Join(elsewhere, "shadow")
 	if err := os.WriteFile(victim, []byte("secret"), 0o640); err != nil {
@@ -211,22 +205,8 @@ func TestHostileOutputsStayInTheirDirectory(t *testing.T) {
 		os.WriteFile(filepath.Join(ck, "own", domain.CheckpointMarker), nil, 0o644)
 		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
 	}}
-	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
-		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
-	svc := service.New(service.Config{Store: st, Logs: layout, ArtifactsRoot: filepath.Join(dir, "artifacts"), Wake: ctl.Wake})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ctl.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
-	pool := domain.Pool{Name: "default", Executor: "local", Nodes: []domain.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
-		t.Fatal(err)
-	}
+	r := newTunedRig(t, ex, func(c *control.Config) { c.Blobs, c.CopyCheckpoints = bs, true })
+	st, ctx := r.st, context.Background()
 	j := r.submit("name: hostile\nentrypoint: [train]\n")
 	r.wait(j.ID, domain.JobSucceeded)
 	var m domain.Manifest
