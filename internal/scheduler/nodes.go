@@ -58,6 +58,7 @@ type holder struct {
 	end         time.Time // zero: unbounded
 	preemptible bool
 	borrowed    bool
+	unentitled  bool    // too large for its project's guarantee even alone: it can never reclaim
 	stopping    bool    // being stopped (in the snapshot, or chosen as a victim in this pass)
 	placed      bool    // placed in this pass: a victim only by undoing the placement (unplace)
 	cost        float64 // placed: what it added to its project's allocation share

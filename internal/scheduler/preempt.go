@@ -111,7 +111,13 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 
 // victimFor reports whether h may be stopped for a job of project at the
 // given priority rank that reclaims its project's guarantee (reclaim); see
-// preempt.
+// preempt. Another project's borrowed job is a victim of reclaim at any
+// priority, but of priority only when it is unentitled (too large for its
+// project's guarantee even alone, e.g. any job of a project without a
+// quota): as Kueue's default (borrowWithinCohort: Never), a borrowing job
+// does not preempt a job that could reclaim its project's guarantee once
+// stopped — the two would take the room from each other as their projects'
+// other jobs come and go.
 func victimFor(h *holder, project string, rank int, reclaim bool) bool {
 	switch {
 	case h.stopping || !h.preemptible:
@@ -119,7 +125,7 @@ func victimFor(h *holder, project string, rank int, reclaim bool) bool {
 	case h.project == project:
 		return h.rank < rank
 	default:
-		return h.borrowed && (h.rank < rank || reclaim)
+		return h.borrowed && (reclaim || h.rank < rank && h.unentitled)
 	}
 }
 
@@ -134,27 +140,35 @@ func (d deficit) met() bool { return d.g <= 0 && d.c <= cpuEps && d.m <= 0 }
 
 func (d deficit) coveredBy(s deficit) bool { return s.g >= d.g && s.c+cpuEps >= d.c && s.m >= d.m }
 
-// compareVictims orders single victims: least resources, lowest priority,
+// compareVictims orders single victims: lowest priority, least resources,
 // most recently started, then id.
 func compareVictims(a, b *holder) int {
-	return cmp.Or(compareInt(a.gang.gpus, b.gang.gpus), compareFloat(a.gang.cpus, b.gang.cpus), compareFloat(a.gang.mem, b.gang.mem),
-		compareInt(a.rank, b.rank), b.start.Compare(a.start), compareInt64(a.id, b.id))
+	return cmp.Or(compareInt(a.rank, b.rank), compareInt(a.gang.gpus, b.gang.gpus), compareFloat(a.gang.cpus, b.gang.cpus),
+		compareFloat(a.gang.mem, b.gang.mem), b.start.Compare(a.start), compareInt64(a.id, b.id))
 }
 
-// compareSets is the total order on victim sets: fewest jobs, then least
-// resources (whole gangs), then lowest highest priority, then most recently
-// started (the earliest start in the set is latest), then ids.
+// compareSets is the total order on victim sets: lowest highest priority
+// (as Kueue and Slurm take lower-priority victims first: a job stopped
+// while a lower-priority one would have done preempts that one in turn,
+// two preemptions where one was needed), then fewest jobs, then least
+// resources (whole gangs), then most recently started (the earliest
+// start in the set is latest), then ids.
 func compareSets(a, b []*holder) int {
-	if c := compareInt(len(a), len(b)); c != 0 {
+	ra, rb := -1, -1
+	for i := range a {
+		ra = max(ra, a[i].rank)
+	}
+	for i := range b {
+		rb = max(rb, b[i].rank)
+	}
+	if c := cmp.Or(compareInt(ra, rb), compareInt(len(a), len(b))); c != 0 {
 		return c
 	}
 	var sa, sb limits
-	ra, rb := -1, -1
 	for i := range a {
 		sa, sb = sa.plus(a[i].gang), sb.plus(b[i].gang)
-		ra, rb = max(ra, a[i].rank), max(rb, b[i].rank)
 	}
-	if c := cmp.Or(compareInt(sa.gpus, sb.gpus), compareFloat(sa.cpus, sb.cpus), compareFloat(sa.mem, sb.mem), compareInt(ra, rb)); c != 0 {
+	if c := cmp.Or(compareInt(sa.gpus, sb.gpus), compareFloat(sa.cpus, sb.cpus), compareFloat(sa.mem, sb.mem)); c != 0 {
 		return c
 	}
 	if len(a) > 0 {
@@ -178,11 +192,23 @@ func setIDs(s []*holder) []int64 {
 }
 
 // minimalSet returns the best set (by compareSets) of candidates whose
-// resources on this node cover d: exhaustive by increasing size for small
-// candidate lists, greedy otherwise.
+// resources on this node cover d: only candidates up to the lowest
+// priority that covers d are considered, then exhaustive by increasing
+// size for small candidate lists, greedy otherwise.
 func minimalSet(cands []*holder, d deficit) []*holder {
 	cs := cands // callers pass a scratch list: sorting it in place is fine
 	slices.SortFunc(cs, compareVictims)
+	var s deficit
+	end := 0
+	for end < len(cs) && !d.coveredBy(s) {
+		for r := cs[end].rank; end < len(cs) && cs[end].rank == r; end++ {
+			s.g, s.c, s.m = s.g+cs[end].res.g, s.c+cs[end].res.c, s.m+cs[end].res.m
+		}
+	}
+	if !d.coveredBy(s) {
+		return nil
+	}
+	cs = cs[:end]
 	if len(cs) > maxExactCandidates {
 		return greedySet(cs, d)
 	}

@@ -445,6 +445,60 @@ func TestScenarios(t *testing.T) {
 				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
 			}},
 		},
+		// Kueue KEP-1337 ("Preempt within cohort while borrowing") and
+		// concepts/cluster_queue.md: borrowWithinCohort defaults to Never, so
+		// a workload that must borrow preempts no other queue's workload.
+		// Trainyard lets it take a lower-priority borrowed job only when that
+		// job could never fit its own project's guarantee (a guest's job):
+		// alpha's low job, stopped, would reclaim its room as soon as
+		// alpha's normal job ended, and the two took it from each other
+		// again and again (repeated preemptions in the simulator).
+		"a borrowing job does not preempt a job that could reclaim": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 10).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("alpha", std).GPUs(4).Borrow(4).Obj(), Quota("beta", std).GPUs(2).Borrow(6).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("alpha").GPUs(4).Preemptible().Running(T0, On("standard-0", Span(0, 4)...)),
+				Job(2).Project("alpha").GPUs(2).Priority(Low).Preemptible().Running(T0, On("standard-0", 4, 5)),
+				Job(3).Project("beta").GPUs(2).Preemptible().Running(T0, On("standard-0", 6, 7)),
+				Job(5).Project("guest").GPUs(2).Priority(Low).Preemptible().Running(T0, On("standard-0", 8, 9)),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(4).Project("beta").GPUs(2).Preemptible().Obj()},
+				wantPreempt: []int64{5},
+				wantWait:    map[int64]domain.Reason{4: domain.ReasonWaitingForCapacity},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{4},
+				wantWait:  map[int64]domain.Reason{5: domain.ReasonWaitingForCapacity},
+			}, {
+				submit:   []scheduler.Pending{Job(6).Project("beta").GPUs(2).Preemptible().Obj()},
+				wantWait: map[int64]domain.Reason{5: domain.ReasonWaitingForCapacity, 6: domain.ReasonWaitingForCapacity},
+			}},
+		},
+		// Kueue preemption_test.go, "preempt lowest priority" (and Slurm's
+		// preemption docs: lower-priority jobs are preempted first): among
+		// victims that make room, the lowest priority goes first, even when
+		// a higher-priority one is smaller. Stopping guest's normal job
+		// would have let it preempt guest's low job in turn: two
+		// preemptions for one.
+		"lowest-priority victims first": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 4).Borrowing().Preemption().Obj()},
+			quotas: []domain.Quota{Quota("owner", std).GPUs(2).Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("guest").GPUs(1).Preemptible().Running(T0, On("standard-0", 0)),
+				Job(2).Project("guest").GPUs(2).Priority(Low).Preemptible().Running(T0, On("standard-0", 1, 2)),
+				Job(3).Project("owner").GPUs(1).Running(T0, On("standard-0", 3)),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(4).Project("owner").GPUs(1).Obj()},
+				wantPreempt: []int64{2},
+				wantWait:    map[int64]domain.Reason{4: domain.ReasonWaitingForCapacity},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{4},
+				wantWait:  map[int64]domain.Reason{2: domain.ReasonWaitingForCapacity},
+			}, {}},
+		},
 		// Kueue preemption_test.go, "preempt from all ClusterQueues in
 		// cohort": freeing room for a job may take its own project's
 		// lower-priority work and another project's borrowed work at once.
