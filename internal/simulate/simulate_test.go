@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -72,10 +73,16 @@ func text(t *testing.T, r *Report) string {
 // The twin renames the 2-share project so that it sorts last instead of
 // first: the split must not depend on names.
 func TestFairShare(t *testing.T) {
-	t.Run("as written", func(t *testing.T) { checkFairShare(t, load(t, "fairshare.yaml"), "llm", 0.99) })
+	t.Run("as written", func(t *testing.T) { checkFairShare(t, load(t, "fairshare.yaml"), splits("llm"), 0.99) })
 	// Mixed shapes: 3-GPU jobs on 4-GPU nodes leave GPUs idle (jobs without
 	// a timeout cannot backfill ahead of a reservation).
-	t.Run("mixed shapes", func(t *testing.T) { checkFairShare(t, load(t, "fairshare_mixed.yaml"), "llm", 0.85) })
+	t.Run("mixed shapes", func(t *testing.T) { checkFairShare(t, load(t, "fairshare_mixed.yaml"), splits("llm"), 0.85) })
+	// Job size: 1-GPU and whole-node 8-GPU projects with equal shares each
+	// get a quarter (once 1-GPU projects took a third more than their
+	// target and 8-GPU ones a seventh less).
+	t.Run("job sizes", func(t *testing.T) {
+		checkFairShare(t, load(t, "fairshare_sizes.yaml"), map[string]float64{"small-a": 0.25, "small-b": 0.25, "big-a": 0.25, "big-b": 0.25}, 0.99)
+	})
 	t.Run("reverse naming", func(t *testing.T) {
 		w := load(t, "fairshare.yaml")
 		for i := range w.Projects {
@@ -93,21 +100,28 @@ func TestFairShare(t *testing.T) {
 				w.Streams[i].Project = "zeta"
 			}
 		}
-		checkFairShare(t, w, "zeta", 0.99)
+		checkFairShare(t, w, splits("zeta"), 0.99)
 	})
 }
 
-func checkFairShare(t *testing.T, w Workload, big string, minUtil float64) {
+// splits is the 25/25/50 target of fairshare.yaml with the 2-share
+// project named big.
+func splits(big string) map[string]float64 {
+	return map[string]float64{"vision": 0.25, "speech": 0.25, big: 0.50}
+}
+
+func checkFairShare(t *testing.T, w Workload, targets map[string]float64, minUtil float64) {
 	r := run(t, w)
 	t.Logf("\n%s", text(t, r))
 
 	if u := r.Pools[0].Utilisation; u < minUtil {
 		t.Errorf("utilisation %.2f%%; the overloaded pool should stay full (>= %.0f%%)", 100*u, 100*minUtil)
 	}
-	for _, want := range []struct {
-		project string
-		target  float64
-	}{{"vision", 0.25}, {"speech", 0.25}, {big, 0.50}} {
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
+		want := struct {
+			project string
+			target  float64
+		}{name, targets[name]}
 		p := project(t, r, want.project, "gpu")
 		if p.Target != want.target {
 			t.Errorf("%s: target %.4f, want %.4f", want.project, p.Target, want.target)
