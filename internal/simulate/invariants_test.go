@@ -1,12 +1,8 @@
-//go:build invariants
-
 // The invariant acceptance test on the generated week-long workloads: they
-// must hold every invariant sim --check checks. Run it with
+// must hold every invariant sim --check checks (about 35 s, 3 min with
+// -race). Run it alone with
 //
-//	go test -tags invariants -run TestGeneratedWorkloadsHoldInvariants ./internal/simulate/
-//
-// It is behind a build tag until the scheduler holds the invariants there;
-// then the tag goes and it runs with the rest.
+//	go test -run TestGeneratedWorkloadsHoldInvariants ./internal/simulate/
 package simulate
 
 import "testing"
