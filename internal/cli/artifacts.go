@@ -42,7 +42,7 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 		Args: exactArgs(1),
 	}
 	attempt := cmd.Flags().Int("attempt", 0, "the manifest recorded when this attempt ended (default: the latest)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -306,7 +306,7 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 		Example: `  trainyard checkpoints ls 42`,
 		Args:    exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -347,7 +347,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		Args:    exactArgs(0),
 	}
 	project := cmd.Flags().String("project", "", "only jobs of this project")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -397,7 +397,7 @@ removal is audited. Needs the admin or resource-admin role.`,
 		Args: exactArgs(0),
 	}
 	dry := cmd.Flags().Bool("dry-run", false, "list what would be removed; remove nothing")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {

@@ -245,7 +245,7 @@ CHECK, CREATED and STATUS (ok, or deprecated with the reason).`,
   trainyard env ls pytorch-2.4 -o json`,
 		Args: cobra.MaximumNArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		name := ""
 		if len(args) == 1 {
@@ -304,7 +304,7 @@ whether it is deprecated.`,
   trainyard env show pytorch-2.4 -o yaml`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err

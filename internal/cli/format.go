@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/api/apitypes"
@@ -282,13 +284,62 @@ func humanBytes(n int64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }
 
+// The formats of the -o/--output flag. Every command that prints data takes
+// the same four (docs/cli.md, "Output formats"); a command whose data also
+// makes sense as rows of numbers adds csv.
+const (
+	formatTable = "table" // the human view, the default
+	formatWide  = "wide"  // the human view with more columns, where there are more
+	formatJSON  = "json"  // the API's own objects, indented
+	formatYAML  = "yaml"  // the same objects and field names as YAML
+	formatCSV   = "csv"
+)
+
+// outputFormats are the formats every data command's -o takes.
+var outputFormats = []string{formatTable, formatWide, formatJSON, formatYAML}
+
+// outputAnnotation marks a command that takes -o, with its formats; the
+// completion of -o and the contract test read it.
+const outputAnnotation = "trainyard/output-formats"
+
+// outputFlag registers -o/--output with the standard formats and any extra
+// ones (csv), and returns the chosen format and a validator to call first
+// in RunE. The format is "" for the table (the default, or -o table), so
+// commands compare only against the other formats; "wide" is the table
+// where a command has no extra columns.
+func outputFlag(cmd *cobra.Command, extra ...string) (*string, func() error) {
+	formats := append(slices.Clone(outputFormats), extra...)
+	var v string
+	cmd.Flags().StringVarP(&v, "output", "o", formatTable, "output format: "+strings.Join(formats, "|"))
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[outputAnnotation] = strings.Join(formats, ",")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	return &v, func() error {
+		if !slices.Contains(formats, v) && v != "" {
+			return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))
+		}
+		if v == formatTable {
+			v = ""
+		}
+		return nil
+	}
+}
+
+// structured reports whether format is one for programs (json, yaml)
+// rather than a person's view (table, wide).
+func structured(format string) bool {
+	return format == formatJSON || format == formatYAML
+}
+
 // writeStructured writes v as JSON or YAML when format is "json" or "yaml"
 // and reports whether it did; any other format is left to the caller.
 func writeStructured(w io.Writer, format string, v any) (bool, error) {
 	switch format {
-	case "json":
+	case formatJSON:
 		return true, writeJSON(w, v)
-	case "yaml":
+	case formatYAML:
 		return true, writeYAML(w, v)
 	}
 	return false, nil

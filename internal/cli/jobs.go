@@ -41,7 +41,7 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 	cmd.Flags().StringVar(&project, "project", "", "only jobs of this project")
 	cmd.Flags().IntVar(&limit, "limit", 0, "jobs per page (default: the server's)")
 	cmd.Flags().BoolVar(&all, "all", false, "fetch every page, not just the first")
-	output, checkOutput := outputFlag(cmd, "json", "wide")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -82,14 +82,14 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 		}
 
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, list)
+		if ok, err := writeStructured(out, *output, list); ok {
+			return err
 		}
 		if len(list.Jobs) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no jobs found")
 			return nil
 		}
-		a.jobTable(out, list.Jobs, *output == "wide")
+		a.jobTable(out, list.Jobs, *output == formatWide)
 		if list.NextCursor != "" && a.env.isTerminal(cmd.ErrOrStderr()) {
 			fmt.Fprintln(cmd.ErrOrStderr(), "more jobs exist: use --all or a larger --limit")
 		}
@@ -163,7 +163,7 @@ included.`,
   trainyard show 12 -o json | jq .attempts`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -369,7 +369,7 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 		Example: `  trainyard why 12`,
 		Args:    exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -387,8 +387,8 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, why)
+		if ok, err := writeStructured(out, *output, why); ok {
+			return err
 		}
 		p := a.useColor(out)
 		fmt.Fprintf(out, "job %d: %s", why.ID, p.state(cell(why.State)))

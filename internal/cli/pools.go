@@ -44,7 +44,7 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
   trainyard pool ls -o yaml`,
 		Args: exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -87,7 +87,7 @@ PUT /api/v1/pools/NAME accepts).`,
   trainyard pool show standard -o yaml`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -272,7 +272,7 @@ the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 		Args: exactArgs(1),
 	}
 	f.register(cmd, false)
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -318,7 +318,7 @@ take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
 		Args: exactArgs(1),
 	}
 	f.register(cmd, true)
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -503,7 +503,7 @@ it the project may go on idle capacity) and MAX PRIORITY.`,
 	}
 	cmd.Flags().StringVar(&project, "project", "", "only this project's quotas")
 	cmd.Flags().StringVar(&pool, "pool", "", "only quotas in this pool")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -559,7 +559,7 @@ flags given change; a new quota starts from zero. The pool must exist.`,
 	fl.Float64Var(&borrowCPUs, "borrow-cpus", 0, "CPUs the project may borrow above its guarantee")
 	fl.StringVar(&borrowMem, "borrow-memory", "", "memory the project may borrow above its guarantee, e.g. 32GiB")
 	fl.StringVar(&maxPrio, "max-priority", "", "highest priority class the project may use here: low, normal, high or urgent (default normal)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -678,7 +678,7 @@ listed have shares 1.`,
 		Example: `  trainyard project ls`,
 		Args:    exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -756,7 +756,7 @@ every waiting job, so a gap means jobs you may not see wait ahead.`,
 		Args: exactArgs(0),
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's queue")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {

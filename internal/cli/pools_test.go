@@ -144,7 +144,7 @@ func TestPoolCreateUsageErrors(t *testing.T) {
 		"key twice":     {[]string{"pool", "create", "p", "--node", "name=a,name=b,cpus=1,memory=1GiB"}, "name is given twice"},
 		"bad timeout":   {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--max-timeout", "soon"}, "invalid --max-timeout"},
 		"no name":       {[]string{"pool", "create"}, "takes 1 argument(s)"},
-		"bad output":    {[]string{"pool", "ls", "-o", "wide"}, `invalid --output "wide"`},
+		"bad output":    {[]string{"pool", "ls", "-o", "xml"}, `invalid --output "xml": want one of table, wide, json, yaml`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

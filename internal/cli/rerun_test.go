@@ -199,7 +199,7 @@ func TestRerunUsageErrors(t *testing.T) {
 		"bad id":          {"rerun", "seven"},
 		"bad --set":       {"rerun", "7", "--set", "novalue"},
 		"wait and follow": {"rerun", "7", "--wait", "--follow"},
-		"bad output":      {"rerun", "7", "-o", "table"},
+		"bad output":      {"rerun", "7", "-o", "xml"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h, rf := newRerunHarness(t)

@@ -319,24 +319,6 @@ func httpClientWithCA(path string) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-// outputFlag registers -o/--output with the allowed formats ("" is the human
-// view) and returns a validator to call in RunE.
-func outputFlag(cmd *cobra.Command, formats ...string) (*string, func() error) {
-	var v string
-	cmd.Flags().StringVarP(&v, "output", "o", "", "output format: "+strings.Join(formats, "|"))
-	return &v, func() error {
-		if v == "" {
-			return nil
-		}
-		for _, f := range formats {
-			if v == f {
-				return nil
-			}
-		}
-		return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))
-	}
-}
-
 func fieldErrorToAPI(f domain.FieldError) apitypes.FieldError {
 	return apitypes.FieldError{Path: f.Path, Message: f.Message, Line: f.Line}
 }
