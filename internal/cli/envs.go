@@ -324,7 +324,7 @@ whether it is deprecated.`,
 				return err
 			}
 			if len(list) == 0 {
-				return fmt.Errorf("no environment is named %s; list environments with: trainyard env ls", name)
+				return exitErrorf(ExitNotFound, "no environment is named %s; list environments with: trainyard env ls", name)
 			}
 			e = list[len(list)-1]
 		} else if e, err = c.GetEnv(cmd.Context(), name, version); err != nil {

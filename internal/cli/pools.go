@@ -289,7 +289,7 @@ the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 			return err
 		}
 		if _, err := c.GetPool(cmd.Context(), p.Name); err == nil {
-			return fmt.Errorf("pool %q already exists; change it with: trainyard pool update %s", p.Name, p.Name)
+			return exitErrorf(ExitConflict, "pool %q already exists; change it with: trainyard pool update %s", p.Name, p.Name)
 		} else if !client.IsNotFound(err) {
 			return err
 		}

@@ -186,7 +186,7 @@ func TestRerunInvalidChangesExit2(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("stdout = %q, want nothing", r.stdout)
 	}
-	r = h.mustRun(1, "rerun", "99")
+	r = h.mustRun(ExitNotFound, "rerun", "99")
 	if !strings.Contains(r.stderr, "job 99 does not exist") {
 		t.Errorf("unknown job: stderr %q", r.stderr)
 	}

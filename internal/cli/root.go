@@ -2,10 +2,9 @@
 // to a Trainyard server through internal/client and never open the database
 // themselves.
 //
-// Exit codes: 0 success, 1 a job that did not succeed (submit --wait/--follow)
-// or any other error, 2 invalid input or usage. Errors are printed to stderr as
-// "error: ...". Data (ids, tables, JSON, logs) goes to stdout; notes meant for
-// a person go to stderr.
+// Exit codes are one table for every command (exitcode.go, docs/cli.md).
+// Errors are printed to stderr as "error: ...". Data (ids, tables, JSON,
+// logs) goes to stdout; notes meant for a person go to stderr.
 package cli
 
 import (
@@ -30,13 +29,6 @@ import (
 	"trainyard/internal/client"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
-)
-
-// Exit codes.
-const (
-	ExitOK      = 0 // success
-	ExitFailure = 1 // a job did not succeed, or any other error
-	ExitUsage   = 2 // invalid input: bad flags or arguments, an invalid spec
 )
 
 // BuildInfo identifies the binary.
@@ -192,24 +184,6 @@ func ExecuteContext(ctx context.Context, root *cobra.Command) int {
 		PrintError(root.ErrOrStderr(), err)
 	}
 	return ExitCode(err)
-}
-
-// ExitCode maps an error returned by a command to the process exit code.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if client.IsInvalid(err) || errors.Is(err, domain.ErrInvalid) {
-		return ExitUsage
-	}
-	if errors.Is(err, context.Canceled) {
-		return 130 // interrupted, as a shell reports SIGINT
-	}
-	return ExitFailure
 }
 
 // PrintError writes err to w as "error: ..." (nothing for errors that were

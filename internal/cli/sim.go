@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"strings"
 
@@ -51,6 +52,9 @@ a second on 2 cores, in about 1.1 seconds; heavy preemption is slower and
 		}
 		if *events && *output == formatYAML {
 			return usageErrorf("--events prints JSON lines, not YAML: use --events -o json, or -o yaml without --events")
+		}
+		if _, err := os.Stat(args[0]); err != nil {
+			return usageErrorf("cannot read workload file: %v", err)
 		}
 		w, err := simulate.LoadFile(args[0])
 		if err != nil {
