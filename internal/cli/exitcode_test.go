@@ -15,7 +15,9 @@ import (
 )
 
 func TestExitCode(t *testing.T) {
-	api := func(status int) error { return fmt.Errorf("doing it: %w", &client.APIError{Status: status, Message: "x"}) }
+	api := func(status int) error {
+		return fmt.Errorf("doing it: %w", &client.APIError{Status: status, Message: "x"})
+	}
 	for name, tc := range map[string]struct {
 		err  error
 		want int
