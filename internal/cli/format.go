@@ -315,7 +315,7 @@ func outputFlag(cmd *cobra.Command, extra ...string) (*string, func() error) {
 		cmd.Annotations = map[string]string{}
 	}
 	cmd.Annotations[outputAnnotation] = strings.Join(formats, ",")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", completeFrom(formats))
 	return &v, func() error {
 		if !slices.Contains(formats, v) && v != "" {
 			return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))

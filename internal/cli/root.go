@@ -156,6 +156,7 @@ http://127.0.0.1:7070.`,
 		a.docsCmd(),
 		a.simCmd(),
 	)
+	a.addCompletions(root) // completion.go
 	root.AddCommand(extra...)
 	// cobra adds the "completion" command when the root executes (it binds
 	// the output writer then, so it must not be added earlier).
