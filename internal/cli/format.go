@@ -45,9 +45,14 @@ func age(now, t time.Time) string {
 }
 
 // duration renders d with its two largest units: "45s", "12m3s", "1h20m",
-// "2d3h".
+// "2d3h". Under ten seconds it keeps a tenth, so a run of 0.8s is not shown
+// as "0s": "0.8s", "1s", "9.5s".
 func duration(d time.Duration) string {
-	d = max(d, 0).Truncate(time.Second)
+	d = max(d, 0)
+	if d < 10*time.Second {
+		return strings.TrimSuffix(strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', 1, 64), ".0") + "s"
+	}
+	d = d.Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d/time.Second))
@@ -100,7 +105,7 @@ func resources(r apitypes.Resources) string {
 		"cpu=" + strconv.FormatFloat(r.CPUs, 'f', -1, 64),
 	}
 	if r.Memory != "" {
-		parts = append(parts, "mem="+r.Memory)
+		parts = append(parts, "mem="+memText(r.Memory))
 	}
 	if r.Nodes > 1 {
 		parts = append(parts, "nodes="+strconv.Itoa(r.Nodes))
@@ -331,6 +336,17 @@ func outputFlag(cmd *cobra.Command, extra ...string) (*string, func() error) {
 // rather than a person's view (table, wide).
 func structured(format string) bool {
 	return format == formatJSON || format == formatYAML
+}
+
+// memText renders a memory size the server sent exactly ("24683656KiB")
+// for a person: its largest binary unit with one decimal, a whole number
+// without it ("23.5GiB", "32GiB"). What does not parse is shown as it is.
+func memText(s string) string {
+	b, err := domain.ParseByteSize(s)
+	if err != nil || b < 0 {
+		return cell(s)
+	}
+	return strings.Replace(humanBytes(int64(b)), ".0", "", 1)
 }
 
 // writeStructured writes v as JSON or YAML when format is "json" or "yaml"

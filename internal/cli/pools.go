@@ -69,7 +69,7 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 		fmt.Fprintln(tw, "NAME\tNODES\tGPUS\tCPUS\tMEMORY\tMAX RUNNING\tBORROWING\tPREEMPTION")
 		for _, p := range pools {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
-				formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
+				formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
 		}
 		return tw.Flush()
 	}
@@ -140,7 +140,7 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	tw = newTable(w)
 	fmt.Fprintln(tw, "  NAME\tCPUS\tMEMORY\tGPUS")
 	for _, n := range p.Nodes {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(n.Name), formatFloat(n.CPUs), cell(n.Memory), gpuList(n.GPUs))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(n.Name), formatFloat(n.CPUs), memText(n.Memory), gpuList(n.GPUs))
 	}
 	tw.Flush()
 
@@ -352,7 +352,7 @@ func writePoolResult(w io.Writer, output, verb string, p apitypes.Pool) error {
 		return writeYAML(w, p)
 	}
 	_, err := fmt.Fprintf(w, "%s pool %s: %d node(s), %d GPUs, %s CPUs, %s memory\n", verb, cell(p.Name), len(p.Nodes),
-		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory))
+		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory))
 	return err
 }
 
@@ -837,7 +837,7 @@ func borrow(b apitypes.QuotaBorrow) string {
 		parts = append(parts, "cpu="+formatFloat(b.CPUs))
 	}
 	if b.Memory != "" && b.Memory != "0" {
-		parts = append(parts, "mem="+oneLine(b.Memory))
+		parts = append(parts, "mem="+memText(b.Memory))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -858,7 +858,7 @@ func quotaMemory(s string) string {
 	if s == "0" {
 		return "-"
 	}
-	return cell(s)
+	return memText(s)
 }
 
 // maxPriority renders a quota's priority ceiling; empty means normal.
