@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -311,11 +313,23 @@ lines of what is left.`,
 			return err
 		}
 		rc, err := c.Logs(cmd.Context(), id, opts)
+		if client.IsNotFound(err) && opts.Attempt == 0 {
+			if note := a.noLogsNote(cmd.Context(), c, id); note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
+				return nil
+			}
+		}
+		if err != nil && opts.Follow {
+			return detached(cmd.ErrOrStderr(), err, id)
+		}
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
 		if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
+			if cmd.Context().Err() != nil && opts.Follow {
+				return detached(cmd.ErrOrStderr(), cmd.Context().Err(), id)
+			}
 			if cmd.Context().Err() != nil {
 				return cmd.Context().Err()
 			}
@@ -324,6 +338,31 @@ lines of what is left.`,
 		return nil
 	}
 	return cmd
+}
+
+// noLogsNote explains why a job has no log at all: it has not started
+// yet, or it ended without ever starting. "" when it has attempts (their
+// log is missing for another reason, which the server's error says).
+func (a *app) noLogsNote(ctx context.Context, c *client.Client, id int64) string {
+	job, err := c.GetJob(ctx, id)
+	if err != nil || job.AttemptCount > 0 {
+		return ""
+	}
+	state := oneLine(job.State)
+	if domain.JobState(job.State).Terminal() {
+		return fmt.Sprintf("job %d has no logs: it ended (%s) without ever starting (trainyard why %d)", id, state, id)
+	}
+	return fmt.Sprintf("job %d has no logs yet: it is %s (trainyard why %d; trainyard logs -f %d waits for them)", id, state, id, id)
+}
+
+// detached is the error of an interrupt (Ctrl-C) while following or
+// waiting on job id. Stopping the CLI does not stop the job, so it says so
+// on w first.
+func detached(w io.Writer, err error, id int64) error {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(w, "stopped following; job %d keeps running — trainyard cancel %d to stop it\n", id, id)
+	}
+	return err
 }
 
 func (a *app) cancelCmd() *cobra.Command {

@@ -86,13 +86,14 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 			return nil
 		}
 
+		jobID := job.ID
 		if follow {
 			job, err = a.followJob(ctx, c, job.ID, stdout, stderr)
 		} else {
 			job, err = a.waitJob(ctx, c, job.ID)
 		}
 		if err != nil {
-			return err
+			return detached(stderr, err, jobID)
 		}
 		if _, err := writeStructured(stdout, *output, job); err != nil {
 			return err
