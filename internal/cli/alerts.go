@@ -44,7 +44,7 @@ about the jobs you may read.`,
 	cmd.Flags().StringVar(&opts.State, "state", "", "only alerts in this state: firing or resolved")
 	cmd.Flags().Int64Var(&opts.JobID, "job", 0, "only alerts about this job")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "at most this many alerts (1-1000)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if opts.State != "" && opts.State != "firing" && opts.State != "resolved" {
 			return usageErrorf("invalid --state %q: use firing or resolved", opts.State)

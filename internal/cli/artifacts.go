@@ -2,6 +2,7 @@ package cli
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,7 +43,7 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 		Args: exactArgs(1),
 	}
 	attempt := cmd.Flags().Int("attempt", 0, "the manifest recorded when this attempt ended (default: the latest)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -160,15 +161,19 @@ or that leads out through a symbolic link already in --dest, is refused.`,
 		errOut := cmd.ErrOrStderr()
 		var total int64
 		var failed []string
+		upToDate := 0
 		for _, f := range files {
 			n, err := a.download(cmd, id, f, d)
 			total += n
-			if err != nil {
+			switch {
+			case errors.Is(err, errUpToDate):
+				upToDate++
+			case err != nil:
 				fmt.Fprintf(errOut, "%s: %s\n", cell(f.Path), text(err.Error()))
 				failed = append(failed, f.Path)
 			}
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "downloaded %d of %d file(s), %s, into %s; checksums verified\n", len(files)-len(failed), len(files), humanBytes(total), *dest)
+		fmt.Fprintln(cmd.OutOrStdout(), downloadSummary(len(files), upToDate, len(failed), total, *dest))
 		if len(failed) > 0 {
 			return &exitError{code: ExitFailure, err: fmt.Errorf("%d file(s) failed: %s", len(failed), strings.Join(failed, ", "))}
 		}
@@ -177,15 +182,42 @@ or that leads out through a symbolic link already in --dest, is refused.`,
 	return cmd
 }
 
+// errUpToDate is download's answer for a file that --dest already holds
+// with the manifest's checksum: nothing was transferred.
+var errUpToDate = errors.New("already up to date")
+
+// downloadSummary is the last line of artifacts get: "downloaded 2 of 2
+// file(s), 3.0MiB, into out; checksums verified", or, when some files were
+// there already, "1 file already up to date, 0 downloaded into out".
+func downloadSummary(files, upToDate, failed int, bytes int64, dest string) string {
+	downloaded := files - upToDate - failed
+	if upToDate == 0 {
+		return fmt.Sprintf("downloaded %d of %d file(s), %s, into %s; checksums verified", downloaded, files, humanBytes(bytes), dest)
+	}
+	s := fmt.Sprintf("%d file(s) already up to date, %d downloaded", upToDate, downloaded)
+	if upToDate == 1 {
+		s = fmt.Sprintf("1 file already up to date, %d downloaded", downloaded)
+	}
+	if downloaded > 0 {
+		s += " (" + humanBytes(bytes) + ")"
+	}
+	s += " into " + dest
+	if failed > 0 {
+		s += fmt.Sprintf(", %d failed", failed)
+	}
+	return s + "; checksums verified"
+}
+
 // download fetches one file into d (resuming a partial copy) and checks
-// its SHA-256. It returns the bytes transferred.
+// its SHA-256. It returns the bytes transferred, and errUpToDate when d
+// holds the file already.
 func (a *app) download(cmd *cobra.Command, id int64, f apitypes.ArtifactFile, d *destDir) (int64, error) {
 	target, err := d.place(f.Path)
 	if err != nil {
 		return 0, err
 	}
 	if sum, size, err := d.sha256(target); err == nil && size == f.Size && sum == f.SHA256 {
-		return 0, nil // already here
+		return 0, errUpToDate
 	}
 	if err := d.refuseExisting(f.Path, target); err != nil {
 		return 0, err
@@ -306,7 +338,7 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 		Example: `  trainyard checkpoints ls 42`,
 		Args:    exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := parseID(args[0])
 		if err != nil {
@@ -347,7 +379,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		Args:    exactArgs(0),
 	}
 	project := cmd.Flags().String("project", "", "only jobs of this project")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -397,7 +429,7 @@ removal is audited. Needs the admin or resource-admin role.`,
 		Args: exactArgs(0),
 	}
 	dry := cmd.Flags().Bool("dry-run", false, "list what would be removed; remove nothing")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {

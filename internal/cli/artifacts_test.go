@@ -162,11 +162,19 @@ func TestArtifactsGetOverwritesOnlyWithForce(t *testing.T) {
 	if got := read(filepath.Join(s.dest, "model.pt")); got != "mine" {
 		t.Errorf("model.pt = %q without --force, want it kept", got)
 	}
-	if !strings.Contains(r.stdout, "downloaded 1 of 3") { // same.txt: already there
-		t.Errorf("stdout = %q", r.stdout)
+	if want := "1 file already up to date, 0 downloaded into " + s.dest + ", 2 failed"; !strings.Contains(r.stdout, want) { // same.txt: already there
+		t.Errorf("stdout = %q, want %q", r.stdout, want)
 	}
 
-	h.mustRun(ExitOK, "artifacts", "get", "1", "--dest", s.dest, "--force")
+	r = h.mustRun(ExitOK, "artifacts", "get", "1", "--dest", s.dest, "--force")
+	if want := "1 file already up to date, 2 downloaded (16B) into " + s.dest + "; checksums verified\n"; r.stdout != want {
+		t.Errorf("stdout = %q, want %q", r.stdout, want)
+	}
+	// Again: nothing to fetch, and it says so rather than "downloaded".
+	r = h.mustRun(ExitOK, "artifacts", "get", "1", "--dest", s.dest)
+	if want := "3 file(s) already up to date, 0 downloaded into " + s.dest + "; checksums verified\n"; r.stdout != want {
+		t.Errorf("re-run: stdout = %q, want %q", r.stdout, want)
+	}
 	if got := read(filepath.Join(s.dest, "model.pt")); got != "theirs" {
 		t.Errorf("model.pt = %q with --force, want the job's", got)
 	}

@@ -84,7 +84,7 @@ next page (--after). -o json prints the API's answer.`,
 	cmd.Flags().StringVar(&since, "since", "", "only records from this long ago (1h, 2d) or since this RFC 3339 time")
 	cmd.Flags().Int64Var(&opts.After, "after", 0, "only records after this sequence number (the next page)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "at most this many records (1-1000)")
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -112,8 +112,8 @@ next page (--after). -o json prints the API's answer.`,
 			list.Records = []apitypes.AuditRecord{}
 		}
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, list)
+		if ok, err := writeStructured(out, *output, list); ok {
+			return err
 		}
 		if len(list.Records) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no audit records match")
@@ -159,7 +159,7 @@ moved backwards behind it.`,
 		Args: exactArgs(0),
 	}
 	witnessFile := cmd.Flags().String("witness", "", "also check against this witness file, kept elsewhere")
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var kept []byte
 		if *witnessFile != "" {
@@ -182,8 +182,8 @@ moved backwards behind it.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			if err := writeJSON(out, v); err != nil {
+		if ok, err := writeStructured(out, *output, v); ok {
+			if err != nil {
 				return err
 			}
 			if !v.OK {

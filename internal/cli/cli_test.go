@@ -559,9 +559,9 @@ func TestShowJSONAndYAMLFieldNames(t *testing.T) {
 	}
 }
 
-func TestShowNotFoundExits1(t *testing.T) {
+func TestShowNotFoundExits3(t *testing.T) {
 	h := newHarness(t)
-	r := h.mustRun(1, "show", "99")
+	r := h.mustRun(ExitNotFound, "show", "99")
 	if r.stderr != "error: job 99 not found\n" {
 		t.Errorf("stderr = %q", r.stderr)
 	}
@@ -583,7 +583,7 @@ func TestLogs(t *testing.T) {
 	if got := reqs[len(reqs)-1]; got != "GET /api/v1/jobs/1/logs?attempt=1&follow=true&tail=5&timestamps=true" {
 		t.Errorf("request = %q", got)
 	}
-	if r := h.mustRun(1, "logs", "1", "--attempt", "7"); !strings.Contains(r.stderr, "no log for attempt 7") {
+	if r := h.mustRun(ExitNotFound, "logs", "1", "--attempt", "7"); !strings.Contains(r.stderr, "no log for attempt 7") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
 }
@@ -600,7 +600,7 @@ func TestCancel(t *testing.T) {
 	if r := h.mustRun(0, "cancel", "2"); r.stdout != "cancel requested for job 2 (running); it will stop within its grace period\n" {
 		t.Errorf("running: %q", r.stdout)
 	}
-	if r := h.mustRun(1, "cancel", "3"); r.stderr != "error: job 3 already ended (succeeded)\n" {
+	if r := h.mustRun(ExitConflict, "cancel", "3"); r.stderr != "error: job 3 already ended (succeeded)\n" {
 		t.Errorf("ended: %q", r.stderr)
 	}
 }
@@ -639,7 +639,7 @@ func TestVersion(t *testing.T) {
 func TestUnreachableAndRejectedToken(t *testing.T) {
 	h := newHarness(t)
 	h.vars[EnvServer] = "http://127.0.0.1:1"
-	r := h.mustRun(1, "ls")
+	r := h.mustRun(ExitUnavailable, "ls")
 	for _, s := range []string{"error: the Trainyard server at http://127.0.0.1:1 is not reachable", "trainyard server", "TRAINYARD_SERVER"} {
 		if !strings.Contains(r.stderr, s) {
 			t.Errorf("stderr %q lacks %q", r.stderr, s)
@@ -648,7 +648,7 @@ func TestUnreachableAndRejectedToken(t *testing.T) {
 
 	h = newHarness(t)
 	h.vars[EnvToken] = "wrong"
-	r = h.mustRun(1, "ls")
+	r = h.mustRun(ExitPermission, "ls")
 	for _, s := range []string{"invalid or missing token", "TRAINYARD_TOKEN", "config file"} {
 		if !strings.Contains(r.stderr, s) {
 			t.Errorf("stderr %q lacks %q", r.stderr, s)

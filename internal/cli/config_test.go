@@ -156,12 +156,12 @@ func TestConfigFileUsedEndToEnd(t *testing.T) {
 	h.mustRun(0, "ls") // the fake rejects requests without the right token
 
 	// --token on the command line beats the file.
-	r := h.mustRun(1, "ls", "--token", "bad")
+	r := h.mustRun(ExitPermission, "ls", "--token", "bad")
 	if !strings.Contains(r.stderr, "rejected the token") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
 	// --server beats the file too.
-	r = h.mustRun(1, "ls", "--server", "http://127.0.0.1:1")
+	r = h.mustRun(ExitUnavailable, "ls", "--server", "http://127.0.0.1:1")
 	if !strings.Contains(r.stderr, "http://127.0.0.1:1 is not reachable") {
 		t.Errorf("stderr = %q", r.stderr)
 	}

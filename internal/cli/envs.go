@@ -245,7 +245,7 @@ CHECK, CREATED and STATUS (ok, or deprecated with the reason).`,
   trainyard env ls pytorch-2.4 -o json`,
 		Args: cobra.MaximumNArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		name := ""
 		if len(args) == 1 {
@@ -275,7 +275,7 @@ CHECK, CREATED and STATUS (ok, or deprecated with the reason).`,
 		fmt.Fprintln(tw, "REF\tIMAGE\tPATH PREFIX\tVARS\tCHECK\tCREATED\tSTATUS")
 		for _, e := range list {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Ref), cell(e.Image), cell(strings.Join(e.PathPrefix, ":")),
-				cell(strings.Join(slices.Sorted(maps.Keys(e.Vars)), ",")), cell(strings.Join(e.Check, " ")), age(now, e.CreatedAt), cell(envStatus(e)))
+				cell(strings.Join(slices.Sorted(maps.Keys(e.Vars)), ",")), cell(quoteCommand(e.Check)), age(now, e.CreatedAt), cell(envStatus(e)))
 		}
 		return tw.Flush()
 	}
@@ -304,7 +304,7 @@ whether it is deprecated.`,
   trainyard env show pytorch-2.4 -o yaml`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -324,7 +324,7 @@ whether it is deprecated.`,
 				return err
 			}
 			if len(list) == 0 {
-				return fmt.Errorf("no environment is named %s; list environments with: trainyard env ls", name)
+				return exitErrorf(ExitNotFound, "no environment is named %s; list environments with: trainyard env ls", name)
 			}
 			e = list[len(list)-1]
 		} else if e, err = c.GetEnv(cmd.Context(), name, version); err != nil {
@@ -346,14 +346,7 @@ whether it is deprecated.`,
 		}
 		fmt.Fprintf(out, "Image:       %s\n", orNone(oneLine(e.Image)))
 		fmt.Fprintf(out, "PATH prefix: %s\n", orNone(oneLine(strings.Join(e.PathPrefix, ":"))))
-		check := ""
-		for i, w := range e.Check {
-			if i > 0 {
-				check += " "
-			}
-			check += quoteWord(w)
-		}
-		fmt.Fprintf(out, "Check:       %s\n", orNone(oneLine(check)))
+		fmt.Fprintf(out, "Check:       %s\n", orNone(oneLine(quoteCommand(e.Check))))
 		if len(e.Vars) == 0 {
 			fmt.Fprintln(out, "Variables:   (none)")
 			return nil
@@ -423,4 +416,15 @@ Deprecation cannot be undone; register a new version instead.`,
 		return nil
 	}
 	return cmd
+}
+
+// quoteCommand renders a command's words as one shell line, each word
+// quoted where the shell would split or expand it, so what is shown is what
+// runs: python3 -c 'import torch'.
+func quoteCommand(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = quoteWord(w)
+	}
+	return strings.Join(quoted, " ")
 }

@@ -170,7 +170,7 @@ func TestEnvLsShowDeprecate(t *testing.T) {
 		{Name: "pytorch", Version: 2, Ref: "pytorch@2", Image: "reg/torch:2.5", CreatedAt: created, Digest: "sha256:abc"},
 	}
 	r := h.mustRun(0, "env", "ls")
-	for _, want := range []string{"REF", "host@1", "pytorch@1", "/opt/a:/opt/b", "A,Z", "python3 -c import torch", "deprecated: CVE", "pytorch@2"} {
+	for _, want := range []string{"REF", "host@1", "pytorch@1", "/opt/a:/opt/b", "A,Z", "python3 -c 'import torch'", "deprecated: CVE", "pytorch@2"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("env ls lacks %q:\n%s", want, r.stdout)
 		}

@@ -76,7 +76,7 @@ func TestStoredEscapesAreShownNotObeyed(t *testing.T) {
 		t.Errorf("show -o yaml: raw %q, read back %+v:\n%s", c, y, r.stdout)
 	}
 	// An error quoting stored text: the job's state, in the server's message.
-	r = h.mustRun(1, "cancel", "2")
+	r = h.mustRun(ExitConflict, "cancel", "2")
 	if c := drives(r.stderr); c != "" || !strings.Contains(r.stderr, `succeeded\x1b]52;c;cm0gLXJmIH4=\x07`) {
 		t.Errorf("cancel error prints %q raw:\n%q", c, r.stderr)
 	}

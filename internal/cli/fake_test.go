@@ -39,6 +39,8 @@ type fakeServer struct {
 	progress func(j *apitypes.Job)
 	// pageSize is the server's default page size.
 	pageSize int
+	// onLogs, when set, answers GET .../logs instead of the stored logs.
+	onLogs func(w http.ResponseWriter, r *http.Request)
 }
 
 type seenSubmit struct {
@@ -248,6 +250,10 @@ func (f *fakeServer) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) getLogs(w http.ResponseWriter, r *http.Request) {
+	if f.onLogs != nil {
+		f.onLogs(w, r)
+		return
+	}
 	f.mu.Lock()
 	j := f.find(w, r)
 	if j == nil {
@@ -291,6 +297,7 @@ type harness struct {
 	terminal bool // stdout and stderr are terminals
 	loadSpec func([]byte, []string) (domain.Spec, error)
 	stdin    string
+	ctx      context.Context // the commands' context, for interrupting them; nil: Background
 }
 
 func newHarness(t *testing.T) *harness {
@@ -333,7 +340,11 @@ func (h *harness) run(args ...string) result {
 	root.SetErr(&stderr)
 	root.SetIn(strings.NewReader(h.stdin))
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	parent := h.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, 20*time.Second)
 	defer cancel()
 	code := ExecuteContext(ctx, root)
 	return result{stdout.String(), stderr.String(), code}

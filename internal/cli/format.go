@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/api/apitypes"
@@ -43,9 +45,14 @@ func age(now, t time.Time) string {
 }
 
 // duration renders d with its two largest units: "45s", "12m3s", "1h20m",
-// "2d3h".
+// "2d3h". Under ten seconds it keeps a tenth, so a run of 0.8s is not shown
+// as "0s": "0.8s", "1s", "9.5s".
 func duration(d time.Duration) string {
-	d = max(d, 0).Truncate(time.Second)
+	d = max(d, 0)
+	if d < 10*time.Second {
+		return strings.TrimSuffix(strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', 1, 64), ".0") + "s"
+	}
+	d = d.Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d/time.Second))
@@ -98,7 +105,7 @@ func resources(r apitypes.Resources) string {
 		"cpu=" + strconv.FormatFloat(r.CPUs, 'f', -1, 64),
 	}
 	if r.Memory != "" {
-		parts = append(parts, "mem="+r.Memory)
+		parts = append(parts, "mem="+memText(r.Memory))
 	}
 	if r.Nodes > 1 {
 		parts = append(parts, "nodes="+strconv.Itoa(r.Nodes))
@@ -282,13 +289,73 @@ func humanBytes(n int64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }
 
+// The formats of the -o/--output flag. Every command that prints data takes
+// the same four (docs/cli.md, "Output formats"); a command whose data also
+// makes sense as rows of numbers adds csv.
+const (
+	formatTable = "table" // the human view, the default
+	formatWide  = "wide"  // the human view with more columns, where there are more
+	formatJSON  = "json"  // the API's own objects, indented
+	formatYAML  = "yaml"  // the same objects and field names as YAML
+	formatCSV   = "csv"
+)
+
+// outputFormats are the formats every data command's -o takes.
+var outputFormats = []string{formatTable, formatWide, formatJSON, formatYAML}
+
+// outputAnnotation marks a command that takes -o, with its formats; the
+// completion of -o and the contract test read it.
+const outputAnnotation = "trainyard/output-formats"
+
+// outputFlag registers -o/--output with the standard formats and any extra
+// ones (csv), and returns the chosen format and a validator to call first
+// in RunE. The format is "" for the table (the default, or -o table), so
+// commands compare only against the other formats; "wide" is the table
+// where a command has no extra columns.
+func outputFlag(cmd *cobra.Command, extra ...string) (*string, func() error) {
+	formats := append(slices.Clone(outputFormats), extra...)
+	var v string
+	cmd.Flags().StringVarP(&v, "output", "o", formatTable, "output format: "+strings.Join(formats, "|"))
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[outputAnnotation] = strings.Join(formats, ",")
+	_ = cmd.RegisterFlagCompletionFunc("output", completeFrom(formats))
+	return &v, func() error {
+		if !slices.Contains(formats, v) && v != "" {
+			return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))
+		}
+		if v == formatTable {
+			v = ""
+		}
+		return nil
+	}
+}
+
+// structured reports whether format is one for programs (json, yaml)
+// rather than a person's view (table, wide).
+func structured(format string) bool {
+	return format == formatJSON || format == formatYAML
+}
+
+// memText renders a memory size the server sent exactly ("24683656KiB")
+// for a person: its largest binary unit with one decimal, a whole number
+// without it ("23.5GiB", "32GiB"). What does not parse is shown as it is.
+func memText(s string) string {
+	b, err := domain.ParseByteSize(s)
+	if err != nil || b < 0 {
+		return cell(s)
+	}
+	return strings.Replace(humanBytes(int64(b)), ".0", "", 1)
+}
+
 // writeStructured writes v as JSON or YAML when format is "json" or "yaml"
 // and reports whether it did; any other format is left to the caller.
 func writeStructured(w io.Writer, format string, v any) (bool, error) {
 	switch format {
-	case "json":
+	case formatJSON:
 		return true, writeJSON(w, v)
-	case "yaml":
+	case formatYAML:
 		return true, writeYAML(w, v)
 	}
 	return false, nil

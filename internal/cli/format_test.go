@@ -37,10 +37,26 @@ func TestDuration(t *testing.T) {
 		time.Hour + 20*time.Minute:            "1h20m",
 		51 * time.Hour:                        "2d3h",
 		-time.Second:                          "0s",
+		0:                                     "0s",
+		800 * time.Millisecond:                "0.8s",
+		999 * time.Millisecond:                "1s",
+		time.Second:                           "1s",
+		1500 * time.Millisecond:               "1.5s",
+		59*time.Second + 600*time.Millisecond: "1m0s",
 	}
 	for d, want := range tests {
 		if got := duration(d); got != want {
 			t.Errorf("duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestMemText(t *testing.T) {
+	for in, want := range map[string]string{
+		"24683656KiB": "23.5GiB", "32GiB": "32GiB", "1536MiB": "1.5GiB", "512": "512B", "0": "0B", "lots": "lots",
+	} {
+		if got := memText(in); got != want {
+			t.Errorf("memText(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -50,7 +50,7 @@ project's jobs). See docs/security.md.`,
 		Short:   "List users with their roles",
 		Args:    exactArgs(0),
 	}
-	output, checkOutput := outputFlag(ls, "json", "yaml")
+	output, checkOutput := outputFlag(ls)
 	ls.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -162,7 +162,7 @@ when created and stored only hashed; revoking one stops it at once.`,
 	create.Flags().StringVar(&user, "user", "", "the user the token acts as (default: you; others need admin)")
 	create.Flags().StringVar(&name, "name", "", "a label for the token (default cli)")
 	create.Flags().StringVar(&expires, "expires", "90d", "lifetime: days (30d), a duration (12h) or never")
-	output, checkOutput := outputFlag(create, "json")
+	output, checkOutput := outputFlag(create)
 	create.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -178,8 +178,8 @@ when created and stored only hashed; revoking one stops it at once.`,
 		if err != nil {
 			return err
 		}
-		if *output == "json" {
-			return writeJSON(cmd.OutOrStdout(), t)
+		if ok, err := writeStructured(cmd.OutOrStdout(), *output, t); ok {
+			return err
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "created token %d (%s) for %s, expires %s; it is shown only this once:\n",
 			t.ID, oneLine(t.Name), oneLine(t.User), expiryText(t.ExpiresAt))
@@ -196,7 +196,7 @@ when created and stored only hashed; revoking one stops it at once.`,
 	}
 	ls.Flags().StringVar(&lsUser, "user", "", "list this user's tokens (admins and auditors)")
 	ls.Flags().BoolVar(&lsAll, "all", false, "list every user's tokens (admins and auditors)")
-	lsOut, lsCheck := outputFlag(ls, "json", "yaml")
+	lsOut, lsCheck := outputFlag(ls)
 	ls.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := lsCheck(); err != nil {
 			return err
@@ -213,11 +213,8 @@ when created and stored only hashed; revoking one stops it at once.`,
 			toks = []apitypes.Token{}
 		}
 		out := cmd.OutOrStdout()
-		switch *lsOut {
-		case "json":
-			return writeJSON(out, apitypes.TokenList{Tokens: toks})
-		case "yaml":
-			return writeYAML(out, apitypes.TokenList{Tokens: toks})
+		if ok, err := writeStructured(out, *lsOut, apitypes.TokenList{Tokens: toks}); ok {
+			return err
 		}
 		now := a.env.now()
 		tw := newTable(out)
@@ -275,7 +272,7 @@ func (a *app) whoamiCmd() *cobra.Command {
 		Short: "Show who your token acts as, and its roles",
 		Args:  exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -285,8 +282,8 @@ func (a *app) whoamiCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *output == "json" {
-			return writeJSON(cmd.OutOrStdout(), w)
+		if ok, err := writeStructured(cmd.OutOrStdout(), *output, w); ok {
+			return err
 		}
 		return printWhoami(cmd.OutOrStdout(), w)
 	}

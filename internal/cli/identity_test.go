@@ -81,12 +81,12 @@ func TestIdentityCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "laptop") || !strings.Contains(r.stdout, "active") {
 		t.Errorf("token ls:\n%s", r.stdout)
 	}
-	h.mustRun(1, "user", "create", "someone") // a member may not
+	h.mustRun(ExitPermission, "user", "create", "someone") // a member may not
 	r = h.mustRun(0, "token", "revoke", strconv.FormatInt(tok.ID, 10))
 	if !strings.Contains(r.stdout, "revoked token") {
 		t.Errorf("token revoke: %q", r.stdout)
 	}
-	if r := h.mustRun(1, "whoami"); !strings.Contains(r.stderr, "revoked") {
+	if r := h.mustRun(ExitPermission, "whoami"); !strings.Contains(r.stderr, "revoked") {
 		t.Errorf("whoami after revoking: %+v", r)
 	}
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -41,7 +43,7 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 	cmd.Flags().StringVar(&project, "project", "", "only jobs of this project")
 	cmd.Flags().IntVar(&limit, "limit", 0, "jobs per page (default: the server's)")
 	cmd.Flags().BoolVar(&all, "all", false, "fetch every page, not just the first")
-	output, checkOutput := outputFlag(cmd, "json", "wide")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -82,14 +84,14 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 		}
 
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, list)
+		if ok, err := writeStructured(out, *output, list); ok {
+			return err
 		}
 		if len(list.Jobs) == 0 {
 			fmt.Fprintln(cmd.ErrOrStderr(), "no jobs found")
 			return nil
 		}
-		a.jobTable(out, list.Jobs, *output == "wide")
+		a.jobTable(out, list.Jobs, *output == formatWide)
 		if list.NextCursor != "" && a.env.isTerminal(cmd.ErrOrStderr()) {
 			fmt.Fprintln(cmd.ErrOrStderr(), "more jobs exist: use --all or a larger --limit")
 		}
@@ -163,7 +165,7 @@ included.`,
   trainyard show 12 -o json | jq .attempts`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -311,11 +313,23 @@ lines of what is left.`,
 			return err
 		}
 		rc, err := c.Logs(cmd.Context(), id, opts)
+		if client.IsNotFound(err) && opts.Attempt == 0 {
+			if note := a.noLogsNote(cmd.Context(), c, id); note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
+				return nil
+			}
+		}
+		if err != nil && opts.Follow {
+			return detached(cmd.ErrOrStderr(), err, id)
+		}
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
 		if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
+			if cmd.Context().Err() != nil && opts.Follow {
+				return detached(cmd.ErrOrStderr(), cmd.Context().Err(), id)
+			}
 			if cmd.Context().Err() != nil {
 				return cmd.Context().Err()
 			}
@@ -324,6 +338,31 @@ lines of what is left.`,
 		return nil
 	}
 	return cmd
+}
+
+// noLogsNote explains why a job has no log at all: it has not started
+// yet, or it ended without ever starting. "" when it has attempts (their
+// log is missing for another reason, which the server's error says).
+func (a *app) noLogsNote(ctx context.Context, c *client.Client, id int64) string {
+	job, err := c.GetJob(ctx, id)
+	if err != nil || job.AttemptCount > 0 {
+		return ""
+	}
+	state := oneLine(job.State)
+	if domain.JobState(job.State).Terminal() {
+		return fmt.Sprintf("job %d has no logs: it ended (%s) without ever starting (trainyard why %d)", id, state, id)
+	}
+	return fmt.Sprintf("job %d has no logs yet: it is %s (trainyard why %d; trainyard logs -f %d waits for them)", id, state, id, id)
+}
+
+// detached is the error of an interrupt (Ctrl-C) while following or
+// waiting on job id. Stopping the CLI does not stop the job, so it says so
+// on w first.
+func detached(w io.Writer, err error, id int64) error {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(w, "stopped following; job %d keeps running — trainyard cancel %d to stop it\n", id, id)
+	}
+	return err
 }
 
 func (a *app) cancelCmd() *cobra.Command {
@@ -369,7 +408,7 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 		Example: `  trainyard why 12`,
 		Args:    exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -387,8 +426,8 @@ behind it (numbers, exit codes, log lines) and what to do next.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, why)
+		if ok, err := writeStructured(out, *output, why); ok {
+			return err
 		}
 		p := a.useColor(out)
 		fmt.Fprintf(out, "job %d: %s", why.ID, p.state(cell(why.State)))

@@ -44,7 +44,7 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
   trainyard pool ls -o yaml`,
 		Args: exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -69,7 +69,7 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 		fmt.Fprintln(tw, "NAME\tNODES\tGPUS\tCPUS\tMEMORY\tMAX RUNNING\tBORROWING\tPREEMPTION")
 		for _, p := range pools {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
-				formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
+				formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
 		}
 		return tw.Flush()
 	}
@@ -87,7 +87,7 @@ PUT /api/v1/pools/NAME accepts).`,
   trainyard pool show standard -o yaml`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -140,7 +140,7 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	tw = newTable(w)
 	fmt.Fprintln(tw, "  NAME\tCPUS\tMEMORY\tGPUS")
 	for _, n := range p.Nodes {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(n.Name), formatFloat(n.CPUs), cell(n.Memory), gpuList(n.GPUs))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(n.Name), formatFloat(n.CPUs), memText(n.Memory), gpuList(n.GPUs))
 	}
 	tw.Flush()
 
@@ -272,7 +272,7 @@ the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 		Args: exactArgs(1),
 	}
 	f.register(cmd, false)
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -289,7 +289,7 @@ the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 			return err
 		}
 		if _, err := c.GetPool(cmd.Context(), p.Name); err == nil {
-			return fmt.Errorf("pool %q already exists; change it with: trainyard pool update %s", p.Name, p.Name)
+			return exitErrorf(ExitConflict, "pool %q already exists; change it with: trainyard pool update %s", p.Name, p.Name)
 		} else if !client.IsNotFound(err) {
 			return err
 		}
@@ -318,7 +318,7 @@ take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
 		Args: exactArgs(1),
 	}
 	f.register(cmd, true)
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -352,7 +352,7 @@ func writePoolResult(w io.Writer, output, verb string, p apitypes.Pool) error {
 		return writeYAML(w, p)
 	}
 	_, err := fmt.Fprintf(w, "%s pool %s: %d node(s), %d GPUs, %s CPUs, %s memory\n", verb, cell(p.Name), len(p.Nodes),
-		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), cell(p.Capacity.Memory))
+		p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory))
 	return err
 }
 
@@ -503,7 +503,7 @@ it the project may go on idle capacity) and MAX PRIORITY.`,
 	}
 	cmd.Flags().StringVar(&project, "project", "", "only this project's quotas")
 	cmd.Flags().StringVar(&pool, "pool", "", "only quotas in this pool")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -559,7 +559,7 @@ flags given change; a new quota starts from zero. The pool must exist.`,
 	fl.Float64Var(&borrowCPUs, "borrow-cpus", 0, "CPUs the project may borrow above its guarantee")
 	fl.StringVar(&borrowMem, "borrow-memory", "", "memory the project may borrow above its guarantee, e.g. 32GiB")
 	fl.StringVar(&maxPrio, "max-priority", "", "highest priority class the project may use here: low, normal, high or urgent (default normal)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -678,7 +678,7 @@ listed have shares 1.`,
 		Example: `  trainyard project ls`,
 		Args:    exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -756,7 +756,7 @@ every waiting job, so a gap means jobs you may not see wait ahead.`,
 		Args: exactArgs(0),
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's queue")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -837,7 +837,7 @@ func borrow(b apitypes.QuotaBorrow) string {
 		parts = append(parts, "cpu="+formatFloat(b.CPUs))
 	}
 	if b.Memory != "" && b.Memory != "0" {
-		parts = append(parts, "mem="+oneLine(b.Memory))
+		parts = append(parts, "mem="+memText(b.Memory))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -858,7 +858,7 @@ func quotaMemory(s string) string {
 	if s == "0" {
 		return "-"
 	}
-	return cell(s)
+	return memText(s)
 }
 
 // maxPriority renders a quota's priority ceiling; empty means normal.

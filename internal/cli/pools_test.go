@@ -75,7 +75,7 @@ func TestPoolShow(t *testing.T) {
 			t.Errorf("pool show lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	r = h.mustRun(1, "pool", "show", "gpu")
+	r = h.mustRun(ExitNotFound, "pool", "show", "gpu")
 	if !strings.Contains(r.stderr, `pool "gpu" does not exist; list pools with: trainyard pool ls`) {
 		t.Errorf("missing pool: %q", r.stderr)
 	}
@@ -109,7 +109,7 @@ func TestPoolCreate(t *testing.T) {
 		t.Errorf("sent\n%s\nwant\n%s", g, w)
 	}
 
-	r = h.mustRun(1, "pool", "create", "standard", "--node", "name=x,cpus=1,memory=1GiB")
+	r = h.mustRun(ExitConflict, "pool", "create", "standard", "--node", "name=x,cpus=1,memory=1GiB")
 	if !strings.Contains(r.stderr, `pool "standard" already exists; change it with: trainyard pool update standard`) {
 		t.Errorf("create of an existing pool: %q", r.stderr)
 	}
@@ -144,7 +144,7 @@ func TestPoolCreateUsageErrors(t *testing.T) {
 		"key twice":     {[]string{"pool", "create", "p", "--node", "name=a,name=b,cpus=1,memory=1GiB"}, "name is given twice"},
 		"bad timeout":   {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--max-timeout", "soon"}, "invalid --max-timeout"},
 		"no name":       {[]string{"pool", "create"}, "takes 1 argument(s)"},
-		"bad output":    {[]string{"pool", "ls", "-o", "wide"}, `invalid --output "wide"`},
+		"bad output":    {[]string{"pool", "ls", "-o", "xml"}, `invalid --output "xml": want one of table, wide, json, yaml`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	if !strings.Contains(r.stderr, "nothing to change") {
 		t.Errorf("update without flags: %q", r.stderr)
 	}
-	r = h.mustRun(1, "pool", "update", "gpu", "--max-running", "1")
+	r = h.mustRun(ExitNotFound, "pool", "update", "gpu", "--max-running", "1")
 	if !strings.Contains(r.stderr, `pool "gpu" does not exist`) {
 		t.Errorf("update of a missing pool: %q", r.stderr)
 	}
@@ -237,11 +237,11 @@ vision   standard  3     16    128GiB  4     gpu=2 mem=64GiB  high
 	if r.stdout != "removed the quota of project vision in pool standard\n" {
 		t.Errorf("quota rm = %q", r.stdout)
 	}
-	r = h.mustRun(1, "quota", "rm", "vision", "standard")
+	r = h.mustRun(ExitNotFound, "quota", "rm", "vision", "standard")
 	if !strings.Contains(r.stderr, `project "vision" has no quota in pool "standard"`) {
 		t.Errorf("second quota rm: %q", r.stderr)
 	}
-	r = h.mustRun(1, "quota", "set", "vision", "gpu", "--gpus", "1")
+	r = h.mustRun(ExitNotFound, "quota", "set", "vision", "gpu", "--gpus", "1")
 	if !strings.Contains(r.stderr, `pool "gpu" does not exist`) {
 		t.Errorf("quota set in a missing pool: %q", r.stderr)
 	}

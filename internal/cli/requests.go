@@ -52,7 +52,7 @@ project's quota at once and returns it to normal by itself at the date.`,
 	fl.IntVar(&jobs, "jobs", 0, "extra concurrent jobs")
 	fl.StringVar(&until, "until", "", "until when: a date (2026-12-31) or a duration from now (14d) (required)")
 	fl.StringVar(&reason, "reason", "", "what the capacity is for (required)")
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -82,8 +82,8 @@ project's quota at once and returns it to normal by itself at the date.`,
 		if err != nil {
 			return err
 		}
-		if *output == "json" {
-			return writeJSON(cmd.OutOrStdout(), out)
+		if ok, err := writeStructured(cmd.OutOrStdout(), *output, out); ok {
+			return err
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), out.ID)
 		if a.env.isTerminal(cmd.ErrOrStderr()) {
@@ -104,7 +104,7 @@ func (a *app) quotaRequestsCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&project, "project", "", "only this project's requests")
 	cmd.Flags().StringVar(&pool, "pool", "", "only requests for this pool")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -155,7 +155,7 @@ func (a *app) quotaDecideCmd(approve bool) *cobra.Command {
 	}
 	cmd := &cobra.Command{Use: use, Short: short, Example: example, Args: exactArgs(1)}
 	cmd.Flags().StringVar(&note, "note", "", "a note for the requester (required to deny)")
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -172,8 +172,8 @@ func (a *app) quotaDecideCmd(approve bool) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *output == "json" {
-			return writeJSON(cmd.OutOrStdout(), out)
+		if ok, err := writeStructured(cmd.OutOrStdout(), *output, out); ok {
+			return err
 		}
 		if approve {
 			fmt.Fprintf(cmd.OutOrStdout(), "approved compute request %d: project %s gets it in pool %s until %s\n", id, oneLine(out.Project), oneLine(out.Pool), timestamp(&out.Until))

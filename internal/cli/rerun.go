@@ -42,7 +42,7 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated rerun with the same key returns the first job instead of creating another")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the new job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the new job ends; exit like --wait")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -68,7 +68,7 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 		}
 
 		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-		if *output == "" {
+		if !structured(*output) {
 			fmt.Fprintln(stdout, job.ID)
 		} else if !wait && !follow {
 			if _, err := writeStructured(stdout, *output, job); err != nil {
@@ -86,13 +86,14 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 			return nil
 		}
 
+		jobID := job.ID
 		if follow {
 			job, err = a.followJob(ctx, c, job.ID, stdout, stderr)
 		} else {
 			job, err = a.waitJob(ctx, c, job.ID)
 		}
 		if err != nil {
-			return err
+			return detached(stderr, err, jobID)
 		}
 		if _, err := writeStructured(stdout, *output, job); err != nil {
 			return err

@@ -186,7 +186,7 @@ func TestRerunInvalidChangesExit2(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("stdout = %q, want nothing", r.stdout)
 	}
-	r = h.mustRun(1, "rerun", "99")
+	r = h.mustRun(ExitNotFound, "rerun", "99")
 	if !strings.Contains(r.stderr, "job 99 does not exist") {
 		t.Errorf("unknown job: stderr %q", r.stderr)
 	}
@@ -199,7 +199,7 @@ func TestRerunUsageErrors(t *testing.T) {
 		"bad id":          {"rerun", "seven"},
 		"bad --set":       {"rerun", "7", "--set", "novalue"},
 		"wait and follow": {"rerun", "7", "--wait", "--follow"},
-		"bad output":      {"rerun", "7", "-o", "table"},
+		"bad output":      {"rerun", "7", "-o", "xml"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h, rf := newRerunHarness(t)

@@ -2,10 +2,9 @@
 // to a Trainyard server through internal/client and never open the database
 // themselves.
 //
-// Exit codes: 0 success, 1 a job that did not succeed (submit --wait/--follow)
-// or any other error, 2 invalid input or usage. Errors are printed to stderr as
-// "error: ...". Data (ids, tables, JSON, logs) goes to stdout; notes meant for
-// a person go to stderr.
+// Exit codes are one table for every command (exitcode.go, docs/cli.md).
+// Errors are printed to stderr as "error: ...". Data (ids, tables, JSON,
+// logs) goes to stdout; notes meant for a person go to stderr.
 package cli
 
 import (
@@ -30,13 +29,6 @@ import (
 	"trainyard/internal/client"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
-)
-
-// Exit codes.
-const (
-	ExitOK      = 0 // success
-	ExitFailure = 1 // a job did not succeed, or any other error
-	ExitUsage   = 2 // invalid input: bad flags or arguments, an invalid spec
 )
 
 // BuildInfo identifies the binary.
@@ -164,6 +156,7 @@ http://127.0.0.1:7070.`,
 		a.docsCmd(),
 		a.simCmd(),
 	)
+	a.addCompletions(root) // completion.go
 	root.AddCommand(extra...)
 	// cobra adds the "completion" command when the root executes (it binds
 	// the output writer then, so it must not be added earlier).
@@ -192,24 +185,6 @@ func ExecuteContext(ctx context.Context, root *cobra.Command) int {
 		PrintError(root.ErrOrStderr(), err)
 	}
 	return ExitCode(err)
-}
-
-// ExitCode maps an error returned by a command to the process exit code.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if client.IsInvalid(err) || errors.Is(err, domain.ErrInvalid) {
-		return ExitUsage
-	}
-	if errors.Is(err, context.Canceled) {
-		return 130 // interrupted, as a shell reports SIGINT
-	}
-	return ExitFailure
 }
 
 // PrintError writes err to w as "error: ..." (nothing for errors that were
@@ -317,24 +292,6 @@ func httpClientWithCA(path string) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: tr}, nil
-}
-
-// outputFlag registers -o/--output with the allowed formats ("" is the human
-// view) and returns a validator to call in RunE.
-func outputFlag(cmd *cobra.Command, formats ...string) (*string, func() error) {
-	var v string
-	cmd.Flags().StringVarP(&v, "output", "o", "", "output format: "+strings.Join(formats, "|"))
-	return &v, func() error {
-		if v == "" {
-			return nil
-		}
-		for _, f := range formats {
-			if v == f {
-				return nil
-			}
-		}
-		return usageErrorf("invalid --output %q: want one of %s", v, strings.Join(formats, ", "))
-	}
 }
 
 func fieldErrorToAPI(f domain.FieldError) apitypes.FieldError {

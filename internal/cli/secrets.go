@@ -134,7 +134,7 @@ Values are never shown.`,
 		Args: exactArgs(0),
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "show what this project's jobs see")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {

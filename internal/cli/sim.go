@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"strings"
 
@@ -42,12 +43,18 @@ a second on 2 cores, in about 1.1 seconds; heavy preemption is slower and
   trainyard sim workload.yaml --events -o json | jq -c 'select(.event == "preempt")'`,
 		Args: exactArgs(1),
 	}
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	events := cmd.Flags().Bool("events", false, "print every start, preemption, requeue and end before the report")
 	check := cmd.Flags().Bool("check", false, "check the scheduler's invariants after every pass; exit 1 if any is broken")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
+		}
+		if *events && *output == formatYAML {
+			return usageErrorf("--events prints JSON lines, not YAML: use --events -o json, or -o yaml without --events")
+		}
+		if _, err := os.Stat(args[0]); err != nil {
+			return usageErrorf("cannot read workload file: %v", err)
 		}
 		w, err := simulate.LoadFile(args[0])
 		if err != nil {
@@ -93,6 +100,8 @@ a second on 2 cores, in about 1.1 seconds; heavy preemption is slower and
 			err = json.NewEncoder(out).Encode(r) // one line, like the events
 		case *output == "json":
 			err = r.WriteJSON(out)
+		case *output == formatYAML:
+			err = writeYAML(out, r)
 		default:
 			if *events {
 				fmt.Fprintln(out)

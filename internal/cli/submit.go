@@ -68,7 +68,7 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 	cmd.Flags().StringVar(&template, "template", "", "submit from this job template, NAME or NAME@VERSION, instead of a file")
 	cmd.Flags().StringVarP(&project, "project", "p", "", "with --template: the template's project (default: the one project that has it)")
 	cmd.Flags().StringVar(&contextDir, "context", "", "package this directory as the job's code and run each attempt in a fresh copy (docs/code.md)")
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -114,13 +114,11 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 		}
 
 		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-		if *output != "json" || (!wait && !follow) {
-			if *output == "json" {
-				if err := writeJSON(stdout, job); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintln(stdout, job.ID)
+		if !structured(*output) {
+			fmt.Fprintln(stdout, job.ID)
+		} else if !wait && !follow {
+			if _, err := writeStructured(stdout, *output, job); err != nil {
+				return err
 			}
 		}
 		if a.env.isTerminal(stderr) {
@@ -134,18 +132,17 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 			return nil
 		}
 
+		jobID := job.ID
 		if follow {
 			job, err = a.followJob(ctx, c, job.ID, stdout, stderr)
 		} else {
 			job, err = a.waitJob(ctx, c, job.ID)
 		}
 		if err != nil {
-			return err
+			return detached(stderr, err, jobID)
 		}
-		if *output == "json" {
-			if err := writeJSON(stdout, job); err != nil {
-				return err
-			}
+		if _, err := writeStructured(stdout, *output, job); err != nil {
+			return err
 		}
 		fmt.Fprintln(stderr, finalLine(job, a.useColor(stderr)))
 		if job.State != string(domain.JobSucceeded) {

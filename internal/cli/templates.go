@@ -116,7 +116,7 @@ project's templates.`,
 		Args: exactArgs(0),
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "only this project's templates")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := a.clientChecked(checkOutput)
 		if err != nil {
@@ -181,7 +181,7 @@ in several projects needs --project.`,
 		Args: exactArgs(1),
 	}
 	cmd.Flags().StringVarP(&project, "project", "p", "", "the template's project (default: the one project that has it)")
-	output, checkOutput := outputFlag(cmd, "json", "yaml")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err

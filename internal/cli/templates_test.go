@@ -180,7 +180,7 @@ func TestTemplateCreateLsShow(t *testing.T) {
 	if r = h.mustRun(2, "template", "show", "run@x"); !strings.Contains(r.stderr, "positive whole number") {
 		t.Errorf("bad ref: %q", r.stderr)
 	}
-	if r = h.mustRun(1, "template", "show", "nope"); !strings.Contains(r.stderr, "no template is named nope") {
+	if r = h.mustRun(ExitNotFound, "template", "show", "nope"); !strings.Contains(r.stderr, "no template is named nope") {
 		t.Errorf("missing: %q", r.stderr)
 	}
 	if r = h.mustRun(2, "template", "create", "run"); !strings.Contains(r.stderr, "--file is required") {
@@ -229,7 +229,7 @@ func TestSubmitTemplate(t *testing.T) {
 		"file and tmpl":   {[]string{"submit", "x.yaml", "--template", "run"}, 2, "not both"},
 		"project no tmpl": {[]string{"submit", "x.yaml", "--project", "vision"}, 2, "--project is for --template"},
 		"no file":         {[]string{"submit"}, 2, "takes 1 argument"},
-		"missing":         {[]string{"submit", "--template", "nope"}, 1, "no template is named nope"},
+		"missing":         {[]string{"submit", "--template", "nope"}, ExitNotFound, "no template is named nope"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := h.mustRun(tc.code, tc.args...)

@@ -39,7 +39,7 @@ keeping each step bucket's last, lowest and highest value.`,
 	}
 	cmd.Flags().StringVar(&key, "key", "", "only this metric (default: all)")
 	cmd.Flags().IntVar(&maxPoints, "max", 0, "at most about this many points per metric (default: the server's, 500)")
-	output, checkOutput := outputFlag(cmd, "json", "csv")
+	output, checkOutput := outputFlag(cmd, formatCSV)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -60,14 +60,14 @@ keeping each step bucket's last, lowest and highest value.`,
 			return err
 		}
 		out := cmd.OutOrStdout()
-		switch *output {
-		case "json":
-			if series.Series == nil {
-				series.Series = map[string][]apitypes.MetricPoint{}
-			}
-			return writeJSON(out, series)
-		case "csv":
+		if *output == formatCSV {
 			return writeMetricsCSV(out, series)
+		}
+		if series.Series == nil {
+			series.Series = map[string][]apitypes.MetricPoint{}
+		}
+		if ok, err := writeStructured(out, *output, series); ok {
+			return err
 		}
 		if len(series.Series) == 0 {
 			fmt.Fprintf(out, "job %d has reported no metrics", id)

@@ -8,7 +8,7 @@ import (
 	"trainyard/internal/api/apitypes"
 )
 
-// versionOutput is the -o json form of `trainyard version`.
+// versionOutput is the -o json|yaml form of `trainyard version`.
 type versionOutput struct {
 	Client      apitypes.Version  `json:"client"`
 	Server      *apitypes.Version `json:"server,omitempty"`
@@ -22,7 +22,7 @@ func (a *app) versionCmd() *cobra.Command {
 		Short: "Print the client version and, if reachable, the server's",
 		Args:  exactArgs(0),
 	}
-	output, checkOutput := outputFlag(cmd, "json")
+	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
@@ -41,8 +41,8 @@ func (a *app) versionCmd() *cobra.Command {
 		}
 
 		out := cmd.OutOrStdout()
-		if *output == "json" {
-			return writeJSON(out, v)
+		if ok, err := writeStructured(out, *output, v); ok {
+			return err
 		}
 		fmt.Fprintf(out, "client: %s\n", versionLine(v.Client))
 		if v.Server != nil {

@@ -266,13 +266,20 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, h ht
 		if isUnreachable(err) {
 			return nil, &UnreachableError{URL: c.base, Err: err}
 		}
+		if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+			return nil, &SchemeError{URL: c.base, Err: err}
+		}
 		return nil, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	return nil, decodeError(resp)
+	err = decodeError(resp)
+	if e, ok := err.(*APIError); ok && e.Status == http.StatusBadRequest && strings.Contains(e.Message, "HTTP request to an HTTPS server") {
+		return nil, &SchemeError{URL: c.base, Err: err}
+	}
+	return nil, err
 }
 
 // isUnreachable reports whether err means no connection could be made at

@@ -77,6 +77,26 @@ func (e *UnreachableError) Error() string {
 // Unwrap returns the underlying network error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// SchemeError means the server URL's scheme is not what the server speaks:
+// https:// for a server that serves plain HTTP, or http:// for one that
+// serves HTTPS.
+type SchemeError struct {
+	URL string // the server URL as configured
+	Err error
+}
+
+// Error says which way round the mismatch is and what to change.
+func (e *SchemeError) Error() string {
+	if rest, ok := strings.CutPrefix(e.URL, "https://"); ok {
+		return fmt.Sprintf("the server at %s answered in plain HTTP, not HTTPS; use http://%s (--server or TRAINYARD_SERVER), or enable TLS on the server (trainyard server --tls-cert FILE --tls-key FILE)", e.URL, rest)
+	}
+	rest := strings.TrimPrefix(e.URL, "http://")
+	return fmt.Sprintf("the server at %s serves HTTPS, not plain HTTP; use https://%s (--server or TRAINYARD_SERVER), with --ca-file if its certificate is private", e.URL, rest)
+}
+
+// Unwrap returns the transport's error or the server's answer.
+func (e *SchemeError) Unwrap() error { return e.Err }
+
 // rootCause strips the *url.Error / *net.OpError wrapping down to the
 // system-level reason ("connection refused").
 func rootCause(err error) error {

@@ -86,7 +86,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 			w.Hint = "cancel was requested; the process is being stopped"
 		}
 	case domain.JobCanceled:
-		w.Hint = "resubmit the same spec to run it again: trainyard submit FILE"
+		w.Hint = fmt.Sprintf("run it again from the exact spec it had: trainyard rerun %d", id)
 	}
 	if job.State.Live() {
 		if held := s.heldFromPreemption(ctx, id); held != "" {

@@ -67,3 +67,36 @@ func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 		t.Fatal("why still says the job is held after the hold ended")
 	}
 }
+
+// why on a canceled job points at rerun, which needs only the job id, not
+// at submitting a spec file the user may no longer have.
+func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := service.New(service.Config{Store: st})
+	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
+	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity()}); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: j\nentrypoint: [\"true\"]\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Cancel(ctx, admin, job.ID, "wrong lr"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := svc.Explain(ctx, admin, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("trainyard rerun %d", job.ID); !strings.Contains(w.Hint, want) || strings.Contains(w.Hint, "submit FILE") {
+		t.Errorf("hint %q, want it to suggest %q", w.Hint, want)
+	}
+}
