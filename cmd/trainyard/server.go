@@ -227,13 +227,19 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	// The lock comes before anything else touches the data directory: a
+	// second server on it must leave the running one's files alone.
+	lock, err := lockDataDir(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	os.Remove(filepath.Join(cfg.Data, "server.json")) // left behind by a server that was killed
 	if cfg.Artifacts == "" {
 		cfg.Artifacts = filepath.Join(cfg.Data, "artifacts")
 	}
 	// Outputs paths are checked against these: absolute, so a job's
 	// outputs.path can be compared with them.
-	var err error
 	if cfg.Data, err = filepath.Abs(cfg.Data); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -377,7 +383,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another server running? choose another address with --listen)", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w (another program holds the address; stop it or choose another address with --listen)", cfg.Listen, err)
 	}
 	url := "http://" + ln.Addr().String()
 	if tlsCfg != nil {
@@ -508,8 +514,14 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
+	if err := lock.record(lockInfo{PID: os.Getpid(), URL: url}); err != nil {
+		log.Warn("record this server's address in the lock file", "err", err)
+	}
 	if err := writeServerInfo(cfg.Data, url); err != nil {
 		log.Warn("write server.json", "err", err)
+	} else {
+		// Only the server.json this process wrote is removed on the way out.
+		defer os.Remove(filepath.Join(cfg.Data, "server.json"))
 	}
 	log.Info("trainyard server listening", "url", url, "data", cfg.Data, "store", st.Kind(), "isolation", isolation)
 
@@ -528,7 +540,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	<-loopsDone // the loops' last writes land before the store closes
 	stopWitness()
 	<-witnessDone
-	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }
 
