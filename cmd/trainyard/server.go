@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/alerting"
 	"trainyard/internal/alerts"
@@ -127,10 +125,12 @@ type serverConfig struct {
 	// PreemptionGuard holds a job preempted too often from further
 	// preemption (preemption.go, docs/scheduling.md).
 	PreemptionGuard preemptionGuardConfig `yaml:"preemption_guard"`
+
+	src *configSource // the file and its lines; nil without --config
 }
 
 func serverCommand() *cobra.Command {
-	var cfgPath string
+	var cfgPath, checkPath string
 	var flags serverConfig
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -144,6 +144,12 @@ saves it (mode 0600) in the data directory and writes the CLI's config file
 if there is none.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if checkPath != "" {
+				if cfgPath != "" && cfgPath != checkPath {
+					return domain.Errorf(domain.ErrInvalid, "--check-config %s names the file to check; leave out --config %s", checkPath, cfgPath)
+				}
+				cfgPath = checkPath
+			}
 			cfg := serverConfig{}
 			if cfgPath != "" {
 				var err error
@@ -151,23 +157,14 @@ if there is none.`,
 					return err
 				}
 			}
-			if cmd.Flags().Changed("data") {
-				cfg.Data = flags.Data
-			}
-			if cmd.Flags().Changed("listen") || cfg.Listen == "" {
-				cfg.Listen = flags.Listen
-			}
-			if cmd.Flags().Changed("store") {
-				cfg.Store = flags.Store
-			}
-			if cmd.Flags().Changed("tls-cert") {
-				cfg.TLSCert = flags.TLSCert
-			}
-			if cmd.Flags().Changed("tls-key") {
-				cfg.TLSKey = flags.TLSKey
-			}
-			if cmd.Flags().Changed("master-key-file") {
-				cfg.MasterKeyFile = flags.MasterKeyFile
+			mergeServerFlags(cmd, &cfg, flags)
+			if checkPath != "" {
+				// What the server would refuse at start, without starting.
+				if err := validateServerConfig(cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", checkPath)
+				return nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -175,6 +172,7 @@ if there is none.`,
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "server config file (YAML)")
+	cmd.Flags().StringVar(&checkPath, "check-config", "", "check this server config file as a start would, print FILE: ok or its problems, and exit (0 ok, 2 problems)")
 	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard)")
 	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
@@ -184,20 +182,27 @@ if there is none.`,
 	return cmd
 }
 
-// loadServerConfig reads a server config file strictly: unknown keys are
-// errors with their line.
-func loadServerConfig(path string) (serverConfig, error) {
-	var cfg serverConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("read server config: %w", err)
+// mergeServerFlags lets the flags given on the command line override the
+// config file.
+func mergeServerFlags(cmd *cobra.Command, cfg *serverConfig, flags serverConfig) {
+	if cmd.Flags().Changed("data") {
+		cfg.Data = flags.Data
 	}
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("server config %s: %w", path, err)
+	if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+		cfg.Listen = flags.Listen
 	}
-	return cfg, nil
+	if cmd.Flags().Changed("store") {
+		cfg.Store = flags.Store
+	}
+	if cmd.Flags().Changed("tls-cert") {
+		cfg.TLSCert = flags.TLSCert
+	}
+	if cmd.Flags().Changed("tls-key") {
+		cfg.TLSKey = flags.TLSKey
+	}
+	if cmd.Flags().Changed("master-key-file") {
+		cfg.MasterKeyFile = flags.MasterKeyFile
+	}
 }
 
 func defaultDataDir() string {
@@ -220,6 +225,9 @@ func parseLevel(s string) slog.Level {
 }
 
 func runServer(ctx context.Context, cfg serverConfig) error {
+	if err := validateServerConfig(cfg); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	if cfg.Data == "" {
 		cfg.Data = defaultDataDir()
@@ -263,22 +271,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
-	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
-	for _, d := range []struct {
-		name string
-		s    string
-		v    *time.Duration
-	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &halfLife},
-		{"sample_interval", cfg.SampleInterval, &sampleEvery}} {
-		if d.s == "" {
-			continue
-		}
-		v, err := domain.ParseDuration(d.s)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("server config %s: %q is not a positive duration (e.g. 10s)", d.name, d.s)
-		}
-		*d.v = v
+	durations, err := parseDurations(cfg)
+	if err != nil {
+		return err
 	}
+	retry, grace, halfLife, sampleEvery, logRetention := durations.retry, durations.grace, durations.halfLife, durations.sampleEvery, durations.logRetention
 
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		return fmt.Errorf("server config %w", err)
@@ -291,17 +288,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
-
-	// --- log retention (docs/operator.md) ---
-	logRetention := service.DefaultLogRetention
-	if cfg.LogRetention != "" {
-		v, err := domain.ParseDuration(cfg.LogRetention)
-		if err != nil || v < 0 {
-			return fmt.Errorf("server config log_retention: %q is not a duration; use e.g. 30d, or 0 to keep logs forever", cfg.LogRetention)
-		}
-		logRetention = v
-	}
-	// --- end log retention ---
 
 	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
