@@ -53,10 +53,15 @@ type serverConfig struct {
 	DataRoots service.DataRoots `yaml:"data_roots"`
 	// Inventory declares this machine's capacity instead of detecting it,
 	// e.g. 4 GPUs on a machine without any (exported as CUDA_VISIBLE_DEVICES).
+	// Simulated says that declaring more than the machine has, here or in
+	// local pools' nodes, is intended (a test setup): no warning at start,
+	// and pools are marked simulated (hardware.go). An inventory with
+	// only simulated keeps the detected capacity.
 	Inventory *struct {
-		CPUs   float64 `yaml:"cpus"`
-		Memory string  `yaml:"memory"`
-		GPUs   int     `yaml:"gpus"`
+		CPUs      float64 `yaml:"cpus"`
+		Memory    string  `yaml:"memory"`
+		GPUs      int     `yaml:"gpus"`
+		Simulated bool    `yaml:"simulated"`
 	} `yaml:"inventory"`
 	// Pools, quotas and projects, in the API's shape (docs/pools.md).
 	schedulingConfig `yaml:",inline"`
@@ -304,7 +309,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
-	if inv := cfg.Inventory; inv != nil {
+	hw := hardware{simulated: cfg.Inventory != nil && cfg.Inventory.Simulated}
+	var declared *executor.Node // the inventory block, when it declares capacity
+	if inv := cfg.Inventory; inv != nil && (inv.CPUs != 0 || inv.Memory != "" || inv.GPUs != 0) {
 		host, _ := os.Hostname()
 		n := executor.Node{Name: host, CPUs: inv.CPUs}
 		if inv.Memory != "" {
@@ -316,6 +323,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			n.GPUs = append(n.GPUs, i)
 		}
 		execCfg.Inventory = &executor.Inventory{Nodes: []executor.Node{n}}
+		declared = &n
 	}
 	ex, err := local.New(execCfg)
 	if err != nil {
@@ -458,6 +466,20 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := applyScheduling(ctx, svc, cfg.schedulingConfig, inv, log); err != nil {
 		return err
 	}
+	// Declared beyond detected hardware (GPUs that do not exist): warn
+	// now, and say so in pool ls and status (hardware.go).
+	hwKnown := true
+	if declared == nil && len(inv.Nodes) == 1 {
+		hw.detected = inv.Nodes[0]
+	} else if hw.detected, err = local.Detect(ctx, log); err != nil {
+		log.Warn("cannot compare the declared inventory with this machine's hardware", "err", err)
+		hwKnown = false
+	}
+	var poolHardware func(domain.Pool) (string, bool)
+	if hwKnown {
+		hw.warn(log, declared, poolsNow(ctx, svc))
+		poolHardware = hw.pool
+	}
 
 	if err := bootstrap(ctx, svc, cfg.Data, url, cfg.TLSCert); err != nil {
 		return err
@@ -477,9 +499,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			Status: func(ctx context.Context) apitypes.Status {
 				st := loops.Status(ctx)
 				st.Isolation = isolation
+				if hwKnown {
+					st.Hardware = hw.summary(poolsNow(ctx, svc))
+				}
 				return st
 			},
-			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth}),
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth, PoolHardware: poolHardware}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())

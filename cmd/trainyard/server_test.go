@@ -119,11 +119,20 @@ func TestBootstrapWritesCAFile(t *testing.T) {
 // and returns its URL, read from server.json once it listens.
 func startServer(t *testing.T, data string) string {
 	t.Helper()
+	return startServerWith(t, serverConfig{Data: data})
+}
+
+// startServerWith is startServer with a config (listening on a free port,
+// isolation off).
+func startServerWith(t *testing.T, cfg serverConfig) string {
+	t.Helper()
+	data := cfg.Data
+	cfg.Listen, cfg.Isolation = "127.0.0.1:0", isolationOff
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // bootstrap writes the CLI config there
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runServer(ctx, serverConfig{Data: data, Listen: "127.0.0.1:0", Isolation: isolationOff})
+		done <- runServer(ctx, cfg)
 	}()
 	t.Cleanup(func() {
 		cancel()
