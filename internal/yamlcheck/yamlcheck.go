@@ -157,8 +157,9 @@ func collectFields(t reflect.Type, tag string, out map[string]reflect.Type, name
 		if name == "-" {
 			continue
 		}
+		// yaml inlines only with ",inline"; encoding/json inlines untagged embedded structs.
 		inline := tag == YAML && slices.Contains(strings.Split(opts, ","), "inline")
-		if (inline || (f.Anonymous && name == "")) && f.Type.Kind() == reflect.Struct {
+		if (inline || (tag == JSON && f.Anonymous && name == "")) && f.Type.Kind() == reflect.Struct {
 			collectFields(f.Type, tag, out, names)
 			continue
 		}
