@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/alerting"
 	"trainyard/internal/alerts"
@@ -55,10 +53,15 @@ type serverConfig struct {
 	DataRoots service.DataRoots `yaml:"data_roots"`
 	// Inventory declares this machine's capacity instead of detecting it,
 	// e.g. 4 GPUs on a machine without any (exported as CUDA_VISIBLE_DEVICES).
+	// Simulated says that declaring more than the machine has, here or in
+	// local pools' nodes, is intended (a test setup): no warning at start,
+	// and pools are marked simulated (hardware.go). An inventory with
+	// only simulated keeps the detected capacity.
 	Inventory *struct {
-		CPUs   float64 `yaml:"cpus"`
-		Memory string  `yaml:"memory"`
-		GPUs   int     `yaml:"gpus"`
+		CPUs      float64 `yaml:"cpus"`
+		Memory    string  `yaml:"memory"`
+		GPUs      int     `yaml:"gpus"`
+		Simulated bool    `yaml:"simulated"`
 	} `yaml:"inventory"`
 	// Pools, quotas and projects, in the API's shape (docs/pools.md).
 	schedulingConfig `yaml:",inline"`
@@ -127,10 +130,12 @@ type serverConfig struct {
 	// PreemptionGuard holds a job preempted too often from further
 	// preemption (preemption.go, docs/scheduling.md).
 	PreemptionGuard preemptionGuardConfig `yaml:"preemption_guard"`
+
+	src *configSource // the file and its lines; nil without --config
 }
 
 func serverCommand() *cobra.Command {
-	var cfgPath string
+	var cfgPath, checkPath string
 	var flags serverConfig
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -144,6 +149,12 @@ saves it (mode 0600) in the data directory and writes the CLI's config file
 if there is none.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if checkPath != "" {
+				if cfgPath != "" && cfgPath != checkPath {
+					return domain.Errorf(domain.ErrInvalid, "--check-config %s names the file to check; leave out --config %s", checkPath, cfgPath)
+				}
+				cfgPath = checkPath
+			}
 			cfg := serverConfig{}
 			if cfgPath != "" {
 				var err error
@@ -151,23 +162,14 @@ if there is none.`,
 					return err
 				}
 			}
-			if cmd.Flags().Changed("data") {
-				cfg.Data = flags.Data
-			}
-			if cmd.Flags().Changed("listen") || cfg.Listen == "" {
-				cfg.Listen = flags.Listen
-			}
-			if cmd.Flags().Changed("store") {
-				cfg.Store = flags.Store
-			}
-			if cmd.Flags().Changed("tls-cert") {
-				cfg.TLSCert = flags.TLSCert
-			}
-			if cmd.Flags().Changed("tls-key") {
-				cfg.TLSKey = flags.TLSKey
-			}
-			if cmd.Flags().Changed("master-key-file") {
-				cfg.MasterKeyFile = flags.MasterKeyFile
+			mergeServerFlags(cmd, &cfg, flags)
+			if checkPath != "" {
+				// What the server would refuse at start, without starting.
+				if err := validateServerConfig(cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", checkPath)
+				return nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -175,6 +177,7 @@ if there is none.`,
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "server config file (YAML)")
+	cmd.Flags().StringVar(&checkPath, "check-config", "", "check this server config file as a start would, print FILE: ok or its problems, and exit (0 ok, 2 problems)")
 	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard)")
 	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
@@ -184,20 +187,27 @@ if there is none.`,
 	return cmd
 }
 
-// loadServerConfig reads a server config file strictly: unknown keys are
-// errors with their line.
-func loadServerConfig(path string) (serverConfig, error) {
-	var cfg serverConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("read server config: %w", err)
+// mergeServerFlags lets the flags given on the command line override the
+// config file.
+func mergeServerFlags(cmd *cobra.Command, cfg *serverConfig, flags serverConfig) {
+	if cmd.Flags().Changed("data") {
+		cfg.Data = flags.Data
 	}
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("server config %s: %w", path, err)
+	if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+		cfg.Listen = flags.Listen
 	}
-	return cfg, nil
+	if cmd.Flags().Changed("store") {
+		cfg.Store = flags.Store
+	}
+	if cmd.Flags().Changed("tls-cert") {
+		cfg.TLSCert = flags.TLSCert
+	}
+	if cmd.Flags().Changed("tls-key") {
+		cfg.TLSKey = flags.TLSKey
+	}
+	if cmd.Flags().Changed("master-key-file") {
+		cfg.MasterKeyFile = flags.MasterKeyFile
+	}
 }
 
 func defaultDataDir() string {
@@ -220,6 +230,9 @@ func parseLevel(s string) slog.Level {
 }
 
 func runServer(ctx context.Context, cfg serverConfig) error {
+	if err := validateServerConfig(cfg); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	if cfg.Data == "" {
 		cfg.Data = defaultDataDir()
@@ -227,13 +240,19 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	// The lock comes before anything else touches the data directory: a
+	// second server on it must leave the running one's files alone.
+	lock, err := lockDataDir(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	os.Remove(filepath.Join(cfg.Data, "server.json")) // left behind by a server that was killed
 	if cfg.Artifacts == "" {
 		cfg.Artifacts = filepath.Join(cfg.Data, "artifacts")
 	}
 	// Outputs paths are checked against these: absolute, so a job's
 	// outputs.path can be compared with them.
-	var err error
 	if cfg.Data, err = filepath.Abs(cfg.Data); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -257,22 +276,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
-	retry, grace, halfLife, sampleEvery := 10*time.Second, 10*time.Second, 24*time.Hour, sample.DefaultInterval
-	for _, d := range []struct {
-		name string
-		s    string
-		v    *time.Duration
-	}{{"retry_backoff", cfg.RetryBackoff, &retry}, {"grace", cfg.Grace, &grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &halfLife},
-		{"sample_interval", cfg.SampleInterval, &sampleEvery}} {
-		if d.s == "" {
-			continue
-		}
-		v, err := domain.ParseDuration(d.s)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("server config %s: %q is not a positive duration (e.g. 10s)", d.name, d.s)
-		}
-		*d.v = v
+	durations, err := parseDurations(cfg)
+	if err != nil {
+		return err
 	}
+	retry, grace, halfLife, sampleEvery, logRetention := durations.retry, durations.grace, durations.halfLife, durations.sampleEvery, durations.logRetention
 
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		return fmt.Errorf("server config %w", err)
@@ -285,17 +293,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
-
-	// --- log retention (docs/operator.md) ---
-	logRetention := service.DefaultLogRetention
-	if cfg.LogRetention != "" {
-		v, err := domain.ParseDuration(cfg.LogRetention)
-		if err != nil || v < 0 {
-			return fmt.Errorf("server config log_retention: %q is not a duration; use e.g. 30d, or 0 to keep logs forever", cfg.LogRetention)
-		}
-		logRetention = v
-	}
-	// --- end log retention ---
 
 	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
@@ -312,7 +309,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
-	if inv := cfg.Inventory; inv != nil {
+	hw := hardware{simulated: cfg.Inventory != nil && cfg.Inventory.Simulated}
+	var declared *executor.Node // the inventory block, when it declares capacity
+	if inv := cfg.Inventory; inv != nil && (inv.CPUs != 0 || inv.Memory != "" || inv.GPUs != 0) {
 		host, _ := os.Hostname()
 		n := executor.Node{Name: host, CPUs: inv.CPUs}
 		if inv.Memory != "" {
@@ -324,6 +323,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			n.GPUs = append(n.GPUs, i)
 		}
 		execCfg.Inventory = &executor.Inventory{Nodes: []executor.Node{n}}
+		declared = &n
 	}
 	ex, err := local.New(execCfg)
 	if err != nil {
@@ -377,7 +377,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (is another server running? choose another address with --listen)", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w (another program holds the address; stop it or choose another address with --listen)", cfg.Listen, err)
 	}
 	url := "http://" + ln.Addr().String()
 	if tlsCfg != nil {
@@ -466,6 +466,20 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := applyScheduling(ctx, svc, cfg.schedulingConfig, inv, log); err != nil {
 		return err
 	}
+	// Declared beyond detected hardware (GPUs that do not exist): warn
+	// now, and say so in pool ls and status (hardware.go).
+	hwKnown := true
+	if declared == nil && len(inv.Nodes) == 1 {
+		hw.detected = inv.Nodes[0]
+	} else if hw.detected, err = local.Detect(ctx, log); err != nil {
+		log.Warn("cannot compare the declared inventory with this machine's hardware", "err", err)
+		hwKnown = false
+	}
+	var poolHardware func(domain.Pool) (string, bool)
+	if hwKnown {
+		hw.warn(log, declared, poolsNow(ctx, svc))
+		poolHardware = hw.pool
+	}
 
 	if err := bootstrap(ctx, svc, cfg.Data, url, cfg.TLSCert); err != nil {
 		return err
@@ -485,9 +499,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			Status: func(ctx context.Context) apitypes.Status {
 				st := loops.Status(ctx)
 				st.Isolation = isolation
+				if hwKnown {
+					st.Hardware = hw.summary(poolsNow(ctx, svc))
+				}
 				return st
 			},
-			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth}),
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth, PoolHardware: poolHardware}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -508,8 +525,14 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 
+	if err := lock.record(lockInfo{PID: os.Getpid(), URL: url}); err != nil {
+		log.Warn("record this server's address in the lock file", "err", err)
+	}
 	if err := writeServerInfo(cfg.Data, url); err != nil {
 		log.Warn("write server.json", "err", err)
+	} else {
+		// Only the server.json this process wrote is removed on the way out.
+		defer os.Remove(filepath.Join(cfg.Data, "server.json"))
 	}
 	log.Info("trainyard server listening", "url", url, "data", cfg.Data, "store", st.Kind(), "isolation", isolation)
 
@@ -528,7 +551,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	<-loopsDone // the loops' last writes land before the store closes
 	stopWitness()
 	<-witnessDone
-	os.Remove(filepath.Join(cfg.Data, "server.json"))
 	return runErr
 }
 

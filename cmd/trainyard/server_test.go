@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/api"
 	"trainyard/internal/cli"
@@ -107,5 +112,90 @@ func TestBootstrapWritesCAFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(cli.ConfigPath()); strings.Contains(string(b), "ca_file") {
 		t.Fatalf("CLI config of a plain HTTP start names a ca_file:\n%s", b)
+	}
+}
+
+// startServer runs a server on data in this process until the test ends
+// and returns its URL, read from server.json once it listens.
+func startServer(t *testing.T, data string) string {
+	t.Helper()
+	return startServerWith(t, serverConfig{Data: data})
+}
+
+// startServerWith is startServer with a config (listening on a free port,
+// isolation off).
+func startServerWith(t *testing.T, cfg serverConfig) string {
+	t.Helper()
+	data := cfg.Data
+	cfg.Listen, cfg.Isolation = "127.0.0.1:0", isolationOff
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // bootstrap writes the CLI config there
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, cfg)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server on %s: %v", data, err)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var info struct{ URL string }
+		if b, err := os.ReadFile(filepath.Join(data, "server.json")); err == nil && json.Unmarshal(b, &info) == nil && info.URL != "" {
+			return info.URL
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("server on %s stopped before it listened: %v", data, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server on %s wrote no server.json within 30s", data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A second server on a running server's data directory exits 2 naming the
+// running one, which keeps serving with its files untouched.
+func TestSecondServerOnDataDirectoryRefused(t *testing.T) {
+	data := t.TempDir()
+	url := startServer(t, data)
+	before, err := os.ReadFile(filepath.Join(data, "server.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	root := rootCommand()
+	var stderr bytes.Buffer
+	root.SetOut(io.Discard)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"server", "--data", data, "--listen", "127.0.0.1:0"})
+	// Bounded: a second server that was not refused would serve until cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := cli.ExecuteContext(ctx, root)
+	if code != 2 {
+		t.Errorf("second server exited %d, want 2; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"data directory " + data + " is in use", fmt.Sprintf("pid %d", os.Getpid()), "at " + url, "--data"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+
+	after, err := os.ReadFile(filepath.Join(data, "server.json"))
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("server.json after the refused start = %q, %v; want it unchanged: %q", after, err, before)
+	}
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatalf("first server after the refused start: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("first server after the refused start: GET /healthz = %s", resp.Status)
 	}
 }

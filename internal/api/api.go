@@ -45,6 +45,10 @@ type Config struct {
 	// MetricsToken is a bearer token GET /metrics accepts besides the API
 	// tokens of admins and auditors ("" for none).
 	MetricsToken string
+	// PoolHardware compares a pool's nodes with the hardware that runs its
+	// jobs: what they declare beyond it ("" when they fit) and whether the
+	// server config marks that as simulated. Nil: pools are not compared.
+	PoolHardware func(domain.Pool) (beyond string, simulated bool)
 }
 
 // MetricsAuth says who may read GET /metrics (docs/observability.md).

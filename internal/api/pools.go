@@ -30,7 +30,7 @@ func (h *handler) listPools(w http.ResponseWriter, r *http.Request, p service.Pr
 	}
 	out := apitypes.PoolList{Pools: make([]apitypes.Pool, len(pools))}
 	for i, pl := range pools {
-		out.Pools[i] = poolDTO(pl)
+		out.Pools[i] = h.poolDTO(pl)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -41,7 +41,7 @@ func (h *handler) getPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, poolDTO(pool))
+	writeJSON(w, http.StatusOK, h.poolDTO(pool))
 }
 
 func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -71,7 +71,7 @@ func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", "/api/v1/pools/"+stored.Name)
-	writeJSON(w, status, poolDTO(stored))
+	writeJSON(w, status, h.poolDTO(stored))
 }
 
 func (h *handler) listQuotas(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -182,6 +182,15 @@ func checkPathName(field, inBody, inPath string) domain.FieldErrors {
 		return nil
 	}
 	return domain.FieldErrors{{Path: field, Message: fmt.Sprintf("is %q but the URL names %q; leave it out or make them match", inBody, inPath)}}
+}
+
+// poolDTO is the wire form of p, compared with this machine's hardware.
+func (h *handler) poolDTO(p domain.Pool) apitypes.Pool {
+	out := poolDTO(p)
+	if h.cfg.PoolHardware != nil {
+		out.BeyondHardware, out.Simulated = h.cfg.PoolHardware(p)
+	}
+	return out
 }
 
 func poolDTO(p domain.Pool) apitypes.Pool {

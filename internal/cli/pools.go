@@ -71,7 +71,15 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
 				formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, p := range pools {
+			if p.BeyondHardware != "" {
+				fmt.Fprintln(out, oneLine(poolHardwareNote(p)))
+			}
+		}
+		return nil
 	}
 	return cmd
 }
@@ -120,6 +128,9 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	kv("Executor", p.Executor)
 	kv("GPU type", p.GPUType)
 	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory)))
+	if p.BeyondHardware != "" {
+		kv("Hardware", poolHardwareNote(p))
+	}
 	kv("Max GPUs per job", limit(p.MaxGPUsPerJob))
 	kv("Max nodes per job", limit(p.MaxNodesPerJob))
 	kv("Max timeout", dash(p.MaxTimeout))
@@ -867,4 +878,13 @@ func maxPriority(p string) string {
 		return string(domain.PriorityNormal)
 	}
 	return oneLine(p)
+}
+
+// poolHardwareNote says that a pool declares more than the machine that
+// runs its jobs has: on purpose (simulated) or as a warning.
+func poolHardwareNote(p apitypes.Pool) string {
+	if p.Simulated {
+		return fmt.Sprintf("pool %s is simulated: it %s (inventory.simulated in the server config)", p.Name, p.BeyondHardware)
+	}
+	return fmt.Sprintf("warning: pool %s %s: jobs placed there get devices that do not exist; set inventory: {simulated: true} in the server config if this is a test setup", p.Name, p.BeyondHardware)
 }

@@ -36,6 +36,9 @@ ready.`,
 			if st.Isolation != "" {
 				fmt.Fprintf(out, "isolation: %s\n", st.Isolation)
 			}
+			if st.Hardware != "" {
+				fmt.Fprintf(out, "hardware: %s\n", oneLine(st.Hardware))
+			}
 		}()
 		if st.Replica == "" {
 			fmt.Fprintln(out, "ready: a single server, which leads")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/yamlcheck"
 )
 
 // MaxDocumentBytes bounds the size of a spec document. Real specs are a few
@@ -143,8 +143,6 @@ func decode(doc []byte, sets []string, base domain.Spec) (spec domain.Spec, res 
 	return spec, res
 }
 
-var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
-
 // parseDocument parses doc into the root mapping node. It returns nil and
 // the reasons when the document is empty, not YAML, holds several documents
 // or is not a mapping.
@@ -205,37 +203,10 @@ func emptyDocError() domain.FieldError {
 	return domain.FieldError{Path: docPath, Message: "is empty; a job spec needs at least name and entrypoint"}
 }
 
-// parserProblems are the YAML parser's (not scanner's) messages. The
-// library reports their line 0-based, so it is shifted by one.
-var parserProblems = []string{
-	"did not find expected <stream-start>",
-	"did not find expected <document start>",
-	"found undefined tag handle",
-	"did not find expected node content",
-	"did not find expected '-' indicator",
-	"did not find expected key",
-	"did not find expected ',' or ']'",
-	"did not find expected ',' or '}'",
-	"found duplicate %YAML directive",
-	"found incompatible YAML document",
-	"found duplicate %TAG directive",
-}
-
 // yamlError turns a parser error into a field error with the 1-based line
 // it names, kept within the document.
 func yamlError(err error, doc []byte) domain.FieldError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-		if contains(parserProblems, msg) {
-			line++
-		}
-		if last := bytes.Count(bytes.TrimRight(doc, " \t\r\n"), []byte("\n")) + 1; line > last {
-			line = last
-		}
-	}
+	line, msg := yamlcheck.SyntaxError(err, doc)
 	return domain.FieldError{Path: docPath, Line: line, Message: "is not valid YAML or JSON: " + msg}
 }
 

@@ -177,8 +177,15 @@ type Pool struct {
 	Borrowing  bool         `json:"borrowing"`
 	Preemption bool         `json:"preemption"`
 	Capacity   PoolCapacity `json:"capacity,omitzero"`
-	CreatedAt  time.Time    `json:"created_at,omitzero"`
-	UpdatedAt  time.Time    `json:"updated_at,omitzero"`
+	// BeyondHardware, set by the server, says what the pool's nodes declare
+	// beyond the hardware detected on the machine that runs its jobs, e.g.
+	// "declares 4 GPUs, 16 CPUs; this machine has 0 GPUs, 2 CPUs"; empty
+	// when they fit. Simulated says the server config marks that as
+	// intended (inventory.simulated, docs/pools.md). Both are ignored on PUT.
+	BeyondHardware string    `json:"beyond_hardware,omitempty"`
+	Simulated      bool      `json:"simulated,omitempty"`
+	CreatedAt      time.Time `json:"created_at,omitzero"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
 }
 
 // Node is one node of a pool.
@@ -519,4 +526,8 @@ type Status struct {
 	// Isolation says how jobs run on this replica's machine: "jobs run as
 	// per-project users", or "jobs run as the server's user: not isolated".
 	Isolation string `json:"isolation,omitempty"`
+	// Hardware, when set, says that pools declare more than this machine
+	// has: "simulated: ..." when the server config says so on purpose
+	// (inventory.simulated), else a warning.
+	Hardware string `json:"hardware,omitempty"`
 }

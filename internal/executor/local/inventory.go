@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -44,22 +45,32 @@ func cloneInventory(inv executor.Inventory) executor.Inventory {
 }
 
 func (e *Executor) detectInventory(ctx context.Context) (executor.Inventory, error) {
+	n, err := Detect(ctx, e.log)
+	if err != nil {
+		return executor.Inventory{}, err
+	}
+	return executor.Inventory{Nodes: []executor.Node{n}}, nil
+}
+
+// Detect reports this machine's hardware: hostname, CPUs, memory
+// (/proc/meminfo) and GPUs (nvidia-smi, when installed), whatever the
+// executor is configured to offer. A failing nvidia-smi is logged and
+// counts as no GPUs.
+func Detect(ctx context.Context, log *slog.Logger) (executor.Node, error) {
 	host, err := os.Hostname()
 	if err != nil {
-		return executor.Inventory{}, fmt.Errorf("detect inventory: hostname: %w", err)
+		return executor.Node{}, fmt.Errorf("detect inventory: hostname: %w", err)
 	}
 	mem, err := memTotal("/proc/meminfo")
 	if err != nil {
-		return executor.Inventory{}, fmt.Errorf("detect inventory: %w", err)
+		return executor.Node{}, fmt.Errorf("detect inventory: %w", err)
 	}
 	gpus, err := detectGPUs(ctx)
 	if err != nil {
 		// A broken driver must not keep the CPUs idle: offer no GPUs and say why.
-		e.log.Warn("no GPUs offered: nvidia-smi failed", "err", err)
+		log.Warn("no GPUs offered: nvidia-smi failed", "err", err)
 	}
-	return executor.Inventory{Nodes: []executor.Node{{
-		Name: host, CPUs: float64(runtime.NumCPU()), Memory: mem, GPUs: gpus,
-	}}}, nil
+	return executor.Node{Name: host, CPUs: float64(runtime.NumCPU()), Memory: mem, GPUs: gpus}, nil
 }
 
 // memTotal reads MemTotal from a meminfo file.
