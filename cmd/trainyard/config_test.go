@@ -70,8 +70,8 @@ func TestSampleServerConfig(t *testing.T) {
 	}
 }
 
-// Without pools, a fresh store gets pool "default" from the inventory and a
-// full quota for project "default"; a second start changes nothing.
+// Without pools, a fresh store gets pool "default" from the inventory and
+// no quotas (an open pool); a second start changes nothing.
 func TestDefaultPoolFromInventory(t *testing.T) {
 	svc := newService(t)
 	inv := executor.Inventory{Nodes: []executor.Node{{Name: "Host.Example", CPUs: 4, Memory: 8 << 30, GPUs: []int{0, 1}}}}
@@ -84,9 +84,8 @@ func TestDefaultPoolFromInventory(t *testing.T) {
 	if len(pools) != 1 || pools[0].Name != "default" || pools[0].Nodes[0].Name != "host-example" || len(pools[0].Nodes[0].GPUs) != 2 {
 		t.Fatalf("pools = %+v", pools)
 	}
-	q, _ := svc.ListQuotas(context.Background(), system, "default", "default")
-	if len(q) != 1 || q[0].Guaranteed.GPUs != 2 || q[0].Guaranteed.CPUs != 4 {
-		t.Fatalf("default quota = %+v", q)
+	if q, _ := svc.ListQuotas(context.Background(), system, "", ""); len(q) != 0 {
+		t.Fatalf("quotas = %+v, want none (an open pool)", q)
 	}
 }
 

@@ -48,8 +48,9 @@ func decodeAPI(n *yaml.Node, v any) error {
 // applyScheduling makes the store match the config file's pools, quotas and
 // projects (the file is declarative: what it names, it sets on every start;
 // what it does not name, the API manages). With no pools at all, it creates
-// pool "default" from the executor's inventory with a full quota for project
-// "default", so a fresh install runs jobs at once.
+// pool "default" from the executor's inventory, without quotas: an open
+// pool, where every project runs ordinary jobs and fair share divides it,
+// until an admin sets a quota there (docs/pools.md).
 func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingConfig, inv executor.Inventory, log *slog.Logger) error {
 	for i := range cfg.Pools {
 		var in apitypes.Pool
@@ -98,10 +99,6 @@ func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingCo
 		return fmt.Errorf("create the default pool from this machine's inventory: %w", err)
 	}
 	capacity := def.Capacity()
-	if _, err := svc.SetQuota(ctx, system, domain.Quota{Project: "default", Pool: "default",
-		Guaranteed: capacity, MaxPriority: domain.PriorityUrgent}); err != nil {
-		return fmt.Errorf("create the default quota: %w", err)
-	}
 	log.Info("created pool default from this machine's inventory", "gpus", capacity.GPUs, "cpus", capacity.CPUs, "memory", capacity.Memory.String())
 	return nil
 }

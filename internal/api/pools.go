@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -30,7 +31,7 @@ func (h *handler) listPools(w http.ResponseWriter, r *http.Request, p service.Pr
 	}
 	out := apitypes.PoolList{Pools: make([]apitypes.Pool, len(pools))}
 	for i, pl := range pools {
-		out.Pools[i] = h.poolDTO(pl)
+		out.Pools[i] = h.poolDTO(r.Context(), pl)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -41,7 +42,7 @@ func (h *handler) getPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.poolDTO(pool))
+	writeJSON(w, http.StatusOK, h.poolDTO(r.Context(), pool))
 }
 
 func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -71,7 +72,7 @@ func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", "/api/v1/pools/"+stored.Name)
-	writeJSON(w, status, h.poolDTO(stored))
+	writeJSON(w, status, h.poolDTO(r.Context(), stored))
 }
 
 func (h *handler) listQuotas(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -185,8 +186,9 @@ func checkPathName(field, inBody, inPath string) domain.FieldErrors {
 }
 
 // poolDTO is the wire form of p, compared with this machine's hardware.
-func (h *handler) poolDTO(p domain.Pool) apitypes.Pool {
+func (h *handler) poolDTO(ctx context.Context, p domain.Pool) apitypes.Pool {
 	out := poolDTO(p)
+	out.Open, _ = h.svc.PoolOpen(ctx, p.Name) // the pool was just read: a failure here only hides the mark
 	if h.cfg.PoolHardware != nil {
 		out.BeyondHardware, out.Simulated = h.cfg.PoolHardware(p)
 	}

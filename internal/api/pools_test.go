@@ -62,7 +62,7 @@ func TestPoolsCreateGetList(t *testing.T) {
 		Nodes: []apitypes.Node{{Name: "node-a", CPUs: 32, Memory: "256GiB", GPUs: []int{0, 1, 2, 3}},
 			{Name: "node-b", CPUs: 8, Memory: "32GiB", GPUs: []int{}}},
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
-		Borrowing: true, Preemption: true, Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}}
+		Borrowing: true, Preemption: true, Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}, Open: true}
 	if p.CreatedAt.IsZero() || !p.UpdatedAt.Equal(p.CreatedAt) {
 		t.Errorf("times: created %v updated %v", p.CreatedAt, p.UpdatedAt)
 	}

@@ -78,6 +78,9 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 			if p.BeyondHardware != "" {
 				fmt.Fprintln(out, oneLine(poolHardwareNote(p)))
 			}
+			if p.Open {
+				fmt.Fprintln(out, oneLine(openPoolNote(p)))
+			}
 		}
 		return nil
 	}
@@ -130,6 +133,9 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory)))
 	if p.BeyondHardware != "" {
 		kv("Hardware", poolHardwareNote(p))
+	}
+	if p.Open {
+		kv("Quotas", "none: open to every project, shared by fair share (the first quota closes it)")
 	}
 	kv("Max GPUs per job", limit(p.MaxGPUsPerJob))
 	kv("Max nodes per job", limit(p.MaxNodesPerJob))
@@ -887,4 +893,9 @@ func poolHardwareNote(p apitypes.Pool) string {
 		return fmt.Sprintf("pool %s is simulated: it %s (inventory.simulated in the server config)", p.Name, p.BeyondHardware)
 	}
 	return fmt.Sprintf("warning: pool %s %s: jobs placed there get devices that do not exist; set inventory: {simulated: true} in the server config if this is a test setup", p.Name, p.BeyondHardware)
+}
+
+// openPoolNote is pool ls's line for a pool without quotas.
+func openPoolNote(p apitypes.Pool) string {
+	return fmt.Sprintf("pool %s is open: no quotas, so every project runs any job there, shared by fair share; the first quota set in it closes it (docs/pools.md)", p.Name)
 }

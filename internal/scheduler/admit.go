@@ -17,8 +17,10 @@ import (
 // capacity, and no quota in a pool without borrowing. It returns every
 // problem as a field error (paths resources.gpus, resources.cpus,
 // resources.memory, resources.nodes, policy.priority, policy.timeout,
-// policy.preemptible, pool) whose message says how to fix it.
-func Admit(pool domain.Pool, quota *domain.Quota, spec domain.Spec) domain.FieldErrors {
+// policy.preemptible, pool) whose message says how to fix it. Open says no
+// project has a quota in the pool: then every project may run any job there
+// (see quotaRule).
+func Admit(pool domain.Pool, quota *domain.Quota, open bool, spec domain.Spec) domain.FieldErrors {
 	var errs domain.FieldErrors
 	r := spec.Resources
 	nodes := max(r.Nodes, 1)
@@ -79,7 +81,7 @@ func Admit(pool domain.Pool, quota *domain.Quota, spec domain.Spec) domain.Field
 		prio = domain.PriorityNormal
 	}
 	rank := prio.Rank()
-	rule := newQuotaRule(pool, pool.Capacity(), quota)
+	rule := newQuotaRule(pool, pool.Capacity(), quota, open)
 	switch {
 	case rank < 0:
 		errs.Add("policy.priority", "%q is not a priority class; use one of low, normal, high, urgent", prio)
@@ -101,7 +103,7 @@ func Admit(pool domain.Pool, quota *domain.Quota, spec domain.Spec) domain.Field
 	}
 
 	// Quota.
-	if quota == nil && !pool.Borrowing {
+	if quota == nil && !open && !pool.Borrowing {
 		errs.Add("pool", "project %s has no quota in pool %s and the pool does not allow borrowing: ask an admin for a quota or choose another pool", spec.Project, name)
 		return errs
 	}

@@ -24,6 +24,7 @@ func TestAdmit(t *testing.T) {
 	cases := map[string]struct {
 		pool     domain.Pool
 		quota    *domain.Quota
+		open     bool // no project has a quota in the pool
 		spec     domain.Spec
 		wantPath []string
 		wantMsg  string
@@ -40,11 +41,16 @@ func TestAdmit(t *testing.T) {
 		"not preemptible above guarantee": {pool: Pool(std).Nodes(2, 8).Borrowing().Obj(), quota: func() *domain.Quota { q := Quota("vision", std).GPUs(2).Borrow(8).Obj(); return &q }(),
 			spec: spec(func(s *domain.Spec) { s.Policy.Preemptible = false }), wantPath: []string{"policy.preemptible"}, wantMsg: "set policy.preemptible: true"},
 		"above quota ceiling": {pool: pool, quota: &quota, spec: spec(func(s *domain.Spec) { s.Resources.GPUs, s.Resources.Nodes = 8, 2 }), wantPath: []string{"resources.gpus"}, wantMsg: "may use at most 8 in pool standard (quota)"},
-		"empty pool":          {pool: Pool(std).Obj(), spec: spec(func(*domain.Spec) {}), wantPath: []string{"pool"}, wantMsg: "has no nodes"},
+		// An open pool (a fresh install's default, until an admin sets
+		// quotas): any project runs ordinary jobs, at any priority.
+		"open pool, plain job": {pool: Pool(std).Nodes(2, 8).Obj(), open: true, spec: spec(func(s *domain.Spec) {
+			s.Policy.Preemptible, s.Policy.Priority, s.Resources.GPUs = false, Urgent, 8
+		})},
+		"empty pool": {pool: Pool(std).Obj(), spec: spec(func(*domain.Spec) {}), wantPath: []string{"pool"}, wantMsg: "has no nodes"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			errs := scheduler.Admit(tc.pool, tc.quota, tc.spec)
+			errs := scheduler.Admit(tc.pool, tc.quota, tc.open, tc.spec)
 			var paths []string
 			for _, e := range errs {
 				paths = append(paths, e.Path)

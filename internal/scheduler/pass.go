@@ -16,6 +16,9 @@ type pass struct {
 	cfg    Config
 	plan   Plan
 	budget int // preemptions left in this pass
+	// quotaPools are the pools where some project has a quota; the others
+	// are open.
+	quotaPools map[string]bool
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
@@ -93,6 +96,7 @@ type poolState struct {
 	*pass
 	now     time.Time
 	pool    domain.Pool
+	open    bool // no project has a quota here: one queue (see quotaRule)
 	capa    domain.Limits
 	nodes   []*nodeState // by name
 	byName  map[string]*nodeState
@@ -158,6 +162,10 @@ func (p *pass) run() Plan {
 		if _, dup := quotas[k]; !dup {
 			quotas[k] = &qs[i]
 		}
+	}
+	p.quotaPools = map[string]bool{}
+	for _, q := range qs {
+		p.quotaPools[q.Pool] = true
 	}
 	shares := map[string]float64{}
 	prs := slices.Clone(s.Projects)
@@ -352,7 +360,7 @@ func canonicalPools(in []domain.Pool) []domain.Pool {
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation, cache *allocCache) *poolState {
 	ps := &poolState{pass: p, now: p.s.Now, pool: pool, capa: pool.Capacity(), byName: make(map[string]*nodeState, len(pool.Nodes)),
-		projs: map[string]*projState{}, preemptFail: map[preemptKey]bool{}}
+		projs: map[string]*projState{}, preemptFail: map[preemptKey]bool{}, open: !p.quotaPools[pool.Name]}
 	nodes := slices.Clone(pool.Nodes)
 	slices.SortFunc(nodes, func(a, b domain.Node) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(len(b.GPUs), len(a.GPUs)), cmp.Compare(b.CPUs, a.CPUs), cmp.Compare(b.Memory, a.Memory))
@@ -393,7 +401,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			if sh <= 0 {
 				sh = 1
 			}
-			pr = &projState{name: name, rule: newQuotaRule(pool, ps.capa, quotas[[2]string{name, pool.Name}]),
+			pr = &projState{name: name, rule: newQuotaRule(pool, ps.capa, quotas[[2]string{name, pool.Name}], ps.open),
 				usage: usage[[2]string{name, pool.Name}], shares: sh}
 			ps.projs[name] = pr
 		}

@@ -38,7 +38,7 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 		return nil, nil
 	}
 	eligible := func(h *holder) bool {
-		return victimFor(h, pr.name, rank, reclaim)
+		return victimFor(h, pr.name, rank, reclaim, ps.open)
 	}
 	type choice struct {
 		n   *nodeState
@@ -117,12 +117,13 @@ func (ps *poolState) preempt(j *Pending, pr *projState, r req, k int, borrowed b
 // quota): as Kueue's default (borrowWithinCohort: Never), a borrowing job
 // does not preempt a job that could reclaim its project's guarantee once
 // stopped — the two would take the room from each other as their projects'
-// other jobs come and go.
-func victimFor(h *holder, project string, rank int, reclaim bool) bool {
+// other jobs come and go. In an open pool (no quotas) all projects are one
+// queue: any lower-priority job is a victim, as in one Kueue ClusterQueue.
+func victimFor(h *holder, project string, rank int, reclaim, open bool) bool {
 	switch {
 	case h.stopping || !h.preemptible:
 		return false
-	case h.project == project:
+	case h.project == project || open: // an open pool is one queue
 		return h.rank < rank
 	default:
 		return h.borrowed && (reclaim || h.rank < rank && h.unentitled)

@@ -142,7 +142,7 @@ func (ps *poolState) ownThenOthers(n *nodeState, pr *projState, rank int, need l
 	var cands []*holder
 	var sum deficit
 	for _, h := range n.holders {
-		if slices.Contains(ownSet, h) || slices.Contains(cands, h) || !victimFor(h, pr.name, rank, reclaim) {
+		if slices.Contains(ownSet, h) || slices.Contains(cands, h) || !victimFor(h, pr.name, rank, reclaim, ps.open) {
 			continue
 		}
 		cands = append(cands, h)

@@ -25,6 +25,10 @@ const unlimitedJobs = math.MaxInt / 2
 //     (a dimension not limited by Guaranteed stays unlimited).
 //   - Without a quota, the guarantee is zero in every dimension, and with
 //     pool borrowing on, the ceiling is the whole pool.
+//   - In an open pool (no project has a quota there: a fresh install's
+//     default pool until an admin sets quotas) every project is
+//     guaranteed the whole pool, may use every priority, and the projects
+//     share it by fair share as one queue (see victimFor).
 type quotaRule struct {
 	has        bool
 	guaranteed limits
@@ -33,7 +37,11 @@ type quotaRule struct {
 	maxRank    int // highest priority rank the project may use
 }
 
-func newQuotaRule(pool domain.Pool, capa domain.Limits, q *domain.Quota) quotaRule {
+func newQuotaRule(pool domain.Pool, capa domain.Limits, q *domain.Quota, open bool) quotaRule {
+	if q == nil && open {
+		all := limits{gpus: capa.GPUs, cpus: capa.CPUs, mem: float64(capa.Memory), jobs: unlimitedJobs}
+		return quotaRule{has: true, guaranteed: all, ceiling: all, maxRank: domain.PriorityUrgent.Rank()}
+	}
 	if q == nil {
 		r := quotaRule{maxRank: domain.PriorityNormal.Rank()}
 		if pool.Borrowing {

@@ -287,7 +287,8 @@ func TestScenarios(t *testing.T) {
 			}},
 		},
 		"no quota borrows idle capacity, without borrowing it waits": {
-			pools: []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Obj(), Pool("private").Nodes(1, 8).Obj()},
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Obj(), Pool("private").Nodes(1, 8).Obj()},
+			quotas: []domain.Quota{Quota("owner", std).GPUs(4).Obj(), Quota("owner", "private").GPUs(8).Obj()},
 			rounds: []round{{
 				submit: []scheduler.Pending{
 					Job(1).Project("guest").GPUs(8).Preemptible().Obj(), Job(2).Project("guest").GPUs(8).Preemptible().Pool("private").Obj(),
@@ -295,6 +296,28 @@ func TestScenarios(t *testing.T) {
 				wantStart: []int64{1},
 				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
 				wantMsg:   map[int64]string{2: "project guest has no quota in pool private and the pool does not allow borrowing"},
+			}},
+		},
+		// A pool where no project has a quota (a fresh install's default
+		// pool) is one queue, as one Kueue ClusterQueue with
+		// withinClusterQueue: LowerPriority (preemption_test.go "preempt
+		// lowest priority"): every project runs ordinary jobs there,
+		// fair share orders them, and a higher-priority job preempts
+		// lower-priority preemptible work of any project.
+		"an open pool is one queue": {
+			pools: []domain.Pool{Pool(std).Nodes(1, 8).Preemption().Obj()},
+			running: []scheduler.Allocation{
+				Job(1).Project("vision").GPUs(4).Priority(Low).Preemptible().Running(T0, On("standard-0", Span(0, 4)...)),
+				Job(2).Project("nlp").GPUs(4).Running(T0, On("standard-0", Span(4, 4)...)),
+			},
+			rounds: []round{{
+				submit:      []scheduler.Pending{Job(3).Project("speech").GPUs(4).Priority(High).Obj()},
+				wantPreempt: []int64{1},
+				wantWait:    map[int64]domain.Reason{3: domain.ReasonWaitingForCapacity},
+			}, {
+				advance:   time.Minute,
+				wantStart: []int64{3},
+				wantWait:  map[int64]domain.Reason{1: domain.ReasonWaitingForCapacity},
 			}},
 		},
 		"messages with numbers": {

@@ -34,7 +34,7 @@ func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
 			quota = &q
 		}
 	}
-	errs := scheduler.Admit(pool, quota, spec)
+	errs := scheduler.Admit(pool, quota, v.open(spec.Pool, s.cfg.Clock.Now()), spec)
 	if pool.Executor == ExecutorLocal && spec.Resources.Nodes > 1 {
 		errs = append(errs, domain.FieldError{Path: "resources.nodes",
 			Message: fmt.Sprintf("pool %s runs on the local executor, which runs single-node jobs; set resources.nodes: 1, or use a pool backed by Slurm or Kubernetes", pool.Name)})
@@ -46,11 +46,37 @@ func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
 // loaded once and reused until schedulingChanged says it is stale, because
 // every submit needs it and it changes rarely.
 type admissionView struct {
-	gen    uint64
-	pools  map[string]domain.Pool
-	quotas map[string][]domain.Quota // "project/pool" → its quota (0 or 1)
-	grants []domain.QuotaRequest     // approved and unexpired when loaded; Active(now) decides
-	loaded time.Time
+	gen        uint64
+	pools      map[string]domain.Pool
+	quotas     map[string][]domain.Quota // "project/pool" → its quota (0 or 1)
+	quotaPools map[string]bool           // pools where some project has a quota
+	grants     []domain.QuotaRequest     // approved and unexpired when loaded; Active(now) decides
+	loaded     time.Time
+}
+
+// open reports whether no project has a quota in the pool (nor an active
+// grant, which makes one): then every project may run there (see
+// scheduler.Admit).
+func (v *admissionView) open(pool string, now time.Time) bool {
+	if v.quotaPools[pool] {
+		return false
+	}
+	for _, g := range v.grants {
+		if g.Pool == pool && g.Active(now) {
+			return false
+		}
+	}
+	return true
+}
+
+// PoolOpen reports whether no project has a quota in the pool (an open
+// pool: every project may run any job there; docs/pools.md).
+func (s *Service) PoolOpen(ctx context.Context, pool string) (bool, error) {
+	v, err := s.admission(ctx)
+	if err != nil {
+		return false, err
+	}
+	return v.open(pool, s.cfg.Clock.Now()), nil
 }
 
 // admission returns the current admission view, loading it when stale.
@@ -60,7 +86,7 @@ func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 	if v := s.admitView.Load(); v != nil && v.gen == gen && (s.cfg.CacheTTL <= 0 || now.Sub(v.loaded) < s.cfg.CacheTTL) {
 		return v, nil
 	}
-	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}, loaded: now}
+	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}, quotaPools: map[string]bool{}, loaded: now}
 	pools, err := s.cfg.Store.ListPools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load pools: %w", err)
@@ -75,6 +101,7 @@ func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 	for _, q := range quotas {
 		k := q.Project + "/" + q.Pool
 		v.quotas[k] = append(v.quotas[k], q)
+		v.quotaPools[q.Pool] = true
 	}
 	if v.grants, err = s.cfg.Store.ActiveGrants(ctx, s.cfg.Clock.Now()); err != nil {
 		return nil, fmt.Errorf("load compute grants: %w", err)

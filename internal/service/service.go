@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,7 +161,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		return domain.Job{}, false, err
 	}
 	if err := s.authorize(ctx, p, authz.JobSubmit, authz.Resource{Kind: "job", Project: spec.Project}); err != nil {
-		return domain.Job{}, false, err
+		return domain.Job{}, false, submitHint(err, p, spec.Project)
 	}
 	if err := s.resolveSpecEnv(ctx, &spec); err != nil { // pins spec.Env to name@N: envs.go
 		return domain.Job{}, false, err
@@ -356,4 +357,22 @@ func jobErr(id int64, err error) error {
 		return domain.Errorf(domain.ErrNotFound, "job %d does not exist; list jobs with: trainyard ls", id)
 	}
 	return err
+}
+
+// submitHint adds to a refused submit the projects the caller may submit
+// to: a spec without project: runs in project default, which a member of
+// one team is usually not in.
+func submitHint(err error, p Principal, project string) error {
+	var names []string
+	for _, pr := range p.Projects {
+		if pr.Project != project && authz.Decide(p, authz.JobSubmit, authz.Resource{Kind: "job", Project: pr.Project}).Allow &&
+			!slices.Contains(names, pr.Project) {
+			names = append(names, pr.Project)
+		}
+	}
+	if len(names) == 0 {
+		return err
+	}
+	return domain.Errorf(domain.ErrForbidden, "%v; you may submit to project %s: set project: %s in the spec (or --set project=%s)",
+		err, strings.Join(names, ", "), names[0], names[0])
 }

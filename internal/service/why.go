@@ -63,6 +63,9 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 			w.Evidence = append(w.Evidence, fmt.Sprintf("%d queued job(s) at the same or higher priority are ahead of it", n))
 		}
 		w.Evidence = append(w.Evidence, fmt.Sprintf("requests %s", describeResources(job.Spec.Resources)))
+		if open, err := s.PoolOpen(ctx, job.Pool); err == nil && open {
+			w.Evidence = append(w.Evidence, fmt.Sprintf("pool %s is open (no project has a quota there): every project shares it by fair share, and higher priority goes first", job.Pool))
+		}
 		switch job.Reason {
 		case domain.ReasonQuotaExceeded:
 			w.Hint = fmt.Sprintf("it starts when project %s's other jobs in pool %s finish; an admin can raise the quota: trainyard quota set %s %s ...", job.Project, job.Pool, job.Project, job.Pool)

@@ -100,3 +100,45 @@ func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 		t.Errorf("hint %q, want it to suggest %q", w.Hint, want)
 	}
 }
+
+// why on a queued job in a pool without quotas states the open pool's rule;
+// once a quota is set there it no longer does.
+func TestWhyStatesTheOpenPoolRule(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := service.New(service.Config{Store: st})
+	pool := domain.Pool{Name: "default", Executor: service.ExecutorLocal, Nodes: []domain.Node{{Name: "n1", CPUs: 2, Memory: 4 << 30}}}
+	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	spec := domain.Spec{Name: "plain", Project: "vision", Pool: "default", Entrypoint: []string{"train"},
+		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}}
+	raw, _ := json.Marshal(spec)
+	sum := sha256.Sum256(raw)
+	job, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() bool {
+		t.Helper()
+		w, err := svc.Explain(ctx, admin, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(w.Evidence, func(e string) bool { return strings.Contains(e, "pool default is open") })
+	}
+	if !open() {
+		t.Fatal("why does not say pool default is open")
+	}
+	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "nlp", Pool: "default", Guaranteed: domain.Limits{CPUs: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if open() {
+		t.Fatal("why still says the pool is open after a quota was set in it")
+	}
+}

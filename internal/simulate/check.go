@@ -183,6 +183,10 @@ func newChecker(s *sim) *checker {
 	for _, inv := range Invariants() {
 		c.rep.Counts[inv] = 0
 	}
+	quotaPools := map[string]bool{}
+	for _, q := range s.quotas {
+		quotaPools[q.Pool] = true
+	}
 	for _, k := range s.keys {
 		pool := s.pools[s.poolIdx[k.pool]]
 		var q *domain.Quota
@@ -191,7 +195,7 @@ func newChecker(s *sim) *checker {
 				q = &s.quotas[i]
 			}
 		}
-		g, ce, text := quotaAmounts(pool, q)
+		g, ce, text := quotaAmounts(pool, q, !quotaPools[k.pool])
 		c.guar, c.ceil, c.ceilText = append(c.guar, g), append(c.ceil, ce), append(c.ceilText, text)
 	}
 	c.budget = s.cfg.MaxPreemptionsPerCycle
@@ -209,7 +213,7 @@ func newChecker(s *sim) *checker {
 		var sum amount
 		for i := range s.quotas {
 			if s.quotas[i].Pool == p.Name {
-				g, _, _ := quotaAmounts(p, &s.quotas[i])
+				g, _, _ := quotaAmounts(p, &s.quotas[i], false)
 				sum = sum.plus(amount{g.gpus, finite(g.cpus), finite(g.mem), 0})
 			}
 		}
@@ -227,8 +231,13 @@ func newChecker(s *sim) *checker {
 // CPUs, memory or jobs of 0 are unlimited; with borrowing (the pool allows
 // it and the quota's borrow is not all zero) the ceiling is guarantee +
 // borrow. Without a quota the guarantee is zero and the ceiling is the
-// pool when it allows borrowing, else zero.
-func quotaAmounts(pool domain.Pool, q *domain.Quota) (guar, ceil amount, text string) {
+// pool when it allows borrowing or is open (no project has a quota there),
+// else zero. (In an open pool all projects are one queue, so no job is
+// within a guarantee of its own.)
+func quotaAmounts(pool domain.Pool, q *domain.Quota, open bool) (guar, ceil amount, text string) {
+	if q == nil && open {
+		return amount{}, unlimited, "open pool: no quotas"
+	}
 	if q == nil {
 		if pool.Borrowing {
 			return amount{}, unlimited, "no quota; borrowing"

@@ -785,7 +785,9 @@ func (w *Workload) validate(hasSeed bool) domain.FieldErrors {
 			// Reject jobs the server would refuse at submit time: they
 			// would only sit in the queue and hide the workload's mistake.
 			var quota *domain.Quota
+			open := true
 			for _, q := range w.Quotas {
+				open = open && q.Pool != s.Pool
 				if q.Project == s.Project && q.Pool == s.Pool {
 					quota = &domain.Quota{Project: q.Project, Pool: q.Pool,
 						Guaranteed:  domain.Limits{GPUs: q.GPUs, CPUs: q.CPUs, Memory: q.Memory, Jobs: q.Jobs},
@@ -797,7 +799,7 @@ func (w *Workload) validate(hasSeed bool) domain.FieldErrors {
 			spec := domain.Spec{Project: s.Project, Pool: s.Pool,
 				Resources: domain.Resources{GPUs: s.GPUs, CPUs: s.CPUs, Memory: s.Memory, Nodes: max(s.Nodes, 1)},
 				Policy:    domain.Policy{Timeout: s.Timeout, Priority: s.Priority, Preemptible: s.Preemptible}}
-			for _, e := range scheduler.Admit(pool.domain(), quota, spec) {
+			for _, e := range scheduler.Admit(pool.domain(), quota, open, spec) {
 				errs.Add(path+specPaths.Replace("."+e.Path), "%s", specPaths.Replace(e.Message))
 			}
 		}

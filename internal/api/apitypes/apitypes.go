@@ -182,10 +182,14 @@ type Pool struct {
 	// "declares 4 GPUs, 16 CPUs; this machine has 0 GPUs, 2 CPUs"; empty
 	// when they fit. Simulated says the server config marks that as
 	// intended (inventory.simulated, docs/pools.md). Both are ignored on PUT.
-	BeyondHardware string    `json:"beyond_hardware,omitempty"`
-	Simulated      bool      `json:"simulated,omitempty"`
-	CreatedAt      time.Time `json:"created_at,omitzero"`
-	UpdatedAt      time.Time `json:"updated_at,omitzero"`
+	BeyondHardware string `json:"beyond_hardware,omitempty"`
+	Simulated      bool   `json:"simulated,omitempty"`
+	// Open, set by the server, says no project has a quota in the pool:
+	// every project may run any job there, sharing it by fair share
+	// (docs/pools.md). Ignored on PUT.
+	Open      bool      `json:"open,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // Node is one node of a pool.

@@ -253,8 +253,10 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 	// Quotas and caps only constrain new placements: running work may
 	// already exceed a quota that shrank.
 	quotas := map[[2]string]domain.Quota{}
+	quotaPools := map[string]bool{}
 	for _, q := range s.Quotas {
 		quotas[[2]string{q.Project, q.Pool}] = q
+		quotaPools[q.Pool] = true
 	}
 	for k, after := range proj {
 		if after == before[k] {
@@ -263,6 +265,8 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 		pool := pools[k[1]]
 		q, has := quotas[k]
 		switch {
+		case !quotaPools[k[1]]:
+			// An open pool: every project may use all of it.
 		case !has && !pool.Borrowing:
 			errs = append(errs, fmt.Errorf("project %s has no quota in pool %s without borrowing but started a job", k[0], k[1]))
 		case has:
@@ -321,8 +325,10 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 			b := pending[v.For]
 			lower := a.Priority.Rank() < b.Priority.Rank()
 			// Own lower-priority work, or another project's borrowed work;
-			// never another project's work inside its guarantee.
-			if a.Project == b.Project && !lower || a.Project != b.Project && !borrowed[a.JobID] {
+			// never another project's work inside its guarantee. An open
+			// pool is one queue: any lower-priority work.
+			own := a.Project == b.Project || !quotaPools[a.Pool]
+			if own && !lower || !own && !borrowed[a.JobID] {
 				errs = append(errs, fmt.Errorf("victim %d (priority %s, borrowed %t) is not eligible for job %d (priority %s)",
 					v.JobID, a.Priority, borrowed[a.JobID], v.For, b.Priority))
 			}
@@ -336,11 +342,14 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 // jobs that are not stopping, by priority (highest first), then start time,
 // then id, fill the project's guarantee first-fit (a zero CPU, memory or
 // job guarantee does not limit); the rest are borrowed, as is every job of
-// a project without a quota in the pool.
+// a project without a quota in the pool — unless no project has a quota
+// there (an open pool: nothing is borrowed).
 func Borrowed(s scheduler.Snapshot) map[int64]bool {
 	quota := map[[2]string]domain.Quota{}
+	quotaPools := map[string]bool{}
 	for _, q := range s.Quotas {
 		quota[[2]string{q.Project, q.Pool}] = q
+		quotaPools[q.Pool] = true
 	}
 	groups := map[[2]string][]scheduler.Allocation{}
 	for _, a := range s.Running {
@@ -351,6 +360,9 @@ func Borrowed(s scheduler.Snapshot) map[int64]bool {
 	}
 	out := map[int64]bool{}
 	for k, as := range groups {
+		if !quotaPools[k[1]] {
+			continue
+		}
 		slices.SortFunc(as, func(x, y scheduler.Allocation) int {
 			if c := y.Priority.Rank() - x.Priority.Rank(); c != 0 {
 				return c
