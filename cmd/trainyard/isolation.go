@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/executor/local"
 )
 
@@ -108,4 +109,27 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkJobsReach refuses a data or artifacts directory that jobs, running as
+// other users, could not reach: every directory above it must let any user
+// pass (mode o+x), or every job fails at its first write with a permission
+// error that says nothing of the cause.
+func checkJobsReach(dirs ...string) error {
+	for _, dir := range dirs {
+		for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+			st, err := os.Stat(d)
+			if err != nil {
+				return fmt.Errorf("check that jobs can reach %s: %w", dir, err)
+			}
+			if st.Mode().Perm()&0o001 == 0 {
+				return domain.Errorf(domain.ErrInvalid, "jobs run as per-project users and cannot reach %s: %s (mode %04o) lets only its owner pass; start with --data under a directory every user may pass (the default for root is /var/lib/trainyard), or chmod o+x %s",
+					dir, d, st.Mode().Perm(), d)
+			}
+			if d == "/" || d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return nil
 }

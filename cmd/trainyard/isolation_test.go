@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"trainyard/internal/domain"
 )
 
 func TestJobIsolationModes(t *testing.T) {
@@ -77,5 +80,34 @@ func TestProtectDataDir(t *testing.T) {
 	}
 	if st, _ := os.Stat(outside); st.Mode().Perm() != 0o644 {
 		t.Errorf("a symlink in the data directory was followed: its target is now %v", st.Mode().Perm())
+	}
+}
+
+// A data or artifacts directory under a directory only its owner may pass
+// (root's home) is refused at start with the way out: every job would
+// otherwise fail at its first write with a bare permission error.
+func TestJobsMustReachDataDirectory(t *testing.T) {
+	base, err := os.MkdirTemp("", "trainyard-reach-") // t.TempDir's parent is closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	closed := filepath.Join(base, "home")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(closed, "trainyard")
+	err = checkJobsReach(data)
+	if err == nil || !errors.Is(err, domain.ErrInvalid) || !strings.Contains(err.Error(), closed+" (mode 0700)") || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("checkJobsReach(%s) = %v; want an invalid-config error naming %s and --data", data, err, closed)
+	}
+	if err := os.Chmod(closed, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkJobsReach(data); err != nil {
+		t.Fatalf("checkJobsReach with a passable parent: %v", err)
 	}
 }

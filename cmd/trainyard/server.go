@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -210,9 +211,16 @@ func mergeServerFlags(cmd *cobra.Command, cfg *serverConfig, flags serverConfig)
 	}
 }
 
+// defaultDataDir is $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard,
+// and /var/lib/trainyard for root: jobs then run as other users, who must
+// pass through every directory above their attempt and output directories,
+// and root's home is closed to them.
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "trainyard")
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/trainyard"
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -237,7 +245,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if cfg.Data == "" {
 		cfg.Data = defaultDataDir()
 	}
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+	// Directories above the data directory are no secret, and jobs that
+	// run as other users must pass through them (checkJobsReach).
+	if err := os.MkdirAll(filepath.Dir(cfg.Data), 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.Mkdir(cfg.Data, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	// The lock comes before anything else touches the data directory: a
@@ -307,6 +320,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	iso, isolation, err := jobIsolation(cfg, log)
 	if err != nil {
 		return err
+	}
+	if iso != nil {
+		if err := checkJobsReach(cfg.Data, cfg.Artifacts); err != nil {
+			return err
+		}
 	}
 	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
 	hw := hardware{simulated: cfg.Inventory != nil && cfg.Inventory.Simulated}
