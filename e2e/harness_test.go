@@ -67,6 +67,9 @@ type serverOpts struct {
 	gpus   int
 	extra  string // more server config (pools, quotas, projects)
 	tls    bool   // serve HTTPS with a self-signed certificate
+	// defaults starts the server on its embedded defaults: an empty
+	// config file (the inventory is this machine's).
+	defaults bool
 }
 
 // startServer starts a server with a declared inventory (default 2 CPUs,
@@ -86,6 +89,9 @@ func startServer(t testing.TB, o serverOpts) *server {
 		o.extra += fmt.Sprintf("tls_cert: %s\ntls_key: %s\n", s.caFile, filepath.Join(dir, "key.pem"))
 	}
 	cfg := fmt.Sprintf("inventory: {cpus: %g, memory: %s, gpus: %d}\nretry_backoff: 100ms\ngrace: 1s\n%s", o.cpus, o.memory, o.gpus, o.extra)
+	if o.defaults {
+		cfg = ""
+	}
 	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +329,8 @@ func alive(pid int) bool {
 
 // repoRoot is the repository's root, or, when the tests run as root and
 // the checkout is closed to other users (jobs then run as their projects'
-// own users), a copy of what jobs read from it: examples/ and sdk/.
+// own users), a copy of what jobs read from it: examples/ and sdk/ (and the
+// simulator's workloads, which the README's tour replays).
 func repoRoot() string {
 	repoOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
@@ -335,7 +342,7 @@ func repoRoot() string {
 		if err == nil {
 			err = os.Chmod(dir, 0o755)
 		}
-		for _, sub := range []string{"examples", "sdk"} {
+		for _, sub := range []string{"examples", "sdk", "internal/simulate/testdata"} {
 			if err == nil {
 				err = os.CopyFS(filepath.Join(dir, sub), os.DirFS(filepath.Join(repo, sub)))
 			}

@@ -322,7 +322,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	if iso != nil {
-		if err := checkJobsReach(cfg.Data, cfg.Artifacts); err != nil {
+		// The data directory itself is made passable below (protectDataDir).
+		reach := []string{cfg.Data}
+		if rel, err := filepath.Rel(cfg.Data, cfg.Artifacts); err != nil || !filepath.IsLocal(rel) {
+			reach = append(reach, cfg.Artifacts)
+		}
+		if err := checkJobsReach(reach...); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/client"
@@ -66,6 +69,13 @@ printed with its line; the exit code is then 2.`,
 		if err != nil {
 			return err
 		}
+		if file != "-" {
+			dir, err := filepath.Abs(filepath.Dir(file))
+			if err != nil {
+				return fmt.Errorf("resolve the directory of %s: %w", file, err)
+			}
+			body = resolveTemplateWorkdir(body, dir)
+		}
 		c, err := a.client()
 		if err != nil {
 			return err
@@ -83,6 +93,50 @@ printed with its line; the exit code is then 2.`,
 		return nil
 	}
 	return cmd
+}
+
+// resolveTemplateWorkdir makes a relative top-level workdir of a template
+// file absolute against dir, the file's directory, as submit does for a
+// spec file. Only that value changes: the rest of the document is sent as
+// written. A workdir with a ${var}, or a document that does not parse, is
+// left alone (the server reports the errors, with lines).
+func resolveTemplateWorkdir(body []byte, dir string) []byte {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(body, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return body
+	}
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		if k.Value != "workdir" || v.Kind != yaml.ScalarNode || v.Value == "" || filepath.IsAbs(v.Value) || strings.Contains(v.Value, "${") {
+			continue
+		}
+		// Replace the value in place, on its line: the server's line
+		// numbers still match the file.
+		lines := strings.Split(string(body), "\n")
+		if v.Line < 1 || v.Line > len(lines) {
+			return body
+		}
+		line := lines[v.Line-1]
+		col := v.Column - 1
+		if col < 0 || col > len(line) {
+			return body
+		}
+		rest := line[col:]
+		end := len(rest)
+		if v.Style == 0 { // plain: up to a comment
+			if c := strings.Index(rest, " #"); c >= 0 {
+				end = c
+			}
+			end = len(strings.TrimRight(rest[:end], " \t"))
+		} else if j := strings.LastIndexAny(rest, `"'`); j > 0 {
+			end = j + 1
+		}
+		abs, _ := json.Marshal(filepath.Join(dir, v.Value))
+		lines[v.Line-1] = line[:col] + string(abs) + rest[end:]
+		return []byte(strings.Join(lines, "\n"))
+	}
+	return body
 }
 
 // readTemplateFile reads path, or standard input for "-".

@@ -242,3 +242,22 @@ func TestSubmitTemplate(t *testing.T) {
 		t.Errorf("refused submits reached the server: %+v", tf.submits[n:])
 	}
 }
+
+// A relative workdir in a template file is made absolute against the
+// file's directory, as submit does for spec files; only that value
+// changes, on its own line, so the server's line numbers still match.
+func TestTemplateWorkdirResolved(t *testing.T) {
+	for name, tc := range map[string]struct{ in, want string }{
+		"plain with comment":   {"name: x\nworkdir: .   # here\nentrypoint: [a]\n", "name: x\nworkdir: \"/srv/ex\"   # here\nentrypoint: [a]\n"},
+		"quoted":               {"workdir: 'sub dir'\n", "workdir: \"/srv/ex/sub dir\"\n"},
+		"absolute":             {"workdir: /opt/x\n", "workdir: /opt/x\n"},
+		"variable":             {"workdir: ${dir}\n", "workdir: ${dir}\n"},
+		"nested is no workdir": {"params: {workdir: .}\n", "params: {workdir: .}\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := string(resolveTemplateWorkdir([]byte(tc.in), "/srv/ex")); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
