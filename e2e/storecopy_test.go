@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,11 +127,19 @@ func TestBackupAndRestore(t *testing.T) {
 		admin.Exec(context.Background(), "DROP DATABASE "+dbName+" WITH (FORCE)")
 		admin.Close(context.Background())
 	})
-	restoreDSN := strings.Replace(base, "/test?", "/"+dbName+"?", 1)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("TRAINYARD_TEST_POSTGRES is not a URL: %v", err)
+	}
+	u.Path = "/" + dbName // whatever database the URL names
+	restoreDSN := u.String()
 	if out, err := exec.Command("psql", "-v", "ON_ERROR_STOP=1", "-q", "-f", dump, restoreDSN).CombinedOutput(); err != nil {
 		t.Fatalf("restore the dump: %v\n%s", err, out)
 	}
-	out = runBinary(t, "store", "verify", "--store", restoreDSN+"&search_path="+schema)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	out = runBinary(t, "store", "verify", "--store", u.String())
 	if !strings.Contains(out, "audit chain intact") {
 		t.Errorf("store verify after pg restore: %s", out)
 	}
