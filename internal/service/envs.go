@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -152,6 +153,17 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 	}
 	if err := s.authorize(ctx, p, authz.EnvWrite, authz.Resource{Kind: "env", ID: d.Name}); err != nil {
 		return domain.Environment{}, false, err
+	}
+	if s.cfg.LocalEnvs { // after authorize: only those who may register learn what exists
+		var errs domain.FieldErrors
+		for i, dir := range d.PathPrefix {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				errs.Add(fmt.Sprintf("path_prefix[%d]", i), "%s is not a directory on the server's machine, where jobs run: install the environment there first, or correct the path", dir)
+			}
+		}
+		if err := errs.Err(); err != nil {
+			return domain.Environment{}, false, err
+		}
 	}
 	rec := domain.Environment{Name: d.Name, Image: d.Image, Description: d.Description}
 	if len(d.PathPrefix) > 0 {

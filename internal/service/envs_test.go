@@ -3,12 +3,14 @@ package service_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
 )
 
 func torchDef(image string) service.EnvDefinition {
@@ -259,5 +261,26 @@ func TestRegisterEnvAuditsWhatRunsInEveryJob(t *testing.T) {
 		if !strings.Contains(after, want) {
 			t.Errorf("audit record after = %s, want it to hold %s", after, want)
 		}
+	}
+}
+
+// With the local executor, an environment whose path_prefix directory does
+// not exist on the server's machine is refused, naming the field; one that
+// exists is registered.
+func TestRegisterEnvChecksLocalDirectories(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := service.New(service.Config{Store: st, LocalEnvs: true})
+	_, _, err = svc.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{"/opt/no-such-torch/bin"}})
+	var fe domain.FieldErrors
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Path != "path_prefix[0]" || !strings.Contains(fe[0].Message, "not a directory on the server's machine") {
+		t.Fatalf("RegisterEnv with a missing directory = %v; want a field error on path_prefix[0]", err)
+	}
+	dir := t.TempDir()
+	if _, created, err := svc.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{dir}}); err != nil || !created {
+		t.Fatalf("RegisterEnv with an existing directory = created %v, %v", created, err)
 	}
 }

@@ -70,6 +70,10 @@ type Config struct {
 	// AuditWitness is the file the server keeps the audit log's head in,
 	// outside the store (auditwitness.go); "" keeps none.
 	AuditWitness string
+	// LocalEnvs says jobs run on this machine (the local executor), so an
+	// environment's path_prefix directories must exist here to be
+	// registered; with remote executors they live on the nodes.
+	LocalEnvs bool
 }
 
 // Service implements the use cases. Safe for concurrent use.
