@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,4 +34,43 @@ func TestNewProjectMemberRunsPlainJob(t *testing.T) {
 			t.Fatalf("job %d ended %s (%s): %s", id, j.State, j.Reason, j.Message)
 		}
 	})
+}
+
+// A second server with a data directory of its own, started by the same
+// user, says that the CLI's config still points at the first and how to
+// use the second.
+func TestSecondServerSaysCLIConfigPointsElsewhere(t *testing.T) {
+	s := startServer(t, serverOpts{defaults: true})
+	// The first start wrote the CLI config into the shared HOME.
+	if _, err := os.Stat(filepath.Join(s.dir, "home", ".config", "trainyard", "config.yaml")); err != nil {
+		t.Fatalf("the first server wrote no CLI config: %v", err)
+	}
+	data2 := filepath.Join(jobReachableDir(t), "data")
+	cmd := exec.Command(binary, "server", "--data", data2, "--listen", "127.0.0.1:0", "--config", s.config)
+	env := []string{}
+	for _, e := range s.env() {
+		if !strings.HasPrefix(e, "TRAINYARD_") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	var stderr syncWriter
+	stderr.w = &bytes.Buffer{}
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitFor(t, 30*time.Second, "the second server's note on the CLI config", func() bool {
+		return strings.Contains(stderrOf(&stderr), "its token is not this server's")
+	})
+	if out := stderrOf(&stderr); !strings.Contains(out, "export TRAINYARD_SERVER=http://127.0.0.1:") || !strings.Contains(out, filepath.Join(data2, "admin-token")) {
+		t.Fatalf("the note does not say how to use the second server:\n%s", out)
+	}
+}
+
+func stderrOf(w *syncWriter) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.(*bytes.Buffer).String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -636,6 +637,11 @@ func bootstrap(ctx context.Context, svc *service.Service, data, url, tlsCert str
 			return fmt.Errorf("write CLI config: %w", err)
 		}
 		fmt.Fprintf(os.Stderr, "Wrote %s: the trainyard CLI on this machine is logged in as admin.\n\n", cfgPath)
+	} else {
+		// A fresh store, so the existing config's token is another
+		// server's (another data directory, or an earlier store).
+		fmt.Fprintf(os.Stderr, "Note: %s (server %s) is left as it is, and its token is not this server's; to use this one:\n\n    export TRAINYARD_SERVER=%s TRAINYARD_TOKEN=$(cat %s)\n\n",
+			cfgPath, cmp.Or(cli.ConfiguredServer(cfgPath), "default"), url, tokenPath)
 	}
 	return nil
 }

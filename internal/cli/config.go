@@ -97,6 +97,16 @@ func WriteConfig(path string, server, token, caFile string) error {
 	return nil
 }
 
+// ConfiguredServer returns the server URL the config file at path names,
+// or "" when there is none (or no readable file).
+func ConfiguredServer(path string) string {
+	fc, err := readConfigFile(path)
+	if err != nil {
+		return ""
+	}
+	return fc.Server
+}
+
 // readConfigFile reads the config file at path; a missing file is an empty
 // config.
 func readConfigFile(path string) (fileConfig, error) {
