@@ -144,11 +144,12 @@ func serverCommand() *cobra.Command {
 		Short: "Run the control plane (API, scheduler, local executor)",
 		Long: `Run the Trainyard control plane on this machine.
 
-With no flags it keeps its data in ~/.local/share/trainyard (SQLite), runs jobs
-as local processes on this machine's CPUs, memory and GPUs, and listens on
-127.0.0.1:7070. On the first start it creates an admin token, prints it once,
-saves it (mode 0600) in the data directory and writes the CLI's config file
-if there is none.`,
+With no flags it keeps its data in ~/.local/share/trainyard (SQLite;
+/var/lib/trainyard when run as root), runs jobs as local processes on this
+machine's CPUs, memory and GPUs in one pool, default, open to every project
+until an admin sets quotas, and listens on 127.0.0.1:7070. On the first
+start it creates an admin token, prints it once, saves it (mode 0600) in the
+data directory and writes the CLI's config file if there is none.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if checkPath != "" {
@@ -180,7 +181,7 @@ if there is none.`,
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "server config file (YAML)")
 	cmd.Flags().StringVar(&checkPath, "check-config", "", "check this server config file as a start would, print FILE: ok or its problems, and exit (0 ok, 2 problems)")
-	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard)")
+	cmd.Flags().StringVar(&flags.Data, "data", "", "data directory (default $XDG_DATA_HOME/trainyard or ~/.local/share/trainyard; /var/lib/trainyard for root)")
 	cmd.Flags().StringVar(&flags.Listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free port)")
 	cmd.Flags().StringVar(&flags.Store, "store", "", "metadata store: a SQLite file path (default <data>/trainyard.db)")
 	cmd.Flags().StringVar(&flags.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
