@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"internal/clock":                 {},
 	"internal/api/apitypes":          {},
 	"internal/scheduler/schedtest":   {"internal/scheduler", "internal/domain"},
-	"internal/simulate":              {"internal/scheduler", "internal/domain", "go.yaml.in/yaml/v3"},
+	"internal/simulate":              {"internal/scheduler", "internal/domain", "internal/yamlcheck", "go.yaml.in/yaml/v3"},
 	"internal/authz":                 {"internal/domain"},
 	"internal/audit":                 {"internal/domain"},
 	"internal/secrets":               {},

@@ -229,26 +229,7 @@ func isNull(n *yaml.Node) bool {
 }
 
 // describe names what n is, for "got ..." in messages.
-func describe(n *yaml.Node) string {
-	n = resolve(n)
-	switch {
-	case n == nil:
-		return "nothing"
-	case n.Kind == yaml.SequenceNode:
-		return "a list"
-	case n.Kind == yaml.MappingNode:
-		return "a mapping"
-	case n.Kind == yaml.DocumentNode:
-		return "a document"
-	case isNull(n):
-		return "nothing"
-	}
-	v := n.Value
-	if utf8.RuneCountInString(v) > 40 {
-		v = string([]rune(v)[:40]) + "…"
-	}
-	return strconv.Quote(v)
-}
+func describe(n *yaml.Node) string { return yamlcheck.Describe(resolve(n)) }
 
 func join(parent, key string) string {
 	if parent == "" {

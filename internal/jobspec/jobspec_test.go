@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -407,6 +408,31 @@ func TestOddInputsDoNotPanic(t *testing.T) {
 			var fes domain.FieldErrors
 			if !errors.As(err, &fes) {
 				t.Fatalf("error %T is not FieldErrors", err)
+			}
+		})
+	}
+}
+
+// The example templates parse and, with their defaults, are valid specs
+// (their relative workdir made absolute, as template create does).
+func TestExampleTemplatesCheck(t *testing.T) {
+	files, err := filepath.Glob("../../examples/templates/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example templates found: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			doc, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc = regexp.MustCompile(`(?m)^workdir: \S+`).ReplaceAll(doc, []byte("workdir: /srv/examples"))
+			tmpl, err := ParseTemplate(doc)
+			if err != nil {
+				t.Fatalf("example template does not parse: %v", err)
+			}
+			if err := tmpl.Check("default"); err != nil {
+				t.Fatalf("example template with its defaults is not a valid spec: %v", err)
 			}
 		})
 	}

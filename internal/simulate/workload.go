@@ -18,6 +18,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/yamlcheck"
 )
 
 // MaxWorkloadBytes bounds the size of a workload file.
@@ -412,39 +413,15 @@ func fieldNames(t reflect.Type) []string {
 	return out
 }
 
-// closestName returns the name within edit distance 2 of s (or sharing its
-// singular/plural stem), or "".
+// closestName returns the name sharing s's singular/plural stem, or the
+// likely typo yamlcheck.Suggest finds, or "".
 func closestName(s string, names []string) string {
-	best, bestD := "", 3
 	for _, n := range names {
 		if strings.TrimSuffix(n, "s") == strings.TrimSuffix(s, "s") {
 			return n
 		}
-		if d := editDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
 	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return yamlcheck.Suggest(s, names, nil)
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)

@@ -92,7 +92,7 @@ func Check(n *yaml.Node, t reflect.Type, tag, path string, res *Result) {
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			res.fail(path, n, "must be a mapping (key: value), got %s", describe(n))
+			res.fail(path, n, "must be a mapping (key: value), got %s", Describe(n))
 			return
 		}
 		fields := map[string]reflect.Type{}
@@ -112,7 +112,7 @@ func Check(n *yaml.Node, t reflect.Type, tag, path string, res *Result) {
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			res.fail(path, n, "must be a mapping (key: value), got %s", describe(n))
+			res.fail(path, n, "must be a mapping (key: value), got %s", Describe(n))
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -124,7 +124,7 @@ func Check(n *yaml.Node, t reflect.Type, tag, path string, res *Result) {
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
-			res.fail(path, n, "must be a list, got %s", describe(n))
+			res.fail(path, n, "must be a list, got %s", Describe(n))
 			return
 		}
 		for i, e := range n.Content {
@@ -218,7 +218,7 @@ func leaf(n *yaml.Node, t reflect.Type, tag, path string, res *Result) {
 		return
 	}
 	if want := wanted(t); want != "" && !custom(t, tag) {
-		res.fail(path, n, "must be %s, got %s", want, describe(n))
+		res.fail(path, n, "must be %s, got %s", want, Describe(n))
 		return
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
@@ -302,8 +302,8 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// describe names what n is, for "got ..." in messages.
-func describe(n *yaml.Node) string {
+// Describe names what n is, for "got ..." in messages.
+func Describe(n *yaml.Node) string {
 	switch {
 	case n == nil:
 		return "nothing"
@@ -311,6 +311,8 @@ func describe(n *yaml.Node) string {
 		return "a list"
 	case n.Kind == yaml.MappingNode:
 		return "a mapping"
+	case n.Kind == yaml.DocumentNode:
+		return "a document"
 	case isNull(n):
 		return "nothing"
 	}
