@@ -92,7 +92,7 @@ func TestPythonSDK(t *testing.T) {
 	if j := s.waitState(job.ID, time.Minute, "succeeded", "failed"); j.State != "succeeded" {
 		t.Fatalf("job %s: %s", j.State, j.Message)
 	}
-	cmd := exec.Command("python3", "-m", "unittest", "-v", "test_trainyard_sdk")
+	cmd := exec.Command("python3", "-m", "unittest", "-v", "test_trainyard_sdk", "test_client")
 	cmd.Dir = filepath.Join(repoRoot(), "sdk", "python")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1",
 		"TRAINYARD_SDK_TEST_API="+s.url, "TRAINYARD_SDK_TEST_TOKEN="+s.token,

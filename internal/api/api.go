@@ -87,6 +87,8 @@ func Handler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", h.readyz)
+	// The OpenAPI document needs no token; see openapi.go.
+	mux.HandleFunc("GET /api/v1/openapi.json", openAPI)
 	if cfg.Metrics != nil { // metrics: behind MetricsAuth (prometheus.go)
 		mux.HandleFunc("GET /metrics", h.promMetrics)
 	}
