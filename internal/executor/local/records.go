@@ -42,6 +42,8 @@ type launchRecord struct {
 	Env     []string      `json:"env"`
 	WorkDir string        `json:"workdir"`
 	LogPath string        `json:"log_path"`
+	// LogLimit bounds the log (see executor.Launch.LogLimit); 0: none.
+	LogLimit int64 `json:"log_limit,omitempty"`
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	Grace   time.Duration `json:"grace_ns,omitempty"`
 	Memory  int64         `json:"memory_bytes,omitempty"`
