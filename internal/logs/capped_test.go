@@ -253,3 +253,31 @@ func TestHumanSize(t *testing.T) {
 		}
 	}
 }
+
+func TestLayoutLogLimited(t *testing.T) {
+	l := Layout{Root: t.TempDir()}
+	if err := os.MkdirAll(l.AttemptDir(7, 1), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(l.LogPath(7, 1), MinLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := AppendLine(nil, time.Now(), Stdout, []byte(numbered(0)))
+	if _, err := w.Write(line); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := l.LogLimited(7, 1); ok {
+		t.Fatal("a log under its limit is reported limited")
+	}
+	for range 4 * MinLimit / len(line) {
+		if _, err := w.Write(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	limit, dropped, ok := l.LogLimited(7, 1)
+	if !ok || limit != MinLimit || dropped != w.Dropped() || dropped == 0 {
+		t.Fatalf("LogLimited = %d, %d, %v; want %d, %d, true", limit, dropped, ok, MinLimit, w.Dropped())
+	}
+}

@@ -58,6 +58,7 @@ func readDirNames(f *os.File, err error) ([]string, error) {
 type part struct {
 	f      *os.File // nil for a marker
 	mem    []byte   // the marker line
+	gap    int64    // the bytes a marker stands for
 	off    int64    // where the range starts in f
 	size   int64
 	vstart int64 // where the part starts in the view
@@ -186,7 +187,7 @@ func (s source) buildView(from int64) (*view, error) {
 			if v.size == 0 {
 				v.gap = true
 			}
-			v.parts = append(v.parts, part{mem: m, size: int64(len(m)), vstart: v.size})
+			v.parts = append(v.parts, part{mem: m, gap: pc.start - pos, size: int64(len(m)), vstart: v.size})
 			v.size += int64(len(m))
 			pos = pc.start
 		}
@@ -216,4 +217,25 @@ func firstTime(f *os.File, size int64) time.Time {
 		return time.Now()
 	}
 	return t
+}
+
+// LogLimited reports whether the log of one attempt reached its limit
+// (ok), the limit (0 when unknown) and how many bytes were dropped so far.
+func (l Layout) LogLimited(jobID int64, attempt int) (limit, dropped int64, ok bool) {
+	src := l.attemptSource(jobID, attempt)
+	f, err := src.open(logName + capSuffix)
+	if err != nil {
+		return 0, 0, false
+	}
+	f.Close()
+	limit = readCap(src.open, logName)
+	if v, err := src.openView(0); err == nil {
+		for _, pt := range v.parts {
+			if pt.f == nil {
+				dropped += pt.gap
+			}
+		}
+		v.close()
+	}
+	return limit, dropped, true
 }
