@@ -155,6 +155,23 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 	return d, nil
 }
 
+// DefaultLogLimit is the server's log limit per attempt when its config
+// sets none.
+const DefaultLogLimit = domain.ByteSize(1 << 30)
+
+// parseLogLimit reads the server config's log_limit: a size of at least
+// domain.MinLogLimit, or 0 for no limit; "" is the default.
+func parseLogLimit(s string) (domain.ByteSize, error) {
+	if s == "" {
+		return DefaultLogLimit, nil
+	}
+	b, err := domain.ParseByteSize(s)
+	if err != nil || (b != 0 && b < domain.MinLogLimit) {
+		return 0, fmt.Errorf("server config log_limit: %q is not a log limit; use a size of at least %s such as 1GiB, or 0 for no limit", s, domain.ByteSize(domain.MinLogLimit))
+	}
+	return b, nil
+}
+
 // validateServerConfig checks what the server would refuse at start, as far
 // as that is possible without the store, the data directory's contents or
 // the network: every problem, each with its path and line.
@@ -166,6 +183,8 @@ func validateServerConfig(cfg serverConfig) error {
 		}
 	}
 	_, err := parseDurations(cfg)
+	add(err)
+	_, err = parseLogLimit(cfg.LogLimit)
 	add(err)
 	_, err = parseMetricsAuth(cfg)
 	add(err)

@@ -103,6 +103,9 @@ type serverConfig struct {
 	// LogRetention is how long the logs of finished jobs are kept (default
 	// 30d; 0 keeps them forever). See docs/operator.md.
 	LogRetention string `yaml:"log_retention"`
+	// LogLimit bounds the log of one attempt (default 1GiB; 0: no limit):
+	// the default and the ceiling of policy.log_limit. See docs/operator.md.
+	LogLimit string `yaml:"log_limit"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
 	// ObjectStore, when set, is an S3-compatible store for code packages
@@ -296,6 +299,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	retry, grace, halfLife, sampleEvery, logRetention := durations.retry, durations.grace, durations.halfLife, durations.sampleEvery, durations.logRetention
+	logLimit, err := parseLogLimit(cfg.LogLimit)
+	if err != nil {
+		return err
+	}
 
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		return fmt.Errorf("server config %w", err)
@@ -441,7 +448,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	loops := &leaderLoops{st: st, replica: replica, log: log}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
 		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
-			BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry,
+			BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.ResolveSecrets(ctx, project, names)

@@ -50,6 +50,10 @@ type Config struct {
 	// Grace is how long a stopped or timed-out process gets between SIGTERM
 	// and SIGKILL (default 10s).
 	Grace time.Duration
+	// LogLimit is the server's log limit per attempt: the default and
+	// ceiling of jobs in pools without their own (domain.EffectiveLogLimit);
+	// 0 is none.
+	LogLimit domain.ByteSize
 	// RetryBackoff is the delay before the first retry; it doubles per
 	// attempt up to MaxBackoff (defaults 10s and 5m).
 	RetryBackoff time.Duration
@@ -904,6 +908,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	l := executor.Launch{
 		Ref: ref, Project: spec.Project, Pool: spec.Pool, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
+		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, 0, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
 		Resources: spec.Resources, GPUs: gpus, Redact: redact,

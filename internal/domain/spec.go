@@ -63,6 +63,30 @@ type Policy struct {
 	Reentrant   bool     `json:"reentrant"`
 	Priority    Priority `json:"priority"`
 	Preemptible bool     `json:"preemptible"`
+	// LogLimit bounds the log of one attempt; beyond it the log keeps its
+	// head and a rolling tail. 0: the pool's limit (see EffectiveLogLimit).
+	LogLimit ByteSize `json:"log_limit,omitempty"`
+}
+
+// MinLogLimit is the smallest log limit: each quarter of it (a rolling tail
+// segment) must hold the longest line the supervisor writes.
+const MinLogLimit = 1 << 20
+
+// EffectiveLogLimit is the log limit of an attempt: the job's own, capped
+// by the ceiling, which is the pool's limit when it has one and the
+// server's otherwise; a job without one gets the ceiling. 0 is no limit.
+func EffectiveLogLimit(job, pool, server ByteSize) ByteSize {
+	ceiling := server
+	if pool > 0 {
+		ceiling = pool
+	}
+	switch {
+	case job <= 0:
+		return ceiling
+	case ceiling > 0 && job > ceiling:
+		return ceiling
+	}
+	return job
 }
 
 // Checkpoint bounds the checkpoints a job keeps.

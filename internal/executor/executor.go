@@ -43,6 +43,10 @@ type Launch struct {
 	Writable []string
 	// LogPath is the attempt's log file (see package logs for the format).
 	LogPath string
+	// LogLimit, when positive (at least domain.MinLogLimit), bounds the
+	// log's size on disk: beyond it the log keeps its head and a rolling
+	// tail (logs.Writer).
+	LogLimit int64
 	// Timeout, when positive, bounds the attempt's run time: at expiry the
 	// whole process group gets SIGTERM, then SIGKILL after Grace.
 	Timeout time.Duration

@@ -30,7 +30,7 @@ var (
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
 	inputFields      = []string{"name", "path", "version"}
 	outputsFields    = []string{"path"}
-	policyFields     = []string{"timeout", "retries", "reentrant", "priority", "preemptible"}
+	policyFields     = []string{"timeout", "retries", "reentrant", "priority", "preemptible", "log_limit"}
 	checkpointFields = []string{"keep"}
 	healthFields     = []string{"first_progress", "stall"}
 )
@@ -460,6 +460,8 @@ func (d *decoder) policy(p string, v *yaml.Node, pol *domain.Policy) {
 			}
 		case "preemptible":
 			d.boolean(p, v, &pol.Preemptible)
+		case "log_limit":
+			d.size(p, v, &pol.LogLimit)
 		}
 	})
 }

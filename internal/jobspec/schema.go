@@ -142,6 +142,7 @@ func schema() obj {
 					"reentrant":   obj{"type": "boolean", "default": false, "description": "The job can safely run again (it resumes from checkpoints or starts over)."},
 					"priority":    obj{"type": "string", "enum": priorities, "default": string(d.Policy.Priority), "description": "Priority class, bounded by the project's quota."},
 					"preemptible": obj{"type": "boolean", "default": false, "description": "The scheduler may stop the job to make room for higher-priority work."},
+					"log_limit":   obj{"oneOf": []obj{{"type": "integer", "minimum": 0}, {"type": "string", "pattern": SizePattern}}, "description": "Largest log of one attempt, at least 1MiB: beyond it the log keeps its head and a rolling tail. Absent or 0: the pool's limit; a larger value is capped at the pool's limit."},
 				},
 				"dependentSchemas": obj{
 					"retries": obj{

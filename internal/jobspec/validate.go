@@ -356,6 +356,9 @@ func checkPolicy(es *domain.FieldErrors, pol domain.Policy) {
 	case pol.Retries > 0 && !pol.Reentrant:
 		es.Add("policy.retries", retriesNeedReentrant)
 	}
+	if pol.LogLimit != 0 && pol.LogLimit < domain.MinLogLimit {
+		es.Add("policy.log_limit", "must be at least %s (or 0 for the pool's limit), got %s", domain.ByteSize(domain.MinLogLimit), pol.LogLimit)
+	}
 	if pol.Preemptible && !pol.Reentrant {
 		es.Add("policy.preemptible", "a preemptible job is stopped and run again from its checkpoint, so it must be re-entrant; set policy.reentrant: true, or remove policy.preemptible")
 	}

@@ -7,53 +7,27 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"regexp"
 	"time"
 )
 
-// TailOffset returns the offset in f at which its last n lines begin (0 when
-// the file has n lines or fewer), counting only lines for which keep returns
-// true (nil keeps all). It reads backwards in growing windows, so it costs
-// about the size of the tail, not of the file.
-func TailOffset(f *os.File, n int, keep func(line []byte) bool) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := st.Size()
-	if n <= 0 {
-		return size, nil
-	}
-	for window := int64(32 << 10); ; window *= 4 {
-		start := max(size-window, 0)
-		buf := make([]byte, size-start)
-		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
-		}
-		// Walk complete lines from the end; the first line of a window that
-		// does not start the file may be partial, so it is never counted.
-		end := len(buf)
-		count := 0
-		for end > 0 {
-			nl := bytes.LastIndexByte(buf[:end-1], '\n')
-			if nl < 0 && start > 0 {
-				break // partial first line: widen the window
-			}
-			line := buf[nl+1 : end]
-			if keep == nil || keep(line) {
-				count++
-				if count == n {
-					return start + int64(nl+1), nil
-				}
-			}
-			end = nl + 1
-		}
-		if start == 0 {
-			return 0, nil
-		}
-	}
-}
+// Reading costs. A log is read in chunks of readChunk bytes straight from
+// the files (no line-by-line buffering), and lines are filtered on their
+// bytes: no timestamp is parsed, nothing is allocated per line.
+//
+//   - --tail N reads backwards from the end and stops at the N-th line:
+//     it costs the size of those lines, whatever the log's size.
+//   - --grep with --tail N reads backwards too and stops at the N-th
+//     match: it costs the bytes after that match (the whole log when
+//     there are fewer than N matches).
+//   - --grep alone reads the whole log once. When the expression starts
+//     with a literal (`checkpoint`, `loss=[0-9]`), the chunks are searched
+//     for that literal and only the lines that hold it are matched, which
+//     runs at about memory speed; other expressions are matched line by
+//     line.
+//   - --since finds its first line by binary search on the timestamps
+//     (they never decrease through a log), then reads forwards from there.
+const readChunk = 1 << 20
 
 // Options says how to copy a log.
 type Options struct {
@@ -61,7 +35,7 @@ type Options struct {
 	Follow bool // keep copying new lines until Done reports true
 	// Timestamps keeps the full record: "<time> <stream> " prefixes and the
 	// supervisor's "system" lines. Without it only the program's own output
-	// (stdout and stderr text) is written.
+	// (stdout and stderr text) is written, and the marker of dropped lines.
 	Timestamps bool
 	// Done reports whether the writer of the log has finished (the attempt
 	// ended). Checked only when following.
@@ -78,48 +52,234 @@ type Options struct {
 	Since time.Time
 }
 
-// keep returns the line filter the options ask for (nil: every line). Tail
-// counts only kept lines, so a tail of a filtered log is the tail of the
-// filtered lines.
-func (o Options) keep() func(line []byte) bool {
-	if o.Timestamps && o.Grep == nil && o.Since.IsZero() {
-		return nil
-	}
-	return func(b []byte) bool {
-		ln := ParseLine(b)
-		switch {
-		case !o.Timestamps && ln.Stream == System:
-			return false
-		case !o.Since.IsZero() && (ln.Stream == "" || ln.Time.Before(o.Since)):
-			return false
-		case o.Grep != nil && !o.Grep.MatchString(ln.Text):
-			return false
+// filter is the line filter of a set of options, on line bytes.
+type filter struct {
+	all        bool // every line is kept
+	timestamps bool // system lines are kept
+	grep       *regexp.Regexp
+	lit        []byte // a literal every grep match holds; nil: none
+	since      []byte // the since time in TimeFormat; nil: none
+}
+
+func (o Options) filter() *filter {
+	f := &filter{timestamps: o.Timestamps, grep: o.Grep}
+	f.all = o.Timestamps && o.Grep == nil && o.Since.IsZero()
+	if o.Grep != nil {
+		if lit, _ := o.Grep.LiteralPrefix(); lit != "" {
+			f.lit = []byte(lit)
 		}
+	}
+	if !o.Since.IsZero() {
+		f.since = []byte(o.Since.UTC().Format(TimeFormat))
+	}
+	return f
+}
+
+// splitLine splits a log line (with or without its newline) into its
+// time, stream and text, as ParseLine does but without parsing the time:
+// ok is false for a line without the format.
+func splitLine(b []byte) (ts, stream, text []byte, ok bool) {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if len(b) <= len(TimeFormat) || b[len(TimeFormat)] != ' ' || !timeShape(b[:len(TimeFormat)]) {
+		return nil, nil, b, false
+	}
+	rest := b[len(TimeFormat)+1:]
+	sp := bytes.IndexByte(rest, ' ')
+	if sp < 0 {
+		return b[:len(TimeFormat)], rest, nil, true
+	}
+	return b[:len(TimeFormat)], rest[:sp], rest[sp+1:], true
+}
+
+// timeShape reports whether b looks like a time in TimeFormat.
+func timeShape(b []byte) bool {
+	for i, c := range b {
+		switch TimeFormat[i] {
+		case '-', 'T', ':', '.', 'Z':
+			if c != TimeFormat[i] {
+				return false
+			}
+		default:
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// keep reports whether the filter keeps line. Marker lines are kept
+// whatever the grep, so a filtered capped log still says where it lost
+// lines.
+func (f *filter) keep(line []byte) bool {
+	if f.all {
 		return true
 	}
+	ts, stream, text, ok := splitLine(line)
+	if f.since != nil && (!ok || bytes.Compare(ts, f.since) < 0) {
+		return false
+	}
+	if ok && string(stream) == System {
+		if bytes.HasPrefix(text, []byte(MarkerPrefix)) {
+			return true
+		}
+		if !f.timestamps {
+			return false
+		}
+	}
+	if f.grep != nil {
+		if f.lit != nil && !bytes.Contains(text, f.lit) {
+			return false
+		}
+		return f.grep.Match(text)
+	}
+	return true
+}
+
+// tailStart returns the offset in r (size bytes) at which its last n kept
+// lines begin (0 when it has n or fewer). It reads backwards in chunks and
+// stops at the n-th line.
+func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
+	if n <= 0 {
+		return size, nil
+	}
+	count := 0
+	hi := size               // the bytes from hi on are counted
+	chunk := int64(32 << 10) // a short tail is read quickly; then longer reads
+	var buf []byte
+	var starts []int
+	for hi > 0 {
+		lo := max(hi-chunk, 0)
+		if int64(cap(buf)) < hi-lo {
+			buf = make([]byte, hi-lo)
+		}
+		b := buf[:hi-lo]
+		if _, err := r.ReadAt(b, lo); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		// Complete lines start after the first newline of the chunk,
+		// unless the chunk starts the log.
+		first := 0
+		if lo > 0 {
+			first = bytes.IndexByte(b, '\n') + 1
+			if first == 0 {
+				chunk *= 2 // one line longer than the chunk
+				continue
+			}
+		}
+		// The starts of the lines that may be kept, in order. Markers
+		// are never counted: they are in the output when the tail spans
+		// them.
+		starts = candidates(b[first:], f.lit, starts[:0])
+		for i := len(starts) - 1; i >= 0; i-- {
+			s := first + starts[i]
+			e := bytes.IndexByte(b[s:], '\n') + 1 + s
+			if e == s { // the log's last line, unterminated
+				e = len(b)
+			}
+			if line := b[s:e]; f.keep(line) && !isMarker(line) {
+				if count++; count == n {
+					return lo + int64(s), nil
+				}
+			}
+		}
+		hi = lo + int64(first)
+		chunk = min(chunk*2, readChunk)
+	}
+	return 0, nil
+}
+
+// candidates appends to starts the offsets in b of the lines that hold
+// lit (every line when lit is nil), in order. b starts a line.
+func candidates(b, lit []byte, starts []int) []int {
+	if lit == nil {
+		for i := 0; i < len(b); {
+			starts = append(starts, i)
+			nl := bytes.IndexByte(b[i:], '\n')
+			if nl < 0 {
+				break
+			}
+			i += nl + 1
+		}
+		return starts
+	}
+	for i := 0; i < len(b); {
+		j := bytes.Index(b[i:], lit)
+		if j < 0 {
+			break
+		}
+		s := bytes.LastIndexByte(b[:i+j], '\n') + 1
+		starts = append(starts, s)
+		nl := bytes.IndexByte(b[i+j:], '\n')
+		if nl < 0 {
+			break
+		}
+		i += j + nl + 1
+	}
+	return starts
+}
+
+// sinceStart returns an offset of r at which a line starts and before
+// which no line was written at or after since: a binary search on line
+// timestamps, which never decrease through a log. Lines without a
+// timestamp are passed over; where the search cannot narrow further, the
+// scan from the result simply reads a little more.
+func sinceStart(r io.ReaderAt, size int64, since []byte) (int64, error) {
+	lo, hi := int64(0), size // line starts; the first line at or after since is in [lo, hi]
+	buf := make([]byte, 64<<10)
+	for hi-lo > int64(len(buf)) {
+		mid := lo + (hi-lo)/2
+		n, err := r.ReadAt(buf, mid)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		b := buf[:n]
+		oldLo, oldHi := lo, hi
+		for i := bytes.IndexByte(b, '\n') + 1; i > 0 && mid+int64(i) < hi; {
+			j := bytes.IndexByte(b[i:], '\n')
+			if j < 0 {
+				break
+			}
+			if ts, _, _, ok := splitLine(b[i : i+j]); ok {
+				if bytes.Compare(ts, since) < 0 {
+					lo = mid + int64(i+j+1)
+				} else {
+					hi = mid + int64(i)
+				}
+				break
+			}
+			i += j + 1
+		}
+		if lo == oldLo && hi == oldHi {
+			break
+		}
+	}
+	return lo, nil
 }
 
 // Copy writes the log at path to w, formatted per opts. A missing file is an
 // empty log while following (the attempt may not have started yet) and
-// fs.ErrNotExist otherwise. The log is opened as OpenFile does.
+// fs.ErrNotExist otherwise. The log's files are opened as OpenFile does.
 func Copy(ctx context.Context, w io.Writer, path string, opts Options) error {
-	return copyLog(ctx, w, func() (*os.File, error) { return OpenFile(path) }, opts)
+	return copyLog(ctx, w, pathSource(path), opts)
 }
 
-// CopyLog writes the log of one attempt to w, as Copy does; it is opened
-// as OpenLog does.
+// CopyLog writes the log of one attempt to w, as Copy does; its files are
+// opened as OpenLog does.
 func (l Layout) CopyLog(ctx context.Context, w io.Writer, jobID int64, attempt int, opts Options) error {
-	return copyLog(ctx, w, func() (*os.File, error) { return l.OpenLog(jobID, attempt) }, opts)
+	return copyLog(ctx, w, l.attemptSource(jobID, attempt), opts)
 }
 
-func copyLog(ctx context.Context, w io.Writer, open func() (*os.File, error), opts Options) error {
+func copyLog(ctx context.Context, w io.Writer, src source, opts Options) error {
 	if opts.Poll <= 0 {
 		opts.Poll = 100 * time.Millisecond
 	}
-	var f *os.File
+	var v *view
 	for {
 		var err error
-		f, err = open()
+		v, err = src.openView(0)
 		if err == nil {
 			break
 		}
@@ -127,7 +287,7 @@ func copyLog(ctx context.Context, w io.Writer, open func() (*os.File, error), op
 			return err
 		}
 		if opts.Done != nil && opts.Done() {
-			if f, err = open(); err != nil {
+			if v, err = src.openView(0); err != nil {
 				return nil // ended without ever writing a log
 			}
 			break
@@ -136,77 +296,182 @@ func copyLog(ctx context.Context, w io.Writer, open func() (*os.File, error), op
 			return nil
 		}
 	}
-	defer f.Close()
-	keep := opts.keep()
-	if opts.Tail > 0 {
-		off, err := TailOffset(f, opts.Tail, keep)
+	f := opts.filter()
+	c := &copier{w: bufio.NewWriterSize(w, 32<<10), f: f, timestamps: opts.Timestamps}
+	var start int64
+	var err error
+	switch {
+	case opts.Tail > 0:
+		start, err = tailStart(v, v.size, opts.Tail, f)
+	case f.since != nil:
+		start, err = sinceStart(v, v.size, f.since)
+	}
+	if err != nil {
+		v.close()
+		return err
+	}
+	for {
+		err := c.copy(v, start)
+		end := v.end
+		v.close()
 		if err != nil {
 			return err
 		}
-		if _, err := f.Seek(off, io.SeekStart); err != nil {
-			return err
-		}
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	bw := bufio.NewWriterSize(w, 32<<10)
-	var partial []byte
-	for {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			partial = append(partial, line...)
-			continue
-		}
-		if len(line) > 0 && err == nil {
-			if len(partial) > 0 {
-				line = append(partial, line...)
-				partial = partial[:0]
-			}
-			if keep != nil && !keep(line) {
-				continue
-			}
-			if werr := writeLine(bw, line, opts.Timestamps); werr != nil {
-				return werr
-			}
-			continue
-		}
-		// EOF: keep an unterminated tail for the next read.
-		partial = append(partial, line...)
-		if err := bw.Flush(); err != nil {
+		if err := c.w.Flush(); err != nil {
 			return err
 		}
 		if opts.Flush != nil {
 			opts.Flush()
 		}
 		if !opts.Follow {
-			if len(partial) > 0 && (keep == nil || keep(partial)) {
-				return writeLine(w, partial, opts.Timestamps)
+			if err := c.flushPartial(); err != nil {
+				return err
 			}
-			return nil
+			return c.w.Flush()
 		}
 		if opts.Done != nil && opts.Done() {
 			opts.Follow = false // one more pass reads what was written before the end
-			continue
-		}
-		if err := wait(ctx, opts.Poll); err != nil {
+		} else if err := wait(ctx, opts.Poll); err != nil {
 			return nil
 		}
+		if v, err = src.openView(end); err != nil {
+			return err
+		}
+		start = 0
 	}
 }
 
-func writeLine(w io.Writer, line []byte, timestamps bool) error {
-	if !timestamps {
-		ln := ParseLine(line)
-		if ln.Stream == System {
+// copier writes the kept lines of views, in order.
+type copier struct {
+	w          *bufio.Writer
+	f          *filter
+	timestamps bool
+	partial    []byte // an unterminated last line, completed by the next view
+	buf        []byte
+}
+
+// copy writes the kept lines of v from offset start to its end.
+func (c *copier) copy(v *view, start int64) error {
+	if v.gap {
+		if err := c.flushPartial(); err != nil {
+			return err
+		}
+	}
+	for _, pt := range v.parts {
+		from := max(start-pt.vstart, 0)
+		if from >= pt.size {
+			continue
+		}
+		if pt.f == nil {
+			if err := c.line(pt.mem); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.copyRange(pt.f, pt.off+from, pt.off+pt.size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyRange writes the kept lines of r's bytes [off, end).
+func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
+	if c.buf == nil {
+		c.buf = make([]byte, readChunk)
+	}
+	for off < end {
+		n, err := r.ReadAt(c.buf[:min(int64(len(c.buf)), end-off)], off)
+		if n == 0 && err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		b := c.buf[:n]
+		off += int64(n)
+		if len(c.partial) > 0 {
+			nl := bytes.IndexByte(b, '\n')
+			if nl < 0 {
+				c.partial = append(c.partial, b...)
+				continue
+			}
+			c.partial = append(c.partial, b[:nl+1]...)
+			if err := c.line(c.partial); err != nil {
+				return err
+			}
+			c.partial = c.partial[:0]
+			b = b[nl+1:]
+		}
+		last := bytes.LastIndexByte(b, '\n') + 1
+		if err := c.lines(b[:last]); err != nil {
+			return err
+		}
+		c.partial = append(c.partial, b[last:]...)
+	}
+	return nil
+}
+
+// lines writes the kept lines of b, which holds whole lines.
+func (c *copier) lines(b []byte) error {
+	f := c.f
+	if f.lit == nil || f.all {
+		for len(b) > 0 {
+			nl := bytes.IndexByte(b, '\n') + 1
+			if err := c.line(b[:nl]); err != nil {
+				return err
+			}
+			b = b[nl:]
+		}
+		return nil
+	}
+	// Only lines holding the literal can be kept (markers are never in
+	// the files: views add them).
+	for len(b) > 0 {
+		i := bytes.Index(b, f.lit)
+		if i < 0 {
 			return nil
 		}
-		if ln.Stream != "" {
-			line = append([]byte(ln.Text), '\n')
+		start := bytes.LastIndexByte(b[:i], '\n') + 1
+		end := bytes.IndexByte(b[i:], '\n') + i + 1
+		if err := c.line(b[start:end]); err != nil {
+			return err
+		}
+		b = b[end:]
+	}
+	return nil
+}
+
+// line writes line (with its newline, except perhaps the log's last) if
+// the filter keeps it.
+func (c *copier) line(line []byte) error {
+	if !c.f.keep(line) {
+		return nil
+	}
+	if !c.timestamps {
+		if _, _, text, ok := splitLine(line); ok {
+			if _, err := c.w.Write(text); err != nil {
+				return err
+			}
+			return c.w.WriteByte('\n')
 		}
 	}
-	if !bytes.HasSuffix(line, []byte("\n")) {
-		line = append(line, '\n')
+	if _, err := c.w.Write(line); err != nil {
+		return err
 	}
-	_, err := w.Write(line)
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		return c.w.WriteByte('\n')
+	}
+	return nil
+}
+
+// flushPartial writes an unterminated last line as a line.
+func (c *copier) flushPartial() error {
+	if len(c.partial) == 0 {
+		return nil
+	}
+	err := c.line(c.partial)
+	c.partial = c.partial[:0]
 	return err
 }
 
@@ -221,35 +486,30 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Tail returns the last n lines of the log at path, text only. The log is
-// opened as OpenFile does.
+// Tail returns the last n lines of the log at path, text only. The log's
+// files are opened as OpenFile does.
 func Tail(path string, n int) ([]Line, error) {
-	f, err := OpenFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return tail(f, n)
+	return tail(pathSource(path), n)
 }
 
 // TailLog returns the last n lines of the log of one attempt, as Tail
-// does; it is opened as OpenLog does.
+// does; its files are opened as OpenLog does.
 func (l Layout) TailLog(jobID int64, attempt, n int) ([]Line, error) {
-	f, err := l.OpenLog(jobID, attempt)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return tail(f, n)
+	return tail(l.attemptSource(jobID, attempt), n)
 }
 
-func tail(f *os.File, n int) ([]Line, error) {
-	off, err := TailOffset(f, n, nil)
+func tail(src source, n int) ([]Line, error) {
+	v, err := src.openView(0)
 	if err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.NewSectionReader(f, off, 1<<30))
+	defer v.close()
+	off, err := tailStart(v, v.size, n, &filter{all: true})
 	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, v.size-off)
+	if _, err := v.ReadAt(data, off); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	var out []Line

@@ -121,6 +121,20 @@ func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
 	return ""
 }
 
+// logLimitNote says, when an attempt's log reached its limit, how much of
+// it was dropped; "" otherwise.
+func (s *Service) logLimitNote(jobID int64, attempt int) string {
+	limit, dropped, ok := s.cfg.Logs.LogLimited(jobID, attempt)
+	if !ok {
+		return ""
+	}
+	lim := "its limit"
+	if limit > 0 {
+		lim = "its limit of " + logs.HumanSize(limit)
+	}
+	return fmt.Sprintf("the log of attempt %d reached %s: %s between its head and its tail was dropped (raise policy.log_limit, or print less)", attempt, lim, logs.HumanSize(dropped))
+}
+
 // ruleThrash is the alert rule the preemption guard fires (package alerts).
 const ruleThrash = "preemption_thrash"
 
@@ -141,6 +155,9 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 		w.Evidence = append(w.Evidence, attemptFacts(*last)...)
 		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
 			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
+		}
+		if note := s.logLimitNote(job.ID, last.Number); note != "" {
+			w.Evidence = append(w.Evidence, note)
 		}
 	}
 	d := diagnose.Classify(ev)

@@ -307,7 +307,7 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 	rec := launchRecord{
 		JobID: l.JobID, Attempt: l.Attempt,
 		Argv: l.Argv, Env: withDefaults(l.Env, l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
-		Timeout: l.Timeout, Grace: l.Grace,
+		LogLimit: l.LogLimit, Timeout: l.Timeout, Grace: l.Grace,
 		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
 		Redact: l.Redact, Check: l.Check,
 	}

@@ -36,16 +36,18 @@ const defaultGrace = 10 * time.Second
 
 // launchRecord is everything the shim needs, sent on its launch pipe.
 type launchRecord struct {
-	JobID   int64         `json:"job_id"`
-	Attempt int           `json:"attempt"`
-	Argv    []string      `json:"argv"`
-	Env     []string      `json:"env"`
-	WorkDir string        `json:"workdir"`
-	LogPath string        `json:"log_path"`
-	Timeout time.Duration `json:"timeout_ns,omitempty"`
-	Grace   time.Duration `json:"grace_ns,omitempty"`
-	Memory  int64         `json:"memory_bytes,omitempty"`
-	GPUs    []int         `json:"gpus,omitempty"`
+	JobID   int64    `json:"job_id"`
+	Attempt int      `json:"attempt"`
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env"`
+	WorkDir string   `json:"workdir"`
+	LogPath string   `json:"log_path"`
+	// LogLimit bounds the log (see executor.Launch.LogLimit); 0: none.
+	LogLimit int64         `json:"log_limit,omitempty"`
+	Timeout  time.Duration `json:"timeout_ns,omitempty"`
+	Grace    time.Duration `json:"grace_ns,omitempty"`
+	Memory   int64         `json:"memory_bytes,omitempty"`
+	GPUs     []int         `json:"gpus,omitempty"`
 	// Redact lists the secret values to hide in the log (see
 	// executor.Launch.Redact).
 	Redact []string `json:"redact,omitempty"`

@@ -127,11 +127,11 @@ func (s *shim) run() int {
 		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
 		return 1
 	}
-	f, err := os.OpenFile(s.rec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := logs.Create(s.rec.LogPath, s.rec.LogLimit)
 	if err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
 	}
-	s.log = &logWriter{f: f, redact: newRedactor(s.rec.Redact)}
+	s.log = &logWriter{f: f, redact: newRedactor(s.rec.Redact), limit: s.rec.LogLimit}
 	defer f.Close()
 
 	if st, err := os.Stat(s.rec.WorkDir); err != nil || !st.IsDir() {
@@ -652,9 +652,13 @@ func startError(name, path string, err error) (domain.Reason, string) {
 // the process writes them.
 type logWriter struct {
 	mu     sync.Mutex
-	f      io.Writer
+	f      io.Writer // a *logs.Writer, except in tests
 	buf    []byte    // guarded by mu
 	redact *redactor // secret values to hide in every line; nil: none
+	// limit is the log's limit; when the log first reaches it, the writer
+	// notes it in the log.
+	limit   int64
+	limited bool // guarded by mu
 }
 
 // system writes one "system" line.
@@ -674,7 +678,19 @@ func (w *logWriter) lines(stream string, lines [][]byte) time.Time {
 		w.buf = logs.AppendLine(w.buf, t, stream, l)
 	}
 	_, _ = w.f.Write(w.buf)
+	if c, ok := w.f.(interface{ Limited() bool }); ok && !w.limited && c.Limited() {
+		w.limited = true
+		w.noteLimit(t)
+	}
 	return t
+}
+
+// noteLimit notes in the log (the first line of its rolling tail, the
+// head being full) that the log reached its limit. Readers learn it from
+// the log's files (logs.Layout.Limited). Called with mu held.
+func (w *logWriter) noteLimit(t time.Time) {
+	text := fmt.Sprintf("log limit of %s reached; from here on only the newest lines are kept", logs.HumanSize(w.limit))
+	_, _ = w.f.Write(logs.AppendLine(nil, t, logs.System, []byte(text)))
 }
 
 // pump copies r to the log as lines of stream until EOF. A final line

@@ -1,0 +1,126 @@
+package logs
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// bigLog is a 1 GiB log shared by the benchmarks, written once per test
+// binary run: training-like stdout lines with a rare "checkpoint" line
+// (one in 100,000) and an error line near the start.
+var bigLog struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+const bigLogSize = 1 << 30
+
+func bigLogPath(b *testing.B) string {
+	b.Helper()
+	bigLog.once.Do(func() {
+		bigLog.dir, bigLog.err = os.MkdirTemp("", "trainyard-logs-bench-")
+		if bigLog.err != nil {
+			return
+		}
+		bigLog.path = filepath.Join(bigLog.dir, "output.log")
+		bigLog.err = writeBigLog(bigLog.path, bigLogSize)
+	})
+	if bigLog.err != nil {
+		b.Fatal(bigLog.err)
+	}
+	return bigLog.path
+}
+
+func writeBigLog(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	t := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var line, text []byte
+	var n int64
+	for i := 0; n < size; i++ {
+		text = append(text[:0], "step "...)
+		text = strconv.AppendInt(text, int64(i), 10)
+		switch {
+		case i == 10:
+			text = append(text, " error: rare failure near the start"...)
+		case i%100000 == 0:
+			text = append(text, " checkpoint saved"...)
+		default:
+			text = append(text, " loss 0.4321 lr 0.0003 tokens/s 182345.7"...)
+		}
+		line = AppendLine(line[:0], t.Add(time.Duration(i)*time.Microsecond), Stdout, text)
+		n += int64(len(line))
+		if _, err := w.Write(line); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bigLog.dir != "" {
+		os.RemoveAll(bigLog.dir)
+	}
+	os.Exit(code)
+}
+
+func benchCopy(b *testing.B, opts Options) {
+	path := bigLogPath(b)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := Copy(context.Background(), io.Discard, path, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTail1GiB: `logs --tail 10` on a 1 GiB log.
+func BenchmarkTail1GiB(b *testing.B) { benchCopy(b, Options{Tail: 10}) }
+
+// BenchmarkGrepTail1GiB: `logs --grep checkpoint --tail 10`: matches are
+// spread through the log, so the backward scan stops early.
+func BenchmarkGrepTail1GiB(b *testing.B) {
+	benchCopy(b, Options{Tail: 10, Grep: regexp.MustCompile(`checkpoint`)})
+}
+
+// BenchmarkGrepTailRare1GiB: `logs --grep error --tail 10` whose only
+// match is near the start: the scan covers the whole log.
+func BenchmarkGrepTailRare1GiB(b *testing.B) {
+	benchCopy(b, Options{Tail: 10, Grep: regexp.MustCompile(`error`)})
+}
+
+// BenchmarkGrep1GiB: `logs --grep checkpoint` reads the whole log.
+func BenchmarkGrep1GiB(b *testing.B) {
+	benchCopy(b, Options{Grep: regexp.MustCompile(`checkpoint`)})
+}
+
+// BenchmarkGrepNoLiteral1GiB: `logs --grep '(?i)CHECKPOINT'`: no literal
+// to search for, so every line is matched.
+func BenchmarkGrepNoLiteral1GiB(b *testing.B) {
+	benchCopy(b, Options{Grep: regexp.MustCompile(`(?i)CHECKPOINT`)})
+}
+
+// BenchmarkSince1GiB: `logs --since` near the end of a 1 GiB log (the log
+// spans about 12 s of timestamps; the last 10 ms of them).
+func BenchmarkSince1GiB(b *testing.B) {
+	benchCopy(b, Options{Since: time.Date(2026, 1, 2, 3, 0, 11, 780_000_000, time.UTC)})
+}
