@@ -6,9 +6,12 @@
 // job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
 // the log (package logs), enforces the timeout and stop requests (SIGTERM to
-// the group, SIGKILL after the grace period), applies the memory limit with a
-// cgroup where one is writable (package cgroup), and finally records the
-// outcome in exit.json. A launched shim reports "started" and "exited" on a
+// the group, SIGKILL after the grace period), starts the job's processes in
+// a cgroup of their own where one is writable (package cgroup: the memory
+// limit, and every process held together) while it stays beside it, and
+// finally records the outcome in exit.json. A shim that dies without one
+// leaves an attempt the executor ends entirely before it reports it Lost
+// (see watchdog.go). A launched shim reports "started" and "exited" on a
 // pipe; a shim found already running (after a server restart) is watched by
 // polling its directory. Launching costs two process executions: the shim and
 // the user's process.
@@ -17,7 +20,8 @@
 //
 // Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
 // (the shim's own diagnostics), stop (a pending stop request's grace),
-// metrics.jsonl, and the attempt's home and tmp directories.
+// metrics.jsonl, cgroup.json (the attempt's cgroups) or procs (its
+// processes, without cgroups), and the attempt's home and tmp directories.
 //
 // With Config.Isolation the attempt runs as its project's own unprivileged
 // user (see Isolation); the shim stays root, so that it can write the log,
