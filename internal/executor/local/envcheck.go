@@ -48,7 +48,7 @@ func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	if env == nil {
 		env = []string{}
 	}
-	proc, err := os.StartProcess(path, rec.Check, &os.ProcAttr{
+	proc, err := s.startProcess(path, rec.Check, &os.ProcAttr{
 		Dir: rec.WorkDir, Env: env, Files: []*os.File{devNull, outW, errW},
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: rec.credential()},
 	})

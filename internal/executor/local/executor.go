@@ -6,9 +6,12 @@
 // job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
 // the log (package logs), enforces the timeout and stop requests (SIGTERM to
-// the group, SIGKILL after the grace period), applies the memory limit with a
-// cgroup where one is writable (package cgroup), and finally records the
-// outcome in exit.json. A launched shim reports "started" and "exited" on a
+// the group, SIGKILL after the grace period), starts the job's processes in
+// a cgroup of their own where one is writable (package cgroup: the memory
+// limit, and every process held together) while it stays beside it, and
+// finally records the outcome in exit.json. A shim that dies without one
+// leaves an attempt the executor ends entirely before it reports it Lost
+// (see watchdog.go). A launched shim reports "started" and "exited" on a
 // pipe; a shim found already running (after a server restart) is watched by
 // polling its directory. Launching costs two process executions: the shim and
 // the user's process.
@@ -17,7 +20,8 @@
 //
 // Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
 // (the shim's own diagnostics), stop (a pending stop request's grace),
-// metrics.jsonl, and the attempt's home and tmp directories.
+// metrics.jsonl, cgroup.json (the attempt's cgroups) or procs (its
+// processes, without cgroups), and the attempt's home and tmp directories.
 //
 // With Config.Isolation the attempt runs as its project's own unprivileged
 // user (see Isolation); the shim stays root, so that it can write the log,
@@ -70,6 +74,12 @@ type Config struct {
 	// or a v1 memory mount); empty: detect. When none is writable, attempts
 	// run without memory limits.
 	CgroupRoot string
+	// CgroupTrackRoot is the cgroup mount to hold each attempt's processes
+	// in, to end them all when its shim dies (a v2 mount, or a v1 freezer or
+	// pids mount); empty: detect (cgroup.DetectTracking); "none": do not
+	// track with cgroups. Without one, attempts are tracked by process
+	// group, session and the shim's record of its descendants.
+	CgroupTrackRoot string
 	// Logger receives the executor's own notes; nil: discarded.
 	Logger *slog.Logger
 	// PollInterval is how often a reattached shim is checked; default 100ms.
@@ -89,9 +99,9 @@ type Executor struct {
 	shimArgs []string
 	cfg      Config
 	log      *slog.Logger
-	cgroups  *cgroup.Hierarchy // nil: memory limits are not enforced
-	users    *users            // nil: attempts run as the server's user
-	selfName string            // the server's user name, for USER without isolation
+	cgroups  *cgroup.Layout // nil: no cgroups at all
+	users    *users         // nil: attempts run as the server's user
+	selfName string         // the server's user name, for USER without isolation
 	// noMountNS is set once starting a shim in a mount namespace of its
 	// own failed: private /tmp is then off.
 	noMountNS atomic.Bool
@@ -159,11 +169,23 @@ func New(cfg Config) (*Executor, error) {
 	} else if u, err := user.Current(); err == nil {
 		e.selfName = u.Username
 	}
+	var layout cgroup.Layout
 	if h, err := cgroup.Detect(cfg.CgroupRoot); err != nil {
 		log.Warn("memory limits are not enforced, only accounted", "why", err)
 	} else {
-		e.cgroups = &h
+		layout.Memory = &h
 		log.Debug("memory limits via cgroup", "version", h.Version, "parent", h.Parent)
+	}
+	if cfg.CgroupTrackRoot != "none" {
+		if h, err := cgroup.DetectTracking(cfg.CgroupTrackRoot); err != nil {
+			log.Warn("attempts are tracked by process group and session only: a process that leaves both may outlive a lost attempt", "why", err)
+		} else {
+			layout.Track = &h
+			log.Debug("attempts tracked via cgroup", "version", h.Version, "parent", h.Parent)
+		}
+	}
+	if layout.Track != nil || layout.Memory != nil {
+		e.cgroups = &layout
 	}
 	return e, nil
 }
@@ -174,10 +196,19 @@ func (e *Executor) Isolated() bool { return e.users != nil }
 // LimitsEnforced reports whether memory limits apply (a writable cgroup
 // memory controller was found) and where groups are created.
 func (e *Executor) LimitsEnforced() (parent string, ok bool) {
-	if e.cgroups == nil {
+	if e.cgroups == nil || e.cgroups.Memory == nil {
 		return "", false
 	}
-	return e.cgroups.Parent, true
+	return e.cgroups.Memory.Parent, true
+}
+
+// Tracked reports whether each attempt's processes are held in a cgroup of
+// their own (see Config.CgroupTrackRoot) and where those groups are made.
+func (e *Executor) Tracked() (parent string, ok bool) {
+	if e.cgroups == nil || e.cgroups.Track == nil {
+		return "", false
+	}
+	return e.cgroups.Track.Parent, true
 }
 
 // Events delivers observations. It is closed by Close.
@@ -311,9 +342,7 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
 		Redact: l.Redact, Check: l.Check,
 	}
-	if rec.Memory > 0 {
-		rec.Cgroup = e.cgroups
-	}
+	rec.Cgroups = e.cgroups
 	if id != nil {
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
@@ -545,8 +574,13 @@ func (e *Executor) checkStarted(a *attempt) {
 
 // finishFromRecord reports the attempt's end: Exited from exit.json, or Lost
 // when the shim is gone without one; why says what happened to the shim.
+// Before Lost, every process left of the attempt is ended and its cgroups
+// removed (reap), so that a retry never runs beside it.
 func (e *Executor) finishFromRecord(a *attempt, why string) {
 	rec, err := readExit(a.dir)
+	if err != nil && !e.reap(a) {
+		return // closing: the next executor reaps and reports it
+	}
 	// Done before the final event is out, so that a Launch prompted by that
 	// event reattaches and reports the outcome again.
 	a.mu.Lock()
@@ -558,7 +592,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 			msg = fmt.Sprintf("the outcome record of attempt %s is unreadable: %v", a.ref, err)
 		}
 		e.emit(executor.Event{Ref: a.ref, Kind: executor.Lost, At: time.Now().UTC(),
-			Message: msg + "; see " + filepath.Join(a.dir, shimLogFile)})
+			Message: msg + "; every process left of it was ended; see " + filepath.Join(a.dir, shimLogFile)})
 		return
 	}
 	if rec.started() {

@@ -20,11 +20,13 @@ import (
 // the rest. What to run (with its secrets) never touches the disk: the shim
 // reads it from a pipe (launchFD).
 const (
-	shimPIDFile  = "shim.pid"  // "<pid> <start time>": the owning shim, created exclusively
-	childPIDFile = "child.pid" // "<pid>": the user's process, once started
-	exitFile     = "exit.json" // how the attempt ended; written atomically, last
-	stopFile     = "stop"      // "<grace ns>": a stop request, written before SIGTERM
-	shimLogFile  = "shim.log"  // the shim's own stdout and stderr
+	shimPIDFile  = "shim.pid"    // "<pid> <start time>": the owning shim, created exclusively
+	childPIDFile = "child.pid"   // "<pid>": the user's process, once started
+	exitFile     = "exit.json"   // how the attempt ended; written atomically, last
+	stopFile     = "stop"        // "<grace ns>": a stop request, written before SIGTERM
+	shimLogFile  = "shim.log"    // the shim's own stdout and stderr
+	cgroupFile   = "cgroup.json" // the attempt's cgroups (cgroup.Attempt), written before they are made
+	procsFile    = "procs"       // "<pid> <start time>" lines: the attempt's processes, without cgroups
 )
 
 // exitOwned is the shim's exit status when another shim already owns the
@@ -54,8 +56,11 @@ type launchRecord struct {
 	// Check is the environment's check command, run before Argv (see
 	// executor.Launch.Check); empty: none.
 	Check []string `json:"check,omitempty"`
-	// Cgroup is where to create the attempt's memory group; nil: no limits.
-	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
+	// Cgroups is where to create the attempt's groups (see
+	// cgroup.Attempt); nil: none, so no memory limit, and the attempt's
+	// processes are tracked by process group, session and the tracker's
+	// record only.
+	Cgroups *cgroup.Layout `json:"cgroups,omitempty"`
 	// UID and GID, when UID is not 0, are the isolated job's user and group
 	// (see Isolation); PrivateTmp mounts TmpDir on /tmp (the shim runs in a
 	// mount namespace of its own).

@@ -94,8 +94,11 @@ type shim struct {
 	events *os.File
 	rec    launchRecord
 	log    *logWriter
-	group  *cgroup.Group
+	cg     *cgroup.Attempt // the attempt's groups; nil: none
 	self   procID
+	// track records the attempt's processes when it has no cgroup; nil
+	// otherwise.
+	track *tracker
 }
 
 // notify writes one line to the executor. Errors are ignored: the server may
@@ -146,8 +149,8 @@ func (s *shim) run() int {
 	if s.stopRequested() {
 		return s.finishEarly(domain.ReasonCanceledByUser, "stopped before the process started")
 	}
-	if s.rec.Memory > 0 && s.rec.Cgroup != nil {
-		s.enterGroup()
+	if s.rec.Cgroups != nil {
+		s.enterGroups()
 	}
 	if s.rec.credential() != nil {
 		if err := s.isolate(); err != nil {
@@ -246,22 +249,61 @@ func (s *shim) launchGrace() time.Duration {
 	return defaultGrace
 }
 
-// enterGroup creates the attempt's memory group and moves the shim into it,
-// so the user's process is born there. Failure is logged and the attempt runs
-// without a limit.
-func (s *shim) enterGroup() {
+// enterGroups records the attempt's groups in the attempt's directory
+// (for whoever finds the shim dead: see Executor.reap), creates them and
+// moves the shim into its own; the job's processes are started in the job's
+// (startProcess). Failure is logged and the attempt runs without limit,
+// tracked by its process group and session only.
+func (s *shim) enterGroups() {
 	name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, s.self.PID)
-	g, err := s.rec.Cgroup.Create(name, s.rec.Memory)
+	a, err := s.rec.Cgroups.Plan(name, s.rec.Memory)
+	if err == nil && a == nil {
+		return
+	}
 	if err == nil {
-		if err = g.EnterSelf(); err != nil {
-			_ = g.Remove(0)
+		var b []byte
+		b, err = json.Marshal(a)
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(s.dir, cgroupFile), b, 0o600)
+		}
+	}
+	if err == nil {
+		if err = a.Create(); err == nil {
+			if err = a.EnterShim(); err != nil {
+				_ = a.Remove(0)
+			}
 		}
 	}
 	if err != nil {
-		s.log.system("memory limit of %s not enforced: %v", domain.ByteSize(s.rec.Memory), err)
+		os.Remove(filepath.Join(s.dir, cgroupFile))
+		s.log.system("the attempt's cgroups could not be set up (its processes are tracked by process group and session only; a memory limit is not enforced): %v", err)
 		return
 	}
-	s.group = g
+	s.cg = a
+	if s.rec.Memory > 0 && a.MemoryGroup() == nil {
+		s.log.system("memory limit of %s not enforced: no writable cgroup memory controller", domain.ByteSize(s.rec.Memory))
+	}
+}
+
+// startProcess starts a process of the job: in the job's cgroups when the
+// attempt has them.
+func (s *shim) startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+	if s.cg == nil {
+		return os.StartProcess(path, argv, attr)
+	}
+	var proc *os.Process
+	err := s.cg.StartInJob(func() error {
+		var err error
+		proc, err = os.StartProcess(path, argv, attr)
+		return err
+	})
+	if err != nil && proc != nil {
+		// Started, but the shim could not leave the job's group: the job
+		// runs, and the shim counts against its limit.
+		s.log.system("%v", err)
+		err = nil
+	}
+	return proc, err
 }
 
 // finishEarly records an attempt that never started.
@@ -315,7 +357,7 @@ func (s *shim) supervise() int {
 	if env == nil {
 		env = []string{}
 	}
-	proc, err := os.StartProcess(path, rec.Argv, &os.ProcAttr{
+	proc, err := s.startProcess(path, rec.Argv, &os.ProcAttr{
 		Dir:   rec.WorkDir,
 		Env:   env,
 		Files: []*os.File{devNull, outW, errW},
@@ -342,10 +384,13 @@ func (s *shim) supervise() int {
 	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argv, _ := json.Marshal(rec.Argv)
 	s.log.system("started %s as pid %d in %s", argv, pid, rec.WorkDir)
-	if s.group != nil {
+	if s.cg != nil {
 		// The kernel's OOM killer must pick the user's process, never the
-		// shim. The child was forked before this, so it keeps its own score.
+		// shim (which is outside the job's memory group anyway). The child
+		// was forked before this, so it keeps its own score.
 		_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	} else {
+		s.track = startTracker(s.dir, s.self.PID)
 	}
 
 	var wg sync.WaitGroup
@@ -405,10 +450,13 @@ loop:
 
 	// No process of the attempt outlives it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	if s.group != nil {
-		_, _ = s.group.KillAll()
+	if s.cg != nil {
+		if err := s.cg.KillJob(reapWait); err != nil {
+			s.log.system("%v", err)
+		}
 	}
 	reapOrphans(time.Now().Add(reapWait))
+	s.track.stop()
 	s.removeTmp()
 	select {
 	case <-drained:
@@ -497,26 +545,35 @@ func (s *shim) terminate(pid int, grace time.Duration) <-chan time.Time {
 // oomKilled reads the group's OOM counters. On v1 kernels without an OOM
 // counter, hitting the limit and dying of SIGKILL counts as an OOM kill.
 func (s *shim) oomKilled(ws syscall.WaitStatus) bool {
-	if s.group == nil {
+	g := s.memoryGroup()
+	if g == nil {
 		return false
 	}
-	n, known, err := s.group.OOMKills()
+	n, known, err := g.OOMKills()
 	if err == nil && known {
 		return n > 0
 	}
-	fc, err := s.group.Failcnt()
+	fc, err := g.Failcnt()
 	return err == nil && fc > 0 && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-// leaveGroup deletes the attempt's memory group, if any.
+func (s *shim) memoryGroup() *cgroup.Group {
+	if s.cg == nil {
+		return nil
+	}
+	return s.cg.MemoryGroup()
+}
+
+// leaveGroup moves the shim back where it came from and deletes the
+// attempt's groups, if any.
 func (s *shim) leaveGroup() {
-	if s.group == nil {
+	if s.cg == nil {
 		return
 	}
-	if err := s.group.Remove(time.Second); err != nil && s.log != nil {
+	if err := s.cg.Remove(time.Second); err != nil && s.log != nil {
 		s.log.system("%v", err)
 	}
-	s.group = nil
+	s.cg = nil
 }
 
 // reapOrphans kills and reaps the shim's remaining children: descendants of

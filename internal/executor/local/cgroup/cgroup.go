@@ -1,13 +1,19 @@
-// Package cgroup applies per-attempt memory limits with Linux control groups:
-// the cgroup v2 unified hierarchy, or the v1 memory controller where only
-// that is available (hybrid machines).
+// Package cgroup places each attempt's processes in Linux control groups, to
+// limit their memory and to end them all together: the cgroup v2 unified
+// hierarchy, or v1 controllers where those are what the host has (the memory
+// controller for limits; the freezer, else the pids controller, to hold and
+// end an attempt's processes).
 //
-// Detect runs once in the server and finds a writable place; the supervisor
-// of each attempt then creates one group there (Hierarchy.Create), moves
-// itself in before starting the user's process so that the process and its
-// children inherit the limit, reads the OOM-kill counter after the process
-// ended, and removes the group. The package never decides what to do about an
-// OOM kill; it only reports counters.
+// Detect (memory) and DetectTracking run once in the server and find
+// writable places; together they are a Layout. The supervisor of each
+// attempt plans its groups (Layout.Plan), records the plan where the server
+// can read it, creates the groups, and starts every process of the attempt
+// in the job's group while it stays in a group of its own beside it, so that
+// it is never charged to the job's memory limit (see Attempt). It reads the
+// OOM-kill counter after the process ended, ends what is left (Attempt.Kill)
+// and removes the groups. When a supervisor dies, the server ends the
+// attempt from the recorded plan the same way. The package never decides
+// what to do about an OOM kill; it only reports counters.
 package cgroup
 
 import (
@@ -19,7 +25,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -39,7 +44,7 @@ const DefaultMount = "/sys/fs/cgroup"
 // every per-attempt group.
 const groupDir = "trainyard"
 
-// Hierarchy is a writable cgroup hierarchy with the memory controller.
+// Hierarchy is a writable cgroup hierarchy.
 type Hierarchy struct {
 	Version Version `json:"version"`
 	// Mount is the mount point of the hierarchy, e.g. /sys/fs/cgroup (v2) or
@@ -47,6 +52,11 @@ type Hierarchy struct {
 	Mount string `json:"mount"`
 	// Parent is the directory that holds the per-attempt groups.
 	Parent string `json:"parent"`
+	// Controller is the v1 controller the hierarchy was mounted for
+	// ("memory", "freezer" or "pids"); empty on v2.
+	Controller string `json:"controller,omitempty"`
+	// Memory is set when groups in the hierarchy can take a memory limit.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // Detect finds a hierarchy where per-attempt memory groups can be created and
@@ -90,7 +100,7 @@ func prepareV2(mount string) (Hierarchy, error) {
 	if !hasWord(ctrl, "memory") {
 		return Hierarchy{}, fmt.Errorf("%s: memory controller not available (cgroup.controllers: %q)", mount, strings.TrimSpace(string(ctrl)))
 	}
-	h := Hierarchy{Version: V2, Mount: mount, Parent: filepath.Join(mount, groupDir)}
+	h := Hierarchy{Version: V2, Mount: mount, Parent: filepath.Join(mount, groupDir), Memory: true}
 	if err := os.MkdirAll(h.Parent, 0o755); err != nil {
 		return Hierarchy{}, fmt.Errorf("%s: %w", mount, err)
 	}
@@ -116,11 +126,17 @@ func enableMemory(dir string) error {
 }
 
 func prepareV1(mount string) (Hierarchy, error) {
-	h := Hierarchy{Version: V1, Mount: mount, Parent: filepath.Join(mount, groupDir)}
+	return prepareV1Controller(mount, "memory", "memory.limit_in_bytes")
+}
+
+// prepareV1Controller prepares the v1 hierarchy at mount, mounted for
+// controller, whose groups have the file probeFile.
+func prepareV1Controller(mount, controller, probeFile string) (Hierarchy, error) {
+	h := Hierarchy{Version: V1, Mount: mount, Parent: filepath.Join(mount, groupDir), Controller: controller, Memory: controller == "memory"}
 	if err := os.MkdirAll(h.Parent, 0o755); err != nil {
 		return Hierarchy{}, fmt.Errorf("%s: %w", mount, err)
 	}
-	return h, h.probe("memory.limit_in_bytes")
+	return h, h.probe(probeFile)
 }
 
 // probe creates and removes one group to prove the hierarchy is writable.
@@ -136,12 +152,11 @@ func (h Hierarchy) probe(limitFile string) error {
 	return nil
 }
 
-// Group is one per-attempt control group.
+// Group is one control group.
 type Group struct {
 	h     Hierarchy
 	path  string
 	limit int64
-	home  string // the group the creating process came from
 }
 
 // Create makes the group <Parent>/<name> with a memory limit of limit bytes
@@ -150,24 +165,35 @@ func (h Hierarchy) Create(name string, limit int64) (*Group, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("create cgroup %s: memory limit must be positive, got %d", name, limit)
 	}
-	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return nil, fmt.Errorf("create cgroup: invalid name %q", name)
+	return h.create(name, limit)
+}
+
+// create makes the group <Parent>/<name>, with a memory limit when limit is
+// positive.
+func (h Hierarchy) create(name string, limit int64) (*Group, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
 	g := &Group{h: h, path: filepath.Join(h.Parent, name), limit: limit}
 	if err := os.Mkdir(g.path, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
+	if limit <= 0 {
+		return g, nil
+	}
 	v := []byte(strconv.FormatInt(limit, 10))
 	var err error
-	switch h.Version {
-	case V2:
+	switch {
+	case !h.Memory:
+		err = fmt.Errorf("the hierarchy at %s has no memory controller", h.Mount)
+	case h.Version == V2:
 		err = g.write("memory.max", v)
 		if err == nil {
 			// Optional knobs: absent without swap accounting or on old kernels.
 			_ = g.write("memory.swap.max", []byte("0"))
 			_ = g.write("memory.oom.group", []byte("1"))
 		}
-	case V1:
+	case h.Version == V1:
 		err = g.write("memory.limit_in_bytes", v)
 		if err == nil {
 			_ = g.write("memory.memsw.limit_in_bytes", v) // absent without swap accounting
@@ -182,28 +208,25 @@ func (h Hierarchy) Create(name string, limit int64) (*Group, error) {
 	return g, nil
 }
 
+func checkName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return fmt.Errorf("create cgroup: invalid name %q", name)
+	}
+	return nil
+}
+
 // Path is the group's directory.
 func (g *Group) Path() string { return g.path }
 
 // Limit is the group's memory limit in bytes.
 func (g *Group) Limit() int64 { return g.limit }
 
-// EnterSelf moves the calling process into the group; children started
-// afterwards are born in it. Remove moves the process back where it was.
-func (g *Group) EnterSelf() error {
-	g.home = g.ownGroup()
-	if err := g.write("cgroup.procs", []byte(strconv.Itoa(os.Getpid()))); err != nil {
-		return fmt.Errorf("enter cgroup %s: %w", g.path, err)
-	}
-	return nil
-}
-
 // ownGroup returns the directory of the calling process's current group in
 // this hierarchy, or the mount point when it cannot be found.
-func (g *Group) ownGroup() string {
+func (h Hierarchy) ownGroup() string {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return g.h.Mount
+		return h.Mount
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		// hierarchy-ID:controller-list:path
@@ -212,20 +235,37 @@ func (g *Group) ownGroup() string {
 			continue
 		}
 		match := false
-		switch g.h.Version {
+		switch h.Version {
 		case V2:
 			match = parts[0] == "0" && parts[1] == ""
 		case V1:
-			match = hasWord([]byte(strings.ReplaceAll(parts[1], ",", " ")), "memory")
+			match = hasWord([]byte(strings.ReplaceAll(parts[1], ",", " ")), h.controller())
 		}
 		if match {
-			dir := filepath.Join(g.h.Mount, parts[2])
+			dir := filepath.Join(h.Mount, parts[2])
 			if exists(filepath.Join(dir, "cgroup.procs")) {
 				return dir
 			}
 		}
 	}
-	return g.h.Mount
+	return h.Mount
+}
+
+// controller is the v1 controller of h; hierarchies recorded before
+// Controller existed were memory hierarchies.
+func (h Hierarchy) controller() string {
+	if h.Controller == "" {
+		return "memory"
+	}
+	return h.Controller
+}
+
+// moveSelf moves the calling process (all its threads) into the group dir.
+func moveSelf(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fmt.Errorf("move into cgroup %s: %w", dir, err)
+	}
+	return nil
 }
 
 // OOMKills returns how many processes the kernel killed in the group for
@@ -268,63 +308,14 @@ func (g *Group) Peak() int64 {
 	return v
 }
 
-// KillAll sends SIGKILL to every process in the group except the caller and
-// returns how many it signalled. It catches processes that left the user's
-// process group (setsid) but not the cgroup.
-func (g *Group) KillAll() (int, error) {
-	pids, err := g.pids()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	self := os.Getpid()
-	for _, pid := range pids {
-		if pid == self {
-			continue
-		}
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			n++
-		}
-	}
-	return n, nil
-}
+// Kill ends every process in the group and the groups below it, except the
+// caller, and waits up to wait until none is left (see kill).
+func (g *Group) Kill(wait time.Duration) error { return kill(g.path, wait) }
 
-func (g *Group) pids() ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(g.path, "cgroup.procs"))
-	if err != nil {
-		return nil, fmt.Errorf("list cgroup %s: %w", g.path, err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
-}
-
-// Remove moves the caller back to the group it came from (if it entered this
-// one) and deletes the group. Processes that are still exiting keep the group
-// busy for a moment, so Remove retries for up to wait.
-func (g *Group) Remove(wait time.Duration) error {
-	if g.home != "" {
-		home := g.home
-		if err := os.WriteFile(filepath.Join(home, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil && home != g.h.Mount {
-			_ = os.WriteFile(filepath.Join(g.h.Mount, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
-		}
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		err := syscall.Rmdir(g.path)
-		if err == nil || errors.Is(err, syscall.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			return fmt.Errorf("remove cgroup %s: %w", g.path, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// Remove deletes the group (and any group below it). Processes that are
+// still exiting keep a group busy for a moment, so Remove retries for up to
+// wait. A group that is already gone is not an error.
+func (g *Group) Remove(wait time.Duration) error { return removeTree(g.path, wait) }
 
 func (g *Group) write(file string, v []byte) error {
 	return os.WriteFile(filepath.Join(g.path, file), v, 0)

@@ -1,0 +1,228 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// DetectTracking finds a hierarchy where each attempt's processes can be
+// held in a group of their own and ended together, and prepares
+// <mount>/trainyard there. root, when non-empty, is the mount point to use
+// (a v2 mount, or a v1 freezer or pids mount); when empty, DetectTracking
+// tries /sys/fs/cgroup (v2), /sys/fs/cgroup/unified (v2 on hybrid machines,
+// with or without controllers), /sys/fs/cgroup/freezer and
+// /sys/fs/cgroup/pids (v1), in that order. The error says why no candidate
+// is usable; attempts are then tracked by process group and session only.
+func DetectTracking(root string) (Hierarchy, error) {
+	candidates := []string{root}
+	if root == "" {
+		candidates = []string{DefaultMount, filepath.Join(DefaultMount, "unified"),
+			filepath.Join(DefaultMount, "freezer"), filepath.Join(DefaultMount, "pids")}
+	}
+	var whys []string
+	for _, mount := range candidates {
+		h, err := detectTrackingAt(mount)
+		if err == nil {
+			return h, nil
+		}
+		whys = append(whys, err.Error())
+	}
+	return Hierarchy{}, fmt.Errorf("no writable cgroup hierarchy to track attempts in: %s", strings.Join(whys, "; "))
+}
+
+func detectTrackingAt(mount string) (Hierarchy, error) {
+	if exists(filepath.Join(mount, "cgroup.controllers")) {
+		if h, err := prepareV2(mount); err == nil {
+			return h, nil // with memory limits
+		}
+		h := Hierarchy{Version: V2, Mount: mount, Parent: filepath.Join(mount, groupDir)}
+		if err := os.MkdirAll(h.Parent, 0o755); err != nil {
+			return Hierarchy{}, fmt.Errorf("%s: %w", mount, err)
+		}
+		return h, h.probe("cgroup.procs")
+	}
+	for _, c := range []struct{ controller, file string }{{"freezer", "freezer.state"}, {"pids", "pids.max"}} {
+		if filepath.Base(mount) == c.controller || exists(filepath.Join(mount, c.file)) {
+			return prepareV1Controller(mount, c.controller, c.file)
+		}
+	}
+	return Hierarchy{}, fmt.Errorf("%s: not a cgroup v2 mount nor a v1 freezer or pids mount", mount)
+}
+
+// Layout is where attempts' groups are made.
+type Layout struct {
+	// Track holds every process of an attempt, so that they can be ended
+	// together; nil: attempts are not tracked with cgroups.
+	Track *Hierarchy `json:"track,omitempty"`
+	// Memory limits an attempt's memory; nil: no limits. It may be the same
+	// hierarchy as Track (cgroup v2).
+	Memory *Hierarchy `json:"memory,omitempty"`
+}
+
+// Plan returns the groups of the attempt called name, without creating
+// them: its job's group in Track, and in Memory when limit is positive (a
+// zero limit: none). Plan returns nil when the layout gives the attempt no
+// group at all.
+func (l Layout) Plan(name string, limit int64) (*Attempt, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("plan cgroup %s: negative memory limit %d", name, limit)
+	}
+	a := &Attempt{Name: name}
+	if l.Track != nil {
+		a.Hierarchies = append(a.Hierarchies, *l.Track)
+	}
+	if limit > 0 && l.Memory != nil {
+		if l.Track != nil && l.Track.Parent == l.Memory.Parent {
+			a.Hierarchies[0].Memory = l.Memory.Memory
+		} else {
+			a.Hierarchies = append(a.Hierarchies, *l.Memory)
+		}
+		a.Limit = limit
+	}
+	if len(a.Hierarchies) == 0 {
+		return nil, nil
+	}
+	return a, nil
+}
+
+// Attempt is one attempt's groups: in each of its hierarchies, the job's
+// group <Parent>/<Name>, which holds every process of the job, and the
+// supervisor's group <Parent>/<Name>.shim beside it, which holds only the
+// supervisor: the supervisor never counts against the job's memory limit,
+// and an out-of-memory kill in the job's group never reaches it.
+//
+// It is what the supervisor records (as JSON) before it creates the groups,
+// so that whoever outlives it can end the attempt (Kill) and remove them.
+type Attempt struct {
+	Name        string      `json:"name"`
+	Limit       int64       `json:"limit,omitempty"`
+	Hierarchies []Hierarchy `json:"hierarchies"`
+
+	homes []string // per hierarchy: where the caller was before EnterShim
+}
+
+// ShimSuffix ends the name of the supervisor's group.
+const ShimSuffix = ".shim"
+
+func (a *Attempt) jobDir(h Hierarchy) string  { return filepath.Join(h.Parent, a.Name) }
+func (a *Attempt) shimDir(h Hierarchy) string { return filepath.Join(h.Parent, a.Name+ShimSuffix) }
+
+// Dirs lists every group directory of the attempt.
+func (a *Attempt) Dirs() []string {
+	var dirs []string
+	for _, h := range a.Hierarchies {
+		dirs = append(dirs, a.jobDir(h), a.shimDir(h))
+	}
+	return dirs
+}
+
+// Create makes the attempt's groups, with the memory limit on the job's. A
+// leftover group of the same name is reused. On failure, the groups made
+// are removed.
+func (a *Attempt) Create() error {
+	for _, h := range a.Hierarchies {
+		limit := int64(0)
+		if h.Memory {
+			limit = a.Limit
+		}
+		_, err := h.create(a.Name, limit)
+		if err == nil {
+			_, err = h.create(a.Name+ShimSuffix, 0)
+		}
+		if err != nil {
+			_ = a.Remove(0)
+			return err
+		}
+	}
+	return nil
+}
+
+// EnterShim moves the calling process into the supervisor's groups.
+func (a *Attempt) EnterShim() error {
+	if a.homes == nil {
+		for _, h := range a.Hierarchies {
+			a.homes = append(a.homes, h.ownGroup())
+		}
+	}
+	for _, h := range a.Hierarchies {
+		if err := moveSelf(a.shimDir(h)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartInJob runs start (which starts a process) with the caller in the
+// job's groups, so that the process is born there, and moves the caller
+// back to the supervisor's groups. Memory the caller allocates meanwhile is
+// charged to the job, so start should do little more than fork.
+func (a *Attempt) StartInJob(start func() error) error {
+	for _, h := range a.Hierarchies {
+		if err := moveSelf(a.jobDir(h)); err != nil {
+			_ = a.EnterShim()
+			return err
+		}
+	}
+	err := start()
+	if berr := a.EnterShim(); berr != nil {
+		return errors.Join(err, berr)
+	}
+	return err
+}
+
+// MemoryGroup is the job's memory-limited group, or nil when the attempt has
+// no memory limit.
+func (a *Attempt) MemoryGroup() *Group {
+	for _, h := range a.Hierarchies {
+		if h.Memory && a.Limit > 0 {
+			return &Group{h: h, path: a.jobDir(h), limit: a.Limit}
+		}
+	}
+	return nil
+}
+
+// KillJob ends every process in the job's groups and waits up to wait
+// until none is left (see Group.Kill); the supervisor calls it once the
+// job's main process ended.
+func (a *Attempt) KillJob(wait time.Duration) error {
+	var errs []error
+	for _, h := range a.Hierarchies {
+		errs = append(errs, kill(a.jobDir(h), wait))
+	}
+	return errors.Join(errs...)
+}
+
+// Kill ends every process of the attempt, the supervisor's groups included
+// (the caller excepted), and waits up to wait until none is left: what
+// whoever finds the supervisor dead does before the attempt may run again.
+func (a *Attempt) Kill(wait time.Duration) error {
+	var errs []error
+	for _, h := range a.Hierarchies {
+		errs = append(errs, kill(a.jobDir(h), wait), kill(a.shimDir(h), wait))
+	}
+	return errors.Join(errs...)
+}
+
+// Remove moves the caller back to where it was before EnterShim (if it
+// entered) and deletes the attempt's groups, retrying for up to wait while
+// exiting processes keep them busy. Groups already gone are not an error.
+func (a *Attempt) Remove(wait time.Duration) error {
+	for i, home := range a.homes {
+		if err := moveSelf(home); err != nil && home != a.Hierarchies[i].Mount {
+			_ = moveSelf(a.Hierarchies[i].Mount)
+		}
+	}
+	a.homes = nil
+	var errs []error
+	for _, h := range a.Hierarchies {
+		errs = append(errs, removeTree(a.jobDir(h), wait), removeTree(a.shimDir(h), wait))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,264 @@
+package local
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"trainyard/internal/executor/local/cgroup"
+)
+
+// A dead shim leaves its attempt unsupervised: the user's process gets
+// SIGKILL from the kernel (Pdeathsig), but its descendants, in particular
+// those that started a session of their own or daemonized, would run on
+// beside a retry. Before the executor reports such an attempt Lost it ends
+// every process left of it (reap):
+//
+//   - with cgroups (cgroup.json in the attempt's directory), the attempt's
+//     groups are killed as a whole (cgroup v2 cgroup.kill; else frozen,
+//     every process sent SIGKILL, thawed) and removed;
+//   - without, every process in the shim's session or the user's process
+//     group, every process the shim recorded in its procs file (the
+//     tracker), and every descendant of those is stopped (SIGSTOP, so none
+//     can fork), then killed, until a scan of /proc finds none.
+
+// Bounds on ending a lost attempt: how long one try waits for its processes
+// to be gone, and how often it tries again after that.
+const (
+	lostWait  = 5 * time.Second
+	lostRetry = time.Second
+)
+
+// trackEvery is how often the shim of an attempt without cgroups records
+// its descendants.
+const trackEvery = 250 * time.Millisecond
+
+// reap ends every process left of attempt a, whose shim died without
+// recording an outcome, and removes its cgroups; it returns once none is
+// left, trying again (and logging why) until then. ok is false when the
+// executor closed first: the attempt must not be reported, and the next
+// executor's Launch reaps it again.
+func (e *Executor) reap(a *attempt) (ok bool) {
+	for n := 1; ; n++ {
+		start := time.Now()
+		err := reapAttempt(a.dir)
+		if err == nil {
+			e.log.Debug("ended what was left of a lost attempt", "attempt", a.ref.String(), "took", time.Since(start))
+			return true
+		}
+		e.log.Warn("cannot end every process of a lost attempt yet; it is reported lost (and may be retried) only once none is left",
+			"attempt", a.ref.String(), "try", n, "err", err)
+		select {
+		case <-e.done:
+			return false
+		case <-time.After(lostRetry):
+		}
+	}
+}
+
+// reapAttempt ends the processes of the attempt in dir once, waiting up to
+// lostWait for them to be gone.
+func reapAttempt(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, cgroupFile))
+	switch {
+	case err == nil:
+		var cg cgroup.Attempt
+		if err := json.Unmarshal(b, &cg); err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(dir, cgroupFile), err)
+		}
+		if err := cg.Kill(lostWait); err != nil {
+			return err
+		}
+		return cg.Remove(time.Second)
+	case errors.Is(err, fs.ErrNotExist):
+		return sweep(dir, time.Now().Add(lostWait))
+	default:
+		return err
+	}
+}
+
+// sweep ends the attempt's processes found without cgroups (see above),
+// until deadline.
+func sweep(dir string, deadline time.Time) error {
+	shim, err := readProcID(filepath.Join(dir, shimPIDFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no shim claimed the attempt: nothing was started
+	}
+	if err != nil {
+		return err
+	}
+	child := 0
+	if b, err := os.ReadFile(filepath.Join(dir, childPIDFile)); err == nil {
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	recorded := readProcs(filepath.Join(dir, procsFile))
+	members := func() []int {
+		return attemptProcs(procTable(), shim, child, recorded)
+	}
+	for {
+		pids := members()
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of the attempt still run: %v", len(pids), pids)
+		}
+		// Stop them all first, so that none forks while they are killed;
+		// scan again until no new one appears.
+		stopped := map[int]bool{}
+		for more := pids; len(more) > 0 && time.Now().Before(deadline); {
+			for _, pid := range more {
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				stopped[pid] = true
+			}
+			more = slices.DeleteFunc(members(), func(pid int) bool { return stopped[pid] })
+		}
+		for pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// procInfo is what /proc/<pid>/stat says about a process.
+type procInfo struct {
+	ppid, pgrp, sid int
+	start           uint64
+	dead            bool // a zombie
+}
+
+// procTable reads every process's parent, process group, session and start
+// time.
+func procTable() map[int]procInfo {
+	ents, _ := os.ReadDir("/proc")
+	t := make(map[int]procInfo, len(ents))
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 20 {
+			continue
+		}
+		var p procInfo
+		p.ppid, _ = strconv.Atoi(f[1])
+		p.pgrp, _ = strconv.Atoi(f[2])
+		p.sid, _ = strconv.Atoi(f[3])
+		p.start, _ = strconv.ParseUint(f[19], 10, 64)
+		p.dead = f[0] == "Z" || f[0] == "X"
+		t[pid] = p
+	}
+	return t
+}
+
+// attemptProcs lists the live processes of an attempt in the table: those
+// started since its shim in the shim's session or the user's process
+// group (child; 0: unknown), those recorded (pid → start time), and their
+// descendants; never the caller or init.
+func attemptProcs(t map[int]procInfo, shim procID, child int, recorded map[int]uint64) []int {
+	in := map[int]bool{}
+	for pid, p := range t {
+		if p.start < shim.Start {
+			continue
+		}
+		if p.sid == shim.PID || (child > 0 && p.pgrp == child) {
+			in[pid] = true
+		}
+		if start, ok := recorded[pid]; ok && start == p.start {
+			in[pid] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for pid, p := range t {
+			if !in[pid] && in[p.ppid] {
+				in[pid], grew = true, true
+			}
+		}
+	}
+	self := os.Getpid()
+	var out []int
+	for pid := range in {
+		if pid != self && pid != 1 && pid != shim.PID && !t[pid].dead {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readProcs reads a procs file: "<pid> <start>" lines.
+func readProcs(path string) map[int]uint64 {
+	b, _ := os.ReadFile(path)
+	out := map[int]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if id, err := parseProcID([]byte(line)); err == nil {
+			out[id.PID] = id.Start
+		}
+	}
+	return out
+}
+
+// tracker records, for an attempt without cgroups, the shim's descendants
+// every trackEvery in the procs file, so that whoever finds the shim dead
+// can end them even after they left its session and their parents died
+// (the shim is their subreaper while it lives; after, init is).
+type tracker struct {
+	quit chan struct{}
+	done chan struct{}
+}
+
+func startTracker(dir string, shimPID int) *tracker {
+	tr := &tracker{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		t := time.NewTicker(trackEvery)
+		defer t.Stop()
+		var last string
+		for {
+			table := procTable()
+			var buf strings.Builder
+			for _, pid := range attemptProcs(table, procID{PID: shimPID}, 0, nil) {
+				fmt.Fprintf(&buf, "%d %d\n", pid, table[pid].start)
+			}
+			if cur := buf.String(); cur != last {
+				if writeFileAtomic(filepath.Join(dir, procsFile), []byte(cur), 0o600) == nil {
+					last = cur
+				}
+			}
+			select {
+			case <-tr.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return tr
+}
+
+// stop ends the tracker; a nil tracker is stopped already.
+func (tr *tracker) stop() {
+	if tr == nil {
+		return
+	}
+	close(tr.quit)
+	<-tr.done
+}
