@@ -20,7 +20,10 @@ var (
 )
 
 // handleEvents records a batch of executor events in one store transaction.
-func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
+// An attempt's end is recorded only once its outputs are (recordThenEnd),
+// so a job that is terminal has its manifest; launchFailure says the batch
+// is an attempt that never ran, whose end is recorded at once.
+func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) {
 	changes := make([]store.Change, 0, len(batch))
 	var progressed []executor.Ref
 	for _, ev := range batch {
@@ -43,11 +46,17 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 				progressed = append(progressed, ev.Ref)
 			}
 		case executor.Exited, executor.Lost:
+			if c.finishing[ev.Ref] {
+				continue // a repeated end: its outputs are being recorded
+			}
 			c.ingest(ctx, ev.Ref) // the points written before the end
 			ch, err := c.ended(ctx, ev, at)
 			if err != nil {
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
 				continue
+			}
+			if !launchFailure && c.recordThenEnd(ctx, ch) {
+				continue // recorded once the outputs are (artifacts.go)
 			}
 			changes = append(changes, ch)
 		}
@@ -59,13 +68,21 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			}
 		}
 	}
+	c.apply(ctx, changes, true)
+}
+
+// apply records executor-driven changes and does what follows an attempt's
+// end: forget it, tell the Observer, record its outputs when owed (not yet
+// recorded), remove its code unpack and revoke its job token. It reports
+// false when the store could not be written at all.
+func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsOwed bool) bool {
 	if len(changes) == 0 {
-		return
+		return true
 	}
 	errs, err := c.cfg.Store.Apply(ctx, changes)
 	if err != nil {
 		c.log.Error("record executor events", "err", err)
-		return
+		return false
 	}
 	for i, e := range errs {
 		switch {
@@ -78,7 +95,9 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
 				c.observeEnd(ctx, changes[i])
-				c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				if outputsOwed {
+					c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				}
 				c.removeCode(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
@@ -93,6 +112,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
 		}
 	}
+	return true
 }
 
 // observeEnd tells the Observer about a recorded attempt end.
@@ -218,5 +238,5 @@ func (c *Controller) handleLaunchFailure(ctx context.Context, r launchResult) {
 		reason = domain.ReasonArtifactWrite
 	}
 	c.handleEvents(ctx, []executor.Event{{Ref: r.ref, Kind: executor.Exited, At: c.cfg.Clock.Now(),
-		State: domain.AttemptFailed, Reason: reason, Message: r.err.Error()}})
+		State: domain.AttemptFailed, Reason: reason, Message: r.err.Error()}}, true)
 }
