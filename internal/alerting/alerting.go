@@ -115,6 +115,11 @@ func (a *Alerter) Channels() []string { return a.disp.Channels() }
 // Test sends a test notification to one channel and returns its error.
 func (a *Alerter) Test(ctx context.Context, channel string) error { return a.disp.Test(ctx, channel) }
 
+// Acknowledged drops the queued firing notifications of the alert key,
+// acknowledged in the store (service.AlertAcknowledger): it is not
+// notified again.
+func (a *Alerter) Acknowledged(key string) { a.disp.Drop(key) }
+
 // Pass is the control loop's view after a scheduling pass (control.Observer).
 // The lists are rebuilt at most once per Interval.
 func (a *Alerter) Pass(_ time.Duration, _ []domain.Pool, jobs map[int64]domain.Job, atts []domain.Attempt) {

@@ -198,6 +198,17 @@ func (q *queue) next(now time.Time) (*pending, time.Duration) {
 	return nil, wait
 }
 
+// Drop removes the firing notifications of key still queued (retries
+// included) from every channel: its alert was acknowledged, so nobody is
+// to be told of it again. Its resolution, submitted later, is sent.
+func (d *Dispatcher) Drop(key string) {
+	for _, q := range d.routes {
+		q.mu.Lock()
+		q.items = slices.DeleteFunc(q.items, func(p *pending) bool { return p.n.Key == key && p.n.Status == StatusFiring })
+		q.mu.Unlock()
+	}
+}
+
 func (q *queue) remove(p *pending) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
