@@ -41,6 +41,19 @@ func (c *Controller) resumeOutputs() {
 	}
 }
 
+// outputsFirst reports whether the attempt end end is to be stored only
+// after the attempt's outputs are recorded (recordThenEnd), and marks the
+// attempt finishing if so. False: the job has no output directory, and
+// end is stored at once.
+func (c *Controller) outputsFirst(ctx context.Context, end store.Change) bool {
+	ji, err := c.info(ctx, end.JobID)
+	if err != nil || ji.outputDir == "" {
+		return false
+	}
+	c.finishing[executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}] = true
+	return true
+}
+
 // recordThenEnd records, off the loop, the outputs of the attempt whose
 // end is end, and only then hands end back to the loop (recorded) to be
 // stored: a job is terminal (or queued again) only once its ended
@@ -48,15 +61,9 @@ func (c *Controller) resumeOutputs() {
 // outputs. Until then the attempt stays active in the store; a server that
 // stops in between reattaches to it at its next start, the executor
 // reports the end again, and the manifest is recorded again (it replaces
-// the one recorded before). It reports false when the job has no output
-// directory: end is then recorded at once.
-func (c *Controller) recordThenEnd(ctx context.Context, end store.Change) bool {
-	ji, err := c.info(ctx, end.JobID)
-	if err != nil || ji.outputDir == "" {
-		return false
-	}
+// the one recorded before).
+func (c *Controller) recordThenEnd(end store.Change) {
 	ref := executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}
-	c.finishing[ref] = true
 	parent := c.runCtx
 	if parent == nil {
 		parent = context.Background()
@@ -86,7 +93,6 @@ func (c *Controller) recordThenEnd(ctx context.Context, end store.Change) bool {
 		case <-parent.Done():
 		}
 	}()
-	return true
 }
 
 // applyEnds stores the attempt ends whose outputs are recorded; those the

@@ -25,6 +25,7 @@ var (
 // is an attempt that never ran, whose end is recorded at once.
 func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) {
 	changes := make([]store.Change, 0, len(batch))
+	var deferred []store.Change
 	var progressed []executor.Ref
 	for _, ev := range batch {
 		at := ev.At
@@ -55,8 +56,9 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
 				continue
 			}
-			if !launchFailure && c.recordThenEnd(ctx, ch) {
-				continue // recorded once the outputs are (artifacts.go)
+			if !launchFailure && c.outputsFirst(ctx, ch) {
+				deferred = append(deferred, ch) // recorded once the outputs are (artifacts.go)
+				continue
 			}
 			changes = append(changes, ch)
 		}
@@ -69,6 +71,10 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 		}
 	}
 	c.apply(ctx, changes, true)
+	// After the batch's Started changes, which the outputs' lineage reads.
+	for _, ch := range deferred {
+		c.recordThenEnd(ch)
+	}
 }
 
 // apply records executor-driven changes and does what follows an attempt's

@@ -37,7 +37,7 @@ func TestSucceededJobHasItsOutputsRecorded(t *testing.T) {
 			t.Fatalf("job %d succeeded without its manifest: %v", j.ID, err)
 		}
 		if len(m.Files) != 1 || m.Files[0].Path != "model.bin" || m.Files[0].Size != 32<<20 || m.Lineage.State != "succeeded" ||
-			m.Lineage.FinishedAt.IsZero() {
+			m.Lineage.FinishedAt.IsZero() || m.Lineage.StartedAt.IsZero() {
 			t.Fatalf("manifest = %+v", m)
 		}
 		if fi, err := os.Stat(filepath.Join(j.OutputDir, "model.bin")); err != nil || fi.Mode().Perm()&0o222 != 0 {
@@ -51,11 +51,12 @@ func TestSucceededJobHasItsOutputsRecorded(t *testing.T) {
 type holdManifests struct {
 	store.Store
 	hold    bool
+	only    int64 // when not 0, only this job's manifest is held
 	entered chan struct{}
 }
 
 func (s *holdManifests) RecordManifest(ctx context.Context, m domain.Manifest) error {
-	if !s.hold {
+	if !s.hold || s.only != 0 && m.JobID != s.only {
 		return s.Store.RecordManifest(ctx, m)
 	}
 	s.entered <- struct{}{}
@@ -95,5 +96,32 @@ func TestEndBeforeOutputsIsRecordedAfterRestart(t *testing.T) {
 	}
 	if a := r.attempts(j.ID); len(a) != 1 || a[0].State != domain.AttemptSucceeded {
 		t.Fatalf("attempts = %+v, want one succeeded", a)
+	}
+}
+
+// Recording one job's outputs, however long it takes, holds up no other
+// job: the loop goes on scheduling and recording the ends of others.
+func TestSlowOutputsHoldUpNoOtherJob(t *testing.T) {
+	held := &holdManifests{hold: true, only: 1, entered: make(chan struct{}, 1)}
+	r := newTunedRig(t, &executortest.Fake{Script: writesOutput(1 << 10)}, func(cfg *control.Config) {
+		held.Store = cfg.Store
+		cfg.Store = held
+	})
+	slow := r.submit("name: slow\nentrypoint: [train]\n")
+	if slow.ID != held.only {
+		t.Fatalf("first job is %d, want %d", slow.ID, held.only)
+	}
+	select {
+	case <-held.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow job's outputs were never recorded")
+	}
+	quick := r.submit("name: quick\nentrypoint: [train]\n")
+	r.wait(quick.ID, domain.JobSucceeded)
+	if _, err := r.st.GetManifest(context.Background(), quick.ID, 0); err != nil {
+		t.Fatalf("quick job succeeded without its manifest: %v", err)
+	}
+	if got, _ := r.st.GetJob(context.Background(), slow.ID); got.State != domain.JobRunning {
+		t.Fatalf("slow job is %s while its outputs are being recorded, want running", got.State)
 	}
 }
