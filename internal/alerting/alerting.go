@@ -105,6 +105,7 @@ func New(cfg Config) (*Alerter, error) {
 		OnGaveUp: func(key, channel string, s alerts.Status, err error) {
 			a.mark(key, channel, s, store.NotificationResult{At: a.cfg.Clock.Now(), Error: err.Error(), GiveUp: true})
 		},
+		Skip: a.acknowledged,
 	})
 	return a, nil
 }
@@ -114,6 +115,31 @@ func (a *Alerter) Channels() []string { return a.disp.Channels() }
 
 // Test sends a test notification to one channel and returns its error.
 func (a *Alerter) Test(ctx context.Context, channel string) error { return a.disp.Test(ctx, channel) }
+
+// Acknowledged drops the queued firing notifications of the alert key,
+// acknowledged in the store (service.AlertAcknowledger): it is not
+// notified again. An Alerter not told (another leadership term's) finds
+// out before its next send (acknowledged).
+func (a *Alerter) Acknowledged(key string) { a.disp.Drop(key) }
+
+// Pending is how many notifications wait to be sent or retried.
+func (a *Alerter) Pending() int { return a.disp.Pending() }
+
+// acknowledged reports whether the firing notification of key is no
+// longer wanted: its alert was acknowledged (store.AckAlert).
+func (a *Alerter) acknowledged(key string, s alerts.Status) bool {
+	if s != alerts.StatusFiring {
+		return false
+	}
+	a.mu.Lock()
+	id := a.ids[key]
+	a.mu.Unlock()
+	if id == 0 {
+		return false
+	}
+	al, err := a.cfg.Store.GetAlert(context.Background(), id)
+	return err == nil && !al.AckedAt.IsZero()
+}
 
 // Pass is the control loop's view after a scheduling pass (control.Observer).
 // The lists are rebuilt at most once per Interval.

@@ -22,13 +22,15 @@ import (
 
 // hook is a real HTTP receiver that can be told to fail.
 type hook struct {
-	mu   sync.Mutex
-	got  []string // "status key"
-	fail atomic.Bool
+	mu     sync.Mutex
+	got    []string // "status key"
+	fail   atomic.Bool
+	failed atomic.Int64 // requests answered with an error
 }
 
 func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.fail.Load() {
+		h.failed.Add(1)
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
 	}
@@ -168,5 +170,48 @@ func TestPreemptionThrashFollowsTheHold(t *testing.T) {
 	waitFor(t, "the resolution", func() bool { return len(h.list()) == 2 })
 	if got := h.list(); got[0] != "firing preemption_thrash/job=7" || got[1] != "resolved preemption_thrash/job=7" {
 		t.Fatalf("receiver got %v", got)
+	}
+}
+
+// A firing notification being retried is not sent once its alert is
+// acknowledged, even by a server part that did not tell this Alerter.
+func TestAcknowledgedAlertIsNotRetried(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := &hook{}
+	h.fail.Store(true)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	a, err := alerting.New(alerting.Config{Store: st, Interval: 10 * time.Millisecond, Alerts: alerts.Config{
+		Channels: []alerts.ChannelConfig{{Name: "hook", Type: alerts.TypeWebhook, URL: srv.URL}},
+		Delivery: alerts.DeliveryConfig{MaxTries: 100, Backoff: domain.Duration(20 * time.Millisecond), MaxBackoff: domain.Duration(50 * time.Millisecond),
+			MaxAge: domain.Duration(time.Hour)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	job := domain.Job{ID: 7, Name: "typo", Project: "vision", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
+	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound,
+		FinishedAt: time.Now()})
+	var firing []domain.Alert
+	waitFor(t, "the alert and a failed delivery", func() bool {
+		firing, _ = st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertFiring})
+		return len(firing) == 1 && h.failed.Load() > 0
+	})
+	if _, err := st.AckAlert(context.Background(), firing[0].ID, "user:alice", "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.fail.Store(false)
+	waitFor(t, "the retry to be dropped", func() bool { return a.Pending() == 0 })
+	if got := h.list(); len(got) != 0 {
+		t.Fatalf("the receiver got %v after the acknowledgement", got)
 	}
 }

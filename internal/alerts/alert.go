@@ -138,11 +138,14 @@ type JobRef struct {
 	Project string
 	Pool    string
 	Owner   string
+	// RerunOf is the job this one re-runs (trainyard rerun); 0: none.
+	// Seeing a rerun resolves the event alerts of the job it re-runs.
+	RerunOf int64
 }
 
 // RefOf returns the JobRef of a stored job (its submitter is the owner).
 func RefOf(j domain.Job) JobRef {
-	return JobRef{ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, Owner: j.Submitter}
+	return JobRef{ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, Owner: j.Submitter, RerunOf: j.RerunOf}
 }
 
 func (r JobRef) labels(attempt int) Labels {

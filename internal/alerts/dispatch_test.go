@@ -506,3 +506,29 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// Drop removes the queued firing notifications of one key (an
+// acknowledged alert) from every channel, and nothing else.
+func TestDispatcherDropsAcknowledgedFirings(t *testing.T) {
+	r := newReceiver(t)
+	routes := []Route{{Channel: webhook(t, r.URL, FormatJSON), MinSeverity: SeverityInfo},
+		{Channel: webhook(t, r.URL, FormatSlack), MinSeverity: SeverityInfo}}
+	d := NewDispatcher(routes, DispatcherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	other := stalledAlert
+	other.Key = "stalled/job=43"
+	resolvedAlert := stalledAlert
+	resolvedAlert.Status = StatusResolved
+	d.Submit(Transition{stalledAlert}, Transition{other})
+	if n := d.Pending(); n != 4 {
+		t.Fatalf("Pending = %d, want 4 (two alerts, two channels)", n)
+	}
+	d.Drop(stalledAlert.Key)
+	if n := d.Pending(); n != 2 {
+		t.Fatalf("Pending after Drop = %d, want the other alert's 2", n)
+	}
+	d.Submit(Transition{resolvedAlert})
+	d.Drop(stalledAlert.Key) // a resolution is still sent
+	if n := d.Pending(); n != 4 {
+		t.Fatalf("Pending after the resolution = %d, want 4", n)
+	}
+}

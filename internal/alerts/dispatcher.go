@@ -24,6 +24,10 @@ type DispatcherOptions struct {
 	// Delivery.MaxTries failed sends or Delivery.MaxAge; err is the last
 	// error. The dispatcher also logs it at Error.
 	OnGaveUp func(alertKey, channel string, status Status, err error)
+	// Skip, when set, is asked before each send whether a notification is
+	// no longer wanted (its alert was acknowledged); one it skips is
+	// dropped without a report. Called from the Run goroutines.
+	Skip func(alertKey string, status Status) bool
 	// Logger receives retries (Warn) and give-ups (Error); nil: slog.Default().
 	Logger *slog.Logger
 	// Now reads the clock (default time.Now).
@@ -198,6 +202,17 @@ func (q *queue) next(now time.Time) (*pending, time.Duration) {
 	return nil, wait
 }
 
+// Drop removes the firing notifications of key still queued (retries
+// included) from every channel: its alert was acknowledged, so nobody is
+// to be told of it again. Its resolution, submitted later, is sent.
+func (d *Dispatcher) Drop(key string) {
+	for _, q := range d.routes {
+		q.mu.Lock()
+		q.items = slices.DeleteFunc(q.items, func(p *pending) bool { return p.n.Key == key && p.n.Status == StatusFiring })
+		q.mu.Unlock()
+	}
+}
+
 func (q *queue) remove(p *pending) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -206,6 +221,11 @@ func (q *queue) remove(p *pending) {
 
 func (d *Dispatcher) try(ctx context.Context, q *queue, p *pending) {
 	name := q.route.Channel.Name()
+	if d.opts.Skip != nil && d.opts.Skip(p.n.Key, p.n.Status) {
+		q.remove(p)
+		d.log.Info("alert notification dropped: the alert was acknowledged", "channel", name, "key", p.n.Key, "status", p.n.Status)
+		return
+	}
 	err := q.route.Channel.Send(ctx, p.n)
 	if ctx.Err() != nil {
 		return // shutting down: not the channel's fault

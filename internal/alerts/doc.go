@@ -19,8 +19,11 @@
 // memory_near_limit, preemption_thrash) resolve when the condition clears,
 // the job leaves the queue / the attempt stops running, or the hold ends. Event alerts (start_failure,
 // interruption, stalled, artifact_write_failure) resolve when the job has a
-// newer running attempt, succeeds or is canceled, or after resolve_after
-// (24h); a job that failed for good keeps its alert until then.
+// newer attempt that started (running, or ended after starting), is re-run
+// (trainyard rerun), succeeds or is canceled, or after resolve_after (24h);
+// a job that failed for good and is not re-run keeps its alert until then,
+// unless someone acknowledges it (trainyard alerts ack: it is not notified
+// again).
 //
 // The package has three parts:
 //

@@ -84,13 +84,15 @@ type EndedAttempt struct {
 	Message  string
 	EndedAt  time.Time
 	JobState domain.JobState
+	// Started says the attempt got as far as running its program.
+	Started bool
 }
 
 // EndedOf builds an EndedAttempt from a stored job (after the attempt ended)
 // and the ended attempt.
 func EndedOf(j domain.Job, a domain.Attempt) EndedAttempt {
 	return EndedAttempt{Job: RefOf(j), Attempt: a.Number, State: a.State, Reason: a.Reason,
-		Message: a.Message, EndedAt: a.FinishedAt, JobState: j.State}
+		Message: a.Message, EndedAt: a.FinishedAt, JobState: j.State, Started: !a.StartedAt.IsZero()}
 }
 
 // Engine turns observations into alert transitions. It is deterministic: it
@@ -189,8 +191,9 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			Summary: eventSummary(rule, a), Labels: a.Job.labels(a.Attempt)}, now))
 	}
 
-	// Event alerts resolve when the job runs again, succeeds or is canceled,
-	// or after resolve_after.
+	// Event alerts resolve when the job runs again (or an attempt after
+	// the one that fired ended having started), is re-run, succeeds or is
+	// canceled, or after resolve_after.
 	runningAttempt := map[int64]int{} // job → highest running attempt
 	for _, r := range obs.Running {
 		runningAttempt[r.Job.ID] = max(runningAttempt[r.Job.ID], r.Attempt)
@@ -210,14 +213,39 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			finished[a.Job.ID] = "was canceled"
 		}
 	}
+	startedAttempt := map[int64]int{} // job → highest ended attempt that had started
+	for _, a := range ended {
+		if a.Started {
+			startedAttempt[a.Job.ID] = max(startedAttempt[a.Job.ID], a.Attempt)
+		}
+	}
+	rerunAs := map[int64]int64{} // job → its first rerun seen
+	rerun := func(r JobRef) {
+		if r.RerunOf != 0 && (rerunAs[r.RerunOf] == 0 || r.ID < rerunAs[r.RerunOf]) {
+			rerunAs[r.RerunOf] = r.ID
+		}
+	}
+	for _, q := range obs.Queued {
+		rerun(q.Job)
+	}
+	for _, r := range obs.Running {
+		rerun(r.Job)
+	}
+	for _, a := range ended {
+		rerun(a.Job)
+	}
 	for _, a := range e.Active() {
 		if !a.Rule.eventRule() {
 			continue
 		}
 		job := a.Labels.title()
-		switch n := runningAttempt[a.Labels.Job]; {
+		switch n, m := runningAttempt[a.Labels.Job], startedAttempt[a.Labels.Job]; {
 		case n > a.Labels.Attempt:
 			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s is running again (attempt %d)", job, n)))
+		case m > a.Labels.Attempt:
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s started again (attempt %d)", job, m)))
+		case rerunAs[a.Labels.Job] != 0:
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s was re-run as job %d", job, rerunAs[a.Labels.Job])))
 		case finished[a.Labels.Job] != "":
 			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("%s %s", job, finished[a.Labels.Job])))
 		case now.Sub(a.FiredAt) >= e.cfg.ResolveAfter.D():

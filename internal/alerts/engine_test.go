@@ -140,6 +140,14 @@ func TestEventAlertResolution(t *testing.T) {
 		{"ended succeeded", Observation{Now: at(time.Hour), Ended: []EndedAttempt{{Job: job(7), Attempt: 2,
 			State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted, EndedAt: at(time.Hour), JobState: domain.JobSucceeded}}}, "job 7 (resnet) succeeded"},
 		{"other job", Observation{Now: at(time.Hour), Succeeded: []int64{8}, Running: []RunningAttempt{{Job: job(8), Attempt: 3}}}, ""},
+		{"started and ended", Observation{Now: at(time.Hour), Ended: []EndedAttempt{{Job: job(7), Attempt: 2, State: domain.AttemptFailed,
+			Reason: "ExitedNonZero", EndedAt: at(time.Hour), JobState: domain.JobFailed, Started: true}}}, "job 7 (resnet) started again (attempt 2)"},
+		{"ended without starting", Observation{Now: at(time.Hour), Ended: []EndedAttempt{{Job: job(7), Attempt: 2, State: domain.AttemptFailed,
+			Reason: "ExitedNonZero", EndedAt: at(time.Hour), JobState: domain.JobFailed}}}, ""},
+		{"re-run queued", Observation{Now: at(time.Hour), Queued: []QueuedJob{{Job: JobRef{ID: 9, RerunOf: 7}, QueuedSince: at(time.Hour)}}}, "job 7 (resnet) was re-run as job 9"},
+		{"re-run ended", Observation{Now: at(time.Hour), Ended: []EndedAttempt{{Job: JobRef{ID: 9, RerunOf: 7}, Attempt: 1, State: domain.AttemptSucceeded,
+			EndedAt: at(time.Hour), JobState: domain.JobSucceeded, Started: true}}}, "job 7 (resnet) was re-run as job 9"},
+		{"re-run of another job", Observation{Now: at(time.Hour), Running: []RunningAttempt{{Job: JobRef{ID: 9, RerunOf: 8}, Attempt: 1}}}, ""},
 		{"before resolve_after", Observation{Now: at(24*time.Hour - time.Second)}, ""},
 		{"resolve_after", Observation{Now: at(24 * time.Hour)}, "resolve_after (24h) passed without job 7 (resnet) running again"},
 	}
@@ -352,11 +360,12 @@ func TestKeyAndRefOf(t *testing.T) {
 	if k := Key(RuleStalled, 42, 0); k != "stalled/job=42" {
 		t.Errorf("Key = %q", k)
 	}
-	j := domain.Job{ID: 4, Name: "n", Project: "p", Pool: "q", Submitter: "bob", State: domain.JobQueued}
-	a := domain.Attempt{JobID: 4, Number: 2, State: domain.AttemptLost, Reason: domain.ReasonNodeLost, Message: "m", FinishedAt: t0}
+	j := domain.Job{ID: 4, Name: "n", Project: "p", Pool: "q", Submitter: "bob", State: domain.JobQueued, RerunOf: 3}
+	a := domain.Attempt{JobID: 4, Number: 2, State: domain.AttemptLost, Reason: domain.ReasonNodeLost, Message: "m", FinishedAt: t0,
+		StartedAt: t0.Add(-time.Minute)}
 	got := EndedOf(j, a)
-	want := EndedAttempt{Job: JobRef{ID: 4, Name: "n", Project: "p", Pool: "q", Owner: "bob"}, Attempt: 2,
-		State: domain.AttemptLost, Reason: domain.ReasonNodeLost, Message: "m", EndedAt: t0, JobState: domain.JobQueued}
+	want := EndedAttempt{Job: JobRef{ID: 4, Name: "n", Project: "p", Pool: "q", Owner: "bob", RerunOf: 3}, Attempt: 2,
+		State: domain.AttemptLost, Reason: domain.ReasonNodeLost, Message: "m", EndedAt: t0, JobState: domain.JobQueued, Started: true}
 	if got != want {
 		t.Errorf("EndedOf = %+v, want %+v", got, want)
 	}
@@ -393,4 +402,19 @@ func TestPreemptionThrash(t *testing.T) {
 	off := false
 	e = newEngine(t, func(c *Config) { c.Rules.PreemptionThrash.Enabled = &off })
 	expect(t, "disabled", e.Evaluate(Observation{Now: t0, Held: held}), "")
+}
+
+// A start failure of a job that failed for good resolves when the job is
+// re-run, not 24 h later.
+func TestStartFailureResolvesOnRerun(t *testing.T) {
+	e := newEngine(t, nil)
+	end := EndedAttempt{Job: job(7), Attempt: 1, State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound,
+		EndedAt: t0, JobState: domain.JobFailed}
+	expect(t, "fire", e.Evaluate(Observation{Now: t0, Ended: []EndedAttempt{end}}), "firing start_failure/job=7")
+	expect(t, "later", e.Evaluate(Observation{Now: at(time.Hour)}), "")
+	ts := e.Evaluate(Observation{Now: at(2 * time.Hour), Running: []RunningAttempt{{Job: JobRef{ID: 12, Name: "resnet", RerunOf: 7}, Attempt: 1}}})
+	expect(t, "re-run", ts, "resolved start_failure/job=7")
+	if ts[0].Resolution != "job 7 (resnet) was re-run as job 12" {
+		t.Errorf("resolution = %q", ts[0].Resolution)
+	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -9,16 +10,41 @@ import (
 	"trainyard/internal/service"
 )
 
-// alertRoutes serves alerts: the list and a channel test.
+// alertRoutes serves alerts: the list, acknowledgements and a channel test.
 func (h *handler) alertRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/alerts", h.auth(h.listAlerts))
 	mux.Handle("POST /api/v1/alerts/test", h.auth(h.testAlert))
+	mux.Handle("POST /api/v1/alerts/{id}/ack", h.auth(h.ackAlert))
 }
 
 func alertDTO(a domain.Alert) apitypes.Alert {
 	return apitypes.Alert{ID: a.ID, Key: a.Key, Rule: a.Rule, Severity: a.Severity, State: string(a.State), Summary: a.Summary,
 		Resolution: a.Resolution, Job: a.JobID, JobName: a.JobName, Attempt: a.Attempt, Project: a.Project, Pool: a.Pool,
-		Owner: a.Owner, FiredAt: a.FiredAt, ResolvedAt: a.ResolvedAt}
+		Owner: a.Owner, FiredAt: a.FiredAt, ResolvedAt: a.ResolvedAt, AckedAt: a.AckedAt, AckedBy: a.AckedBy, AckReason: a.AckReason}
+}
+
+// ackAlert serves POST /api/v1/alerts/{id}/ack {"reason": TEXT}: the
+// alert as acknowledged; 409 when it is resolved or already acknowledged.
+func (h *handler) ackAlert(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		h.writeError(w, r, domain.FieldErrors{{Path: "id", Message: fmt.Sprintf("%q is not an alert id; ids are positive whole numbers", v)}})
+		return
+	}
+	var body apitypes.AlertAck
+	if r.ContentLength != 0 {
+		if err := decodeBody(w, r, &body); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	a, err := h.svc.AckAlert(r.Context(), p, id, body.Reason)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, alertDTO(a))
 }
 
 // listAlerts serves GET /api/v1/alerts?state=firing|resolved&job=ID&limit=N.

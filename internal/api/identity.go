@@ -31,6 +31,7 @@ var routeActions = map[string]string{
 	"POST /api/v1/gc":                                  "artifact.gc",
 	"GET /api/v1/checkpoints/usage":                    "job.read",
 	"POST /api/v1/alerts/test":                         "alert.test",
+	"POST /api/v1/alerts/{id}/ack":                     "job.cancel", // whoever may cancel the alert's job
 	"GET /api/v1/jobs":                                 "job.read",
 	"GET /api/v1/jobs/{id}":                            "job.read",
 	"POST /api/v1/jobs/{id}/cancel":                    "job.cancel",

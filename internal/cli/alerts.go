@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +24,7 @@ server log). See docs/observability.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.alertsLsCmd(), a.alertsTestCmd())
+	cmd.AddCommand(a.alertsLsCmd(), a.alertsAckCmd(), a.alertsTestCmd())
 	return cmd
 }
 
@@ -33,7 +34,8 @@ func (a *app) alertsLsCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List alerts, newest first",
 		Long: `List alerts as a table: ID, STATE, SEVERITY, RULE, JOB, FIRED (how long
-ago) and SUMMARY. Without a role that reads every job you see the alerts
+ago) and SUMMARY. A firing alert someone acknowledged shows STATE
+"acknowledged" (by whom in -o json). Without a role that reads every job you see the alerts
 about the jobs you may read.`,
 		Example: `  trainyard alerts ls
   trainyard alerts ls --state firing
@@ -80,6 +82,9 @@ about the jobs you may read.`,
 				job = fmt.Sprint(al.Job)
 			}
 			state := al.State
+			if al.State == "firing" && !al.AckedAt.IsZero() {
+				state = "acknowledged"
+			}
 			if al.State == "resolved" && !al.ResolvedAt.IsZero() {
 				state = "resolved " + shortAgo(now, al.ResolvedAt)
 			}
@@ -102,6 +107,38 @@ func shortAgo(now, t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func (a *app) alertsAckCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ack ID",
+		Short: "Acknowledge a firing alert",
+		Long: `Acknowledge a firing alert: it is listed as acknowledged and its channels
+are not notified of it again (they still hear when it resolves). Whoever
+may cancel the alert's job may acknowledge it; the acknowledgement, with
+its reason, is recorded in the audit log (action alert.ack).`,
+		Example: `  trainyard alerts ack 17
+  trainyard alerts ack 17 --reason "image being rebuilt, see OPS-123"`,
+		Args: exactArgs(1),
+	}
+	reason := cmd.Flags().String("reason", "", "why (recorded with the acknowledgement and in the audit log)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || id <= 0 {
+			return usageErrorf("invalid alert id %q: want a positive whole number (see trainyard alerts ls)", args[0])
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		al, err := c.AckAlert(cmd.Context(), id, *reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "acknowledged alert %d (%s)\n", al.ID, al.Key)
+		return nil
+	}
+	return cmd
 }
 
 func (a *app) alertsTestCmd() *cobra.Command {

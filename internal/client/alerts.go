@@ -52,3 +52,11 @@ func (c *Client) TestAlertChannel(ctx context.Context, channel string) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 	return resp.Body.Close()
 }
+
+// AckAlert acknowledges the firing alert id, with an optional reason, and
+// returns it as acknowledged.
+func (c *Client) AckAlert(ctx context.Context, id int64, reason string) (apitypes.Alert, error) {
+	var out apitypes.Alert
+	err := c.doJSON(ctx, http.MethodPost, "/api/v1/alerts/"+strconv.FormatInt(id, 10)+"/ack", nil, nil, apitypes.AlertAck{Reason: reason}, &out)
+	return out, err
+}

@@ -15,6 +15,7 @@ import (
 	"trainyard/internal/blob"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/store"
 )
 
 // checkpointsDir is where a job's checkpoints live, under its outputs.
@@ -40,6 +41,75 @@ func (c *Controller) resumeOutputs() {
 	}
 }
 
+// outputsFirst reports whether the attempt end end is to be stored only
+// after the attempt's outputs are recorded (recordThenEnd), and marks the
+// attempt finishing if so. False: the job has no output directory, and
+// end is stored at once.
+func (c *Controller) outputsFirst(ctx context.Context, end store.Change) bool {
+	ji, err := c.info(ctx, end.JobID)
+	if err != nil || ji.outputDir == "" {
+		return false
+	}
+	c.finishing[executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}] = true
+	return true
+}
+
+// recordThenEnd records, off the loop, the outputs of the attempt whose
+// end is end, and only then hands end back to the loop (recorded) to be
+// stored: a job is terminal (or queued again) only once its ended
+// attempt's manifest is stored, so whoever sees it succeeded can list its
+// outputs. Until then the attempt stays active in the store; a server that
+// stops in between reattaches to it at its next start, the executor
+// reports the end again, and the manifest is recorded again (it replaces
+// the one recorded before).
+func (c *Controller) recordThenEnd(end store.Change) {
+	ref := executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}
+	parent := c.runCtx
+	if parent == nil {
+		parent = context.Background()
+	}
+	c.outputsWG.Add(1)
+	go func() {
+		defer c.outputsWG.Done()
+		select {
+		case c.outputSem <- struct{}{}:
+		case <-parent.Done():
+			return
+		}
+		rctx, cancel := context.WithTimeout(parent, outputsTimeout)
+		err := c.recordOutputs(rctx, ref, &end)
+		cancel()
+		<-c.outputSem
+		if err != nil {
+			if parent.Err() != nil {
+				return // stopped: the end is reported again after the restart
+			}
+			// The end is recorded all the same: a job must not stay
+			// running because its outputs could not be read.
+			c.log.Warn("record outputs", "attempt", ref.String(), "err", err)
+		}
+		select {
+		case c.recorded <- end:
+		case <-parent.Done():
+		}
+	}()
+}
+
+// applyEnds stores the attempt ends whose outputs are recorded; those the
+// store could not take are tried again at the next turn of the loop.
+func (c *Controller) applyEnds(ctx context.Context) {
+	if len(c.ends) == 0 || !c.apply(ctx, c.ends, false) {
+		return
+	}
+	for _, ch := range c.ends {
+		delete(c.finishing, executor.Ref{JobID: ch.JobID, Attempt: ch.Attempt.Number})
+	}
+	c.ends = c.ends[:0]
+}
+
+// outputsTimeout bounds the recording of one attempt's outputs.
+const outputsTimeout = 10 * time.Minute
+
 // DefaultCheckpointKeep is how many complete checkpoints a job keeps when
 // its spec says nothing.
 const DefaultCheckpointKeep = 3
@@ -47,7 +117,9 @@ const DefaultCheckpointKeep = 3
 // outputs records, off the loop, what an ended attempt left behind: its
 // complete checkpoints (keeping the newest checkpoint.keep), the manifest
 // of the output directory with the lineage that produced it, and, for a
-// job that succeeded, makes its outputs read-only.
+// job that succeeded, makes its outputs read-only. It serves attempts
+// whose end is already stored (one that never launched, and markers a
+// previous server left); an attempt that ran goes through recordThenEnd.
 func (c *Controller) outputs(ref executor.Ref) {
 	// A marker says the work is owed, so a server that stops before it is
 	// done does it after its restart (recover).
@@ -67,9 +139,9 @@ func (c *Controller) outputs(ref executor.Ref) {
 		if parent == nil {
 			parent = context.Background()
 		}
-		ctx, cancel := context.WithTimeout(parent, 10*time.Minute)
+		ctx, cancel := context.WithTimeout(parent, outputsTimeout)
 		defer cancel()
-		if err := c.recordOutputs(ctx, ref); err != nil {
+		if err := c.recordOutputs(ctx, ref, nil); err != nil {
 			c.log.Warn("record outputs", "attempt", ref.String(), "err", err)
 			if ctx.Err() != nil {
 				return // stopped: the marker stays for the next start
@@ -79,7 +151,9 @@ func (c *Controller) outputs(ref executor.Ref) {
 	}()
 }
 
-func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error {
+// recordOutputs records the outputs of the attempt ref. end is the
+// attempt's end when it is not stored yet (recordThenEnd); nil: it is.
+func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *store.Change) error {
 	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
 	if err != nil || job.OutputDir == "" {
 		return err
@@ -97,6 +171,11 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error 
 	lin := domain.Lineage{JobID: job.ID, Attempt: ref.Attempt, Name: job.Name, Project: job.Project, Submitter: job.Submitter,
 		SpecHash: job.SpecHash, Inputs: job.Spec.Inputs, Env: job.Spec.Env, StartedAt: att.StartedAt, FinishedAt: att.FinishedAt,
 		State: string(att.State)}
+	succeeded := job.State == domain.JobSucceeded
+	if end != nil {
+		lin.FinishedAt, lin.State = end.At, string(end.Attempt.To)
+		succeeded = end.To == domain.JobSucceeded
+	}
 	c.lineageExtras(ctx, job, &lin)
 	// The directory is the server's; what lies below it is the job's, read
 	// and changed only through d (see artifacts.Dir).
@@ -115,7 +194,7 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref) error 
 		}
 		// Sealed first, so that a recorded manifest always describes
 		// outputs that can no longer change.
-		if job.State == domain.JobSucceeded {
+		if succeeded {
 			if err := d.MakeReadOnly(); err != nil {
 				return err
 			}

@@ -186,6 +186,13 @@ type Controller struct {
 	// at a time (artifacts.go).
 	outputSem chan struct{}
 	outputsWG sync.WaitGroup
+	// finishing are the ended attempts whose outputs are being recorded:
+	// their end is recorded after (recordThenEnd). recorded delivers each
+	// end once its outputs are; ends are those not yet in the store (a
+	// failed write is tried again). finishing and ends: loop goroutine only.
+	finishing map[executor.Ref]bool
+	recorded  chan store.Change
+	ends      []store.Change
 	// unpacks holds, per attempt being launched, the code package unpack
 	// its launch runs first (code.go). Loop goroutine only.
 	unpacks map[executor.Ref]func(context.Context) error
@@ -267,6 +274,8 @@ func New(cfg Config) *Controller {
 		launched:      make(chan launchResult, 64),
 		sem:           make(chan struct{}, cfg.LaunchConcurrency),
 		outputSem:     make(chan struct{}, 2),
+		finishing:     map[executor.Ref]bool{},
+		recorded:      make(chan store.Change, 16),
 		unpacks:       map[executor.Ref]func(context.Context) error{},
 		known:         map[executor.Ref]bool{},
 		guard:         newGuard(cfg.PreemptionGuard),
@@ -317,10 +326,13 @@ func (c *Controller) Run(ctx context.Context) error {
 					break drain
 				}
 			}
-			c.handleEvents(ctx, batch)
+			c.handleEvents(ctx, batch, false)
 		case r := <-c.launched:
 			c.handleLaunchFailure(ctx, r)
+		case ch := <-c.recorded:
+			c.ends = append(c.ends, ch)
 		}
+		c.applyEnds(ctx)
 		next := c.cycle(ctx)
 		if !timer.Stop() {
 			select {
@@ -842,7 +854,7 @@ func (c *Controller) takeUnpack(ref executor.Ref) func(context.Context) error {
 }
 
 func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
-	if c.stopping[ref] {
+	if c.stopping[ref] || c.finishing[ref] { // finishing: it has ended
 		return
 	}
 	c.stopping[ref] = true

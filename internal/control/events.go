@@ -20,8 +20,12 @@ var (
 )
 
 // handleEvents records a batch of executor events in one store transaction.
-func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
+// An attempt's end is recorded only once its outputs are (recordThenEnd),
+// so a job that is terminal has its manifest; launchFailure says the batch
+// is an attempt that never ran, whose end is recorded at once.
+func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) {
 	changes := make([]store.Change, 0, len(batch))
+	var deferred []store.Change
 	var progressed []executor.Ref
 	for _, ev := range batch {
 		at := ev.At
@@ -43,10 +47,17 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 				progressed = append(progressed, ev.Ref)
 			}
 		case executor.Exited, executor.Lost:
+			if c.finishing[ev.Ref] {
+				continue // a repeated end: its outputs are being recorded
+			}
 			c.ingest(ctx, ev.Ref) // the points written before the end
 			ch, err := c.ended(ctx, ev, at)
 			if err != nil {
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
+				continue
+			}
+			if !launchFailure && c.outputsFirst(ctx, ch) {
+				deferred = append(deferred, ch) // recorded once the outputs are (artifacts.go)
 				continue
 			}
 			changes = append(changes, ch)
@@ -59,13 +70,25 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			}
 		}
 	}
+	c.apply(ctx, changes, true)
+	// After the batch's Started changes, which the outputs' lineage reads.
+	for _, ch := range deferred {
+		c.recordThenEnd(ch)
+	}
+}
+
+// apply records executor-driven changes and does what follows an attempt's
+// end: forget it, tell the Observer, record its outputs when owed (not yet
+// recorded), remove its code unpack and revoke its job token. It reports
+// false when the store could not be written at all.
+func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsOwed bool) bool {
 	if len(changes) == 0 {
-		return
+		return true
 	}
 	errs, err := c.cfg.Store.Apply(ctx, changes)
 	if err != nil {
 		c.log.Error("record executor events", "err", err)
-		return
+		return false
 	}
 	for i, e := range errs {
 		switch {
@@ -78,7 +101,9 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
 				c.observeEnd(ctx, changes[i])
-				c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				if outputsOwed {
+					c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				}
 				c.removeCode(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
@@ -93,6 +118,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event) {
 			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
 		}
 	}
+	return true
 }
 
 // observeEnd tells the Observer about a recorded attempt end.
@@ -218,5 +244,5 @@ func (c *Controller) handleLaunchFailure(ctx context.Context, r launchResult) {
 		reason = domain.ReasonArtifactWrite
 	}
 	c.handleEvents(ctx, []executor.Event{{Ref: r.ref, Kind: executor.Exited, At: c.cfg.Clock.Now(),
-		State: domain.AttemptFailed, Reason: reason, Message: r.err.Error()}})
+		State: domain.AttemptFailed, Reason: reason, Message: r.err.Error()}}, true)
 }

@@ -102,7 +102,7 @@ func (c *Controller) checkHealth(ctx context.Context, now time.Time, atts []doma
 			continue
 		}
 		ref := executor.Ref{JobID: a.JobID, Attempt: a.Number}
-		if c.healthStopped[ref] {
+		if c.healthStopped[ref] || c.finishing[ref] { // finishing: it has ended
 			continue
 		}
 		ji, err := c.info(ctx, a.JobID)

@@ -31,6 +31,12 @@ type Alert struct {
 	FiredAt    time.Time
 	// ResolvedAt is zero while the alert fires.
 	ResolvedAt time.Time
+	// AckedAt is when someone (AckedBy) acknowledged the firing alert,
+	// with AckReason; zero when nobody did. An acknowledged alert is not
+	// notified again; its resolution still is.
+	AckedAt   time.Time
+	AckedBy   string
+	AckReason string
 }
 
 // AlertNotification is one delivery of an alert's firing or resolution to

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -84,6 +86,63 @@ func (s *Service) TestAlertChannel(ctx context.Context, p Principal, channel str
 		return errors.Join(ErrDelivery, err)
 	}
 	return nil
+}
+
+// AlertAcknowledger is told about acknowledged alerts, so that their
+// notifications still queued are dropped (package alerting's Alerter
+// implements it alongside AlertChannels).
+type AlertAcknowledger interface {
+	Acknowledged(key string)
+}
+
+// maxAckReason bounds an acknowledgement's reason, in bytes.
+const maxAckReason = 1000
+
+// AckAlert acknowledges a firing alert: it is shown as acknowledged and
+// not notified again (its resolution still is). Whoever may cancel the
+// alert's job may acknowledge it (admins any alert); the acknowledgement
+// is audited (alert.ack).
+func (s *Service) AckAlert(ctx context.Context, p Principal, id int64, reason string) (domain.Alert, error) {
+	reason = strings.TrimSpace(reason)
+	var errs domain.FieldErrors
+	if len(reason) > maxAckReason || !utf8.ValidString(reason) {
+		errs.Add("reason", "must be valid UTF-8 of at most %d bytes", maxAckReason)
+	}
+	if err := errs.Err(); err != nil {
+		return domain.Alert{}, err
+	}
+	missing := domain.Errorf(domain.ErrNotFound, "alert %d does not exist; list alerts with: trainyard alerts ls", id)
+	a, err := s.cfg.Store.GetAlert(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Alert{}, missing
+	}
+	if err != nil {
+		return domain.Alert{}, err
+	}
+	if a.JobID != 0 {
+		job := authz.Resource{Kind: "job", ID: strconv.FormatInt(a.JobID, 10), Project: a.Project, Owner: a.Owner}
+		if !authz.Decide(p, authz.JobRead, job).Allow {
+			return domain.Alert{}, missing // as ListAlerts: alerts about jobs one may not read are not shown
+		}
+		err = s.authorize(ctx, p, authz.JobCancel, job)
+	} else {
+		err = s.authorize(ctx, p, authz.AlertTest, authz.Resource{Kind: "alert", ID: strconv.FormatInt(id, 10)})
+	}
+	if err != nil {
+		return domain.Alert{}, err
+	}
+	now := s.cfg.Clock.Now()
+	ctx = store.WithAudit(ctx, domain.AuditRecord{At: now, Actor: p.Actor(), Action: "alert.ack",
+		Target: "alert/" + strconv.FormatInt(id, 10), Before: summary(map[string]string{"key": a.Key, "state": string(a.State)}),
+		After: summary(map[string]string{"reason": reason}), Result: domain.AuditOK, Client: ClientFrom(ctx)})
+	out, err := s.cfg.Store.AckAlert(ctx, id, p.Actor(), reason, now)
+	if err != nil {
+		return domain.Alert{}, err
+	}
+	if ack, ok := s.cfg.Alerts.(AlertAcknowledger); ok {
+		ack.Acknowledged(out.Key)
+	}
+	return out, nil
 }
 
 func joinOr(names []string) string {

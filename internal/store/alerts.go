@@ -27,6 +27,14 @@ type Alerts interface {
 	// channel: sent (SentAt set), failed (Tries and LastError updated), or
 	// given up. A notification that was never queued is ErrNotFound.
 	MarkNotification(ctx context.Context, alertID int64, channel string, status domain.AlertState, r NotificationResult) error
+	// GetAlert returns one alert (ErrNotFound: none with that id).
+	GetAlert(ctx context.Context, id int64) (domain.Alert, error)
+	// AckAlert records that by acknowledged the firing alert id at at,
+	// and gives up its undelivered firing notifications: an acknowledged
+	// alert is not notified again. It returns the alert as stored;
+	// ErrNotFound when there is no such alert, ErrConflict when it is
+	// resolved or already acknowledged.
+	AckAlert(ctx context.Context, id int64, by, reason string, at time.Time) (domain.Alert, error)
 }
 
 // AlertTransition is one alert firing or resolving, and the channels to

@@ -507,6 +507,16 @@ type Alert struct {
 	Owner      string    `json:"owner,omitempty"`
 	FiredAt    time.Time `json:"fired_at"`
 	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+	// AckedAt, AckedBy and AckReason say who acknowledged the alert, when
+	// and why (trainyard alerts ack); absent when nobody did.
+	AckedAt   time.Time `json:"acked_at,omitzero"`
+	AckedBy   string    `json:"acked_by,omitempty"`
+	AckReason string    `json:"ack_reason,omitempty"`
+}
+
+// AlertAck is the body of POST /api/v1/alerts/{id}/ack.
+type AlertAck struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // AlertList is the answer of GET /api/v1/alerts.

@@ -15,7 +15,7 @@ import (
 	"trainyard/internal/store"
 )
 
-const alertColumns = `a.id, a.key, a.rule, a.severity, a.state, a.summary, a.resolution, a.job_id, a.job_name, a.attempt, a.project, a.pool, a.owner, a.fired_at, a.resolved_at`
+const alertColumns = `a.id, a.key, a.rule, a.severity, a.state, a.summary, a.resolution, a.job_id, a.job_name, a.attempt, a.project, a.pool, a.owner, a.fired_at, a.resolved_at, a.acked_at, a.acked_by, a.ack_reason`
 
 func scanAlert(sc rowScanner, extra ...any) (domain.Alert, error) {
 	var (
@@ -24,15 +24,17 @@ func scanAlert(sc rowScanner, extra ...any) (domain.Alert, error) {
 		attempt  int32
 		fired    int64
 		resolved pgtype.Int8
+		acked    pgtype.Int8
 	)
 	dst := append([]any{&a.ID, &a.Key, &a.Rule, &a.Severity, &state, &a.Summary, &a.Resolution, &a.JobID, &a.JobName, &attempt,
-		&a.Project, &a.Pool, &a.Owner, &fired, &resolved}, extra...)
+		&a.Project, &a.Pool, &a.Owner, &fired, &resolved, &acked, &a.AckedBy, &a.AckReason}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return a, err
 	}
 	a.State, a.Attempt = domain.AlertState(state), int(attempt)
 	a.FiredAt = unixNano(fired)
 	a.ResolvedAt = timeOf(resolved)
+	a.AckedAt = timeOf(acked)
 	return a, nil
 }
 
@@ -177,4 +179,48 @@ func (s *Store) MarkNotification(ctx context.Context, alertID int64, channel str
 		}
 		return nil
 	})
+}
+
+// GetAlert returns one alert.
+func (s *Store) GetAlert(ctx context.Context, id int64) (domain.Alert, error) {
+	a, err := scanAlert(s.pool.QueryRow(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, fmt.Errorf("get alert: no alert %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return a, interpretError("get alert", err)
+	}
+	return a, nil
+}
+
+// AckAlert acknowledges a firing alert and gives up its undelivered
+// firing notifications.
+func (s *Store) AckAlert(ctx context.Context, id int64, by, reason string, at time.Time) (domain.Alert, error) {
+	var out domain.Alert
+	err := s.write(ctx, func(w *writer) error {
+		a, err := scanAlert(w.queryRow(`SELECT `+alertColumns+` FROM alerts a WHERE a.id = $1 FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("acknowledge alert: no alert %d: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		switch {
+		case a.State != domain.AlertFiring:
+			return fmt.Errorf("alert %d resolved at %s; only a firing alert can be acknowledged: %w", a.ID, a.ResolvedAt.Format(time.RFC3339), store.ErrConflict)
+		case !a.AckedAt.IsZero():
+			return fmt.Errorf("alert %d was already acknowledged by %s at %s: %w", a.ID, a.AckedBy, a.AckedAt.Format(time.RFC3339), store.ErrConflict)
+		}
+		if _, err := w.exec(`UPDATE alerts SET acked_at = $1, acked_by = $2, ack_reason = $3 WHERE id = $4`, at.UnixNano(), by, reason, id); err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		if _, err := w.exec(`UPDATE alert_notifications SET gave_up = 1, last_error = 'acknowledged'
+			WHERE alert_id = $1 AND status = 'firing' AND sent_at IS NULL AND gave_up = 0`, id); err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		a.AckedAt, a.AckedBy, a.AckReason = at.UTC(), by, reason
+		out = a
+		return nil
+	})
+	return out, err
 }

@@ -14,14 +14,15 @@ import (
 
 var _ store.Alerts = (*Store)(nil)
 
-const alertColumns = `a.id, a.key, a.rule, a.severity, a.state, a.summary, a.resolution, a.job_id, a.job_name, a.attempt, a.project, a.pool, a.owner, a.fired_at, a.resolved_at`
+const alertColumns = `a.id, a.key, a.rule, a.severity, a.state, a.summary, a.resolution, a.job_id, a.job_name, a.attempt, a.project, a.pool, a.owner, a.fired_at, a.resolved_at, a.acked_at, a.acked_by, a.ack_reason`
 
 func scanAlert(sc interface{ Scan(...any) error }, extra ...any) (domain.Alert, error) {
 	var a domain.Alert
 	var state string
 	var fired int64
-	var resolved sql.NullInt64
-	dst := append([]any{&a.ID, &a.Key, &a.Rule, &a.Severity, &state, &a.Summary, &a.Resolution, &a.JobID, &a.JobName, &a.Attempt, &a.Project, &a.Pool, &a.Owner, &fired, &resolved}, extra...)
+	var resolved, acked sql.NullInt64
+	dst := append([]any{&a.ID, &a.Key, &a.Rule, &a.Severity, &state, &a.Summary, &a.Resolution, &a.JobID, &a.JobName, &a.Attempt, &a.Project, &a.Pool, &a.Owner, &fired, &resolved,
+		&acked, &a.AckedBy, &a.AckReason}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return a, err
 	}
@@ -29,6 +30,9 @@ func scanAlert(sc interface{ Scan(...any) error }, extra ...any) (domain.Alert, 
 	a.FiredAt = time.Unix(0, fired).UTC()
 	if resolved.Valid {
 		a.ResolvedAt = time.Unix(0, resolved.Int64).UTC()
+	}
+	if acked.Valid {
+		a.AckedAt = time.Unix(0, acked.Int64).UTC()
 	}
 	return a, nil
 }
@@ -176,4 +180,60 @@ func (s *Store) MarkNotification(ctx context.Context, alertID int64, channel str
 		}
 		return nil
 	})
+}
+
+// GetAlert returns one alert.
+func (s *Store) GetAlert(ctx context.Context, id int64) (domain.Alert, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.Alert{}, err
+	}
+	a, err := scanAlert(s.readDB.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("get alert: no alert %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return a, interpretError("get alert", err)
+	}
+	return a, nil
+}
+
+// AckAlert acknowledges a firing alert and gives up its undelivered
+// firing notifications.
+func (s *Store) AckAlert(ctx context.Context, id int64, by, reason string, at time.Time) (domain.Alert, error) {
+	var out domain.Alert
+	err := s.write(ctx, func(w *writer) error {
+		a, err := scanAlert(w.queryRow(`SELECT `+alertColumns+` FROM alerts a WHERE a.id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("acknowledge alert: no alert %d: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		if err := ackable(a); err != nil {
+			return err
+		}
+		if _, err := w.exec(`UPDATE alerts SET acked_at = ?, acked_by = ?, ack_reason = ? WHERE id = ?`, at.UnixNano(), by, reason, id); err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		if _, err := w.exec(`UPDATE alert_notifications SET gave_up = 1, last_error = 'acknowledged'
+			WHERE alert_id = ? AND status = 'firing' AND sent_at IS NULL AND gave_up = 0`, id); err != nil {
+			return interpretError("acknowledge alert", err)
+		}
+		a.AckedAt, a.AckedBy, a.AckReason = at.UTC(), by, reason
+		out = a
+		return nil
+	})
+	return out, err
+}
+
+// ackable refuses to acknowledge an alert that is resolved or already
+// acknowledged.
+func ackable(a domain.Alert) error {
+	switch {
+	case a.State != domain.AlertFiring:
+		return fmt.Errorf("alert %d resolved at %s; only a firing alert can be acknowledged: %w", a.ID, a.ResolvedAt.Format(time.RFC3339), store.ErrConflict)
+	case !a.AckedAt.IsZero():
+		return fmt.Errorf("alert %d was already acknowledged by %s at %s: %w", a.ID, a.AckedBy, a.AckedAt.Format(time.RFC3339), store.ErrConflict)
+	}
+	return nil
 }

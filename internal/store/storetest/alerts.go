@@ -14,6 +14,7 @@ var alertTests = map[string]func(t *testing.T, s store.Store){
 	"AlertsFireResolveOnce": testAlertsFireResolveOnce,
 	"AlertsOutbox":          testAlertsOutbox,
 	"AlertsInvalidRejected": testAlertsInvalid,
+	"AlertsAcknowledge":     testAlertsAcknowledge,
 }
 
 func firing(key string, job int64, n int) domain.Alert {
@@ -118,5 +119,57 @@ func testAlertsInvalid(t *testing.T, s store.Store) {
 	}
 	if all, err := s.ListAlerts(ctx, store.AlertFilter{}); err != nil || len(all) != 0 {
 		t.Fatalf("a rejected batch stored %+v, %v", all, err)
+	}
+}
+
+func testAlertsAcknowledge(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	got, err := s.RecordAlerts(ctx, []store.AlertTransition{{Alert: firing("start_failure/job=1", 1, 1), Notify: []string{"ops", "log"}}})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("fire: %+v, %v", got, err)
+	}
+	id := got[0].ID
+	pend, err := s.PendingNotifications(ctx, 0)
+	if err != nil || len(pend) != 2 {
+		t.Fatalf("pending = %+v, %v", pend, err)
+	}
+	if err := s.MarkNotification(ctx, id, "log", domain.AlertFiring, store.NotificationResult{At: at(2), Sent: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AckAlert(ctx, id, "alice", "known: fixing the image", at(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID != id || a.State != domain.AlertFiring || !a.AckedAt.Equal(at(3)) || a.AckedBy != "alice" || a.AckReason != "known: fixing the image" {
+		t.Fatalf("acknowledged alert = %+v", a)
+	}
+	if stored, err := s.GetAlert(ctx, id); err != nil || stored.AckedBy != "alice" || !stored.AckedAt.Equal(at(3)) || stored.Key != a.Key {
+		t.Fatalf("GetAlert after the acknowledgement = %+v, %v", stored, err)
+	}
+	if list, err := s.ListAlerts(ctx, store.AlertFilter{}); err != nil || len(list) != 1 || list[0].AckedBy != "alice" {
+		t.Fatalf("ListAlerts after the acknowledgement = %+v, %v", list, err)
+	}
+	// The firing notification still owed is not sent any more.
+	if pend, err := s.PendingNotifications(ctx, 0); err != nil || len(pend) != 0 {
+		t.Fatalf("pending after the acknowledgement = %+v, %v; want none", pend, err)
+	}
+	if _, err := s.AckAlert(ctx, id, "bob", "", at(4)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second acknowledgement: %v, want ErrConflict", err)
+	}
+	// Its resolution is still notified.
+	if _, err := s.RecordAlerts(ctx, []store.AlertTransition{{Alert: resolved("start_failure/job=1", 5), Notify: []string{"ops"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if pend, err := s.PendingNotifications(ctx, 0); err != nil || len(pend) != 1 || pend[0].Status != domain.AlertResolved || pend[0].Alert.AckedBy != "alice" {
+		t.Fatalf("pending after the resolution = %+v, %v; want the resolution", pend, err)
+	}
+	if _, err := s.AckAlert(ctx, id, "bob", "", at(6)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("acknowledging a resolved alert: %v, want ErrConflict", err)
+	}
+	if _, err := s.AckAlert(ctx, id+100, "bob", "", at(6)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("acknowledging a missing alert: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetAlert(ctx, id+100); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetAlert of a missing alert: %v, want ErrNotFound", err)
 	}
 }
