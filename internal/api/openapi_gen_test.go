@@ -96,6 +96,8 @@ var apiRoutes = map[string]apiRoute{
 
 	"GET /api/v1/alerts": {id: "listAlerts", summary: "Alerts, newest first.", resp: apitypes.AlertList{},
 		query: []apiParam{{"state", "string", "firing or resolved"}, {"job", "integer", "only this job's"}, qLimit}},
+	"POST /api/v1/alerts/{id}/ack": {id: "ackAlert", summary: "Acknowledge a firing alert: listed as acknowledged, not notified again (409 when resolved or already acknowledged).",
+		body: apitypes.AlertAck{}, resp: apitypes.Alert{}},
 	"POST /api/v1/alerts/test": {id: "testAlert", summary: "Send a test notification to a channel: 204 when it accepted it, 502 with its error when not.",
 		body: apitypes.AlertTest{}, status: []int{204}},
 

@@ -83,9 +83,11 @@ func describePackage(p codepkg.Package) string {
 // specSetsWorkdir reports whether the submitted spec (text or --set) sets
 // workdir.
 func specSetsWorkdir(req apitypes.SubmitRequest) bool {
-	for _, s := range req.Set {
-		if k, _, _ := strings.Cut(s, "="); strings.TrimSpace(k) == "workdir" {
-			return true
+	// The last --set of workdir wins; ~ (or null, or nothing) clears it.
+	for i := len(req.Set) - 1; i >= 0; i-- {
+		if k, v, _ := strings.Cut(req.Set[i], "="); strings.TrimSpace(k) == "workdir" {
+			v = strings.TrimSpace(v)
+			return v != "" && v != "~" && v != "null"
 		}
 	}
 	var text string

@@ -40,6 +40,7 @@ func TestSpecSetsWorkdir(t *testing.T) {
 		"in spec":   {apitypes.SubmitRequest{Spec: spec("name: a\nworkdir: /srv\n")}, true},
 		"by --set":  {apitypes.SubmitRequest{Spec: spec("name: a\n"), Set: []string{"workdir=/x"}}, true},
 		"other set": {apitypes.SubmitRequest{Spec: spec("name: a\n"), Set: []string{"params.workdir=/x"}}, false},
+		"cleared":   {apitypes.SubmitRequest{Spec: spec("name: a\nworkdir: /srv\n"), Set: []string{"workdir=/x", "workdir=~"}}, false},
 	}
 	for name, tc := range tests {
 		if got := specSetsWorkdir(tc.req); got != tc.want {

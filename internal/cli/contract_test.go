@@ -74,7 +74,7 @@ func newContractHarness(t *testing.T) *harness {
 // they take no -o. Every other command does; a new command must be added
 // to one list or the other.
 var actionCommands = []string{
-	"trainyard", "trainyard alerts test", "trainyard artifacts get", "trainyard audit export",
+	"trainyard", "trainyard alerts ack", "trainyard alerts test", "trainyard artifacts get", "trainyard audit export",
 	"trainyard audit witness", "trainyard cancel", "trainyard checkpoints get",
 	"trainyard env deprecate", "trainyard env register", "trainyard login", "trainyard logs",
 	"trainyard project set", "trainyard quota rm", "trainyard role grant", "trainyard role revoke",
