@@ -21,7 +21,8 @@ const dataLockFile = "server.lock"
 // kernel drops the flock when the process exits however it exits, so a
 // killed server never leaves the directory locked; the file itself stays.
 type dataLock struct {
-	f *os.File
+	f      *os.File
+	shared bool // replicas of one PostgreSQL store: held together, recorded by none
 }
 
 // lockInfo is what the lock file holds.
@@ -36,21 +37,30 @@ type lockInfo struct {
 // fix is to stop that server or to give this one another --data. Replicas
 // sharing a PostgreSQL store each have a data directory of their own, so
 // the lock never stands between them.
-func lockDataDir(data string) (*dataLock, error) {
+//
+// Replicas of one PostgreSQL store on one machine may share a data
+// directory (the leader adopts the others' running jobs from it; leader
+// election keeps them from scheduling twice): they take the lock shared,
+// which still keeps an SQLite server, whose store cannot be shared, out.
+func lockDataDir(data string, shared bool) (*dataLock, error) {
 	path := filepath.Join(data, dataLockFile)
 	// Not O_TRUNC: the running owner's pid and URL must survive a failed start.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock the data directory: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	how := unix.LOCK_EX
+	if shared {
+		how = unix.LOCK_SH
+	}
+	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lock the data directory: %s: %w", path, err)
 		}
 		return nil, domain.Errorf(domain.ErrInvalid, "data directory %s is in use by %s; stop it first or start this one with --data OTHER", data, describeOwner(path))
 	}
-	l := &dataLock{f: f}
+	l := &dataLock{f: f, shared: shared}
 	if err := l.record(lockInfo{PID: os.Getpid()}); err != nil {
 		l.Close()
 		return nil, err
@@ -60,6 +70,9 @@ func lockDataDir(data string) (*dataLock, error) {
 
 // record rewrites the lock file with info; only the holder calls it.
 func (l *dataLock) record(info lockInfo) error {
+	if l.shared {
+		return nil // several holders: none speaks for the directory
+	}
 	b, _ := json.Marshal(info)
 	if err := l.f.Truncate(0); err != nil {
 		return fmt.Errorf("write the data directory's lock file: %w", err)

@@ -19,7 +19,7 @@ import (
 // openStore opens the metadata store a DSN names: postgres://… or
 // postgresql://… for PostgreSQL, else an SQLite file (sqlite:// optional).
 func openStore(ctx context.Context, dsn string) (store.Store, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if isPostgres(dsn) {
 		return postgres.Open(ctx, dsn)
 	}
 	return sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite://"))

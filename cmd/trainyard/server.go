@@ -260,7 +260,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	// The lock comes before anything else touches the data directory: a
 	// second server on it must leave the running one's files alone.
-	lock, err := lockDataDir(cfg.Data)
+	lock, err := lockDataDir(cfg.Data, isPostgres(cfg.Store))
 	if err != nil {
 		return err
 	}
@@ -741,4 +741,9 @@ func warnPlaintext(log *slog.Logger, addr net.Addr) {
 	}
 	log.Warn("listening on a non-loopback address without TLS: API tokens and job data travel in clear text; set tls_cert and tls_key (or --tls-cert and --tls-key), or listen on 127.0.0.1 behind a TLS proxy (docs/operator.md)",
 		"listen", addr.String())
+}
+
+// isPostgres reports whether store names a PostgreSQL store.
+func isPostgres(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
 }

@@ -199,3 +199,32 @@ func TestSecondServerOnDataDirectoryRefused(t *testing.T) {
 		t.Fatalf("first server after the refused start: GET /healthz = %s", resp.Status)
 	}
 }
+
+// Replicas of one PostgreSQL store may share a data directory (shared
+// locks), but never with an SQLite server (exclusive), in either order.
+func TestDataLockSharedByReplicasOnly(t *testing.T) {
+	dir := t.TempDir()
+	a, err := lockDataDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lockDataDir(dir, true)
+	if err != nil {
+		t.Fatalf("a second replica could not share the data directory: %v", err)
+	}
+	if l, err := lockDataDir(dir, false); err == nil {
+		l.Close()
+		t.Fatal("an SQLite server took a data directory replicas hold")
+	}
+	a.Close()
+	b.Close()
+	c, err := lockDataDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if l, err := lockDataDir(dir, true); err == nil {
+		l.Close()
+		t.Fatal("a replica took a data directory an SQLite server holds")
+	}
+}
