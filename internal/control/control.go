@@ -135,6 +135,11 @@ type Observer interface {
 	// PreemptionReleased reports that a job's hold ended: it expired, or
 	// the job is no longer live.
 	PreemptionReleased(jobID int64)
+	// LogLimited reports that the log of the job's current, active attempt
+	// reached its limit at the given time (the executor's LogLimited
+	// event; limit 0 when unknown). It may come again for the same attempt
+	// after a restart.
+	LogLimited(job domain.Job, attempt int, limit int64, at time.Time)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -145,6 +150,7 @@ func (nopObserver) Placed(string, string, int, time.Duration)                   
 func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
 func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
 func (nopObserver) PreemptionReleased(int64)                                                  {}
+func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
 
 // Controller is the control loop.
 type Controller struct {

@@ -2,6 +2,10 @@ package control_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,4 +94,49 @@ func TestReattachGetsThePoolsLogLimit(t *testing.T) {
 	}
 	ex.Emit(executor.Event{Ref: ref, Kind: executor.Exited, State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted})
 	r.wait(j.ID, domain.JobSucceeded)
+}
+
+// limitObserver records what the loop says about logs that reached their
+// limit.
+type limitObserver struct {
+	holdObserver
+	mu  sync.Mutex
+	got []string // "job/attempt limit state"
+}
+
+func (o *limitObserver) LogLimited(j domain.Job, attempt int, limit int64, _ time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, fmt.Sprintf("%d/%d %d %s", j.ID, attempt, limit, j.State))
+}
+
+func (o *limitObserver) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
+}
+
+// The executor's LogLimited event reaches the Observer for the job's
+// current attempt, and not for one that already ended.
+func TestLogLimitedReachesTheObserver(t *testing.T) {
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		return []executor.Event{{Kind: executor.Started, PID: 1}, {Kind: executor.LogLimited, Limit: l.LogLimit}}
+	}}
+	obs := &limitObserver{}
+	r := newTunedRig(t, ex, func(c *control.Config) { c.Observer = obs; c.LogLimit = 4 << 20 })
+	a := r.submit("name: chatty\nentrypoint: [x]\n")
+	r.wait(a.ID, domain.JobRunning)
+	poll(t, "the first report", func() bool { return len(obs.seen()) == 1 })
+	if got := obs.seen()[0]; got != fmt.Sprintf("%d/1 %d running", a.ID, 4<<20) && got != fmt.Sprintf("%d/1 %d starting", a.ID, 4<<20) {
+		t.Fatalf("observer got %q", got)
+	}
+	refA := executor.Ref{JobID: a.ID, Attempt: 1}
+	ex.Emit(executor.Event{Ref: refA, Kind: executor.Exited, State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted})
+	r.wait(a.ID, domain.JobSucceeded)
+	ex.Emit(executor.Event{Ref: refA, Kind: executor.LogLimited, Limit: 4 << 20}) // late: the attempt ended
+	b := r.submit("name: chatty\nentrypoint: [x]\n")
+	poll(t, "the second job's report", func() bool { return len(obs.seen()) >= 2 })
+	if got := obs.seen(); len(got) != 2 || !strings.HasPrefix(got[1], fmt.Sprintf("%d/1 ", b.ID)) {
+		t.Fatalf("observer got %q; want job %d's report only after job %d's", got, b.ID, a.ID)
+	}
 }
