@@ -38,6 +38,10 @@ func (o observers) PreemptionHeld(job domain.Job, h domain.PreemptionHold) {
 
 func (o observers) PreemptionReleased(jobID int64) { o.a.PreemptionReleased(jobID) }
 
+func (o observers) LogLimited(job domain.Job, attempt int, limit int64, at time.Time) {
+	o.a.LogLimited(job, attempt, limit, at)
+}
+
 // alertSamples turns the sampler's latest readings into the alerter's.
 func alertSamples(latest []sample.Sample) []alerting.Sample {
 	out := make([]alerting.Sample, 0, len(latest))

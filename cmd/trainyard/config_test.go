@@ -146,6 +146,8 @@ func TestServerConfigErrors(t *testing.T) {
 			"server.yaml:4: pools[0].nodes[0].gpu: unknown field; did you mean gpus?"},
 		"wrong type": {"pools:\n  - {name: a, nodes: [{name: n, cpus: 1, memory: 1GiB, gpus: [0]}]}\n  - name: b\n    nodes:\n      - {name: n, cpus: 1, memory: 1GiB, gpus: [zero]}\n",
 			`server.yaml:5: pools[1].nodes[0].gpus[0]: must be a whole number, got "zero"`},
+		"pool log limit too small": {"pools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    log_limit: 64KiB\n",
+			"server.yaml:4: pools[0].log_limit: must be 0 (the server's log_limit) or at least 1MiB, got 64KiB"},
 		"wrong type at the top": {"code: {max_files: lots}\n",
 			`server.yaml:1: code.max_files: must be a whole number, got "lots"`},
 		"bad value": {"fair_share_half_life: 24h\nretry_backoff: soon\n",

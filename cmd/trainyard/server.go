@@ -429,7 +429,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	// leader runs them; every replica can send a channel test.
 	newAlerter := func() (*alerting.Alerter, error) {
 		return alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{},
-			Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) }})
+			Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) },
+			LogDropped: func(job int64, attempt int) (int64, bool) {
+				_, dropped, ok := layout.LogLimited(job, attempt)
+				return dropped, ok
+			}})
 	}
 	testAlerter, err := newAlerter()
 	if err != nil {

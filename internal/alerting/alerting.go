@@ -39,6 +39,11 @@ type Config struct {
 	// Samples returns the latest resource sample of each running attempt;
 	// nil: no samples, so idle_gpu and memory_near_limit never fire.
 	Samples func() []Sample
+	// LogDropped says how many bytes of an attempt's log were dropped to
+	// keep it under its limit (logs.Layout.LogLimited); asked once per
+	// attempt whose log reached its limit, before its log_truncated alert
+	// fires. Nil: not known, and the alert does not say.
+	LogDropped func(jobID int64, attempt int) (dropped int64, ok bool)
 	// HTTPClient sends webhooks (default: a client without redirects).
 	HTTPClient *http.Client
 	// After is time.After, replaceable in tests of delivery retries.
@@ -65,10 +70,24 @@ type Alerter struct {
 	queued  []alerts.QueuedJob
 	running []alerts.RunningAttempt
 	ended   []alerts.EndedAttempt
-	held    map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
+	held    map[int64]alerts.HeldJob   // jobs held from preemption, as the control loop said
+	limited map[attemptKey]*limitedLog // active attempts whose log reached its limit
 	builtAt time.Time
 	ids     map[string]int64 // alert key → id of its latest stored alert
 	kick    chan struct{}
+}
+
+// attemptKey names one attempt of a job.
+type attemptKey struct {
+	job     int64
+	attempt int
+}
+
+// limitedLog is an attempt whose log reached its limit; asked says
+// whether Config.LogDropped was asked about it.
+type limitedLog struct {
+	alerts.LimitedLog
+	asked bool
 }
 
 // New validates the alerts configuration and returns an Alerter.
@@ -96,7 +115,7 @@ func New(cfg Config) (*Alerter, error) {
 		return nil, err
 	}
 	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, held: map[int64]alerts.HeldJob{},
-		kick: make(chan struct{}, 1)}
+		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1)}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
 		OnDelivered: func(key, channel string, s alerts.Status) {
@@ -163,6 +182,23 @@ func (a *Alerter) Pass(_ time.Duration, _ []domain.Pool, jobs map[int64]domain.J
 			a.running = append(a.running, alerts.RunningAttempt{Job: alerts.RefOf(j), Attempt: at.Number})
 		}
 	}
+	for k := range a.limited {
+		if j, ok := jobs[k.job]; !ok || j.Attempts != k.attempt || (j.State != domain.JobStarting && j.State != domain.JobRunning) {
+			delete(a.limited, k) // ended without AttemptEnded (a restart)
+		}
+	}
+}
+
+// LogLimited records that an active attempt's log reached its limit
+// (control.Observer): log_truncated fires for it once.
+func (a *Alerter) LogLimited(job domain.Job, attempt int, limit int64, at time.Time) {
+	k := attemptKey{job.ID, attempt}
+	a.mu.Lock()
+	if _, ok := a.limited[k]; !ok {
+		a.limited[k] = &limitedLog{LimitedLog: alerts.LimitedLog{Job: alerts.RefOf(job), Attempt: attempt, Limit: limit, At: at}}
+	}
+	a.mu.Unlock()
+	a.wake()
 }
 
 // Placed is part of control.Observer; placements raise no alert.
@@ -173,6 +209,7 @@ func (a *Alerter) Placed(string, string, int, time.Duration) {}
 func (a *Alerter) AttemptEnded(job domain.Job, at domain.Attempt) {
 	a.mu.Lock()
 	a.ended = append(a.ended, alerts.EndedOf(job, at))
+	delete(a.limited, attemptKey{job.ID, at.Number})
 	a.mu.Unlock()
 	a.wake()
 }
@@ -267,6 +304,26 @@ func (a *Alerter) evaluate(ctx context.Context) {
 	a.ended = nil
 	for _, h := range a.held {
 		obs.Held = append(obs.Held, h)
+	}
+	var ask []*limitedLog
+	for _, g := range a.limited {
+		if !g.asked && a.cfg.LogDropped != nil {
+			g.asked = true
+			ask = append(ask, g)
+		}
+	}
+	a.mu.Unlock()
+	// Once per attempt, off the lock: it reads the log's directory.
+	for _, g := range ask {
+		if d, ok := a.cfg.LogDropped(g.Job.ID, g.Attempt); ok {
+			a.mu.Lock()
+			g.Dropped = d
+			a.mu.Unlock()
+		}
+	}
+	a.mu.Lock()
+	for _, g := range a.limited {
+		obs.LogLimited = append(obs.LogLimited, g.LimitedLog)
 	}
 	a.mu.Unlock()
 

@@ -61,16 +61,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func newAlerter(t *testing.T, st store.Store, url string) (*alerting.Alerter, context.CancelFunc, chan struct{}) {
 	t.Helper()
-	a, err := alerting.New(alerting.Config{Store: st, Interval: 10 * time.Millisecond, Alerts: alerts.Config{
-		Channels: []alerts.ChannelConfig{{Name: "hook", Type: alerts.TypeWebhook, URL: url}},
-		Delivery: alerts.DeliveryConfig{MaxTries: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx) }()
-	return a, cancel, done
+	return newAlerterWith(t, st, url, nil)
 }
 
 func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
@@ -213,5 +204,75 @@ func TestAcknowledgedAlertIsNotRetried(t *testing.T) {
 	waitFor(t, "the retry to be dropped", func() bool { return a.Pending() == 0 })
 	if got := h.list(); len(got) != 0 {
 		t.Fatalf("the receiver got %v after the acknowledgement", got)
+	}
+}
+
+// newAlerterWith is newAlerter with tune applied to its config.
+func newAlerterWith(t *testing.T, st store.Store, url string, tune func(*alerting.Config)) (*alerting.Alerter, context.CancelFunc, chan struct{}) {
+	t.Helper()
+	cfg := alerting.Config{Store: st, Interval: 10 * time.Millisecond, Alerts: alerts.Config{
+		Channels: []alerts.ChannelConfig{{Name: "hook", Type: alerts.TypeWebhook, URL: url}},
+		Delivery: alerts.DeliveryConfig{MaxTries: 1}}}
+	if tune != nil {
+		tune(&cfg)
+	}
+	a, err := alerting.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	return a, cancel, done
+}
+
+// An attempt whose log reached its limit, as the control loop reports it,
+// fires log_truncated once, naming the limit and (asked once) what was
+// dropped; the attempt's end resolves it.
+func TestLogTruncatedFiresOncePerAttempt(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var asked atomic.Int32
+	a, stop, done := newAlerterWith(t, st, srv.URL, func(c *alerting.Config) {
+		c.LogDropped = func(job int64, attempt int) (int64, bool) {
+			asked.Add(1)
+			return 300 << 20, job == 7 && attempt == 2
+		}
+	})
+	defer func() { stop(); <-done }()
+
+	job := domain.Job{ID: 7, Name: "chatty", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobRunning, Attempts: 2}
+	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
+	a.LogLimited(job, 2, 1<<30, time.Now())
+	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
+	firing, err := st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertFiring, JobID: 7})
+	if err != nil || len(firing) != 1 {
+		t.Fatalf("firing alerts of job 7: %+v, %v", firing, err)
+	}
+	if f := firing[0]; f.Key != "log_truncated/job=7/attempt=2" || f.Severity != "warning" || f.Attempt != 2 ||
+		!strings.Contains(f.Summary, "job 7 (chatty) attempt 2: the log reached its limit of 1GiB; only its first 512MiB and the newest lines are kept, 300MiB dropped so far") ||
+		!strings.Contains(f.Summary, "raise policy.log_limit") {
+		t.Fatalf("stored alert = %+v", f)
+	}
+	a.LogLimited(job, 2, 1<<30, time.Now()) // reported again: a reattach
+	job.State = domain.JobSucceeded
+	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 2, State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted, FinishedAt: time.Now()})
+	// The loop passes on; one of its passes (at most one per Interval is
+	// read) no longer lists the attempt as running.
+	waitFor(t, "the resolution", func() bool {
+		a.Pass(0, nil, map[int64]domain.Job{}, nil)
+		return len(h.list()) == 2
+	})
+	if got := h.list(); got[0] != "firing log_truncated/job=7/attempt=2" || got[1] != "resolved log_truncated/job=7/attempt=2" {
+		t.Fatalf("receiver got %v", got)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("LogDropped asked %d times, want once", n)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	RuleMemoryNearLimit      Rule = "memory_near_limit"
 	RuleArtifactWriteFailure Rule = "artifact_write_failure"
 	RulePreemptionThrash     Rule = "preemption_thrash"
+	RuleLogTruncated         Rule = "log_truncated"
 	// RuleTest marks the notification Dispatcher.Test sends.
 	RuleTest Rule = "test"
 )
@@ -28,7 +29,7 @@ const (
 // Rules lists every alerting rule in a stable order.
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
-		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash}
+		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when

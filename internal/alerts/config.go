@@ -39,6 +39,9 @@ type RulesConfig struct {
 	// PreemptionThrash fires while the control loop holds a job from
 	// preemption because it was preempted too often (a preemption loop).
 	PreemptionThrash RuleBase `yaml:"preemption_thrash" json:"preemption_thrash"`
+	// LogTruncated fires once per attempt whose log reached its limit
+	// (policy.log_limit, the pool's or the server's log_limit).
+	LogTruncated RuleBase `yaml:"log_truncated" json:"log_truncated"`
 }
 
 // RuleBase holds what every rule has: an on/off switch (on unless
@@ -171,6 +174,7 @@ func (c *Config) Defaults() {
 	setDur(&r.MemoryNearLimit.For, DefaultMemoryFor)
 	setSev(&r.ArtifactWriteFailure.Severity, SeverityCritical)
 	setSev(&r.PreemptionThrash.Severity, SeverityWarning)
+	setSev(&r.LogTruncated.Severity, SeverityWarning)
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -244,6 +248,7 @@ func (c *Config) Validate() error {
 	sev("rules.stalled.severity", r.Stalled.Severity)
 	sev("rules.artifact_write_failure.severity", r.ArtifactWriteFailure.Severity)
 	sev("rules.preemption_thrash.severity", r.PreemptionThrash.Severity)
+	sev("rules.log_truncated.severity", r.LogTruncated.Severity)
 	sev("rules.idle_gpu.severity", r.IdleGPU.Severity)
 	ratio("rules.idle_gpu.below", r.IdleGPU.Below)
 	if r.IdleGPU.Above != 0 {

@@ -34,6 +34,7 @@ func TestDefaults(t *testing.T) {
 		{"mem for", r.MemoryNearLimit.For.D(), 2 * time.Minute},
 		{"artifact", r.ArtifactWriteFailure.Severity, SeverityCritical},
 		{"preemption_thrash", r.PreemptionThrash.Severity, SeverityWarning},
+		{"log_truncated", r.LogTruncated.Severity, SeverityWarning},
 		{"enabled", r.IdleGPU.On(), true},
 		{"format", c.Channels[0].Format, FormatJSON},
 		{"timeout", c.Channels[0].Timeout.D(), 10 * time.Second},

@@ -12,12 +12,15 @@
 //	artifact_write_failure  an attempt ended ArtifactWriteFailed             critical
 //	preemption_thrash       the control loop holds a job from preemption     warning
 //	                        (preempted too often: a preemption loop)
+//	log_truncated           an attempt's log reached its limit (once per     warning
+//	                        attempt)
 //
 // Each alert has a dedupe key (Key: "stalled/job=42",
 // "idle_gpu/job=42/attempt=2"); while it fires, the same condition does not
 // fire again. Condition alerts (queued_too_long, idle_gpu,
-// memory_near_limit, preemption_thrash) resolve when the condition clears,
-// the job leaves the queue / the attempt stops running, or the hold ends. Event alerts (start_failure,
+// memory_near_limit, preemption_thrash, log_truncated) resolve when the
+// condition clears, the job leaves the queue / the attempt stops running,
+// or the hold ends. Event alerts (start_failure,
 // interruption, stalled, artifact_write_failure) resolve when the job has a
 // newer attempt that started (running, or ended after starting), is re-run
 // (trainyard rerun), succeeds or is canceled, or after resolve_after (24h);
@@ -55,7 +58,7 @@
 //
 // and in the control loop, every few seconds (from one goroutine):
 //
-//	obs := alerts.Observation{Now: clock.Now(), Queued: ..., Running: ..., Ended: ..., Held: ...}
+//	obs := alerts.Observation{Now: clock.Now(), Queued: ..., Running: ..., Ended: ..., Held: ..., LogLimited: ...}
 //	for _, id := range eng.EventJobs() { /* add id to obs.Succeeded or obs.Canceled if so */ }
 //	ts := eng.Evaluate(obs)
 //	/* persist ts (upsert by Key), then */ disp.Submit(ts...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,21 @@ type Observation struct {
 	// Held lists every job now held from preemption (the control loop's
 	// preemption guard); a job no longer listed resolves its alert.
 	Held []HeldJob
+	// LogLimited lists active attempts whose log reached its limit. Each
+	// fires log_truncated once; the alert resolves when its attempt is
+	// in neither LogLimited nor Running (the attempt ended).
+	LogLimited []LimitedLog
+}
+
+// LimitedLog is an attempt whose log reached its limit At: the log keeps
+// its first half and a rolling tail. Limit is 0 when unknown; Dropped is
+// how many bytes were dropped so far (0: none yet, or unknown).
+type LimitedLog struct {
+	Job     JobRef
+	Attempt int
+	Limit   int64
+	Dropped int64
+	At      time.Time
 }
 
 // HeldJob is a job held from preemption because it was preempted too often.
@@ -150,8 +166,8 @@ func (e *Engine) EventJobs() []int64 {
 
 // Evaluate applies one observation and returns the alerts that fired or
 // resolved, in a stable order: fired event alerts, then resolutions of event
-// alerts, then queued, then running-attempt, then preemption-hold alerts,
-// each sorted by key.
+// alerts, then queued, then running-attempt, then preemption-hold, then
+// log-limit alerts, each sorted by key.
 func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
@@ -355,7 +371,53 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			out = append(out, e.resolve(a.Key, now, a.Labels.title()+" is no longer held from preemption"))
 		}
 	}
+
+	// Logs that reached their limit: once per attempt, while it is active.
+	live := map[string]bool{}
+	for _, r := range obs.Running {
+		live[Key(RuleLogTruncated, r.Job.ID, r.Attempt)] = true
+	}
+	limited := slices.Clone(obs.LogLimited)
+	slices.SortStableFunc(limited, func(a, b LimitedLog) int {
+		if a.Job.ID != b.Job.ID {
+			return cmpInt(a.Job.ID, b.Job.ID)
+		}
+		return a.Attempt - b.Attempt
+	})
+	for _, g := range limited {
+		key := Key(RuleLogTruncated, g.Job.ID, g.Attempt)
+		live[key] = true
+		if _, firing := e.active[key]; firing || !rules.LogTruncated.On() {
+			continue
+		}
+		l := g.Job.labels(g.Attempt)
+		out = append(out, e.fire(Alert{Key: key, Rule: RuleLogTruncated, Severity: rules.LogTruncated.Severity,
+			Summary: truncatedSummary(l, g), Labels: l}, now))
+	}
+	for _, a := range e.Active() {
+		if a.Rule == RuleLogTruncated && !live[a.Key] {
+			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("attempt %d of %s is no longer running; its log keeps its head and tail (`trainyard logs %d`)",
+				a.Labels.Attempt, a.Labels.title(), a.Labels.Job)))
+		}
+	}
 	return out
+}
+
+// truncatedSummary says whose log reached what limit, what is kept and
+// what to do.
+func truncatedSummary(l Labels, g LimitedLog) string {
+	limit := "its limit"
+	kept := "its first half and the newest lines"
+	if g.Limit > 0 {
+		limit = "its limit of " + humanSize(g.Limit)
+		kept = "its first " + humanSize(g.Limit/2) + " and the newest lines"
+	}
+	dropped := ""
+	if g.Dropped > 0 {
+		dropped = ", " + humanSize(g.Dropped) + " dropped so far"
+	}
+	return fmt.Sprintf("%s attempt %d: the log reached %s; only %s are kept%s — lower the job's log volume, or raise policy.log_limit (up to the pool's log_limit); see `trainyard logs %d`",
+		l.title(), l.Attempt, limit, kept, dropped, l.Job)
 }
 
 // thrashSummary names the held job, how often it was preempted within what
@@ -431,6 +493,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.ArtifactWriteFailure.On()
 	case RulePreemptionThrash:
 		return rs.PreemptionThrash.On()
+	case RuleLogTruncated:
+		return rs.LogTruncated.On()
 	}
 	return false
 }
@@ -526,6 +590,19 @@ func gpuList(idx []int) string {
 
 func pct(r float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", r*100), "0"), ".") + "%"
+}
+
+// humanSize is n bytes to one decimal in the largest binary unit that
+// fits: 512MiB, 1.2GiB (as the log's own marker lines write sizes).
+func humanSize(n int64) string {
+	v, unit := float64(n), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v < 1<<10 {
+			break
+		}
+		v, unit = v/(1<<10), u
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + unit
 }
 
 func fmtDur(d time.Duration) string { return domain.FormatDuration(d.Truncate(time.Second)) }

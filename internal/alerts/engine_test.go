@@ -418,3 +418,43 @@ func TestStartFailureResolvesOnRerun(t *testing.T) {
 		t.Errorf("resolution = %q", ts[0].Resolution)
 	}
 }
+
+// An attempt whose log reached its limit fires log_truncated once, naming
+// the job, the limit and what was dropped, and saying what to do; the
+// alert stays while the attempt runs and resolves when it ends.
+func TestLogTruncated(t *testing.T) {
+	e := newEngine(t, nil)
+	g := LimitedLog{Job: job(42), Attempt: 2, Limit: 1 << 30, At: t0}
+	running := []RunningAttempt{{Job: job(42), Attempt: 2}}
+	ts := e.Evaluate(Observation{Now: at(time.Second), Running: running, LogLimited: []LimitedLog{g}})
+	expect(t, "limited", ts, "firing log_truncated/job=42/attempt=2")
+	want := "job 42 (resnet) attempt 2: the log reached its limit of 1GiB; only its first 512MiB and the newest lines are kept" +
+		" — lower the job's log volume, or raise policy.log_limit (up to the pool's log_limit); see `trainyard logs 42`"
+	if a := ts[0]; a.Summary != want || a.Severity != SeverityWarning || a.Labels.Attempt != 2 || a.Labels.Owner != "alice" {
+		t.Errorf("alert = %+v, want summary %q", a.Alert, want)
+	}
+	// Reported again (a reattach), or listed only as running: no new alert.
+	expect(t, "again", e.Evaluate(Observation{Now: at(time.Minute), Running: running, LogLimited: []LimitedLog{g}}), "")
+	expect(t, "running", e.Evaluate(Observation{Now: at(2 * time.Minute), Running: running}), "")
+	// Another attempt of the same job is another alert; what was dropped
+	// so far is named when known.
+	g3 := LimitedLog{Job: job(42), Attempt: 3, Limit: 4 << 20, Dropped: 1288490189, At: at(time.Hour)}
+	ts = e.Evaluate(Observation{Now: at(time.Hour), LogLimited: []LimitedLog{g3}})
+	expect(t, "next attempt", ts, "firing log_truncated/job=42/attempt=3; resolved log_truncated/job=42/attempt=2")
+	if !strings.Contains(ts[0].Summary, "reached its limit of 4MiB; only its first 2MiB and the newest lines are kept, 1.2GiB dropped so far — ") {
+		t.Errorf("summary = %q", ts[0].Summary)
+	}
+	if r := ts[1].Resolution; r != "attempt 2 of job 42 (resnet) is no longer running; its log keeps its head and tail (`trainyard logs 42`)" {
+		t.Errorf("resolution = %q", r)
+	}
+	// An unknown limit is said so.
+	e = newEngine(t, nil)
+	ts = e.Evaluate(Observation{Now: t0, LogLimited: []LimitedLog{{Job: job(7), Attempt: 1}}})
+	if len(ts) != 1 || !strings.Contains(ts[0].Summary, "the log reached its limit; only its first half and the newest lines are kept —") {
+		t.Errorf("unknown limit: %+v", ts)
+	}
+
+	off := false
+	e = newEngine(t, func(c *Config) { c.Rules.LogTruncated.Enabled = &off })
+	expect(t, "disabled", e.Evaluate(Observation{Now: t0, Running: running, LogLimited: []LimitedLog{g}}), "")
+}

@@ -207,6 +207,9 @@ func poolDTO(p domain.Pool) apitypes.Pool {
 	if p.MaxTimeout > 0 {
 		out.MaxTimeout = p.MaxTimeout.String()
 	}
+	if p.LogLimit > 0 {
+		out.LogLimit = p.LogLimit.String()
+	}
 	for i, n := range p.Nodes {
 		gpus := n.GPUs
 		if gpus == nil {
@@ -240,6 +243,7 @@ func PoolFromDTO(in apitypes.Pool) (domain.Pool, error) {
 		}
 		p.MaxTimeout = domain.Duration(d)
 	}
+	p.LogLimit = parseSize(&errs, "log_limit", in.LogLimit)
 	for _, pr := range in.Priorities {
 		p.Priorities = append(p.Priorities, domain.Priority(pr))
 	}

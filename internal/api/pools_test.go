@@ -39,7 +39,8 @@ const poolBody = `{
   "nodes": [{"name": "node-a", "cpus": 32, "memory": "256GiB", "gpus": [0, 1, 2, 3]},
             {"name": "node-b", "cpus": 8, "memory": "32GiB", "gpus": []}],
   "max_gpus_per_job": 4, "max_timeout": "24h", "max_running": 8,
-  "priorities": ["normal", "high"], "borrowing": true, "preemption": true
+  "priorities": ["normal", "high"], "borrowing": true, "preemption": true,
+  "log_limit": "2GiB"
 }`
 
 func decodeInto[T any](t *testing.T, b []byte) T {
@@ -62,7 +63,8 @@ func TestPoolsCreateGetList(t *testing.T) {
 		Nodes: []apitypes.Node{{Name: "node-a", CPUs: 32, Memory: "256GiB", GPUs: []int{0, 1, 2, 3}},
 			{Name: "node-b", CPUs: 8, Memory: "32GiB", GPUs: []int{}}},
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
-		Borrowing: true, Preemption: true, Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}, Open: true}
+		Borrowing: true, Preemption: true, LogLimit: "2GiB",
+		Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}, Open: true}
 	if p.CreatedAt.IsZero() || !p.UpdatedAt.Equal(p.CreatedAt) {
 		t.Errorf("times: created %v updated %v", p.CreatedAt, p.UpdatedAt)
 	}
@@ -82,11 +84,12 @@ func TestPoolsCreateGetList(t *testing.T) {
 	got := decodeInto[apitypes.Pool](t, b)
 	got.MaxRunning = 2
 	got.Borrowing = false
+	got.LogLimit = "" // the server's limit again
 	code, b = e.do("PUT", "/api/v1/pools/standard", e.token, got)
 	if code != 200 {
 		t.Fatalf("replace: %d %s", code, b)
 	}
-	if r := decodeInto[apitypes.Pool](t, b); r.MaxRunning != 2 || r.Borrowing || !r.CreatedAt.Equal(createdAt) {
+	if r := decodeInto[apitypes.Pool](t, b); r.MaxRunning != 2 || r.Borrowing || r.LogLimit != "" || !r.CreatedAt.Equal(createdAt) {
 		t.Errorf("replaced: %s", b)
 	}
 
@@ -120,20 +123,22 @@ func TestPoolsErrors(t *testing.T) {
 		paths              []string
 		contains           string
 	}{
-		"no token":       {"GET", "/api/v1/pools", "", 401, "unauthorized", nil, ""},
-		"unknown pool":   {"GET", "/api/v1/pools/gpu", "", 404, "not_found", nil, `pool "gpu" does not exist; list pools with: trainyard pool ls`},
-		"name mismatch":  {"PUT", "/api/v1/pools/other", poolBody, 400, "invalid_request", []string{"name"}, ""},
-		"bad json":       {"PUT", "/api/v1/pools/standard", "{", 400, "invalid_request", []string{"body"}, ""},
-		"unknown field":  {"PUT", "/api/v1/pools/standard", `{"nodes": [], "bogus": 1}`, 400, "invalid_request", []string{"body"}, ""},
-		"bad memory":     {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "lots"}], "max_timeout": "forever"}`, 400, "invalid_request", []string{"nodes[0].memory", "max_timeout"}, ""},
-		"validation":     {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 0, "memory": "1GiB", "gpus": [0]}, {"name": "b", "cpus": 1, "memory": "1GiB", "gpus": [0]}]}`, 400, "invalid_request", []string{"nodes[0].cpus", "nodes[1].gpus"}, ""},
-		"quota no pool":  {"PUT", "/api/v1/quotas/vision/gpu", `{"gpus": 1}`, 404, "not_found", nil, `pool "gpu" does not exist`},
-		"quota mismatch": {"PUT", "/api/v1/quotas/vision/gpu", `{"project": "nlp", "pool": "x"}`, 400, "invalid_request", []string{"project", "pool"}, ""},
-		"quota memory":   {"PUT", "/api/v1/quotas/vision/gpu", `{"memory": "2 bananas"}`, 400, "invalid_request", []string{"memory"}, ""},
-		"delete missing": {"DELETE", "/api/v1/quotas/vision/gpu", "", 404, "not_found", nil, `project "vision" has no quota in pool "gpu"`},
-		"shares":         {"PUT", "/api/v1/projects/vision", `{"shares": 0}`, 400, "invalid_request", []string{"shares"}, ""},
-		"project name":   {"PUT", "/api/v1/projects/Vision", `{"shares": 1}`, 400, "invalid_request", []string{"name"}, ""},
-		"queue no pool":  {"GET", "/api/v1/queue?pool=nope", "", 404, "not_found", nil, `pool "nope" does not exist`},
+		"no token":        {"GET", "/api/v1/pools", "", 401, "unauthorized", nil, ""},
+		"unknown pool":    {"GET", "/api/v1/pools/gpu", "", 404, "not_found", nil, `pool "gpu" does not exist; list pools with: trainyard pool ls`},
+		"name mismatch":   {"PUT", "/api/v1/pools/other", poolBody, 400, "invalid_request", []string{"name"}, ""},
+		"bad json":        {"PUT", "/api/v1/pools/standard", "{", 400, "invalid_request", []string{"body"}, ""},
+		"unknown field":   {"PUT", "/api/v1/pools/standard", `{"nodes": [], "bogus": 1}`, 400, "invalid_request", []string{"body"}, ""},
+		"bad memory":      {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "lots"}], "max_timeout": "forever"}`, 400, "invalid_request", []string{"nodes[0].memory", "max_timeout"}, ""},
+		"bad log limit":   {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "log_limit": "a lot"}`, 400, "invalid_request", []string{"log_limit"}, ""},
+		"small log limit": {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "log_limit": "64KiB"}`, 400, "invalid_request", []string{"log_limit"}, ""},
+		"validation":      {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 0, "memory": "1GiB", "gpus": [0]}, {"name": "b", "cpus": 1, "memory": "1GiB", "gpus": [0]}]}`, 400, "invalid_request", []string{"nodes[0].cpus", "nodes[1].gpus"}, ""},
+		"quota no pool":   {"PUT", "/api/v1/quotas/vision/gpu", `{"gpus": 1}`, 404, "not_found", nil, `pool "gpu" does not exist`},
+		"quota mismatch":  {"PUT", "/api/v1/quotas/vision/gpu", `{"project": "nlp", "pool": "x"}`, 400, "invalid_request", []string{"project", "pool"}, ""},
+		"quota memory":    {"PUT", "/api/v1/quotas/vision/gpu", `{"memory": "2 bananas"}`, 400, "invalid_request", []string{"memory"}, ""},
+		"delete missing":  {"DELETE", "/api/v1/quotas/vision/gpu", "", 404, "not_found", nil, `project "vision" has no quota in pool "gpu"`},
+		"shares":          {"PUT", "/api/v1/projects/vision", `{"shares": 0}`, 400, "invalid_request", []string{"shares"}, ""},
+		"project name":    {"PUT", "/api/v1/projects/Vision", `{"shares": 1}`, 400, "invalid_request", []string{"name"}, ""},
+		"queue no pool":   {"GET", "/api/v1/queue?pool=nope", "", 404, "not_found", nil, `pool "nope" does not exist`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

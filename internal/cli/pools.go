@@ -141,6 +141,11 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	kv("Max nodes per job", limit(p.MaxNodesPerJob))
 	kv("Max timeout", dash(p.MaxTimeout))
 	kv("Max running", limit(p.MaxRunning))
+	logLimit := "the server's log_limit"
+	if p.LogLimit != "" {
+		logLimit = p.LogLimit + " per attempt (default and ceiling of policy.log_limit)"
+	}
+	kv("Log limit", logLimit)
 	prios := "all"
 	if len(p.Priorities) > 0 {
 		prios = strings.Join(p.Priorities, ", ")
@@ -191,6 +196,7 @@ type poolFlags struct {
 	borrowing      bool
 	preemption     bool
 	gpuType        string
+	logLimit       string
 }
 
 func (f *poolFlags) register(cmd *cobra.Command, update bool) {
@@ -208,6 +214,7 @@ func (f *poolFlags) register(cmd *cobra.Command, update bool) {
 	fl.BoolVar(&f.borrowing, "borrowing", false, "let projects run above their quota on idle capacity (preemptibly)")
 	fl.BoolVar(&f.preemption, "preemption", false, "let the scheduler preempt lower-priority or borrowing work")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, for information, e.g. a100-80g")
+	fl.StringVar(&f.logLimit, "log-limit", "", "log limit per attempt, e.g. 2GiB: the default and ceiling of jobs' policy.log_limit (0: the server's log_limit)")
 }
 
 // apply sets the fields of p whose flags were given; it reports whether any
@@ -235,6 +242,19 @@ func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, e
 				return false, usageErrorf("invalid --max-timeout %q: it must not be negative", v)
 			}
 			p.MaxTimeout = domain.FormatDuration(d)
+		}
+	}
+	if set("log-limit") {
+		p.LogLimit = ""
+		if v := strings.TrimSpace(f.logLimit); v != "" && v != "0" {
+			b, err := domain.ParseByteSize(v)
+			if err != nil {
+				return false, usageErrorf("invalid --log-limit: %v", err)
+			}
+			if b < domain.MinLogLimit {
+				return false, usageErrorf("invalid --log-limit %q: give at least %s, such as 2GiB, or 0 for the server's log_limit", v, domain.ByteSize(domain.MinLogLimit))
+			}
+			p.LogLimit = b.String()
 		}
 	}
 	if set("priorities") {
@@ -268,7 +288,7 @@ func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, e
 		p.GPUType = f.gpuType
 	}
 	for _, name := range []string{"node", "max-gpus-per-job", "max-nodes-per-job", "max-timeout", "max-running",
-		"priorities", "borrowing", "preemption", "gpu-type"} {
+		"priorities", "borrowing", "preemption", "gpu-type", "log-limit"} {
 		changed = changed || set(name)
 	}
 	return changed, nil

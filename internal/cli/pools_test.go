@@ -16,7 +16,7 @@ func standardPool() apitypes.Pool {
 			{Name: "node-b", CPUs: 16, Memory: "128GiB", GPUs: []int{4, 6}},
 		},
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
-		Borrowing: true, Preemption: true}
+		Borrowing: true, Preemption: true, LogLimit: "4GiB"}
 }
 
 func TestPoolLs(t *testing.T) {
@@ -66,6 +66,7 @@ func TestPoolShow(t *testing.T) {
 		"Max timeout:        24h",
 		"Priorities:         normal, high",
 		"Borrowing:          yes",
+		"Log limit:          4GiB per attempt (default and ceiling of policy.log_limit)",
 		"(2d ago)",
 		"  node-a  32    256GiB  0-3",
 		"  node-b  16    128GiB  4,6",
@@ -74,6 +75,10 @@ func TestPoolShow(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("pool show lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	pf.addPool(apitypes.Pool{Name: "cpu", Nodes: []apitypes.Node{{Name: "local", CPUs: 1, Memory: "1GiB", GPUs: []int{}}}})
+	if r := h.mustRun(0, "pool", "show", "cpu"); !strings.Contains(r.stdout, "Log limit:          the server's log_limit") {
+		t.Errorf("pool show of a pool without a log limit:\n%s", r.stdout)
 	}
 	r = h.mustRun(ExitNotFound, "pool", "show", "gpu")
 	if !strings.Contains(r.stderr, `pool "gpu" does not exist; list pools with: trainyard pool ls`) {
@@ -88,7 +93,7 @@ func TestPoolCreate(t *testing.T) {
 		"--node", "name=node-b,cpus=8,mem=32Gi,gpus=4,6",
 		"--node", "name=node-c,cpus=2,memory=4096MiB",
 		"--max-gpus-per-job", "4", "--max-timeout", "2d", "--max-running", "8",
-		"--priorities", "low,normal,high", "--borrowing", "--gpu-type", "a100-80g")
+		"--priorities", "low,normal,high", "--borrowing", "--gpu-type", "a100-80g", "--log-limit", "2048Mi")
 	if r.stdout != "created pool standard: 3 node(s), 6 GPUs, 42 CPUs, 292GiB memory\n" {
 		t.Errorf("stdout = %q", r.stdout)
 	}
@@ -104,7 +109,8 @@ func TestPoolCreate(t *testing.T) {
 			{Name: "node-b", CPUs: 8, Memory: "32GiB", GPUs: []int{4, 6}},
 			{Name: "node-c", CPUs: 2, Memory: "4GiB", GPUs: []int{}},
 		},
-		MaxGPUsPerJob: 4, MaxTimeout: "48h", MaxRunning: 8, Priorities: []string{"low", "normal", "high"}, Borrowing: true}
+		MaxGPUsPerJob: 4, MaxTimeout: "48h", MaxRunning: 8, Priorities: []string{"low", "normal", "high"}, Borrowing: true,
+		LogLimit: "2GiB"}
 	if g, w := mustMarshal(t, sent), mustMarshal(t, want); g != w {
 		t.Errorf("sent\n%s\nwant\n%s", g, w)
 	}
@@ -143,8 +149,11 @@ func TestPoolCreateUsageErrors(t *testing.T) {
 		"negative gpu":  {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB,gpus=x"}, `GPU "x" is not an index`},
 		"key twice":     {[]string{"pool", "create", "p", "--node", "name=a,name=b,cpus=1,memory=1GiB"}, "name is given twice"},
 		"bad timeout":   {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--max-timeout", "soon"}, "invalid --max-timeout"},
-		"no name":       {[]string{"pool", "create"}, "takes 1 argument(s)"},
-		"bad output":    {[]string{"pool", "ls", "-o", "xml"}, `invalid --output "xml": want one of table, wide, json, yaml`},
+		"bad log limit": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--log-limit", "big"}, "invalid --log-limit"},
+		"small log limit": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--log-limit", "100KiB"},
+			`invalid --log-limit "100KiB": give at least 1MiB`},
+		"no name":    {[]string{"pool", "create"}, "takes 1 argument(s)"},
+		"bad output": {[]string{"pool", "ls", "-o", "xml"}, `invalid --output "xml": want one of table, wide, json, yaml`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -171,7 +180,8 @@ func TestPoolCreateServerValidationExits2(t *testing.T) {
 func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	h, pf := newPoolHarness(t)
 	pf.addPool(standardPool())
-	r := h.mustRun(0, "pool", "update", "standard", "--max-running", "16", "--borrowing=false", "--priorities", "", "--max-timeout", "0")
+	r := h.mustRun(0, "pool", "update", "standard", "--max-running", "16", "--borrowing=false", "--priorities", "", "--max-timeout", "0",
+		"--log-limit", "0")
 	if !strings.HasPrefix(r.stdout, "updated pool standard: 2 node(s), 6 GPUs") {
 		t.Errorf("stdout = %q", r.stdout)
 	}
@@ -179,6 +189,7 @@ func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	json.Unmarshal([]byte(pf.seenPuts()[0]), &sent)
 	want := standardPool()
 	want.MaxRunning, want.Borrowing, want.Priorities, want.MaxTimeout = 16, false, nil, ""
+	want.LogLimit = "" // --log-limit 0: the server's
 	sent.Capacity, sent.CreatedAt, sent.UpdatedAt = apitypes.PoolCapacity{}, time.Time{}, time.Time{}
 	if g, w := mustMarshal(t, sent), mustMarshal(t, want); g != w {
 		t.Errorf("sent\n%s\nwant\n%s", g, w)

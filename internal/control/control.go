@@ -135,6 +135,11 @@ type Observer interface {
 	// PreemptionReleased reports that a job's hold ended: it expired, or
 	// the job is no longer live.
 	PreemptionReleased(jobID int64)
+	// LogLimited reports that the log of the job's current, active attempt
+	// reached its limit at the given time (the executor's LogLimited
+	// event; limit 0 when unknown). It may come again for the same attempt
+	// after a restart.
+	LogLimited(job domain.Job, attempt int, limit int64, at time.Time)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -145,6 +150,7 @@ func (nopObserver) Placed(string, string, int, time.Duration)                   
 func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
 func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
 func (nopObserver) PreemptionReleased(int64)                                                  {}
+func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -196,6 +202,9 @@ type Controller struct {
 	// unpacks holds, per attempt being launched, the code package unpack
 	// its launch runs first (code.go). Loop goroutine only.
 	unpacks map[executor.Ref]func(context.Context) error
+	// poolLogLimits are the pools' log limits as of the last snapshot
+	// (poolLogLimit). Loop goroutine only.
+	poolLogLimits map[string]domain.ByteSize
 	// known are the active attempts this loop launched or reattached to;
 	// others are adopted (adoptStrays). Loop goroutine only.
 	known  map[executor.Ref]bool
@@ -581,6 +590,10 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	if snap.Pools, err = c.cfg.Store.ListPools(ctx); err != nil {
 		return snap, nil, nil, err
 	}
+	c.poolLogLimits = make(map[string]domain.ByteSize, len(snap.Pools))
+	for _, p := range snap.Pools {
+		c.poolLogLimits[p.Name] = p.LogLimit
+	}
 	if snap.Quotas, err = c.cfg.Store.ListQuotas(ctx, "", ""); err != nil {
 		return snap, nil, nil, err
 	}
@@ -863,6 +876,22 @@ func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
 	}
 }
 
+// poolLogLimit is the log limit of the named pool (0: none, or no such
+// pool): from the last snapshot, or the store before the first (recover).
+func (c *Controller) poolLogLimit(ctx context.Context, name string) (domain.ByteSize, error) {
+	if l, ok := c.poolLogLimits[name]; ok {
+		return l, nil
+	}
+	p, err := c.cfg.Store.GetPool(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the log limit of pool %q: %w", name, err)
+	}
+	return p.LogLimit, nil
+}
+
 // launchFor builds the executor's view of one attempt, creating the job's
 // output and checkpoint directories first. The job's secrets are resolved
 // now, at every launch, so a retry gets the latest version; their values go
@@ -870,6 +899,10 @@ func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
 func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
+	poolLimit, err := c.poolLogLimit(ctx, spec.Pool)
+	if err != nil {
+		return executor.Launch{Ref: ref}, err
+	}
 	ckpt := filepath.Join(ji.outputDir, checkpointsDir)
 	// Traversable, not listable: another project's job may not read the
 	// names of this project's jobs. The executor gives the job's own
@@ -920,7 +953,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	l := executor.Launch{
 		Ref: ref, Project: spec.Project, Pool: spec.Pool, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
-		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, 0, c.cfg.LogLimit)),
+		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, poolLimit, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
 		Resources: spec.Resources, GPUs: gpus, Redact: redact,

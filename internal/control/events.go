@@ -46,6 +46,8 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			if !slices.Contains(progressed, ev.Ref) {
 				progressed = append(progressed, ev.Ref)
 			}
+		case executor.LogLimited:
+			c.logLimited(ctx, ev, at)
 		case executor.Exited, executor.Lost:
 			if c.finishing[ev.Ref] {
 				continue // a repeated end: its outputs are being recorded
@@ -136,6 +138,19 @@ func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
 		a.Reason, a.Message = ch.Reason, ch.Message
 	}
 	c.cfg.Observer.AttemptEnded(job, a)
+}
+
+// logLimited tells the Observer that an attempt's log reached its limit,
+// when the attempt is still its job's current, active one.
+func (c *Controller) logLimited(ctx context.Context, ev executor.Event, at time.Time) {
+	if _, ok := c.cfg.Observer.(nopObserver); ok {
+		return
+	}
+	job, err := c.cfg.Store.GetJob(ctx, ev.JobID)
+	if err != nil || job.Attempts != ev.Attempt || !slices.Contains(active, job.State) {
+		return // gone, or an attempt that ended since
+	}
+	c.cfg.Observer.LogLimited(job, ev.Attempt, ev.Limit, at)
 }
 
 // stopIfCanceled stops an attempt that started after its job was canceled.

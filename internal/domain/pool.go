@@ -28,8 +28,12 @@ type Pool struct {
 	// Preemption lets the scheduler stop preemptible lower-priority or
 	// borrowing work for higher-priority work or a reclaiming quota owner.
 	Preemption bool
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// LogLimit bounds the log of one attempt of a job in the pool: the
+	// default for jobs without policy.log_limit and the ceiling for those
+	// with one (see EffectiveLogLimit). 0: the server's log_limit.
+	LogLimit  ByteSize
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Node is one machine (or, for the local executor, one declared slice of this

@@ -81,6 +81,11 @@ const (
 	// step (0 when unknown) and At when it was reported. Executors send it
 	// at most about once per second per attempt. (Contract addition.)
 	Progress EventKind = "progress"
+	// LogLimited: the attempt's log reached its limit (Launch.LogLimit);
+	// from now on it keeps its head and a rolling tail. Limit is the
+	// limit; At when it was reached. Sent at most once per attempt by a
+	// watching executor (again after a reattach). (Contract addition.)
+	LogLimited EventKind = "log_limited"
 )
 
 // Event is one observation about an attempt.
@@ -91,6 +96,8 @@ type Event struct {
 	PID  int // with Started
 	// Step, with Progress, is the latest training step reported.
 	Step int64
+	// Limit, with LogLimited, is the log's limit in bytes.
+	Limit int64
 	// With Exited: State is one of succeeded, failed, timed_out, canceled;
 	// Reason is Completed, ExitCode, EntrypointNotFound, EnvironmentCheckFailed,
 	// OOMKilled, Timeout or CanceledByUser; ExitCode is nil when the process never ran or was killed

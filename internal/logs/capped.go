@@ -37,6 +37,18 @@ const MinLimit = 1 << 20
 // capSuffix names the file that records the limit of a capped log.
 const capSuffix = ".cap"
 
+// CapReached reports whether the log at path reached its limit (its
+// limit record exists), the limit it records (0 when unreadable) and when
+// the record was written. It costs one stat, and one small read once the
+// record exists.
+func CapReached(path string) (limit int64, at time.Time, ok bool) {
+	st, err := os.Stat(path + capSuffix)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return readCap(os.Open, path), st.ModTime(), true
+}
+
 // capRecord is the content of output.log.cap.
 type capRecord struct {
 	Limit int64 `json:"limit"`

@@ -126,6 +126,10 @@ func ValidatePool(pool domain.Pool) error {
 	if pool.MaxTimeout < 0 {
 		errs.Add("max_timeout", "must be 0 (no limit) or more")
 	}
+	if l := pool.LogLimit; l != 0 && l < domain.MinLogLimit {
+		errs.Add("log_limit", "must be 0 (the server's log_limit) or at least %s, got %s; give a size such as 2GiB",
+			domain.ByteSize(domain.MinLogLimit), l)
+	}
 	seen := map[domain.Priority]bool{}
 	for i, pr := range pool.Priorities {
 		path := fmt.Sprintf("priorities[%d]", i)

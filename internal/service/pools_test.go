@@ -81,6 +81,7 @@ func TestPutPoolValidation(t *testing.T) {
 		"gpu twice":      {func(p *domain.Pool) { p.Nodes[1].GPUs = []int{1} }, []string{"nodes[1].gpus"}},
 		"negative limit": {func(p *domain.Pool) { p.MaxRunning = -1; p.MaxGPUsPerJob = -2 }, []string{"max_gpus_per_job", "max_running"}},
 		"timeout":        {func(p *domain.Pool) { p.MaxTimeout = -1 }, []string{"max_timeout"}},
+		"log limit":      {func(p *domain.Pool) { p.LogLimit = domain.MinLogLimit - 1 }, []string{"log_limit"}},
 		"priority":       {func(p *domain.Pool) { p.Priorities = []domain.Priority{"normal", "top", "normal"} }, []string{"priorities[1]", "priorities[2]"}},
 		"many at once": {func(p *domain.Pool) { p.Name = "X"; p.Nodes[1].CPUs = -1; p.Nodes[1].GPUs = []int{0} },
 			[]string{"name", "nodes[1].cpus", "nodes[1].gpus"}},

@@ -91,6 +91,12 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	case domain.JobCanceled:
 		w.Hint = fmt.Sprintf("run it again from the exact spec it had: trainyard rerun %d", id)
 	}
+	if last != nil && job.State != domain.JobFailed { // a failure's note is with its facts
+		running := !last.State.Terminal()
+		if note := s.logLimitNote(id, last.Number, running); note != "" {
+			w.Evidence = append(w.Evidence, note)
+		}
+	}
 	if job.State.Live() {
 		if held := s.heldFromPreemption(ctx, id); held != "" {
 			w.Evidence = append(w.Evidence, held)
@@ -122,8 +128,9 @@ func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
 }
 
 // logLimitNote says, when an attempt's log reached its limit, how much of
-// it was dropped; "" otherwise.
-func (s *Service) logLimitNote(jobID int64, attempt int) string {
+// it was dropped (so far, while running); "" otherwise. It reads the
+// attempt's log directory once.
+func (s *Service) logLimitNote(jobID int64, attempt int, running bool) string {
 	limit, dropped, ok := s.cfg.Logs.LogLimited(jobID, attempt)
 	if !ok {
 		return ""
@@ -132,7 +139,14 @@ func (s *Service) logLimitNote(jobID int64, attempt int) string {
 	if limit > 0 {
 		lim = "its limit of " + logs.HumanSize(limit)
 	}
-	return fmt.Sprintf("the log of attempt %d reached %s: %s between its head and its tail was dropped (raise policy.log_limit, or print less)", attempt, lim, logs.HumanSize(dropped))
+	const fix = "raise policy.log_limit, or print less"
+	switch {
+	case dropped == 0 && running:
+		return fmt.Sprintf("the log of attempt %d reached %s: from here on it keeps its head and only the newest lines (%s)", attempt, lim, fix)
+	case running:
+		return fmt.Sprintf("the log of attempt %d reached %s: %s between its head and its tail was dropped so far (%s)", attempt, lim, logs.HumanSize(dropped), fix)
+	}
+	return fmt.Sprintf("the log of attempt %d reached %s: %s between its head and its tail was dropped (%s)", attempt, lim, logs.HumanSize(dropped), fix)
 }
 
 // ruleThrash is the alert rule the preemption guard fires (package alerts).
@@ -156,7 +170,7 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
 			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
 		}
-		if note := s.logLimitNote(job.ID, last.Number); note != "" {
+		if note := s.logLimitNote(job.ID, last.Number, false); note != "" {
 			w.Evidence = append(w.Evidence, note)
 		}
 	}

@@ -173,10 +173,14 @@ type Pool struct {
 	// MaxRunning caps concurrently active jobs; 0 means no cap.
 	MaxRunning int `json:"max_running"`
 	// Priorities lists the classes the pool accepts; empty accepts all.
-	Priorities []string     `json:"priorities,omitempty"`
-	Borrowing  bool         `json:"borrowing"`
-	Preemption bool         `json:"preemption"`
-	Capacity   PoolCapacity `json:"capacity,omitzero"`
+	Priorities []string `json:"priorities,omitempty"`
+	Borrowing  bool     `json:"borrowing"`
+	Preemption bool     `json:"preemption"`
+	// LogLimit bounds the log of one attempt of a job in the pool, e.g.
+	// "2GiB": the default for jobs without policy.log_limit and the
+	// ceiling for those with one. Empty or "0": the server's log_limit.
+	LogLimit string       `json:"log_limit,omitempty"`
+	Capacity PoolCapacity `json:"capacity,omitzero"`
 	// BeyondHardware, set by the server, says what the pool's nodes declare
 	// beyond the hardware detected on the machine that runs its jobs, e.g.
 	// "declares 4 GPUs, 16 CPUs; this machine has 0 GPUs, 2 CPUs"; empty

@@ -34,6 +34,11 @@
 // notifies the executor ("progress <step> <unix ns>") at most once
 // per second, and the executor reports executor.Progress. For a reattached
 // shim, a change of metrics.jsonl is reported instead.
+//
+// Log limit: when the attempt's log reaches Launch.LogLimit, the shim
+// notifies the executor once ("loglimit <limit> <unix ns>"), which reports
+// executor.LogLimited. For a reattached shim the executor looks for the
+// log's limit record (logs.CapReached) at each poll until it finds it.
 package local
 
 import (
@@ -58,6 +63,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local/cgroup"
+	"trainyard/internal/logs"
 )
 
 var _ executor.Executor = (*Executor)(nil)
@@ -120,8 +126,9 @@ type Executor struct {
 
 // attempt is what the executor knows about one attempt it watches.
 type attempt struct {
-	ref executor.Ref
-	dir string
+	ref     executor.Ref
+	dir     string
+	logPath string
 
 	mu          sync.Mutex
 	proc        *os.Process // the shim, when this executor started it
@@ -130,6 +137,7 @@ type attempt struct {
 	ready       bool        // the shim handles SIGTERM
 	stopPending bool        // Stop was called before the shim was ready
 	startedSent bool
+	limitSent   bool // LogLimited was reported
 	done        bool // Exited or Lost was reported
 }
 
@@ -296,7 +304,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 		e.mu.Unlock()
 		return nil
 	}
-	a := &attempt{ref: l.Ref, dir: l.Dir}
+	a := &attempt{ref: l.Ref, dir: l.Dir, logPath: l.LogPath}
 	e.attempts[l.Ref] = a
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -451,6 +459,14 @@ func (e *Executor) handleLine(a *attempt, line string) {
 		}
 		return
 	}
+	if len(f) == 3 && f[0] == "loglimit" {
+		limit, err1 := strconv.ParseInt(f[1], 10, 64)
+		ns, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			e.sendLimited(a, limit, time.Unix(0, ns).UTC())
+		}
+		return
+	}
 	if len(f) < 2 || f[0] != "started" {
 		return
 	}
@@ -524,6 +540,7 @@ func (e *Executor) poll(a *attempt, id procID) {
 		}
 		e.checkStarted(a)
 		seen = e.checkProgress(a, seen)
+		e.checkLimited(a)
 		if !id.alive() {
 			e.finishFromRecord(a, fmt.Sprintf("(pid %d) died", id.PID))
 			return
@@ -546,6 +563,32 @@ func (e *Executor) checkProgress(a *attempt, seen time.Time) time.Time {
 	}
 	e.emit(executor.Event{Ref: a.ref, Kind: executor.Progress, At: st.ModTime().UTC()})
 	return st.ModTime()
+}
+
+// sendLimited reports LogLimited once per watch of an attempt.
+func (e *Executor) sendLimited(a *attempt, limit int64, at time.Time) {
+	a.mu.Lock()
+	sent := a.limitSent
+	a.limitSent = true
+	a.mu.Unlock()
+	if !sent {
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.LogLimited, At: at, Limit: limit})
+	}
+}
+
+// checkLimited reports LogLimited for a reattached shim once its log's
+// limit record exists (logs.CapReached): one stat per poll until then,
+// none after.
+func (e *Executor) checkLimited(a *attempt) {
+	a.mu.Lock()
+	sent := a.limitSent
+	a.mu.Unlock()
+	if sent || a.logPath == "" {
+		return
+	}
+	if limit, at, ok := logs.CapReached(a.logPath); ok {
+		e.sendLimited(a, limit, at.UTC())
+	}
 }
 
 // checkStarted reports Started once child.pid shows the process started.

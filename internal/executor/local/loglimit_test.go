@@ -27,6 +27,16 @@ func TestLaunchCapsLog(t *testing.T) {
 	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
 		t.Fatalf("exit event %+v, want succeeded", ev)
 	}
+	// The shim reported reaching the limit, once, before the end.
+	var limited []executor.Event
+	for _, ev := range h.Events(l.Ref) {
+		if ev.Kind == executor.LogLimited {
+			limited = append(limited, ev)
+		}
+	}
+	if len(limited) != 1 || limited[0].Limit != limit || limited[0].At.IsZero() {
+		t.Errorf("LogLimited events %+v, want one with Limit %d", limited, limit)
+	}
 	files, err := logs.LogFiles(l.LogPath)
 	if err != nil {
 		t.Fatal(err)
@@ -68,5 +78,47 @@ func TestLaunchCapsLog(t *testing.T) {
 	var tail bytes.Buffer
 	if err := logs.Copy(context.Background(), &tail, l.LogPath, logs.Options{Tail: 1}); err != nil || tail.String() != "last-line\n" {
 		t.Fatalf("tail 1 = %q, %v", tail.String(), err)
+	}
+}
+
+// A log that reaches its limit while no server watches is reported by the
+// executor that reattaches; a log under its limit is not reported.
+func TestReattachReportsLogLimit(t *testing.T) {
+	const limit = 1 << 20
+	g := newGate(t)
+	a := newExec(t)
+	ha := executortest.NewHarness(t, a)
+	// Past half the limit (the head) only after the gate opens.
+	l := ha.Launch(t, shell(`echo start; read x < `+string(g)+`; yes trainyard-log-cap-line | head -n 60000; read x < `+string(g)), func(l *executor.Launch) {
+		l.LogLimit = limit
+	})
+	ha.Wait(t, l.Ref, executor.Started)
+	a.Close()
+
+	b := newExec(t)
+	hb := executortest.NewHarness(t, b)
+	if err := b.Launch(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	hb.Wait(t, l.Ref, executor.Started)
+	for _, ev := range hb.Events(l.Ref) {
+		if ev.Kind == executor.LogLimited {
+			t.Fatalf("LogLimited %+v before the log reached its limit", ev)
+		}
+	}
+	g.release(t)
+	if ev := hb.Wait(t, l.Ref, executor.LogLimited); ev.Limit != limit || ev.At.IsZero() {
+		t.Errorf("reattached LogLimited = %+v, want Limit %d", ev, limit)
+	}
+	g.release(t)
+	hb.Wait(t, l.Ref, executor.Exited)
+	n := 0
+	for _, ev := range hb.Events(l.Ref) {
+		if ev.Kind == executor.LogLimited {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d LogLimited events after reattach, want 1", n)
 	}
 }

@@ -134,7 +134,10 @@ func (s *shim) run() int {
 	if err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
 	}
-	s.log = &logWriter{f: f, redact: newRedactor(s.rec.Redact), limit: s.rec.LogLimit}
+	s.log = &logWriter{f: f, redact: newRedactor(s.rec.Redact), limit: s.rec.LogLimit,
+		onLimit: func(t time.Time) {
+			s.notify("loglimit " + strconv.FormatInt(s.rec.LogLimit, 10) + " " + strconv.FormatInt(t.UnixNano(), 10))
+		}}
 	defer f.Close()
 
 	if st, err := os.Stat(s.rec.WorkDir); err != nil || !st.IsDir() {
@@ -716,6 +719,9 @@ type logWriter struct {
 	// notes it in the log.
 	limit   int64
 	limited bool // guarded by mu
+	// onLimit, when set, is told (once, with mu held) when the log
+	// reached its limit: the shim notifies the executor.
+	onLimit func(t time.Time)
 }
 
 // system writes one "system" line.
@@ -738,6 +744,9 @@ func (w *logWriter) lines(stream string, lines [][]byte) time.Time {
 	if c, ok := w.f.(interface{ Limited() bool }); ok && !w.limited && c.Limited() {
 		w.limited = true
 		w.noteLimit(t)
+		if w.onLimit != nil {
+			w.onLimit(t)
+		}
 	}
 	return t
 }

@@ -13,15 +13,16 @@ import (
 )
 
 const (
-	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, created_at, updated_at`
+	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, log_limit, created_at, updated_at`
 	getPoolSQL    = `SELECT ` + poolCols + ` FROM pools WHERE name = $1`
 	listPoolsSQL  = `SELECT ` + poolCols + ` FROM pools ORDER BY name COLLATE "C"`
-	upsertPoolSQL = `INSERT INTO pools (` + poolCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	upsertPoolSQL = `INSERT INTO pools (` + poolCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (name) DO UPDATE SET executor = excluded.executor, gpu_type = excluded.gpu_type,
 		nodes_json = excluded.nodes_json, max_gpus_per_job = excluded.max_gpus_per_job,
 		max_nodes_per_job = excluded.max_nodes_per_job, max_timeout = excluded.max_timeout,
 		max_running = excluded.max_running, priorities = excluded.priorities,
-		borrowing = excluded.borrowing, preemption = excluded.preemption, updated_at = excluded.updated_at
+		borrowing = excluded.borrowing, preemption = excluded.preemption,
+		log_limit = excluded.log_limit, updated_at = excluded.updated_at
 		RETURNING created_at`
 
 	quotaCols      = `project, pool, gpus, cpus, memory, jobs, borrow_gpus, borrow_cpus, borrow_memory, borrow_jobs, max_priority, updated_at`
@@ -40,14 +41,14 @@ const (
 
 func scanPool(sc rowScanner) (domain.Pool, error) {
 	var (
-		p                                         domain.Pool
-		executor, gpuType, nodes, prios           string
-		maxGPUs, maxNodes, maxTimeout, maxRunning int64
-		bor, pre                                  int32
-		created, updated                          pgtype.Int8
+		p                                                   domain.Pool
+		executor, gpuType, nodes, prios                     string
+		maxGPUs, maxNodes, maxTimeout, maxRunning, logLimit int64
+		bor, pre                                            int32
+		created, updated                                    pgtype.Int8
 	)
 	if err := sc.Scan(&p.Name, &executor, &gpuType, &nodes, &maxGPUs, &maxNodes, &maxTimeout, &maxRunning,
-		&prios, &bor, &pre, &created, &updated); err != nil {
+		&prios, &bor, &pre, &logLimit, &created, &updated); err != nil {
 		return domain.Pool{}, err
 	}
 	ns, err := column.ParseNodes(nodes)
@@ -59,6 +60,7 @@ func scanPool(sc rowScanner) (domain.Pool, error) {
 	p.MaxTimeout = domain.Duration(maxTimeout)
 	p.Priorities = column.ParsePriorities(prios)
 	p.Borrowing, p.Preemption = bor != 0, pre != 0
+	p.LogLimit = domain.ByteSize(logLimit)
 	p.CreatedAt, p.UpdatedAt = timeOf(created), timeOf(updated)
 	return p, nil
 }
@@ -84,7 +86,7 @@ func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
 		var c pgtype.Int8
 		if err := w.queryRow(upsertPoolSQL, p.Name, p.Executor, p.GPUType, nodes, int64(p.MaxGPUsPerJob), int64(p.MaxNodesPerJob),
 			int64(p.MaxTimeout), int64(p.MaxRunning), column.Priorities(p.Priorities), boolArg(p.Borrowing), boolArg(p.Preemption),
-			timeArg(created), timeArg(p.UpdatedAt)).Scan(&c); err != nil {
+			int64(p.LogLimit), timeArg(created), timeArg(p.UpdatedAt)).Scan(&c); err != nil {
 			return interpretError(action, err)
 		}
 		stored = p

@@ -12,15 +12,16 @@ import (
 )
 
 const (
-	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, created_at, updated_at`
+	poolCols      = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, log_limit, created_at, updated_at`
 	getPoolSQL    = `SELECT ` + poolCols + ` FROM pools WHERE name = ?`
 	listPoolsSQL  = `SELECT ` + poolCols + ` FROM pools ORDER BY name`
-	upsertPoolSQL = `INSERT INTO pools (` + poolCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upsertPoolSQL = `INSERT INTO pools (` + poolCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET executor = excluded.executor, gpu_type = excluded.gpu_type,
 		nodes_json = excluded.nodes_json, max_gpus_per_job = excluded.max_gpus_per_job,
 		max_nodes_per_job = excluded.max_nodes_per_job, max_timeout = excluded.max_timeout,
 		max_running = excluded.max_running, priorities = excluded.priorities,
-		borrowing = excluded.borrowing, preemption = excluded.preemption, updated_at = excluded.updated_at`
+		borrowing = excluded.borrowing, preemption = excluded.preemption,
+		log_limit = excluded.log_limit, updated_at = excluded.updated_at`
 	poolCreatedSQL = `SELECT created_at FROM pools WHERE name = ?`
 
 	quotaCols       = `project, pool, gpus, cpus, memory, jobs, borrow_gpus, borrow_cpus, borrow_memory, borrow_jobs, max_priority, updated_at`
@@ -35,13 +36,13 @@ const (
 
 func scanPool(sc rowScanner) (domain.Pool, error) {
 	var (
-		p                                                   domain.Pool
-		executor, gpuType, nodes, prios                     string
-		maxGPUs, maxNodes, maxTimeout, maxRunning, bor, pre int64
-		created, updated                                    sql.NullInt64
+		p                                                             domain.Pool
+		executor, gpuType, nodes, prios                               string
+		maxGPUs, maxNodes, maxTimeout, maxRunning, bor, pre, logLimit int64
+		created, updated                                              sql.NullInt64
 	)
 	if err := sc.Scan(&p.Name, &executor, &gpuType, &nodes, &maxGPUs, &maxNodes, &maxTimeout, &maxRunning,
-		&prios, &bor, &pre, &created, &updated); err != nil {
+		&prios, &bor, &pre, &logLimit, &created, &updated); err != nil {
 		return domain.Pool{}, err
 	}
 	ns, err := column.ParseNodes(nodes)
@@ -53,6 +54,7 @@ func scanPool(sc rowScanner) (domain.Pool, error) {
 	p.MaxTimeout = domain.Duration(maxTimeout)
 	p.Priorities = column.ParsePriorities(prios)
 	p.Borrowing, p.Preemption = bor != 0, pre != 0
+	p.LogLimit = domain.ByteSize(logLimit)
 	p.CreatedAt, p.UpdatedAt = timeOf(created), timeOf(updated)
 	return p, nil
 }
@@ -77,7 +79,7 @@ func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
 	err = s.write(ctx, func(w *writer) error {
 		if _, err := w.exec(upsertPoolSQL, p.Name, p.Executor, p.GPUType, nodes, p.MaxGPUsPerJob, p.MaxNodesPerJob,
 			int64(p.MaxTimeout), p.MaxRunning, column.Priorities(p.Priorities), boolArg(p.Borrowing), boolArg(p.Preemption),
-			timeArg(created), timeArg(p.UpdatedAt)); err != nil {
+			int64(p.LogLimit), timeArg(created), timeArg(p.UpdatedAt)); err != nil {
 			return interpretError(action, err)
 		}
 		var c sql.NullInt64

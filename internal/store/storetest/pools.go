@@ -36,6 +36,7 @@ func testPool(name string) domain.Pool {
 		MaxRunning: 8,
 		Priorities: []domain.Priority{domain.PriorityLow, domain.PriorityNormal, domain.PriorityHigh},
 		Borrowing:  true, Preemption: true,
+		LogLimit:  3 << 30,
 		CreatedAt: at(1), UpdatedAt: at(1),
 	}
 }
@@ -84,6 +85,7 @@ func testPoolsReplaceKeepsCreated(t *testing.T, s store.Store) {
 	second.Priorities = nil
 	second.Borrowing, second.Preemption = false, false
 	second.MaxRunning = 0
+	second.LogLimit = 2 << 20 // a replace updates the limit too
 	second.CreatedAt = at(50) // ignored: the first write's CreatedAt stays
 	second.UpdatedAt = at(50)
 	got := putPool(t, s, second)
