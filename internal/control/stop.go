@@ -27,3 +27,14 @@ func cancelRequest(j domain.Job) executor.StopRequest {
 	}
 	return executor.StopRequest{Reason: domain.ReasonCanceledByUser, Message: msg}
 }
+
+// healthRequest is the stop request for an attempt that failed a health
+// check. Its words are short: the attempt's message, recorded by ended,
+// already starts with the check's own.
+func healthRequest(reason domain.Reason) executor.StopRequest {
+	msg := "health check failed (health.first_progress)"
+	if reason == domain.ReasonStalled {
+		msg = "stalled (health.stall)"
+	}
+	return executor.StopRequest{Reason: reason, Message: msg}
+}
