@@ -124,17 +124,18 @@ func loadServerConfig(path string) (serverConfig, error) {
 // serverDurations are the server config's plain durations, defaulted.
 type serverDurations struct {
 	retry, grace, halfLife, sampleEvery, logRetention time.Duration
+	maxGrace                                          time.Duration // the ceiling of policy.grace
 }
 
 func parseDurations(cfg serverConfig) (serverDurations, error) {
-	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, halfLife: 24 * time.Hour,
+	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, maxGrace: domain.MaxGraceDefault, halfLife: 24 * time.Hour,
 		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention}
 	for _, f := range []struct {
 		name string
 		s    string
 		v    *time.Duration
 	}{{"retry_backoff", cfg.RetryBackoff, &d.retry}, {"grace", cfg.Grace, &d.grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &d.halfLife},
-		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}} {
+		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}, {"max_grace", cfg.MaxGrace, &d.maxGrace}} {
 		if f.s == "" {
 			continue
 		}
@@ -143,6 +144,9 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 			return d, fmt.Errorf("server config %s: %q is not a positive duration (e.g. 10s)", f.name, f.s)
 		}
 		*f.v = v
+	}
+	if d.grace > d.maxGrace {
+		return d, fmt.Errorf("server config grace (%s) is longer than max_grace (%s), which caps every job's grace period; raise max_grace or lower grace", domain.FormatDuration(d.grace), domain.FormatDuration(d.maxGrace))
 	}
 	// Log retention (docs/operator.md): 0 keeps logs forever.
 	if cfg.LogRetention != "" {

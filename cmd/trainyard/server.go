@@ -71,7 +71,8 @@ type serverConfig struct {
 	// (default 24h).
 	FairShareHalfLife string `yaml:"fair_share_half_life"`
 	RetryBackoff      string `yaml:"retry_backoff"` // first retry delay, doubling (default 10s)
-	Grace             string `yaml:"grace"`         // SIGTERM→SIGKILL grace (default 10s)
+	Grace             string `yaml:"grace"`         // SIGTERM→SIGKILL grace of jobs without policy.grace (default 10s)
+	MaxGrace          string `yaml:"max_grace"`     // the most a job's policy.grace gets (default 10m)
 	LogLevel          string `yaml:"log_level"`     // debug, info, warn, error
 	// TLSCert and TLSKey, both set, serve HTTPS with this PEM certificate
 	// (chain) and key.
@@ -452,7 +453,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	loops := &leaderLoops{st: st, replica: replica, log: log}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
 		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
-			BaseEnv: baseEnv(), Grace: grace, RetryBackoff: retry, LogLimit: logLimit,
+			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.ResolveSecrets(ctx, project, names)

@@ -48,8 +48,10 @@ type Config struct {
 	// the job's own variables are added on top.
 	BaseEnv []string
 	// Grace is how long a stopped or timed-out process gets between SIGTERM
-	// and SIGKILL (default 10s).
-	Grace time.Duration
+	// and SIGKILL when its job sets no policy.grace (default 10s); MaxGrace
+	// caps a job's policy.grace, and Grace (default domain.MaxGraceDefault).
+	Grace    time.Duration
+	MaxGrace time.Duration
 	// LogLimit is the server's log limit per attempt: the default and
 	// ceiling of jobs in pools without their own (domain.EffectiveLogLimit);
 	// 0 is none.
@@ -249,6 +251,9 @@ func New(cfg Config) *Controller {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
+	if cfg.MaxGrace <= 0 {
+		cfg.MaxGrace = domain.MaxGraceDefault
+	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 10 * time.Second
 	}
@@ -444,7 +449,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	for id, j := range byID {
 		live[id] = true
 		if j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
-			c.stop(ctx, executor.Ref{JobID: id, Attempt: j.Attempts})
+			c.stop(ctx, executor.Ref{JobID: id, Attempt: j.Attempts}, cancelRequest(j))
 		}
 		if j.State == domain.JobQueued && j.NextAttempt.After(now) {
 			next = min(next, j.NextAttempt.Sub(now))
@@ -568,7 +573,8 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 		j := byID[pe.JobID]
 		c.log.Info("preempting", "job", pe.JobID, "attempt", j.Attempts, "for", pe.For)
-		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts})
+		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts},
+			executor.StopRequest{Reason: domain.ReasonPreempted, Message: fmt.Sprintf("preempted for job %d", pe.For)})
 		if !c.beneficiaries[pe.For] {
 			c.beneficiaries[pe.For] = true
 			c.hintIDs = append(c.hintIDs, pe.For) // its Pending changed
@@ -866,12 +872,14 @@ func (c *Controller) takeUnpack(ref executor.Ref) func(context.Context) error {
 	return f
 }
 
-func (c *Controller) stop(ctx context.Context, ref executor.Ref) {
+// stop asks the executor to stop an attempt, once; req says why (its zero
+// Grace leaves the attempt the grace it was launched with).
+func (c *Controller) stop(ctx context.Context, ref executor.Ref, req executor.StopRequest) {
 	if c.stopping[ref] || c.finishing[ref] { // finishing: it has ended
 		return
 	}
 	c.stopping[ref] = true
-	if err := c.cfg.Executor.Stop(ctx, ref, c.cfg.Grace); err != nil {
+	if err := c.cfg.Executor.Stop(ctx, ref, req); err != nil {
 		c.log.Warn("stop attempt", "attempt", ref.String(), "err", err)
 	}
 }
@@ -955,9 +963,10 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
 		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, poolLimit, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
-		Timeout:  spec.Policy.Timeout.D(), Grace: c.cfg.Grace,
+		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
 		Resources: spec.Resources, GPUs: gpus, Redact: redact,
 	}
+	applyStopPolicy(&l, spec)                         // warning, stop signal: stop.go
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go
 		return l, err
 	}

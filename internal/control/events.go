@@ -158,7 +158,7 @@ func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
 	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
 	if err == nil && job.CancelRequested {
 		delete(c.stopping, ref)
-		c.stop(ctx, ref)
+		c.stop(ctx, ref, cancelRequest(job))
 	}
 }
 

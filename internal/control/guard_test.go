@@ -149,6 +149,11 @@ func (g *guardRig) notPreemptedFor(victim domain.Job) domain.Job {
 func TestPreemptionGuardHoldsAJobPreemptedTooOften(t *testing.T) {
 	g := newGuardRig(t)
 	victim, beneficiaries := g.preemptFourTimes()
+	// Each stop request names the job it makes room for.
+	reqs := g.ex.StopRequests()
+	if len(reqs) == 0 || reqs[0].Reason != domain.ReasonPreempted || reqs[0].Message != fmt.Sprintf("preempted for job %d", beneficiaries[0]) {
+		t.Errorf("stop requests %+v, want the first Preempted for job %d", reqs, beneficiaries[0])
+	}
 	held, _ := g.obs.seen()
 	if len(held) != 1 {
 		t.Fatalf("observer heard of %d holds, want 1: %+v", len(held), held)

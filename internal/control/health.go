@@ -143,7 +143,7 @@ func (c *Controller) checkHealth(ctx context.Context, now time.Time, atts []doma
 		}
 		c.log.Info("stopping unhealthy attempt", "attempt", ref.String(), "reason", reason)
 		c.healthStopped[ref] = true
-		c.stop(ctx, ref)
+		c.stop(ctx, ref, healthRequest(reason))
 	}
 	return next
 }

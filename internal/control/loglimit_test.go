@@ -70,6 +70,11 @@ func TestLaunchGetsThePoolsLogLimit(t *testing.T) {
 		}
 	}
 	r.setPoolLogLimit(0)
+	// A cycle that began before the change may launch with the limit it
+	// read then; two jobs run to the end put a whole cycle after it.
+	for range 2 {
+		r.wait(r.submit("name: settle\nentrypoint: [x]\n").ID, domain.JobSucceeded)
+	}
 	j := r.submit("name: logs\nentrypoint: [x]\npolicy: {log_limit: 4GiB}\n")
 	r.wait(j.ID, domain.JobSucceeded)
 	if got := launchOf(t, r.ex, executor.Ref{JobID: j.ID, Attempt: 1}, 1).LogLimit; got != server {

@@ -66,6 +66,57 @@ type Policy struct {
 	// LogLimit bounds the log of one attempt; beyond it the log keeps its
 	// head and a rolling tail. 0: the pool's limit (see EffectiveLogLimit).
 	LogLimit ByteSize `json:"log_limit,omitempty"`
+	// Grace is the time between the stop signal and SIGKILL when the job is
+	// stopped (canceled, timed out, preempted, unhealthy). 0: the server's
+	// default; a value above the server's maximum is capped at it.
+	Grace Duration `json:"grace,omitempty"`
+	// Warn, when set, is an advance warning signal sent Warn.Before the
+	// timeout ends the attempt.
+	Warn *Warn `json:"warn,omitempty"`
+	// StopSignalTo is who gets the stop signal: StopGroup (the default when
+	// empty) or StopMain.
+	StopSignalTo StopTarget `json:"stop_signal_to,omitempty"`
+}
+
+// Warn is an advance warning before the timeout: Signal is sent Before the
+// timeout, to the processes the stop signal goes to.
+type Warn struct {
+	// Signal is a signal name without the SIG prefix, as in WarnSignals.
+	Signal string   `json:"signal"`
+	Before Duration `json:"before"`
+}
+
+// WarnSignals are the signals a job may ask to be warned with: those a
+// program can catch and that do not stop it by default.
+var WarnSignals = []string{"USR1", "USR2", "HUP", "INT", "QUIT", "ALRM", "TERM", "URG", "WINCH", "CONT"}
+
+// StopTarget says which processes of an attempt get its stop (and warning)
+// signal.
+type StopTarget string
+
+const (
+	// StopGroup signals every process in the attempt's process group.
+	StopGroup StopTarget = "group"
+	// StopMain signals the entrypoint's process only; the rest of the group
+	// gets the signal once it has exited, or SIGKILL when the grace ends.
+	StopMain StopTarget = "main"
+)
+
+// MaxGraceDefault is a server's default ceiling on a job's policy.grace.
+const MaxGraceDefault = 10 * time.Minute
+
+// EffectiveGrace is an attempt's grace period: the job's own, capped at
+// the server's ceiling (none when 0); a job without one gets the server's
+// default, capped likewise.
+func EffectiveGrace(job, def, ceiling time.Duration) time.Duration {
+	g := job
+	if g <= 0 {
+		g = def
+	}
+	if ceiling > 0 && g > ceiling {
+		g = ceiling
+	}
+	return g
 }
 
 // MinLogLimit is the smallest log limit: each quarter of it (a rolling tail

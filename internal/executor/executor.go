@@ -48,9 +48,18 @@ type Launch struct {
 	// tail (logs.Writer).
 	LogLimit int64
 	// Timeout, when positive, bounds the attempt's run time: at expiry the
-	// whole process group gets SIGTERM, then SIGKILL after Grace.
+	// attempt gets SIGTERM (see StopSignalTo), then, once Grace has passed,
+	// SIGKILL for every process of it still running. Grace also applies to
+	// Stop requests that give none; zero means 10s.
 	Timeout time.Duration
 	Grace   time.Duration
+	// Warn, when its Signal is set and Timeout positive, is sent Warn.Before
+	// the timeout, to the processes the stop signal goes to.
+	Warn Warn
+	// StopSignalTo says who gets the stop and warning signals: the whole
+	// process group (domain.StopGroup, also when empty) or the main process
+	// only (domain.StopMain), the rest getting SIGTERM once it has exited.
+	StopSignalTo domain.StopTarget
 	// Resources and GPUs are what the scheduler assigned. Executors enforce
 	// limits where they can (memory via cgroups) and export GPUs.
 	Resources domain.Resources
@@ -65,6 +74,26 @@ type Launch struct {
 	// non-zero, Argv never starts and the attempt ends failed with reason
 	// EnvironmentCheckFailed (no Started event).
 	Check []string
+}
+
+// Warn is an advance warning signal before the timeout.
+type Warn struct {
+	Signal string // a name from domain.WarnSignals, SIG prefix optional; empty: none
+	Before time.Duration
+}
+
+// StopRequest says how and why to stop an attempt.
+type StopRequest struct {
+	// Grace is the time between the stop signal and SIGKILL; zero: the
+	// launch's Grace.
+	Grace time.Duration
+	// Reason is why the attempt is stopped: CanceledByUser (also when
+	// empty), Preempted, HealthCheckFailed or Stalled. It becomes the
+	// Reason of the attempt's Exited event.
+	Reason domain.Reason
+	// Message says more, in words, for the attempt's log and its Exited
+	// event: "canceled by alice", "preempted for job 12".
+	Message string
 }
 
 // EventKind says what happened to an attempt.
@@ -100,7 +129,8 @@ type Event struct {
 	Limit int64
 	// With Exited: State is one of succeeded, failed, timed_out, canceled;
 	// Reason is Completed, ExitCode, EntrypointNotFound, EnvironmentCheckFailed,
-	// OOMKilled, Timeout or CanceledByUser; ExitCode is nil when the process never ran or was killed
+	// OOMKilled, Timeout, or a StopRequest's Reason (CanceledByUser,
+	// Preempted, HealthCheckFailed, Stalled); ExitCode is nil when the process never ran or was killed
 	// by a signal (Message then names the signal).
 	State    domain.AttemptState
 	Reason   domain.Reason
@@ -132,10 +162,12 @@ type Executor interface {
 	// after a restart: it calls Launch again for every active attempt.
 	// A returned error means the attempt could not be started at all.
 	Launch(ctx context.Context, l Launch) error
-	// Stop asks the attempt to end: SIGTERM to its process group, SIGKILL
-	// after grace. Its Exited event follows with State canceled. Stopping an
-	// attempt that already ended is not an error.
-	Stop(ctx context.Context, ref Ref, grace time.Duration) error
+	// Stop asks the attempt to end: SIGTERM (to its process group, or its
+	// main process: Launch.StopSignalTo), then SIGKILL for whatever is left
+	// when the grace period ends. Its Exited event follows with State
+	// canceled and the request's Reason. Stopping an attempt that already
+	// ended is not an error.
+	Stop(ctx context.Context, ref Ref, req StopRequest) error
 	// Events delivers observations. The control loop drains it continuously.
 	Events() <-chan Event
 	// Inventory reports the nodes and their capacity.

@@ -30,7 +30,8 @@ var (
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
 	inputFields      = []string{"name", "path", "version"}
 	outputsFields    = []string{"path"}
-	policyFields     = []string{"timeout", "retries", "reentrant", "priority", "preemptible", "log_limit"}
+	policyFields     = []string{"timeout", "retries", "reentrant", "priority", "preemptible", "log_limit", "grace", "warn", "stop_signal_to"}
+	warnFields       = []string{"signal", "before"}
 	checkpointFields = []string{"keep"}
 	healthFields     = []string{"first_progress", "stall"}
 )
@@ -462,6 +463,28 @@ func (d *decoder) policy(p string, v *yaml.Node, pol *domain.Policy) {
 			d.boolean(p, v, &pol.Preemptible)
 		case "log_limit":
 			d.size(p, v, &pol.LogLimit)
+		case "grace":
+			d.duration(p, v, &pol.Grace)
+		case "warn":
+			if v.Kind != yaml.MappingNode {
+				d.fail(p, v, "must be a mapping such as {signal: USR1, before: 5m}, got %s", describe(v))
+				return
+			}
+			w := &domain.Warn{}
+			d.fields(p, v, warnFields, func(key, p string, v *yaml.Node) {
+				switch key {
+				case "signal":
+					d.str(p, v, &w.Signal)
+				case "before":
+					d.duration(p, v, &w.Before)
+				}
+			})
+			pol.Warn = w
+		case "stop_signal_to":
+			var s string
+			if d.str(p, v, &s) {
+				pol.StopSignalTo = domain.StopTarget(s)
+			}
 		}
 	})
 }

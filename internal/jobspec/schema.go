@@ -143,6 +143,19 @@ func schema() obj {
 					"priority":    obj{"type": "string", "enum": priorities, "default": string(d.Policy.Priority), "description": "Priority class, bounded by the project's quota."},
 					"preemptible": obj{"type": "boolean", "default": false, "description": "The scheduler may stop the job to make room for higher-priority work."},
 					"log_limit":   obj{"oneOf": []obj{{"type": "integer", "minimum": 0}, {"type": "string", "pattern": SizePattern}}, "description": "Largest log of one attempt, at least 1MiB: beyond it the log keeps its head and a rolling tail. Absent or 0: the pool's limit; a larger value is capped at the pool's limit."},
+					"grace":       duration("Time between the stop signal (SIGTERM) and SIGKILL when the job is canceled, times out, is preempted or fails a health check. Absent or 0: the server's default (10s unless configured); a larger value than the server's max_grace (10m unless configured) is capped at it.", ""),
+					"warn": obj{
+						"type":                 "object",
+						"additionalProperties": false,
+						"required":             []string{"signal", "before"},
+						"description":          "An advance warning signal sent 'before' the timeout (like Slurm's --signal), to the same processes as the stop signal. Needs a timeout longer than 'before'.",
+						"properties": obj{
+							"signal": obj{"type": "string", "enum": warnSignalNames(), "description": "The signal, e.g. USR1 (SIG prefix optional)."},
+							"before": duration("How long before the timeout the signal is sent; more than 0.", ""),
+						},
+					},
+					"stop_signal_to": obj{"type": "string", "enum": []string{string(domain.StopGroup), string(domain.StopMain)}, "default": string(domain.StopGroup),
+						"description": "Who gets the stop and warning signals: group, every process of the job; main, the entrypoint's process only (the rest of its process group gets SIGTERM once it exits, or SIGKILL when the grace period ends)."},
 				},
 				"dependentSchemas": obj{
 					"retries": obj{
@@ -178,4 +191,13 @@ func schema() obj {
 func withDefault(o obj, def any) obj {
 	o["default"] = def
 	return o
+}
+
+// warnSignalNames lists the warning signals with and without the SIG prefix.
+func warnSignalNames() []string {
+	out := make([]string, 0, 2*len(domain.WarnSignals))
+	for _, n := range domain.WarnSignals {
+		out = append(out, n, "SIG"+n)
+	}
+	return out
 }

@@ -362,12 +362,46 @@ func checkPolicy(es *domain.FieldErrors, pol domain.Policy) {
 	if pol.Preemptible && !pol.Reentrant {
 		es.Add("policy.preemptible", "a preemptible job is stopped and run again from its checkpoint, so it must be re-entrant; set policy.reentrant: true, or remove policy.preemptible")
 	}
+	checkStop(es, pol)
 	if pol.Priority.Rank() < 0 {
 		names := make([]string, 0, 4)
 		for _, p := range domain.Priorities() {
 			names = append(names, string(p))
 		}
 		es.Add("policy.priority", "%q is not a priority; use one of %s", string(pol.Priority), strings.Join(names, ", "))
+	}
+}
+
+// checkStop checks how the job is stopped: its grace period, its warning
+// before the timeout and who gets the signals.
+func checkStop(es *domain.FieldErrors, pol domain.Policy) {
+	if pol.Grace < 0 {
+		es.Add("policy.grace", "must be 0 or more (0 means the server's default), got %s", pol.Grace)
+	}
+	switch pol.StopSignalTo {
+	case "", domain.StopGroup, domain.StopMain:
+	default:
+		es.Add("policy.stop_signal_to", "%q is not a stop target; use %q (every process of the job, the default) or %q (the entrypoint's process only; the rest of its process group is signalled once it exits)",
+			string(pol.StopSignalTo), domain.StopGroup, domain.StopMain)
+	}
+	w := pol.Warn
+	if w == nil {
+		return
+	}
+	name := strings.TrimPrefix(w.Signal, "SIG")
+	switch {
+	case w.Signal == "":
+		es.Add("policy.warn.signal", "is missing; name the signal to send before the timeout, one of %s", strings.Join(domain.WarnSignals, ", "))
+	case !slices.Contains(domain.WarnSignals, name):
+		es.Add("policy.warn.signal", "%q is not a warning signal; use one of %s (upper case, SIG prefix optional)", w.Signal, strings.Join(domain.WarnSignals, ", "))
+	}
+	switch {
+	case w.Before <= 0:
+		es.Add("policy.warn.before", "must be more than 0: how long before the timeout the signal is sent, e.g. 5m; got %s", w.Before)
+	case pol.Timeout <= 0:
+		es.Add("policy.warn", "warns before the timeout, but the job has none (policy.timeout is 0); set policy.timeout or remove policy.warn")
+	case w.Before >= pol.Timeout:
+		es.Add("policy.warn.before", "must be shorter than policy.timeout (%s), got %s", pol.Timeout, w.Before)
 	}
 }
 

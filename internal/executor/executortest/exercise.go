@@ -129,7 +129,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 				l := h.Launch(t, []string{"/bin/sh", "-c", tc.trap + `sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; wait`}, nil)
 				h.Wait(t, l.Ref, executor.Started)
 				WaitFiles(t, l.WorkDir, "sh.pid", "bg.pid")
-				if err := h.Exec.Stop(context.Background(), l.Ref, tc.grace); err != nil {
+				if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: tc.grace}); err != nil {
 					t.Fatalf("Stop: %v", err)
 				}
 				ev := h.Wait(t, l.Ref, executor.Exited)
@@ -146,7 +146,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 		h := NewHarness(t, newExec(t))
 		l := h.Launch(t, []string{"true"}, nil)
 		h.Wait(t, l.Ref, executor.Exited)
-		if err := h.Exec.Stop(context.Background(), l.Ref, time.Second); err != nil {
+		if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 			t.Errorf("Stop after exit: %v, want nil", err)
 		}
 	})

@@ -27,8 +27,9 @@ type Fake struct {
 	// only Started to keep the attempt running until Emit or Stop ends it.
 	Script func(l executor.Launch) []executor.Event
 	// StopFunc, when set, replaces Stop. Default: a running attempt reports
-	// Exited canceled/CanceledByUser; an ended or unknown one is a no-op.
-	StopFunc func(ctx context.Context, ref executor.Ref, grace time.Duration) error
+	// Exited canceled with the request's reason (CanceledByUser when it has
+	// none); an ended or unknown one is a no-op.
+	StopFunc func(ctx context.Context, ref executor.Ref, req executor.StopRequest) error
 	// InventoryFunc, when set, replaces Inventory. Default: one node "fake"
 	// with 8 CPUs, 64GiB and GPUs 0-3.
 	InventoryFunc func(ctx context.Context) (executor.Inventory, error)
@@ -38,6 +39,7 @@ type Fake struct {
 	mu       sync.Mutex
 	launches []executor.Launch
 	stops    []executor.Ref
+	requests []executor.StopRequest            // parallel to stops
 	history  map[executor.Ref][]executor.Event // events reported per attempt
 }
 
@@ -117,18 +119,26 @@ func (f *Fake) Emit(ev executor.Event) {
 }
 
 // Stop records the request; see StopFunc for the default behaviour.
-func (f *Fake) Stop(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+func (f *Fake) Stop(ctx context.Context, ref executor.Ref, req executor.StopRequest) error {
 	f.init()
 	f.mu.Lock()
 	f.stops = append(f.stops, ref)
+	f.requests = append(f.requests, req)
 	evs, seen := f.history[ref]
 	f.mu.Unlock()
 	if f.StopFunc != nil {
-		return f.StopFunc(ctx, ref, grace)
+		return f.StopFunc(ctx, ref, req)
 	}
 	if seen && !ended(evs) {
+		reason, msg := req.Reason, "stopped on request"
+		if reason == "" {
+			reason = domain.ReasonCanceledByUser
+		}
+		if req.Message != "" {
+			msg = "stopped: " + req.Message
+		}
 		f.Emit(executor.Event{Ref: ref, Kind: executor.Exited, At: time.Now().UTC(),
-			State: domain.AttemptCanceled, Reason: domain.ReasonCanceledByUser, Message: "stopped on request"})
+			State: domain.AttemptCanceled, Reason: reason, Message: msg})
 	}
 	return nil
 }
@@ -159,4 +169,12 @@ func (f *Fake) Stops() []executor.Ref {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.stops)
+}
+
+// StopRequests returns the request of every Stop call, in the order of
+// Stops.
+func (f *Fake) StopRequests() []executor.StopRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
 }

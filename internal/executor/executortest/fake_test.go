@@ -18,7 +18,7 @@ func TestFakeDefaultScript(t *testing.T) {
 		t.Errorf("Started.PID = %d, want > 0", ev.PID)
 	}
 	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-	if err := f.Stop(context.Background(), l.Ref, time.Second); err != nil {
+	if err := f.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 		t.Errorf("Stop after exit: %v", err)
 	}
 	if got := len(f.Stops()); got != 1 {
@@ -33,7 +33,7 @@ func TestFakeStopRunning(t *testing.T) {
 	h := NewHarness(t, f)
 	l := h.Launch(t, []string{"sleep", "300"}, nil)
 	h.Wait(t, l.Ref, executor.Started)
-	if err := f.Stop(context.Background(), l.Ref, time.Second); err != nil {
+	if err := f.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ev := h.Wait(t, l.Ref, executor.Exited)

@@ -105,7 +105,8 @@ func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	errR.Close()
 	switch {
 	case stopped:
-		return domain.ReasonCanceledByUser, "stopped on request during the environment check " + cmdText, false
+		req := s.stopRequest()
+		return req.Reason, "stopped during the environment check " + cmdText + ": " + req.describe(), false
 	case timedOut:
 		return failed("did not finish within %s", domain.FormatDuration(limit))
 	case st == nil:

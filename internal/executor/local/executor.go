@@ -6,7 +6,8 @@
 // job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
 // the log (package logs), enforces the timeout and stop requests (SIGTERM to
-// the group, SIGKILL after the grace period), starts the job's processes in
+// the group, then SIGKILL for what is left when the grace period ends: see
+// stop.go), starts the job's processes in
 // a cgroup of their own where one is writable (package cgroup: the memory
 // limit, and every process held together) while it stays beside it, and
 // finally records the outcome in exit.json. A shim that dies without one
@@ -19,7 +20,8 @@
 // A zero Launch.Grace means a grace period of 10s.
 //
 // Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
-// (the shim's own diagnostics), stop (a pending stop request's grace),
+// (the shim's own diagnostics), stop (a pending stop request: its grace and
+// reason),
 // metrics.jsonl, cgroup.json (the attempt's cgroups) or procs (its
 // processes, without cgroups), and the attempt's home and tmp directories.
 //
@@ -351,6 +353,8 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 		Redact: l.Redact, Check: l.Check,
 	}
 	rec.Cgroups = e.cgroups
+	rec.Warn, rec.StopSignalTo = l.Warn, l.StopSignalTo
+	rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
 	if id != nil {
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
@@ -655,10 +659,13 @@ func (a *attempt) isDone() bool {
 }
 
 // Stop asks the attempt's shim to end it: the shim sends SIGTERM to the
-// process group and SIGKILL after grace (zero: the launch's grace). The
-// attempt must have been launched (or relaunched, to reattach) through this
-// executor; stopping an attempt that already ended is not an error.
-func (e *Executor) Stop(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+// process group (or the main process: Launch.StopSignalTo), waits for all of
+// the attempt's processes until the grace period (zero: the launch's) ends,
+// and SIGKILLs what is left. The request's reason and message go into the
+// attempt's log and exit record. The attempt must have been launched (or
+// relaunched, to reattach) through this executor; stopping an attempt that
+// already ended is not an error.
+func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.StopRequest) error {
 	e.mu.Lock()
 	a := e.attempts[ref]
 	e.mu.Unlock()
@@ -668,9 +675,9 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, grace time.Durati
 	if a.isDone() || exists(filepath.Join(a.dir, exitFile)) {
 		return nil
 	}
-	// The shim reads the grace from the stop file when it gets SIGTERM, and
-	// checks for the file before it starts the process.
-	if err := writeFileAtomic(filepath.Join(a.dir, stopFile), []byte(strconv.FormatInt(int64(grace), 10)), 0o600); err != nil {
+	// The shim reads the request from the stop file when it gets SIGTERM,
+	// and checks for the file before it starts the process.
+	if err := writeFileAtomic(filepath.Join(a.dir, stopFile), encodeStop(req), 0o600); err != nil {
 		return fmt.Errorf("stop %s: %w", ref, err)
 	}
 	a.mu.Lock()

@@ -183,7 +183,7 @@ func TestStopAfterReattach(t *testing.T) {
 	}
 	hb.Wait(t, l.Ref, executor.Started)
 	executortest.WaitFiles(t, l.WorkDir, "bg.pid", "sh.pid")
-	if err := b.Stop(context.Background(), l.Ref, time.Second); err != nil {
+	if err := b.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ev := hb.Wait(t, l.Ref, executor.Exited)
@@ -200,7 +200,7 @@ func TestStopRightAfterLaunch(t *testing.T) {
 	h := executortest.NewHarness(t, e)
 	for i := 0; i < 5; i++ {
 		l := h.Launch(t, shell(`sleep 300`), nil)
-		if err := e.Stop(context.Background(), l.Ref, time.Second); err != nil {
+		if err := e.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		ev := h.Wait(t, l.Ref, executor.Exited)
@@ -211,7 +211,7 @@ func TestStopRightAfterLaunch(t *testing.T) {
 }
 
 func TestStopUnknownAttempt(t *testing.T) {
-	err := newExec(t).Stop(context.Background(), executor.Ref{JobID: 1, Attempt: 1}, time.Second)
+	err := newExec(t).Stop(context.Background(), executor.Ref{JobID: 1, Attempt: 1}, executor.StopRequest{Grace: time.Second})
 	if !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("Stop of an unknown attempt = %v, want ErrNotFound", err)
 	}

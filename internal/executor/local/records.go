@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/executor/local/cgroup"
 )
 
@@ -23,7 +24,7 @@ const (
 	shimPIDFile  = "shim.pid"    // "<pid> <start time>": the owning shim, created exclusively
 	childPIDFile = "child.pid"   // "<pid>": the user's process, once started
 	exitFile     = "exit.json"   // how the attempt ended; written atomically, last
-	stopFile     = "stop"        // "<grace ns>": a stop request, written before SIGTERM
+	stopFile     = "stop"        // a stop request (stopRecord), written before SIGTERM
 	shimLogFile  = "shim.log"    // the shim's own stdout and stderr
 	cgroupFile   = "cgroup.json" // the attempt's cgroups (cgroup.Attempt), written before they are made
 	procsFile    = "procs"       // "<pid> <start time>" lines: the attempt's processes, without cgroups
@@ -48,8 +49,14 @@ type launchRecord struct {
 	LogLimit int64         `json:"log_limit,omitempty"`
 	Timeout  time.Duration `json:"timeout_ns,omitempty"`
 	Grace    time.Duration `json:"grace_ns,omitempty"`
-	Memory   int64         `json:"memory_bytes,omitempty"`
-	GPUs     []int         `json:"gpus,omitempty"`
+	// Warn and StopSignalTo: see executor.Launch.
+	Warn         executor.Warn     `json:"warn,omitzero"`
+	StopSignalTo domain.StopTarget `json:"stop_signal_to,omitempty"`
+	// CheckpointDir is the job's TRAINYARD_CHECKPOINT_DIR, where the
+	// shim removes half-written checkpoints after the attempt; empty: none.
+	CheckpointDir string `json:"checkpoint_dir,omitempty"`
+	Memory        int64  `json:"memory_bytes,omitempty"`
+	GPUs          []int  `json:"gpus,omitempty"`
 	// Redact lists the secret values to hide in the log (see
 	// executor.Launch.Redact).
 	Redact []string `json:"redact,omitempty"`

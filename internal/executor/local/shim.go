@@ -150,7 +150,8 @@ func (s *shim) run() int {
 		}
 	}
 	if s.stopRequested() {
-		return s.finishEarly(domain.ReasonCanceledByUser, "stopped before the process started")
+		req := s.stopRequest()
+		return s.finishEarly(req.Reason, "stopped before the process started: "+req.describe())
 	}
 	if s.rec.Cgroups != nil {
 		s.enterGroups()
@@ -234,17 +235,6 @@ func (s *shim) stopRequested() bool {
 	return err == nil
 }
 
-// stopGrace is the grace of the current stop request: the one in the stop
-// file, else the launch's, else the default.
-func (s *shim) stopGrace() time.Duration {
-	if b, err := os.ReadFile(filepath.Join(s.dir, stopFile)); err == nil {
-		if ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && ns > 0 {
-			return time.Duration(ns)
-		}
-	}
-	return s.launchGrace()
-}
-
 func (s *shim) launchGrace() time.Duration {
 	if s.rec.Grace > 0 {
 		return s.rec.Grace
@@ -312,7 +302,7 @@ func (s *shim) startProcess(path string, argv []string, attr *os.ProcAttr) (*os.
 // finishEarly records an attempt that never started.
 func (s *shim) finishEarly(reason domain.Reason, msg string) int {
 	state := domain.AttemptFailed
-	if reason == domain.ReasonCanceledByUser {
+	if isStopReason(reason) {
 		state = domain.AttemptCanceled
 	}
 	if s.log != nil {
@@ -341,7 +331,8 @@ func (s *shim) supervise() int {
 		s.leaveGroup()
 		return s.finishEarly(reason, msg)
 	}
-	path, err := resolve(rec.Argv[0], rec.Env, rec.WorkDir)
+	argv := execSimple(rec.Argv)
+	path, err := resolve(argv[0], rec.Env, rec.WorkDir)
 	if err != nil {
 		s.leaveGroup()
 		return s.finishEarly(domain.ReasonEntrypointNotFound, err.Error())
@@ -360,7 +351,7 @@ func (s *shim) supervise() int {
 	if env == nil {
 		env = []string{}
 	}
-	proc, err := s.startProcess(path, rec.Argv, &os.ProcAttr{
+	proc, err := s.startProcess(path, argv, &os.ProcAttr{
 		Dir:   rec.WorkDir,
 		Env:   env,
 		Files: []*os.File{devNull, outW, errW},
@@ -385,8 +376,8 @@ func (s *shim) supervise() int {
 	pid := proc.Pid
 	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
 	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
-	argv, _ := json.Marshal(rec.Argv)
-	s.log.system("started %s as pid %d in %s", argv, pid, rec.WorkDir)
+	argvJSON, _ := json.Marshal(argv)
+	s.log.system("started %s as pid %d in %s", argvJSON, pid, rec.WorkDir)
 	if s.cg != nil {
 		// The kernel's OOM killer must pick the user's process, never the
 		// shim (which is outside the job's memory group anyway). The child
@@ -415,38 +406,77 @@ func (s *shim) supervise() int {
 		exitCh <- waited{st, err}
 	}()
 
-	var timeoutC, killC <-chan time.Time
+	var timeoutC, warnC, killC, pollC <-chan time.Time
 	if rec.Timeout > 0 {
 		t := time.NewTimer(rec.Timeout)
 		defer t.Stop()
 		timeoutC = t.C
 	}
-	var cause domain.Reason // Timeout or CanceledByUser once the shim ends the process
+	warnSig, warnAt, warn := s.warnSignal()
+	if warn {
+		t := time.NewTimer(warnAt)
+		defer t.Stop()
+		warnC = t.C
+	}
+	// cause is Timeout or the stop request's reason once the shim ends the
+	// process; then the loop waits for every process of the attempt, not
+	// only the main one, until the grace period ends.
+	var cause domain.Reason
+	var stopMsg string // the stop request's words
 	var grace time.Duration
 	killed := false
 	var w waited
+	mainDone := false
+	startStop := func(c domain.Reason, g time.Duration, what string) {
+		cause, grace = c, g
+		s.log.system("%s; sending SIGTERM to %s, SIGKILL to whatever is left after %s", what, s.target(), domain.FormatDuration(grace))
+		s.signalTarget(pid, syscall.SIGTERM)
+		killC = time.After(grace)
+	}
 loop:
 	for {
 		select {
 		case w = <-exitCh:
-			break loop
+			exitCh, mainDone = nil, true
+			if cause == "" || killed {
+				break loop // the attempt ended on its own, or all got SIGKILL
+			}
+			if s.toMain() {
+				_ = syscall.Kill(-pid, syscall.SIGTERM) // the rest of the group, told now
+			}
+			if reapExited() {
+				break loop
+			}
+			pollC = time.After(groupPoll)
+		case <-pollC:
+			if reapExited() {
+				break loop
+			}
+			pollC = time.After(groupPoll)
+		case <-warnC:
+			warnC = nil
+			if cause == "" {
+				s.log.system("timeout in %s; sending %s to %s (policy.warn)", domain.FormatDuration(rec.Warn.Before), unix.SignalName(warnSig), s.target())
+				s.signalTarget(pid, warnSig)
+			}
 		case <-timeoutC:
 			if cause == "" {
-				cause, grace = domain.ReasonTimeout, s.launchGrace()
-				s.log.system("timeout of %s reached; sending SIGTERM to the process group, SIGKILL after %s", domain.FormatDuration(rec.Timeout), domain.FormatDuration(grace))
-				killC = s.terminate(pid, grace)
+				startStop(domain.ReasonTimeout, s.launchGrace(), "timeout of "+domain.FormatDuration(rec.Timeout)+" reached")
 			}
 		case sig := <-s.sigs:
 			if cause == "" {
-				cause, grace = domain.ReasonCanceledByUser, s.stopGrace()
-				s.log.system("stop requested (%v); sending SIGTERM to the process group, SIGKILL after %s", sig, domain.FormatDuration(grace))
-				killC = s.terminate(pid, grace)
+				req := s.stopRequest()
+				stopMsg = req.describe()
+				startStop(req.Reason, req.Grace, fmt.Sprintf("stop requested (%s, %v)", stopMsg, sig))
 			}
 		case <-killC:
 			killC = nil
 			killed = true
-			s.log.system("grace period of %s over; sending SIGKILL to the process group", domain.FormatDuration(grace))
+			s.log.system("grace period of %s over; sending SIGKILL to the attempt's processes", domain.FormatDuration(grace))
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			if mainDone {
+				break loop // the cleanup below ends the rest
+			}
 		}
 	}
 	finishedAt := time.Now().UTC()
@@ -461,6 +491,7 @@ loop:
 	reapOrphans(time.Now().Add(reapWait))
 	s.track.stop()
 	s.removeTmp()
+	s.removeCheckpointTmp()
 	select {
 	case <-drained:
 	case <-time.After(drainWait):
@@ -501,9 +532,9 @@ loop:
 	s.leaveGroup()
 
 	switch {
-	case cause == domain.ReasonCanceledByUser:
+	case isStopReason(cause):
 		r.State, r.Reason = domain.AttemptCanceled, cause
-		r.Message = "stopped on request; " + how
+		r.Message = "stopped: " + stopMsg + "; " + how
 		if killed {
 			r.Message += " after a grace period of " + domain.FormatDuration(grace)
 		}
@@ -536,13 +567,6 @@ func (s *shim) removeTmp() {
 	if err := os.RemoveAll(filepath.Join(s.dir, tmpDir)); err != nil && s.log != nil {
 		s.log.system("cannot remove the attempt's temporary files: %v", err)
 	}
-}
-
-// terminate sends SIGTERM to the process group and returns the channel that
-// fires when the grace period is over.
-func (s *shim) terminate(pid int, grace time.Duration) <-chan time.Time {
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	return time.After(grace)
 }
 
 // oomKilled reads the group's OOM counters. On v1 kernels without an OOM
