@@ -20,8 +20,14 @@
 //
 // Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
 // (the shim's own diagnostics), stop (a pending stop request's grace),
-// metrics.jsonl, cgroup.json (the attempt's cgroups) or procs (its
+// metrics.jsonl, master_port, cgroup.json (the attempt's cgroups) or procs (its
 // processes, without cgroups), and the attempt's home and tmp directories.
+//
+// Each attempt gets the device and rank environment of its placement
+// (executor.Placement.Env) with a MASTER_PORT of its own from Config.Ports
+// (rendezvous.go; recorded in master_port), and OMP_NUM_THREADS and
+// MKL_NUM_THREADS from resources.cpus, which a writable cgroup cpu
+// controller also enforces as a quota.
 //
 // With Config.Isolation the attempt runs as its project's own unprivileged
 // user (see Isolation); the shim stays root, so that it can write the log,
