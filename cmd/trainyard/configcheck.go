@@ -17,6 +17,7 @@ import (
 	"trainyard/internal/artifacts"
 	blobs3 "trainyard/internal/blob/s3"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/metrics/sample"
 	"trainyard/internal/service"
 	"trainyard/internal/yamlcheck"
@@ -210,6 +211,11 @@ func validateServerConfig(cfg serverConfig) error {
 	if cfg.ObjectStore != "" {
 		if _, err := blobs3.ParseURL(cfg.ObjectStore); err != nil {
 			add(fmt.Errorf("server config object_store: %w", err))
+		}
+	}
+	if cfg.RendezvousPorts != "" {
+		if _, err := local.ParsePortRange(cfg.RendezvousPorts); err != nil {
+			add(fmt.Errorf("server config rendezvous_ports: %w", err))
 		}
 	}
 	switch cfg.Isolation {

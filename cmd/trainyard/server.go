@@ -122,6 +122,9 @@ type serverConfig struct {
 	// users (docs/security.md): auto (default; when the server runs as
 	// root), required (refuse to start otherwise) or off.
 	Isolation string `yaml:"isolation"`
+	// RendezvousPorts is the range each attempt's MASTER_PORT comes from
+	// (default 29500-29999; docs/operator.md).
+	RendezvousPorts string `yaml:"rendezvous_ports"`
 	// JobUIDs is the range project users' ids are allocated from
 	// (default 900000-999999).
 	JobUIDs string `yaml:"job_uids"`
@@ -342,6 +345,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 	}
 	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
+	if cfg.RendezvousPorts != "" {
+		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {
+			return fmt.Errorf("server config rendezvous_ports: %w", err)
+		}
+	}
 	hw := hardware{simulated: cfg.Inventory != nil && cfg.Inventory.Simulated}
 	var declared *executor.Node // the inventory block, when it declares capacity
 	if inv := cfg.Inventory; inv != nil && (inv.CPUs != 0 || inv.Memory != "" || inv.GPUs != 0) {
@@ -489,7 +497,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true,
 		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
-		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness})
+		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
+		MultiNode: func(name string) bool { return name == service.ExecutorLocal && ex.Capabilities().MultiNode }})
 	if err := svc.LoadAuditWitness(); err != nil {
 		return fmt.Errorf("server config audit_witness: %w", err)
 	}

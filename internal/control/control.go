@@ -376,7 +376,7 @@ func (c *Controller) recover(ctx context.Context) error {
 			return err
 		}
 		c.known[executor.Ref{JobID: a.JobID, Attempt: a.Number}] = true
-		l, err := c.launchFor(ctx, a.JobID, info, a.Number, a.GPUs)
+		l, err := c.launchFor(ctx, a.JobID, info, a.Number, executor.Local(a.Node, a.GPUs))
 		if errors.Is(err, errSecrets) {
 			// An attempt that runs already keeps the secrets it was
 			// launched with (Launch only reattaches); failing it here for
@@ -549,7 +549,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		ref := executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}
 		// Observer (metrics): a queued job's UpdatedAt is when it entered the queue.
 		c.cfg.Observer.Placed(byID[pl.JobID].Project, byID[pl.JobID].Pool, ref.Attempt, now.Sub(byID[pl.JobID].UpdatedAt))
-		if len(pl.Nodes) > 1 {
+		if len(pl.Nodes) > 1 && !c.cfg.Executor.Capabilities().MultiNode {
 			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: errors.New("this executor runs single-node jobs; multi-node jobs need the Slurm or Kubernetes executor")})
 			continue
 		}
@@ -558,7 +558,11 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: err})
 			continue
 		}
-		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, starts[i].Nodes[0].GPUs)
+		var place executor.Placement
+		for _, n := range pl.Nodes {
+			place.Nodes = append(place.Nodes, executor.PlacedNode{Name: n.Node, GPUs: n.GPUs})
+		}
+		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place)
 		if err != nil {
 			c.takeUnpack(ref)
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
@@ -903,8 +907,10 @@ func (c *Controller) poolLogLimit(ctx context.Context, name string) (domain.Byte
 // launchFor builds the executor's view of one attempt, creating the job's
 // output and checkpoint directories first. The job's secrets are resolved
 // now, at every launch, so a retry gets the latest version; their values go
-// into the environment and into Redact.
-func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, gpus []int) (executor.Launch, error) {
+// into the environment and into Redact. The device and rank environment
+// (CUDA_VISIBLE_DEVICES, RANK, MASTER_PORT…) is the executor's to set, from
+// place.
+func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, place executor.Placement) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
 	poolLimit, err := c.poolLogLimit(ctx, spec.Pool)
@@ -935,7 +941,6 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		"TRAINYARD_OUTPUT_DIR="+ji.outputDir,
 		"TRAINYARD_CHECKPOINT_DIR="+ckpt,
 		"TRAINYARD_RESUME_FROM="+resumeFrom(ckpt),
-		"CUDA_VISIBLE_DEVICES="+joinInts(gpus),
 	)
 	if c.cfg.APIURL != "" {
 		env = append(env, "TRAINYARD_API="+c.cfg.APIURL)
@@ -964,7 +969,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, poolLimit, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
-		Resources: spec.Resources, GPUs: gpus, Redact: redact,
+		Resources: spec.Resources, Placement: place, Redact: redact,
 	}
 	applyStopPolicy(&l, spec)                         // warning, stop signal: stop.go
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go
@@ -1001,7 +1006,7 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 		if err != nil {
 			continue
 		}
-		l, err := c.launchFor(ctx, a.JobID, ji, a.Number, a.GPUs)
+		l, err := c.launchFor(ctx, a.JobID, ji, a.Number, executor.Local(a.Node, a.GPUs))
 		if errors.Is(err, errSecrets) {
 			err = nil // as in recover: a running attempt keeps what it was launched with
 		}

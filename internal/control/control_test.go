@@ -187,10 +187,17 @@ func TestJobRunsToSuccessWithItsEnvironment(t *testing.T) {
 	}
 	env := strings.Join(l.Env, "\n")
 	for _, want := range []string{"PATH=/usr/bin:/bin", "NCCL_DEBUG=WARN", "TRAINYARD_PARAM_LR=0.1", "TRAINYARD_JOB_ID=1",
-		"TRAINYARD_ATTEMPT=1", "TRAINYARD_OUTPUT_DIR=" + j.OutputDir, "TRAINYARD_RESUME_FROM=", "CUDA_VISIBLE_DEVICES=0,1"} {
+		"TRAINYARD_ATTEMPT=1", "TRAINYARD_OUTPUT_DIR=" + j.OutputDir, "TRAINYARD_RESUME_FROM="} {
 		if !strings.Contains(env, want) {
 			t.Errorf("environment lacks %s:\n%s", want, env)
 		}
+	}
+	// The device and rank environment is the executor's to set.
+	if strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
+		t.Errorf("control set CUDA_VISIBLE_DEVICES itself:\n%s", env)
+	}
+	if len(l.Placement.Nodes) != 1 || l.Placement.Nodes[0].Name != "fake" || !slices.Equal(l.Placement.GPUs(0), []int{0, 1}) {
+		t.Errorf("placement = %+v, want node fake with GPUs 0,1", l.Placement)
 	}
 }
 

@@ -69,3 +69,41 @@ func TestIngestMetricLog(t *testing.T) {
 		}
 	}
 }
+
+// Reports of several ranks printed together (same step, same time) each
+// keep their values: rank N > 0 files under "<key>/rankN".
+func TestIngestPerRankMetrics(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		b := logs.AppendMetricRecords(nil, at, [][]byte{
+			[]byte(`{"step": 10, "loss": 0.5, "rank": 0}`),
+			[]byte(`{"step": 10, "loss": 0.6, "rank": 1}`),
+			[]byte(`{"step": 10, "loss": 0.7, "rank": 2}`),
+		})
+		if err := os.MkdirAll(l.Dir, 0o755); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(filepath.Join(l.Dir, "metrics.jsonl"), b, 0o644); err != nil {
+			t.Error(err)
+		}
+		code := 0
+		return []executor.Event{{Kind: executor.Started, PID: 1}, {Kind: executor.Progress, Step: 10, At: at},
+			{Kind: executor.Exited, At: time.Now().UTC(), State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted, ExitCode: &code}}
+	}}
+	r := newRig(t, ex)
+	j := r.submit("name: ranks\nentrypoint: [train]\n")
+	r.wait(j.ID, domain.JobSucceeded)
+	series, err := r.st.QueryMetrics(context.Background(), j.ID, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"loss": 0.5, "loss/rank1": 0.6, "loss/rank2": 0.7}
+	if len(series) != len(want) {
+		t.Fatalf("series %v, want keys %v", series, want)
+	}
+	for k, v := range want {
+		if got := series[k]; len(got) != 1 || got[0].Value != v || got[0].Step != 10 {
+			t.Errorf("%s = %+v, want one point of %v at step 10", k, got, v)
+		}
+	}
+}

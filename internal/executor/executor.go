@@ -9,6 +9,8 @@ package executor
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -60,10 +62,13 @@ type Launch struct {
 	// process group (domain.StopGroup, also when empty) or the main process
 	// only (domain.StopMain), the rest getting SIGTERM once it has exited.
 	StopSignalTo domain.StopTarget
-	// Resources and GPUs are what the scheduler assigned. Executors enforce
-	// limits where they can (memory via cgroups) and export GPUs.
+	// Resources and Placement are what the scheduler assigned. Executors
+	// enforce limits where they can (memory and CPUs via cgroups) and set
+	// the device and rank environment from the placement themselves
+	// (Placement.Env): CUDA_VISIBLE_DEVICES, WORLD_SIZE, RANK, MASTER_ADDR…
+	// Env never needs to carry them.
 	Resources domain.Resources
-	GPUs      []int
+	Placement Placement
 	// Redact lists secret values the supervisor replaces with [redacted]
 	// in every line it writes to the log (values under 4 bytes are left
 	// alone). Like Env, it is never written to disk.
@@ -94,6 +99,81 @@ type StopRequest struct {
 	// Message says more, in words, for the attempt's log and its Exited
 	// event: "canceled by alice", "preempted for job 12".
 	Message string
+}
+
+// Placement is where an attempt runs: all nodes of its gang, in node-rank
+// order (the first node is rank 0 and hosts the rendezvous).
+type Placement struct {
+	Nodes []PlacedNode
+}
+
+// PlacedNode is one node of a placement and the GPU indices assigned there.
+type PlacedNode struct {
+	Name string
+	GPUs []int
+}
+
+// Local returns the placement of a single-node attempt on node with gpus.
+func Local(node string, gpus []int) Placement {
+	return Placement{Nodes: []PlacedNode{{Name: node, GPUs: gpus}}}
+}
+
+// GPUs returns the GPU indices assigned on the node of rank nodeRank (none
+// when out of range).
+func (p Placement) GPUs(nodeRank int) []int {
+	if nodeRank < 0 || nodeRank >= len(p.Nodes) {
+		return nil
+	}
+	return p.Nodes[nodeRank].GPUs
+}
+
+// Env returns the device and rank environment of the process started on the
+// node of rank nodeRank: one process per node, which is what torchrun
+// expects of its launcher (it starts the node's workers itself and gives
+// each its own RANK, LOCAL_RANK and LOCAL_WORLD_SIZE, overriding these).
+//
+//	CUDA_VISIBLE_DEVICES  the node's GPUs, comma-separated ("" hides all)
+//	WORLD_SIZE            the number of nodes
+//	RANK, NODE_RANK       nodeRank
+//	LOCAL_RANK            0
+//	LOCAL_WORLD_SIZE      1
+//	MASTER_ADDR           masterAddr (the rank-0 node)
+//	MASTER_PORT           masterPort, a port the executor reserved for the attempt
+//
+// A single process on one node gets WORLD_SIZE=1, RANK=0.
+func (p Placement) Env(nodeRank int, masterAddr string, masterPort int) []string {
+	world := max(len(p.Nodes), 1)
+	gpus := make([]string, 0, len(p.GPUs(nodeRank)))
+	for _, g := range p.GPUs(nodeRank) {
+		gpus = append(gpus, strconv.Itoa(g))
+	}
+	return []string{
+		"CUDA_VISIBLE_DEVICES=" + strings.Join(gpus, ","),
+		"WORLD_SIZE=" + strconv.Itoa(world),
+		"RANK=" + strconv.Itoa(nodeRank),
+		"NODE_RANK=" + strconv.Itoa(nodeRank),
+		"LOCAL_RANK=0",
+		"LOCAL_WORLD_SIZE=1",
+		"MASTER_ADDR=" + masterAddr,
+		"MASTER_PORT=" + strconv.Itoa(masterPort),
+	}
+}
+
+// Capabilities is what an executor can do, for callers to ask instead of
+// assuming (admission, the control loop).
+type Capabilities struct {
+	// MultiNode: it runs jobs whose resources.nodes is above 1.
+	MultiNode bool
+	// Containers: it runs jobs in container images.
+	Containers bool
+	// MemoryLimits: resources.memory is enforced, and an attempt killed
+	// for exceeding it ends with reason OOMKilled.
+	MemoryLimits bool
+	// CPULimits: resources.cpus is enforced (a CPU-time quota).
+	CPULimits bool
+	// GPUKinds lists the kinds of GPU it can assign, e.g. "nvidia"; empty:
+	// none.
+	GPUKinds []string
 }
 
 // EventKind says what happened to an attempt.
@@ -155,6 +235,9 @@ type Inventory struct {
 
 // Executor runs attempts.
 type Executor interface {
+	// Capabilities says what the executor can do. It does not change
+	// while the executor runs.
+	Capabilities() Capabilities
 	// Launch starts the attempt. It is idempotent per Ref: launching an
 	// attempt that is already running or has already exited does not start
 	// it again, but reattaches and reports its events (Started, then Exited or

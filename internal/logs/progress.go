@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,45 @@ func ParseProgress(b []byte, ms []Metric) (step int64, out []Metric, ok bool) {
 	if !ok {
 		return 0, ms[:0], false
 	}
-	return step, cleanMetrics(out), true
+	return step, rankMetrics(cleanMetrics(out)), true
+}
+
+// RankKey is the progress field that names the reporting process's rank
+// (torch.distributed's RANK). It is not a metric: a report of rank N > 0
+// files its metrics under "<key>/rank<N>", so that every rank keeps a series
+// of its own; rank 0 (or no rank) files them under the plain key.
+const RankKey = "rank"
+
+// maxRank bounds the ranks told apart; a larger (or fractional or
+// negative) "rank" is an ordinary metric.
+const maxRank = 1 << 20
+
+// rankMetrics applies RankKey to ms (cleaned: one entry per key).
+func rankMetrics(ms []Metric) []Metric {
+	i := slices.IndexFunc(ms, func(m Metric) bool { return string(m.Key) == RankKey })
+	if i < 0 {
+		return ms
+	}
+	r := ms[i].Value
+	if r < 0 || r >= maxRank || r != math.Trunc(r) {
+		return ms
+	}
+	ms = slices.Delete(ms, i, i+1)
+	if r == 0 {
+		return ms
+	}
+	suffix := "/rank" + strconv.Itoa(int(r))
+	size := 0
+	for _, m := range ms {
+		size += len(m.Key) + len(suffix)
+	}
+	buf := make([]byte, 0, size)
+	for j, m := range ms {
+		start := len(buf)
+		buf = append(append(buf, m.Key...), suffix...)
+		ms[j].Key = buf[start:len(buf):len(buf)]
+	}
+	return ms
 }
 
 // CheckProgress reports the step and ok that ParseProgress reports for b,

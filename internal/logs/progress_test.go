@@ -44,6 +44,13 @@ func TestParseProgress(t *testing.T) {
 		"C1 in key":      {"{\"step\": 2, \"a\u009bb\": 3, \"acc\": 4}", 2, map[string]float64{"acc": 4}, true},
 		"escaped tab":    {`{"step": 2, "a\tb": 3, "loss": 4}`, 2, map[string]float64{"loss": 4}, true},
 		"crlf":           {"{\"step\": 2, \"loss\": 4}\r", 2, map[string]float64{"loss": 4}, true},
+		"rank 0":         {`{"step": 10, "loss": 0.5, "rank": 0}`, 10, map[string]float64{"loss": 0.5}, true},
+		"rank 1":         {`{"step": 10, "loss": 0.5, "rank": 1, "acc": 2}`, 10, map[string]float64{"loss/rank1": 0.5, "acc/rank1": 2}, true},
+		"rank first":     {`{"rank": 12, "step": 10, "loss": 0.5}`, 10, map[string]float64{"loss/rank12": 0.5}, true},
+		"rank escaped":   {`{"step": 3, "r\u0061nk": 2, "loss": 1}`, 3, map[string]float64{"loss/rank2": 1}, true},
+		"rank only":      {`{"step": 3, "rank": 2}`, 3, map[string]float64{}, true},
+		"fraction rank":  {`{"step": 3, "rank": 1.5, "loss": 1}`, 3, map[string]float64{"rank": 1.5, "loss": 1}, true},
+		"negative rank":  {`{"step": 3, "rank": -1, "loss": 1}`, 3, map[string]float64{"rank": -1, "loss": 1}, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

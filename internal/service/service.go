@@ -70,6 +70,10 @@ type Config struct {
 	// AuditWitness is the file the server keeps the audit log's head in,
 	// outside the store (auditwitness.go); "" keeps none.
 	AuditWitness string
+	// MultiNode says whether the executor of that name (a pool's
+	// executor) runs jobs on more than one node: its Capabilities, asked
+	// by admission. Nil: none does.
+	MultiNode func(executor string) bool
 	// LocalEnvs says jobs run on this machine (the local executor), so an
 	// environment's path_prefix directories must exist here to be
 	// registered; with remote executors they live on the nodes.

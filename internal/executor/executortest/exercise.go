@@ -212,20 +212,33 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
 		// Exactly Env, plus the attempt's own HOME and TMPDIR and the name
-		// of the user it runs as where Env does not set them.
+		// of the user it runs as where Env does not set them, plus the
+		// device and rank environment of its placement (none: no GPUs, a
+		// single process).
 		var got []string
 		added := map[string]string{}
+		rank := map[string]string{"CUDA_VISIBLE_DEVICES": "", "WORLD_SIZE": "1", "RANK": "0", "NODE_RANK": "0",
+			"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "", "MASTER_PORT": ""}
 		for _, ln := range ReadLog(t, l.LogPath) {
 			if ln.Stream != logs.Stdout {
 				continue
 			}
 			k, v, _ := strings.Cut(ln.Text, "=")
+			if _, ok := rank[k]; ok {
+				added[k] = v
+				continue
+			}
 			switch k {
 			case "HOME", "TMPDIR", "LOGNAME":
 				added[k] = v
 				continue
 			}
 			got = append(got, ln.Text)
+		}
+		for k, want := range rank {
+			if v, ok := added[k]; !ok || (want != "" && v != want) || (k != "CUDA_VISIBLE_DEVICES" && v == "") {
+				t.Errorf("%s=%q (set: %v), want %q", k, v, ok, want)
+			}
 		}
 		slices.Sort(got)
 		want := slices.Sorted(slices.Values(env))

@@ -33,6 +33,8 @@ type Fake struct {
 	// InventoryFunc, when set, replaces Inventory. Default: one node "fake"
 	// with 8 CPUs, 64GiB and GPUs 0-3.
 	InventoryFunc func(ctx context.Context) (executor.Inventory, error)
+	// Caps is what Capabilities reports (zero: single-node, no limits).
+	Caps executor.Capabilities
 
 	once     sync.Once
 	events   chan executor.Event
@@ -148,6 +150,9 @@ func (f *Fake) Events() <-chan executor.Event {
 	f.init()
 	return f.events
 }
+
+// Capabilities returns f.Caps.
+func (f *Fake) Capabilities() executor.Capabilities { return f.Caps }
 
 // Inventory reports InventoryFunc's inventory or the default one.
 func (f *Fake) Inventory(ctx context.Context) (executor.Inventory, error) {

@@ -22,8 +22,14 @@
 // Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
 // (the shim's own diagnostics), stop (a pending stop request: its grace and
 // reason),
-// metrics.jsonl, cgroup.json (the attempt's cgroups) or procs (its
+// metrics.jsonl, master_port, cgroup.json (the attempt's cgroups) or procs (its
 // processes, without cgroups), and the attempt's home and tmp directories.
+//
+// Each attempt gets the device and rank environment of its placement
+// (executor.Placement.Env) with a MASTER_PORT of its own from Config.Ports
+// (rendezvous.go; recorded in master_port), and OMP_NUM_THREADS and
+// MKL_NUM_THREADS from resources.cpus, which a writable cgroup cpu
+// controller also enforces as a quota.
 //
 // With Config.Isolation the attempt runs as its project's own unprivileged
 // user (see Isolation); the shim stays root, so that it can write the log,
@@ -79,8 +85,10 @@ type Config struct {
 	// first use (hostname, CPUs, /proc/meminfo, nvidia-smi when installed).
 	Inventory *executor.Inventory
 	// CgroupRoot is the cgroup mount to create memory groups in (a v2 mount
-	// or a v1 memory mount); empty: detect. When none is writable, attempts
-	// run without memory limits.
+	// or a v1 memory mount); empty: detect; "none": no memory groups. Every
+	// attempt's processes are held in one, which measures their peak and
+	// enforces resources.memory. When none is writable, attempts run
+	// without memory limits.
 	CgroupRoot string
 	// CgroupTrackRoot is the cgroup mount to hold each attempt's processes
 	// in, to end them all when its shim dies (a v2 mount, or a v1 freezer or
@@ -96,6 +104,13 @@ type Config struct {
 	// unprivileged user; the executor must run as root. Nil: attempts run
 	// as the server's own user, not isolated from it or from each other.
 	Isolation *Isolation
+	// CgroupCPURoot is the cgroup mount to enforce resources.cpus in (a v2
+	// mount or a v1 cpu mount); empty: detect (cgroup.DetectCPU); "none":
+	// no CPU limits.
+	CgroupCPURoot string
+	// Ports is where each attempt's MASTER_PORT comes from (see
+	// rendezvous.go); zero: DefaultPorts.
+	Ports PortRange
 }
 
 // eventBuffer is the capacity of the Events channel.
@@ -110,6 +125,7 @@ type Executor struct {
 	cgroups  *cgroup.Layout // nil: no cgroups at all
 	users    *users         // nil: attempts run as the server's user
 	selfName string         // the server's user name, for USER without isolation
+	ports    *ports         // MASTER_PORT per attempt
 	// noMountNS is set once starting a shim in a mount namespace of its
 	// own failed: private /tmp is then off.
 	noMountNS atomic.Bool
@@ -156,6 +172,12 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 100 * time.Millisecond
 	}
+	if cfg.Ports == (PortRange{}) {
+		cfg.Ports = DefaultPorts
+	}
+	if err := cfg.Ports.check(); err != nil {
+		return nil, fmt.Errorf("local executor: rendezvous ports: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -168,6 +190,7 @@ func New(cfg Config) (*Executor, error) {
 		events:   make(chan executor.Event, eventBuffer),
 		done:     make(chan struct{}),
 		attempts: make(map[executor.Ref]*attempt),
+		ports:    newPorts(cfg.Ports),
 	}
 	if cfg.Isolation != nil {
 		if os.Geteuid() != 0 {
@@ -180,7 +203,9 @@ func New(cfg Config) (*Executor, error) {
 		e.selfName = u.Username
 	}
 	var layout cgroup.Layout
-	if h, err := cgroup.Detect(cfg.CgroupRoot); err != nil {
+	if cfg.CgroupRoot == "none" {
+		log.Warn("memory limits are not enforced, only accounted", "why", "CgroupRoot is none")
+	} else if h, err := cgroup.Detect(cfg.CgroupRoot); err != nil {
 		log.Warn("memory limits are not enforced, only accounted", "why", err)
 	} else {
 		layout.Memory = &h
@@ -194,10 +219,30 @@ func New(cfg Config) (*Executor, error) {
 			log.Debug("attempts tracked via cgroup", "version", h.Version, "parent", h.Parent)
 		}
 	}
-	if layout.Track != nil || layout.Memory != nil {
+	if cfg.CgroupCPURoot != "none" {
+		if h, err := cgroup.DetectCPU(cfg.CgroupCPURoot); err != nil {
+			log.Warn("CPU limits are not enforced (resources.cpus only sets OMP_NUM_THREADS)", "why", err)
+		} else {
+			layout.CPU = &h
+			log.Debug("CPU limits via cgroup", "version", h.Version, "parent", h.Parent)
+		}
+	}
+	if layout.Track != nil || layout.Memory != nil || layout.CPU != nil {
 		e.cgroups = &layout
 	}
 	return e, nil
+}
+
+// Capabilities: one node (this machine), no containers; memory limits
+// (with OOM detection) and CPU limits where writable cgroup controllers
+// were found; NVIDIA GPUs, assigned through CUDA_VISIBLE_DEVICES.
+func (e *Executor) Capabilities() executor.Capabilities {
+	c := executor.Capabilities{GPUKinds: []string{"nvidia"}}
+	if e.cgroups != nil {
+		c.MemoryLimits = e.cgroups.Memory != nil
+		c.CPULimits = e.cgroups.CPU != nil
+	}
+	return c
 }
 
 // Isolated reports whether attempts run as their projects' own users.
@@ -312,10 +357,14 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	e.mu.Unlock()
 
 	if exists(filepath.Join(l.Dir, exitFile)) || exists(filepath.Join(l.Dir, shimPIDFile)) {
+		if port, ok := readMasterPort(l.Dir); ok {
+			e.ports.hold(l.Ref, port) // released with the attempt's end
+		}
 		go e.reattach(a)
 		return nil
 	}
 	if err := e.start(a, l); err != nil {
+		e.ports.release(l.Ref)
 		e.mu.Lock()
 		if e.attempts[l.Ref] == a {
 			delete(e.attempts, l.Ref)
@@ -345,11 +394,18 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 	if err := prepareDirs(l.Dir, l.WorkDir, l.Writable, id); err != nil {
 		return err
 	}
+	port, err := e.ports.reserve(l.Ref)
+	if err != nil {
+		return err
+	}
+	if err := writeMasterPort(l.Dir, port); err != nil {
+		return fmt.Errorf("record the attempt's rendezvous port: %w", err)
+	}
 	rec := launchRecord{
 		JobID: l.JobID, Attempt: l.Attempt,
-		Argv: l.Argv, Env: withDefaults(l.Env, l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
+		Argv: l.Argv, Env: withDefaults(launchEnv(l, port), l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
 		LogLimit: l.LogLimit, Timeout: l.Timeout, Grace: l.Grace,
-		Memory: int64(l.Resources.Memory), GPUs: l.GPUs,
+		Memory: int64(l.Resources.Memory), CPUs: l.Resources.CPUs, GPUs: l.Placement.GPUs(0),
 		Redact: l.Redact, Check: l.Check,
 	}
 	rec.Cgroups = e.cgroups
@@ -633,6 +689,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	a.mu.Lock()
 	a.done = true
 	a.mu.Unlock()
+	e.ports.release(a.ref) // no process of the attempt is left to hold it
 	if err != nil {
 		msg := fmt.Sprintf("the supervisor of attempt %s %s without recording an outcome", a.ref, why)
 		if !errors.Is(err, os.ErrNotExist) {

@@ -54,9 +54,10 @@ type launchRecord struct {
 	StopSignalTo domain.StopTarget `json:"stop_signal_to,omitempty"`
 	// CheckpointDir is the job's TRAINYARD_CHECKPOINT_DIR, where the
 	// shim removes half-written checkpoints after the attempt; empty: none.
-	CheckpointDir string `json:"checkpoint_dir,omitempty"`
-	Memory        int64  `json:"memory_bytes,omitempty"`
-	GPUs          []int  `json:"gpus,omitempty"`
+	CheckpointDir string  `json:"checkpoint_dir,omitempty"`
+	Memory        int64   `json:"memory_bytes,omitempty"`
+	CPUs          float64 `json:"cpus,omitempty"`
+	GPUs          []int   `json:"gpus,omitempty"`
 	// Redact lists the secret values to hide in the log (see
 	// executor.Launch.Redact).
 	Redact []string `json:"redact,omitempty"`
@@ -89,7 +90,8 @@ type exitRecord struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at"`
 	// MaxRSS is the peak resident memory of the largest process of the tree
-	// (from rusage), MemoryPeak the cgroup's peak when limits applied.
+	// (from rusage), MemoryPeak the peak of the job's memory cgroup (every
+	// process together; 0 without one).
 	MaxRSS     int64   `json:"max_rss_bytes,omitempty"`
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	MemoryPeak int64   `json:"memory_peak_bytes,omitempty"`
@@ -214,9 +216,9 @@ func (p procID) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// usage is what the record says the attempt consumed: the cgroup's peak
-// memory when one applied (it covers every process), else the largest
-// process's peak.
+// usage is what the record says the attempt consumed: the peak of its
+// memory cgroup when it had one (it covers every process), else the
+// largest process's peak.
 func (r *exitRecord) usage() domain.Usage {
 	rss := r.MaxRSS
 	if r.MemoryPeak > 0 {

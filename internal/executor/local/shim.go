@@ -249,7 +249,7 @@ func (s *shim) launchGrace() time.Duration {
 // tracked by its process group and session only.
 func (s *shim) enterGroups() {
 	name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, s.self.PID)
-	a, err := s.rec.Cgroups.Plan(name, s.rec.Memory)
+	a, err := s.rec.Cgroups.Plan(name, cgroup.Limits{Memory: s.rec.Memory, CPUs: s.rec.CPUs})
 	if err == nil && a == nil {
 		return
 	}
@@ -275,6 +275,9 @@ func (s *shim) enterGroups() {
 	s.cg = a
 	if s.rec.Memory > 0 && a.MemoryGroup() == nil {
 		s.log.system("memory limit of %s not enforced: no writable cgroup memory controller", domain.ByteSize(s.rec.Memory))
+	}
+	if s.rec.CPUs > 0 && a.CPUGroup() == nil {
+		s.log.system("CPU limit of %g not enforced: no writable cgroup cpu controller", s.rec.CPUs)
 	}
 }
 
@@ -529,6 +532,11 @@ loop:
 		how = "exited with code " + strconv.Itoa(code)
 	}
 	oom := s.oomKilled(ws)
+	if s.cg != nil {
+		if g := s.cg.MemoryAccount(); g != nil {
+			r.MemoryPeak = g.Peak()
+		}
+	}
 	s.leaveGroup()
 
 	switch {

@@ -67,7 +67,12 @@ func TestLostAttemptLeavesNoProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond, CgroupTrackRoot: root})
+			cfg := Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond, CgroupTrackRoot: root}
+			if root == "none" {
+				// Memory and CPU groups would hold the job's processes too.
+				cfg.CgroupRoot, cfg.CgroupCPURoot = "none", "none"
+			}
+			e, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

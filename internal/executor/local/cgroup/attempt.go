@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,33 +59,54 @@ type Layout struct {
 	// Track holds every process of an attempt, so that they can be ended
 	// together; nil: attempts are not tracked with cgroups.
 	Track *Hierarchy `json:"track,omitempty"`
-	// Memory limits an attempt's memory; nil: no limits. It may be the same
-	// hierarchy as Track (cgroup v2).
+	// Memory limits an attempt's memory and measures its peak; nil: no
+	// limits. It may be the same hierarchy as Track (cgroup v2).
 	Memory *Hierarchy `json:"memory,omitempty"`
+	// CPU limits an attempt's CPU time; nil: no CPU limits. It may be the
+	// same hierarchy as Track or Memory (cgroup v2).
+	CPU *Hierarchy `json:"cpu,omitempty"`
+}
+
+// Limits are what an attempt's groups enforce; zero fields: no limit.
+type Limits struct {
+	Memory int64   // bytes
+	CPUs   float64 // CPUs' worth of time (a quota per period)
 }
 
 // Plan returns the groups of the attempt called name, without creating
-// them: its job's group in Track, and in Memory when limit is positive (a
-// zero limit: none). Plan returns nil when the layout gives the attempt no
-// group at all.
-func (l Layout) Plan(name string, limit int64) (*Attempt, error) {
+// them: its job's group in Track, in Memory (to measure its peak, and to
+// limit it when lim.Memory is positive), and in CPU when lim.CPUs is
+// positive. A hierarchy that serves several purposes appears once. Plan
+// returns nil when the layout gives the attempt no group at all.
+func (l Layout) Plan(name string, lim Limits) (*Attempt, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if limit < 0 {
-		return nil, fmt.Errorf("plan cgroup %s: negative memory limit %d", name, limit)
+	if lim.Memory < 0 || lim.CPUs < 0 || math.IsNaN(lim.CPUs) || math.IsInf(lim.CPUs, 0) {
+		return nil, fmt.Errorf("plan cgroup %s: invalid limits %+v", name, lim)
 	}
 	a := &Attempt{Name: name}
-	if l.Track != nil {
-		a.Hierarchies = append(a.Hierarchies, *l.Track)
-	}
-	if limit > 0 && l.Memory != nil {
-		if l.Track != nil && l.Track.Parent == l.Memory.Parent {
-			a.Hierarchies[0].Memory = l.Memory.Memory
-		} else {
-			a.Hierarchies = append(a.Hierarchies, *l.Memory)
+	add := func(h Hierarchy, memory, cpu bool) {
+		for i := range a.Hierarchies {
+			if a.Hierarchies[i].Parent == h.Parent {
+				a.Hierarchies[i].Memory = a.Hierarchies[i].Memory || memory
+				a.Hierarchies[i].CPU = a.Hierarchies[i].CPU || cpu
+				return
+			}
 		}
-		a.Limit = limit
+		h.Memory, h.CPU = h.Memory || memory, cpu
+		a.Hierarchies = append(a.Hierarchies, h)
+	}
+	if l.Track != nil {
+		add(*l.Track, false, false)
+	}
+	if l.Memory != nil {
+		add(*l.Memory, l.Memory.Memory, false)
+		a.Limit = lim.Memory
+	}
+	if l.CPU != nil && lim.CPUs > 0 {
+		add(*l.CPU, false, l.CPU.CPU)
+		a.CPUs = lim.CPUs
 	}
 	if len(a.Hierarchies) == 0 {
 		return nil, nil
@@ -103,6 +125,7 @@ func (l Layout) Plan(name string, limit int64) (*Attempt, error) {
 type Attempt struct {
 	Name        string      `json:"name"`
 	Limit       int64       `json:"limit,omitempty"`
+	CPUs        float64     `json:"cpus,omitempty"`
 	Hierarchies []Hierarchy `json:"hierarchies"`
 
 	homes []string // per hierarchy: where the caller was before EnterShim
@@ -132,7 +155,10 @@ func (a *Attempt) Create() error {
 		if h.Memory {
 			limit = a.Limit
 		}
-		_, err := h.create(a.Name, limit)
+		g, err := h.create(a.Name, limit)
+		if err == nil && h.CPU && a.CPUs > 0 {
+			err = g.setCPUs(a.CPUs)
+		}
 		if err == nil {
 			_, err = h.create(a.Name+ShimSuffix, 0)
 		}
@@ -183,6 +209,28 @@ func (a *Attempt) MemoryGroup() *Group {
 	for _, h := range a.Hierarchies {
 		if h.Memory && a.Limit > 0 {
 			return &Group{h: h, path: a.jobDir(h), limit: a.Limit}
+		}
+	}
+	return nil
+}
+
+// MemoryAccount is the job's group in the hierarchy that accounts its
+// memory (with or without a limit), or nil when it has none.
+func (a *Attempt) MemoryAccount() *Group {
+	for _, h := range a.Hierarchies {
+		if h.Memory {
+			return &Group{h: h, path: a.jobDir(h), limit: a.Limit}
+		}
+	}
+	return nil
+}
+
+// CPUGroup is the job's CPU-limited group, or nil when the attempt has no
+// CPU limit.
+func (a *Attempt) CPUGroup() *Group {
+	for _, h := range a.Hierarchies {
+		if h.CPU && a.CPUs > 0 {
+			return &Group{h: h, path: a.jobDir(h)}
 		}
 	}
 	return nil

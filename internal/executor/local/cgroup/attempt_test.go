@@ -63,7 +63,7 @@ func TestAttemptKillEndsEveryProcess(t *testing.T) {
 				useCgroupKill = false
 				t.Cleanup(func() { useCgroupKill = true })
 			}
-			a, err := Layout{Track: &h}.Plan("test-kill-"+strconv.Itoa(os.Getpid()), 0)
+			a, err := Layout{Track: &h}.Plan("test-kill-"+strconv.Itoa(os.Getpid()), Limits{})
 			if err != nil || a == nil {
 				t.Fatalf("Plan = %v, %v", a, err)
 			}
@@ -121,22 +121,30 @@ func TestPlan(t *testing.T) {
 	v2 := Hierarchy{Version: V2, Mount: "/cg", Parent: "/cg/trainyard", Memory: true}
 	freezer := Hierarchy{Version: V1, Mount: "/cg/freezer", Parent: "/cg/freezer/trainyard", Controller: "freezer"}
 	mem := Hierarchy{Version: V1, Mount: "/cg/memory", Parent: "/cg/memory/trainyard", Controller: "memory", Memory: true}
+	v2cpu := Hierarchy{Version: V2, Mount: "/cg", Parent: "/cg/trainyard", CPU: true}
+	cpu := Hierarchy{Version: V1, Mount: "/cg/cpu", Parent: "/cg/cpu/trainyard", Controller: "cpu", CPU: true}
 	cases := map[string]struct {
 		l     Layout
 		limit int64
+		cpus  float64
 		want  []string // the attempt's job groups; nil: no attempt
-		mem   string   // the memory group; "": none
+		mem   string   // the memory-limited group; "": none
+		acct  string   // the group that accounts memory; "": none
+		cpu   string   // the CPU-limited group; "": none
 	}{
-		"v2 with limit":      {Layout{Track: &v2, Memory: &v2}, 1 << 20, []string{"/cg/trainyard/a"}, "/cg/trainyard/a"},
-		"v2 without limit":   {Layout{Track: &v2, Memory: &v2}, 0, []string{"/cg/trainyard/a"}, ""},
-		"v1 with limit":      {Layout{Track: &freezer, Memory: &mem}, 1 << 20, []string{"/cg/freezer/trainyard/a", "/cg/memory/trainyard/a"}, "/cg/memory/trainyard/a"},
-		"v1 without limit":   {Layout{Track: &freezer, Memory: &mem}, 0, []string{"/cg/freezer/trainyard/a"}, ""},
-		"memory only, limit": {Layout{Memory: &mem}, 1 << 20, []string{"/cg/memory/trainyard/a"}, "/cg/memory/trainyard/a"},
-		"memory only, none":  {Layout{Memory: &mem}, 0, nil, ""},
-		"nothing":            {Layout{}, 1 << 20, nil, ""},
+		"v2 with limit":      {Layout{Track: &v2, Memory: &v2}, 1 << 20, 0, []string{"/cg/trainyard/a"}, "/cg/trainyard/a", "/cg/trainyard/a", ""},
+		"v2 without limit":   {Layout{Track: &v2, Memory: &v2}, 0, 0, []string{"/cg/trainyard/a"}, "", "/cg/trainyard/a", ""},
+		"v2 with cpus":       {Layout{Track: &v2, Memory: &v2, CPU: &v2cpu}, 0, 1.5, []string{"/cg/trainyard/a"}, "", "/cg/trainyard/a", "/cg/trainyard/a"},
+		"v1 with limit":      {Layout{Track: &freezer, Memory: &mem}, 1 << 20, 0, []string{"/cg/freezer/trainyard/a", "/cg/memory/trainyard/a"}, "/cg/memory/trainyard/a", "/cg/memory/trainyard/a", ""},
+		"v1 without limit":   {Layout{Track: &freezer, Memory: &mem}, 0, 0, []string{"/cg/freezer/trainyard/a", "/cg/memory/trainyard/a"}, "", "/cg/memory/trainyard/a", ""},
+		"v1 with cpus":       {Layout{Track: &freezer, Memory: &mem, CPU: &cpu}, 0, 1, []string{"/cg/freezer/trainyard/a", "/cg/memory/trainyard/a", "/cg/cpu/trainyard/a"}, "", "/cg/memory/trainyard/a", "/cg/cpu/trainyard/a"},
+		"v1 cpu, no cpus":    {Layout{Track: &freezer, CPU: &cpu}, 0, 0, []string{"/cg/freezer/trainyard/a"}, "", "", ""},
+		"memory only, limit": {Layout{Memory: &mem}, 1 << 20, 0, []string{"/cg/memory/trainyard/a"}, "/cg/memory/trainyard/a", "/cg/memory/trainyard/a", ""},
+		"memory only, none":  {Layout{Memory: &mem}, 0, 0, []string{"/cg/memory/trainyard/a"}, "", "/cg/memory/trainyard/a", ""},
+		"nothing":            {Layout{}, 1 << 20, 2, nil, "", "", ""},
 	}
 	for name, tc := range cases {
-		a, err := tc.l.Plan("a", tc.limit)
+		a, err := tc.l.Plan("a", Limits{Memory: tc.limit, CPUs: tc.cpus})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -156,8 +164,18 @@ func TestPlan(t *testing.T) {
 		if gotMem != tc.mem {
 			t.Errorf("%s: memory group %q, want %q", name, gotMem, tc.mem)
 		}
+		gotAcct, gotCPU := "", ""
+		if a != nil && a.MemoryAccount() != nil {
+			gotAcct = a.MemoryAccount().Path()
+		}
+		if a != nil && a.CPUGroup() != nil {
+			gotCPU = a.CPUGroup().Path()
+		}
+		if gotAcct != tc.acct || gotCPU != tc.cpu {
+			t.Errorf("%s: memory accounted in %q, CPU limited in %q; want %q, %q", name, gotAcct, gotCPU, tc.acct, tc.cpu)
+		}
 	}
-	if _, err := (Layout{Track: &v2}).Plan("../x", 0); err == nil {
+	if _, err := (Layout{Track: &v2}).Plan("../x", Limits{}); err == nil {
 		t.Error("Plan accepted a name with a slash")
 	}
 }

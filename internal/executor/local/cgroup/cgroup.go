@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,6 +58,8 @@ type Hierarchy struct {
 	Controller string `json:"controller,omitempty"`
 	// Memory is set when groups in the hierarchy can take a memory limit.
 	Memory bool `json:"memory,omitempty"`
+	// CPU is set when groups in the hierarchy can take a CPU quota.
+	CPU bool `json:"cpu,omitempty"`
 }
 
 // Detect finds a hierarchy where per-attempt memory groups can be created and
@@ -106,23 +109,139 @@ func prepareV2(mount string) (Hierarchy, error) {
 	}
 	// Delegate memory down to the per-attempt groups.
 	for _, dir := range []string{mount, h.Parent} {
-		if err := enableMemory(dir); err != nil {
+		if err := enable(dir, "memory"); err != nil {
 			return Hierarchy{}, err
 		}
 	}
 	return h, h.probe("memory.max")
 }
 
-func enableMemory(dir string) error {
+// enable delegates the v2 controller to the groups below dir.
+func enable(dir, controller string) error {
 	f := filepath.Join(dir, "cgroup.subtree_control")
 	cur, err := os.ReadFile(f)
-	if err == nil && hasWord(cur, "memory") {
+	if err == nil && hasWord(cur, controller) {
 		return nil
 	}
-	if err := os.WriteFile(f, []byte("+memory"), 0); err != nil {
-		return fmt.Errorf("%s: enable memory controller: %w", dir, err)
+	if err := os.WriteFile(f, []byte("+"+controller), 0); err != nil {
+		return fmt.Errorf("%s: enable %s controller: %w", dir, controller, err)
 	}
 	return nil
+}
+
+// DetectCPU finds a hierarchy where per-attempt groups can take a CPU
+// quota and prepares <mount>/trainyard for them. root, when non-empty, is
+// the mount point to use (a v2 mount or a v1 cpu mount); when empty,
+// DetectCPU tries /sys/fs/cgroup (v2), /sys/fs/cgroup/cpu,cpuacct and
+// /sys/fs/cgroup/cpu (v1), and /sys/fs/cgroup/unified (v2 on hybrid
+// machines), in that order. The error says why no candidate is usable;
+// callers then run attempts without CPU limits.
+func DetectCPU(root string) (Hierarchy, error) {
+	candidates := []string{root}
+	if root == "" {
+		candidates = []string{DefaultMount, filepath.Join(DefaultMount, "cpu,cpuacct"),
+			filepath.Join(DefaultMount, "cpu"), filepath.Join(DefaultMount, "unified")}
+	}
+	var whys []string
+	for _, mount := range candidates {
+		h, err := detectCPUAt(mount)
+		if err == nil {
+			return h, nil
+		}
+		whys = append(whys, err.Error())
+	}
+	return Hierarchy{}, fmt.Errorf("no writable cgroup cpu controller: %s", strings.Join(whys, "; "))
+}
+
+func detectCPUAt(mount string) (Hierarchy, error) {
+	switch {
+	case exists(filepath.Join(mount, "cgroup.controllers")):
+		ctrl, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
+		if err != nil {
+			return Hierarchy{}, fmt.Errorf("%s: %w", mount, err)
+		}
+		if !hasWord(ctrl, "cpu") {
+			return Hierarchy{}, fmt.Errorf("%s: cpu controller not available (cgroup.controllers: %q)", mount, strings.TrimSpace(string(ctrl)))
+		}
+		h := Hierarchy{Version: V2, Mount: mount, Parent: filepath.Join(mount, groupDir), CPU: true}
+		if err := os.MkdirAll(h.Parent, 0o755); err != nil {
+			return Hierarchy{}, fmt.Errorf("%s: %w", mount, err)
+		}
+		for _, dir := range []string{mount, h.Parent} {
+			if err := enable(dir, "cpu"); err != nil {
+				return Hierarchy{}, err
+			}
+		}
+		// The same hierarchy may also limit memory (Detect): Layout.Plan
+		// merges them.
+		return h, h.probe("cpu.max")
+	case exists(filepath.Join(mount, "cpu.cfs_quota_us")):
+		h, err := prepareV1Controller(mount, "cpu", "cpu.cfs_quota_us")
+		h.CPU = err == nil
+		return h, err
+	default:
+		return Hierarchy{}, fmt.Errorf("%s: not a cgroup v2 mount nor a v1 cpu mount", mount)
+	}
+}
+
+// cpuPeriod is the CPU quota's accounting period, in microseconds.
+const cpuPeriod = 100_000
+
+// setCPUs limits the group to cpus CPUs' worth of time: a quota of
+// cpus × 100ms per 100ms period (at least 1ms).
+func (g *Group) setCPUs(cpus float64) error {
+	quota := max(int64(math.Ceil(cpus*cpuPeriod)), 1000)
+	var err error
+	switch g.h.Version {
+	case V2:
+		err = g.write("cpu.max", []byte(strconv.FormatInt(quota, 10)+" "+strconv.Itoa(cpuPeriod)))
+	case V1:
+		err = g.write("cpu.cfs_period_us", []byte(strconv.Itoa(cpuPeriod)))
+		if err == nil {
+			err = g.write("cpu.cfs_quota_us", []byte(strconv.FormatInt(quota, 10)))
+		}
+	default:
+		err = fmt.Errorf("unknown cgroup version %d", g.h.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup %s: set a CPU quota of %g CPUs: %w", g.path, cpus, err)
+	}
+	return nil
+}
+
+// CPUQuota returns the group's CPU quota as a number of CPUs; 0 when it
+// has none or the hierarchy has no cpu controller.
+func (g *Group) CPUQuota() float64 {
+	switch g.h.Version {
+	case V2:
+		b, err := os.ReadFile(filepath.Join(g.path, "cpu.max"))
+		f := strings.Fields(string(b))
+		if err != nil || len(f) != 2 {
+			return 0
+		}
+		q, err1 := strconv.ParseFloat(f[0], 64)
+		p, err2 := strconv.ParseFloat(f[1], 64)
+		if err1 != nil || err2 != nil || p <= 0 {
+			return 0 // "max": none
+		}
+		return q / p
+	case V1:
+		q, err1 := readInt(filepath.Join(g.path, "cpu.cfs_quota_us"))
+		p, err2 := readInt(filepath.Join(g.path, "cpu.cfs_period_us"))
+		if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+			return 0 // -1: none
+		}
+		return float64(q) / float64(p)
+	}
+	return 0
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func prepareV1(mount string) (Hierarchy, error) {

@@ -79,3 +79,33 @@ func TestDetectExplainsFailure(t *testing.T) {
 		t.Errorf("Detect(%q) = %v, want an error naming the path", root, err)
 	}
 }
+
+// TestCPUQuota: an attempt planned with CPUs gets that quota on its job's
+// group in the hierarchy DetectCPU found (v2 cpu.max, v1 cpu.cfs_quota_us).
+func TestCPUQuota(t *testing.T) {
+	h, err := DetectCPU("")
+	if err != nil {
+		t.Skipf("no writable cgroup cpu controller here: %v", err)
+	}
+	a, err := Layout{CPU: &h}.Plan("test-cpu-"+strconv.Itoa(os.Getpid()), Limits{CPUs: 1.5})
+	if err != nil || a == nil {
+		t.Fatalf("Plan = %v, %v", a, err)
+	}
+	if err := a.Create(); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Remove(time.Second)
+	g := a.CPUGroup()
+	if g == nil {
+		t.Fatal("no CPU group")
+	}
+	if got := g.CPUQuota(); got != 1.5 {
+		t.Errorf("quota = %g CPUs, want 1.5", got)
+	}
+	if err := a.Remove(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path()); !os.IsNotExist(err) {
+		t.Errorf("group still exists after Remove: %v", err)
+	}
+}

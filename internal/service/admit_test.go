@@ -1,0 +1,43 @@
+package service_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/clock"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
+)
+
+// Admission asks the pool's executor whether it runs multi-node jobs
+// (service.Config.MultiNode, its Capabilities) instead of assuming.
+func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
+	for _, multi := range []bool{false, true} {
+		dir := t.TempDir()
+		st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		var asked []string
+		svc := service.New(service.Config{Store: st, Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
+			ArtifactsRoot: filepath.Join(dir, "artifacts"),
+			MultiNode:     func(executor string) bool { asked = append(asked, executor); return multi }})
+		pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}, {Name: "n2", CPUs: 8, Memory: 32 << 30}}}
+		if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: gang\nentrypoint: [true]\nresources: {cpus: 1, memory: 1GiB, nodes: 2}\n")})
+		refused := err != nil && strings.Contains(err.Error(), "runs single-node jobs")
+		if refused == multi {
+			t.Errorf("multi-node executor %v: submit of 2 nodes = %v", multi, err)
+		}
+		if len(asked) == 0 || asked[0] != service.ExecutorLocal {
+			t.Errorf("asked about executors %v, want %q", asked, service.ExecutorLocal)
+		}
+	}
+}
