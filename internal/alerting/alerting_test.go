@@ -65,11 +65,7 @@ func newAlerter(t *testing.T, st store.Store, url string) (*alerting.Alerter, co
 }
 
 func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	h := &hook{}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -133,11 +129,7 @@ func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
 // A hold from preemption, as the control loop reports it, fires
 // preemption_thrash once with the hold's facts; its release resolves it.
 func TestPreemptionThrashFollowsTheHold(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	h := &hook{}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -167,11 +159,7 @@ func TestPreemptionThrashFollowsTheHold(t *testing.T) {
 // A firing notification being retried is not sent once its alert is
 // acknowledged, even by a server part that did not tell this Alerter.
 func TestAcknowledgedAlertIsNotRetried(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	h := &hook{}
 	h.fail.Store(true)
 	srv := httptest.NewServer(h)
@@ -230,11 +218,7 @@ func newAlerterWith(t *testing.T, st store.Store, url string, tune func(*alertin
 // fires log_truncated once, naming the limit and (asked once) what was
 // dropped; the attempt's end resolves it.
 func TestLogTruncatedFiresOncePerAttempt(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	h := &hook{}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -275,4 +259,15 @@ func TestLogTruncatedFiresOncePerAttempt(t *testing.T) {
 	if n := asked.Load(); n != 1 {
 		t.Errorf("LogDropped asked %d times, want once", n)
 	}
+}
+
+// openStore opens a fresh SQLite store, closed when the test ends.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

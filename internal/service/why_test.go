@@ -22,21 +22,11 @@ import (
 // preemption_thrash alert fires, and stops saying it once that resolves.
 func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openWhyStore(t)
 	svc := service.New(service.Config{Store: st})
 	spec := domain.Spec{Name: "sweep", Project: "vision", Pool: "standard", Entrypoint: []string{"train"},
 		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}, Policy: domain.Policy{Priority: domain.PriorityLow}}
-	raw, _ := json.Marshal(spec)
-	sum := sha256.Sum256(raw)
-	job, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
-		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := storeJob(t, st, spec)
 	summary := fmt.Sprintf("job %d (sweep) was preempted 4 times in 30m, for jobs 3, 5; it is held from preemption until 2026-03-01 13:00:00 UTC", job.ID)
 	record := func(rule string, state domain.AlertState) {
 		t.Helper()
@@ -72,11 +62,7 @@ func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 // at submitting a spec file the user may no longer have.
 func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openWhyStore(t)
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
@@ -105,11 +91,7 @@ func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 // once a quota is set there it no longer does.
 func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openWhyStore(t)
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Executor: service.ExecutorLocal, Nodes: []domain.Node{{Name: "n1", CPUs: 2, Memory: 4 << 30}}}
 	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
@@ -117,13 +99,7 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	}
 	spec := domain.Spec{Name: "plain", Project: "vision", Pool: "default", Entrypoint: []string{"train"},
 		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}}
-	raw, _ := json.Marshal(spec)
-	sum := sha256.Sum256(raw)
-	job, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
-		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := storeJob(t, st, spec)
 	open := func() bool {
 		t.Helper()
 		w, err := svc.Explain(ctx, admin, job.ID)
@@ -141,4 +117,29 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	if open() {
 		t.Fatal("why still says the pool is open after a quota was set in it")
 	}
+}
+
+// openWhyStore opens a fresh SQLite store, closed when the test ends.
+func openWhyStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// storeJob stores a queued job of spec, submitted by alice, as submit
+// would, without admission.
+func storeJob(t *testing.T, st *sqlite.Store, spec domain.Spec) domain.Job {
+	t.Helper()
+	raw, _ := json.Marshal(spec)
+	sum := sha256.Sum256(raw)
+	job, _, err := st.CreateJob(context.Background(), store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
 }
