@@ -199,6 +199,15 @@ func TestOverrideOfAliasedSectionLeavesAnchorAlone(t *testing.T) {
 	if s := mustLoad(t, doc, "params.lr=2"); s.Params["lr"] != "2" {
 		t.Errorf("lr = %q; want 2", s.Params["lr"])
 	}
+	// A mapping inside a section, one field at a time, created or merged.
+	doc = "name: job\nentrypoint: [a]\npolicy: {timeout: 1h, warn: {signal: USR2, before: 1m}}\n"
+	if s := mustLoad(t, doc, "policy.warn.signal=USR1"); s.Policy.Warn.Signal != "USR1" || s.Policy.Warn.Before.D() != time.Minute {
+		t.Errorf("warn = %+v; want USR1 1m before", s.Policy.Warn)
+	}
+	doc = "name: job\nentrypoint: [a]\npolicy: {timeout: 1h}\n"
+	if s := mustLoad(t, doc, "policy.warn.signal=USR1", "policy.warn.before=5m"); s.Policy.Warn.Signal != "USR1" || s.Policy.Warn.Before.D() != 5*time.Minute {
+		t.Errorf("warn = %+v; want USR1 5m before", s.Policy.Warn)
+	}
 }
 
 func TestOverrideErrors(t *testing.T) {
@@ -220,6 +229,9 @@ func TestOverrideErrors(t *testing.T) {
 		"bad value":       {"resources.gpus=two", `resources.gpus: must be a whole number, got "two"`},
 		"bad size":        {"resources.memory=lots", `"lots" is not a size`},
 		"bad bool":        {"policy.reentrant=maybe", "must be true or false"},
+		"sub whole":       {"policy.warn=USR1", "cannot be set whole"},
+		"sub unknown":     {"policy.warn.sig=USR1", "policy.warn has the fields signal, before"},
+		"scalar sub":      {"policy.timeout.x=1", "single value"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

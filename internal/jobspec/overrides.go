@@ -28,6 +28,10 @@ type override struct {
 	err   *domain.FieldError
 }
 
+// subsections are the mappings inside a section that --set may reach one
+// field at a time: policy.warn.signal=USR1.
+var subsections = map[string][]string{"policy.warn": {"signal", "before"}}
+
 // settableKeys lists every key an override may name, for suggestions.
 var settableKeys = func() []string {
 	keys := append([]string{}, scalarTop...)
@@ -74,6 +78,20 @@ func parseSet(i int, raw string) override {
 		fields := sections[first]
 		if !dotted {
 			return fail("%q is a mapping and cannot be set whole; set one field, e.g. %s.%s=...", first, first, fields[0])
+		}
+		if sub, leaf, ok := strings.Cut(rest, "."); ok && contains(fields, sub) {
+			leaves := subsections[first+"."+sub]
+			if !contains(leaves, leaf) {
+				if leaves == nil {
+					return fail("unknown key %q: %s.%s is a single value and has no fields; write %s.%s=value", key, first, sub, first, sub)
+				}
+				return fail("unknown key %q; %s.%s has the fields %s", key, first, sub, strings.Join(leaves, ", "))
+			}
+			o.path = []string{first, sub, leaf}
+			break
+		}
+		if subsections[key] != nil {
+			return fail("%q is a mapping and cannot be set whole; set one field, e.g. %s.%s=...", key, key, subsections[key][0])
 		}
 		if !contains(fields, rest) {
 			if h := suggest(rest, fields); h != "" {
@@ -164,15 +182,16 @@ func quoteShort(s string) string {
 func (d *decoder) apply(root *yaml.Node, o override) *domain.FieldError {
 	d.origin[o.value] = o.index
 	m := root
-	if len(o.path) == 2 {
-		sec := lookup(m, o.path[0])
+	for depth := range len(o.path) - 1 {
+		name := o.path[depth]
+		sec := lookup(m, name)
 		switch {
 		case sec == nil:
 			sec = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			d.put(m, o.path[0], sec, o.index)
+			d.put(m, name, sec, o.index)
 		case isNull(resolve(sec)):
 			sec = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			d.put(m, o.path[0], sec, o.index)
+			d.put(m, name, sec, o.index)
 		case sec.Kind == yaml.AliasNode && resolve(sec) != nil && resolve(sec).Kind == yaml.MappingNode:
 			// Copy an aliased mapping so the override does not change the
 			// anchor's other uses.
@@ -181,11 +200,11 @@ func (d *decoder) apply(root *yaml.Node, o override) *domain.FieldError {
 			cp.Content = append([]*yaml.Node{}, target.Content...)
 			cp.Anchor = ""
 			sec = &cp
-			d.put(m, o.path[0], sec, -1)
+			d.put(m, name, sec, -1)
 		}
 		if sec.Kind != yaml.MappingNode {
 			return &domain.FieldError{Path: fmt.Sprintf("set[%d]", o.index),
-				Message: fmt.Sprintf("cannot set %s: %s in the spec is %s, not a mapping", strings.Join(o.path, "."), o.path[0], describe(sec))}
+				Message: fmt.Sprintf("cannot set %s: %s in the spec is %s, not a mapping", strings.Join(o.path, "."), strings.Join(o.path[:depth+1], "."), describe(sec))}
 		}
 		m = sec
 	}
