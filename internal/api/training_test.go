@@ -76,6 +76,30 @@ func TestMetricsReportAndRead(t *testing.T) {
 	}
 }
 
+// Reports over the API keep each rank's series apart, as progress lines
+// do: rank 0 under the plain key, rank N under "<key>/rankN", and "rank"
+// itself is no metric; a fractional rank is an ordinary metric.
+func TestMetricsReportPerRank(t *testing.T) {
+	e := newEnv(t)
+	id := e.jobWithAttempt()
+	body := `{"points": [{"step": 1, "metrics": {"loss": 0.9, "rank": 0}}, {"step": 1, "metrics": {"loss": 0.8, "rank": 1}},
+		{"step": 1, "metrics": {"loss": 0.7, "rank": 1.5}}]}`
+	if code, b := e.do("POST", fmt.Sprintf("/api/v1/jobs/%d/attempts/1/metrics", id), e.token, body); code != 200 {
+		t.Fatalf("report: %d %s", code, b)
+	}
+	code, b := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d/metrics", id), e.token, nil)
+	var got apitypes.MetricSeries
+	if code != 200 || json.Unmarshal(b, &got) != nil {
+		t.Fatalf("GET metrics: %d %s", code, b)
+	}
+	if l := got.Series["loss/rank1"]; len(l) != 1 || l[0].Value != 0.8 {
+		t.Errorf("loss/rank1 = %+v, want the rank-1 point", l)
+	}
+	if l := got.Series["loss"]; len(l) < 1 || len(got.Series["rank"]) != 1 || got.Series["rank"][0].Value != 1.5 {
+		t.Errorf("series = %+v; want loss from ranks 0 (and the unranked report) and rank only as the fractional metric", got.Series)
+	}
+}
+
 // BenchmarkMetricsIngest reports 100-point batches through the HTTP API on
 // SQLite from 4 concurrent clients (the SDK's batch size).
 func BenchmarkMetricsIngest(b *testing.B) {

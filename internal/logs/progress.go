@@ -53,21 +53,33 @@ const RankKey = "rank"
 // negative) "rank" is an ordinary metric.
 const maxRank = 1 << 20
 
+// RankSuffix is what a report of rank r appends to its metric keys: "" for
+// rank 0, "/rank<r>" above. ok is false when r is not a rank (negative,
+// fractional or too large): "rank" is then an ordinary metric.
+func RankSuffix(r float64) (suffix string, ok bool) {
+	if r < 0 || r >= maxRank || r != math.Trunc(r) {
+		return "", false
+	}
+	if r == 0 {
+		return "", true
+	}
+	return "/rank" + strconv.Itoa(int(r)), true
+}
+
 // rankMetrics applies RankKey to ms (cleaned: one entry per key).
 func rankMetrics(ms []Metric) []Metric {
 	i := slices.IndexFunc(ms, func(m Metric) bool { return string(m.Key) == RankKey })
 	if i < 0 {
 		return ms
 	}
-	r := ms[i].Value
-	if r < 0 || r >= maxRank || r != math.Trunc(r) {
+	suffix, ok := RankSuffix(ms[i].Value)
+	if !ok {
 		return ms
 	}
 	ms = slices.Delete(ms, i, i+1)
-	if r == 0 {
+	if suffix == "" {
 		return ms
 	}
-	suffix := "/rank" + strconv.Itoa(int(r))
 	size := 0
 	for _, m := range ms {
 		size += len(m.Key) + len(suffix)

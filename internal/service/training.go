@@ -7,6 +7,7 @@ import (
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/logs"
 )
 
 // MaxReportPoints bounds the points of one metric report.
@@ -59,7 +60,17 @@ func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, a
 		if len(pt.Metrics) == 0 {
 			errs.Add(path+".metrics", "is empty; give at least one metric, e.g. {\"loss\": 0.5}")
 		}
+		// A whole-number "rank" names the reporting process, as in
+		// progress lines (logs.RankKey): rank N > 0 files its metrics
+		// under "<key>/rankN".
+		suffix, ranked := "", false
+		if r, ok := pt.Metrics[logs.RankKey]; ok {
+			suffix, ranked = logs.RankSuffix(r)
+		}
 		for k, v := range pt.Metrics {
+			if ranked && k == logs.RankKey {
+				continue
+			}
 			if k == "" || len(k) > 128 {
 				errs.Add(path+".metrics", "has a metric name of %d characters; names are 1 to 128 characters", len(k))
 				continue
@@ -72,7 +83,7 @@ func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, a
 				errs.Add(path+".metrics."+k, "must be a finite number")
 				continue
 			}
-			points = append(points, domain.MetricPoint{JobID: jobID, Attempt: attempt, Step: pt.Step, Key: k, Value: v, At: now})
+			points = append(points, domain.MetricPoint{JobID: jobID, Attempt: attempt, Step: pt.Step, Key: k + suffix, Value: v, At: now})
 		}
 		if len(errs) > 20 {
 			break
