@@ -114,7 +114,8 @@ func BenchmarkGrep1GiB(b *testing.B) {
 }
 
 // BenchmarkGrepNoLiteral1GiB: `logs --grep '(?i)CHECKPOINT'`: no literal
-// to search for, so every line is matched.
+// prefix, but a required case-insensitive literal ("point"), searched for
+// before any line is matched (requiredLiteral).
 func BenchmarkGrepNoLiteral1GiB(b *testing.B) {
 	benchCopy(b, Options{Grep: regexp.MustCompile(`(?i)CHECKPOINT`)})
 }

@@ -20,11 +20,11 @@ import (
 //   - --grep with --tail N reads backwards too and stops at the N-th
 //     match: it costs the bytes after that match (the whole log when
 //     there are fewer than N matches).
-//   - --grep alone reads the whole log once. When the expression starts
-//     with a literal (`checkpoint`, `loss=[0-9]`), the chunks are searched
-//     for that literal and only the lines that hold it are matched, which
-//     runs at about memory speed; other expressions are matched line by
-//     line.
+//   - --grep alone reads the whole log once. When every match holds a
+//     literal (`checkpoint`, `loss=[0-9]`, `(?i)Checkpoint`, `step \d+ .*nan`:
+//     see requiredLiteral), the chunks are searched for it and only the
+//     lines that hold it are matched, which runs at about memory speed;
+//     other expressions are matched line by line.
 //   - --since finds its first line by binary search on the timestamps
 //     (they never decrease through a log), then reads forwards from there.
 const readChunk = 1 << 20
@@ -57,18 +57,14 @@ type filter struct {
 	all        bool // every line is kept
 	timestamps bool // system lines are kept
 	grep       *regexp.Regexp
-	lit        []byte // a literal every grep match holds; nil: none
-	since      []byte // the since time in TimeFormat; nil: none
+	lit        *needle // a literal every grep match holds; nil: none
+	since      []byte  // the since time in TimeFormat; nil: none
 }
 
 func (o Options) filter() *filter {
 	f := &filter{timestamps: o.Timestamps, grep: o.Grep}
 	f.all = o.Timestamps && o.Grep == nil && o.Since.IsZero()
-	if o.Grep != nil {
-		if lit, _ := o.Grep.LiteralPrefix(); lit != "" {
-			f.lit = []byte(lit)
-		}
-	}
+	f.lit = requiredLiteral(o.Grep)
 	if !o.Since.IsZero() {
 		f.since = []byte(o.Since.UTC().Format(TimeFormat))
 	}
@@ -130,7 +126,7 @@ func (f *filter) keep(line []byte) bool {
 		}
 	}
 	if f.grep != nil {
-		if f.lit != nil && !bytes.Contains(text, f.lit) {
+		if f.lit != nil && f.lit.index(text) < 0 {
 			return false
 		}
 		return f.grep.Match(text)
@@ -193,7 +189,7 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 
 // candidates appends to starts the offsets in b of the lines that hold
 // lit (every line when lit is nil), in order. b starts a line.
-func candidates(b, lit []byte, starts []int) []int {
+func candidates(b []byte, lit *needle, starts []int) []int {
 	if lit == nil {
 		for i := 0; i < len(b); {
 			starts = append(starts, i)
@@ -206,7 +202,7 @@ func candidates(b, lit []byte, starts []int) []int {
 		return starts
 	}
 	for i := 0; i < len(b); {
-		j := bytes.Index(b[i:], lit)
+		j := lit.index(b[i:])
 		if j < 0 {
 			break
 		}
@@ -428,7 +424,7 @@ func (c *copier) lines(b []byte) error {
 	// Only lines holding the literal can be kept (markers are never in
 	// the files: views add them).
 	for len(b) > 0 {
-		i := bytes.Index(b, f.lit)
+		i := f.lit.index(b)
 		if i < 0 {
 			return nil
 		}
