@@ -110,10 +110,6 @@ func (c *Controller) applyEnds(ctx context.Context) {
 // outputsTimeout bounds the recording of one attempt's outputs.
 const outputsTimeout = 10 * time.Minute
 
-// DefaultCheckpointKeep is how many complete checkpoints a job keeps when
-// its spec says nothing.
-const DefaultCheckpointKeep = 3
-
 // outputs records, off the loop, what an ended attempt left behind: its
 // complete checkpoints (keeping the newest checkpoint.keep), the manifest
 // of the output directory with the lineage that produced it, and, for a
@@ -253,11 +249,9 @@ func (c *Controller) registerCheckpoints(ctx context.Context, d *artifacts.Dir, 
 		}
 		added[f.Name] = ok
 	}
-	keep := job.Spec.Checkpoint.Keep
-	if keep <= 0 {
-		keep = DefaultCheckpointKeep
-	}
-	if len(complete) > keep {
+	// keep 0 keeps every checkpoint (a spec without checkpoint.keep has
+	// the default, 3, from loading).
+	if keep := job.Spec.Checkpoint.Keep; keep > 0 && len(complete) > keep {
 		for _, f := range complete[:len(complete)-keep] {
 			if err := d.RemoveAll(checkpointsDir + "/" + f.Name); err != nil {
 				c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)

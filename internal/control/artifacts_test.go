@@ -245,3 +245,34 @@ func TestHostileOutputsStayInTheirDirectory(t *testing.T) {
 		filepath.Walk(j.OutputDir, func(p string, _ os.FileInfo, _ error) error { return os.Chmod(p, 0o755) })
 	})
 }
+
+// checkpoint.keep: 0 keeps every complete checkpoint (it used to mean the
+// default, 3); keep: 1 keeps the newest only.
+func TestCheckpointKeepZeroKeepsAll(t *testing.T) {
+	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		ck := envOf(l, "TRAINYARD_CHECKPOINT_DIR")
+		for i := range 5 {
+			dir := filepath.Join(ck, fmt.Sprintf("step-%d", i))
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "state"), []byte{byte(i)}, 0o644)
+			os.WriteFile(filepath.Join(dir, domain.CheckpointMarker), nil, 0o644)
+			at := time.Now().Add(time.Duration(i-10) * time.Minute)
+			os.Chtimes(filepath.Join(dir, domain.CheckpointMarker), at, at)
+		}
+		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}}
+	r := newRig(t, ex)
+	for keep, want := range map[int]int{0: 5, 1: 1} {
+		j := r.submit(fmt.Sprintf("name: ck\nentrypoint: [train]\ncheckpoint: {keep: %d}\n", keep))
+		r.wait(j.ID, domain.JobSucceeded)
+		// The job succeeds only once its outputs and checkpoints are
+		// recorded.
+		if cks, _ := r.st.ListCheckpoints(context.Background(), j.ID, false); len(cks) != want {
+			t.Errorf("keep %d: %d checkpoint(s) recorded, want %d", keep, len(cks), want)
+		}
+		ents, _ := os.ReadDir(filepath.Join(j.OutputDir, "checkpoints"))
+		if len(ents) != want {
+			t.Errorf("keep %d: %d checkpoint(s) on disk, want %d", keep, len(ents), want)
+		}
+	}
+}
