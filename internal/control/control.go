@@ -187,7 +187,7 @@ type Controller struct {
 	// Health and metrics, per active attempt: last progress time, how far
 	// its metric log was read, and whether a health check stopped it.
 	progress      map[executor.Ref]time.Time
-	offsets       map[executor.Ref]int64
+	unstored      []domain.MetricPoint // metric points the store refused (storePoints)
 	healthStopped map[executor.Ref]bool
 
 	// Recording what ended attempts left behind runs off the loop, a few
@@ -299,7 +299,6 @@ func New(cfg Config) *Controller {
 		reasons:       map[int64]pendingReason{},
 
 		progress:      map[executor.Ref]time.Time{},
-		offsets:       map[executor.Ref]int64{},
 		healthStopped: map[executor.Ref]bool{},
 	}
 }

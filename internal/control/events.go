@@ -27,6 +27,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 	changes := make([]store.Change, 0, len(batch))
 	var deferred []store.Change
 	var progressed []executor.Ref
+	var points []domain.MetricPoint
 	for _, ev := range batch {
 		at := ev.At
 		if at.IsZero() {
@@ -41,7 +42,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
 			})
 		case executor.Progress:
-			c.ingest(ctx, ev.Ref)
+			points = append(points, ev.Points...)
 			c.progressed(ev.Ref, at)
 			if !slices.Contains(progressed, ev.Ref) {
 				progressed = append(progressed, ev.Ref)
@@ -52,7 +53,6 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			if c.finishing[ev.Ref] {
 				continue // a repeated end: its outputs are being recorded
 			}
-			c.ingest(ctx, ev.Ref) // the points written before the end
 			ch, err := c.ended(ctx, ev, at)
 			if err != nil {
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
@@ -65,6 +65,8 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			changes = append(changes, ch)
 		}
 	}
+	// Before the batch's ends, so that a job seen ended has its points.
+	c.storePoints(ctx, points)
 	for _, ref := range progressed {
 		if at := c.progress[ref]; !at.IsZero() {
 			if err := c.cfg.Store.RecordProgress(ctx, ref.JobID, ref.Attempt, at); err != nil {

@@ -1,28 +1,19 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
-	"trainyard/internal/logs"
 	"trainyard/internal/store"
 )
 
-// metricsFile is the metric log the local executor's shim writes in the
-// attempt directory: one record per progress report, the report unparsed
-// with its time, which ingest parses (see logs.ParseMetricRecord).
-const metricsFile = "metrics.jsonl"
-
-// maxIngestBytes bounds how much of a metric log one ingest reads, so one
-// chatty attempt cannot hold the loop; the rest is read next time.
-const maxIngestBytes = 4 << 20
+// maxUnstoredPoints bounds the metric points kept in memory while the
+// store refuses them; beyond it the oldest are dropped (and logged).
+const maxUnstoredPoints = 1_000_000
 
 // progressed records an attempt's latest progress time in memory; the store
 // is updated in handleEvents.
@@ -34,51 +25,24 @@ func (c *Controller) progressed(ref executor.Ref, at time.Time) bool {
 	return false
 }
 
-// ingest reads the attempt's metric log from where the last read stopped
-// and stores the new points. Points stored before a restart are read again
-// and skipped by the store.
-func (c *Controller) ingest(ctx context.Context, ref executor.Ref) {
-	f, err := c.cfg.Logs.Open(ref.JobID, ref.Attempt, metricsFile)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			c.log.Warn("read metric log", "attempt", ref.String(), "err", err)
-		}
+// storePoints stores the metric points of Progress events, with those an
+// earlier call could not store. Points stored before a restart are
+// reported again by the executor and skipped by the store.
+func (c *Controller) storePoints(ctx context.Context, points []domain.MetricPoint) {
+	c.unstored = append(c.unstored, points...)
+	if len(c.unstored) == 0 {
 		return
 	}
-	defer f.Close()
-	off := c.offsets[ref]
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		c.log.Warn("read metric log", "attempt", ref.String(), "err", err)
+	if err := c.cfg.Store.AppendPoints(ctx, c.unstored); err != nil {
+		if drop := len(c.unstored) - maxUnstoredPoints; drop > 0 {
+			c.log.Error("metric points dropped: the store refuses them and too many wait", "dropped", drop, "err", err)
+			c.unstored = append(c.unstored[:0], c.unstored[drop:]...)
+			return
+		}
+		c.log.Warn("store metric points; trying again", "points", len(c.unstored), "err", err)
 		return
 	}
-	br := bufio.NewReaderSize(io.LimitReader(f, maxIngestBytes), 64<<10)
-	var points []domain.MetricPoint
-	var ms []logs.Metric // reused for every record
-	for {
-		line, err := br.ReadBytes('\n')
-		if err != nil {
-			break // an incomplete last line is read again next time
-		}
-		off += int64(len(line))
-		at, step, got, ok := logs.ParseMetricRecord(line, ms)
-		ms = got
-		if !ok {
-			continue
-		}
-		for _, m := range ms {
-			points = append(points, domain.MetricPoint{JobID: ref.JobID, Attempt: ref.Attempt, Step: step, Key: string(m.Key), Value: m.Value, At: at})
-		}
-		if len(points) > 0 {
-			c.progressed(ref, at)
-		}
-	}
-	if len(points) > 0 {
-		if err := c.cfg.Store.AppendPoints(ctx, points); err != nil {
-			c.log.Warn("store metric points", "attempt", ref.String(), "err", err)
-			return // read again next time
-		}
-	}
-	c.offsets[ref] = off
+	c.unstored = c.unstored[:0]
 }
 
 // checkHealth stops attempts that missed their first progress or stalled,
@@ -165,6 +129,5 @@ func (c *Controller) seedProgress(ctx context.Context) error {
 // forgetAttempt drops the loop's memory of an ended attempt.
 func (c *Controller) forgetAttempt(ref executor.Ref) {
 	delete(c.progress, ref)
-	delete(c.offsets, ref)
 	delete(c.healthStopped, ref)
 }

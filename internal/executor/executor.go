@@ -186,9 +186,13 @@ const (
 	Exited EventKind = "exited"
 	// Lost: the attempt's supervisor vanished without an exit record.
 	Lost EventKind = "lost"
-	// Progress: the attempt reported training progress; Step is the latest
-	// step (0 when unknown) and At when it was reported. Executors send it
-	// at most about once per second per attempt. (Contract addition.)
+	// Progress: the attempt reported training progress. Points are the
+	// metric points reported since the previous Progress event, in order;
+	// Step is the latest step and At when it was reported. Executors send
+	// it at most about once per second per attempt, plus once with the
+	// last points before the attempt's Exited or Lost. An executor that
+	// reattaches may report points again: their consumer skips those it
+	// has (the store does).
 	Progress EventKind = "progress"
 	// LogLimited: the attempt's log reached its limit (Launch.LogLimit);
 	// from now on it keeps its head and a rolling tail. Limit is the
@@ -205,6 +209,9 @@ type Event struct {
 	PID  int // with Started
 	// Step, with Progress, is the latest training step reported.
 	Step int64
+	// Points, with Progress, are the metric points reported (JobID and
+	// Attempt set); at most MaxPoints per event.
+	Points []domain.MetricPoint
 	// Limit, with LogLimited, is the log's limit in bytes.
 	Limit int64
 	// With Exited: State is one of succeeded, failed, timed_out, canceled;
@@ -219,6 +226,10 @@ type Event struct {
 	// Usage, with Exited, is what the attempt's processes consumed.
 	Usage domain.Usage
 }
+
+// MaxPoints bounds the metric points one Progress event carries; an
+// executor splits more into several events.
+const MaxPoints = 50_000
 
 // Node is one machine an executor can run on.
 type Node struct {

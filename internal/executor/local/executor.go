@@ -157,6 +157,9 @@ type attempt struct {
 	startedSent bool
 	limitSent   bool // LogLimited was reported
 	done        bool // Exited or Lost was reported
+
+	pointsMu  sync.Mutex // serializes reportPoints
+	pointsOff int64      // how much of metrics.jsonl was reported
 }
 
 // New returns an executor. It checks the shim command and looks for a
@@ -512,11 +515,7 @@ func (e *Executor) watchPipe(a *attempt, cmd *exec.Cmd, r *os.File) {
 func (e *Executor) handleLine(a *attempt, line string) {
 	f := strings.Fields(line)
 	if len(f) == 3 && f[0] == "progress" {
-		step, err1 := strconv.ParseInt(f[1], 10, 64)
-		ns, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 == nil && err2 == nil {
-			e.emit(executor.Event{Ref: a.ref, Kind: executor.Progress, Step: step, At: time.Unix(0, ns).UTC()})
-		}
+		e.reportPoints(a) // the line's step and time are the last point's
 		return
 	}
 	if len(f) == 3 && f[0] == "loglimit" {
@@ -613,15 +612,15 @@ func (e *Executor) poll(a *attempt, id procID) {
 	}
 }
 
-// checkProgress reports Progress when the metric log of a reattached shim
-// changed since seen (without its step, which the log holds), at most once
-// per second, and returns the time reported.
+// checkProgress reports the new points of a reattached shim's metric log
+// when it changed since seen, at most once per second, and returns the
+// modification time it read at.
 func (e *Executor) checkProgress(a *attempt, seen time.Time) time.Time {
 	st, err := os.Stat(filepath.Join(a.dir, metricsFile))
 	if err != nil || !st.ModTime().After(seen) || (!seen.IsZero() && st.ModTime().Sub(seen) < notifyEvery) {
 		return seen
 	}
-	e.emit(executor.Event{Ref: a.ref, Kind: executor.Progress, At: st.ModTime().UTC()})
+	e.reportPoints(a)
 	return st.ModTime()
 }
 
@@ -684,6 +683,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	if err != nil && !e.reap(a) {
 		return // closing: the next executor reaps and reports it
 	}
+	e.reportPoints(a) // the last points, before the end
 	// Done before the final event is out, so that a Launch prompted by that
 	// event reattaches and reports the outcome again.
 	a.mu.Lock()
