@@ -344,7 +344,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			return err
 		}
 	}
-	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso}
+	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso, Code: codeLimits}
 	if cfg.RendezvousPorts != "" {
 		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {
 			return fmt.Errorf("server config rendezvous_ports: %w", err)
@@ -466,7 +466,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.ResolveSecrets(ctx, project, names)
 			},
-			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs, Code: codeLimits,
+			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
 			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }

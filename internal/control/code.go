@@ -14,25 +14,14 @@ import (
 	"trainyard/internal/executor"
 )
 
-// CodeLimits bounds what unpacking one attempt's code package may write
-// (Config.Code).
-type CodeLimits = codepkg.Limits
-
-// prepareCode gives an attempt of a job with a code package (submit
-// --context) a fresh copy of it: the package is unpacked from the blob store
-// into the attempt's working directory (logs.Layout.WorkDir), which is where
-// the process runs unless the spec sets workdir. It returns the variables
-// that tell the job where its code is: TRAINYARD_CODE_DIR,
-// TRAINYARD_CODE_SHA256 and, when known, TRAINYARD_GIT_COMMIT.
-//
-// The package is unpacked into a temporary sibling directory that is renamed
-// into place once complete, so an existing working directory means an
-// earlier launch of this attempt unpacked it already (a server restart
-// reattaching to it): it is left alone. A job without a package gets nil.
-//
-// The unpack itself (about 0.5 s per 10,000 files) is returned as a
-// function for the launch goroutine, so it does not hold the control loop.
-func (c *Controller) prepareCode(ji *jobInfo, id int64, attempt int) ([]string, func(context.Context) error) {
+// codeFor returns the code package an attempt of a job submitted with
+// --context runs: the executor unpacks a fresh copy of it into the
+// attempt's working directory (logs.Layout.WorkDir), which is where the
+// process runs unless the spec sets workdir, before the attempt starts
+// (executor.Launch.Code). It also returns the variables that tell the job
+// where its code is: TRAINYARD_CODE_DIR, TRAINYARD_CODE_SHA256 and, when
+// known, TRAINYARD_GIT_COMMIT. A job without a package gets nil.
+func (c *Controller) codeFor(ji *jobInfo, id int64, attempt int) (*executor.Code, []string) {
 	code := ji.code
 	if code == nil {
 		return nil, nil
@@ -42,61 +31,43 @@ func (c *Controller) prepareCode(ji *jobInfo, id int64, attempt int) ([]string, 
 	if code.Commit != "" {
 		env = append(env, "TRAINYARD_GIT_COMMIT="+code.Commit)
 	}
-	return env, func(ctx context.Context) error { return c.unpackCode(ctx, code.SHA256, dir) }
+	sha := code.SHA256
+	return &executor.Code{SHA256: sha, Dir: dir, Open: func(ctx context.Context) (io.ReadCloser, error) { return c.openCode(ctx, sha) }}, env
 }
 
-// unpackCode unpacks code package sha into dir, unless dir exists.
-func (c *Controller) unpackCode(ctx context.Context, sha, dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	fail := func(err error) error {
-		return fmt.Errorf("cannot unpack the job's code package %s into %s: %w", sha, dir, err)
-	}
+// openCode reads code package sha from the blob store, failing on the
+// first bytes that do not match it.
+func (c *Controller) openCode(ctx context.Context, sha string) (io.ReadCloser, error) {
 	if c.cfg.Blobs == nil {
-		return fail(errors.New("this server has no blob store configured; it cannot run jobs submitted with --context"))
+		return nil, errors.New("this server has no blob store configured; it cannot run jobs submitted with --context")
 	}
 	hex, err := codepkg.ParseHash(sha)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	key := codepkg.BlobKey(sha)
 	rc, _, err := c.cfg.Blobs.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return fail(errors.New("the package is missing from the blob store; submit the job again with --context to upload it"))
+		return nil, errors.New("the package is missing from the blob store; submit the job again with --context to upload it")
 	}
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	defer rc.Close()
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fail(err)
+	return struct {
+		io.Reader
+		io.Closer
+	}{corruptHint{blob.VerifyingReader(key, rc, hex)}, rc}, nil
+}
+
+// corruptHint says what to do when the stored package is corrupt.
+type corruptHint struct{ r io.Reader }
+
+func (h corruptHint) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if errors.Is(err, blob.ErrCorrupt) {
+		err = fmt.Errorf("the stored package is corrupt (%s); submit the job again with --context", strings.TrimPrefix(err.Error(), "blob "))
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".unpack-")
-	if err != nil {
-		return fail(err)
-	}
-	vr := blob.VerifyingReader(key, rc, hex)
-	err = codepkg.Unpack(vr, tmp, c.cfg.Code)
-	if err == nil {
-		// The archive may end before the stream does: read the rest so the
-		// hash covers every byte.
-		_, err = io.Copy(io.Discard, vr)
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o755) // MkdirTemp makes it 0700
-	}
-	if err == nil {
-		err = os.Rename(tmp, dir)
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		if errors.Is(err, blob.ErrCorrupt) {
-			err = fmt.Errorf("the stored package is corrupt (%s); submit the job again with --context", strings.TrimPrefix(err.Error(), "blob "))
-		}
-		return fail(err)
-	}
-	return nil
+	return n, err
 }
 
 // removeCode removes the unpacked copy of an ended attempt's code package,

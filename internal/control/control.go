@@ -90,13 +90,10 @@ type Config struct {
 	// Observer is told about passes, placements and attempt ends (for
 	// metrics). nil: nobody is told.
 	Observer Observer
-	// Blobs holds code packages; each attempt of a job submitted with
-	// --context gets a fresh unpack as its working directory (code.go).
-	// nil: such jobs fail to launch.
+	// Blobs holds code packages; the executor unpacks a fresh copy for
+	// each attempt of a job submitted with --context (code.go). nil: such
+	// jobs fail to launch.
 	Blobs blob.Store
-	// Code bounds each unpack of a code package (code.go); zero fields take
-	// the defaults, 2 GiB and 100,000 entries.
-	Code CodeLimits
 	// AdoptAfter is how old an active attempt this loop neither launched
 	// nor reattached to must be before the loop reattaches to it (launch is
 	// idempotent): one a deposed leader launched after this leader's
@@ -201,9 +198,6 @@ type Controller struct {
 	finishing map[executor.Ref]bool
 	recorded  chan store.Change
 	ends      []store.Change
-	// unpacks holds, per attempt being launched, the code package unpack
-	// its launch runs first (code.go). Loop goroutine only.
-	unpacks map[executor.Ref]func(context.Context) error
 	// poolLogLimits are the pools' log limits as of the last snapshot
 	// (poolLogLimit). Loop goroutine only.
 	poolLogLimits map[string]domain.ByteSize
@@ -290,7 +284,6 @@ func New(cfg Config) *Controller {
 		outputSem:     make(chan struct{}, 2),
 		finishing:     map[executor.Ref]bool{},
 		recorded:      make(chan store.Change, 16),
-		unpacks:       map[executor.Ref]func(context.Context) error{},
 		known:         map[executor.Ref]bool{},
 		guard:         newGuard(cfg.PreemptionGuard),
 		beneficiaries: map[int64]bool{},
@@ -382,11 +375,6 @@ func (c *Controller) recover(ctx context.Context) error {
 			// a key or secret that changed since would end a healthy job.
 			c.log.Warn("reattaching without the job's secrets", "attempt", l.Ref.String(), "err", err)
 			err = nil
-		}
-		if err == nil {
-			err = c.takeUnpack(l.Ref)(ctx)
-		} else {
-			c.takeUnpack(l.Ref)
 		}
 		if err == nil {
 			err = c.cfg.Executor.Launch(ctx, l)
@@ -563,7 +551,6 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place)
 		if err != nil {
-			c.takeUnpack(ref)
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
 		}
@@ -850,29 +837,13 @@ func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntr
 }
 
 func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {
-	prepare := c.takeUnpack(l.Ref)
 	c.sem <- struct{}{}
 	go func() {
 		defer func() { <-c.sem }()
-		err := prepare(ctx)
-		if err == nil {
-			err = c.cfg.Executor.Launch(ctx, l)
-		}
-		if err != nil {
+		if err := c.cfg.Executor.Launch(ctx, l); err != nil {
 			c.launched <- launchResult{ref: l.Ref, err: err}
 		}
 	}()
-}
-
-// takeUnpack returns (and forgets) what must be prepared on disk before
-// the attempt launches; a no-op when nothing is.
-func (c *Controller) takeUnpack(ref executor.Ref) func(context.Context) error {
-	f := c.unpacks[ref]
-	delete(c.unpacks, ref)
-	if f == nil {
-		return func(context.Context) error { return nil }
-	}
-	return f
 }
 
 // stop asks the executor to stop an attempt, once; req says why (its zero
@@ -957,10 +928,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	if workdir == "" {
 		workdir = c.cfg.Logs.WorkDir(id, attempt)
 	}
-	codeEnv, unpack := c.prepareCode(ji, id, attempt) // code.go
-	if unpack != nil {
-		c.unpacks[ref] = unpack // run by the launch, off the loop
-	}
+	code, codeEnv := c.codeFor(ji, id, attempt) // code.go
 	env = append(env, codeEnv...)
 	l := executor.Launch{
 		Ref: ref, Project: spec.Project, Pool: spec.Pool, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
@@ -968,7 +936,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, poolLimit, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
-		Resources: spec.Resources, Placement: place, Redact: redact,
+		Resources: spec.Resources, Placement: place, Redact: redact, Code: code,
 	}
 	applyStopPolicy(&l, spec)                         // warning, stop signal: stop.go
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go
@@ -1010,7 +978,6 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 			err = nil // as in recover: a running attempt keeps what it was launched with
 		}
 		if err != nil {
-			c.takeUnpack(ref)
 			c.log.Warn("reattach to an attempt another replica launched", "attempt", ref.String(), "err", err)
 			continue
 		}

@@ -9,6 +9,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -73,12 +74,30 @@ type Launch struct {
 	// in every line it writes to the log (values under 4 bytes are left
 	// alone). Like Env, it is never written to disk.
 	Redact []string // secrets: values to hide in logs
+	// Code, when set, is the job's code package (submit --context): the
+	// executor unpacks a fresh copy of it for the attempt before anything
+	// runs. A failed unpack fails the launch.
+	Code *Code
 	// Check, when not empty, is the environment's check command (an argv;
 	// Check[0] is looked up like Argv[0]): the executor runs it before Argv,
 	// with the same Env, WorkDir and log. If it cannot start or exits
 	// non-zero, Argv never starts and the attempt ends failed with reason
 	// EnvironmentCheckFailed (no Started event).
 	Check []string
+}
+
+// Code is a code package to unpack for an attempt.
+type Code struct {
+	// SHA256 names the package (hex).
+	SHA256 string
+	// Dir is where the package's files go. A directory that already
+	// exists there holds an earlier unpack of this attempt (a launch that
+	// reattaches) and is left alone.
+	Dir string
+	// Open returns the package's archive. Its reader fails once it has
+	// read bytes that do not match SHA256, so the executor reads it to
+	// the end.
+	Open func(ctx context.Context) (io.ReadCloser, error)
 }
 
 // Warn is an advance warning signal before the timeout.

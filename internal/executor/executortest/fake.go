@@ -2,6 +2,9 @@ package executortest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -63,6 +66,9 @@ func (f *Fake) Launch(ctx context.Context, l executor.Launch) error {
 	if f.LaunchFunc != nil {
 		return f.LaunchFunc(ctx, l)
 	}
+	if err := readCode(ctx, l.Code); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	f.launches = append(f.launches, l)
 	prev, seen := f.history[l.Ref]
@@ -88,6 +94,26 @@ func (f *Fake) Launch(ctx context.Context, l executor.Launch) error {
 	for _, ev := range evs {
 		ev.Ref = l.Ref
 		f.Emit(ev)
+	}
+	return nil
+}
+
+// readCode reads a launch's code package to the end, as an unpack would,
+// and fails as one would when it cannot be read or does not match.
+func readCode(ctx context.Context, c *executor.Code) error {
+	if c == nil {
+		return nil
+	}
+	err := errors.New("no way to read the package was given")
+	if c.Open != nil {
+		var rc io.ReadCloser
+		if rc, err = c.Open(ctx); err == nil {
+			_, err = io.Copy(io.Discard, rc)
+			rc.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cannot unpack the job's code package %s into %s: %w", c.SHA256, c.Dir, err)
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"trainyard/internal/codepkg"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local/cgroup"
@@ -111,6 +112,9 @@ type Config struct {
 	// Ports is where each attempt's MASTER_PORT comes from (see
 	// rendezvous.go); zero: DefaultPorts.
 	Ports PortRange
+	// Code bounds each unpack of a code package (Launch.Code); zero
+	// fields take codepkg's defaults.
+	Code codepkg.Limits
 }
 
 // eventBuffer is the capacity of the Events channel.
@@ -366,7 +370,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 		go e.reattach(a)
 		return nil
 	}
-	if err := e.start(a, l); err != nil {
+	if err := e.start(ctx, a, l); err != nil {
 		e.ports.release(l.Ref)
 		e.mu.Lock()
 		if e.attempts[l.Ref] == a {
@@ -381,7 +385,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 
 // start prepares the attempt's directories and starts a shim for a, which
 // reads the launch record from a pipe.
-func (e *Executor) start(a *attempt, l executor.Launch) error {
+func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) error {
 	var id *identity
 	userName := e.selfName
 	if e.users != nil {
@@ -390,6 +394,11 @@ func (e *Executor) start(a *attempt, l executor.Launch) error {
 			return err
 		}
 		id, userName = &v, v.Name
+	}
+	if l.Code != nil {
+		if err := e.unpackCode(ctx, l.Code); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(l.LogPath), 0o755); err != nil {
 		return fmt.Errorf("create directory: %w", err)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,9 +93,11 @@ func TestIsolatedAttemptRunsAsProjectUser(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("ty_admin_secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A name of this run's own, so another run's file is not taken for it.
+	mine := fmt.Sprintf("trainyard-test-mine-%d-%d", os.Getpid(), time.Now().UnixNano())
 	script := `id -u; id -g; id -G; umask; grep NoNewPrivs /proc/self/status | tr -d '\t '; echo "home=$HOME tmp=$TMPDIR user=$USER"
 ls -A /tmp | wc -l
-touch /tmp/mine "$HOME/mine" && echo wrote
+touch /tmp/` + mine + ` "$HOME/mine" && echo wrote
 cat ` + secret + ` 2>/dev/null && echo READ-SECRET
 echo x > ` + filepath.Join(secretDir, "planted") + ` 2>/dev/null && echo WROTE-OUTSIDE
 pwd -P`
@@ -141,8 +144,8 @@ pwd -P`
 	if _, err := os.Stat(filepath.Join(a.Dir, "tmp")); err == nil {
 		t.Error("the attempt's temporary files outlived it")
 	}
-	if _, err := os.Stat("/tmp/mine"); err == nil && !e.noMountNS.Load() {
-		t.Error("the job's /tmp/mine landed in the machine's /tmp")
+	if _, err := os.Stat("/tmp/" + mine); err == nil && !e.noMountNS.Load() {
+		t.Error("the job's /tmp file landed in the machine's /tmp")
 	}
 
 	// Another project runs as another user and cannot read the first
