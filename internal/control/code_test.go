@@ -3,6 +3,7 @@ package control_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -273,5 +274,19 @@ func TestUnpackedCodeIsRemovedWhenTheAttemptEnds(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(r.dir, "runs", "2", "1", "work", "scratch")); err != nil || string(b) != "left by the job" {
 		t.Errorf("a job without a package lost its working directory: %q, %v", b, err)
+	}
+}
+
+// A launch that cannot prepare the job's output directories ends the
+// attempt ArtifactWriteFailed, with the executor's words.
+func TestUnwritableOutputsEndArtifactWriteFailed(t *testing.T) {
+	ex := &executortest.Fake{LaunchFunc: func(ctx context.Context, l executor.Launch) error {
+		return fmt.Errorf("%w: mkdir %s: no space left on device", executor.ErrOutputs, l.Writable[0])
+	}}
+	r := newCodeRig(t, ex)
+	j := r.submitCode("name: full\nentrypoint: [x]\n", nil)
+	j = r.wait(j.ID, domain.JobFailed)
+	if j.Reason != domain.ReasonArtifactWrite || !strings.Contains(j.Message, "no space left on device") {
+		t.Errorf("job ended %s %q, want ArtifactWriteFailed naming the cause", j.Reason, j.Message)
 	}
 }

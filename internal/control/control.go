@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -888,14 +887,6 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		return executor.Launch{Ref: ref}, err
 	}
 	ckpt := filepath.Join(ji.outputDir, checkpointsDir)
-	// Traversable, not listable: another project's job may not read the
-	// names of this project's jobs. The executor gives the job's own
-	// directories to the job's user.
-	for _, d := range []string{ji.outputDir, ckpt} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
-			return executor.Launch{Ref: ref}, fmt.Errorf("%w: create %s: %v", errArtifactWrite, d, err)
-		}
-	}
 	env := slices.Clone(c.cfg.BaseEnv)
 	for _, k := range sortedKeys(spec.EnvVars) {
 		env = append(env, k+"="+spec.EnvVars[k])
@@ -1000,8 +991,6 @@ type JobTokens interface {
 // errSecrets marks a launch whose secrets could not be resolved; the
 // returned Launch is complete except for them.
 var errSecrets = errors.New("cannot resolve the job's secrets")
-
-var errArtifactWrite = errors.New("artifact write failed")
 
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(func(yield func(string) bool) {

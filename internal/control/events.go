@@ -257,7 +257,7 @@ func (c *Controller) handleLaunchFailure(ctx context.Context, r launchResult) {
 	}
 	c.log.Error("launch attempt", "attempt", r.ref.String(), "err", r.err)
 	reason := domain.ReasonLaunchFailed
-	if errors.Is(r.err, errArtifactWrite) {
+	if errors.Is(r.err, executor.ErrOutputs) {
 		reason = domain.ReasonArtifactWrite
 	}
 	c.handleEvents(ctx, []executor.Event{{Ref: r.ref, Kind: executor.Exited, At: c.cfg.Clock.Now(),

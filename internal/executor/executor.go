@@ -8,6 +8,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -40,8 +41,9 @@ type Launch struct {
 	// is unique per attempt and created if missing. The attempt's HOME and
 	// TMPDIR are its subdirectories home and tmp, unless Env sets them.
 	Dir string
-	// Writable lists directories, created beforehand, that the attempt must
-	// be able to write (its outputs and checkpoints): an executor that
+	// Writable lists directories the attempt must be able to write (its
+	// outputs and checkpoints). The executor creates those missing
+	// (failing the launch with ErrOutputs when it cannot); one that
 	// isolates jobs gives them to the attempt's user.
 	Writable []string
 	// LogPath is the attempt's log file (see package logs for the format).
@@ -85,6 +87,10 @@ type Launch struct {
 	// EnvironmentCheckFailed (no Started event).
 	Check []string
 }
+
+// ErrOutputs is wrapped by the error of a Launch that could not prepare
+// the attempt's Writable directories: the job's outputs cannot be written.
+var ErrOutputs = errors.New("cannot prepare the job's output directories")
 
 // Code is a code package to unpack for an attempt.
 type Code struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -68,6 +69,13 @@ func (f *Fake) Launch(ctx context.Context, l executor.Launch) error {
 	}
 	if err := readCode(ctx, l.Code); err != nil {
 		return err
+	}
+	// The job's outputs are files on this machine in tests, as with the
+	// local executor: create the directories as it does.
+	for _, d := range l.Writable {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("%w: %w", executor.ErrOutputs, err)
+		}
 	}
 	f.mu.Lock()
 	f.launches = append(f.launches, l)

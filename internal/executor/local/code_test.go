@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -135,5 +136,22 @@ func TestUnpackLeavesAnEarlierUnpack(t *testing.T) {
 	}
 	if err := e.unpackCode(context.Background(), codeOf([]byte("garbage"), dir)); err != nil {
 		t.Errorf("unpack over an existing directory: %v", err)
+	}
+}
+
+// Output directories that cannot be created fail the launch with
+// ErrOutputs, which the control loop records as ArtifactWriteFailed.
+func TestUnwritableOutputsFailTheLaunch(t *testing.T) {
+	e := newExec(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := executor.Launch{Ref: executor.Ref{JobID: 1, Attempt: 1}, Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"},
+		WorkDir: filepath.Join(root, "work"), Dir: filepath.Join(root, "attempt"), LogPath: filepath.Join(root, "attempt", "output.log"),
+		Writable: []string{filepath.Join(file, "outputs")}}
+	if err := e.Launch(context.Background(), l); !errors.Is(err, executor.ErrOutputs) {
+		t.Errorf("Launch = %v, want ErrOutputs", err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"trainyard/internal/executor"
 )
 
 // Isolation runs every project's attempts as that project's own
@@ -195,6 +197,13 @@ const traversable = 0o711
 // working directory's tree (an unpacked code package no job has run in
 // yet) is handed over with lchown, which does not follow symlinks.
 func prepareDirs(dir, workDir string, writable []string, id *identity) error {
+	// Traversable, not listable: another project's job may not read the
+	// names of this project's jobs.
+	for _, d := range writable {
+		if err := os.MkdirAll(d, traversable); err != nil {
+			return fmt.Errorf("%w: %w", executor.ErrOutputs, err)
+		}
+	}
 	if id == nil {
 		for _, d := range []string{filepath.Join(dir, homeDir), filepath.Join(dir, tmpDir), workDir} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
