@@ -21,14 +21,23 @@ import (
 // checkpointsDir is where a job's checkpoints live, under its outputs.
 const checkpointsDir = artifacts.CheckpointsDir
 
-// outputsPending is the directory, under the attempts' root, of markers
+// outputsPending is the directory, under Config.StateDir, of markers
 // named JOB-ATTEMPT for attempts whose outputs are still to be recorded.
-const outputsPending = ".outputs-pending"
+const outputsPending = "outputs-pending"
+
+// pendingDir is the directory of the markers of owed outputs.
+func (c *Controller) pendingDir() string {
+	dir := c.cfg.StateDir
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(c.cfg.Logs.Root), "state")
+	}
+	return filepath.Join(dir, outputsPending)
+}
 
 // resumeOutputs records the outputs a previous run of the server left
 // owed (see outputs).
 func (c *Controller) resumeOutputs() {
-	ents, _ := os.ReadDir(filepath.Join(c.cfg.Logs.Root, outputsPending))
+	ents, _ := os.ReadDir(c.pendingDir())
 	for _, e := range ents {
 		js, as, ok := strings.Cut(e.Name(), "-")
 		job, err1 := strconv.ParseInt(js, 10, 64)
@@ -119,7 +128,7 @@ const outputsTimeout = 10 * time.Minute
 func (c *Controller) outputs(ref executor.Ref) {
 	// A marker says the work is owed, so a server that stops before it is
 	// done does it after its restart (recover).
-	dir := filepath.Join(c.cfg.Logs.Root, outputsPending)
+	dir := c.pendingDir()
 	pending := filepath.Join(dir, strconv.FormatInt(ref.JobID, 10)+"-"+strconv.Itoa(ref.Attempt))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.log.Warn("mark outputs to record", "attempt", ref.String(), "err", err)

@@ -144,7 +144,7 @@ func TestOwedOutputsAreRecordedAfterRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(out, "late.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	marker := filepath.Join(r.dir, "runs", ".outputs-pending", fmt.Sprintf("%d-1", j.ID))
+	marker := filepath.Join(r.dir, "state", "outputs-pending", fmt.Sprintf("%d-1", j.ID))
 	os.MkdirAll(filepath.Dir(marker), 0o755)
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,9 @@ type Config struct {
 	Clock    clock.Clock
 	Logger   *slog.Logger
 	Logs     logs.Layout
+	// StateDir holds the loop's own files on disk (the attempts whose
+	// outputs are owed, artifacts.go); empty: "state" beside Logs.Root.
+	StateDir string
 	// BaseEnv is the environment every job starts from (PATH, LANG, TZ);
 	// the job's own variables are added on top.
 	BaseEnv []string
