@@ -111,6 +111,11 @@ type Config struct {
 	// Ports is where each attempt's MASTER_PORT comes from (see
 	// rendezvous.go); zero: DefaultPorts.
 	Ports PortRange
+	// Runs, when set, is the root of the attempt directories
+	// (logs.Layout): Logs and Release find there the attempts this
+	// executor has not launched (after a restart, or on a server that
+	// only reads). Empty: only launched attempts are known (files.go).
+	Runs string
 }
 
 // eventBuffer is the capacity of the Events channel.
