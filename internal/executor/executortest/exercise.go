@@ -880,6 +880,20 @@ func (h *Harness) Launch(t testing.TB, argv []string, mod func(*executor.Launch)
 	if mod != nil {
 		mod(&l)
 	}
+	// A variable mod appended again replaces the harness's.
+	seen := map[string]bool{}
+	for i := len(l.Env) - 1; i >= 0; i-- {
+		k, _, _ := strings.Cut(l.Env[i], "=")
+		if seen[k] {
+			l.Env = slices.Delete(l.Env, i, i+1)
+		}
+		seen[k] = true
+	}
+	// Outputs the job is not told of are not given to it (a launch under
+	// /tmp has no private /tmp).
+	if v, _ := getenv(l.Env, "TRAINYARD_OUTPUT_DIR"); v != out {
+		l.Writable = slices.DeleteFunc(l.Writable, func(d string) bool { return d == out || d == ckpt })
+	}
 	if err := h.Exec.Launch(context.Background(), l); err != nil {
 		t.Fatalf("Launch %v: %v", argv, err)
 	}

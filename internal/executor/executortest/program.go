@@ -171,8 +171,11 @@ func (p Program) script() string {
 			line(`kill -KILL $PPID`)
 			line(`sleep 300 & wait`)
 		case s.Block:
-			// wait returns early when a trapped signal arrives.
-			line(`sleep 300 & wait`)
+			// wait returns early when a trapped signal arrives; the loop
+			// bounds the wait of a shell that missed one (it came before
+			// the sleep started, and the shell did not run its trap
+			// before waiting) to a second.
+			line(`while :; do sleep 1 & wait; done`)
 		}
 	}
 	line(`exit %d`, p.Exit)
