@@ -3,6 +3,13 @@
 // offer. Implementations (local, slurm, kubernetes) never touch the store; they
 // report events and the control loop records them.
 //
+// The contract has two sides: running attempts (Launch, Stop, Events,
+// Release, Inventory) and reading what they leave (Files: Logs, Outputs),
+// which is its own interface so that a server that only reads (an API
+// replica) needs no executor that runs anything; see files.go. The
+// conformance suite, which every executor and the in-memory fake pass, is
+// package executortest.
+//
 // This package imports domain and the standard library only.
 package executor
 
@@ -269,8 +276,9 @@ type Inventory struct {
 	Nodes []Node
 }
 
-// Executor runs attempts.
+// Executor runs attempts, and reads what they leave (Files).
 type Executor interface {
+	Files
 	// Capabilities says what the executor can do. It does not change
 	// while the executor runs.
 	Capabilities() Capabilities
@@ -291,4 +299,19 @@ type Executor interface {
 	Events() <-chan Event
 	// Inventory reports the nodes and their capacity.
 	Inventory(ctx context.Context) (Inventory, error)
+	// Release frees what the executor still holds for an ended attempt,
+	// once the server has recorded its outcome: its workspace (HOME,
+	// temporary files, a working directory made for it, an unpacked code
+	// copy: what a job keeps it writes to its outputs, as on a cluster,
+	// where the pod's filesystem goes with the pod), its cgroups, the
+	// supervisor's private state. It keeps what is read later: the log
+	// (Logs), the metric log, and the outcome record, so that a later
+	// Launch still reports the attempt's outcome. The job's outputs are
+	// the job's, not the attempt's: never touched.
+	//
+	// It is idempotent; an attempt that never ran is no error. Releasing
+	// an attempt that has not ended is an error matching
+	// domain.ErrConflict, and releases nothing: stop it first, and release
+	// it once its Exited or Lost event is recorded.
+	Release(ctx context.Context, ref Ref) error
 }

@@ -1,19 +1,27 @@
-// Package executortest holds the conformance suite every executor that runs
-// shell commands passes (Exercise), and Fake, a scripted executor for
-// control-loop tests.
+// Package executortest holds the conformance suite every executor passes
+// (Exercise), Program, the jobs it runs, and Fake, an in-memory executor
+// that passes it too and that control-loop tests script.
 //
-// The suite runs real processes through the executor under test: /bin/sh,
-// true, env and sleep must be on PATH. It checks outcomes through the
-// executor's events, the attempt's log file (package logs) and files the jobs
-// write into their working directories.
+// The suite checks the contract through the contract only: it launches
+// Programs and checks the executor's events, its Logs and its Outputs, so
+// that it runs against the Fake as against a real executor. A real
+// executor runs a Program as a shell script: /bin/sh, env, sleep, mkdir,
+// ln and kill must be on PATH. What only processes show (process trees,
+// PATH lookups, directories on disk) is checked with Options.Processes.
 package executortest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,14 +40,28 @@ import (
 // suite runs under the race detector on small, busy machines.
 var WaitTimeout = 30 * time.Second
 
-// Exercise runs the conformance suite. newExec returns a fresh executor for
-// one subtest (subtests run in parallel); it should register its own cleanup
-// with t.Cleanup.
-func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
+// Options says what the suite may check beyond the contract.
+type Options struct {
+	// Processes: the executor runs Argv as processes on this machine, so
+	// the suite also checks what only processes show: a process tree ends
+	// with its attempt, a program not found in PATH or at its path, the
+	// working directory made on disk, the environment of a process started
+	// without a shell.
+	Processes bool
+}
+
+// Exercise runs the conformance suite: every method of the contract,
+// through Programs (Program.Argv), so that an executor that runs processes
+// and the in-memory Fake are held to the same checks. newExec returns a
+// fresh executor for one subtest (subtests run in parallel); it should
+// register its own cleanup with t.Cleanup.
+func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts Options) {
+	ctx := context.Background()
+
 	t.Run("Succeeds", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"true"}, nil)
+		l := h.Run(t, Program{}, nil)
 		started := h.Wait(t, l.Ref, executor.Started)
 		if started.PID <= 0 {
 			t.Errorf("Started.PID = %d, want > 0", started.PID)
@@ -54,7 +76,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 	t.Run("ExitCode", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"/bin/sh", "-c", "exit 3"}, nil)
+		l := h.Run(t, Program{Exit: 3}, nil)
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptFailed, domain.ReasonExitCode, intPtr(3))
 		if !strings.Contains(ev.Message, "3") {
@@ -65,7 +87,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 	t.Run("KilledBySignal", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"/bin/sh", "-c", "kill -KILL $$"}, nil)
+		l := h.Run(t, Program{Steps: []Step{{Signal: "KILL"}}}, nil)
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptFailed, domain.ReasonExitCode, nil)
 		if !strings.Contains(ev.Message, "SIGKILL") {
@@ -79,9 +101,17 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 			argv []string
 			want string // in the message
 		}{
-			"name searched in PATH": {argv: []string{"trainyard-no-such-program", "--epochs", "3"}, want: "trainyard-no-such-program"},
-			"absolute path":         {argv: []string{"/nonexistent/trainyard-train"}, want: "/nonexistent/trainyard-train"},
-			"shell command":         {argv: []string{"/bin/sh", "-c", "trainyard-no-such-program --epochs 3"}, want: "trainyard-no-such-program"},
+			"shell command": {argv: Program{Steps: []Step{{Run: []string{"trainyard-no-such-program", "--epochs", "3"}}}}.Argv(), want: "trainyard-no-such-program"},
+		}
+		if opts.Processes {
+			cases["name searched in PATH"] = struct {
+				argv []string
+				want string
+			}{argv: []string{"trainyard-no-such-program", "--epochs", "3"}, want: "trainyard-no-such-program"}
+			cases["absolute path"] = struct {
+				argv []string
+				want string
+			}{argv: []string{"/nonexistent/trainyard-train"}, want: "/nonexistent/trainyard-train"}
 		}
 		for name, tc := range cases {
 			t.Run(name, func(t *testing.T) {
@@ -99,54 +129,117 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 		}
 	})
 
-	t.Run("TimeoutKillsTree", func(t *testing.T) {
+	t.Run("Timeout", func(t *testing.T) {
 		t.Parallel()
-		h := NewHarness(t, newExec(t))
-		// Both the shell and its background grandchild ignore SIGTERM, so
-		// only the SIGKILL after the grace period ends them.
-		l := h.Launch(t, []string{"/bin/sh", "-c", `trap "" TERM; sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; wait`}, func(l *executor.Launch) {
-			l.Timeout = 1500 * time.Millisecond
-			l.Grace = 300 * time.Millisecond
-		})
-		ev := h.Wait(t, l.Ref, executor.Exited)
-		checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
-		CheckGone(t, l.WorkDir, "sh.pid", "bg.pid")
+		cases := map[string]Program{
+			"process ends on SIGTERM": {OnTerm: "terminated", Steps: []Step{{Block: true}}},
+			"process ignores SIGTERM": {IgnoreTerm: true, Steps: []Step{{Block: true}}},
+		}
+		for name, p := range cases {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				h := NewHarness(t, newExec(t))
+				l := h.Run(t, p, func(l *executor.Launch) {
+					l.Timeout = 1500 * time.Millisecond
+					l.Grace = 300 * time.Millisecond
+				})
+				ev := h.Wait(t, l.Ref, executor.Exited)
+				if ev.State != domain.AttemptTimedOut || ev.Reason != domain.ReasonTimeout || ev.Message == "" {
+					t.Errorf("got %s/%s (%q), want timed_out/Timeout with a message", ev.State, ev.Reason, ev.Message)
+				}
+				if p.OnTerm != "" && !slices.Contains(h.LogLines(t, l.Ref, executor.LogQuery{}), p.OnTerm) {
+					t.Errorf("the program did not get SIGTERM at the timeout: no %q in its log", p.OnTerm)
+				}
+			})
+		}
 	})
+
+	if opts.Processes {
+		t.Run("TimeoutKillsTree", func(t *testing.T) {
+			t.Parallel()
+			h := NewHarness(t, newExec(t))
+			// Both the shell and its background grandchild ignore SIGTERM, so
+			// only the SIGKILL after the grace period ends them.
+			l := h.Launch(t, []string{"/bin/sh", "-c", `trap "" TERM; sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; wait`}, func(l *executor.Launch) {
+				l.Timeout = 1500 * time.Millisecond
+				l.Grace = 300 * time.Millisecond
+			})
+			ev := h.Wait(t, l.Ref, executor.Exited)
+			checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+			CheckGone(t, l.WorkDir, "sh.pid", "bg.pid")
+		})
+	}
 
 	t.Run("Stop", func(t *testing.T) {
 		t.Parallel()
 		cases := map[string]struct {
-			trap  string
+			p     Program
 			grace time.Duration
+			req   executor.StopRequest
+			want  domain.Reason
 		}{
-			"process ends on SIGTERM": {trap: "", grace: time.Minute},
-			"process ignores SIGTERM": {trap: `trap "" TERM; `, grace: 200 * time.Millisecond},
+			"process ends on SIGTERM": {p: Program{OnTerm: "terminated", Steps: []Step{{Out: "ready"}, {Block: true}}}, grace: time.Minute, want: domain.ReasonCanceledByUser},
+			"process ignores SIGTERM": {p: Program{IgnoreTerm: true, Steps: []Step{{Out: "ready"}, {Block: true}}}, grace: 200 * time.Millisecond, want: domain.ReasonCanceledByUser},
+			"preempted":               {p: Program{Steps: []Step{{Out: "ready"}, {Block: true}}}, grace: time.Minute, req: executor.StopRequest{Reason: domain.ReasonPreempted, Message: "preempted for job 12"}, want: domain.ReasonPreempted},
 		}
 		for name, tc := range cases {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				h := NewHarness(t, newExec(t))
-				l := h.Launch(t, []string{"/bin/sh", "-c", tc.trap + `sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; wait`}, nil)
-				h.Wait(t, l.Ref, executor.Started)
-				WaitFiles(t, l.WorkDir, "sh.pid", "bg.pid")
-				if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: tc.grace}); err != nil {
+				l := h.Run(t, tc.p, nil)
+				h.WaitLine(t, l.Ref, "ready") // its SIGTERM handling is set up
+				req := tc.req
+				req.Grace = tc.grace
+				if err := h.Exec.Stop(ctx, l.Ref, req); err != nil {
 					t.Fatalf("Stop: %v", err)
 				}
 				ev := h.Wait(t, l.Ref, executor.Exited)
-				if ev.State != domain.AttemptCanceled || ev.Reason != domain.ReasonCanceledByUser {
-					t.Errorf("got %s/%s (%q), want canceled/CanceledByUser", ev.State, ev.Reason, ev.Message)
+				if ev.State != domain.AttemptCanceled || ev.Reason != tc.want || ev.Message == "" {
+					t.Errorf("got %s/%s (%q), want canceled/%s with a message", ev.State, ev.Reason, ev.Message, tc.want)
 				}
-				CheckGone(t, l.WorkDir, "sh.pid", "bg.pid")
+				if tc.p.OnTerm != "" && !slices.Contains(h.LogLines(t, l.Ref, executor.LogQuery{}), tc.p.OnTerm) {
+					t.Errorf("the program did not get SIGTERM: no %q in its log", tc.p.OnTerm)
+				}
 			})
 		}
 	})
 
+	if opts.Processes {
+		t.Run("StopKillsTree", func(t *testing.T) {
+			t.Parallel()
+			cases := map[string]struct {
+				trap  string
+				grace time.Duration
+			}{
+				"process ends on SIGTERM": {trap: "", grace: time.Minute},
+				"process ignores SIGTERM": {trap: `trap "" TERM; `, grace: 200 * time.Millisecond},
+			}
+			for name, tc := range cases {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					h := NewHarness(t, newExec(t))
+					l := h.Launch(t, []string{"/bin/sh", "-c", tc.trap + `sleep 300 & echo $! > bg.pid; echo $$ > sh.pid; wait`}, nil)
+					h.Wait(t, l.Ref, executor.Started)
+					WaitFiles(t, l.WorkDir, "sh.pid", "bg.pid")
+					if err := h.Exec.Stop(ctx, l.Ref, executor.StopRequest{Grace: tc.grace}); err != nil {
+						t.Fatalf("Stop: %v", err)
+					}
+					ev := h.Wait(t, l.Ref, executor.Exited)
+					if ev.State != domain.AttemptCanceled || ev.Reason != domain.ReasonCanceledByUser {
+						t.Errorf("got %s/%s (%q), want canceled/CanceledByUser", ev.State, ev.Reason, ev.Message)
+					}
+					CheckGone(t, l.WorkDir, "sh.pid", "bg.pid")
+				})
+			}
+		})
+	}
+
 	t.Run("StopEnded", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"true"}, nil)
+		l := h.Run(t, Program{}, nil)
 		h.Wait(t, l.Ref, executor.Exited)
-		if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
+		if err := h.Exec.Stop(ctx, l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 			t.Errorf("Stop after exit: %v, want nil", err)
 		}
 	})
@@ -154,33 +247,29 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 	t.Run("LaunchTwiceRunsOnce", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"/bin/sh", "-c", "echo run >> count"}, nil)
-		if err := h.Exec.Launch(context.Background(), l); err != nil {
+		l := h.Run(t, Program{Steps: []Step{{File: &FileStep{Path: "count", Data: "run\n", Append: true}}}}, nil)
+		if err := h.Exec.Launch(ctx, l); err != nil {
 			t.Fatalf("second Launch: %v", err)
 		}
 		h.Wait(t, l.Ref, executor.Exited)
 		n := len(h.Events(l.Ref))
 		// Launching an attempt that has exited reports its outcome again.
-		if err := h.Exec.Launch(context.Background(), l); err != nil {
+		if err := h.Exec.Launch(ctx, l); err != nil {
 			t.Fatalf("Launch after exit: %v", err)
 		}
 		ev := h.WaitFrom(t, l.Ref, executor.Exited, n)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-		b, err := os.ReadFile(filepath.Join(l.WorkDir, "count"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Count(string(b), "run\n"); got != 1 {
-			t.Errorf("the job ran %d times, want 1", got)
+		if got := ReadOutput(t, h.Outputs(t, l), "count"); got != "run\n" {
+			t.Errorf("count holds %q: the job ran %d times, want 1", got, strings.Count(got, "run\n"))
 		}
 	})
 
 	t.Run("Log", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"/bin/sh", "-c", `echo out1; echo err1 >&2; echo "out 2"; echo err2 >&2; printf partial`}, nil)
+		l := h.Run(t, Program{Steps: []Step{{Out: "out1"}, {Err: "err1"}, {Out: "out 2"}, {Err: "err2"}, {Partial: "partial"}}}, nil)
 		h.Wait(t, l.Ref, executor.Exited)
-		lines := ReadLog(t, l.LogPath)
+		lines := h.Records(t, l.Ref, executor.LogQuery{})
 		if len(lines) < 2 || lines[0].Stream != logs.System || lines[len(lines)-1].Stream != logs.System {
 			t.Fatalf("log must start and end with a system line; got %q", lines)
 		}
@@ -196,69 +285,369 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 			if !slices.Equal(got[stream], w) {
 				t.Errorf("%s lines = %q, want %q", stream, got[stream], w)
 			}
+			// The same, as text, through the stream filter.
+			if text := h.LogLines(t, l.Ref, executor.LogQuery{Stream: stream}); !slices.Equal(text, w) {
+				t.Errorf("Logs(stream %s) = %q, want %q", stream, text, w)
+			}
 		}
 		for stream := range got {
 			if stream != logs.Stdout && stream != logs.Stderr && stream != logs.System {
 				t.Errorf("unknown stream %q in log", stream)
 			}
 		}
+		// Without timestamps: the program's lines only, no system lines.
+		if text := h.LogLines(t, l.Ref, executor.LogQuery{}); len(text) != 5 {
+			t.Errorf("Logs without timestamps = %q, want the 5 lines of the program", text)
+		}
 	})
 
-	t.Run("EnvironmentExact", func(t *testing.T) {
+	t.Run("LogQuery", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		var steps []Step
+		for i := 1; i <= 12; i++ {
+			steps = append(steps, Step{Out: fmt.Sprintf("line %d", i)})
+			if i%4 == 0 {
+				steps = append(steps, Step{Err: fmt.Sprintf("warning %d", i/4)})
+			}
+		}
+		l := h.Run(t, Program{Steps: steps}, nil)
+		h.Wait(t, l.Ref, executor.Exited)
+		all := h.Records(t, l.Ref, executor.LogQuery{})
+		var text, stdout []string // the program's lines, all and stdout
+		for _, ln := range all {
+			if ln.Stream != logs.System {
+				text = append(text, ln.Text)
+			}
+			if ln.Stream == logs.Stdout {
+				stdout = append(stdout, ln.Text)
+			}
+		}
+		if len(text) != 15 {
+			t.Fatalf("the program's lines = %q, want 15", text)
+		}
+		check := func(name string, q executor.LogQuery, want []string) {
+			t.Helper()
+			if got := h.LogLines(t, l.Ref, q); !slices.Equal(got, want) {
+				t.Errorf("%s: got %q, want %q", name, got, want)
+			}
+		}
+		check("tail 3", executor.LogQuery{Tail: 3}, text[len(text)-3:])
+		check("tail beyond the log", executor.LogQuery{Tail: 100}, text)
+		check("grep", executor.LogQuery{Grep: regexp.MustCompile(`^line 1[0-9]?$`)}, []string{"line 1", "line 10", "line 11", "line 12"})
+		check("grep and tail", executor.LogQuery{Grep: regexp.MustCompile(`^line`), Tail: 2}, []string{"line 11", "line 12"})
+		check("stream stderr", executor.LogQuery{Stream: executor.StreamStderr}, []string{"warning 1", "warning 2", "warning 3"})
+		check("stream and tail", executor.LogQuery{Stream: executor.StreamStdout, Tail: 2}, stdout[len(stdout)-2:])
+		check("stream and grep", executor.LogQuery{Stream: executor.StreamStderr, Grep: regexp.MustCompile(`[23]$`)}, []string{"warning 2", "warning 3"})
+		// Since a line's time: that line and every later one.
+		since := all[len(all)/2].Time
+		var want []string
+		for _, ln := range all {
+			if !ln.Time.Before(since) {
+				want = append(want, ln.String())
+			}
+		}
+		check("since", executor.LogQuery{Since: since, Timestamps: true}, want)
+		if err := h.Exec.Logs(ctx, executor.Ref{JobID: l.JobID + 500_000_000, Attempt: 1}, executor.LogQuery{}, io.Discard); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Logs of an unknown attempt: %v, want an error matching fs.ErrNotExist", err)
+		}
+	})
+
+	t.Run("LogFollow", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{OnTerm: "bye", Steps: []Step{{Out: "one"}, {Block: true}}}, nil)
+		h.Wait(t, l.Ref, executor.Started)
+		w := newWatchedBuffer()
+		done := make(chan error, 1)
+		go func() { done <- h.Exec.Logs(ctx, l.Ref, executor.LogQuery{Follow: true}, w) }()
+		w.waitFor(t, "one\n")
+		select {
+		case err := <-done:
+			t.Fatalf("Logs(follow) returned while the attempt runs (err %v); wrote %q", err, w.String())
+		default:
+		}
+		if err := h.Exec.Stop(ctx, l.Ref, executor.StopRequest{Grace: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Logs(follow): %v", err)
+			}
+		case <-time.After(WaitTimeout):
+			t.Fatalf("Logs(follow) still runs %s after the attempt was stopped; wrote %q", WaitTimeout, w.String())
+		}
+		h.Wait(t, l.Ref, executor.Exited)
+		if got := w.String(); got != "one\nbye\n" {
+			t.Errorf("followed log = %q, want %q (every line, the last written at the end)", got, "one\nbye\n")
+		}
+		// Following an ended attempt writes its log and returns.
+		var b strings.Builder
+		if err := h.Exec.Logs(ctx, l.Ref, executor.LogQuery{Follow: true, Tail: 1}, &b); err != nil || b.String() != "bye\n" {
+			t.Errorf("Logs(follow, tail 1) of an ended attempt = %q, %v; want %q", b.String(), err, "bye\n")
+		}
+	})
+
+	t.Run("Progress", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{Steps: []Step{{Progress: 1}, {Progress: 2}, {Progress: 3}, {Block: true}}}, nil)
+		ev := h.WaitFor(t, l.Ref, "progress at step 3", func(ev executor.Event) bool { return ev.Kind == executor.Progress && ev.Step == 3 })
+		if ev.At.IsZero() {
+			t.Error("Progress event has no time")
+		}
+		// Every point reported arrives once, in order, as printed.
+		var steps []int64
+		for _, ev := range h.Events(l.Ref) {
+			if ev.Kind != executor.Progress {
+				continue
+			}
+			if ev.Step < 1 || ev.Step > 3 {
+				t.Errorf("Progress at step %d, want one of the steps reported (1-3)", ev.Step)
+			}
+			for _, p := range ev.Points {
+				if p.JobID != l.JobID || p.Attempt != l.Attempt || p.Key != "loss" || p.Value != 0.5 || p.At.IsZero() {
+					t.Errorf("point %+v, want loss 0.5 of attempt %s with its time", p, l.Ref)
+				}
+				steps = append(steps, p.Step)
+			}
+		}
+		if !slices.Equal(steps, []int64{1, 2, 3}) {
+			t.Errorf("points at steps %v, want 1, 2, 3", steps)
+		}
+		if got := h.LogLines(t, l.Ref, executor.LogQuery{Grep: regexp.MustCompile(`^trainyard: `)}); len(got) != 3 {
+			t.Errorf("progress lines in the log = %q, want the 3 reported", got)
+		}
+		if err := h.Exec.Stop(ctx, l.Ref, executor.StopRequest{Grace: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		h.Wait(t, l.Ref, executor.Exited)
+	})
+
+	t.Run("Outputs", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{Steps: []Step{
+			{File: &FileStep{Path: "a.txt", Data: "hello"}},
+			{File: &FileStep{Path: "sub/b.txt", Data: "bee"}},
+			{Checkpoint: &CheckpointStep{Name: "ck-1", Files: map[string]string{"w.bin": "1111"}, Complete: true}},
+			{Checkpoint: &CheckpointStep{Name: "ck-2", Files: map[string]string{"w.bin": "22"}}},
+			{Checkpoint: &CheckpointStep{Name: "ck-3.tmp", Files: map[string]string{"w.bin": "3"}}},
+			{Link: []string{"leak", "/etc/passwd"}},
+			{Link: []string{"checkpoints/ck-link", "/etc"}},
+		}}, nil)
+		h.Wait(t, l.Ref, executor.Exited)
+		o := h.Outputs(t, l)
+		sum := func(s string) string { b := sha256.Sum256([]byte(s)); return hex.EncodeToString(b[:]) }
+		m, err := o.Manifest(ctx, executor.CheckpointsDir)
+		if want := []domain.ArtifactFile{{Path: "a.txt", Size: 5, SHA256: sum("hello")}, {Path: "sub/b.txt", Size: 3, SHA256: sum("bee")}}; err != nil || !slices.Equal(m, want) {
+			t.Errorf("Manifest(skip checkpoints) = %+v, %v; want %+v (no link)", m, err, want)
+		}
+		m, err = o.Manifest(ctx)
+		var paths []string
+		for _, f := range m {
+			paths = append(paths, f.Path)
+		}
+		// The supervisor removes half-written checkpoints (.tmp) after the attempt.
+		wantPaths := []string{"a.txt", "checkpoints/ck-1/" + domain.CheckpointMarker, "checkpoints/ck-1/w.bin", "checkpoints/ck-2/w.bin", "sub/b.txt"}
+		if err != nil || !slices.Equal(paths, wantPaths) {
+			t.Errorf("Manifest() paths = %q, %v; want %q", paths, err, wantPaths)
+		}
+		checkCheckpoints(t, o, map[string]executor.Checkpoint{
+			"ck-1": {Name: "ck-1", Complete: true, Size: 4, Files: 2},
+			"ck-2": {Name: "ck-2", Complete: false, Size: 2, Files: 1},
+		})
+		f, err := o.Open(ctx, "a.txt")
+		if err != nil {
+			t.Fatalf("Open(a.txt): %v", err)
+		}
+		if f.Path != "a.txt" || f.Size != 5 || f.ModTime.IsZero() {
+			t.Errorf("Open(a.txt) = path %q size %d modtime %s, want a.txt, 5 and a time", f.Path, f.Size, f.ModTime)
+		}
+		if _, err := f.Seek(1, io.SeekStart); err != nil {
+			t.Errorf("Seek: %v", err)
+		}
+		if b, err := io.ReadAll(f); err != nil || string(b) != "ello" {
+			t.Errorf("read after Seek(1) = %q, %v; want %q", b, err, "ello")
+		}
+		f.Close()
+		for rel, want := range map[string]error{"leak": executor.ErrNotRegular, "sub": executor.ErrNotRegular, "nope": fs.ErrNotExist} {
+			if f, err := o.Open(ctx, rel); !errors.Is(err, want) {
+				t.Errorf("Open(%s) = %v, want an error matching %v", rel, err, want)
+				if err == nil {
+					f.Close()
+				}
+			}
+		}
+		for _, rel := range []string{"../x", "/etc/passwd", ""} {
+			if f, err := o.Open(ctx, rel); err == nil {
+				f.Close()
+				t.Errorf("Open(%q) succeeded, want an error (outside the outputs)", rel)
+			}
+		}
+		var walked []string
+		err = o.Walk(ctx, "checkpoints/ck-1", func(f executor.OutputFile) error {
+			b, err := io.ReadAll(f)
+			walked = append(walked, f.Path+"="+string(b))
+			return err
+		})
+		if want := []string{"checkpoints/ck-1/" + domain.CheckpointMarker + "=", "checkpoints/ck-1/w.bin=1111"}; err != nil || !slices.Equal(walked, want) {
+			t.Errorf("Walk(checkpoints/ck-1) = %q, %v; want %q", walked, err, want)
+		}
+		if err := o.MarkComplete(ctx, "ck-2"); err != nil {
+			t.Errorf("MarkComplete(ck-2): %v", err)
+		}
+		if err := o.MarkComplete(ctx, "../sub"); err == nil {
+			t.Error("MarkComplete(../sub) succeeded, want an error")
+		}
+		checkCheckpoints(t, o, map[string]executor.Checkpoint{
+			"ck-1": {Name: "ck-1", Complete: true, Size: 4, Files: 2},
+			"ck-2": {Name: "ck-2", Complete: true, Size: 2, Files: 2},
+		})
+		if err := o.MakeReadOnly(ctx); err != nil {
+			t.Errorf("MakeReadOnly: %v", err)
+		}
+		if m2, err := o.Manifest(ctx); err != nil || len(m2) != len(m)+1 {
+			t.Errorf("Manifest after sealing = %+v, %v; want the same files and ck-2's marker", m2, err)
+		}
+		// Sealed outputs can still be pruned.
+		for range 2 { // idempotent
+			if err := o.Remove(ctx, "checkpoints/ck-1"); err != nil {
+				t.Errorf("Remove(checkpoints/ck-1): %v", err)
+			}
+		}
+		checkCheckpoints(t, o, map[string]executor.Checkpoint{"ck-2": {Name: "ck-2", Complete: true, Size: 2, Files: 2}})
+		if _, err := o.Open(ctx, "checkpoints/ck-1/w.bin"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Open of a removed file: %v, want fs.ErrNotExist", err)
+		}
+		if err := o.Remove(ctx, "../x"); err == nil {
+			t.Error("Remove(../x) succeeded, want an error")
+		}
+		if _, err := h.Exec.Outputs(ctx, filepath.Join(t.TempDir(), "none")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Outputs of a missing tree: %v, want fs.ErrNotExist", err)
+		}
+	})
+
+	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{OnTerm: "bye", Steps: []Step{{File: &FileStep{Path: "result", Data: "42"}}, {Out: "kept"}, {Block: true}}}, nil)
+		h.WaitLine(t, l.Ref, "kept")
+		if err := h.Exec.Release(ctx, l.Ref); !errors.Is(err, domain.ErrConflict) {
+			t.Errorf("Release of a running attempt: %v, want an error matching domain.ErrConflict", err)
+		}
+		if err := h.Exec.Stop(ctx, l.Ref, executor.StopRequest{Grace: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		end := h.Wait(t, l.Ref, executor.Exited)
+		for range 2 { // idempotent
+			if err := h.Exec.Release(ctx, l.Ref); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}
+		if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"kept", "bye"}) {
+			t.Errorf("log after Release = %q, want it kept", got)
+		}
+		if got := ReadOutput(t, h.Outputs(t, l), "result"); got != "42" {
+			t.Errorf("output after Release = %q, want it untouched", got)
+		}
+		n := len(h.Events(l.Ref))
+		if err := h.Exec.Launch(ctx, l); err != nil {
+			t.Fatalf("Launch after Release: %v", err)
+		}
+		ev := h.WaitFrom(t, l.Ref, executor.Exited, n)
+		if ev.State != end.State || ev.Reason != end.Reason {
+			t.Errorf("Launch after Release reports %s/%s, want the recorded outcome %s/%s", ev.State, ev.Reason, end.State, end.Reason)
+		}
+	})
+
+	t.Run("Lost", func(t *testing.T) {
+		t.Parallel()
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{Steps: []Step{{Out: "before"}, {KillSupervisor: true}}}, nil)
+		ev := h.Wait(t, l.Ref, executor.Lost)
+		if ev.Message == "" {
+			t.Error("Lost event has no message")
+		}
+		// Following a lost attempt ends. (Its last lines may be lost with
+		// its supervisor.)
+		var b strings.Builder
+		if err := h.Exec.Logs(ctx, l.Ref, executor.LogQuery{Follow: true}, &b); err != nil || !strings.HasPrefix("before\n", b.String()) {
+			t.Errorf("Logs(follow) of a lost attempt = %q, %v; want %q or less", b.String(), err, "before\n")
+		}
+		if err := h.Exec.Release(ctx, l.Ref); err != nil {
+			t.Errorf("Release of a lost attempt: %v", err)
+		}
+		n := len(h.Events(l.Ref))
+		if err := h.Exec.Launch(ctx, l); err != nil {
+			t.Fatalf("Launch after Lost: %v", err)
+		}
+		h.WaitFrom(t, l.Ref, executor.Lost, n)
+	})
+
+	t.Run("Environment", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
 		env := []string{"PATH=" + testPath(), "TRAINYARD_JOB_ID=42", "WITH_SPACE=a b  c", "EMPTY=", "QUOTE='\"x\"'", "USER=someone"}
-		l := h.Launch(t, []string{"env"}, func(l *executor.Launch) { l.Env = env })
+		l := h.Run(t, Program{Steps: []Step{{PrintEnv: true}}}, func(l *executor.Launch) { l.Env = env })
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-		// Exactly Env, plus the attempt's own HOME and TMPDIR and the name
-		// of the user it runs as where Env does not set them, plus the
-		// device and rank environment of its placement (none: no GPUs, a
-		// single process).
-		var got []string
-		added := map[string]string{}
-		rank := map[string]string{"CUDA_VISIBLE_DEVICES": "", "WORLD_SIZE": "1", "RANK": "0", "NODE_RANK": "0",
-			"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "", "MASTER_PORT": ""}
-		for _, ln := range ReadLog(t, l.LogPath) {
-			if ln.Stream != logs.Stdout {
-				continue
-			}
-			k, v, _ := strings.Cut(ln.Text, "=")
-			if _, ok := rank[k]; ok {
-				added[k] = v
-				continue
-			}
-			switch k {
-			case "HOME", "TMPDIR", "LOGNAME":
-				added[k] = v
-				continue
-			}
-			got = append(got, ln.Text)
+		checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}))
+	})
+
+	if opts.Processes {
+		t.Run("EnvironmentExact", func(t *testing.T) {
+			t.Parallel()
+			h := NewHarness(t, newExec(t))
+			env := []string{"PATH=" + testPath(), "TRAINYARD_JOB_ID=42", "WITH_SPACE=a b  c", "EMPTY=", "QUOTE='\"x\"'", "USER=someone"}
+			l := h.Launch(t, []string{"env"}, func(l *executor.Launch) { l.Env = env })
+			ev := h.Wait(t, l.Ref, executor.Exited)
+			checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
+			checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}))
+		})
+	}
+
+	t.Run("Placement", func(t *testing.T) {
+		t.Parallel()
+		ex := newExec(t)
+		nodes := []executor.PlacedNode{{Name: "node-a", GPUs: []int{0, 1}}, {Name: "node-b", GPUs: []int{2}}}
+		if !ex.Capabilities().MultiNode {
+			nodes = nodes[:1]
 		}
-		for k, want := range rank {
-			if v, ok := added[k]; !ok || (want != "" && v != want) || (k != "CUDA_VISIBLE_DEVICES" && v == "") {
-				t.Errorf("%s=%q (set: %v), want %q", k, v, ok, want)
+		h := NewHarness(t, ex)
+		l := h.Run(t, Program{Steps: []Step{{EnvFile: "env"}}}, func(l *executor.Launch) { l.Placement = executor.Placement{Nodes: nodes} })
+		checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
+		o := h.Outputs(t, l)
+		var port string
+		for rank, n := range nodes {
+			got := map[string]string{}
+			for _, kv := range strings.Split(ReadOutput(t, o, fmt.Sprintf("env.%d", rank)), "\n") {
+				k, v, _ := strings.Cut(kv, "=")
+				got[k] = v
 			}
-		}
-		slices.Sort(got)
-		want := slices.Sorted(slices.Values(env))
-		if !slices.Equal(got, want) {
-			t.Errorf("environment = %q, want exactly %q", got, want)
-		}
-		for _, k := range []string{"HOME", "TMPDIR"} {
-			if !strings.HasPrefix(added[k], l.Dir+"/") {
-				t.Errorf("%s = %q, want a directory of the attempt's own, under %s", k, added[k], l.Dir)
+			gpus := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(n.GPUs)), ","), "[]")
+			want := map[string]string{"CUDA_VISIBLE_DEVICES": gpus, "WORLD_SIZE": strconv.Itoa(len(nodes)),
+				"RANK": strconv.Itoa(rank), "NODE_RANK": strconv.Itoa(rank), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+			if len(nodes) > 1 {
+				want["MASTER_ADDR"] = nodes[0].Name
 			}
-		}
-		if added["LOGNAME"] == "" {
-			t.Error("LOGNAME is not set")
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("rank %d: %s=%q, want %q", rank, k, got[k], v)
+				}
+			}
+			if got["MASTER_ADDR"] == "" || got["MASTER_PORT"] == "" || port != "" && got["MASTER_PORT"] != port {
+				t.Errorf("rank %d: MASTER_ADDR=%q MASTER_PORT=%q, want both set, the port the same on every node", rank, got["MASTER_ADDR"], got["MASTER_PORT"])
+			}
+			port = got["MASTER_PORT"]
 		}
 	})
 
 	t.Run("WorkDir", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
-		l := h.Launch(t, []string{"/bin/sh", "-c", "pwd -P > where"}, func(l *executor.Launch) {
+		l := h.Run(t, Program{Steps: []Step{{Pwd: true}}}, func(l *executor.Launch) {
 			// The executor creates a missing work dir.
 			if _, err := os.Stat(l.WorkDir); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("precondition: work dir should not exist yet (err=%v)", err)
@@ -266,19 +655,26 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 		})
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-		b, err := os.ReadFile(filepath.Join(l.WorkDir, "where"))
-		if err != nil {
-			t.Fatalf("the job did not run in its work dir: %v", err)
+		want := l.WorkDir
+		if opts.Processes {
+			want, _ = filepath.EvalSymlinks(l.WorkDir)
 		}
-		want, _ := filepath.EvalSymlinks(l.WorkDir)
-		if got := strings.TrimSpace(string(b)); got != want {
+		if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{want}) {
 			t.Errorf("job ran in %q, want %q", got, want)
+		}
+	})
+
+	t.Run("Capabilities", func(t *testing.T) {
+		t.Parallel()
+		ex := newExec(t)
+		if a, b := ex.Capabilities(), ex.Capabilities(); !reflect.DeepEqual(a, b) {
+			t.Errorf("Capabilities changed between calls: %+v, then %+v", a, b)
 		}
 	})
 
 	t.Run("Inventory", func(t *testing.T) {
 		t.Parallel()
-		inv, err := newExec(t).Inventory(context.Background())
+		inv, err := newExec(t).Inventory(ctx)
 		if err != nil {
 			t.Fatalf("Inventory: %v", err)
 		}
@@ -291,6 +687,116 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor) {
 			}
 		}
 	})
+}
+
+// checkEnv checks the environment lines an attempt printed: exactly env,
+// plus the attempt's own HOME and TMPDIR (under its directory) and the
+// name of the user it runs as, where env does not set them, plus the
+// device and rank environment of its placement (none: no GPUs, a single
+// process), and nothing else.
+func checkEnv(t *testing.T, l executor.Launch, env, lines []string) {
+	t.Helper()
+	var got []string
+	added := map[string]string{}
+	rank := map[string]string{"CUDA_VISIBLE_DEVICES": "", "WORLD_SIZE": "1", "RANK": "0", "NODE_RANK": "0",
+		"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "", "MASTER_PORT": ""}
+	for _, ln := range lines {
+		k, v, _ := strings.Cut(ln, "=")
+		if _, ok := rank[k]; ok {
+			added[k] = v
+			continue
+		}
+		switch k {
+		case "HOME", "TMPDIR", "LOGNAME":
+			added[k] = v
+			continue
+		}
+		got = append(got, ln)
+	}
+	for k, want := range rank {
+		if v, ok := added[k]; !ok || (want != "" && v != want) || (k != "CUDA_VISIBLE_DEVICES" && v == "") {
+			t.Errorf("%s=%q (set: %v), want %q", k, v, ok, want)
+		}
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(env))
+	if !slices.Equal(got, want) {
+		t.Errorf("environment = %q, want exactly %q", got, want)
+	}
+	for _, k := range []string{"HOME", "TMPDIR"} {
+		if !strings.HasPrefix(added[k], l.Dir+"/") {
+			t.Errorf("%s = %q, want a directory of the attempt's own, under %s", k, added[k], l.Dir)
+		}
+	}
+	if added["LOGNAME"] == "" {
+		t.Error("LOGNAME is not set")
+	}
+}
+
+// checkCheckpoints checks o's checkpoints against want, by name (Location
+// and ModTime only for being set), and their order.
+func checkCheckpoints(t *testing.T, o executor.Outputs, want map[string]executor.Checkpoint) {
+	t.Helper()
+	cs, err := o.Checkpoints(context.Background())
+	if err != nil {
+		t.Fatalf("Checkpoints: %v", err)
+	}
+	if len(cs) != len(want) {
+		t.Errorf("Checkpoints = %+v, want %d: %+v (no .tmp, no link)", cs, len(want), want)
+	}
+	for i, c := range cs {
+		w, ok := want[c.Name]
+		if !ok || c.Complete != w.Complete || c.Size != w.Size || c.Files != w.Files || c.Location == "" || c.ModTime.IsZero() {
+			t.Errorf("checkpoint %+v, want %+v with a location and a time", c, w)
+		}
+		if i > 0 && c.ModTime.Before(cs[i-1].ModTime) {
+			t.Errorf("checkpoints out of order: %s (%s) after %s (%s)", c.Name, c.ModTime, cs[i-1].Name, cs[i-1].ModTime)
+		}
+	}
+}
+
+// watchedBuffer is a writer whose content can be awaited.
+type watchedBuffer struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	notify chan struct{}
+}
+
+func newWatchedBuffer() *watchedBuffer { return &watchedBuffer{notify: make(chan struct{})} }
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	close(w.notify)
+	w.notify = make(chan struct{})
+	return len(p), nil
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// waitFor waits until the buffer holds s.
+func (w *watchedBuffer) waitFor(t testing.TB, s string) {
+	t.Helper()
+	deadline := time.NewTimer(WaitTimeout)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		ok, ch := strings.Contains(w.b.String(), s), w.notify
+		w.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("%q not written within %s; got %q", s, WaitTimeout, w.String())
+		}
+	}
 }
 
 func intPtr(i int) *int { return &i }
@@ -361,28 +867,176 @@ func NewHarness(t testing.TB, ex executor.Executor) *Harness {
 }
 
 // Launch launches argv as a new attempt in fresh directories under
-// t.TempDir(); mod, when non-nil, adjusts the launch first.
+// t.TempDir(), with outputs of its own (TRAINYARD_OUTPUT_DIR, and
+// TRAINYARD_CHECKPOINT_DIR below it); mod, when non-nil, adjusts the
+// launch first.
 func (h *Harness) Launch(t testing.TB, argv []string, mod func(*executor.Launch)) executor.Launch {
 	t.Helper()
 	root := t.TempDir()
 	ref := executor.Ref{JobID: 1_000_000 + nextJob.Add(1), Attempt: 1}
 	dir := filepath.Join(root, "attempt")
+	out := filepath.Join(root, "outputs")
+	ckpt := filepath.Join(out, executor.CheckpointsDir)
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	l := executor.Launch{
-		Ref:     ref,
-		Argv:    argv,
-		Env:     []string{"PATH=" + testPath(), "HOME=" + root, "LANG=C"},
-		WorkDir: filepath.Join(root, "work"),
-		Dir:     dir,
-		LogPath: filepath.Join(dir, "output.log"),
-		Grace:   5 * time.Second,
+		Ref:  ref,
+		Argv: argv,
+		Env: []string{"PATH=" + testPath(), "HOME=" + root, "LANG=C",
+			"TRAINYARD_OUTPUT_DIR=" + out, "TRAINYARD_CHECKPOINT_DIR=" + ckpt},
+		WorkDir:  filepath.Join(root, "work"),
+		Dir:      dir,
+		LogPath:  filepath.Join(dir, "output.log"),
+		Writable: []string{out, ckpt},
+		Grace:    5 * time.Second,
 	}
 	if mod != nil {
 		mod(&l)
+	}
+	// A variable mod appended again replaces the harness's.
+	seen := map[string]bool{}
+	for i := len(l.Env) - 1; i >= 0; i-- {
+		k, _, _ := strings.Cut(l.Env[i], "=")
+		if seen[k] {
+			l.Env = slices.Delete(l.Env, i, i+1)
+		}
+		seen[k] = true
+	}
+	// Outputs the job is not told of are not given to it (a launch under
+	// /tmp has no private /tmp).
+	if v, _ := getenv(l.Env, "TRAINYARD_OUTPUT_DIR"); v != out {
+		l.Writable = slices.DeleteFunc(l.Writable, func(d string) bool { return d == out || d == ckpt })
 	}
 	if err := h.Exec.Launch(context.Background(), l); err != nil {
 		t.Fatalf("Launch %v: %v", argv, err)
 	}
 	return l
+}
+
+// Run launches the Program p as Launch does.
+func (h *Harness) Run(t testing.TB, p Program, mod func(*executor.Launch)) executor.Launch {
+	t.Helper()
+	return h.Launch(t, p.Argv(), mod)
+}
+
+// Outputs opens the outputs of l (its TRAINYARD_OUTPUT_DIR) until the test
+// ends.
+func (h *Harness) Outputs(t testing.TB, l executor.Launch) executor.Outputs {
+	t.Helper()
+	var dir string
+	for _, kv := range l.Env {
+		if v, ok := strings.CutPrefix(kv, "TRAINYARD_OUTPUT_DIR="); ok {
+			dir = v
+		}
+	}
+	o, err := h.Exec.Outputs(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("Outputs(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+// ReadOutput returns the content of the output file rel.
+func ReadOutput(t testing.TB, o executor.Outputs, rel string) string {
+	t.Helper()
+	f, err := o.Open(context.Background(), rel)
+	if err != nil {
+		t.Fatalf("open output %s: %v", rel, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("read output %s: %v", rel, err)
+	}
+	if int64(len(b)) != f.Size {
+		t.Errorf("output %s: read %d bytes, Size says %d", rel, len(b), f.Size)
+	}
+	return string(b)
+}
+
+// LogLines returns the lines the executor's Logs writes for q (not
+// following), without their newlines.
+func (h *Harness) LogLines(t testing.TB, ref executor.Ref, q executor.LogQuery) []string {
+	t.Helper()
+	var b strings.Builder
+	if err := h.Exec.Logs(context.Background(), ref, q, &b); err != nil {
+		t.Fatalf("Logs(%s, %+v): %v", ref, q, err)
+	}
+	s := b.String()
+	if s == "" {
+		return nil
+	}
+	if !strings.HasSuffix(s, "\n") {
+		t.Errorf("Logs(%s, %+v) = %q: the last line has no newline", ref, q, s)
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// WaitLine waits up to WaitTimeout until the program's output (Logs
+// without timestamps) of ref holds line.
+func (h *Harness) WaitLine(t testing.TB, ref executor.Ref, line string) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		var b strings.Builder
+		err := h.Exec.Logs(context.Background(), ref, executor.LogQuery{}, &b)
+		if err == nil && slices.Contains(strings.Split(b.String(), "\n"), line) {
+			return
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Logs(%s): %v", ref, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attempt %s: no line %q in its log within %s; log: %q", ref, line, WaitTimeout, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Records returns the whole log of ref as Logs writes it with timestamps
+// (q.Timestamps is set), parsed; every line must be well formed.
+func (h *Harness) Records(t testing.TB, ref executor.Ref, q executor.LogQuery) []logs.Line {
+	t.Helper()
+	q.Timestamps = true
+	var out []logs.Line
+	for i, raw := range h.LogLines(t, ref, q) {
+		ln := logs.ParseLine([]byte(raw))
+		if ln.Stream == "" || ln.Time.IsZero() {
+			t.Errorf("log line %d is malformed: %q", i+1, raw)
+		}
+		out = append(out, ln)
+	}
+	return out
+}
+
+// WaitFor returns the first event of ref that match reports true for,
+// waiting up to WaitTimeout; an Exited or Lost event that does not match
+// fails the test at once.
+func (h *Harness) WaitFor(t testing.TB, ref executor.Ref, what string, match func(executor.Event) bool) executor.Event {
+	t.Helper()
+	deadline := time.NewTimer(WaitTimeout)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		evs := h.events[ref]
+		ch := h.notify
+		h.mu.Unlock()
+		for _, ev := range evs {
+			if match(ev) {
+				return ev
+			}
+			if ev.Kind == executor.Exited || ev.Kind == executor.Lost {
+				t.Fatalf("attempt %s: waiting for %s, got %s: %s %s: %s", ref, what, ev.Kind, ev.State, ev.Reason, ev.Message)
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("attempt %s: no %s within %s; events so far: %+v", ref, what, WaitTimeout, evs)
+		}
+	}
 }
 
 // Events returns the events of ref seen so far.

@@ -16,9 +16,13 @@ import (
 
 var _ executor.Executor = (*Fake)(nil)
 
-// Fake is a scripted executor for control-loop tests: it runs nothing and
-// reports the events its Script returns. Set the func fields before first
-// use; each nil field has the default behaviour described on it.
+// Fake is an in-memory executor: it runs nothing. For control-loop tests it
+// reports the events its Script returns; without a Script, an attempt
+// whose argv is a Program (Program.Argv) is played in memory, with its
+// log, outputs, progress, stop, timeout and loss, so that the Fake passes
+// the conformance suite (Exercise) like a real executor; any other argv
+// succeeds at once. Set the func fields before first use; each nil field
+// has the default behaviour described on it.
 //
 // Events are delivered synchronously into a channel of FakeBuffer events;
 // the consumer must drain it.
@@ -47,6 +51,15 @@ type Fake struct {
 	stops    []executor.Ref
 	requests []executor.StopRequest            // parallel to stops
 	history  map[executor.Ref][]executor.Event // events reported per attempt
+	releases []executor.Ref
+
+	// The in-memory files: fake_files.go.
+	changed  chan struct{} // closed and replaced when a log or history changes
+	logs     map[executor.Ref][]fakeLine
+	programs map[executor.Ref]*fakeRun
+	files    map[string]*fakeFile // by absolute path
+	dirs     map[string]bool      // output directories of launches
+	lastMod  time.Time
 }
 
 // FakeBuffer is the capacity of a Fake's Events channel.
@@ -56,6 +69,11 @@ func (f *Fake) init() {
 	f.once.Do(func() {
 		f.events = make(chan executor.Event, FakeBuffer)
 		f.history = map[executor.Ref][]executor.Event{}
+		f.changed = make(chan struct{})
+		f.logs = map[executor.Ref][]fakeLine{}
+		f.programs = map[executor.Ref]*fakeRun{}
+		f.files = map[string]*fakeFile{}
+		f.dirs = map[string]bool{}
 	})
 }
 
@@ -93,6 +111,10 @@ func (f *Fake) Launch(ctx context.Context, l executor.Launch) error {
 	}
 	script := f.Script
 	if script == nil {
+		if p, ok := DecodeProgram(l.Argv); ok {
+			f.run(l, p) // fake_program.go
+			return nil
+		}
 		script = defaultScript
 	}
 	evs := script(l)
@@ -150,8 +172,15 @@ func (f *Fake) Emit(ev executor.Event) {
 	f.init()
 	f.mu.Lock()
 	f.history[ev.Ref] = append(f.history[ev.Ref], ev)
+	f.notifyLocked()
 	f.mu.Unlock()
 	f.events <- ev
+}
+
+// notifyLocked wakes the log followers; f.mu is held.
+func (f *Fake) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 // Stop records the request; see StopFunc for the default behaviour.
@@ -164,6 +193,9 @@ func (f *Fake) Stop(ctx context.Context, ref executor.Ref, req executor.StopRequ
 	f.mu.Unlock()
 	if f.StopFunc != nil {
 		return f.StopFunc(ctx, ref, req)
+	}
+	if f.stopProgram(ref, req) { // fake_program.go
+		return nil
 	}
 	if seen && !ended(evs) {
 		reason, msg := req.Reason, "stopped on request"

@@ -77,3 +77,12 @@ func TestFakeFuncFields(t *testing.T) {
 		t.Errorf("Inventory = %v, want boom", err)
 	}
 }
+
+// TestFakeExercise: the Fake passes the conformance suite, playing
+// Programs in memory, as a multi-node executor.
+func TestFakeExercise(t *testing.T) {
+	Exercise(t, func(t *testing.T) executor.Executor {
+		f := &Fake{Caps: executor.Capabilities{MultiNode: true}}
+		return f
+	}, Options{})
+}

@@ -115,6 +115,11 @@ type Config struct {
 	// Code bounds each unpack of a code package (Launch.Code); zero
 	// fields take codepkg's defaults.
 	Code codepkg.Limits
+	// Runs, when set, is the root of the attempt directories
+	// (logs.Layout): Logs and Release find there the attempts this
+	// executor has not launched (after a restart, or on a server that
+	// only reads). Empty: only launched attempts are known (files.go).
+	Runs string
 }
 
 // eventBuffer is the capacity of the Events channel.

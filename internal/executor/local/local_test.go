@@ -46,7 +46,7 @@ func newExec(t testing.TB) *Executor {
 }
 
 func TestExercise(t *testing.T) {
-	executortest.Exercise(t, func(t *testing.T) executor.Executor { return newExec(t) })
+	executortest.Exercise(t, func(t *testing.T) executor.Executor { return newExec(t) }, executortest.Options{Processes: true})
 }
 
 // gate is a FIFO a job blocks on (read x < gate) until the test opens it.

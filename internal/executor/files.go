@@ -1,0 +1,154 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// The read side of the contract: an attempt's log and a job's outputs.
+//
+// They are their own interface, Files, embedded in Executor, because
+// reading needs none of what running does: an API server replica that
+// serves `trainyard logs` and artifact downloads holds a Files (for the
+// local executor: the same directories, no shims, no events), and a
+// cluster executor serves them from where its jobs leave them (pod logs
+// persisted by the agent, object storage) without the server ever seeing
+// the job's filesystem. Everything below the job's output location, and
+// every attempt file a job could reach, is the job's and so untrusted:
+// implementations never follow a link a job planted.
+
+// Log streams, as LogQuery.Stream selects them.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+	// StreamSystem holds the supervisor's own notes: started, exited,
+	// signals sent, the log limit.
+	StreamSystem = "system"
+)
+
+// LogQuery selects and formats the lines of one attempt's log.
+//
+// The filters combine: Stream, Since and Grep keep lines, then Tail keeps
+// the last of those. The marker line that says where a capped log dropped
+// bytes (see Launch.LogLimit) is kept whatever Stream and Grep are, so a
+// filtered log still says where it lost lines.
+type LogQuery struct {
+	// Tail, when positive, keeps only the last Tail lines.
+	Tail int
+	// Since, when not zero, keeps only the lines written at or after it.
+	Since time.Time
+	// Stream, when not empty, keeps only the lines of that stream
+	// (StreamStdout, StreamStderr or StreamSystem).
+	Stream string
+	// Grep, when set, keeps only the lines whose text (without time and
+	// stream) it matches.
+	Grep *regexp.Regexp
+	// Timestamps writes whole records, "<time> <stream> <text>" (time in
+	// RFC 3339 with nanoseconds, UTC), the supervisor's system lines
+	// included; without it only the text of the program's own lines
+	// (stdout and stderr) is written, one per line.
+	Timestamps bool
+	// Follow keeps writing lines as they are written until the attempt has
+	// ended, then returns once every line is written. The executor knows
+	// the end itself (the supervisor's outcome record, the pod's phase),
+	// so a follower never asks the store. Following an attempt that has
+	// not started yet waits for it.
+	Follow bool
+	// Flush, when set, is called after each batch of lines is written
+	// (for HTTP streaming).
+	Flush func()
+}
+
+// CheckpointsDir is where a job's checkpoints live, below its outputs
+// (TRAINYARD_CHECKPOINT_DIR).
+const CheckpointsDir = "checkpoints"
+
+// ErrNotRegular says a path in a job's outputs is not a regular file (a
+// symbolic link, a directory, a device…); only regular files are read.
+var ErrNotRegular = errors.New("not a regular file")
+
+// Checkpoint is one checkpoint found below a job's CheckpointsDir.
+type Checkpoint struct {
+	Name string
+	// Location is where it is, for records and messages: a path on disk,
+	// or a URL; never opened by the caller (use Outputs).
+	Location string
+	// Complete: a file, or a directory holding domain.CheckpointMarker.
+	Complete bool
+	Size     int64 // of its regular files
+	Files    int
+	ModTime  time.Time // when it was completed (the marker's time), or last changed
+}
+
+// OutputFile is one regular file of a job's outputs, open for reading.
+// The reader is exactly the file's bytes; the caller closes it.
+type OutputFile struct {
+	io.ReadSeekCloser
+	Path    string // slash-separated, relative to the outputs
+	Size    int64
+	ModTime time.Time
+}
+
+// Outputs is one job's output tree (TRAINYARD_OUTPUT_DIR, checkpoints
+// below it): a directory on the local executor's disk, a prefix in object
+// storage for a cluster. Paths are slash-separated and relative to it;
+// one that leaves it ("..", absolute) is an error. Only regular files
+// are data: links, devices, fifos and the like are left out of listings
+// and refused by Open, and no link is ever followed. A missing path is an
+// error matching fs.ErrNotExist.
+type Outputs interface {
+	// Manifest lists every regular file, by path, with its size and
+	// SHA-256, leaving out the trees below skip (relative directories,
+	// e.g. CheckpointsDir).
+	Manifest(ctx context.Context, skip ...string) ([]domain.ArtifactFile, error)
+	// Checkpoints lists the checkpoints in CheckpointsDir, oldest first
+	// (by ModTime, then name). Names that are hidden or end in .tmp are
+	// being written and are left out. A missing CheckpointsDir holds none.
+	Checkpoints(ctx context.Context) ([]Checkpoint, error)
+	// Open opens the regular file rel; anything else is an error
+	// matching ErrNotRegular.
+	Open(ctx context.Context, rel string) (OutputFile, error)
+	// Walk calls fn with every regular file at or below rel (a file or a
+	// directory), open, in lexical order of path; each is closed when fn
+	// returns. An error from fn stops the walk and is returned.
+	Walk(ctx context.Context, rel string, fn func(OutputFile) error) error
+	// MarkComplete marks the checkpoint directory name (directly below
+	// CheckpointsDir) complete by writing its domain.CheckpointMarker; a
+	// marker already there is kept, and one that is not a regular file is
+	// an error.
+	MarkComplete(ctx context.Context, name string) error
+	// MakeReadOnly seals the tree: nothing in it can be changed by the
+	// job any more (a succeeded job's outputs are immutable).
+	MakeReadOnly(ctx context.Context) error
+	// Remove removes rel and everything below it, sealed or not (pruning
+	// checkpoints, retention); a missing rel is no error.
+	Remove(ctx context.Context, rel string) error
+	// Close releases the handle; files opened through it stay open.
+	Close() error
+}
+
+// Files is the read side of an executor: what attempts left, read
+// without running any (see the comment at the top of this file).
+type Files interface {
+	// Logs writes the log of the attempt to w, per q. A log that does not
+	// exist (the attempt never started, or the executor does not know it)
+	// is an error matching fs.ErrNotExist, unless following. It returns
+	// when ctx ends (nil error), or w fails.
+	//
+	// A writer, not a reader: the copy runs in the caller's goroutine (no
+	// pipe and goroutine per follower), a slow w slows it rather than
+	// buffering, and the executor can push down Tail, Since and Grep to
+	// where the log is (reading backwards, binary search, a literal
+	// search). A caller that wants a reader wraps it in an io.Pipe.
+	Logs(ctx context.Context, ref Ref, q LogQuery, w io.Writer) error
+	// Outputs opens the output tree of a job: dir is its output location,
+	// the TRAINYARD_OUTPUT_DIR its attempts were launched with. A tree
+	// that does not exist is an error matching fs.ErrNotExist. The caller
+	// closes it.
+	Outputs(ctx context.Context, dir string) (Outputs, error)
+}

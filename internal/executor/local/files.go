@@ -1,0 +1,472 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"trainyard/internal/artifacts"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/local/cgroup"
+	"trainyard/internal/logs"
+)
+
+// The read side of the contract (Logs, Outputs) and Release. Both read
+// what the shim and the job wrote, so both go through the guarded
+// openers: logs.Copy opens the log's files as logs.OpenFile does (never
+// through a link, regular files only, no waiting on a fifo), and the
+// outputs are an artifacts.Dir (every path resolved inside it).
+
+// workDirName is the default working directory of an attempt, inside its
+// directory (logs.Layout.WorkDir): what Release removes with the rest of
+// the workspace. A working directory elsewhere (the spec's workdir) is the
+// user's and never removed.
+const workDirName = "work"
+
+// locate returns what the executor knows of ref: the attempt it watches
+// (nil when none) and the attempt's directory and log, from its launch or
+// else from Config.Runs.
+func (e *Executor) locate(ref executor.Ref) (a *attempt, dir, logPath string, err error) {
+	e.mu.Lock()
+	a = e.attempts[ref]
+	e.mu.Unlock()
+	if a != nil {
+		return a, a.dir, a.logPath, nil
+	}
+	if e.cfg.Runs != "" {
+		l := logs.Layout{Root: e.cfg.Runs}
+		return nil, l.AttemptDir(ref.JobID, ref.Attempt), l.LogPath(ref.JobID, ref.Attempt), nil
+	}
+	return nil, "", "", fmt.Errorf("attempt %s: this executor has not launched it and has no runs directory to look in (Config.Runs): %w (%w)", ref, fs.ErrNotExist, domain.ErrNotFound)
+}
+
+// ended reports whether the attempt in dir has ended: its outcome is
+// recorded, or the watching executor reported it (Exited or Lost). An
+// attempt nobody here watches has also ended when its shim is gone
+// without an outcome (it is lost).
+func ended(a *attempt, dir string) bool {
+	if a != nil && a.isDone() || exists(filepath.Join(dir, exitFile)) {
+		return true
+	}
+	if a != nil {
+		return false // its watcher reports Lost, once it has ended what was left
+	}
+	id, err := readProcID(filepath.Join(dir, shimPIDFile))
+	return err == nil && !id.alive() && !exists(filepath.Join(dir, exitFile))
+}
+
+// Logs writes the attempt's log per q (see executor.Files): a thin wrapper
+// over logs.Copy, which pushes down Tail, Since and Grep. Following ends
+// once the attempt has ended (ended): the shim has written its outcome
+// record, after the last line of the log.
+//
+// Stream is filtered here, on whole records: with Tail as well, the whole
+// log (or all of it since Since) is read to find the last Tail lines of
+// the stream.
+func (e *Executor) Logs(ctx context.Context, ref executor.Ref, q executor.LogQuery, w io.Writer) error {
+	a, dir, logPath, err := e.locate(ref)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	opts := logs.Options{
+		Tail: q.Tail, Follow: q.Follow, Timestamps: q.Timestamps, Grep: q.Grep, Since: q.Since,
+		Flush: q.Flush, Poll: e.cfg.PollInterval,
+		Done: func() bool { return ended(a, dir) },
+	}
+	if q.Stream == "" {
+		return logs.Copy(ctx, w, logPath, opts)
+	}
+	sf := &streamFilter{w: w, stream: []byte(q.Stream), timestamps: q.Timestamps}
+	opts.Timestamps = true // the stream of each line is needed
+	if q.Tail > 0 {
+		opts.Tail = 0
+		sf.tail, sf.holding = q.Tail, true
+		// When following, the first batch is the log so far: its tail
+		// is written at its end, and later lines as they come.
+		opts.Flush = func() {
+			sf.release()
+			if q.Flush != nil {
+				q.Flush()
+			}
+		}
+	}
+	err = logs.Copy(ctx, sf, logPath, opts)
+	if err == nil {
+		err = sf.finish()
+	}
+	if err == nil && sf.err != nil {
+		err = sf.err
+	}
+	return err
+}
+
+// streamFilter is a writer of whole log records that keeps those of one
+// stream (and the markers of dropped lines), as records or text, and, with
+// a tail, holds the last tail of them until release.
+type streamFilter struct {
+	w          io.Writer
+	stream     []byte
+	timestamps bool
+	tail       int
+	holding    bool
+	held       [][]byte
+	partial    []byte
+	err        error // the first error of w
+}
+
+func (s *streamFilter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		nl := bytes.IndexByte(p, '\n')
+		if nl < 0 {
+			s.partial = append(s.partial, p...)
+			break
+		}
+		line := p[:nl+1]
+		if len(s.partial) > 0 {
+			s.partial = append(s.partial, line...)
+			line = s.partial
+		}
+		p = p[nl+1:]
+		if err := s.line(line); err != nil {
+			return 0, err
+		}
+		s.partial = s.partial[:0]
+	}
+	return n, nil
+}
+
+// line handles one record (with its newline).
+func (s *streamFilter) line(rec []byte) error {
+	body := bytes.TrimSuffix(rec, []byte("\n"))
+	var stream, text []byte
+	if n := len(logs.TimeFormat); len(body) > n && body[n] == ' ' {
+		stream, text, _ = bytes.Cut(body[n+1:], []byte(" "))
+	}
+	marker := string(stream) == logs.System && bytes.HasPrefix(text, []byte(logs.MarkerPrefix))
+	if !bytes.Equal(stream, s.stream) && !marker {
+		return nil
+	}
+	out := rec
+	if !s.timestamps {
+		out = append(append(make([]byte, 0, len(text)+1), text...), '\n')
+	}
+	if s.holding {
+		if len(s.held) == s.tail {
+			s.held = append(s.held[:0], s.held[1:]...)
+		}
+		s.held = append(s.held, bytes.Clone(out))
+		return nil
+	}
+	return s.write(out)
+}
+
+func (s *streamFilter) write(b []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	_, s.err = s.w.Write(b)
+	return s.err
+}
+
+// release writes the held lines and stops holding.
+func (s *streamFilter) release() {
+	if !s.holding {
+		return
+	}
+	s.holding = false
+	for _, b := range s.held {
+		if s.write(b) != nil {
+			break
+		}
+	}
+	s.held = nil
+}
+
+// finish handles an unterminated last record and writes what is held.
+func (s *streamFilter) finish() error {
+	if len(s.partial) > 0 {
+		if err := s.line(append(s.partial, '\n')); err != nil {
+			return err
+		}
+		s.partial = nil
+	}
+	s.release()
+	return s.err
+}
+
+// Outputs opens the job's output directory dir as an artifacts.Dir.
+func (e *Executor) Outputs(ctx context.Context, dir string) (executor.Outputs, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("outputs: %q is not an absolute path", dir)
+	}
+	d, err := artifacts.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("outputs: %w", err)
+	}
+	return &outputs{d: d}, nil
+}
+
+// outputs adapts an artifacts.Dir to executor.Outputs.
+type outputs struct {
+	d *artifacts.Dir
+}
+
+// below checks that rel names a path below the outputs.
+func below(rel string) (string, error) {
+	c := path.Clean(rel)
+	if rel == "" || path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q is not a path below the outputs", rel)
+	}
+	return c, nil
+}
+
+// notRegular makes an artifacts.ErrNotRegular error match
+// executor.ErrNotRegular too.
+func notRegular(err error) error {
+	if errors.Is(err, artifacts.ErrNotRegular) && !errors.Is(err, executor.ErrNotRegular) {
+		return fmt.Errorf("%w (%w)", err, executor.ErrNotRegular)
+	}
+	return err
+}
+
+func (o *outputs) Manifest(ctx context.Context, skip ...string) ([]domain.ArtifactFile, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return o.d.Manifest(skip...)
+}
+
+func (o *outputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	found, err := o.d.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]executor.Checkpoint, 0, len(found))
+	for _, f := range found {
+		out = append(out, executor.Checkpoint{Name: f.Name, Location: f.Path, Complete: f.Complete, Size: f.Size, Files: f.Files, ModTime: f.ModTime})
+	}
+	return out, nil
+}
+
+func (o *outputs) Open(ctx context.Context, rel string) (executor.OutputFile, error) {
+	if err := ctx.Err(); err != nil {
+		return executor.OutputFile{}, err
+	}
+	name, err := below(rel)
+	if err != nil {
+		return executor.OutputFile{}, err
+	}
+	f, fi, err := o.d.Open(name)
+	if err != nil {
+		return executor.OutputFile{}, notRegular(err)
+	}
+	return executor.OutputFile{ReadSeekCloser: f, Path: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// walked is a file the walk closes itself.
+type walked struct{ *os.File }
+
+func (walked) Close() error { return nil }
+
+func (o *outputs) Walk(ctx context.Context, rel string, fn func(executor.OutputFile) error) error {
+	name, err := below(rel)
+	if err != nil {
+		return err
+	}
+	return notRegular(o.d.Files(name, func(p string, f *os.File, fi fs.FileInfo) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(executor.OutputFile{ReadSeekCloser: walked{f}, Path: p, Size: fi.Size(), ModTime: fi.ModTime()})
+	}))
+}
+
+func (o *outputs) MarkComplete(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("%q is not a checkpoint name (a directory directly below %s)", name, executor.CheckpointsDir)
+	}
+	return o.d.MarkComplete(name)
+}
+
+func (o *outputs) MakeReadOnly(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return o.d.MakeReadOnly()
+}
+
+func (o *outputs) Remove(ctx context.Context, rel string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	name, err := below(rel)
+	if err != nil {
+		return err
+	}
+	return o.d.RemoveAll(name)
+}
+
+func (o *outputs) Close() error { return o.d.Close() }
+
+// releaseWait bounds how long Release waits for a shim that has recorded
+// the outcome to finish exiting.
+const releaseWait = 10 * time.Second
+
+// Release removes what is left of an ended attempt besides its log, its
+// outcome record (exit.json), its metric log (metrics.jsonl) and the
+// shim's own diagnostics (shim.log, named in Lost messages): its cgroups,
+// if the shim could not remove them; its HOME and tmp; its default
+// working directory (work, with an unpacked code copy); and the shim's
+// state files (shim.pid, child.pid, stop, procs, cgroup.json,
+// master_port). Everything is removed through an os.Root at the attempt's
+// directory, so no link the job left is followed.
+//
+// An attempt this executor does not watch, whose shim died without an
+// outcome, has its processes ended first, as before a Lost report. An
+// attempt not found (no directory) is no error; one this executor has not
+// launched, without Config.Runs, is an error matching domain.ErrNotFound.
+func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
+	a, dir, _, err := e.locate(ref)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if !ended(a, dir) {
+		_, err := readProcID(filepath.Join(dir, shimPIDFile))
+		if a != nil || !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("release %s: the attempt has not ended; stop it, and release it once its end is recorded: %w", ref, domain.ErrConflict)
+		}
+		// No shim ever claimed it and nobody here launches it: it never ran.
+	} else if a == nil && !exists(filepath.Join(dir, exitFile)) {
+		if err := reapAttempt(dir); err != nil {
+			return fmt.Errorf("release %s: end what is left of the lost attempt: %w", ref, err)
+		}
+	}
+	if err := waitShimGone(ctx, dir); err != nil {
+		return fmt.Errorf("release %s: %w", ref, err)
+	}
+	if err := removeCgroups(dir); err != nil {
+		return fmt.Errorf("release %s: %w", ref, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", ref, err)
+	}
+	defer root.Close()
+	var errs []error
+	for _, name := range []string{homeDir, tmpDir, workDirName} {
+		if err := removeTree(root, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, masterPortFile, cgroupFile}
+	for _, name := range state {
+		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	// Temporary files of interrupted atomic writes (writeFileAtomic).
+	if f, err := root.Open("."); err == nil {
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		for _, n := range names {
+			for _, s := range append(state, exitFile) {
+				if strings.HasPrefix(n, "."+s+".") {
+					if err := root.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release %s: %w", ref, err)
+	}
+	return nil
+}
+
+// waitShimGone waits for the attempt's shim, if it still runs, to exit:
+// after recording the outcome it still removes its cgroups and exits.
+func waitShimGone(ctx context.Context, dir string) error {
+	id, err := readProcID(filepath.Join(dir, shimPIDFile))
+	if err != nil {
+		return nil
+	}
+	deadline := time.Now().Add(releaseWait)
+	for id.alive() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its supervisor (pid %d) still runs %s after recording the outcome", id.PID, releaseWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// removeCgroups kills and removes the attempt's cgroups, when cgroup.json
+// says it has some: the shim removes them as it exits, but may have failed
+// to.
+func removeCgroups(dir string) error {
+	f, err := logs.OpenFile(filepath.Join(dir, cgroupFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	var cg cgroup.Attempt
+	if err := json.Unmarshal(b, &cg); err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Join(dir, cgroupFile), err)
+	}
+	if err := cg.Kill(time.Second); err != nil {
+		return err
+	}
+	return cg.Remove(time.Second)
+}
+
+// removeTree removes name below root and everything in it. Directories the
+// job made unwritable are made writable first (through root, directories
+// only: a link is removed, never followed).
+func removeTree(root *os.Root, name string) error {
+	err := root.RemoveAll(name)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	_ = fs.WalkDir(root.FS(), name, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = root.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return root.RemoveAll(name)
+}

@@ -1,0 +1,193 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"trainyard/internal/artifacts"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/logs"
+)
+
+func TestCheckpointsDirAgrees(t *testing.T) {
+	if executor.CheckpointsDir != artifacts.CheckpointsDir {
+		t.Errorf("executor.CheckpointsDir = %q, artifacts.CheckpointsDir = %q", executor.CheckpointsDir, artifacts.CheckpointsDir)
+	}
+}
+
+// TestReleaseRemovesWorkspace: Release removes the attempt's HOME, tmp,
+// default working directory and the shim's state, keeps the log, the exit
+// record, the metric log and the shim's diagnostics, and follows no link
+// the job left.
+func TestReleaseRemovesWorkspace(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	outside := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(outside, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `echo 'trainyard: {"step": 1}'; echo data > "$HOME/cache"; mkdir "$HOME/locked" && echo x > "$HOME/locked/f" && chmod 500 "$HOME/locked"; ` +
+		`ln -s ` + outside + ` "$HOME/link"; ln -s ` + filepath.Dir(outside) + ` "$TMPDIR/dirlink"; echo w > here`
+	l := h.Launch(t, []string{"/bin/sh", "-c", script}, func(l *executor.Launch) {
+		l.Env = slices.DeleteFunc(l.Env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+		l.WorkDir = filepath.Join(l.Dir, workDirName)
+	})
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	if ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt %s/%s: %s", ev.State, ev.Reason, ev.Message)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, homeDir, "locked", "f")); err != nil {
+		t.Fatalf("precondition: the job's files in HOME: %v", err)
+	}
+	if err := ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for _, gone := range []string{homeDir, tmpDir, workDirName, shimPIDFile, childPIDFile, masterPortFile, procsFile, cgroupFile} {
+		if _, err := os.Lstat(filepath.Join(l.Dir, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after Release: %v, want it removed", gone, err)
+		}
+	}
+	for _, kept := range []string{exitFile, filepath.Base(l.LogPath), shimLogFile, metricsFile} {
+		if _, err := os.Lstat(filepath.Join(l.Dir, kept)); err != nil {
+			t.Errorf("%s after Release: %v, want it kept", kept, err)
+		}
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep me" {
+		t.Errorf("the file a job's link pointed to: %q, %v; want it untouched", b, err)
+	}
+}
+
+// TestFilesFromRuns: an executor that launched nothing finds attempts in
+// its runs directory (a restarted or read-only server): Logs reads the
+// log, following ends at the recorded outcome, and Release works.
+func TestFilesFromRuns(t *testing.T) {
+	runs := t.TempDir()
+	layout := logs.Layout{Root: runs}
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	l := h.Run(t, executortest.Program{Steps: []executortest.Step{{Out: "hello"}, {Out: "world"}}}, func(l *executor.Launch) {
+		l.Dir = layout.AttemptDir(l.JobID, l.Attempt)
+		l.LogPath = layout.LogPath(l.JobID, l.Attempt)
+		l.WorkDir = layout.WorkDir(l.JobID, l.Attempt)
+	})
+	h.Wait(t, l.Ref, executor.Exited)
+
+	reader, err := New(Config{ShimCommand: []string{"true"}, Runs: runs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), executortest.WaitTimeout)
+	defer cancel()
+	var b strings.Builder
+	if err := reader.Logs(ctx, l.Ref, executor.LogQuery{Follow: true}, &b); err != nil || b.String() != "hello\nworld\n" {
+		t.Errorf("Logs(follow) from the runs directory = %q, %v; want %q", b.String(), err, "hello\nworld\n")
+	}
+	if ctx.Err() != nil {
+		t.Error("following an ended attempt did not end")
+	}
+	if err := reader.Release(ctx, l.Ref); err != nil {
+		t.Errorf("Release from the runs directory: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(l.Dir, homeDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("HOME after Release: %v, want it removed", err)
+	}
+	// Without a runs directory, an attempt this executor did not launch
+	// is not found.
+	blind, err := New(Config{ShimCommand: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blind.Close()
+	if err := blind.Release(ctx, l.Ref); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("Release of an unknown attempt without Runs: %v, want domain.ErrNotFound", err)
+	}
+	// An attempt that never ran has nothing to release.
+	if err := reader.Release(ctx, executor.Ref{JobID: l.JobID + 1, Attempt: 1}); err != nil {
+		t.Errorf("Release of an attempt that never ran: %v", err)
+	}
+}
+
+// TestLogsLinkRefused: a log replaced by a link (to a file the server may
+// read, the job may not) is not followed.
+func TestLogsLinkRefused(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("2006-01-02T15:04:05.000000000Z stdout the secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := h.Run(t, executortest.Program{Steps: []executortest.Step{{Out: "hello"}}}, nil)
+	h.Wait(t, l.Ref, executor.Exited)
+	if err := os.Remove(l.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, l.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	err := ex.Logs(context.Background(), l.Ref, executor.LogQuery{}, &b)
+	if err == nil || strings.Contains(b.String(), "secret") {
+		t.Errorf("Logs through a link = %q, %v; want an error and nothing of the link's target", b.String(), err)
+	}
+}
+
+// TestLogsStreamTailFollow: with a stream filter, the tail of a followed
+// log is the last lines of that stream so far, then new lines follow.
+func TestLogsStreamTailFollow(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	l := h.Run(t, executortest.Program{OnTerm: "bye", Steps: []executortest.Step{
+		{Out: "o1"}, {Err: "e1"}, {Out: "o2"}, {Err: "e2"}, {Out: "o3"}, {Err: "ready"}, {Block: true}}}, nil)
+	h.WaitLine(t, l.Ref, "ready")
+	b := &syncBuilder{}
+	done := make(chan error, 1)
+	go func() {
+		done <- ex.Logs(context.Background(), l.Ref, executor.LogQuery{Stream: executor.StreamStdout, Tail: 2, Follow: true}, b)
+	}()
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for b.String() != "o2\no3\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower wrote %q, want the tail %q", b.String(), "o2\no3\n")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := ex.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || b.String() != "o2\no3\nbye\n" {
+			t.Errorf("Logs(stdout, tail 2, follow) = %q, %v; want %q", b.String(), err, "o2\no3\nbye\n")
+		}
+	case <-time.After(executortest.WaitTimeout):
+		t.Fatal("following did not end with the attempt")
+	}
+}
+
+// syncBuilder is a strings.Builder safe for a writer and a reader.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
