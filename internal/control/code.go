@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
+	"time"
 
 	"trainyard/internal/blob"
 	"trainyard/internal/codepkg"
+	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 )
 
@@ -70,35 +70,22 @@ func (h corruptHint) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// removeCode removes the unpacked copy of an ended attempt's code package,
-// its working directory (logs.Layout.WorkDir): a package may unpack to
-// gigabytes, and every attempt gets its own. The attempt's log stays. A job
-// without a package keeps its working directory, which holds only what the
-// job wrote there.
-//
-// The removal runs off the loop, through an os.Root at the runs directory:
-// a symbolic link the job left, inside the directory or in place of it or
-// of its parents, is removed as a link and never followed outside.
-func (c *Controller) removeCode(ctx context.Context, ref executor.Ref) {
-	ji, err := c.info(ctx, ref.JobID)
-	if err != nil || ji.code == nil {
-		return
-	}
-	rel, err := filepath.Rel(c.cfg.Logs.Root, c.cfg.Logs.WorkDir(ref.JobID, ref.Attempt))
-	if err != nil {
-		c.log.Warn("remove unpacked code package", "attempt", ref.String(), "err", err)
-		return
+// release hands an ended attempt's workspace back to the executor
+// (executor.Release: its unpacked code package, HOME, tmp, cgroups), off
+// the loop: the executor may wait for the attempt's supervisor to exit.
+// The attempt's log and outcome record stay.
+func (c *Controller) release(ref executor.Ref) {
+	parent := c.runCtx
+	if parent == nil {
+		parent = context.Background()
 	}
 	c.outputsWG.Add(1) // Run waits for it
 	go func() {
 		defer c.outputsWG.Done()
-		root, err := os.OpenRoot(c.cfg.Logs.Root)
-		if err == nil {
-			err = root.RemoveAll(rel)
-			root.Close()
-		}
-		if err != nil {
-			c.log.Warn("remove unpacked code package", "attempt", ref.String(), "dir", rel, "err", err)
+		ctx, cancel := context.WithTimeout(parent, time.Minute)
+		defer cancel()
+		if err := c.cfg.Executor.Release(ctx, ref); err != nil && !errors.Is(err, domain.ErrNotFound) && parent.Err() == nil {
+			c.log.Warn("release the attempt's workspace", "attempt", ref.String(), "err", err)
 		}
 	}()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,55 +226,24 @@ func TestBadPackageFailsTheLaunch(t *testing.T) {
 	}
 }
 
-// When an attempt ends, its unpacked package goes, through whatever links
-// the job left there, and nothing they point to is touched. A job without
-// a package keeps its working directory.
-func TestUnpackedCodeIsRemovedWhenTheAttemptEnds(t *testing.T) {
-	outside := t.TempDir()
-	victim := filepath.Join(outside, "keep.txt")
-	if err := os.WriteFile(victim, []byte("not the job's"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
-		os.MkdirAll(l.WorkDir, 0o755)
-		os.WriteFile(filepath.Join(l.WorkDir, "scratch"), []byte("left by the job"), 0o644)
-		os.Symlink(outside, filepath.Join(l.WorkDir, "out"))
-		os.Symlink(victim, filepath.Join(l.WorkDir, "victim"))
-		os.Symlink(outside, filepath.Join(l.WorkDir, "lib", "up"))
-		if l.Ref.JobID == 3 { // the job puts a link in place of its directory
-			os.Rename(l.WorkDir, l.WorkDir+".moved")
-			os.Symlink(outside, l.WorkDir)
-		}
-		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
-	}}
+// Every attempt that ended is released to the executor once its end is
+// recorded (its unpacked package, HOME and tmp go: the executor's tests
+// cover what goes).
+func TestEndedAttemptsAreReleased(t *testing.T) {
+	ex := &executortest.Fake{}
 	r := newCodeRig(t, ex)
-	hash := r.upload(map[string]string{"train.py": "print(1)", "lib/util.py": "x"})
+	hash := r.upload(map[string]string{"train.py": "print(1)"})
 	coded := r.submitCode("name: coded\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
 	plain := r.submitCode("name: plain\nentrypoint: [x]\n", nil)
-	swapped := r.submitCode("name: swapped\nentrypoint: [x]\n", &domain.CodeRef{SHA256: hash})
-	for _, j := range []domain.Job{coded, plain, swapped} {
+	for _, j := range []domain.Job{coded, plain} {
 		r.wait(j.ID, domain.JobSucceeded)
 	}
-	r.stop() // returns once the removals are done
+	r.stop() // returns once the releases are done
 	r.stop = nil
-
-	attempt := filepath.Join(r.dir, "runs", "1", "1")
-	for _, work := range []string{filepath.Join(attempt, "work"), filepath.Join(r.dir, "runs", "3", "1", "work")} {
-		if _, err := os.Lstat(work); !os.IsNotExist(err) {
-			t.Errorf("%s is still there: %v", work, err)
-		}
-	}
-	if _, err := os.Stat(attempt); err != nil {
-		t.Errorf("the attempt's directory went too: %v", err)
-	}
-	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the job's" {
-		t.Errorf("a file a link pointed to was touched: %q, %v", b, err)
-	}
-	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
-		t.Errorf("the directory a link pointed to holds %d entries, want its 1", len(ents))
-	}
-	if b, err := os.ReadFile(filepath.Join(r.dir, "runs", "2", "1", "work", "scratch")); err != nil || string(b) != "left by the job" {
-		t.Errorf("a job without a package lost its working directory: %q, %v", b, err)
+	got := ex.Released()
+	slices.SortFunc(got, func(a, b executor.Ref) int { return int(a.JobID - b.JobID) })
+	if want := []executor.Ref{{JobID: coded.ID, Attempt: 1}, {JobID: plain.ID, Attempt: 1}}; !slices.Equal(got, want) {
+		t.Errorf("released %v, want %v", got, want)
 	}
 }
 

@@ -108,7 +108,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 				if outputsOwed {
 					c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 				}
-				c.removeCode(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
+				c.release(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
 				// The attempt is over: its token may report nothing more.

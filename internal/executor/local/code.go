@@ -12,6 +12,10 @@ import (
 	"trainyard/internal/executor"
 )
 
+// codeDirFile, in the attempt directory, names where the attempt's code
+// package was unpacked, for Release to remove.
+const codeDirFile = "code_dir"
+
 // unpackCode gives the attempt its own copy of the job's code package:
 // unpacked into a temporary sibling of c.Dir, renamed into place once
 // complete, so an existing c.Dir is an earlier unpack of the same attempt

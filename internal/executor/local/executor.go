@@ -408,6 +408,11 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	if err := os.MkdirAll(filepath.Dir(l.LogPath), 0o755); err != nil {
 		return fmt.Errorf("create directory: %w", err)
 	}
+	if l.Code != nil {
+		if err := writeFileAtomic(filepath.Join(l.Dir, codeDirFile), []byte(l.Code.Dir), 0o600); err != nil {
+			return fmt.Errorf("record where the code package is: %w", err)
+		}
+	}
 	if err := prepareDirs(l.Dir, l.WorkDir, l.Writable, id); err != nil {
 		return err
 	}

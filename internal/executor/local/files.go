@@ -335,10 +335,11 @@ const releaseWait = 10 * time.Second
 // Release removes what is left of an ended attempt besides its log, its
 // outcome record (exit.json), its metric log (metrics.jsonl) and the
 // shim's own diagnostics (shim.log, named in Lost messages): its cgroups,
-// if the shim could not remove them; its HOME and tmp; its default
-// working directory (work, with an unpacked code copy); and the shim's
-// state files (shim.pid, child.pid, stop, procs, cgroup.json,
-// master_port). Everything is removed through an os.Root at the attempt's
+// if the shim could not remove them; its HOME and tmp; the copy of the
+// job's code package unpacked for it (Launch.Code), when inside its
+// directory; and the shim's state files (shim.pid, child.pid, stop,
+// procs, cgroup.json, master_port, code_dir). A working directory
+// without a package stays: it holds what the job wrote there. Everything is removed through an os.Root at the attempt's
 // directory, so no link the job left is followed.
 //
 // An attempt this executor does not watch, whose shim died without an
@@ -376,12 +377,21 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	}
 	defer root.Close()
 	var errs []error
-	for _, name := range []string{homeDir, tmpDir, workDirName} {
+	trees := []string{homeDir, tmpDir}
+	if b, err := root.ReadFile(codeDirFile); err == nil {
+		// An unpacked code package (of this attempt's own): it may be
+		// gigabytes. A working directory without one holds only what the
+		// job wrote there, and stays.
+		if rel, err := filepath.Rel(dir, string(b)); err == nil && filepath.IsLocal(rel) {
+			trees = append(trees, rel)
+		}
+	}
+	for _, name := range trees {
 		if err := removeTree(root, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, masterPortFile, cgroupFile}
+	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, masterPortFile, cgroupFile, codeDirFile}
 	for _, name := range state {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)

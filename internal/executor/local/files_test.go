@@ -24,10 +24,10 @@ func TestCheckpointsDirAgrees(t *testing.T) {
 	}
 }
 
-// TestReleaseRemovesWorkspace: Release removes the attempt's HOME, tmp,
-// default working directory and the shim's state, keeps the log, the exit
-// record, the metric log and the shim's diagnostics, and follows no link
-// the job left.
+// TestReleaseRemovesWorkspace: Release removes the attempt's HOME, tmp
+// and the shim's state, keeps the log, the exit record, the metric log,
+// the shim's diagnostics and a working directory without a code package,
+// and follows no link the job left.
 func TestReleaseRemovesWorkspace(t *testing.T) {
 	ex := newExec(t)
 	h := executortest.NewHarness(t, ex)
@@ -51,18 +51,51 @@ func TestReleaseRemovesWorkspace(t *testing.T) {
 	if err := ex.Release(context.Background(), l.Ref); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	for _, gone := range []string{homeDir, tmpDir, workDirName, shimPIDFile, childPIDFile, masterPortFile, procsFile, cgroupFile} {
+	for _, gone := range []string{homeDir, tmpDir, shimPIDFile, childPIDFile, masterPortFile, procsFile, cgroupFile} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Release: %v, want it removed", gone, err)
 		}
 	}
-	for _, kept := range []string{exitFile, filepath.Base(l.LogPath), shimLogFile, metricsFile} {
+	for _, kept := range []string{exitFile, filepath.Base(l.LogPath), shimLogFile, metricsFile, workDirName + "/here"} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, kept)); err != nil {
 			t.Errorf("%s after Release: %v, want it kept", kept, err)
 		}
 	}
 	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep me" {
 		t.Errorf("the file a job's link pointed to: %q, %v; want it untouched", b, err)
+	}
+}
+
+// Release removes the attempt's unpacked code package, through whatever
+// links the job left there, and nothing they point to is touched.
+func TestReleaseRemovesUnpackedCode(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "keep.txt")
+	if err := os.WriteFile(victim, []byte("not the job's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg := tarball(t, map[string]string{"train.py": "print(1)", "lib/util.py": "x"})
+	l := h.Launch(t, []string{"/bin/sh", "-c", "ln -s " + outside + " out; ln -s " + victim + " victim; ln -s " + outside + " lib/up; echo x > scratch"},
+		func(l *executor.Launch) {
+			l.WorkDir = filepath.Join(l.Dir, workDirName)
+			l.Code = codeOf(pkg, l.WorkDir)
+		})
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt %s/%s: %s", ev.State, ev.Reason, ev.Message)
+	}
+	if err := ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := os.Lstat(l.WorkDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unpacked package after Release: %v, want it removed", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not the job's" {
+		t.Errorf("a file a link pointed to was touched: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("the directory a link pointed to holds %d entries, want its 1", len(ents))
 	}
 }
 
