@@ -2,12 +2,15 @@ package service
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"regexp"
 	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 )
 
@@ -98,25 +101,54 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 }
 
 // Copy writes the log to w; when following, it returns once the attempt has
-// ended and every line is written, or when ctx ends.
+// ended and every line is written, or when ctx ends. The executor reads
+// the log and knows when the attempt ends; an attempt that has not started
+// yet is waited for here, in the store.
 func (l *LogStream) Copy(ctx context.Context, w io.Writer, flush func()) error {
-	done := func() bool {
-		job, err := l.s.cfg.Store.GetJob(ctx, l.jobID)
-		if err != nil || job.State.Terminal() {
-			return true
+	q := executor.LogQuery{Tail: l.req.Tail, Follow: l.req.Follow, Timestamps: l.req.Timestamps,
+		Flush: flush, Grep: l.grep, Since: l.since}
+	if q.Follow {
+		ran, err := l.waitStart(ctx)
+		if err != nil {
+			return err
 		}
-		if job.Attempts > l.attempt {
-			return true
-		}
-		if job.Attempts < l.attempt {
-			return false
-		}
-		atts, err := l.s.cfg.Store.ListAttempts(ctx, l.jobID)
-		return err != nil || len(atts) < l.attempt || atts[l.attempt-1].State.Terminal()
+		q.Follow = ran // one that never ran has no more lines coming
 	}
-	return l.s.cfg.Logs.CopyLog(ctx, w, l.jobID, l.attempt, logs.Options{
-		Tail: l.req.Tail, Follow: l.req.Follow, Timestamps: l.req.Timestamps,
-		Done: done, Poll: 100 * time.Millisecond, Flush: flush,
-		Grep: l.grep, Since: l.since,
-	})
+	err := l.s.cfg.Files.Logs(ctx, executor.Ref{JobID: l.jobID, Attempt: l.attempt}, q, w)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no log (yet): nothing to show
+	}
+	return err
+}
+
+// startPoll is how often a follower waiting for its attempt to start looks.
+const startPoll = 100 * time.Millisecond
+
+// waitStart waits until the attempt has started (true) or ended without
+// running, or the job ended without it (false).
+func (l *LogStream) waitStart(ctx context.Context) (bool, error) {
+	t := time.NewTicker(startPoll)
+	defer t.Stop()
+	for {
+		job, err := l.s.cfg.Store.GetJob(ctx, l.jobID)
+		if err != nil {
+			return false, err
+		}
+		if job.Attempts >= l.attempt {
+			atts, err := l.s.cfg.Store.ListAttempts(ctx, l.jobID)
+			if err != nil {
+				return false, err
+			}
+			if a := atts[l.attempt-1]; a.State != domain.AttemptStarting || !a.StartedAt.IsZero() {
+				return !a.StartedAt.IsZero(), nil
+			}
+		} else if job.State.Terminal() {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

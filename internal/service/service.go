@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -25,6 +27,7 @@ import (
 	"trainyard/internal/blob"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/jobspec"
 	"trainyard/internal/logs"
 	"trainyard/internal/secrets"
@@ -38,6 +41,9 @@ type Config struct {
 	Logger        *slog.Logger
 	ArtifactsRoot string      // outputs go to <root>/<project>/<name>/<job-id>/
 	Logs          logs.Layout // where attempt logs live
+	// Files reads the attempts' logs and the jobs' outputs: the executor's
+	// read side. Nothing else here opens a job's files.
+	Files executor.Files
 	// InputRoots are the directories jobs may name as inputs, from the
 	// server config's data_roots (paths.go); the zero value allows none.
 	InputRoots InputRoots
@@ -121,8 +127,23 @@ func New(cfg Config) *Service {
 	if cfg.Wake == nil {
 		cfg.Wake = func() {}
 	}
+	if cfg.Files == nil {
+		cfg.Files = noFiles{}
+	}
 	return &Service{cfg: cfg}
 }
+
+// noFiles is the Files of a service configured without any: it has no
+// log and no output.
+type noFiles struct{}
+
+var errNoFiles = fmt.Errorf("this server reads no job files (no executor configured): %w", fs.ErrNotExist)
+
+func (noFiles) Logs(context.Context, executor.Ref, executor.LogQuery, io.Writer) error {
+	return errNoFiles
+}
+
+func (noFiles) Outputs(context.Context, string) (executor.Outputs, error) { return nil, errNoFiles }
 
 // HashToken returns the stored form of a token secret.
 func HashToken(secret string) string {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 
 	"trainyard/internal/diagnose"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 	"trainyard/internal/store"
 )
@@ -79,7 +81,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 			w.Hint = "it starts when running jobs free enough resources"
 		}
 	case domain.JobFailed:
-		s.explainFailure(&w, last)
+		s.explainFailure(ctx, &w, last)
 	case domain.JobRunning, domain.JobStarting:
 		if last != nil {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d is %s on %s", last.Number, last.State, orDash(last.Node)))
@@ -155,7 +157,7 @@ const ruleThrash = "preemption_thrash"
 // explainFailure classifies a failed job from its last attempt's exit facts
 // and log. The attempt's facts are always evidence; the log lines that
 // decided the class follow, or, when no line did, the log's last lines.
-func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
+func (s *Service) explainFailure(ctx context.Context, w *Why, last *domain.Attempt) {
 	job := w.Job
 	ev := diagnose.Evidence{JobID: job.ID, State: job.State, Reason: job.Reason, Message: job.Message,
 		Resources: job.Spec.Resources, Env: job.Spec.Env, Entrypoint: job.Spec.Entrypoint}
@@ -165,7 +167,7 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 			ev.Reason, ev.Message = last.Reason, last.Message
 		}
 		ev.Signal = diagnose.SignalFromMessage(ev.Message)
-		ev.LogTail, _ = s.cfg.Logs.TailLog(job.ID, last.Number, diagnoseLines)
+		ev.LogTail, _ = s.tailLines(ctx, job.ID, last.Number, diagnoseLines)
 		w.Evidence = append(w.Evidence, attemptFacts(*last)...)
 		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
 			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
@@ -184,7 +186,7 @@ func (s *Service) explainFailure(w *Why, last *domain.Attempt) {
 		w.Evidence = append(w.Evidence, "log | "+l)
 	}
 	if len(d.Evidence) == 0 && last != nil {
-		if tail := s.logTail(job.ID, last.Number, 10); tail != "" {
+		if tail := s.logTail(ctx, job.ID, last.Number, 10); tail != "" {
 			w.Evidence = append(w.Evidence, tail)
 		}
 	}
@@ -249,8 +251,8 @@ func (s *Service) stepRates(ctx context.Context, jobID int64, attempt int) (now,
 // logTail is the program's last n lines of output (the supervisor's own
 // notes left out: the attempt's facts already say them), as one evidence
 // entry, or "" when it printed nothing.
-func (s *Service) logTail(id int64, attempt, n int) string {
-	lines, err := s.cfg.Logs.TailLog(id, attempt, n*4)
+func (s *Service) logTail(ctx context.Context, id int64, attempt, n int) string {
+	lines, err := s.tailLines(ctx, id, attempt, n*4)
 	if err != nil {
 		return ""
 	}
@@ -314,4 +316,21 @@ func (s *Service) queueEntry(ctx context.Context, job domain.Job) (domain.QueueE
 		}
 	}
 	return domain.QueueEntry{}, false
+}
+
+// tailLines is the last n lines of an attempt's log, the supervisor's
+// included, read through the executor.
+func (s *Service) tailLines(ctx context.Context, id int64, attempt, n int) ([]logs.Line, error) {
+	var b bytes.Buffer
+	err := s.cfg.Files.Logs(ctx, executor.Ref{JobID: id, Attempt: attempt}, executor.LogQuery{Tail: n, Timestamps: true}, &b)
+	if err != nil {
+		return nil, err
+	}
+	var out []logs.Line
+	for l := range bytes.Lines(b.Bytes()) {
+		if l = bytes.TrimSuffix(l, []byte("\n")); len(l) > 0 {
+			out = append(out, logs.ParseLine(l))
+		}
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"io/fs"
 	"os"
 	"path"
@@ -479,4 +480,17 @@ func removeTree(root *os.Root, name string) error {
 		return nil
 	})
 	return root.RemoveAll(name)
+}
+
+// NewReader returns the local executor's read side alone, for a server
+// that serves logs and outputs but runs no attempts (an API replica, a
+// test): attempts are found in the runs directory as laid out by
+// logs.Layout, and an attempt has ended once its outcome is recorded or
+// its supervisor is gone.
+func NewReader(runs string) executor.Files {
+	return &Executor{
+		cfg:      Config{Runs: runs, PollInterval: 100 * time.Millisecond},
+		log:      slog.New(slog.DiscardHandler),
+		attempts: map[executor.Ref]*attempt{},
+	}
 }
