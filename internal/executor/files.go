@@ -151,4 +151,29 @@ type Files interface {
 	// that does not exist is an error matching fs.ErrNotExist. The caller
 	// closes it.
 	Outputs(ctx context.Context, dir string) (Outputs, error)
+	// LogState says whether the attempt's log reached its limit
+	// (Launch.LogLimit) and how much of it was dropped so far. A log that
+	// does not exist is not limited.
+	LogState(ctx context.Context, ref Ref) (LogState, error)
+	// ExpireLogs removes the logs of every attempt of a job (log
+	// retention) and remembers when and why, for LogsExpired; false: there
+	// were none. The outcome records stay.
+	ExpireLogs(ctx context.Context, jobID int64, e LogExpiry) (bool, error)
+	// LogsExpired reports whether ExpireLogs removed the job's logs.
+	LogsExpired(ctx context.Context, jobID int64) (LogExpiry, bool)
+}
+
+// LogState is how much of an attempt's log was kept.
+type LogState struct {
+	// Limited: the log reached its limit; it keeps its head and a
+	// rolling tail from then on.
+	Limited bool
+	Limit   int64 // the limit, in bytes (0: not known)
+	Dropped int64 // bytes dropped between the head and the tail so far
+}
+
+// LogExpiry records the removal of a job's logs under log retention.
+type LogExpiry struct {
+	DeletedAt time.Time
+	Retention time.Duration // the retention period that removed them
 }

@@ -83,7 +83,7 @@ func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRe
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := s.cfg.Logs.Expired(id); ok {
+	if e, ok := s.cfg.Files.LogsExpired(ctx, id); ok {
 		return nil, domain.Errorf(domain.ErrNotFound, "the logs of job %d expired under the server's log retention (%s)", id, logs.RetentionString(e.Retention))
 	}
 	n := req.Attempt

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 	"trainyard/internal/store"
 )
@@ -40,7 +41,7 @@ func (s *Service) ExpireLogs(ctx context.Context, keep time.Duration) (int, erro
 			if j.FinishedAt.IsZero() || j.FinishedAt.After(cutoff) {
 				continue
 			}
-			removed, err := s.cfg.Logs.Expire(j.ID, logs.Expiry{DeletedAt: now, Retention: keep})
+			removed, err := s.cfg.Files.ExpireLogs(ctx, j.ID, executor.LogExpiry{DeletedAt: now, Retention: keep})
 			if err != nil {
 				errs = append(errs, err)
 				continue

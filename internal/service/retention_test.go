@@ -11,6 +11,7 @@ import (
 
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
@@ -34,7 +35,7 @@ func newLogEnv(t *testing.T) logEnv {
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: layout})
+	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: layout, Files: local.NewReader(layout.Root)})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)

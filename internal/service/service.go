@@ -145,6 +145,18 @@ func (noFiles) Logs(context.Context, executor.Ref, executor.LogQuery, io.Writer)
 
 func (noFiles) Outputs(context.Context, string) (executor.Outputs, error) { return nil, errNoFiles }
 
+func (noFiles) LogState(context.Context, executor.Ref) (executor.LogState, error) {
+	return executor.LogState{}, nil
+}
+
+func (noFiles) ExpireLogs(context.Context, int64, executor.LogExpiry) (bool, error) {
+	return false, nil
+}
+
+func (noFiles) LogsExpired(context.Context, int64) (executor.LogExpiry, bool) {
+	return executor.LogExpiry{}, false
+}
+
 // HashToken returns the stored form of a token secret.
 func HashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))

@@ -95,7 +95,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	}
 	if last != nil && job.State != domain.JobFailed { // a failure's note is with its facts
 		running := !last.State.Terminal()
-		if note := s.logLimitNote(id, last.Number, running); note != "" {
+		if note := s.logLimitNote(ctx, id, last.Number, running); note != "" {
 			w.Evidence = append(w.Evidence, note)
 		}
 	}
@@ -132,11 +132,12 @@ func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
 // logLimitNote says, when an attempt's log reached its limit, how much of
 // it was dropped (so far, while running); "" otherwise. It reads the
 // attempt's log directory once.
-func (s *Service) logLimitNote(jobID int64, attempt int, running bool) string {
-	limit, dropped, ok := s.cfg.Logs.LogLimited(jobID, attempt)
-	if !ok {
+func (s *Service) logLimitNote(ctx context.Context, jobID int64, attempt int, running bool) string {
+	st, err := s.cfg.Files.LogState(ctx, executor.Ref{JobID: jobID, Attempt: attempt})
+	if err != nil || !st.Limited {
 		return ""
 	}
+	limit, dropped := st.Limit, st.Dropped
 	lim := "its limit"
 	if limit > 0 {
 		lim = "its limit of " + logs.HumanSize(limit)
@@ -169,10 +170,10 @@ func (s *Service) explainFailure(ctx context.Context, w *Why, last *domain.Attem
 		ev.Signal = diagnose.SignalFromMessage(ev.Message)
 		ev.LogTail, _ = s.tailLines(ctx, job.ID, last.Number, diagnoseLines)
 		w.Evidence = append(w.Evidence, attemptFacts(*last)...)
-		if e, ok := s.cfg.Logs.Expired(job.ID); ok {
+		if e, ok := s.cfg.Files.LogsExpired(ctx, job.ID); ok {
 			w.Evidence = append(w.Evidence, "the log expired under the server's log retention ("+logs.RetentionString(e.Retention)+"); the diagnosis rests on the exit facts alone")
 		}
-		if note := s.logLimitNote(job.ID, last.Number, false); note != "" {
+		if note := s.logLimitNote(ctx, job.ID, last.Number, false); note != "" {
 			w.Evidence = append(w.Evidence, note)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
@@ -32,7 +33,7 @@ func TestWhySaysTheLogReachedItsLimit(t *testing.T) {
 	}
 	defer st.Close()
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	svc := service.New(service.Config{Store: st, Logs: layout})
+	svc := service.New(service.Config{Store: st, Logs: layout, Files: local.NewReader(layout.Root)})
 
 	// start creates a job and its first attempt, running, with a log of
 	// size bytes under a 1MiB limit.

@@ -56,6 +56,7 @@ type Fake struct {
 	// The in-memory files: fake_files.go.
 	changed  chan struct{} // closed and replaced when a log or history changes
 	logs     map[executor.Ref][]fakeLine
+	expired  map[int64]executor.LogExpiry // ExpireLogs
 	programs map[executor.Ref]*fakeRun
 	files    map[string]*fakeFile // by absolute path
 	dirs     map[string]bool      // output directories of launches

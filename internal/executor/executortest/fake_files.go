@@ -117,6 +117,9 @@ func (f *Fake) Logs(ctx context.Context, ref executor.Ref, q executor.LogQuery, 
 		f.mu.Lock()
 		lines := f.logs[ref]
 		evs, known := f.history[ref]
+		if _, gone := f.expired[ref.JobID]; gone {
+			known = false
+		}
 		done := ended(evs)
 		ch := f.changed
 		f.mu.Unlock()
@@ -413,3 +416,37 @@ func (o *fakeOutputs) Remove(ctx context.Context, rel string) error {
 }
 
 func (o *fakeOutputs) Close() error { return nil }
+
+// LogState: the fake's logs have no limit.
+func (f *Fake) LogState(ctx context.Context, ref executor.Ref) (executor.LogState, error) {
+	return executor.LogState{}, nil
+}
+
+// ExpireLogs drops the logs of every attempt of the job.
+func (f *Fake) ExpireLogs(ctx context.Context, jobID int64, e executor.LogExpiry) (bool, error) {
+	f.init()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	removed := false
+	for ref := range f.logs {
+		if ref.JobID == jobID {
+			delete(f.logs, ref)
+			removed = true
+		}
+	}
+	if removed {
+		if f.expired == nil {
+			f.expired = map[int64]executor.LogExpiry{}
+		}
+		f.expired[jobID] = e
+	}
+	return removed, nil
+}
+
+// LogsExpired reports an ExpireLogs that removed the job's logs.
+func (f *Fake) LogsExpired(ctx context.Context, jobID int64) (executor.LogExpiry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.expired[jobID]
+	return e, ok
+}

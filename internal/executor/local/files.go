@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -493,4 +493,42 @@ func NewReader(runs string) executor.Files {
 		log:      slog.New(slog.DiscardHandler),
 		attempts: map[executor.Ref]*attempt{},
 	}
+}
+
+// runs is the layout of the attempt directories (Config.Runs).
+func (e *Executor) runs() (logs.Layout, error) {
+	if e.cfg.Runs == "" {
+		return logs.Layout{}, errors.New("this executor has no runs directory (Config.Runs)")
+	}
+	return logs.Layout{Root: e.cfg.Runs}, nil
+}
+
+// LogState reads the attempt's log limit record (logs.Layout.LogLimited).
+func (e *Executor) LogState(ctx context.Context, ref executor.Ref) (executor.LogState, error) {
+	l, err := e.runs()
+	if err != nil {
+		return executor.LogState{}, fmt.Errorf("log state of %s: %w", ref, err)
+	}
+	limit, dropped, ok := l.LogLimited(ref.JobID, ref.Attempt)
+	return executor.LogState{Limited: ok, Limit: limit, Dropped: dropped}, nil
+}
+
+// ExpireLogs removes the job's attempt logs (logs.Layout.Expire), through
+// an os.Root at the runs directory.
+func (e *Executor) ExpireLogs(ctx context.Context, jobID int64, x executor.LogExpiry) (bool, error) {
+	l, err := e.runs()
+	if err != nil {
+		return false, fmt.Errorf("expire the logs of job %d: %w", jobID, err)
+	}
+	return l.Expire(jobID, logs.Expiry{DeletedAt: x.DeletedAt, Retention: x.Retention})
+}
+
+// LogsExpired reads the job's expiry record (logs.Layout.Expired).
+func (e *Executor) LogsExpired(ctx context.Context, jobID int64) (executor.LogExpiry, bool) {
+	l, err := e.runs()
+	if err != nil {
+		return executor.LogExpiry{}, false
+	}
+	x, ok := l.Expired(jobID)
+	return executor.LogExpiry{DeletedAt: x.DeletedAt, Retention: x.Retention}, ok
 }

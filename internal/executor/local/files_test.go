@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,6 +149,26 @@ func TestFilesFromRuns(t *testing.T) {
 	// An attempt that never ran has nothing to release.
 	if err := reader.Release(ctx, executor.Ref{JobID: l.JobID + 1, Attempt: 1}); err != nil {
 		t.Errorf("Release of an attempt that never ran: %v", err)
+	}
+
+	// Log retention: the logs go, the expiry is remembered, and a second
+	// expiry finds nothing.
+	if st, err := NewReader(runs).LogState(ctx, l.Ref); err != nil || st.Limited {
+		t.Errorf("LogState of an unlimited log = %+v, %v", st, err)
+	}
+	files := NewReader(runs)
+	x := executor.LogExpiry{DeletedAt: time.Now().UTC().Truncate(time.Second), Retention: 72 * time.Hour}
+	if removed, err := files.ExpireLogs(ctx, l.JobID, x); err != nil || !removed {
+		t.Fatalf("ExpireLogs = %v, %v; want the logs removed", removed, err)
+	}
+	if got, ok := files.LogsExpired(ctx, l.JobID); !ok || !got.DeletedAt.Equal(x.DeletedAt) || got.Retention != x.Retention {
+		t.Errorf("LogsExpired = %+v, %v; want %+v", got, ok, x)
+	}
+	if err := files.Logs(ctx, l.Ref, executor.LogQuery{}, io.Discard); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Logs after expiry: %v, want fs.ErrNotExist", err)
+	}
+	if removed, err := files.ExpireLogs(ctx, l.JobID, x); err != nil || removed {
+		t.Errorf("second ExpireLogs = %v, %v; want nothing removed", removed, err)
 	}
 }
 
