@@ -125,3 +125,22 @@ func BenchmarkGrepNoLiteral1GiB(b *testing.B) {
 func BenchmarkSince1GiB(b *testing.B) {
 	benchCopy(b, Options{Since: time.Date(2026, 1, 2, 3, 0, 11, 780_000_000, time.UTC)})
 }
+
+// BenchmarkGrepRegexp1GiB: `logs --grep` with expressions that hold no
+// single literal (alternations, classes) or whose literal is on every
+// line. Most of them match nearly every line of the benchmark log.
+func BenchmarkGrepRegexp1GiB(b *testing.B) {
+	for _, bc := range []struct{ name, expr string }{
+		{"alt", `loss|nan`},             // every line
+		{"alt-none", `nan|inf`},         // no line
+		{"fold-alt", `(?i)error|warn`},  // one line
+		{"digits", `\d{4}`},             // every line
+		{"step-digits", `step [0-9]+`},  // every line
+		{"fold-every-line", `(?i)loss`}, // every line
+		{"gap", `loss.*tokens`},         // every line
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			benchCopy(b, Options{Grep: regexp.MustCompile(bc.expr)})
+		})
+	}
+}
