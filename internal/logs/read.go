@@ -20,11 +20,12 @@ import (
 //   - --grep with --tail N reads backwards too and stops at the N-th
 //     match: it costs the bytes after that match (the whole log when
 //     there are fewer than N matches).
-//   - --grep alone reads the whole log once. When every match holds a
-//     literal (`checkpoint`, `loss=[0-9]`, `(?i)Checkpoint`, `step \d+ .*nan`:
-//     see requiredLiteral), the chunks are searched for it and only the
-//     lines that hold it are matched, which runs at about memory speed;
-//     other expressions are matched line by line.
+//   - --grep alone reads the whole log once. When every match holds one
+//     of a few literals (`checkpoint`, `loss=[0-9]`, `(?i)Checkpoint`,
+//     `loss|nan`, `(?i)error|warn`: see requiredLiterals), the chunks are
+//     searched for them and only the lines that hold one are looked at,
+//     which runs at about memory speed; the expression is run on each
+//     line that may match (every line when there is no literal).
 //   - --since finds its first line by binary search on the timestamps
 //     (they never decrease through a log), then reads forwards from there.
 const readChunk = 1 << 20
@@ -57,14 +58,16 @@ type filter struct {
 	all        bool // every line is kept
 	timestamps bool // system lines are kept
 	grep       *regexp.Regexp
-	lit        *needle // a literal every grep match holds; nil: none
+	lits       litSet  // literals one of which every grep match holds; nil: none
+	find       *finder // searches chunks for lits; nil: none
 	since      []byte  // the since time in TimeFormat; nil: none
 }
 
 func (o Options) filter() *filter {
 	f := &filter{timestamps: o.Timestamps, grep: o.Grep}
 	f.all = o.Timestamps && o.Grep == nil && o.Since.IsZero()
-	f.lit = requiredLiteral(o.Grep)
+	f.lits = requiredLiterals(o.Grep)
+	f.find = newFinder(f.lits)
 	if !o.Since.IsZero() {
 		f.since = []byte(o.Since.UTC().Format(TimeFormat))
 	}
@@ -126,12 +129,17 @@ func (f *filter) keep(line []byte) bool {
 		}
 	}
 	if f.grep != nil {
-		if f.lit != nil && f.lit.index(text) < 0 {
-			return false
-		}
-		return f.grep.Match(text)
+		return f.match(text)
 	}
 	return true
+}
+
+// match reports whether grep matches text.
+func (f *filter) match(text []byte) bool {
+	if f.lits != nil && !f.lits.in(text) {
+		return false
+	}
+	return f.grep.Match(text)
 }
 
 // tailStart returns the offset in r (size bytes) at which its last n kept
@@ -168,7 +176,7 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 		// The starts of the lines that may be kept, in order. Markers
 		// are never counted: they are in the output when the tail spans
 		// them.
-		starts = candidates(b[first:], f.lit, starts[:0])
+		starts = candidates(b[first:], f.find, starts[:0])
 		for i := len(starts) - 1; i >= 0; i-- {
 			s := first + starts[i]
 			e := bytes.IndexByte(b[s:], '\n') + 1 + s
@@ -187,10 +195,10 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 	return 0, nil
 }
 
-// candidates appends to starts the offsets in b of the lines that hold
-// lit (every line when lit is nil), in order. b starts a line.
-func candidates(b []byte, lit *needle, starts []int) []int {
-	if lit == nil {
+// candidates appends to starts the offsets in b of the lines that hold a
+// literal of find (every line when find is nil), in order. b starts a line.
+func candidates(b []byte, find *finder, starts []int) []int {
+	if find == nil {
 		for i := 0; i < len(b); {
 			starts = append(starts, i)
 			nl := bytes.IndexByte(b[i:], '\n')
@@ -201,18 +209,18 @@ func candidates(b []byte, lit *needle, starts []int) []int {
 		}
 		return starts
 	}
+	find.reset(b)
 	for i := 0; i < len(b); {
-		j := lit.index(b[i:])
+		j := find.index(i)
 		if j < 0 {
 			break
 		}
-		s := bytes.LastIndexByte(b[:i+j], '\n') + 1
-		starts = append(starts, s)
-		nl := bytes.IndexByte(b[i+j:], '\n')
+		starts = append(starts, bytes.LastIndexByte(b[:j], '\n')+1)
+		nl := bytes.IndexByte(b[j:], '\n')
 		if nl < 0 {
 			break
 		}
-		i += j + nl + 1
+		i = j + nl + 1
 	}
 	return starts
 }
@@ -411,7 +419,7 @@ func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
 // lines writes the kept lines of b, which holds whole lines.
 func (c *copier) lines(b []byte) error {
 	f := c.f
-	if f.lit == nil || f.all {
+	if f.find == nil || f.all {
 		for len(b) > 0 {
 			nl := bytes.IndexByte(b, '\n') + 1
 			if err := c.line(b[:nl]); err != nil {
@@ -421,10 +429,11 @@ func (c *copier) lines(b []byte) error {
 		}
 		return nil
 	}
-	// Only lines holding the literal can be kept (markers are never in
-	// the files: views add them).
-	for len(b) > 0 {
-		i := f.lit.index(b)
+	// Only lines holding a literal can be kept (markers are never in the
+	// files: views add them).
+	f.find.reset(b)
+	for from := 0; from < len(b); {
+		i := f.find.index(from)
 		if i < 0 {
 			return nil
 		}
@@ -433,7 +442,7 @@ func (c *copier) lines(b []byte) error {
 		if err := c.line(b[start:end]); err != nil {
 			return err
 		}
-		b = b[end:]
+		from = end
 	}
 	return nil
 }
