@@ -64,21 +64,33 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 	for range 3000 {
 		exprs = append(exprs, randExpr(r, 4))
 	}
+	exactCount := 0
 	for _, expr := range exprs {
 		re, err := regexp.Compile(expr)
 		if err != nil {
 			continue
 		}
 		f := Options{Grep: re}.filter()
+		if f.exact != nil {
+			exactCount++
+		}
 		for _, text := range texts {
 			want := re.MatchString(text)
 			if got := f.match([]byte(text)); got != want {
-				t.Fatalf("%q on %q: filter says %v, the expression %v (literals %q)",
-					expr, text, got, want, setString(f.lits))
+				t.Fatalf("%q on %q: filter says %v, the expression %v (exact %v, literals %q)",
+					expr, text, got, want, f.exact != nil, setString(f.lits))
 			}
 			if want && f.lits != nil && !f.lits.in([]byte(text)) {
 				t.Fatalf("%q matches %q without any of its literals %q", expr, text, setString(f.lits))
 			}
+		}
+	}
+	if exactCount < len(exprs)/10 {
+		t.Errorf("only %d of %d expressions decided without running them", exactCount, len(exprs))
+	}
+	for _, expr := range []string{`loss|nan`, `(?i)error|warn`, `\d{4}`, `step [0-9]+`, `a*`, `[0-9]+\.[0-9]+`} {
+		if (Options{Grep: regexp.MustCompile(expr)}).filter().exact == nil {
+			t.Errorf("%q is run, not decided exactly", expr)
 		}
 	}
 }
