@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -92,53 +93,95 @@ func splitLine(b []byte) (ts, stream, text []byte, ok bool) {
 		return nil, nil, b, false
 	}
 	rest := b[len(TimeFormat)+1:]
-	sp := bytes.IndexByte(rest, ' ')
+	sp := len(Stdout) // the streams' length, looked at first
+	if len(rest) <= sp || rest[sp] != ' ' || !noSpace(rest[:sp]) {
+		sp = bytes.IndexByte(rest, ' ')
+	}
 	if sp < 0 {
 		return b[:len(TimeFormat)], rest, nil, true
 	}
 	return b[:len(TimeFormat)], rest[:sp], rest[sp+1:], true
 }
 
-// timeShape reports whether b looks like a time in TimeFormat.
-func timeShape(b []byte) bool {
-	for i, c := range b {
-		switch TimeFormat[i] {
-		case '-', 'T', ':', '.', 'Z':
-			if c != TimeFormat[i] {
-				return false
-			}
-		default:
-			if c < '0' || c > '9' {
-				return false
-			}
+func noSpace(b []byte) bool {
+	for _, c := range b {
+		if c == ' ' {
+			return false
 		}
 	}
 	return true
 }
 
+// timeShape reports whether b looks like a time in TimeFormat: eight
+// bytes at a time (it runs on every line a filter looks at).
+func timeShape(b []byte) bool {
+	if len(b) != len(TimeFormat) {
+		return false
+	}
+	for k, at := range timeWords {
+		w := binary.LittleEndian.Uint64(b[at:])
+		m := timeMasks[k]
+		if w&m.sep != m.sepVal {
+			return false
+		}
+		d := (w ^ 0x3030303030303030) & m.digit // digits: 0 to 9
+		if ((d&0x7f7f7f7f7f7f7f7f)+0x7676767676767676|d)&0x8080808080808080&m.digit != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// timeWords are the offsets of the eight-byte words timeShape reads (the
+// last overlaps the third); timeMasks, per word, the separators' bytes,
+// their values and the digits' bytes.
+var timeWords = [4]int{0, 8, 16, len(TimeFormat) - 8}
+
+var timeMasks = func() (m [4]struct{ sep, sepVal, digit uint64 }) {
+	for k, at := range timeWords {
+		for i := range 8 {
+			c := TimeFormat[at+i]
+			if '0' <= c && c <= '9' {
+				m[k].digit |= 0xff << (8 * i)
+			} else {
+				m[k].sep |= 0xff << (8 * i)
+				m[k].sepVal |= uint64(c) << (8 * i)
+			}
+		}
+	}
+	return m
+}()
+
 // keep reports whether the filter keeps line. Marker lines are kept
 // whatever the grep, so a filtered capped log still says where it lost
 // lines.
 func (f *filter) keep(line []byte) bool {
+	keep, _, _ := f.check(line)
+	return keep
+}
+
+// check reports whether the filter keeps line and, unless it keeps every
+// line, the line's text and whether the line has the format (splitLine).
+func (f *filter) check(line []byte) (keep bool, text []byte, ok bool) {
 	if f.all {
-		return true
+		return true, nil, false
 	}
 	ts, stream, text, ok := splitLine(line)
 	if f.since != nil && (!ok || bytes.Compare(ts, f.since) < 0) {
-		return false
+		return false, text, ok
 	}
 	if ok && string(stream) == System {
 		if bytes.HasPrefix(text, []byte(MarkerPrefix)) {
-			return true
+			return true, text, ok
 		}
 		if !f.timestamps {
-			return false
+			return false, text, ok
 		}
 	}
 	if f.grep != nil {
-		return f.match(text)
+		return f.match(text), text, ok
 	}
-	return true
+	return true, text, ok
 }
 
 // match reports whether grep matches text.
@@ -225,7 +268,7 @@ func candidates(b []byte, find *finder, starts []int) []int {
 		if j < 0 {
 			break
 		}
-		starts = append(starts, bytes.LastIndexByte(b[:j], '\n')+1)
+		starts = append(starts, lineStart(b, i, j))
 		nl := bytes.IndexByte(b[j:], '\n')
 		if nl < 0 {
 			break
@@ -233,6 +276,22 @@ func candidates(b []byte, find *finder, starts []int) []int {
 		i = j + nl + 1
 	}
 	return starts
+}
+
+// lineStart returns the start of the line of b holding offset i, where a
+// line starts at from <= i. A near start is searched for forwards, which
+// is quicker than backwards.
+func lineStart(b []byte, from, i int) int {
+	if i-from > 256 {
+		return from + bytes.LastIndexByte(b[from:i], '\n') + 1
+	}
+	for {
+		j := bytes.IndexByte(b[from:i], '\n')
+		if j < 0 {
+			return from
+		}
+		from += j + 1
+	}
 }
 
 // sinceStart returns an offset of r at which a line starts and before
@@ -447,7 +506,7 @@ func (c *copier) lines(b []byte) error {
 		if i < 0 {
 			return nil
 		}
-		start := bytes.LastIndexByte(b[:i], '\n') + 1
+		start := lineStart(b, from, i)
 		end := bytes.IndexByte(b[i:], '\n') + i + 1
 		if err := c.line(b[start:end]); err != nil {
 			return err
@@ -460,16 +519,19 @@ func (c *copier) lines(b []byte) error {
 // line writes line (with its newline, except perhaps the log's last) if
 // the filter keeps it.
 func (c *copier) line(line []byte) error {
-	if !c.f.keep(line) {
+	keep, text, ok := c.f.check(line)
+	if !keep {
 		return nil
 	}
-	if !c.timestamps {
-		if _, _, text, ok := splitLine(line); ok {
-			if _, err := c.w.Write(text); err != nil {
-				return err
-			}
-			return c.w.WriteByte('\n')
+	if !c.timestamps && ok {
+		if n := len(line); n > 0 && line[n-1] == '\n' { // text and newline
+			_, err := c.w.Write(line[n-1-len(text):])
+			return err
 		}
+		if _, err := c.w.Write(text); err != nil {
+			return err
+		}
+		return c.w.WriteByte('\n')
 	}
 	if _, err := c.w.Write(line); err != nil {
 		return err
