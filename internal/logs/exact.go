@@ -49,10 +49,10 @@ func (s *seq) at(t []byte, i int) bool {
 // running it, for the expressions that are, as far as finding a match in a
 // line goes, alternations of fixed-length byte patterns:
 //
-//   - literals and classes of ASCII characters, and literals of other
-//     characters (their UTF-8 bytes; U+FFFD, which also matches invalid
-//     UTF-8, excepted). Case-insensitive literals only of the letters
-//     whose case folds are ASCII (not 'k' nor 's').
+//   - literals (their UTF-8 bytes; U+FFFD, which also matches invalid
+//     UTF-8, excepted), case-insensitive ones too (`(?i)loss` is the
+//     patterns [lL][oO][sS][sS], [lL][oO][sS]ſ, ...: 's' also folds to
+//     the long s), and classes of ASCII characters.
 //   - concatenations, alternations and x? of those, ^ and $ (a text holds
 //     no newline, so (?m) changes nothing).
 //   - x*, x+ and x{n,m} at either end of the expression or of one of its
@@ -189,33 +189,49 @@ type item struct {
 func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 	switch n.Op {
 	case syntax.OpLiteral:
-		var out []item
+		out := [][]item{{}}
 		for _, r := range n.Rune {
 			if r == utf8.RuneError {
 				return nil, false
 			}
-			if n.Flags&syntax.FoldCase != 0 && r < utf8.RuneSelf {
-				if !asciiFolds(r) {
-					return nil, false
+			// The rune in each case: the ASCII ones in one set, each
+			// other (the Kelvin sign, the long s, é) as its bytes.
+			var ascii byteSet
+			var alts [][]item
+			for f := r; ; {
+				if f < utf8.RuneSelf {
+					ascii.add(byte(f))
+				} else {
+					var a []item
+					for _, c := range utf8.AppendRune(nil, f) {
+						var s byteSet
+						s.add(c)
+						a = append(a, item{set: s})
+					}
+					alts = append(alts, a)
 				}
-				var s byteSet
-				s.add(byte(r))
-				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-					s.add(byte(f))
+				if n.Flags&syntax.FoldCase == 0 {
+					break
 				}
-				out = append(out, item{set: s})
-				continue
+				if f = unicode.SimpleFold(f); f == r {
+					break
+				}
 			}
-			if n.Flags&syntax.FoldCase != 0 && unicode.SimpleFold(r) != r {
-				return nil, false // a non-ASCII letter in any case
+			if ascii != (byteSet{}) {
+				alts = append(alts, []item{{set: ascii}})
 			}
-			for _, c := range utf8.AppendRune(nil, r) {
-				var s byteSet
-				s.add(c)
-				out = append(out, item{set: s})
+			if len(out)*len(alts) > maxSeqs {
+				return nil, false
 			}
+			var next [][]item
+			for _, x := range out {
+				for _, y := range alts {
+					next = append(next, append(x[:len(x):len(x)], y...))
+				}
+			}
+			out = next
 		}
-		return [][]item{out}, true
+		return out, true
 	case syntax.OpCharClass:
 		var s byteSet
 		for i := 0; i+1 < len(n.Rune); i += 2 {

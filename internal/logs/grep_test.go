@@ -88,7 +88,8 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 	if exactCount < len(exprs)/10 {
 		t.Errorf("only %d of %d expressions decided without running them", exactCount, len(exprs))
 	}
-	for _, expr := range []string{`loss|nan`, `(?i)error|warn`, `\d{4}`, `step [0-9]+`, `a*`, `[0-9]+\.[0-9]+`} {
+	for _, expr := range []string{`loss|nan`, `(?i)error|warn`, `\d{4}`, `step [0-9]+`, `a*`, `[0-9]+\.[0-9]+`,
+		`(?i)loss`, `(?i)CHECKPOINT`, `(?i)é`} {
 		if (Options{Grep: regexp.MustCompile(expr)}).filter().exact == nil {
 			t.Errorf("%q is run, not decided exactly", expr)
 		}
