@@ -130,7 +130,7 @@ func BenchmarkGrep1GiB(b *testing.B) {
 
 // BenchmarkGrepNoLiteral1GiB: `logs --grep '(?i)CHECKPOINT'`: no literal
 // prefix, but a required case-insensitive literal ("point"), searched for
-// before any line is matched (requiredLiteral).
+// before any line is looked at (requiredLiterals).
 func BenchmarkGrepNoLiteral1GiB(b *testing.B) {
 	benchCopy(b, Options{Grep: regexp.MustCompile(`(?i)CHECKPOINT`)})
 }
