@@ -311,6 +311,20 @@ func seqOf(items []item) (s seq, ok bool) {
 	return s, true
 }
 
+// matchAt reports whether an unanchored pattern matches text at offset i:
+// if so the expression matches text; if not it may still.
+func (e *exact) matchAt(t []byte, i int) bool {
+	if i >= len(t) {
+		return false
+	}
+	for m := e.first[t[i]]; m != 0; m &= m - 1 {
+		if e.seqs[bits.TrailingZeros64(m)].at(t, i) {
+			return true
+		}
+	}
+	return false
+}
+
 // match reports whether the expression matches text.
 func (e *exact) match(t []byte) bool {
 	if e.any {

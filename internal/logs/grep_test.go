@@ -80,6 +80,13 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 				t.Fatalf("%q on %q: filter says %v, the expression %v (exact %v, literals %q)",
 					expr, text, got, want, f.exact != nil, setString(f.lits))
 			}
+			if f.exact != nil && !want {
+				for i := range len(text) {
+					if f.exact.matchAt([]byte(text), i) {
+						t.Fatalf("%q: a pattern matches %q at %d, the expression not at all", expr, text, i)
+					}
+				}
+			}
 			if want && f.lits != nil && !f.lits.in([]byte(text)) {
 				t.Fatalf("%q matches %q without any of its literals %q", expr, text, setString(f.lits))
 			}

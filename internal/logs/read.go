@@ -156,13 +156,15 @@ var timeMasks = func() (m [4]struct{ sep, sepVal, digit uint64 }) {
 // whatever the grep, so a filtered capped log still says where it lost
 // lines.
 func (f *filter) keep(line []byte) bool {
-	keep, _, _ := f.check(line)
+	keep, _, _ := f.check(line, -1)
 	return keep
 }
 
 // check reports whether the filter keeps line and, unless it keeps every
 // line, the line's text and whether the line has the format (splitLine).
-func (f *filter) check(line []byte) (keep bool, text []byte, ok bool) {
+// hit, if not -1, is where in line the finder found a literal: where a
+// match of the expression may well start.
+func (f *filter) check(line []byte, hit int) (keep bool, text []byte, ok bool) {
 	if f.all {
 		return true, nil, false
 	}
@@ -179,6 +181,15 @@ func (f *filter) check(line []byte) (keep bool, text []byte, ok bool) {
 		}
 	}
 	if f.grep != nil {
+		if f.exact != nil && hit >= 0 {
+			n := len(line)
+			if n > 0 && line[n-1] == '\n' {
+				n--
+			}
+			if at := hit - (n - len(text)); at >= 0 && f.exact.matchAt(text, at) {
+				return true, text, ok
+			}
+		}
 		return f.match(text), text, ok
 	}
 	return true, text, ok
@@ -508,7 +519,7 @@ func (c *copier) lines(b []byte) error {
 		}
 		start := lineStart(b, from, i)
 		end := bytes.IndexByte(b[i:], '\n') + i + 1
-		if err := c.line(b[start:end]); err != nil {
+		if err := c.lineHit(b[start:end], i-start); err != nil {
 			return err
 		}
 		from = end
@@ -518,8 +529,11 @@ func (c *copier) lines(b []byte) error {
 
 // line writes line (with its newline, except perhaps the log's last) if
 // the filter keeps it.
-func (c *copier) line(line []byte) error {
-	keep, text, ok := c.f.check(line)
+func (c *copier) line(line []byte) error { return c.lineHit(line, -1) }
+
+// lineHit is line where the finder found a literal at hit in line.
+func (c *copier) lineHit(line []byte, hit int) error {
+	keep, text, ok := c.f.check(line, hit)
 	if !keep {
 		return nil
 	}
