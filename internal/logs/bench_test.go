@@ -108,6 +108,10 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// BenchmarkCopy1GiB: `logs` of a whole 1 GiB log, texts only: what a
+// grep that keeps every line costs at least.
+func BenchmarkCopy1GiB(b *testing.B) { benchCopy(b, Options{}) }
+
 // BenchmarkTail1GiB: `logs --tail 10` on a 1 GiB log.
 func BenchmarkTail1GiB(b *testing.B) { benchCopy(b, Options{Tail: 10}) }
 
