@@ -172,3 +172,40 @@ func TestCopyGrepAsNaive(t *testing.T) {
 		}
 	}
 }
+
+// A literal on more than denseRun lines in a row makes the copier read the
+// rest of the chunk line by line: the lines kept are the same.
+func TestCopyGrepDense(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var log []byte
+	var texts []string
+	for i := range 3 * denseRun {
+		text := "step " + strings.Repeat("1", i%7) + " loss 0.5"
+		if i >= 2*denseRun || i%(denseRun+5) == denseRun+2 {
+			text = randText(r) // lines without the literal, after a dense run
+		}
+		texts = append(texts, text)
+		log = AppendLine(log, t0.Add(time.Duration(i)*time.Millisecond), Stdout, []byte(text))
+	}
+	p := filepath.Join(t.TempDir(), "output.log")
+	if err := os.WriteFile(p, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, expr := range []string{`loss|nan`, `(?i)LOSS`, `1{3} loss`, `lo.s 0`, `(?i)lo(s|x)`, `^step 1{6}`} {
+		re := regexp.MustCompile(expr)
+		var want strings.Builder
+		for _, text := range texts {
+			if re.MatchString(text) {
+				want.WriteString(text + "\n")
+			}
+		}
+		var out bytes.Buffer
+		if err := Copy(context.Background(), &out, p, Options{Grep: re}); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want.String() {
+			t.Errorf("grep %q:\ngot  %q\nwant %q", expr, out.String(), want.String())
+		}
+	}
+}

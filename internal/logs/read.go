@@ -500,29 +500,51 @@ func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
 func (c *copier) lines(b []byte) error {
 	f := c.f
 	if f.find == nil || f.all {
-		for len(b) > 0 {
-			nl := bytes.IndexByte(b, '\n') + 1
-			if err := c.line(b[:nl]); err != nil {
-				return err
-			}
-			b = b[nl:]
-		}
-		return nil
+		return c.eachLine(b)
 	}
 	// Only lines holding a literal can be kept (markers are never in the
-	// files: views add them).
+	// files: views add them). When the literal is on nearly every line
+	// (loss|nan in a training log), searching for it only adds to the cost
+	// of each line: after denseRun lines in a row that hold it, the rest of
+	// the chunk is read line by line.
 	f.find.reset(b)
+	run := 0
 	for from := 0; from < len(b); {
+		if run == denseRun {
+			return c.eachLine(b[from:])
+		}
 		i := f.find.index(from)
 		if i < 0 {
 			return nil
 		}
 		start := lineStart(b, from, i)
+		if start == from {
+			run++
+		} else {
+			run = 0
+		}
 		end := bytes.IndexByte(b[i:], '\n') + i + 1
 		if err := c.lineHit(b[start:end], i-start); err != nil {
 			return err
 		}
 		from = end
+	}
+	return nil
+}
+
+// denseRun is how many consecutive lines holding a literal make a chunk's
+// search for it stop (copier.lines).
+const denseRun = 64
+
+// eachLine writes the kept lines of b, which holds whole lines, looking at
+// each.
+func (c *copier) eachLine(b []byte) error {
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n') + 1
+		if err := c.line(b[:nl]); err != nil {
+			return err
+		}
+		b = b[nl:]
 	}
 	return nil
 }
