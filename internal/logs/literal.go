@@ -4,127 +4,354 @@ import (
 	"bytes"
 	"regexp"
 	"regexp/syntax"
-	"strings"
+	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
-// needle is a literal every match of an expression holds, found anywhere
-// in the expression, not only at its start: `(?i)loss=\d+` holds "loss=",
-// `step \d+ .*error` holds "error". Lines without it cannot match, so
-// readers search chunks for it at about memory speed and run the
-// expression only on the lines that hold it.
-type needle struct {
-	lit  []byte
-	fold bool // ASCII case-insensitive: lit is lower case
+// lit is a literal that matches of an expression hold.
+type lit struct {
+	b    []byte
+	fold bool // ASCII case-insensitive: b has no upper-case ASCII letter
 }
 
-// requiredLiteral returns the longest literal every match of re holds, or
-// nil. A case-insensitive literal is used only when it is ASCII, and only
-// its longest piece without 'k' or 's', whose Unicode case folds (the
-// Kelvin sign, the long s) are not ASCII: an ASCII search is then exact.
-func requiredLiteral(re *regexp.Regexp) *needle {
+// litSet is a set of literals, one of which every match of an expression
+// holds, found anywhere in the expression, not only at its start:
+// `(?i)loss=\d+` holds "loss=", `step \d+ .*error` holds "error",
+// `loss|nan` holds "loss" or "nan", `(a|b)c` holds "ac" or "bc". Lines
+// without any of them cannot match, so readers search chunks for them at
+// about memory speed (finder) and look only at the lines that hold one.
+type litSet []lit
+
+// maxLits bounds a literal set: a chunk is searched once per literal (twice
+// for a case-insensitive one starting with a letter).
+const maxLits = 8
+
+// maxClassLits is the largest character class taken as literals: [Ee]rror
+// holds "Error" or "error".
+const maxClassLits = 4
+
+// requiredLiterals returns the best set of literals, one of which every
+// match of re holds: the one whose shortest literal is longest, then the
+// smallest. It returns nil when there is none, or when its shortest literal
+// is a single byte (found too often to pay off) unless every match is
+// exactly one of the literals (`x`, `a|b`).
+//
+// A case-insensitive literal is used only as ASCII, and only in pieces
+// without the letters whose Unicode case folds are not ASCII ('k': the
+// Kelvin sign, 's': the long s) nor other non-ASCII letters: an ASCII
+// search is then exact. A literal holding U+FFFD, which the expression
+// also matches on invalid UTF-8, is used only in pieces without it.
+func requiredLiterals(re *regexp.Regexp) litSet {
 	if re == nil {
 		return nil
-	}
-	if lit, _ := re.LiteralPrefix(); lit != "" {
-		return &needle{lit: []byte(lit)}
 	}
 	t, err := syntax.Parse(re.String(), syntax.Perl)
 	if err != nil {
 		return nil
 	}
-	var best *needle
-	consider := func(n *syntax.Regexp) {
-		for n.Op == syntax.OpCapture || n.Op == syntax.OpPlus { // x+ holds x
-			n = n.Sub[0]
-		}
-		if n.Op != syntax.OpLiteral {
-			return
-		}
-		s := string(n.Rune)
-		c := &needle{lit: []byte(s)}
-		if n.Flags&syntax.FoldCase != 0 {
-			l := strings.ToLower(s)
-			if !isASCII(l) {
-				return
-			}
-			// Any piece of a required literal is required too: take the
-			// longest without 'k' or 's'.
-			piece := ""
-			for _, p := range strings.FieldsFunc(l, func(r rune) bool { return r == 'k' || r == 's' }) {
-				if len(p) > len(piece) {
-					piece = p
-				}
-			}
-			c = &needle{lit: []byte(piece), fold: true}
-		}
-		if best == nil || len(c.lit) > len(best.lit) {
-			best = c
-		}
+	in := infoOf(t.Simplify())
+	if best := bestSet(in.req, in.exact); best != nil && minLen(best) >= 2 {
+		return best
 	}
-	t = t.Simplify()
-	for t.Op == syntax.OpCapture {
-		t = t.Sub[0]
+	if in.exactOK && len(in.exact) > 0 && minLen(in.exact) >= 1 {
+		return in.exact
 	}
-	if t.Op == syntax.OpConcat {
-		for _, s := range t.Sub {
-			consider(s)
-		}
-	} else {
-		consider(t)
-	}
-	if best == nil || len(best.lit) < 2 { // one byte finds too much to pay off
-		return nil
-	}
-	return best
+	return nil
 }
 
-func isASCII(s string) bool {
-	for i := range len(s) {
-		if s[i] >= 0x80 {
+// info is what a syntax tree says of the literals in its matches.
+type info struct {
+	exactOK bool
+	exact   []lit // when exactOK: every match is one of these ("" for empty)
+	req     []lit // nil, or a set one of which every match holds
+}
+
+func infoOf(n *syntax.Regexp) info {
+	switch n.Op {
+	case syntax.OpLiteral:
+		return literalInfo(n.Rune, n.Flags&syntax.FoldCase != 0)
+	case syntax.OpCharClass:
+		var ls []lit
+		for i := 0; i+1 < len(n.Rune); i += 2 {
+			for r := n.Rune[i]; r <= n.Rune[i+1]; r++ {
+				if len(ls) == maxClassLits || r == utf8.RuneError {
+					return info{}
+				}
+				ls = append(ls, lit{b: utf8.AppendRune(nil, r)})
+			}
+		}
+		if len(ls) == 0 {
+			return info{}
+		}
+		return info{exactOK: true, exact: ls}
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return info{exactOK: true, exact: []lit{{}}}
+	case syntax.OpCapture:
+		return infoOf(n.Sub[0])
+	case syntax.OpPlus:
+		s := infoOf(n.Sub[0])
+		return info{req: bestSet(s.req, s.exact)}
+	case syntax.OpRepeat:
+		if n.Min == 0 {
+			return info{}
+		}
+		s := infoOf(n.Sub[0])
+		return info{req: bestSet(s.req, s.exact)}
+	case syntax.OpQuest:
+		s := infoOf(n.Sub[0])
+		if s.exactOK {
+			if u := union(s.exact, []lit{{}}); u != nil {
+				return info{exactOK: true, exact: u}
+			}
+		}
+		return info{}
+	case syntax.OpConcat:
+		return concatInfo(n.Sub)
+	case syntax.OpAlternate:
+		out := info{exactOK: true}
+		for i, sub := range n.Sub {
+			s := infoOf(sub)
+			r := bestSet(s.req, s.exact)
+			if i == 0 {
+				out.req = r
+			} else if out.req != nil {
+				out.req = union(out.req, r)
+			}
+			if out.exactOK = out.exactOK && s.exactOK; out.exactOK {
+				if i == 0 {
+					out.exact = s.exact
+				} else if out.exact = union(out.exact, s.exact); out.exact == nil {
+					out.exactOK = false
+				}
+			}
+		}
+		if !out.exactOK {
+			out.exact = nil
+		}
+		return out
+	}
+	return info{} // any character, star, no match
+}
+
+// literalInfo is the info of a literal: exact, or for a case-insensitive
+// literal with letters that ASCII cannot fold, its longest piece without
+// them, required.
+func literalInfo(runes []rune, fold bool) info {
+	var pieces [][]byte
+	cur := []byte{}
+	for _, r := range runes {
+		ok := r != utf8.RuneError
+		if fold {
+			ok = ok && asciiFolds(r)
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+		}
+		if !ok {
+			pieces = append(pieces, cur)
+			cur = []byte{}
+			continue
+		}
+		cur = utf8.AppendRune(cur, r)
+	}
+	if pieces == nil {
+		return info{exactOK: true, exact: []lit{mkLit(cur, fold)}}
+	}
+	pieces = append(pieces, cur)
+	best := pieces[0]
+	for _, p := range pieces {
+		if len(p) > len(best) {
+			best = p
+		}
+	}
+	if len(best) == 0 {
+		return info{}
+	}
+	return info{req: []lit{mkLit(best, fold)}}
+}
+
+// asciiFolds reports whether r is ASCII and every rune its case folds to
+// is ASCII too.
+func asciiFolds(r rune) bool {
+	if r >= utf8.RuneSelf {
+		return false
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f >= utf8.RuneSelf {
 			return false
 		}
 	}
 	return true
 }
 
-// index returns the offset of the first occurrence of the needle in b, or -1.
-func (n *needle) index(b []byte) int {
-	if !n.fold {
-		return bytes.Index(b, n.lit)
+// mkLit makes a literal of b, case-insensitive only if it has a letter.
+func mkLit(b []byte, fold bool) lit {
+	if fold {
+		fold = false
+		for i, c := range b {
+			if 'A' <= c && c <= 'Z' {
+				b[i] = c + 'a' - 'A'
+			}
+			if 'a' <= b[i] && b[i] <= 'z' {
+				fold = true
+			}
+		}
 	}
-	// Case-insensitive: find the first byte in either case (each position
-	// searched for once), then compare the rest.
-	lo := n.lit[0]
+	return lit{b: b, fold: fold}
+}
+
+// concatInfo: the literals of consecutive exactly known parts are joined
+// (the cross product, while small); each run of them and the required set
+// of each other part are candidates, of which the best is required.
+func concatInfo(subs []*syntax.Regexp) info {
+	cur := []lit{{}}
+	exactOK := true
+	var cands [][]lit
+	for _, sub := range subs {
+		s := infoOf(sub)
+		if s.exactOK {
+			if p := cross(cur, s.exact); p != nil {
+				cur = p
+				continue
+			}
+			exactOK = false
+			cands = append(cands, cur)
+			cur = s.exact
+			continue
+		}
+		exactOK = false
+		cands = append(cands, cur, s.req)
+		cur = []lit{{}}
+	}
+	cands = append(cands, cur)
+	out := info{req: bestSet(cands...)}
+	if exactOK {
+		out.exactOK, out.exact = true, cur
+	}
+	return out
+}
+
+// cross returns every a followed by every b, or nil when there would be
+// more than maxLits. A literal joined to a case-insensitive one is
+// case-insensitive: it finds more lines, never fewer.
+func cross(a, b []lit) []lit {
+	if len(a)*len(b) > maxLits {
+		return nil
+	}
+	var out []lit
+	for _, x := range a {
+		for _, y := range b {
+			l := lit{b: append(append([]byte{}, x.b...), y.b...), fold: x.fold || y.fold}
+			out = addLit(out, mkLit(l.b, l.fold))
+		}
+	}
+	return out
+}
+
+// union returns the literals of a and b, or nil when there would be more
+// than maxLits or either is nil.
+func union(a, b []lit) []lit {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := slices.Clone(a)
+	for _, l := range b {
+		out = addLit(out, l)
+	}
+	if len(out) > maxLits {
+		return nil
+	}
+	return out
+}
+
+func addLit(ls []lit, l lit) []lit {
+	for _, x := range ls {
+		if x.fold == l.fold && bytes.Equal(x.b, l.b) {
+			return ls
+		}
+	}
+	return append(ls, l)
+}
+
+// bestSet returns the set whose shortest literal is longest, then the
+// smallest; nil when every set is nil or holds the empty literal.
+func bestSet(sets ...[]lit) []lit {
+	var best []lit
+	for _, s := range sets {
+		if len(s) == 0 || minLen(s) == 0 {
+			continue
+		}
+		if best == nil || minLen(s) > minLen(best) || minLen(s) == minLen(best) && len(s) < len(best) {
+			best = s
+		}
+	}
+	return best
+}
+
+func minLen(s []lit) int {
+	m := -1
+	for _, l := range s {
+		if m < 0 || len(l.b) < m {
+			m = len(l.b)
+		}
+	}
+	return m
+}
+
+// in reports whether b holds one of the literals.
+func (s litSet) in(b []byte) bool {
+	for _, l := range s {
+		if l.fold {
+			if foldIndex(b, l.b, 0) >= 0 {
+				return true
+			}
+		} else if bytes.Contains(b, l.b) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldIndex returns the offset of the first occurrence at or after from of
+// lower, an ASCII case-insensitive literal, in b; or -1.
+func foldIndex(b, lower []byte, from int) int {
+	lo := lower[0]
 	up := lo
 	if 'a' <= lo && lo <= 'z' {
 		up = lo - 'a' + 'A'
 	}
 	nextLo, nextUp := -1, -1
-	for i := 0; i+len(n.lit) <= len(b); {
+	if lo == up {
+		nextUp = len(b)
+	}
+	for i := from; i+len(lower) <= len(b); {
 		if nextLo < i {
-			if nextLo = bytes.IndexByte(b[i:], lo); nextLo >= 0 {
-				nextLo += i
-			} else {
-				nextLo = len(b)
-			}
+			nextLo = indexByteFrom(b, lo, i)
 		}
 		if nextUp < i {
-			if nextUp = bytes.IndexByte(b[i:], up); nextUp >= 0 {
-				nextUp += i
-			} else {
-				nextUp = len(b)
-			}
+			nextUp = indexByteFrom(b, up, i)
 		}
 		j := min(nextLo, nextUp)
-		if j+len(n.lit) > len(b) {
+		if j+len(lower) > len(b) {
 			return -1
 		}
-		if asciiEqualFold(b[j:j+len(n.lit)], n.lit) {
+		if asciiEqualFold(b[j:j+len(lower)], lower) {
 			return j
 		}
 		i = j + 1
 	}
 	return -1
+}
+
+// indexByteFrom returns the offset of the first c in b at or after from,
+// or len(b).
+func indexByteFrom(b []byte, c byte, from int) int {
+	if j := bytes.IndexByte(b[from:], c); j >= 0 {
+		return from + j
+	}
+	return len(b)
 }
 
 // asciiEqualFold reports whether b equals lower, a lower-case ASCII
@@ -139,4 +366,88 @@ func asciiEqualFold(b, lower []byte) bool {
 		}
 	}
 	return true
+}
+
+// finder searches one chunk for the literals of a set, in order, each
+// literal's first occurrence after an offset searched for once: it
+// remembers where each literal next occurs, so a literal found on every
+// line does not make the search for a rare one rescan the chunk, nor the
+// other way round. A case-insensitive literal is searched for as its first
+// byte in either case, then compared.
+type finder struct {
+	streams []stream
+	next    []int // per stream, its next occurrence (len(b): none); -1: unknown
+	b       []byte
+}
+
+type stream struct {
+	first byte // the byte searched for (when exact: the literal's first)
+	lit   lit
+}
+
+func newFinder(s litSet) *finder {
+	if len(s) == 0 {
+		return nil
+	}
+	f := &finder{}
+	for _, l := range s {
+		f.streams = append(f.streams, stream{first: l.b[0], lit: l})
+		if c := l.b[0]; l.fold && 'a' <= c && c <= 'z' {
+			f.streams = append(f.streams, stream{first: c - 'a' + 'A', lit: l})
+		}
+	}
+	f.next = make([]int, len(f.streams))
+	return f
+}
+
+// reset starts the search of chunk b.
+func (f *finder) reset(b []byte) {
+	f.b = b
+	for k := range f.next {
+		f.next[k] = -1
+	}
+}
+
+// index returns the offset of the first literal at or after from in the
+// chunk, or -1. Offsets passed must not decrease between resets.
+func (f *finder) index(from int) int {
+	best := len(f.b)
+	for k := range f.streams {
+		if f.next[k] < from {
+			f.next[k] = f.find(k, from)
+		}
+		best = min(best, f.next[k])
+	}
+	if best == len(f.b) {
+		return -1
+	}
+	return best
+}
+
+// find returns the first occurrence of stream k's literal at or after
+// from, or len(b).
+func (f *finder) find(k, from int) int {
+	s := &f.streams[k]
+	b := f.b
+	if !s.lit.fold {
+		if len(s.lit.b) == 1 {
+			return indexByteFrom(b, s.first, from)
+		}
+		if j := bytes.Index(b[from:], s.lit.b); j >= 0 {
+			return from + j
+		}
+		return len(b)
+	}
+	n := len(s.lit.b)
+	for from+n <= len(b) {
+		j := indexByteFrom(b, s.first, from)
+		if j+n > len(b) {
+			break
+		}
+		if asciiEqualFold(b[j+1:j+n], s.lit.b[1:]) {
+			return j
+		}
+		from = j + 1
+	}
+	return len(b)
 }

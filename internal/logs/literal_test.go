@@ -2,58 +2,109 @@ package logs
 
 import (
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 )
 
-func TestRequiredLiteral(t *testing.T) {
+func TestRequiredLiterals(t *testing.T) {
 	for expr, want := range map[string]string{
-		`checkpoint`:        "checkpoint",
-		`loss=[0-9]+`:       "loss=",
-		`step \d+ .*nan`:    "step ",
-		`(?i)CHECKPOINT`:    "~point", // ~: case-insensitive
-		`(?i)Error: (\w+)`:  "~error: ",
-		`a|b`:               "",
-		`(?i)ks`:            "",
-		`x`:                 "x",   // LiteralPrefix: exact, any length
-		`(?i)é+rr`:          "~rr", // é is not ASCII; rr is required too
-		`(?i)é`:             "",
-		`^.*(fatal)+ at \d`: "fatal",
+		`checkpoint`:         "checkpoint",
+		`loss=[0-9]+`:        "loss=",
+		`step \d+ .*nan`:     "step ",
+		`(?i)CHECKPOINT`:     "~point", // ~: case-insensitive
+		`(?i)Error: (\w+)`:   "~error: ",
+		`a|b`:                "a,b", // exact: any length
+		`a|b+`:               "",    // one byte, not exact
+		`(?i)ks`:             "",
+		`x`:                  "x",
+		`(?i)é+rr`:           "~rr", // é is not ASCII; rr is required too
+		`(?i)é`:              "",
+		`^.*(fatal)+ at \d`:  "fatal",
+		`loss|nan`:           "loss,nan",
+		`(?i)error|warn`:     "~error,~warn",
+		`(a|b)c`:             "ac,bc",
+		`(a|b)cdef`:          "acdef,bcdef",
+		`(a|bb)\d+(cde|fgh)`: "cde,fgh",
+		`[Ee]rror`:           "~error",
+		`[EF]rror`:           "Error,Frror",
+		`colou?r`:            "color,colour",
+		`(loss|nan).*grad`:   "grad",
+		`loss|nan|.`:         "",
+		`loss|x*`:            "",
+		`\d{4}`:              "",
+		`step [0-9]+`:        "step ",
+		`(?i)loss|Nan`:       "~lo,~nan", // 's' folds to the long s
+		`Error(?i:x)`:        "~errorx",  // joined: case-insensitive
+		"\ufffdab":           "ab",       // U+FFFD matches invalid UTF-8
+		`é|ü`:                "é,ü",
+		`a|b|c|d|e|f|g|h|i`:  "", // too many
 	} {
-		n := requiredLiteral(regexp.MustCompile(expr))
-		got := ""
-		if n != nil {
-			got = string(n.lit)
-			if n.fold {
-				got = "~" + got
-			}
-		}
+		got := setString(requiredLiterals(regexp.MustCompile(expr)))
 		if got != want {
-			t.Errorf("requiredLiteral(%q) = %q, want %q", expr, got, want)
+			t.Errorf("requiredLiterals(%q) = %q, want %q", expr, got, want)
 		}
 	}
 }
 
-// The needle never misses a line the expression matches: every line of a
-// mixed-case sample that matches holds it, found by index.
-func TestNeedleFindsEveryMatch(t *testing.T) {
-	lines := []string{"CHECKPOINT saved", "checkpoint", "ChEcKpOiNt 3", "no match", "checKpoint with kelvin \u212a",
-		"PoInT", "loss=0.5 step 3", "Error: disk", "eRRor: x", "poin"}
-	for _, expr := range []string{`(?i)CHECKPOINT`, `(?i)error: \w`, `loss=[0-9]`, `(?i)point`} {
-		re := regexp.MustCompile(expr)
-		n := requiredLiteral(re)
-		if n == nil {
-			t.Fatalf("%q: no needle", expr)
-		}
-		for _, l := range lines {
-			if re.MatchString(l) && n.index([]byte(l)) < 0 {
-				t.Errorf("%q matches %q but the needle %q (fold %v) is not found", expr, l, n.lit, n.fold)
-			}
+func setString(s litSet) string {
+	var out []string
+	for _, l := range s {
+		if l.fold {
+			out = append(out, "~"+string(l.b))
+		} else {
+			out = append(out, string(l.b))
 		}
 	}
-	n := &needle{lit: []byte("point"), fold: true}
-	for s, want := range map[string]int{"xxPOINT": 2, "pointy": 0, "poin": -1, "PpOint": 1, "": -1} {
-		if got := n.index([]byte(s)); got != want {
-			t.Errorf("index(%q) = %d, want %d", s, got, want)
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+// Case folds that ASCII decides exactly are those of every ASCII letter
+// but k and s.
+func TestASCIIFolds(t *testing.T) {
+	for r := rune(0); r < 0x80; r++ {
+		want := r != 'k' && r != 'K' && r != 's' && r != 'S'
+		if got := asciiFolds(r); got != want {
+			t.Errorf("asciiFolds(%q) = %v", r, got)
+		}
+	}
+	if asciiFolds('é') {
+		t.Error("asciiFolds(é)")
+	}
+}
+
+// The finder returns, from each offset on, the first occurrence of any
+// literal of its set, whichever literal is frequent and which rare, and
+// never a false one.
+func TestFinder(t *testing.T) {
+	f := newFinder(litSet{{b: []byte("nan")}, {b: []byte("loss")}, {b: []byte("warn"), fold: true}})
+	chunk := "loss 1\nloss 2 nan\nx WaRn y\nno\nWARNING loss\nwar\nnaN\n"
+	want := []int{0, 7, 14, 20, 30, 38}
+	f.reset([]byte(chunk))
+	var got []int
+	for from := 0; ; {
+		i := f.index(from)
+		if i < 0 {
+			break
+		}
+		got = append(got, i)
+		from = i + 1
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("offsets %v, want %v", got, want)
+	}
+	// The same answers from offsets that skip ahead, as readers do.
+	f.reset([]byte(chunk))
+	for _, c := range []struct{ from, want int }{{0, 0}, {3, 7}, {12, 14}, {15, 20}, {31, 38}, {39, -1}} {
+		if got := f.index(c.from); got != c.want {
+			t.Errorf("index(%d) = %d, want %d", c.from, got, c.want)
+		}
+	}
+	n := litSet{{b: []byte("point"), fold: true}}
+	for s, want := range map[string]bool{"xxPOINT": true, "pointy": true, "poin": false, "PpOint": true, "": false} {
+		if got := n.in([]byte(s)); got != want {
+			t.Errorf("in(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

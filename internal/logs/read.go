@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -20,11 +21,17 @@ import (
 //   - --grep with --tail N reads backwards too and stops at the N-th
 //     match: it costs the bytes after that match (the whole log when
 //     there are fewer than N matches).
-//   - --grep alone reads the whole log once. When every match holds a
-//     literal (`checkpoint`, `loss=[0-9]`, `(?i)Checkpoint`, `step \d+ .*nan`:
-//     see requiredLiteral), the chunks are searched for it and only the
-//     lines that hold it are matched, which runs at about memory speed;
-//     other expressions are matched line by line.
+//   - --grep alone reads the whole log once. When every match holds one
+//     of a few literals (`checkpoint`, `loss=[0-9]`, `(?i)Checkpoint`,
+//     `loss|nan`, `(?i)error|warn`: see requiredLiterals), the chunks are
+//     searched for them and only the lines that hold one are looked at,
+//     which runs at about memory speed. An expression that is, for
+//     finding a match, an alternation of fixed-length byte patterns
+//     (`loss|nan`, `step [0-9]+`, `\d{4}`: see exact) is decided on a
+//     line's text without running it; other expressions are run on each
+//     line that may match (every line when there is no literal: about
+//     10 s/GiB on training logs, as `loss.*[0-9]e` or `\bnan\b` where
+//     "nan" is on every line).
 //   - --since finds its first line by binary search on the timestamps
 //     (they never decrease through a log), then reads forwards from there.
 const readChunk = 1 << 20
@@ -57,14 +64,18 @@ type filter struct {
 	all        bool // every line is kept
 	timestamps bool // system lines are kept
 	grep       *regexp.Regexp
-	lit        *needle // a literal every grep match holds; nil: none
+	lits       litSet  // literals one of which every grep match holds; nil: none
+	find       *finder // searches chunks for lits; nil: none
+	exact      *exact  // decides grep matches without running it; nil: none
 	since      []byte  // the since time in TimeFormat; nil: none
 }
 
 func (o Options) filter() *filter {
 	f := &filter{timestamps: o.Timestamps, grep: o.Grep}
 	f.all = o.Timestamps && o.Grep == nil && o.Since.IsZero()
-	f.lit = requiredLiteral(o.Grep)
+	f.lits = requiredLiterals(o.Grep)
+	f.find = newFinder(f.lits)
+	f.exact = newExact(o.Grep)
 	if !o.Since.IsZero() {
 		f.since = []byte(o.Since.UTC().Format(TimeFormat))
 	}
@@ -82,56 +93,117 @@ func splitLine(b []byte) (ts, stream, text []byte, ok bool) {
 		return nil, nil, b, false
 	}
 	rest := b[len(TimeFormat)+1:]
-	sp := bytes.IndexByte(rest, ' ')
+	sp := len(Stdout) // the streams' length, looked at first
+	if len(rest) <= sp || rest[sp] != ' ' || !noSpace(rest[:sp]) {
+		sp = bytes.IndexByte(rest, ' ')
+	}
 	if sp < 0 {
 		return b[:len(TimeFormat)], rest, nil, true
 	}
 	return b[:len(TimeFormat)], rest[:sp], rest[sp+1:], true
 }
 
-// timeShape reports whether b looks like a time in TimeFormat.
-func timeShape(b []byte) bool {
-	for i, c := range b {
-		switch TimeFormat[i] {
-		case '-', 'T', ':', '.', 'Z':
-			if c != TimeFormat[i] {
-				return false
-			}
-		default:
-			if c < '0' || c > '9' {
-				return false
-			}
+func noSpace(b []byte) bool {
+	for _, c := range b {
+		if c == ' ' {
+			return false
 		}
 	}
 	return true
 }
 
+// timeShape reports whether b looks like a time in TimeFormat: eight
+// bytes at a time (it runs on every line a filter looks at).
+func timeShape(b []byte) bool {
+	if len(b) != len(TimeFormat) {
+		return false
+	}
+	for k, at := range timeWords {
+		w := binary.LittleEndian.Uint64(b[at:])
+		m := timeMasks[k]
+		if w&m.sep != m.sepVal {
+			return false
+		}
+		d := (w ^ 0x3030303030303030) & m.digit // digits: 0 to 9
+		if ((d&0x7f7f7f7f7f7f7f7f)+0x7676767676767676|d)&0x8080808080808080&m.digit != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// timeWords are the offsets of the eight-byte words timeShape reads (the
+// last overlaps the third); timeMasks, per word, the separators' bytes,
+// their values and the digits' bytes.
+var timeWords = [4]int{0, 8, 16, len(TimeFormat) - 8}
+
+var timeMasks = func() (m [4]struct{ sep, sepVal, digit uint64 }) {
+	for k, at := range timeWords {
+		for i := range 8 {
+			c := TimeFormat[at+i]
+			if '0' <= c && c <= '9' {
+				m[k].digit |= 0xff << (8 * i)
+			} else {
+				m[k].sep |= 0xff << (8 * i)
+				m[k].sepVal |= uint64(c) << (8 * i)
+			}
+		}
+	}
+	return m
+}()
+
 // keep reports whether the filter keeps line. Marker lines are kept
 // whatever the grep, so a filtered capped log still says where it lost
 // lines.
 func (f *filter) keep(line []byte) bool {
+	keep, _, _ := f.check(line, -1)
+	return keep
+}
+
+// check reports whether the filter keeps line and, unless it keeps every
+// line, the line's text and whether the line has the format (splitLine).
+// hit, if not -1, is where in line the finder found a literal: where a
+// match of the expression may well start.
+func (f *filter) check(line []byte, hit int) (keep bool, text []byte, ok bool) {
 	if f.all {
-		return true
+		return true, nil, false
 	}
 	ts, stream, text, ok := splitLine(line)
 	if f.since != nil && (!ok || bytes.Compare(ts, f.since) < 0) {
-		return false
+		return false, text, ok
 	}
 	if ok && string(stream) == System {
 		if bytes.HasPrefix(text, []byte(MarkerPrefix)) {
-			return true
+			return true, text, ok
 		}
 		if !f.timestamps {
-			return false
+			return false, text, ok
 		}
 	}
 	if f.grep != nil {
-		if f.lit != nil && f.lit.index(text) < 0 {
-			return false
+		if f.exact != nil && hit >= 0 {
+			n := len(line)
+			if n > 0 && line[n-1] == '\n' {
+				n--
+			}
+			if at := hit - (n - len(text)); at >= 0 && f.exact.matchAt(text, at) {
+				return true, text, ok
+			}
 		}
-		return f.grep.Match(text)
+		return f.match(text), text, ok
 	}
-	return true
+	return true, text, ok
+}
+
+// match reports whether grep matches text.
+func (f *filter) match(text []byte) bool {
+	if f.exact != nil {
+		return f.exact.match(text)
+	}
+	if f.lits != nil && !f.lits.in(text) {
+		return false
+	}
+	return f.grep.Match(text)
 }
 
 // tailStart returns the offset in r (size bytes) at which its last n kept
@@ -168,7 +240,7 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 		// The starts of the lines that may be kept, in order. Markers
 		// are never counted: they are in the output when the tail spans
 		// them.
-		starts = candidates(b[first:], f.lit, starts[:0])
+		starts = candidates(b[first:], f.find, starts[:0])
 		for i := len(starts) - 1; i >= 0; i-- {
 			s := first + starts[i]
 			e := bytes.IndexByte(b[s:], '\n') + 1 + s
@@ -187,10 +259,10 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 	return 0, nil
 }
 
-// candidates appends to starts the offsets in b of the lines that hold
-// lit (every line when lit is nil), in order. b starts a line.
-func candidates(b []byte, lit *needle, starts []int) []int {
-	if lit == nil {
+// candidates appends to starts the offsets in b of the lines that hold a
+// literal of find (every line when find is nil), in order. b starts a line.
+func candidates(b []byte, find *finder, starts []int) []int {
+	if find == nil {
 		for i := 0; i < len(b); {
 			starts = append(starts, i)
 			nl := bytes.IndexByte(b[i:], '\n')
@@ -201,20 +273,36 @@ func candidates(b []byte, lit *needle, starts []int) []int {
 		}
 		return starts
 	}
+	find.reset(b)
 	for i := 0; i < len(b); {
-		j := lit.index(b[i:])
+		j := find.index(i)
 		if j < 0 {
 			break
 		}
-		s := bytes.LastIndexByte(b[:i+j], '\n') + 1
-		starts = append(starts, s)
-		nl := bytes.IndexByte(b[i+j:], '\n')
+		starts = append(starts, lineStart(b, i, j))
+		nl := bytes.IndexByte(b[j:], '\n')
 		if nl < 0 {
 			break
 		}
-		i += j + nl + 1
+		i = j + nl + 1
 	}
 	return starts
+}
+
+// lineStart returns the start of the line of b holding offset i, where a
+// line starts at from <= i. A near start is searched for forwards, which
+// is quicker than backwards.
+func lineStart(b []byte, from, i int) int {
+	if i-from > 256 {
+		return from + bytes.LastIndexByte(b[from:i], '\n') + 1
+	}
+	for {
+		j := bytes.IndexByte(b[from:i], '\n')
+		if j < 0 {
+			return from
+		}
+		from += j + 1
+	}
 }
 
 // sinceStart returns an offset of r at which a line starts and before
@@ -411,46 +499,75 @@ func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
 // lines writes the kept lines of b, which holds whole lines.
 func (c *copier) lines(b []byte) error {
 	f := c.f
-	if f.lit == nil || f.all {
-		for len(b) > 0 {
-			nl := bytes.IndexByte(b, '\n') + 1
-			if err := c.line(b[:nl]); err != nil {
-				return err
-			}
-			b = b[nl:]
-		}
-		return nil
+	if f.find == nil || f.all {
+		return c.eachLine(b)
 	}
-	// Only lines holding the literal can be kept (markers are never in
-	// the files: views add them).
-	for len(b) > 0 {
-		i := f.lit.index(b)
+	// Only lines holding a literal can be kept (markers are never in the
+	// files: views add them). When the literal is on nearly every line
+	// (loss|nan in a training log), searching for it only adds to the cost
+	// of each line: after denseRun lines in a row that hold it, the rest of
+	// the chunk is read line by line.
+	f.find.reset(b)
+	run := 0
+	for from := 0; from < len(b); {
+		if run == denseRun {
+			return c.eachLine(b[from:])
+		}
+		i := f.find.index(from)
 		if i < 0 {
 			return nil
 		}
-		start := bytes.LastIndexByte(b[:i], '\n') + 1
+		start := lineStart(b, from, i)
+		if start == from {
+			run++
+		} else {
+			run = 0
+		}
 		end := bytes.IndexByte(b[i:], '\n') + i + 1
-		if err := c.line(b[start:end]); err != nil {
+		if err := c.lineHit(b[start:end], i-start); err != nil {
 			return err
 		}
-		b = b[end:]
+		from = end
+	}
+	return nil
+}
+
+// denseRun is how many consecutive lines holding a literal make a chunk's
+// search for it stop (copier.lines).
+const denseRun = 64
+
+// eachLine writes the kept lines of b, which holds whole lines, looking at
+// each.
+func (c *copier) eachLine(b []byte) error {
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n') + 1
+		if err := c.line(b[:nl]); err != nil {
+			return err
+		}
+		b = b[nl:]
 	}
 	return nil
 }
 
 // line writes line (with its newline, except perhaps the log's last) if
 // the filter keeps it.
-func (c *copier) line(line []byte) error {
-	if !c.f.keep(line) {
+func (c *copier) line(line []byte) error { return c.lineHit(line, -1) }
+
+// lineHit is line where the finder found a literal at hit in line.
+func (c *copier) lineHit(line []byte, hit int) error {
+	keep, text, ok := c.f.check(line, hit)
+	if !keep {
 		return nil
 	}
-	if !c.timestamps {
-		if _, _, text, ok := splitLine(line); ok {
-			if _, err := c.w.Write(text); err != nil {
-				return err
-			}
-			return c.w.WriteByte('\n')
+	if !c.timestamps && ok {
+		if n := len(line); n > 0 && line[n-1] == '\n' { // text and newline
+			_, err := c.w.Write(line[n-1-len(text):])
+			return err
 		}
+		if _, err := c.w.Write(text); err != nil {
+			return err
+		}
+		return c.w.WriteByte('\n')
 	}
 	if _, err := c.w.Write(line); err != nil {
 		return err
