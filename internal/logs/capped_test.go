@@ -223,7 +223,11 @@ func TestCappedLogFollow(t *testing.T) {
 			gaps++
 			continue
 		}
-		i, err := strconv.Atoi(strings.Fields(l)[1])
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			t.Fatalf("torn line %q after line %d (%d markers so far)", l, next-1, gaps)
+		}
+		i, err := strconv.Atoi(f[1])
 		if err != nil || l != numbered(i) || i < next || (i > next && gaps == 0) {
 			t.Fatalf("line %q after line %d (%d markers so far)", l, next-1, gaps)
 		}

@@ -437,9 +437,9 @@ type copier struct {
 // copy writes the kept lines of v from offset start to its end.
 func (c *copier) copy(v *view, start int64) error {
 	if v.gap {
-		if err := c.flushPartial(); err != nil {
-			return err
-		}
+		// The rest of the line read last was dropped with the gap (the
+		// view's marker says so): written now it would be a torn line.
+		c.partial = c.partial[:0]
 	}
 	for _, pt := range v.parts {
 		from := max(start-pt.vstart, 0)
