@@ -39,10 +39,31 @@ type Lineage struct {
 	State      string    `json:"state"` // the attempt's final state
 }
 
-// Checkpoint files: a checkpoint is a directory under the job's checkpoint
-// directory made complete by this marker file (or by an API call), or a
-// single regular file (written whole, then renamed into place).
+// Checkpoint completion. A checkpoint is an entry directly below the job's
+// checkpoint directory (TRAINYARD_CHECKPOINT_DIR) that the job made
+// complete; nothing else there is one (a config file, a log, a half-written
+// save), so nothing else is registered, pruned or handed to a later
+// attempt:
+//
+//   - a directory holding CheckpointMarker as a regular file, written after
+//     the data (or by the API's complete call, the SDK's checkpoint_done);
+//   - a Hugging Face Trainer directory "checkpoint-N" holding
+//     HFTrainerState, which the Trainer writes after the weights;
+//   - a regular file NAME beside a regular file NAME+CheckpointMarker
+//     (the SDK's save_checkpoint writes the data to a temporary name,
+//     fsyncs, renames it to NAME, then writes the marker);
+//   - a regular file whose bytes are one whole zip archive: the format of
+//     torch.save since PyTorch 1.6 (and so of Lightning's .ckpt files),
+//     whose central directory is written last, so a save cut short is no
+//     zip.
+//
+// Hidden names, names ending in .tmp and the NAME.complete markers are
+// never checkpoints.
 const CheckpointMarker = ".complete"
+
+// HFTrainerState is the file a Hugging Face Trainer checkpoint directory
+// (checkpoint-N) holds once it is saved.
+const HFTrainerState = "trainer_state.json"
 
 // CheckpointRecord is one registered, complete checkpoint of a job.
 type CheckpointRecord struct {
@@ -53,6 +74,17 @@ type CheckpointRecord struct {
 	Size    int64  // bytes, all files
 	Files   int
 	At      time.Time // when it was registered complete
+	// SHA256 is the digest of its content when it was registered (hex;
+	// see executor.Outputs.Digest); resuming from it checks it again. Empty
+	// for checkpoints registered before digests were kept.
+	SHA256 string
+	// ResumedBy is the latest attempt that was handed it to resume from
+	// (TRAINYARD_RESUME_FROM); 0: none.
+	ResumedBy int
+	// Suspect, when not empty, says why resuming skips it: an attempt
+	// failed right after resuming from it ("attempt 3 failed right after
+	// resuming from it: exit code 1"). A new version of it clears this.
+	Suspect string
 	// Deleted is when it was removed (keep, gc); zero while it exists.
 	Deleted time.Time
 }

@@ -93,6 +93,25 @@ type Launch struct {
 	// non-zero, Argv never starts and the attempt ends failed with reason
 	// EnvironmentCheckFailed (no Started event).
 	Check []string
+	// Resume lists the checkpoints the attempt may resume from, the one to
+	// prefer first. The executor hands the attempt the first whose digest
+	// still matches its SHA256 (one without a SHA256 only needs to be
+	// complete) as TRAINYARD_RESUME_FROM, its location as the job sees it,
+	// and names it in the Started event (Resumed); those it skips it says
+	// why in the attempt's log and in ResumeNote. None matching: the
+	// variable is empty, and the attempt starts afresh.
+	Resume []ResumeFrom
+	// CheckpointDir, when set, is the job's checkpoint directory: the
+	// executor's in-job agent registers each checkpoint the job completes
+	// there while it runs, and once more when it ends, as Checkpointed
+	// events (with digests), and Resume's names are below it.
+	CheckpointDir string
+}
+
+// ResumeFrom is a registered checkpoint an attempt may resume from.
+type ResumeFrom struct {
+	Name   string // directly below Launch.CheckpointDir
+	SHA256 string // its digest when registered; empty: not checked
 }
 
 // ErrOutputs is wrapped by the error of a Launch that could not prepare
@@ -231,6 +250,12 @@ const (
 	// limit; At when it was reached. Sent at most once per attempt by a
 	// watching executor (again after a reattach). (Contract addition.)
 	LogLimited EventKind = "log_limited"
+	// Checkpointed: the attempt completed a checkpoint (Checkpoint, with
+	// its digest), found by the executor's in-job agent while the attempt
+	// ran or when it ended. Every such event of an attempt comes before
+	// its Exited event. A name may come again with another digest when the
+	// job saves it again; a reattached executor may report one again.
+	Checkpointed EventKind = "checkpoint"
 )
 
 // Event is one observation about an attempt.
@@ -239,6 +264,13 @@ type Event struct {
 	Kind EventKind
 	At   time.Time
 	PID  int // with Started
+	// Resumed, with Started, names the checkpoint of Launch.Resume the
+	// attempt was handed (empty: none); ResumeNote says why the ones
+	// before it were skipped, if any were.
+	Resumed    string
+	ResumeNote string
+	// Checkpoint, with Checkpointed, is the completed checkpoint.
+	Checkpoint *Checkpoint
 	// Step, with Progress, is the latest training step reported.
 	Step int64
 	// Points, with Progress, are the metric points reported (JobID and

@@ -72,17 +72,30 @@ const CheckpointsDir = "checkpoints"
 // symbolic link, a directory, a device…); only regular files are read.
 var ErrNotRegular = errors.New("not a regular file")
 
-// Checkpoint is one checkpoint found below a job's CheckpointsDir.
+// ErrIncomplete says a checkpoint is not complete (see
+// domain.CheckpointMarker): it must not be registered or resumed from.
+var ErrIncomplete = errors.New("checkpoint not complete")
+
+// Checkpoint is one entry found below a job's CheckpointsDir.
 type Checkpoint struct {
 	Name string
 	// Location is where it is, for records and messages: a path on disk,
 	// or a URL; never opened by the caller (use Outputs).
 	Location string
-	// Complete: a file, or a directory holding domain.CheckpointMarker.
+	// Complete: the job made it complete, by one of the rules of
+	// domain.CheckpointMarker. Why says, when it is not, what would make
+	// it one ("no marker: write NAME.complete after the file, or save it
+	// with the SDK's save_checkpoint").
 	Complete bool
+	Why      string
 	Size     int64 // of its regular files
 	Files    int
-	ModTime  time.Time // when it was completed (the marker's time), or last changed
+	// ModTime is when it was completed (its marker's or trainer state's
+	// time), or last changed.
+	ModTime time.Time
+	// SHA256 is its digest (Outputs.Digest); empty in listings, which do
+	// not read the data.
+	SHA256 string
 }
 
 // OutputFile is one regular file of a job's outputs, open for reading.
@@ -117,11 +130,19 @@ type Outputs interface {
 	// directory), open, in lexical order of path; each is closed when fn
 	// returns. An error from fn stops the walk and is returned.
 	Walk(ctx context.Context, rel string, fn func(OutputFile) error) error
-	// MarkComplete marks the checkpoint directory name (directly below
-	// CheckpointsDir) complete by writing its domain.CheckpointMarker; a
-	// marker already there is kept, and one that is not a regular file is
-	// an error.
+	// MarkComplete marks the checkpoint name (directly below
+	// CheckpointsDir) complete: a directory gets its
+	// domain.CheckpointMarker inside, a regular file the marker
+	// NAME.complete beside it. A marker already there is kept, and one
+	// that is not a regular file is an error.
 	MarkComplete(ctx context.Context, name string) error
+	// Digest reads the complete checkpoint name and returns it with its
+	// Size, Files and SHA256: of a file, the SHA-256 of its bytes; of a
+	// directory, the SHA-256 of the lines "<sha256 hex>  <size>  <path>\n"
+	// of its regular files in lexical order of their slash-separated
+	// paths below it, leaving out its domain.CheckpointMarker. One that is
+	// not complete is an error matching ErrIncomplete.
+	Digest(ctx context.Context, name string) (Checkpoint, error)
 	// MakeReadOnly seals the tree: nothing in it can be changed by the
 	// job any more (a succeeded job's outputs are immutable).
 	MakeReadOnly(ctx context.Context) error

@@ -450,3 +450,7 @@ func (f *Fake) LogsExpired(ctx context.Context, jobID int64) (executor.LogExpiry
 	e, ok := f.expired[jobID]
 	return e, ok
 }
+
+func (o *fakeOutputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
+	return executor.Checkpoint{}, fmt.Errorf("digest: not implemented yet")
+}

@@ -137,3 +137,13 @@ func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name str
 		return nil
 	})
 }
+
+// MarkCheckpointResumed records the attempt handed a checkpoint to resume from.
+func (s *Store) MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error {
+	return fmt.Errorf("mark checkpoint resumed: not implemented yet")
+}
+
+// MarkCheckpointSuspect records why resuming skips a checkpoint.
+func (s *Store) MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error {
+	return fmt.Errorf("mark checkpoint suspect: not implemented yet")
+}
