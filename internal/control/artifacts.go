@@ -6,12 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"trainyard/internal/artifacts"
 	"trainyard/internal/blob"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -19,7 +17,7 @@ import (
 )
 
 // checkpointsDir is where a job's checkpoints live, under its outputs.
-const checkpointsDir = artifacts.CheckpointsDir
+const checkpointsDir = executor.CheckpointsDir
 
 // outputsPending is the directory, under Config.StateDir, of markers
 // named JOB-ATTEMPT for attempts whose outputs are still to be recorded.
@@ -182,25 +180,26 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *s
 		succeeded = end.To == domain.JobSucceeded
 	}
 	c.lineageExtras(ctx, job, &lin)
-	// The directory is the server's; what lies below it is the job's, read
-	// and changed only through d (see artifacts.Dir).
-	d, err := artifacts.OpenDir(job.OutputDir)
+	// Read through the executor: it owns the job's files, and below the
+	// output directory everything is the job's (see executor.Outputs).
+	o, err := c.cfg.Executor.Outputs(ctx, job.OutputDir)
 	var files []domain.ArtifactFile
 	switch {
 	case errors.Is(err, fs.ErrNotExist): // removed: no files, no checkpoints
-		c.registerCheckpoints(ctx, nil, job, ref.Attempt)
+		c.reconcileCheckpoints(ctx, nil, job, ref.Attempt)
 	case err != nil:
 		return err
 	default:
-		defer d.Close()
-		c.registerCheckpoints(ctx, d, job, ref.Attempt)
-		if files, err = d.Manifest(checkpointsDir); err != nil {
+		defer o.Close()
+		c.reconcileCheckpoints(ctx, o, job, ref.Attempt) // checkpoints.go
+		c.copyCheckpoints(ctx, o, job, ref.Attempt)
+		if files, err = o.Manifest(ctx, checkpointsDir); err != nil {
 			return err
 		}
 		// Sealed first, so that a recorded manifest always describes
 		// outputs that can no longer change.
 		if succeeded {
-			if err := d.MakeReadOnly(); err != nil {
+			if err := o.MakeReadOnly(ctx); err != nil {
 				return err
 			}
 		}
@@ -223,63 +222,22 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 	}
 }
 
-// registerCheckpoints records the job's complete checkpoints in its
-// output directory d (nil: gone) and removes the oldest beyond its keep
-// count.
-func (c *Controller) registerCheckpoints(ctx context.Context, d *artifacts.Dir, job domain.Job, attempt int) {
-	var found []artifacts.Found
-	if d != nil {
-		var err error
-		if found, err = d.Checkpoints(); err != nil {
-			c.log.Warn("list checkpoints", "job", job.ID, "err", err)
-			return
-		}
-	}
-	now := c.cfg.Clock.Now()
-	// Registered checkpoints the job removed itself are gone.
-	if known, err := c.cfg.Store.ListCheckpoints(ctx, job.ID, false); err == nil {
-		for _, k := range known {
-			if !slices.ContainsFunc(found, func(f artifacts.Found) bool { return f.Name == k.Name }) {
-				_ = c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, k.Name, now)
-			}
-		}
-	}
-	var complete []artifacts.Found
-	added := map[string]bool{}
-	for _, f := range found {
-		if !f.Complete {
-			continue
-		}
-		complete = append(complete, f)
-		ok, err := c.cfg.Store.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: attempt, Name: f.Name,
-			Path: f.Path, Size: f.Size, Files: f.Files, At: f.ModTime.UTC()})
-		if err != nil {
-			c.log.Warn("record checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
-		}
-		added[f.Name] = ok
-	}
-	// keep 0 keeps every checkpoint (a spec without checkpoint.keep has
-	// the default, 3, from loading).
-	if keep := job.Spec.Checkpoint.Keep; keep > 0 && len(complete) > keep {
-		for _, f := range complete[:len(complete)-keep] {
-			if err := d.RemoveAll(checkpointsDir + "/" + f.Name); err != nil {
-				c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
-				continue
-			}
-			if err := c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, f.Name, now); err != nil {
-				c.log.Warn("record checkpoint removal", "job", job.ID, "checkpoint", f.Name, "err", err)
-			}
-		}
-		complete = complete[len(complete)-keep:]
-	}
+// copyCheckpoints copies the kept checkpoints the attempt wrote to the
+// object store, when the server is configured to (CopyCheckpoints).
+func (c *Controller) copyCheckpoints(ctx context.Context, o executor.Outputs, job domain.Job, attempt int) {
 	if !c.cfg.CopyCheckpoints || c.cfg.Blobs == nil {
 		return
 	}
-	for _, f := range complete {
-		if added[f.Name] {
-			if err := copyCheckpoint(ctx, c.cfg.Blobs, d, job.ID, f.Name); err != nil {
-				c.log.Warn("copy checkpoint to the object store", "job", job.ID, "checkpoint", f.Name, "err", err)
-			}
+	recs, err := c.cfg.Store.ListCheckpoints(ctx, job.ID, false)
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Attempt != attempt {
+			continue
+		}
+		if err := copyCheckpoint(ctx, c.cfg.Blobs, o, job.ID, r.Name); err != nil {
+			c.log.Warn("copy checkpoint to the object store", "job", job.ID, "checkpoint", r.Name, "err", err)
 		}
 	}
 }
@@ -292,30 +250,13 @@ func CheckpointKey(jobID int64, name, rel string) string {
 
 // copyCheckpoint puts every regular file of one checkpoint into the object
 // store (links and other special files are the job's business, not data).
-func copyCheckpoint(ctx context.Context, bs blob.Store, d *artifacts.Dir, jobID int64, name string) error {
-	return d.Files(checkpointsDir+"/"+name, func(p string, f *os.File, fi fs.FileInfo) error {
-		rel := strings.TrimPrefix(p, checkpointsDir+"/"+name+"/")
-		if p == checkpointsDir+"/"+name { // a checkpoint that is one file
+func copyCheckpoint(ctx context.Context, bs blob.Store, o executor.Outputs, jobID int64, name string) error {
+	return o.Walk(ctx, checkpointsDir+"/"+name, func(f executor.OutputFile) error {
+		rel := strings.TrimPrefix(f.Path, checkpointsDir+"/"+name+"/")
+		if f.Path == checkpointsDir+"/"+name { // a checkpoint that is one file
 			rel = name
 		}
-		_, err := bs.Put(ctx, CheckpointKey(jobID, name, rel), f, fi.Size())
+		_, err := bs.Put(ctx, CheckpointKey(jobID, name, rel), f, f.Size)
 		return err
 	})
-}
-
-// resumeFrom is the newest complete checkpoint in dir (the checkpoints
-// directory of an output directory), or "".
-func resumeFrom(dir string) string {
-	d, err := artifacts.OpenDir(filepath.Dir(dir))
-	if err != nil {
-		return ""
-	}
-	defer d.Close()
-	found, _ := d.Checkpoints()
-	for _, f := range slices.Backward(found) {
-		if f.Complete {
-			return f.Path
-		}
-	}
-	return ""
 }

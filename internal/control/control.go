@@ -904,8 +904,11 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		"TRAINYARD_ATTEMPT="+strconv.Itoa(attempt),
 		"TRAINYARD_OUTPUT_DIR="+ji.outputDir,
 		"TRAINYARD_CHECKPOINT_DIR="+ckpt,
-		"TRAINYARD_RESUME_FROM="+resumeFrom(ckpt),
-	)
+	) // TRAINYARD_RESUME_FROM is the executor's to set, from Resume
+	resume, err := c.resumeCandidates(ctx, id) // checkpoints.go
+	if err != nil {
+		return executor.Launch{Ref: ref}, err
+	}
 	if c.cfg.APIURL != "" {
 		env = append(env, "TRAINYARD_API="+c.cfg.APIURL)
 	}
@@ -931,6 +934,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
 		Resources: spec.Resources, Placement: place, Redact: redact, Code: code,
+		CheckpointDir: ckpt, Resume: resume,
 	}
 	applyStopPolicy(&l, spec)                         // warning, stop signal: stop.go
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go

@@ -37,7 +37,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 		case executor.Started:
 			changes = append(changes, store.Change{
 				JobID: ev.JobID, From: startingJob, To: domain.JobRunning,
-				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)", ev.Attempt, ev.PID),
+				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s", ev.Attempt, ev.PID, c.resumed(ctx, ev)),
 				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
 			})
@@ -47,6 +47,8 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			if !slices.Contains(progressed, ev.Ref) {
 				progressed = append(progressed, ev.Ref)
 			}
+		case executor.Checkpointed:
+			c.checkpointed(ctx, ev) // checkpoints.go
 		case executor.LogLimited:
 			c.logLimited(ctx, ev, at)
 		case executor.Exited, executor.Lost:
@@ -200,6 +202,20 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	outcome := fmt.Sprintf("attempt %d %s", ev.Attempt, att.To)
 	if att.Message != "" {
 		outcome += ": " + att.Message
+	}
+	// A checkpoint that does not load fails the attempt that resumes from
+	// it before its first step: the next attempt falls back to the one
+	// before (checkpoints.go).
+	if att.To == domain.AttemptFailed && (att.Reason == domain.ReasonExitCode || att.Reason == domain.ReasonHealthCheckFailed) &&
+		!job.CancelRequested && !job.PreemptRequested {
+		h, err := c.cfg.Store.AttemptHealth(ctx, ev.JobID, ev.Attempt)
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
+			return store.Change{}, err
+		}
+		progressed := !h.LastProgressAt.IsZero() || !c.progress[ev.Ref].IsZero()
+		if aside := c.failedResume(ctx, ev.JobID, ev.Attempt, domain.Attempt{Reason: att.Reason, ExitCode: att.ExitCode}, progressed); aside != "" {
+			outcome += "; " + aside
+		}
 	}
 	spec := job.Spec
 	// A program that cannot be found will not be found on the next try

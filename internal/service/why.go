@@ -110,7 +110,29 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 	if job.Attempts > 1 {
 		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
 	}
+	w.Evidence = append(w.Evidence, s.resumeNotes(ctx, id, job.Attempts)...)
 	return w, nil
+}
+
+// resumeNotes says which checkpoint the latest attempt resumed from and
+// which checkpoints resuming skips, set aside after a failed resume.
+func (s *Service) resumeNotes(ctx context.Context, id int64, latest int) []string {
+	recs, err := s.cfg.Store.ListCheckpoints(ctx, id, false)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range recs {
+		if latest > 0 && r.ResumedBy == latest {
+			out = append(out, fmt.Sprintf("attempt %d resumed from checkpoint %s (written by attempt %d)", latest, r.Name, r.Attempt))
+		}
+	}
+	for _, r := range recs {
+		if r.Suspect != "" {
+			out = append(out, fmt.Sprintf("checkpoint %s is set aside, so resuming skips it: %s", r.Name, r.Suspect))
+		}
+	}
+	return out
 }
 
 // heldFromPreemption says until when and why the control loop holds the

@@ -167,8 +167,9 @@ type attempt struct {
 	limitSent   bool // LogLimited was reported
 	done        bool // Exited or Lost was reported
 
-	pointsMu  sync.Mutex // serializes reportPoints
+	pointsMu  sync.Mutex // serializes reportPoints and reportCheckpoints
 	pointsOff int64      // how much of metrics.jsonl was reported
+	ckptOff   int64      // how much of checkpoints.jsonl was reported
 }
 
 // New returns an executor. It checks the shim command and looks for a
@@ -432,7 +433,10 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	}
 	rec.Cgroups = e.cgroups
 	rec.Warn, rec.StopSignalTo = l.Warn, l.StopSignalTo
-	rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
+	rec.CheckpointDir, rec.Resume = l.CheckpointDir, l.Resume
+	if rec.CheckpointDir == "" {
+		rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
+	}
 	if id != nil {
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
@@ -537,6 +541,10 @@ func (e *Executor) handleLine(a *attempt, line string) {
 		e.reportPoints(a) // the line's step and time are the last point's
 		return
 	}
+	if len(f) == 1 && f[0] == "checkpoint" {
+		e.reportCheckpoints(a)
+		return
+	}
 	if len(f) == 3 && f[0] == "loglimit" {
 		limit, err1 := strconv.ParseInt(f[1], 10, 64)
 		ns, err2 := strconv.ParseInt(f[2], 10, 64)
@@ -575,7 +583,8 @@ func (e *Executor) sendStarted(a *attempt, pid int, at time.Time) {
 	a.startedSent = true
 	a.mu.Unlock()
 	if !sent {
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid})
+		r := readResume(a.dir)
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: r.Name, ResumeNote: r.Note})
 	}
 }
 
@@ -610,7 +619,7 @@ func (e *Executor) reattach0(a *attempt) {
 func (e *Executor) poll(a *attempt, id procID) {
 	t := time.NewTicker(e.cfg.PollInterval)
 	defer t.Stop()
-	var seen time.Time // metrics.jsonl's modification time last reported
+	var seen, seenCk time.Time // metrics.jsonl's and checkpoints.jsonl's modification times last reported
 	for {
 		if exists(filepath.Join(a.dir, exitFile)) {
 			e.finishFromRecord(a, "")
@@ -618,6 +627,7 @@ func (e *Executor) poll(a *attempt, id procID) {
 		}
 		e.checkStarted(a)
 		seen = e.checkProgress(a, seen)
+		seenCk = e.checkCheckpoints(a, seenCk)
 		e.checkLimited(a)
 		if !id.alive() {
 			e.finishFromRecord(a, fmt.Sprintf("(pid %d) died", id.PID))
@@ -702,7 +712,8 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	if err != nil && !e.reap(a) {
 		return // closing: the next executor reaps and reports it
 	}
-	e.reportPoints(a) // the last points, before the end
+	e.reportPoints(a)      // the last points, before the end
+	e.reportCheckpoints(a) // and the last checkpoints
 	// Done before the final event is out, so that a Launch prompted by that
 	// event reattaches and reports the outcome again.
 	a.mu.Lock()

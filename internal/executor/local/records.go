@@ -54,10 +54,13 @@ type launchRecord struct {
 	StopSignalTo domain.StopTarget `json:"stop_signal_to,omitempty"`
 	// CheckpointDir is the job's TRAINYARD_CHECKPOINT_DIR, where the
 	// shim removes half-written checkpoints after the attempt; empty: none.
-	CheckpointDir string  `json:"checkpoint_dir,omitempty"`
-	Memory        int64   `json:"memory_bytes,omitempty"`
-	CPUs          float64 `json:"cpus,omitempty"`
-	GPUs          []int   `json:"gpus,omitempty"`
+	CheckpointDir string `json:"checkpoint_dir,omitempty"`
+	// Resume is the launch's Resume: the checkpoints below CheckpointDir
+	// the attempt may resume from, the one to prefer first (checkpoints.go).
+	Resume []executor.ResumeFrom `json:"resume,omitempty"`
+	Memory int64                 `json:"memory_bytes,omitempty"`
+	CPUs   float64               `json:"cpus,omitempty"`
+	GPUs   []int                 `json:"gpus,omitempty"`
 	// Redact lists the secret values to hide in the log (see
 	// executor.Launch.Redact).
 	Redact []string `json:"redact,omitempty"`

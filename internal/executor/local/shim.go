@@ -330,6 +330,14 @@ func (s *shim) finish(r *exitRecord) int {
 // supervise starts the user's process and sees it to its end.
 func (s *shim) supervise() int {
 	rec := &s.rec
+	// The checkpoint to resume from is chosen (and verified) first, so
+	// that the environment's check sees the job's environment.
+	var ckw *checkpointWatch
+	if o := s.checkpointOutputs(); o != nil {
+		defer o.Close()
+		ckw = s.newCheckpointWatch(o)
+	}
+	s.chooseResume(ckw)
 	if reason, msg, ok := s.checkEnvironment(); !ok { // the environment's check first: envcheck.go
 		s.leaveGroup()
 		return s.finishEarly(reason, msg)
@@ -388,6 +396,13 @@ func (s *shim) supervise() int {
 		_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
 	} else {
 		s.track = startTracker(s.dir, s.self.PID)
+	}
+
+	stopScan, scanDone := make(chan struct{}), make(chan struct{})
+	if ckw != nil {
+		go ckw.run(stopScan, scanDone)
+	} else {
+		close(scanDone)
 	}
 
 	var wg sync.WaitGroup
@@ -495,6 +510,11 @@ loop:
 	s.track.stop()
 	s.removeTmp()
 	s.removeCheckpointTmp()
+	close(stopScan)
+	<-scanDone
+	if ckw != nil {
+		ckw.close() // the checkpoints completed at the end reach the executor before "exited"
+	}
 	select {
 	case <-drained:
 	case <-time.After(drainWait):
