@@ -80,7 +80,8 @@ func (s *Store) GetManifest(ctx context.Context, jobID int64, attempt int) (doma
 	return m, interpretError("get manifest", rows.Err())
 }
 
-// RecordCheckpoint registers a complete checkpoint once.
+// RecordCheckpoint registers a complete checkpoint, or a new version of
+// one whose digest changed or that was deleted.
 func (s *Store) RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error) {
 	if c.JobID <= 0 || c.Name == "" {
 		return false, fmt.Errorf("record checkpoint: a checkpoint needs a job and a name: %w", store.ErrInvalid)
@@ -90,8 +91,11 @@ func (s *Store) RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord)
 		w.queueCheck(func(tag pgconn.CommandTag, err error) error {
 			added = err == nil && tag.RowsAffected() > 0
 			return interpretError("record checkpoint", err)
-		}, `INSERT INTO checkpoints (job_id, name, attempt, path, size, files, at) VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (job_id, name) DO NOTHING`, c.JobID, c.Name, c.Attempt, c.Path, c.Size, int64(c.Files), c.At.UnixNano())
+		}, `INSERT INTO checkpoints (job_id, name, attempt, path, size, files, at, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt, path = excluded.path, size = excluded.size,
+				files = excluded.files, at = excluded.at, sha256 = excluded.sha256, resumed_by = 0, suspect = '', deleted_at = NULL
+			WHERE checkpoints.sha256 <> excluded.sha256 OR checkpoints.deleted_at IS NOT NULL`,
+			c.JobID, c.Name, c.Attempt, c.Path, c.Size, int64(c.Files), c.At.UnixNano(), c.SHA256)
 		return nil
 	})
 	return added && err == nil, err
@@ -102,7 +106,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT job_id, name, attempt, path, size, files, at, deleted_at FROM checkpoints
+	rows, err := s.pool.Query(ctx, `SELECT job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at FROM checkpoints
 		WHERE ($1::bigint = 0 OR job_id = $1) AND ($2 OR deleted_at IS NULL) ORDER BY job_id, at, name COLLATE "C"`, jobID, withDeleted)
 	if err != nil {
 		return nil, interpretError("list checkpoints", err)
@@ -113,14 +117,15 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 		var (
 			c       domain.CheckpointRecord
 			attempt int32
+			resumed int32
 			files   int64
 			at      int64
 			del     pgtype.Int8
 		)
-		if err := rows.Scan(&c.JobID, &c.Name, &attempt, &c.Path, &c.Size, &files, &at, &del); err != nil {
+		if err := rows.Scan(&c.JobID, &c.Name, &attempt, &c.Path, &c.Size, &files, &at, &c.SHA256, &resumed, &c.Suspect, &del); err != nil {
 			return nil, interpretError("list checkpoints", err)
 		}
-		c.Attempt, c.Files, c.At, c.Deleted = int(attempt), int(files), unixNano(at), timeOf(del)
+		c.Attempt, c.ResumedBy, c.Files, c.At, c.Deleted = int(attempt), int(resumed), int(files), unixNano(at), timeOf(del)
 		out = append(out, c)
 	}
 	return out, interpretError("list checkpoints", rows.Err())
@@ -143,10 +148,33 @@ func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name str
 
 // MarkCheckpointResumed records the attempt handed a checkpoint to resume from.
 func (s *Store) MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error {
-	return fmt.Errorf("mark checkpoint resumed: not implemented yet")
+	if attempt <= 0 {
+		return fmt.Errorf("mark checkpoint resumed: attempt %d is not an attempt: %w", attempt, store.ErrInvalid)
+	}
+	return s.markCheckpoint(ctx, "mark checkpoint resumed", jobID, name, `resumed_by = $1`, int32(attempt))
 }
 
 // MarkCheckpointSuspect records why resuming skips a checkpoint.
 func (s *Store) MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error {
-	return fmt.Errorf("mark checkpoint suspect: not implemented yet")
+	if why == "" {
+		return fmt.Errorf("mark checkpoint suspect: say why resuming skips checkpoint %q: %w", name, store.ErrInvalid)
+	}
+	return s.markCheckpoint(ctx, "mark checkpoint suspect", jobID, name, `suspect = $1`, why)
+}
+
+// markCheckpoint sets one column ($1) of a checkpoint that exists (not
+// deleted).
+func (s *Store) markCheckpoint(ctx context.Context, action string, jobID int64, name, set string, v any) error {
+	return s.write(ctx, func(w *writer) error {
+		w.queueCheck(func(tag pgconn.CommandTag, err error) error {
+			if err != nil {
+				return interpretError(action, err)
+			}
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("%s: job %d has no checkpoint %q: %w", action, jobID, name, store.ErrNotFound)
+			}
+			return nil
+		}, `UPDATE checkpoints SET `+set+` WHERE job_id = $2 AND name = $3 AND deleted_at IS NULL`, v, jobID, name)
+		return nil
+	})
 }

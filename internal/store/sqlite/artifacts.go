@@ -77,15 +77,19 @@ func (s *Store) GetManifest(ctx context.Context, jobID int64, attempt int) (doma
 	return m, interpretError("get manifest", rows.Err())
 }
 
-// RecordCheckpoint registers a complete checkpoint once.
+// RecordCheckpoint registers a complete checkpoint, or a new version of
+// one whose digest changed or that was deleted.
 func (s *Store) RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error) {
 	if c.JobID <= 0 || c.Name == "" {
 		return false, fmt.Errorf("record checkpoint: a checkpoint needs a job and a name: %w", store.ErrInvalid)
 	}
 	added := false
 	err := s.write(ctx, func(w *writer) error {
-		res, err := w.exec(`INSERT INTO checkpoints (job_id, name, attempt, path, size, files, at) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (job_id, name) DO NOTHING`, c.JobID, c.Name, c.Attempt, c.Path, c.Size, c.Files, c.At.UnixNano())
+		res, err := w.exec(`INSERT INTO checkpoints (job_id, name, attempt, path, size, files, at, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt, path = excluded.path, size = excluded.size,
+				files = excluded.files, at = excluded.at, sha256 = excluded.sha256, resumed_by = 0, suspect = '', deleted_at = NULL
+			WHERE checkpoints.sha256 != excluded.sha256 OR checkpoints.deleted_at IS NOT NULL`,
+			c.JobID, c.Name, c.Attempt, c.Path, c.Size, c.Files, c.At.UnixNano(), c.SHA256)
 		if err != nil {
 			return interpretError("record checkpoint", err)
 		}
@@ -93,7 +97,7 @@ func (s *Store) RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord)
 		added = n > 0
 		return nil
 	})
-	return added, err
+	return added && err == nil, err
 }
 
 // ListCheckpoints returns checkpoints oldest first.
@@ -101,7 +105,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := s.readDB.QueryContext(ctx, `SELECT job_id, name, attempt, path, size, files, at, deleted_at FROM checkpoints
+	rows, err := s.readDB.QueryContext(ctx, `SELECT job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at FROM checkpoints
 		WHERE (? = 0 OR job_id = ?) AND (? OR deleted_at IS NULL) ORDER BY job_id, at, name`, jobID, jobID, withDeleted)
 	if err != nil {
 		return nil, interpretError("list checkpoints", err)
@@ -112,7 +116,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 		var c domain.CheckpointRecord
 		var at int64
 		var del sql.NullInt64
-		if err := rows.Scan(&c.JobID, &c.Name, &c.Attempt, &c.Path, &c.Size, &c.Files, &at, &del); err != nil {
+		if err := rows.Scan(&c.JobID, &c.Name, &c.Attempt, &c.Path, &c.Size, &c.Files, &at, &c.SHA256, &c.ResumedBy, &c.Suspect, &del); err != nil {
 			return nil, interpretError("list checkpoints", err)
 		}
 		c.At = time.Unix(0, at).UTC()
@@ -140,10 +144,30 @@ func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name str
 
 // MarkCheckpointResumed records the attempt handed a checkpoint to resume from.
 func (s *Store) MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error {
-	return fmt.Errorf("mark checkpoint resumed: not implemented yet")
+	if attempt <= 0 {
+		return fmt.Errorf("mark checkpoint resumed: attempt %d is not an attempt: %w", attempt, store.ErrInvalid)
+	}
+	return s.markCheckpoint(ctx, "mark checkpoint resumed", jobID, name, `resumed_by = ?`, attempt)
 }
 
 // MarkCheckpointSuspect records why resuming skips a checkpoint.
 func (s *Store) MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error {
-	return fmt.Errorf("mark checkpoint suspect: not implemented yet")
+	if why == "" {
+		return fmt.Errorf("mark checkpoint suspect: say why resuming skips checkpoint %q: %w", name, store.ErrInvalid)
+	}
+	return s.markCheckpoint(ctx, "mark checkpoint suspect", jobID, name, `suspect = ?`, why)
+}
+
+// markCheckpoint sets one column of a checkpoint that exists (not deleted).
+func (s *Store) markCheckpoint(ctx context.Context, action string, jobID int64, name, set string, v any) error {
+	return s.write(ctx, func(w *writer) error {
+		res, err := w.exec(`UPDATE checkpoints SET `+set+` WHERE job_id = ? AND name = ? AND deleted_at IS NULL`, v, jobID, name)
+		if err != nil {
+			return interpretError(action, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%s: job %d has no checkpoint %q: %w", action, jobID, name, store.ErrNotFound)
+		}
+		return nil
+	})
 }

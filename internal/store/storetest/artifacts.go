@@ -14,6 +14,8 @@ import (
 var artifactTests = map[string]func(t *testing.T, s store.Store){
 	"ManifestRoundTrip":   testManifestRoundTrip,
 	"CheckpointsRegistry": testCheckpointsRegistry,
+	"CheckpointVersions":  testCheckpointVersions,
+	"CheckpointMarks":     testCheckpointMarks,
 }
 
 func testManifestRoundTrip(t *testing.T, s store.Store) {
@@ -77,5 +79,137 @@ func testCheckpointsRegistry(t *testing.T, s store.Store) {
 	all, _ := s.ListCheckpoints(ctx, 0, true)
 	if len(all) != 3 || all[0].Name != "step-10" || !all[0].Deleted.Equal(at(5)) {
 		t.Fatalf("every checkpoint with deleted ones: %+v", all)
+	}
+}
+
+// listOne returns a job's only checkpoint, deleted or not.
+func listOne(t *testing.T, s store.Store, jobID int64) domain.CheckpointRecord {
+	t.Helper()
+	got, err := s.ListCheckpoints(context.Background(), jobID, true)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("checkpoints of job %d = %+v, %v; want one", jobID, got, err)
+	}
+	return got[0]
+}
+
+func testCheckpointVersions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	j := create(t, s, newJob(t, testSpec("v", "vision"), "alice", at(0)))
+	v1 := domain.CheckpointRecord{JobID: j.ID, Attempt: 1, Name: "step-10", Path: "/x/step-10", Size: 100, Files: 2, At: at(1), SHA256: "aa"}
+	if added, err := s.RecordCheckpoint(ctx, v1); err != nil || !added {
+		t.Fatalf("record v1: %v, %v; want true", added, err)
+	}
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, v1) {
+		t.Fatalf("after v1: %+v; want %+v", got, v1)
+	}
+	if err := s.MarkCheckpointResumed(ctx, j.ID, "step-10", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCheckpointSuspect(ctx, j.ID, "step-10", "attempt 2 failed right after resuming from it: exit code 1"); err != nil {
+		t.Fatal(err)
+	}
+	marked := v1
+	marked.ResumedBy, marked.Suspect = 2, "attempt 2 failed right after resuming from it: exit code 1"
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, marked) {
+		t.Fatalf("after the marks: %+v; want %+v", got, marked)
+	}
+
+	// The same digest again changes nothing, whatever else differs.
+	same := domain.CheckpointRecord{JobID: j.ID, Attempt: 3, Name: "step-10", Path: "/elsewhere", Size: 7, Files: 9, At: at(4), SHA256: "aa"}
+	if added, err := s.RecordCheckpoint(ctx, same); err != nil || added {
+		t.Fatalf("recording the same digest again: %v, %v; want false", added, err)
+	}
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, marked) {
+		t.Fatalf("after recording the same digest: %+v; want it unchanged, %+v", got, marked)
+	}
+
+	// Another digest is a new version: every field replaced, marks cleared.
+	v2 := domain.CheckpointRecord{JobID: j.ID, Attempt: 3, Name: "step-10", Path: "/x/step-10.b", Size: 300, Files: 3, At: at(5), SHA256: "bb"}
+	if added, err := s.RecordCheckpoint(ctx, v2); err != nil || !added {
+		t.Fatalf("record v2: %v, %v; want true", added, err)
+	}
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, v2) {
+		t.Fatalf("after v2: %+v; want %+v", got, v2)
+	}
+
+	// A deleted one recorded again, even with its old digest, is a new
+	// version that exists again.
+	if err := s.MarkCheckpointResumed(ctx, j.ID, "step-10", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCheckpointSuspect(ctx, j.ID, "step-10", "attempt 4 failed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(6)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listOne(t, s, j.ID); !got.Deleted.Equal(at(6)) {
+		t.Fatalf("after delete: %+v; want deleted at %v", got, at(6))
+	}
+	v3 := domain.CheckpointRecord{JobID: j.ID, Attempt: 5, Name: "step-10", Path: "/x/step-10.c", Size: 400, Files: 4, At: at(7), SHA256: "bb"}
+	if added, err := s.RecordCheckpoint(ctx, v3); err != nil || !added {
+		t.Fatalf("record after delete: %v, %v; want true", added, err)
+	}
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, v3) {
+		t.Fatalf("after recording a deleted one again: %+v; want %+v", got, v3)
+	}
+	if got, err := s.ListCheckpoints(ctx, j.ID, false); err != nil || !reflect.DeepEqual(got, []domain.CheckpointRecord{v3}) {
+		t.Fatalf("existing checkpoints after recording a deleted one again = %+v, %v; want %+v", got, err, v3)
+	}
+}
+
+func testCheckpointMarks(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	j := create(t, s, newJob(t, testSpec("k", "vision"), "alice", at(0)))
+	other := create(t, s, newJob(t, testSpec("l", "vision"), "alice", at(0)))
+	mine := domain.CheckpointRecord{JobID: j.ID, Attempt: 1, Name: "ckpt", Path: "/x/ckpt", Size: 1, Files: 1, At: at(1), SHA256: "aa"}
+	theirs := domain.CheckpointRecord{JobID: other.ID, Attempt: 1, Name: "ckpt", Path: "/y/ckpt", Size: 2, Files: 1, At: at(1), SHA256: "aa"}
+	gone := domain.CheckpointRecord{JobID: other.ID, Attempt: 1, Name: "gone", Path: "/y/gone", Size: 3, Files: 1, At: at(2), SHA256: "cc"}
+	for _, c := range []domain.CheckpointRecord{mine, theirs, gone} {
+		if added, err := s.RecordCheckpoint(ctx, c); err != nil || !added {
+			t.Fatalf("record %d/%s: %v, %v", c.JobID, c.Name, added, err)
+		}
+	}
+	if err := s.MarkCheckpointDeleted(ctx, other.ID, "gone", at(3)); err != nil {
+		t.Fatal(err)
+	}
+	gone.Deleted = at(3)
+
+	if err := s.MarkCheckpointResumed(ctx, j.ID, "ckpt", 2); err != nil {
+		t.Fatalf("mark resumed: %v", err)
+	}
+	if err := s.MarkCheckpointResumed(ctx, j.ID, "ckpt", 3); err != nil {
+		t.Fatalf("mark resumed again: %v", err)
+	}
+	if err := s.MarkCheckpointSuspect(ctx, j.ID, "ckpt", "attempt 3 failed right after resuming from it: exit code 1"); err != nil {
+		t.Fatalf("mark suspect: %v", err)
+	}
+	mine.ResumedBy, mine.Suspect = 3, "attempt 3 failed right after resuming from it: exit code 1"
+
+	for _, c := range []struct {
+		what string
+		err  error
+		want error
+	}{
+		{"resumed, unknown name", s.MarkCheckpointResumed(ctx, j.ID, "nope", 1), store.ErrNotFound},
+		{"suspect, unknown name", s.MarkCheckpointSuspect(ctx, j.ID, "nope", "x"), store.ErrNotFound},
+		{"resumed, another job's name", s.MarkCheckpointResumed(ctx, j.ID, "gone", 1), store.ErrNotFound},
+		{"resumed, unknown job", s.MarkCheckpointResumed(ctx, other.ID+1000, "ckpt", 1), store.ErrNotFound},
+		{"resumed, deleted", s.MarkCheckpointResumed(ctx, other.ID, "gone", 1), store.ErrNotFound},
+		{"suspect, deleted", s.MarkCheckpointSuspect(ctx, other.ID, "gone", "x"), store.ErrNotFound},
+		{"suspect, empty why", s.MarkCheckpointSuspect(ctx, j.ID, "ckpt", ""), store.ErrInvalid},
+		{"resumed, attempt 0", s.MarkCheckpointResumed(ctx, j.ID, "ckpt", 0), store.ErrInvalid},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("mark %s: %v; want %v", c.what, c.err, c.want)
+		}
+	}
+	// The marks touched only the job's own checkpoint, and the failed ones
+	// nothing at all.
+	if got := listOne(t, s, j.ID); !reflect.DeepEqual(got, mine) {
+		t.Errorf("marked checkpoint = %+v; want %+v", got, mine)
+	}
+	if got, err := s.ListCheckpoints(ctx, other.ID, true); err != nil || !reflect.DeepEqual(got, []domain.CheckpointRecord{theirs, gone}) {
+		t.Errorf("the other job's checkpoints = %+v, %v; want %+v", got, err, []domain.CheckpointRecord{theirs, gone})
 	}
 }
