@@ -39,6 +39,7 @@ type fakeRun struct {
 }
 
 func (f *Fake) run(l executor.Launch, p Program) {
+	l, resumed, note := f.resume(l) // fake_checkpoints.go
 	r := &fakeRun{l: l, p: p}
 	f.mu.Lock()
 	f.history[l.Ref] = []executor.Event{}
@@ -50,7 +51,7 @@ func (f *Fake) run(l executor.Launch, p Program) {
 	pid := 1000 + int(l.JobID)
 	argv, _ := json.Marshal(l.Argv)
 	f.line(l.Ref, logs.System, fmt.Sprintf("started %s as pid %d in %s", argv, pid, l.WorkDir))
-	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.Started, At: time.Now().UTC(), PID: pid})
+	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.Started, At: time.Now().UTC(), PID: pid, Resumed: resumed, ResumeNote: note})
 	for _, s := range p.Steps {
 		switch {
 		case s.Out != "":
@@ -75,6 +76,7 @@ func (f *Fake) run(l executor.Launch, p Program) {
 				}
 				if s.Checkpoint.Complete {
 					f.writeFile(path.Join(dir, domain.CheckpointMarker), "", false)
+					f.checkpointed(l, s.Checkpoint.Name)
 				}
 			}
 		case len(s.Link) == 2:

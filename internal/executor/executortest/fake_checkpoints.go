@@ -1,0 +1,88 @@
+package executortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"trainyard/internal/executor"
+)
+
+// How the Fake plays an in-job agent's checkpoint work, as the local
+// executor's shim does: before a Program starts it picks the first
+// checkpoint of Launch.Resume that is complete and whose digest matches
+// (TRAINYARD_RESUME_FROM, Started's Resumed and ResumeNote), and a
+// checkpoint step that completes a checkpoint reports it as a
+// Checkpointed event with its digest.
+
+// resume returns l with TRAINYARD_RESUME_FROM set from l.Resume, and the
+// name handed over and why others were skipped.
+func (f *Fake) resume(l executor.Launch) (executor.Launch, string, string) {
+	if len(l.Resume) == 0 || l.CheckpointDir == "" {
+		return l, "", ""
+	}
+	var skipped []string
+	chosen := ""
+	o, err := f.Outputs(context.Background(), path.Dir(l.CheckpointDir))
+	for _, c := range l.Resume {
+		if err != nil {
+			skipped = append(skipped, c.Name+": the checkpoint directory cannot be read")
+			continue
+		}
+		got, derr := o.Digest(context.Background(), c.Name)
+		switch {
+		case errors.Is(derr, fs.ErrNotExist):
+			skipped = append(skipped, c.Name+": no longer there")
+		case derr != nil:
+			skipped = append(skipped, c.Name+": "+derr.Error())
+		case c.SHA256 != "" && got.SHA256 != c.SHA256:
+			skipped = append(skipped, fmt.Sprintf("%s: its files changed since it was registered", c.Name))
+		default:
+			chosen = c.Name
+		}
+		if chosen != "" {
+			break
+		}
+	}
+	if o != nil {
+		o.Close()
+	}
+	from := ""
+	if chosen != "" {
+		from = path.Join(l.CheckpointDir, chosen)
+	}
+	env := make([]string, 0, len(l.Env)+1)
+	for _, kv := range l.Env {
+		if !strings.HasPrefix(kv, "TRAINYARD_RESUME_FROM=") {
+			env = append(env, kv)
+		}
+	}
+	l.Env = append(env, "TRAINYARD_RESUME_FROM="+from)
+	return l, chosen, strings.Join(skipped, "; ")
+}
+
+// checkpointed reports checkpoint name below l.CheckpointDir as the
+// agent would once the job completed it.
+func (f *Fake) checkpointed(l executor.Launch, name string) {
+	dir := l.CheckpointDir
+	if dir == "" {
+		dir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
+	}
+	if dir == "" {
+		return
+	}
+	o, err := f.Outputs(context.Background(), path.Dir(dir))
+	if err != nil {
+		return
+	}
+	defer o.Close()
+	c, err := o.Digest(context.Background(), name)
+	if err != nil {
+		return // not complete: nothing to register
+	}
+	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.Checkpointed, At: time.Now().UTC(), Checkpoint: &c})
+}
