@@ -6,7 +6,8 @@ Standard library only. It shows what a job does on Trainyard:
 * reads run parameters from TRAINYARD_PARAM_LR and TRAINYARD_PARAM_BATCH_SIZE;
 * reports progress as `trainyard: {"step": N, "loss": X}` lines on stdout;
 * writes a checkpoint every --checkpoint-every steps into
-  $TRAINYARD_CHECKPOINT_DIR (keeping the last 3) and resumes from
+  $TRAINYARD_CHECKPOINT_DIR as ckpt-N.json, atomically, then marks it
+  complete with ckpt-N.json.complete (keeping the last 3), and resumes from
   $TRAINYARD_RESUME_FROM when it is set;
 * writes the final model to $TRAINYARD_OUTPUT_DIR/model.json (./model.json
   without it);
@@ -23,6 +24,7 @@ import tempfile
 import time
 
 KEEP_CHECKPOINTS = 3
+MARKER = ".complete"  # ckpt-N.json is complete once ckpt-N.json.complete is beside it
 TRUE_W, TRUE_B = 3.0, -1.5  # the line the data is drawn from
 SEED = 42
 
@@ -58,11 +60,20 @@ def mse(w, b, xs, ys):
     return sum((w * x + b - y) ** 2 for x, y in zip(xs, ys)) / len(xs)
 
 
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_json_atomic(path, obj):
     """Write obj to path so readers never see a partial file."""
     # A fresh temporary name per write: the SIGTERM handler may write while
     # the main loop is in the middle of another write.
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path) or ".")
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f)
@@ -75,33 +86,52 @@ def write_json_atomic(path, obj):
         except FileNotFoundError:
             pass
         raise
+    fsync_dir(directory)
+
+
+def remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def save_checkpoint(directory, state):
-    """Write ckpt-<step>.json into directory and keep the newest few."""
+    """Write ckpt-<step>.json into directory, mark it complete and keep the
+    newest few (what the SDK's trainyard.save_checkpoint does, in short)."""
     if not directory:
         return None
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"ckpt-{state['step']:08d}.json")
     write_json_atomic(path, state)
+    # The marker, only once the data is in place and durable.
+    fd = os.open(path + MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        if os.utime in os.supports_fd:
+            os.utime(fd)  # written again: completed now
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(directory)
     ckpts = sorted(
         name for name in os.listdir(directory)
         if name.startswith("ckpt-") and name.endswith(".json")
     )
     for old in ckpts[:-KEEP_CHECKPOINTS]:
-        try:
-            os.remove(os.path.join(directory, old))
-        except FileNotFoundError:
-            pass
+        # The marker first: the checkpoint stops being complete before its
+        # data goes.
+        remove(os.path.join(directory, old + MARKER))
+        remove(os.path.join(directory, old))
     return path
 
 
 def load_checkpoint(path):
-    """Load a checkpoint file, or the newest one in a directory."""
+    """Load a checkpoint file, or the newest complete one in a directory."""
     if os.path.isdir(path):
-        ckpts = sorted(n for n in os.listdir(path) if n.startswith("ckpt-") and n.endswith(".json"))
+        ckpts = sorted(n for n in os.listdir(path) if n.startswith("ckpt-") and n.endswith(".json")
+                       and os.path.isfile(os.path.join(path, n + MARKER)))
         if not ckpts:
-            sys.exit(f"trainer: no checkpoint in {path}")
+            sys.exit(f"trainer: no complete checkpoint in {path}")
         path = os.path.join(path, ckpts[-1])
     with open(path, encoding="utf-8") as f:
         return json.load(f)

@@ -4,13 +4,12 @@ older module trainyard_sdk.
 
     import trainyard as ty
 
-    start = ty.resume_from()            # latest checkpoint path, or None
-    ckpt = ty.checkpoint_dir()          # where to write checkpoints
+    start = ty.resume_from()            # newest complete checkpoint, or None
     for step in range(...):
         ...
         ty.report(step, loss=loss, lr=lr)
-        # write a checkpoint directory, then mark it complete:
-        ty.checkpoint_done("step-%d" % step)
+        # one file, written atomically, then marked complete:
+        ty.save_checkpoint("step-%d.pt" % step, lambda f: torch.save(state, f))
 
 report() sends metrics to the Trainyard server with the attempt's job token
 (TRAINYARD_API, TRAINYARD_JOB_TOKEN, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT),
@@ -24,12 +23,14 @@ import atexit
 import json
 import math
 import os
+import secrets
+import shutil
 import sys
 import threading
 import urllib.error
 import urllib.request
 
-__all__ = ["Reporter", "report", "flush", "checkpoint_dir", "resume_from", "checkpoint_done"]
+__all__ = ["Reporter", "report", "flush", "checkpoint_dir", "resume_from", "save_checkpoint", "checkpoint_done"]
 
 DEFAULT_BATCH = 100
 DEFAULT_INTERVAL = 1.0
@@ -172,27 +173,180 @@ def checkpoint_dir():
 
 
 def resume_from():
-    """The latest checkpoint to resume from (TRAINYARD_RESUME_FROM), or None
-    on a fresh start."""
+    """The checkpoint to resume from (TRAINYARD_RESUME_FROM): the path of
+    the newest complete checkpoint whose SHA-256 still verifies, or None
+    on a fresh start (or when there is none)."""
     return os.environ.get("TRAINYARD_RESUME_FROM") or None
 
 
 MARKER = ".complete"
+TMP_PREFIX = ".tmp-"
+
+
+def _check_name(name):
+    if (not isinstance(name, str) or not name or name in (".", "..") or os.path.basename(name) != name
+            or "/" in name or (os.altsep and os.altsep in name) or "\0" in name
+            or name.startswith(".") or name.endswith(".tmp") or name.endswith(MARKER)):
+        raise ValueError("checkpoint name %r: give a name directly under the checkpoint dir "
+                         "(no slashes, not hidden, not ending in .tmp or %s)" % (name, MARKER))
+
+
+def _fsync_dir(path):
+    if os.name != "posix":
+        return  # directories cannot be opened for fsync there
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(top):
+    """fsync every regular file and directory at or below top (no links followed)."""
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            p = os.path.join(root, name)
+            if os.path.isfile(p) and not os.path.islink(p):
+                _fsync_file(p)
+        _fsync_dir(root)
+
+
+def _write_marker(path):
+    """Create (or touch) the empty marker file path, never through a link,
+    and make it and its directory durable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        if os.utime in os.supports_fd:
+            os.utime(fd)  # a marker kept from an earlier version: completed now
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(os.path.dirname(path))
+
+
+def _remove(path):
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def save_checkpoint(name, write, *, directory=False, path=False):
+    """Save the checkpoint checkpoint_dir()/name so that it is either whole
+    and marked complete, or absent: a save cut short (an exception, a kill,
+    a crash) is never handed to a later attempt as TRAINYARD_RESUME_FROM.
+
+    write makes the data, under a hidden temporary name in the checkpoint
+    dir; then save_checkpoint fsyncs it, renames it to name, fsyncs the
+    directory, writes the marker and fsyncs again. Returns the final path.
+
+    - A single file (the default): write(f) gets a binary file object open
+      for writing, e.g. lambda f: torch.save(state, f). write may also be
+      bytes. With path=True, write(p) gets instead the path of a file to
+      write (for libraries that take a file name); the temporary name
+      keeps name's extension. The marker is the file name.complete beside it.
+    - A directory (directory=True): write(p) gets the path of an empty
+      directory to fill, e.g. lambda p: model.save_pretrained(p). Its
+      marker is name/.complete.
+
+    Saving again under the same name replaces the checkpoint whole (a new
+    version of it). name must be directly under the checkpoint dir: no
+    slashes, not hidden, not ending in .tmp or .complete. An exception
+    from write removes the temporary data and is raised again.
+    """
+    _check_name(name)
+    if directory and path:
+        raise ValueError("save_checkpoint: directory=True already passes a path; drop path=True")
+    if not callable(write) and (directory or path or not isinstance(write, (bytes, bytearray, memoryview))):
+        raise TypeError("save_checkpoint: write must be a callable%s, got %r"
+                        % ("" if directory or path else " or bytes", type(write).__name__))
+    parent = checkpoint_dir()
+    final = os.path.join(parent, name)
+    if directory:
+        return _save_dir(parent, name, final, write)
+    if os.path.isdir(final) and not os.path.islink(final):
+        raise ValueError("checkpoint %r: %s is a directory; save a file under another name" % (name, final))
+    ext = os.path.splitext(name)[1]
+    tmp = os.path.join(parent, TMP_PREFIX + secrets.token_hex(8) + (ext if len(ext) <= 32 else ""))
+    try:
+        if path:
+            write(tmp)  # not created first: a writer that adds a suffix leaves nothing at tmp
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            with os.fdopen(fd, "wb") as f:
+                if callable(write):
+                    write(f)
+                else:
+                    f.write(write)
+        if os.path.islink(tmp) or not os.path.isfile(tmp):
+            raise ValueError("checkpoint %r: write(%r) left no regular file there" % (name, tmp))
+        _fsync_file(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        _remove(tmp)
+        raise
+    _fsync_dir(parent)
+    _write_marker(final + MARKER)
+    return final
+
+
+def _save_dir(parent, name, final, write):
+    if os.path.lexists(final) and (os.path.islink(final) or not os.path.isdir(final)):
+        raise ValueError("checkpoint %r: %s exists and is not a directory; save the directory under another name"
+                         % (name, final))
+    tmp = os.path.join(parent, TMP_PREFIX + secrets.token_hex(8))
+    os.mkdir(tmp)
+    old = None
+    try:
+        write(tmp)
+        if os.path.islink(tmp) or not os.path.isdir(tmp):
+            raise ValueError("checkpoint %r: write(%r) left no directory there" % (name, tmp))
+        _fsync_tree(tmp)
+        if os.path.lexists(final):
+            # A directory cannot be renamed over a full one: move the old
+            # version aside (hidden, so never taken for a checkpoint) first.
+            old = os.path.join(parent, TMP_PREFIX + secrets.token_hex(8))
+            os.rename(final, old)
+        os.rename(tmp, final)
+    except BaseException:
+        _remove(tmp)
+        if old is not None and not os.path.lexists(final):
+            os.rename(old, final)
+            old = None
+        raise
+    _fsync_dir(parent)
+    if old is not None:
+        _remove(old)
+    _write_marker(os.path.join(final, MARKER))
+    return final
 
 
 def checkpoint_done(name):
-    """Mark the checkpoint directory checkpoint_dir()/name complete: write
-    its marker file and, with an API configured, register it with the
-    server at once. Only a complete checkpoint is handed to the next attempt
-    as TRAINYARD_RESUME_FROM. Returns the checkpoint's path; raises
-    ValueError when there is no such directory."""
+    """Mark the checkpoint directory checkpoint_dir()/name complete, once
+    its data is written: fsync it, write its marker file and, with an API
+    configured, register it with the server at once. Only a complete
+    checkpoint is handed to the next attempt as TRAINYARD_RESUME_FROM.
+    Returns the checkpoint's path; raises ValueError when there is no such
+    directory. (save_checkpoint(name, write, directory=True) writes a
+    directory and marks it in one step.)"""
     if not name or os.path.basename(name) != name or name.startswith(".") or name.endswith(".tmp"):
         raise ValueError("checkpoint name %r: give a directory name directly under the checkpoint dir" % (name,))
     path = os.path.join(checkpoint_dir(), name)
-    if not os.path.isdir(path):
+    if os.path.islink(path) or not os.path.isdir(path):
         raise ValueError("checkpoint %r: no directory %s; write the checkpoint first" % (name, path))
-    with open(os.path.join(path, MARKER), "w"):
-        pass
+    _fsync_tree(path)
+    _write_marker(os.path.join(path, MARKER))
     env = os.environ
     api, token = env.get("TRAINYARD_API", "").rstrip("/"), env.get("TRAINYARD_JOB_TOKEN", "")
     job, attempt = env.get("TRAINYARD_JOB_ID", ""), env.get("TRAINYARD_ATTEMPT", "")
