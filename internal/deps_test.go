@@ -4,6 +4,7 @@
 package internal_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -139,4 +140,136 @@ func TestPurePackagesReadNoClock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Nothing reads a job's files but the executor: control, service, api and
+// cli reach job trees (outputs, checkpoints, logs) only through the
+// executor contract (executor.Files, executor.Outputs), so that an
+// executor whose jobs leave their files elsewhere (object storage, a
+// cluster's volumes) serves them without the server ever seeing them.
+// Packages below internal/executor and internal/blob, and cmd/trainyard
+// wiring them, are where files are touched.
+
+// jobTreeArtifacts are the parts of package artifacts that open or change
+// a job's tree; its pure parts (retention plans, policies) stay usable.
+var jobTreeArtifacts = []string{"OpenDir", "Manifest", "MakeReadOnly", "Dir"}
+
+// osFileFuncs are the functions of package os that reach files.
+var osFileFuncs = []string{"Open", "OpenFile", "OpenRoot", "OpenInRoot", "Create", "CreateTemp", "ReadFile", "WriteFile",
+	"ReadDir", "Stat", "Lstat", "Remove", "RemoveAll", "Rename", "Mkdir", "MkdirAll", "MkdirTemp", "Chmod", "Chown",
+	"Lchown", "Chtimes", "Symlink", "Link", "Readlink", "Truncate", "DirFS", "CopyFS"}
+
+// osAllowed lists, by file, why it may call osFileFuncs: it touches only
+// the server's own state, never a job's tree. An entry no longer needed
+// fails the test, so the list only shrinks.
+var osAllowed = map[string]string{
+	"internal/service/auditwitness.go": "the audit witness file: the server's own record of the audit log's head, outside the store",
+	"internal/service/envs.go":         "the path_prefix check: an environment's install directories on the server's machine (Config.LocalEnvs), not a job's files",
+	"internal/service/paths.go":        "the outputs.path check: links among the directories of the project's artifact directory that already exist above {job_id}, which the server makes; no job's tree (data_roots are resolved with filepath)",
+	"internal/control/artifacts.go":    "TEMPORARY: it still opens jobs' output directories itself while it is ported to executor.Outputs (and keeps its outputs-pending markers in the server's state directory)",
+}
+
+// artifactsAllowed lists, by file, why it may use jobTreeArtifacts; the
+// same rules as osAllowed.
+var artifactsAllowed = map[string]string{
+	"internal/control/artifacts.go": "TEMPORARY: it still records manifests and checkpoints through artifacts.Dir while it is ported to executor.Outputs",
+}
+
+func TestJobTreesOnlyThroughTheExecutor(t *testing.T) {
+	type rule struct {
+		pkgPath string   // the import path the rule is about
+		names   []string // its banned identifiers
+		dirs    []string // the packages it applies to
+		allowed map[string]string
+	}
+	rules := []rule{
+		{mod + "internal/artifacts", jobTreeArtifacts, []string{"internal/control", "internal/service", "internal/api", "internal/cli"}, artifactsAllowed},
+		{"os", osFileFuncs, []string{"internal/control", "internal/service", "internal/api"}, osAllowed},
+	}
+	for _, r := range rules {
+		used := map[string]bool{}
+		for _, dir := range r.dirs {
+			var files []string
+			err := filepath.WalkDir(filepath.Join("..", dir), func(path string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+					files = append(files, path)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, path := range files {
+				rel, _ := filepath.Rel("..", path)
+				rel = filepath.ToSlash(rel)
+				for _, v := range bannedUses(t, path, r.pkgPath, r.names) {
+					if _, ok := r.allowed[rel]; ok {
+						used[rel] = true
+						continue
+					}
+					t.Errorf("%s:%d: %s: nothing but the executor touches a job's files; go through executor.Files / Outputs (Config.Files in the service)."+
+						" If this file touches only the server's own state, never a job's tree, allowlist it in deps_test.go with the reason", rel, v.line, v.what)
+				}
+			}
+		}
+		for f, why := range r.allowed {
+			if !used[f] {
+				t.Errorf("%s is allowlisted for %s (%s) but no longer uses it: remove the entry", f, r.pkgPath, why)
+			}
+		}
+	}
+}
+
+// bannedUse is one use of a banned identifier.
+type bannedUse struct {
+	line int
+	what string
+}
+
+// bannedUses finds, in the Go file path, the uses of the identifiers
+// names of the package imported as pkgPath, under whatever name it is
+// imported (a dot import is a use in itself: it hides them).
+func bannedUses(t *testing.T, path, pkgPath string, names []string) []bannedUse {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bannedUse
+	local := ""
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p != pkgPath {
+			continue
+		}
+		switch {
+		case imp.Name == nil:
+			local = pkgPath[strings.LastIndex(pkgPath, "/")+1:]
+		case imp.Name.Name == "_":
+		case imp.Name.Name == ".":
+			out = append(out, bannedUse{fset.Position(imp.Pos()).Line, "a dot import of " + pkgPath})
+		default:
+			local = imp.Name.Name
+		}
+	}
+	if local == "" {
+		return out
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		// Obj is set when the name is declared in the file (a variable
+		// shadowing the package), nil for a package name.
+		if id, ok := sel.X.(*ast.Ident); ok && id.Name == local && id.Obj == nil && slices.Contains(names, sel.Sel.Name) {
+			what := local + "." + sel.Sel.Name
+			if local != pkgPath[strings.LastIndex(pkgPath, "/")+1:] {
+				what += " (" + local + " is " + pkgPath + ")"
+			}
+			out = append(out, bannedUse{fset.Position(sel.Pos()).Line, what})
+		}
+		return true
+	})
+	return out
 }

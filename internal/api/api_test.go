@@ -16,6 +16,8 @@ import (
 	"trainyard/internal/api"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
@@ -40,10 +42,20 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn is newEnv on a given store.
 func newEnvOn(t testing.TB, st store.Store) *env {
+	return newEnvFiles(t, st, nil)
+}
+
+// newEnvFiles is newEnv on a given store, reading the jobs' files with
+// files (nil: the local executor's reader).
+func newEnvFiles(t testing.TB, st store.Store, files executor.Files) *env {
 	t.Helper()
 	dir := t.TempDir()
 	var err error
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: filepath.Join(dir, "runs")}})
+	runs := filepath.Join(dir, "runs")
+	if files == nil {
+		files = local.NewReader(runs)
+	}
+	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs}, Files: files})
 	token, err := svc.Bootstrap(context.Background())
 	if err != nil || token == "" {
 		t.Fatalf("bootstrap: %q %v", token, err)

@@ -3,9 +3,7 @@ package api
 import (
 	"archive/tar"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -104,7 +102,10 @@ func (h *handler) artifact(w http.ResponseWriter, r *http.Request, p service.Pri
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Trainyard-SHA256", a.SHA256)
 	w.Header().Set("ETag", strconv.Quote("sha256:"+a.SHA256))
-	http.ServeContent(w, r, "", a.Info.ModTime(), a.File)
+	// The executor's reader itself, not the OutputFile around it: when it
+	// is a file on this machine, the copy to the connection can go without
+	// user-space buffers (sendfile).
+	http.ServeContent(w, r, "", a.File.ModTime, a.File.ReadSeekCloser)
 }
 
 // checkpoints serves GET /api/v1/jobs/{id}/checkpoints.
@@ -183,17 +184,17 @@ func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p se
 		h.writeError(w, r, err)
 		return
 	}
-	defer c.Dir.Close()
+	defer c.Outputs.Close()
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
-	// Regular files only: links and special files the job left in the
-	// checkpoint are not part of it.
-	err = c.Dir.Files(c.Name, func(p string, f *os.File, fi fs.FileInfo) error {
-		rel := strings.TrimPrefix(p, path.Dir(c.Name)+"/")
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg}); err != nil {
+	// Regular files only (the executor's Walk): links and special files
+	// the job left in the checkpoint are not part of it.
+	err = c.Outputs.Walk(r.Context(), c.Name, func(f service.OutputFile) error {
+		rel := strings.TrimPrefix(f.Path, path.Dir(c.Name)+"/")
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: f.Size, ModTime: f.ModTime, Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
-		_, err := io.Copy(tw, io.LimitReader(f, fi.Size()))
+		_, err := io.Copy(tw, io.LimitReader(f, f.Size))
 		return err
 	})
 	if err == nil {

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/store/sqlite"
 )
 
 // A job that leaves links in its outputs (to a file the server can read,
@@ -120,5 +123,72 @@ func TestOutputPathOutsideTheProjectIsAFieldError(t *testing.T) {
 	fields := decodeErr(t, b).Fields
 	if len(fields) != 1 || fields[0].Path != "outputs.path" || !strings.Contains(fields[0].Message, filepath.Join("artifacts", "default")) {
 		t.Errorf("fields = %+v, want outputs.path naming <artifacts>/default", fields)
+	}
+}
+
+// Outputs are served from the executor (here the in-memory Fake, as a
+// cluster executor serves them from object storage): a file whole and by
+// range, and a checkpoint as a tar archive, with no output directory on
+// this machine.
+func TestArtifactsComeFromTheExecutor(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &executortest.Fake{}
+	e := newEnvFiles(t, st, fake)
+	_, job := e.submit("name: remote\nentrypoint: [\"true\"]\n")
+	ctx := context.Background()
+	j, err := e.st.GetJob(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := executortest.Program{Steps: []executortest.Step{
+		{File: &executortest.FileStep{Path: "model.bin", Data: "0123456789"}},
+		{Checkpoint: &executortest.CheckpointStep{Name: "c", Files: map[string]string{"w": "weights", "sub/o": "opt"}, Complete: true}},
+	}}
+	if err := fake.Launch(ctx, executor.Launch{Ref: executor.Ref{JobID: j.ID, Attempt: 1}, Argv: prog.Argv(),
+		Env: []string{"TRAINYARD_OUTPUT_DIR=" + j.OutputDir, "TRAINYARD_CHECKPOINT_DIR=" + j.OutputDir + "/checkpoints"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(j.OutputDir); err == nil {
+		t.Fatal("the job's output directory is on disk: the test would not show the executor is used")
+	}
+	if err := e.st.RecordManifest(ctx, domain.Manifest{JobID: j.ID, Attempt: 1, At: time.Now(), Files: []domain.ArtifactFile{
+		{Path: "model.bin", Size: 10, SHA256: "ab"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: j.ID, Attempt: 1, Name: "c", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("/api/v1/jobs/%d/artifacts/model.bin", j.ID)
+	if code, b := e.do("GET", url, e.token, nil); code != 200 || string(b) != "0123456789" {
+		t.Errorf("model.bin: %d %q", code, b)
+	}
+	if code, b := e.do("GET", url, e.token, nil, "Range", "bytes=3-5"); code != 206 || string(b) != "345" {
+		t.Errorf("model.bin bytes 3-5: %d %q, want 206 \"345\"", code, b)
+	}
+	if code, b := e.do("GET", url, e.token, nil, "Range", "bytes=-2"); code != 206 || string(b) != "89" {
+		t.Errorf("model.bin last 2 bytes: %d %q, want 206 \"89\"", code, b)
+	}
+	code, b := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d/checkpoints/c/archive", j.ID), e.token, nil)
+	if code != 200 {
+		t.Fatalf("archive: %d %s", code, b)
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		names = append(names, h.Name+"="+string(data))
+	}
+	if want := "[c/.complete= c/sub/o=opt c/w=weights]"; fmt.Sprint(names) != want {
+		t.Errorf("archive holds %v, want %s", names, want)
 	}
 }

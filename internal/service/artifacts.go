@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
-	"trainyard/internal/artifacts"
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/store"
 )
 
@@ -34,11 +32,21 @@ func (s *Service) Manifest(ctx context.Context, p Principal, id int64, attempt i
 	return m, err
 }
 
-// Artifact is one output file opened for reading.
+// Artifact is one output file opened for reading: File is the executor's
+// (executor.Outputs.Open), with its size and modification time.
 type Artifact struct {
-	File *os.File
-	Info fs.FileInfo
+	File OutputFile
 	domain.ArtifactFile
+}
+
+// OutputFile is a file of a job's outputs, open for reading (an alias, so
+// that callers name it without the executor package).
+type OutputFile = executor.OutputFile
+
+// openOutputs opens the output tree of job through the executor's read
+// side (Config.Files); the caller closes it.
+func (s *Service) openOutputs(ctx context.Context, job domain.Job) (executor.Outputs, error) {
+	return s.cfg.Files.Outputs(ctx, job.OutputDir)
 }
 
 // OpenArtifact opens one file of the job's latest manifest. The caller
@@ -56,25 +64,25 @@ func (s *Service) OpenArtifact(ctx context.Context, p Principal, id int64, rel s
 	if err != nil {
 		return Artifact{}, jobErr(id, err)
 	}
-	d, err := artifacts.OpenDir(job.OutputDir)
+	o, err := s.openOutputs(ctx, job)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Artifact{}, domain.Errorf(domain.ErrNotFound, "the output directory of job %d is no longer on disk (removed by hand)", id)
 	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("open the outputs of job %d: %w", id, err)
 	}
-	defer d.Close() // the file stays open
-	f, fi, err := d.Open(m.Files[i].Path)
+	defer o.Close() // the file stays open
+	f, err := o.Open(ctx, m.Files[i].Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Artifact{}, domain.Errorf(domain.ErrNotFound, "output file %q of job %d is listed in its manifest but no longer on disk (removed by gc or by hand)", rel, id)
 	}
-	if errors.Is(err, artifacts.ErrNotRegular) {
+	if errors.Is(err, executor.ErrNotRegular) {
 		return Artifact{}, domain.Errorf(domain.ErrNotFound, "output file %q of job %d is listed in its manifest but is no longer a regular file; only regular files are served", rel, id)
 	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("open output %q of job %d: %w", rel, id, err)
 	}
-	return Artifact{File: f, Info: fi, ArtifactFile: m.Files[i]}, nil
+	return Artifact{File: f, ArtifactFile: m.Files[i]}, nil
 }
 
 // Checkpoints returns a job's registered checkpoints, oldest first.
@@ -136,9 +144,10 @@ func (s *Service) CheckpointUsage(ctx context.Context, p Principal, project stri
 	return out, nil
 }
 
-// CompleteCheckpoint marks a checkpoint directory the attempt wrote as
-// complete (writing its marker file) and registers it; the job token of
-// the attempt calls it (the SDK's checkpoint_done).
+// CompleteCheckpoint marks a checkpoint the attempt wrote as complete
+// (a directory gets its marker inside, a single file its NAME.complete
+// beside it) and registers it with its digest; the job token of the
+// attempt calls it (the SDK's checkpoint_done).
 func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64, attempt int, name string) (domain.CheckpointRecord, error) {
 	job, err := s.cfg.Store.GetJob(ctx, id)
 	if err != nil {
@@ -148,37 +157,52 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 	if err := s.authorize(ctx, p, authz.AttemptReport, r); err != nil {
 		return domain.CheckpointRecord{}, err
 	}
-	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
+	if name == "" || strings.Contains(name, "/") || strings.HasPrefix(name, ".") ||
+		strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, domain.CheckpointMarker) {
 		var errs domain.FieldErrors
-		errs.Add("name", "%q is not a checkpoint name: give the name of a directory directly under TRAINYARD_CHECKPOINT_DIR (no slashes, not hidden, not ending in .tmp)", name)
+		errs.Add("name", "%q is not a checkpoint name: give the name of a directory or a regular file directly under TRAINYARD_CHECKPOINT_DIR (no slashes, not hidden, not ending in .tmp or %s)", name, domain.CheckpointMarker)
 		return domain.CheckpointRecord{}, errs.Err()
 	}
-	// The output directory is the server's; everything below it is the
-	// job's: the checkpoint, its marker, anything could be a link.
-	d, err := artifacts.OpenDir(job.OutputDir)
+	// The output tree is read and changed through the executor only;
+	// everything in it is the job's: the checkpoint, its marker, anything
+	// could be a link, which the executor never follows.
+	o, err := s.openOutputs(ctx, job)
 	if err != nil {
 		return domain.CheckpointRecord{}, domain.Errorf(domain.ErrNotFound, "job %d has no output directory on disk; write the checkpoint under TRAINYARD_CHECKPOINT_DIR, then mark it complete", id)
 	}
-	defer d.Close()
-	rel := artifacts.CheckpointsDir + "/" + name
-	if fi, err := d.Lstat(rel); err != nil || !fi.IsDir() {
-		return domain.CheckpointRecord{}, domain.Errorf(domain.ErrNotFound, "no checkpoint directory %q under TRAINYARD_CHECKPOINT_DIR of job %d (a directory, not a link); write it first, then mark it complete", name, id)
+	defer o.Close()
+	missing := domain.Errorf(domain.ErrNotFound, "no checkpoint %q under TRAINYARD_CHECKPOINT_DIR of job %d (a directory or a regular file, not a link); write it first, then mark it complete", name, id)
+	// The listing holds directories and regular files only: a link or a
+	// special file in the name's place is no checkpoint.
+	found, err := o.Checkpoints(ctx)
+	if err != nil {
+		return domain.CheckpointRecord{}, fmt.Errorf("list the checkpoints of job %d: %w", id, err)
 	}
-	if err := d.MarkComplete(name); err != nil {
+	i := slices.IndexFunc(found, func(c executor.Checkpoint) bool { return c.Name == name })
+	if i < 0 {
+		return domain.CheckpointRecord{}, missing
+	}
+	if err := o.MarkComplete(ctx, name); errors.Is(err, fs.ErrNotExist) {
+		return domain.CheckpointRecord{}, missing // removed meanwhile
+	} else if err != nil {
 		var errs domain.FieldErrors
 		errs.Add("name", "checkpoint %q of job %d cannot be marked complete: %v", name, id, err)
 		return domain.CheckpointRecord{}, errs.Err()
 	}
-	found, err := d.Checkpoints()
-	if err != nil {
-		return domain.CheckpointRecord{}, err
+	c, err := o.Digest(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return domain.CheckpointRecord{}, missing
+	case errors.Is(err, executor.ErrIncomplete):
+		// Its marker went away (or was replaced) right after it was written.
+		var errs domain.FieldErrors
+		errs.Add("name", "checkpoint %q of job %d is not complete after marking it: %v", name, id, err)
+		return domain.CheckpointRecord{}, errs.Err()
+	case err != nil:
+		return domain.CheckpointRecord{}, fmt.Errorf("digest checkpoint %q of job %d: %w", name, id, err)
 	}
-	rec := domain.CheckpointRecord{JobID: id, Attempt: attempt, Name: name, Path: d.Join(rel), At: s.cfg.Clock.Now().UTC()}
-	for _, f := range found {
-		if f.Name == name {
-			rec.Size, rec.Files = f.Size, f.Files
-		}
-	}
+	rec := domain.CheckpointRecord{JobID: id, Attempt: attempt, Name: name, Path: cmp.Or(c.Location, found[i].Location),
+		Size: c.Size, Files: c.Files, SHA256: c.SHA256, At: s.cfg.Clock.Now().UTC()}
 	if _, err := s.cfg.Store.RecordCheckpoint(ctx, rec); err != nil {
 		return rec, err
 	}
@@ -197,12 +221,12 @@ func (s *Service) readableJob(ctx context.Context, p Principal, id int64) (domai
 	return job, nil
 }
 
-// Checkpoint is one kept checkpoint opened for reading: Dir is the job's
-// output directory and Name the checkpoint's path in it (a directory or a
-// single file). The caller closes Dir.
+// Checkpoint is one kept checkpoint opened for reading: Outputs is the
+// job's output tree (the executor's) and Name the checkpoint's path in it
+// (a directory or a single file). The caller closes Outputs.
 type Checkpoint struct {
-	Dir  *artifacts.Dir
-	Name string
+	Outputs executor.Outputs
+	Name    string
 }
 
 // OpenCheckpoint opens a kept checkpoint of the job, for download.
@@ -219,14 +243,16 @@ func (s *Service) OpenCheckpoint(ctx context.Context, p Principal, id int64, nam
 		return Checkpoint{}, domain.Errorf(domain.ErrNotFound, "job %d has no kept checkpoint %q; see: trainyard checkpoints ls %d", id, name, id)
 	}
 	gone := domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
-	d, err := artifacts.OpenDir(job.OutputDir)
+	o, err := s.openOutputs(ctx, job)
 	if err != nil {
 		return Checkpoint{}, gone
 	}
-	rel := artifacts.CheckpointsDir + "/" + name
-	if fi, err := d.Lstat(rel); err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-		d.Close()
+	// Still a directory or a regular file (the listing holds nothing
+	// else: a link put in its place is not it).
+	found, err := o.Checkpoints(ctx)
+	if err != nil || !slices.ContainsFunc(found, func(c executor.Checkpoint) bool { return c.Name == name }) {
+		o.Close()
 		return Checkpoint{}, gone
 	}
-	return Checkpoint{Dir: d, Name: rel}, nil
+	return Checkpoint{Outputs: o, Name: executor.CheckpointsDir + "/" + name}, nil
 }

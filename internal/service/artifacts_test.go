@@ -12,6 +12,7 @@ import (
 	"trainyard/internal/artifacts"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
 )
@@ -61,7 +62,7 @@ func TestGCRemovesLinksNotTheirTargets(t *testing.T) {
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	day := domain.Duration(24 * time.Hour)
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"),
-		Retention: []artifacts.Policy{{Checkpoints: day, Reports: day}}})
+		Files: local.NewReader(filepath.Join(dir, "runs")), Retention: []artifacts.Policy{{Checkpoints: day, Reports: day}}})
 	ctx := context.Background()
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {

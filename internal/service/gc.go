@@ -9,6 +9,7 @@ import (
 	"trainyard/internal/artifacts"
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/store"
 )
 
@@ -84,7 +85,7 @@ func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]s
 	}
 	var out []artifacts.Deletion
 	for _, d := range artifacts.Plan(in, s.cfg.Retention, s.cfg.Clock.Now()) {
-		if !gcTargetExists(dirs[d.JobID], d) {
+		if !s.gcTargetExists(ctx, dirs[d.JobID], d) {
 			continue // removed before (by hand, or a checkpoint the job dropped)
 		}
 		out = append(out, d)
@@ -96,33 +97,39 @@ func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]s
 // directory (slash-separated, relative).
 func gcTarget(d artifacts.Deletion) string {
 	if d.Kind == "checkpoint" {
-		return artifacts.CheckpointsDir + "/" + d.Path
+		return executor.CheckpointsDir + "/" + d.Path
 	}
 	return d.Path
 }
 
 // gcTargetExists reports whether a planned deletion is still in the job's
-// output directory (a path through a link leading out of it is not).
-func gcTargetExists(outputDir string, d artifacts.Deletion) bool {
-	dir, err := artifacts.OpenDir(outputDir)
+// output tree: a regular file, or something else there (a directory, a
+// link the job left: Open refuses it as not regular, so it is there). A
+// path through a link leading out of the tree is not.
+func (s *Service) gcTargetExists(ctx context.Context, outputDir string, d artifacts.Deletion) bool {
+	o, err := s.cfg.Files.Outputs(ctx, outputDir)
 	if err != nil {
 		return false
 	}
-	defer dir.Close()
-	_, err = dir.Lstat(gcTarget(d))
-	return err == nil
+	defer o.Close()
+	f, err := o.Open(ctx, gcTarget(d))
+	if err == nil {
+		f.Close()
+		return true
+	}
+	return errors.Is(err, executor.ErrNotRegular)
 }
 
-// gcDelete removes one planned file or checkpoint and audits it. It works
-// inside the job's output directory: a link the job left there is removed,
-// never followed.
+// gcDelete removes one planned file or checkpoint and audits it. The
+// executor removes it inside the job's output tree: a link the job left
+// there is removed, never followed.
 func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
-	dir, err := artifacts.OpenDir(outputDir)
+	o, err := s.cfg.Files.Outputs(ctx, outputDir)
 	if err != nil {
 		return err
 	}
-	err = dir.RemoveAll(gcTarget(d))
-	dir.Close()
+	err = o.Remove(ctx, gcTarget(d))
+	o.Close()
 	if err != nil {
 		return err
 	}
