@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	"internal/blob/blobtest":         {"internal/blob"},
 	"internal/blob/fs":               {"internal/blob", "golang.org/x/sys"},
 	"internal/blob/s3":               {"internal/blob", "github.com/minio/minio-go/v7"},
-	"internal/control":               {"internal/artifacts", "internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock", "internal/blob", "internal/codepkg"},
+	"internal/control":               {"internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock", "internal/blob", "internal/codepkg"},
 	"internal/api":                   {"internal/service", "internal/api/apitypes", "internal/domain"},
 	"internal/client":                {"internal/api/apitypes"},
 	"internal/cli":                   {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "internal/codepkg", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
@@ -166,14 +166,12 @@ var osAllowed = map[string]string{
 	"internal/service/auditwitness.go": "the audit witness file: the server's own record of the audit log's head, outside the store",
 	"internal/service/envs.go":         "the path_prefix check: an environment's install directories on the server's machine (Config.LocalEnvs), not a job's files",
 	"internal/service/paths.go":        "the outputs.path check: links among the directories of the project's artifact directory that already exist above {job_id}, which the server makes; no job's tree (data_roots are resolved with filepath)",
-	"internal/control/artifacts.go":    "TEMPORARY: it still opens jobs' output directories itself while it is ported to executor.Outputs (and keeps its outputs-pending markers in the server's state directory)",
+	"internal/control/artifacts.go":    "the outputs-pending markers, in the server's own state directory (Config.StateDir); jobs' outputs are read through executor.Outputs",
 }
 
 // artifactsAllowed lists, by file, why it may use jobTreeArtifacts; the
 // same rules as osAllowed.
-var artifactsAllowed = map[string]string{
-	"internal/control/artifacts.go": "TEMPORARY: it still records manifests and checkpoints through artifacts.Dir while it is ported to executor.Outputs",
-}
+var artifactsAllowed = map[string]string{}
 
 func TestJobTreesOnlyThroughTheExecutor(t *testing.T) {
 	type rule struct {
