@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"trainyard/internal/domain"
 )
@@ -97,94 +96,16 @@ func (d *Dir) hashFile(name string, buf []byte) (int64, string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, buf)
+	n, err := io.CopyBuffer(h, onlyReader{f}, buf)
 	if err != nil {
 		return 0, "", err
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Found is one checkpoint in a checkpoint directory.
-type Found struct {
-	Name     string
-	Path     string
-	Complete bool // a file, or a directory holding domain.CheckpointMarker
-	Size     int64
-	Files    int
-	ModTime  time.Time
-}
-
-const markerName = domain.CheckpointMarker
-
-// Checkpoints lists the checkpoints in the directory's CheckpointsDir,
-// oldest first (by modification time, then name). Hidden entries and names
-// ending in .tmp are being written and are left out, and so are entries
-// that are neither regular files nor directories (links above all); a
-// directory is complete once it holds domain.CheckpointMarker as a regular
-// file. A CheckpointsDir that is missing, or is not a directory, holds
-// none.
-func (d *Dir) Checkpoints() ([]Found, error) {
-	f, err := d.openDir(CheckpointsDir)
-	if changed(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list checkpoints in %s: %w", d.Join(CheckpointsDir), err)
-	}
-	ents, err := f.ReadDir(-1)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list checkpoints in %s: %w", d.Join(CheckpointsDir), err)
-	}
-	var out []Found
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
-			continue
-		}
-		rel := CheckpointsDir + "/" + name
-		fi, err := d.root.Lstat(rel)
-		if err != nil {
-			continue // removed meanwhile
-		}
-		c := Found{Name: name, Path: d.Join(rel), ModTime: fi.ModTime()}
-		switch {
-		case fi.Mode().IsRegular():
-			c.Complete, c.Size, c.Files = true, fi.Size(), 1
-		case fi.IsDir():
-			if m, err := d.root.Lstat(rel + "/" + markerName); err == nil && m.Mode().IsRegular() {
-				c.Complete = true
-				c.ModTime = m.ModTime()
-			}
-			c.Size, c.Files = d.dirSize(rel)
-		default:
-			continue
-		}
-		out = append(out, c)
-	}
-	slices.SortFunc(out, func(a, b Found) int {
-		if c := a.ModTime.Compare(b.ModTime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out, nil
-}
-
-// dirSize sums the regular files below the directory name.
-func (d *Dir) dirSize(name string) (size int64, files int) {
-	_ = d.walk(name, nil, func(p string, e fs.DirEntry) error {
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		if fi, err := d.root.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			size += fi.Size()
-			files++
-		}
-		return nil
-	}, nil)
-	return size, files
-}
+// onlyReader hides the WriteTo of an *os.File, so that io.CopyBuffer
+// reads through the buffer it is given instead of allocating its own.
+type onlyReader struct{ io.Reader }
 
 // MakeReadOnly removes write permission from every file and directory
 // below dir (and dir itself) (see Dir.MakeReadOnly); a missing directory

@@ -189,37 +189,6 @@ func (d *Dir) Files(name string, fn func(name string, f *os.File, fi fs.FileInfo
 	}, nil)
 }
 
-// MarkComplete writes the marker file that makes the checkpoint directory
-// checkpoints/name complete. The directory must be one, not a link; a
-// marker already there is kept as it is when it is a regular file and
-// refused when it is anything else (a link above all: following it would
-// create or truncate a file elsewhere).
-func (d *Dir) MarkComplete(name string) error {
-	dir := CheckpointsDir + "/" + name
-	fi, err := d.root.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory (a %s)", d.Join(dir), kind(fi.Mode()))
-	}
-	marker := dir + "/" + markerName
-	// O_EXCL never follows a link, dangling or not.
-	f, err := d.root.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
-	if err == nil {
-		return f.Close()
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if mfi, err := d.root.Lstat(marker); err != nil {
-		return err
-	} else if !mfi.Mode().IsRegular() {
-		return fmt.Errorf("%s is a %s, not a regular file; remove it and mark the checkpoint complete again", d.Join(marker), kind(mfi.Mode()))
-	}
-	return nil
-}
-
 // kind names a file type for messages.
 func kind(m fs.FileMode) string {
 	switch {

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -282,6 +284,113 @@ func TestRemoveAllRemovesLinksNotTargets(t *testing.T) {
 	for _, name := range []string{".", "..", "../x", "/etc"} {
 		if err := d.RemoveAll(name); err == nil {
 			t.Errorf("RemoveAll(%q) was accepted", name)
+		}
+	}
+}
+
+// A job cannot make a checkpoint complete with a link or a fifo in place of
+// its data, its marker or its trainer state, nor hold the server with a
+// fifo anywhere in its checkpoints: each is looked at, never waited on.
+func TestCheckpointTraps(t *testing.T) {
+	out := t.TempDir()
+	elsewhere := t.TempDir()
+	secret := filepath.Join(elsewhere, "secret")
+	write(t, secret, "secret")
+	stolen := filepath.Join(elsewhere, "whole.ckpt")
+	write(t, stolen, string(torchSave(t)))
+	ck := filepath.Join(out, CheckpointsDir)
+	p := func(name string) string { return filepath.Join(ck, filepath.FromSlash(name)) }
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, p(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := func(name string) {
+		t.Helper()
+		if err := syscall.Mkfifo(p(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Files whose marker is no regular file of their own.
+	write(t, p("linked.bin"), "l")
+	link(secret, "linked.bin.complete")
+	write(t, p("dangling.bin"), "d")
+	link(filepath.Join(elsewhere, "created"), "dangling.bin.complete")
+	write(t, p("piped.bin"), "p")
+	fifo("piped.bin.complete")
+	// Data that is no regular file: a zip elsewhere, a fifo with a marker.
+	link(stolen, "stolen.ckpt")
+	link("../../"+filepath.Base(out)+"/checkpoints/own.ckpt", "alias.ckpt")
+	write(t, p("own.ckpt"), string(torchSave(t)))
+	fifo("pipe.pt")
+	write(t, p("pipe.pt.complete"), "")
+	// Directories whose marker or trainer state is no regular file.
+	write(t, p("checkpoint-5/w"), "5")
+	link(secret, "checkpoint-5/trainer_state.json")
+	write(t, p("checkpoint-6/w"), "6")
+	fifo("checkpoint-6/trainer_state.json")
+	write(t, p("dir-fifo/w"), "f")
+	fifo("dir-fifo/.complete")
+	// A complete directory with a fifo and a link among its files.
+	write(t, p("mixed/w"), "m")
+	write(t, p("mixed/.complete"), "")
+	fifo("mixed/pipe")
+	link(secret, "mixed/leak")
+
+	d := open(t, out)
+	var found []Found
+	within(t, "Checkpoints", func() {
+		var err error
+		if found, err = d.Checkpoints(); err != nil {
+			t.Error(err)
+		}
+	})
+	var got []string
+	for _, f := range found {
+		got = append(got, fmt.Sprintf("%s:%v", f.Name, f.Complete))
+		if !f.Complete && f.Why == "" {
+			t.Errorf("%s: not complete and no reason", f.Name)
+		}
+	}
+	slices.Sort(got)
+	if want := "[checkpoint-5:false checkpoint-6:false dangling.bin:false dir-fifo:false linked.bin:false mixed:true own.ckpt:true piped.bin:false]"; fmt.Sprint(got) != want {
+		t.Fatalf("checkpoints = %v, want %s: no link, no fifo counts", got, want)
+	}
+	for _, f := range found {
+		if f.Name == "linked.bin" && !strings.Contains(f.Why, "symbolic link") {
+			t.Errorf("why linked.bin: %q, want it to name the link", f.Why)
+		}
+	}
+
+	for name, want := range map[string]error{"linked.bin": ErrIncomplete, "piped.bin": ErrIncomplete, "checkpoint-5": ErrIncomplete,
+		"checkpoint-6": ErrIncomplete, "dir-fifo": ErrIncomplete, "stolen.ckpt": ErrNotRegular, "alias.ckpt": ErrNotRegular, "pipe.pt": ErrNotRegular} {
+		within(t, "Digest "+name, func() {
+			if c, err := d.Digest(name); !errors.Is(err, want) {
+				t.Errorf("Digest(%s) = %+v, %v; want an error matching %v", name, c, err, want)
+			}
+		})
+	}
+	within(t, "Digest mixed", func() {
+		c, err := d.Digest("mixed")
+		if want := sum(sum("m") + "  1  w\n"); err != nil || c.SHA256 != want || c.Files != 2 {
+			t.Errorf("Digest(mixed) = %+v, %v; want %s of its one data file (no fifo, no link)", c, err, want)
+		}
+	})
+
+	for _, name := range []string{"linked.bin", "dangling.bin", "piped.bin", "stolen.ckpt", "pipe.pt"} {
+		within(t, "MarkComplete "+name, func() {
+			if err := d.MarkComplete(name); err == nil {
+				t.Errorf("MarkComplete(%s) succeeded", name)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "secret" {
+		t.Errorf("the file a marker links to holds %q", b)
+	}
+	for _, f := range []string{filepath.Join(elsewhere, "created"), stolen + domain.CheckpointMarker} {
+		if _, err := os.Lstat(f); err == nil {
+			t.Errorf("%s was created through a link", f)
 		}
 	}
 }

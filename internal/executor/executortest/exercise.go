@@ -529,6 +529,11 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		}
 	})
 
+	t.Run("Checkpoints", func(t *testing.T) {
+		t.Parallel()
+		exerciseCheckpoints(t, newExec)
+	})
+
 	t.Run("Release", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))
@@ -742,12 +747,12 @@ func checkCheckpoints(t *testing.T, o executor.Outputs, want map[string]executor
 		t.Fatalf("Checkpoints: %v", err)
 	}
 	if len(cs) != len(want) {
-		t.Errorf("Checkpoints = %+v, want %d: %+v (no .tmp, no link)", cs, len(want), want)
+		t.Errorf("Checkpoints = %+v, want %d: %+v (no .tmp, no marker, no link)", cs, len(want), want)
 	}
 	for i, c := range cs {
 		w, ok := want[c.Name]
-		if !ok || c.Complete != w.Complete || c.Size != w.Size || c.Files != w.Files || c.Location == "" || c.ModTime.IsZero() {
-			t.Errorf("checkpoint %+v, want %+v with a location and a time", c, w)
+		if !ok || c.Complete != w.Complete || c.Size != w.Size || c.Files != w.Files || c.Location == "" || c.ModTime.IsZero() || c.Complete != (c.Why == "") {
+			t.Errorf("checkpoint %+v, want %+v with a location and a time, and a reason why when not complete", c, w)
 		}
 		if i > 0 && c.ModTime.Before(cs[i-1].ModTime) {
 			t.Errorf("checkpoints out of order: %s (%s) after %s (%s)", c.Name, c.ModTime, cs[i-1].Name, cs[i-1].ModTime)

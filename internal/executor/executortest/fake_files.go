@@ -1,15 +1,18 @@
 package executortest
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -261,55 +264,114 @@ func (o *fakeOutputs) Manifest(ctx context.Context, skip ...string) ([]domain.Ar
 	return out, nil
 }
 
+// listedCheckpoint reports whether name, an entry directly below the
+// checkpoint directory, is listed at all (not hidden, not ending in .tmp,
+// no NAME.complete marker).
+func listedCheckpoint(name string) bool {
+	return name != "" && !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, ".tmp") &&
+		!strings.HasSuffix(name, domain.CheckpointMarker) && !strings.Contains(name, "/")
+}
+
+// hfCheckpoint matches the names of Hugging Face Trainer checkpoint
+// directories.
+var hfCheckpoint = regexp.MustCompile(`^checkpoint-[0-9]+$`)
+
+// wholeZip reports whether data is one whole zip archive (its central
+// directory reads), and whether it starts as one does.
+func wholeZip(data []byte) (whole, looksZip bool) {
+	if _, err := zip.NewReader(bytes.NewReader(data), int64(len(data))); err == nil || errors.Is(err, zip.ErrInsecurePath) {
+		return true, true
+	}
+	return false, bytes.HasPrefix(data, []byte("PK\x03\x04"))
+}
+
+// judge returns the checkpoint name below the checkpoint directory root
+// by the rules of domain.CheckpointMarker, with the names of its regular
+// files in lexical order; ok is false when there is none to list (gone, a
+// link). f.mu is held.
+func (o *fakeOutputs) judge(root, name string) (c executor.Checkpoint, files []string, ok bool) {
+	abs := path.Join(root, name)
+	c = executor.Checkpoint{Name: name, Location: abs}
+	marker := domain.CheckpointMarker
+	if ff := o.f.files[abs]; ff != nil {
+		if ff.link != "" {
+			return c, nil, false
+		}
+		c.Size, c.Files, c.ModTime = int64(len(ff.data)), 1, ff.modTime
+		m := o.f.files[abs+marker]
+		whole, looksZip := wholeZip(ff.data)
+		base := name + marker
+		switch {
+		case m != nil && m.link == "":
+			c.Complete, c.ModTime = true, m.modTime
+		case whole:
+			c.Complete = true
+		case m != nil:
+			c.Why = fmt.Sprintf("%s is a symbolic link, not a regular file: remove it, then write %s after the file", base, base)
+		case looksZip:
+			c.Why = fmt.Sprintf("not a whole zip archive (a save cut short?) and no marker: write %s after the file, or save it with trainyard.save_checkpoint", base)
+		default:
+			c.Why = fmt.Sprintf("no marker: write %s after the file, or save it with trainyard.save_checkpoint", base)
+		}
+		return c, []string{abs}, true
+	}
+	below := o.entries(abs)
+	if len(below) == 0 {
+		return c, nil, false
+	}
+	for n, ff := range below {
+		if ff.link != "" {
+			continue
+		}
+		files = append(files, n)
+		c.Size += int64(len(ff.data))
+		c.Files++
+		if ff.modTime.After(c.ModTime) {
+			c.ModTime = ff.modTime
+		}
+	}
+	slices.Sort(files)
+	hf := hfCheckpoint.MatchString(name)
+	m, state := o.f.files[abs+"/"+marker], o.f.files[abs+"/"+domain.HFTrainerState]
+	switch {
+	case m != nil && m.link == "":
+		c.Complete, c.ModTime = true, m.modTime
+	case hf && state != nil && state.link == "":
+		c.Complete, c.ModTime = true, state.modTime
+	case m != nil:
+		c.Why = fmt.Sprintf("%s inside is a symbolic link, not a regular file: remove it, then write it after the data, or call checkpoint_done", marker)
+	case hf && state != nil:
+		c.Why = fmt.Sprintf("%s inside is a symbolic link, not a regular file, and there is no %s marker: write %s after the data, or call checkpoint_done", domain.HFTrainerState, marker, marker)
+	case hf:
+		c.Why = fmt.Sprintf("no %s inside (the Trainer writes it last), nor a %s marker: write %s after the data, or call checkpoint_done", domain.HFTrainerState, marker, marker)
+	default:
+		c.Why = fmt.Sprintf("no %s marker inside: write it after the data, or call checkpoint_done", marker)
+	}
+	return c, files, true
+}
+
 func (o *fakeOutputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, error) {
 	o.f.mu.Lock()
 	defer o.f.mu.Unlock()
 	root := path.Join(o.dir, executor.CheckpointsDir)
-	type found struct {
-		executor.Checkpoint
-		link   bool      // a link in place of the checkpoint: left out
-		latest time.Time // of its files
+	if o.f.files[root] != nil { // a file or a link in place of the directory
+		return nil, nil
 	}
-	byName := map[string]*found{}
-	for n, ff := range o.entries(root) {
-		rest, ok := strings.CutPrefix(n, root+"/")
-		if !ok {
-			continue
-		}
-		name, inside, isDir := strings.Cut(rest, "/")
-		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
-			continue
-		}
-		c := byName[name]
-		if c == nil {
-			c = &found{Checkpoint: executor.Checkpoint{Name: name, Location: path.Join(root, name)}}
-			byName[name] = c
-		}
-		switch {
-		case !isDir && ff.link != "":
-			c.link = true
-		case !isDir:
-			c.Complete, c.Size, c.Files, c.ModTime = true, int64(len(ff.data)), 1, ff.modTime
-		case ff.link == "":
-			c.Size += int64(len(ff.data))
-			c.Files++
-			if ff.modTime.After(c.latest) {
-				c.latest = ff.modTime
-			}
-			if inside == domain.CheckpointMarker {
-				c.Complete, c.ModTime = true, ff.modTime
-			}
+	names := map[string]bool{}
+	for n := range o.entries(root) {
+		if rest, ok := strings.CutPrefix(n, root+"/"); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			names[name] = true
 		}
 	}
 	var out []executor.Checkpoint
-	for _, c := range byName {
-		if c.link {
+	for name := range names {
+		if !listedCheckpoint(name) {
 			continue
 		}
-		if c.ModTime.IsZero() {
-			c.ModTime = c.latest
+		if c, _, ok := o.judge(root, name); ok {
+			out = append(out, c)
 		}
-		out = append(out, c.Checkpoint)
 	}
 	slices.SortFunc(out, func(a, b executor.Checkpoint) int {
 		if c := a.ModTime.Compare(b.ModTime); c != 0 {
@@ -318,6 +380,42 @@ func (o *fakeOutputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, e
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out, nil
+}
+
+func (o *fakeOutputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
+	if !listedCheckpoint(name) {
+		return executor.Checkpoint{}, fmt.Errorf("%q is not a checkpoint name", name)
+	}
+	o.f.mu.Lock()
+	defer o.f.mu.Unlock()
+	root := path.Join(o.dir, executor.CheckpointsDir)
+	abs := path.Join(root, name)
+	c, files, ok := o.judge(root, name)
+	switch {
+	case !ok && o.f.files[abs] != nil:
+		return executor.Checkpoint{}, &fs.PathError{Op: "digest", Path: o.rel(abs), Err: executor.ErrNotRegular}
+	case !ok:
+		return executor.Checkpoint{}, &fs.PathError{Op: "digest", Path: o.rel(abs), Err: fs.ErrNotExist}
+	case !c.Complete:
+		return executor.Checkpoint{}, fmt.Errorf("checkpoint %s: %w: %s", name, executor.ErrIncomplete, c.Why)
+	}
+	if len(files) == 1 && files[0] == abs {
+		sum := sha256.Sum256(o.f.files[abs].data)
+		c.SHA256 = hex.EncodeToString(sum[:])
+		return c, nil
+	}
+	h := sha256.New()
+	for _, n := range files {
+		sub := strings.TrimPrefix(n, abs+"/")
+		if sub == domain.CheckpointMarker {
+			continue
+		}
+		data := o.f.files[n].data
+		sum := sha256.Sum256(data)
+		fmt.Fprintf(h, "%s  %d  %s\n", hex.EncodeToString(sum[:]), len(data), sub)
+	}
+	c.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return c, nil
 }
 
 // open returns the regular file name; f.mu is held.
@@ -375,16 +473,23 @@ func (o *fakeOutputs) Walk(ctx context.Context, rel string, fn func(executor.Out
 }
 
 func (o *fakeOutputs) MarkComplete(ctx context.Context, name string) error {
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+	if !listedCheckpoint(name) {
 		return fmt.Errorf("%q is not a checkpoint name", name)
 	}
-	dir := path.Join(o.dir, executor.CheckpointsDir, name)
+	abs := path.Join(o.dir, executor.CheckpointsDir, name)
 	o.f.mu.Lock()
 	defer o.f.mu.Unlock()
-	if o.f.files[dir] != nil || len(o.entries(dir)) == 0 {
-		return fmt.Errorf("%s is not a directory", dir)
+	var marker string
+	switch ff := o.f.files[abs]; {
+	case ff != nil && ff.link != "":
+		return fmt.Errorf("%s is a symbolic link, not a regular file or a directory", abs)
+	case ff != nil:
+		marker = abs + domain.CheckpointMarker
+	case len(o.entries(abs)) > 0:
+		marker = path.Join(abs, domain.CheckpointMarker)
+	default:
+		return fmt.Errorf("mark %s complete: %w", abs, fs.ErrNotExist)
 	}
-	marker := path.Join(dir, domain.CheckpointMarker)
 	if m := o.f.files[marker]; m != nil {
 		if m.link != "" {
 			return fmt.Errorf("%s is a symbolic link, not a regular file", marker)
@@ -449,8 +554,4 @@ func (f *Fake) LogsExpired(ctx context.Context, jobID int64) (executor.LogExpiry
 	defer f.mu.Unlock()
 	e, ok := f.expired[jobID]
 	return e, ok
-}
-
-func (o *fakeOutputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
-	return executor.Checkpoint{}, fmt.Errorf("digest: not implemented yet")
 }

@@ -68,6 +68,14 @@ func (f *Fake) run(l executor.Launch, p Program) {
 			if out, ok := getenv(l.Env, "TRAINYARD_OUTPUT_DIR"); ok {
 				f.writeFile(path.Join(out, s.File.Path), s.File.Data, s.File.Append)
 			}
+		case s.Checkpoint != nil && s.Checkpoint.File:
+			if dir, ok := getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR"); ok {
+				name := path.Join(dir, s.Checkpoint.Name)
+				f.writeFile(name, string(s.Checkpoint.Data), false)
+				if s.Checkpoint.Complete {
+					f.writeFile(name+domain.CheckpointMarker, "", false)
+				}
+			}
 		case s.Checkpoint != nil:
 			if dir, ok := getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR"); ok {
 				dir = path.Join(dir, s.Checkpoint.Name)

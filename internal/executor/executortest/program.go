@@ -3,7 +3,9 @@ package executortest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,8 +41,8 @@ type Step struct {
 	// File writes (or, with Append, appends) Data to the outputs' file
 	// Path, making its directories.
 	File *FileStep `json:"file,omitempty"`
-	// Checkpoint writes a checkpoint directory below the checkpoint
-	// directory.
+	// Checkpoint writes a checkpoint (a directory, or one file) below the
+	// checkpoint directory.
 	Checkpoint *CheckpointStep `json:"checkpoint,omitempty"`
 	// Link plants a symbolic link at the outputs' path Link[0] pointing
 	// to Link[1] (a hostile job).
@@ -75,11 +77,16 @@ type FileStep struct {
 	Append bool   `json:"append,omitempty"`
 }
 
-// CheckpointStep writes checkpoint Name with Files (name → content);
-// Complete writes its domain.CheckpointMarker.
+// CheckpointStep writes checkpoint Name: a directory with Files (name,
+// slash-separated below it → content), or, with File, the one file Name
+// holding Data (any bytes). Complete then marks it complete: it writes
+// the directory's domain.CheckpointMarker, or the marker
+// Name+domain.CheckpointMarker beside the file.
 type CheckpointStep struct {
 	Name     string            `json:"name"`
 	Files    map[string]string `json:"files,omitempty"`
+	File     bool              `json:"file,omitempty"`
+	Data     []byte            `json:"data,omitempty"`
 	Complete bool              `json:"complete,omitempty"`
 }
 
@@ -142,11 +149,20 @@ func (p Program) script() string {
 				op = ">>"
 			}
 			line(`mkdir -p "$out"/%s && printf '%%s' %s %s %s`, quote(path.Dir(s.File.Path)), quote(s.File.Data), op, dst)
+		case s.Checkpoint != nil && s.Checkpoint.File:
+			dst := `"$ckpt"/` + quote(s.Checkpoint.Name)
+			line(`mkdir -p "$ckpt" && printf '%s' > %s`, octal(s.Checkpoint.Data), dst)
+			if s.Checkpoint.Complete {
+				line(`: > "$ckpt"/%s`, quote(s.Checkpoint.Name+domain.CheckpointMarker))
+			}
 		case s.Checkpoint != nil:
 			dir := `"$ckpt"/` + quote(s.Checkpoint.Name)
 			line(`mkdir -p %s`, dir)
-			for name, data := range s.Checkpoint.Files {
-				line(`printf '%%s' %s > %s/%s`, quote(data), dir, quote(name))
+			for _, name := range slices.Sorted(maps.Keys(s.Checkpoint.Files)) {
+				if sub := path.Dir(name); sub != "." {
+					line(`mkdir -p %s/%s`, dir, quote(sub))
+				}
+				line(`printf '%%s' %s > %s/%s`, quote(s.Checkpoint.Files[name]), dir, quote(name))
 			}
 			if s.Checkpoint.Complete {
 				line(`: > %s/%s`, dir, quote(domain.CheckpointMarker))
@@ -180,6 +196,16 @@ func (p Program) script() string {
 	}
 	line(`exit %d`, p.Exit)
 	return b.String()
+}
+
+// octal writes b as a printf format of octal escapes: any bytes, NUL
+// included, through the shell's printf builtin.
+func octal(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&s, `\%03o`, c)
+	}
+	return s.String()
 }
 
 // progressLine is the stdout line that reports step.

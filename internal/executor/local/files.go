@@ -261,9 +261,24 @@ func (o *outputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, error
 	}
 	out := make([]executor.Checkpoint, 0, len(found))
 	for _, f := range found {
-		out = append(out, executor.Checkpoint{Name: f.Name, Location: f.Path, Complete: f.Complete, Size: f.Size, Files: f.Files, ModTime: f.ModTime})
+		out = append(out, checkpoint(f))
 	}
 	return out, nil
+}
+
+// checkpoint maps an artifacts.Found to an executor.Checkpoint.
+func checkpoint(f artifacts.Found) executor.Checkpoint {
+	return executor.Checkpoint{Name: f.Name, Location: f.Path, Complete: f.Complete, Why: f.Why,
+		Size: f.Size, Files: f.Files, ModTime: f.ModTime, SHA256: f.SHA256}
+}
+
+// checkpointName checks that name is a single name, as a checkpoint
+// directly below executor.CheckpointsDir has.
+func checkpointName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("%q is not a checkpoint name (a file or directory directly below %s)", name, executor.CheckpointsDir)
+	}
+	return nil
 }
 
 func (o *outputs) Open(ctx context.Context, rel string) (executor.OutputFile, error) {
@@ -303,10 +318,27 @@ func (o *outputs) MarkComplete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return fmt.Errorf("%q is not a checkpoint name (a directory directly below %s)", name, executor.CheckpointsDir)
+	if err := checkpointName(name); err != nil {
+		return err
 	}
 	return o.d.MarkComplete(name)
+}
+
+func (o *outputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return executor.Checkpoint{}, err
+	}
+	if err := checkpointName(name); err != nil {
+		return executor.Checkpoint{}, err
+	}
+	f, err := o.d.Digest(name)
+	if err != nil {
+		if errors.Is(err, artifacts.ErrIncomplete) && !errors.Is(err, executor.ErrIncomplete) {
+			err = fmt.Errorf("%w (%w)", err, executor.ErrIncomplete)
+		}
+		return executor.Checkpoint{}, notRegular(err)
+	}
+	return checkpoint(f), nil
 }
 
 func (o *outputs) MakeReadOnly(ctx context.Context) error {
@@ -531,8 +563,4 @@ func (e *Executor) LogsExpired(ctx context.Context, jobID int64) (executor.LogEx
 	}
 	x, ok := l.Expired(jobID)
 	return executor.LogExpiry{DeletedAt: x.DeletedAt, Retention: x.Retention}, ok
-}
-
-func (o *outputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
-	return executor.Checkpoint{}, fmt.Errorf("digest: not implemented yet")
 }
