@@ -16,6 +16,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
@@ -54,7 +55,7 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 		return []executor.Event{{Kind: executor.Started, PID: 1}, exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
 	}}
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logs: layout,
+	ctl := control.New(control.Config{Store: st, Executor: onDisk{ex, local.NewReader(layout.Root)}, Clock: clock.Real{}, Logs: layout,
 		BaseEnv: []string{"PATH=/usr/bin:/bin"}, Blobs: bs, CopyCheckpoints: true})
 	inputs, err := service.DataRoots{Default: []string{filepath.Join(dir, "datasets")}}.Resolve(filepath.Join(dir, "data"))
 	if err != nil {

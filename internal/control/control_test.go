@@ -15,6 +15,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/scheduler"
 	"trainyard/internal/service"
@@ -78,9 +79,21 @@ func newTunedRig(t *testing.T, ex *executortest.Fake, tune func(*control.Config)
 	return r
 }
 
+// onDisk is the rig's executor: the Fake runs the attempts, whose scripts
+// write the jobs' outputs to disk as real jobs do, and those are read as
+// the local executor reads them.
+type onDisk struct {
+	*executortest.Fake
+	disk executor.Files
+}
+
+func (o onDisk) Outputs(ctx context.Context, dir string) (executor.Outputs, error) {
+	return o.disk.Outputs(ctx, dir)
+}
+
 // start runs a fresh controller over the rig's store and executor.
 func (r *rig) start() {
-	cfg := control.Config{Store: r.st, Executor: r.ex, Clock: clock.Real{},
+	cfg := control.Config{Store: r.st, Executor: onDisk{r.ex, local.NewReader(filepath.Join(r.dir, "runs"))}, Clock: clock.Real{},
 		Logs: logs.Layout{Root: filepath.Join(r.dir, "runs")}, RetryBackoff: time.Millisecond, Grace: time.Second,
 		BaseEnv: []string{"PATH=/usr/bin:/bin"}, CheckPass: checkPass(r.t)}
 	if r.tune != nil {
@@ -187,14 +200,20 @@ func TestJobRunsToSuccessWithItsEnvironment(t *testing.T) {
 	}
 	env := strings.Join(l.Env, "\n")
 	for _, want := range []string{"PATH=/usr/bin:/bin", "NCCL_DEBUG=WARN", "TRAINYARD_PARAM_LR=0.1", "TRAINYARD_JOB_ID=1",
-		"TRAINYARD_ATTEMPT=1", "TRAINYARD_OUTPUT_DIR=" + j.OutputDir, "TRAINYARD_RESUME_FROM="} {
+		"TRAINYARD_ATTEMPT=1", "TRAINYARD_OUTPUT_DIR=" + j.OutputDir} {
 		if !strings.Contains(env, want) {
 			t.Errorf("environment lacks %s:\n%s", want, env)
 		}
 	}
-	// The device and rank environment is the executor's to set.
-	if strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
-		t.Errorf("control set CUDA_VISIBLE_DEVICES itself:\n%s", env)
+	// The device and rank environment is the executor's to set, and so is
+	// the checkpoint to resume from (from Resume, which the executor checks).
+	for _, own := range []string{"CUDA_VISIBLE_DEVICES", "TRAINYARD_RESUME_FROM"} {
+		if strings.Contains(env, own) {
+			t.Errorf("control set %s itself:\n%s", own, env)
+		}
+	}
+	if l.CheckpointDir != filepath.Join(j.OutputDir, "checkpoints") || len(l.Resume) != 0 {
+		t.Errorf("launch checkpoint dir %q, resume %v; want the job's checkpoints and nothing to resume", l.CheckpointDir, l.Resume)
 	}
 	if len(l.Placement.Nodes) != 1 || l.Placement.Nodes[0].Name != "fake" || !slices.Equal(l.Placement.GPUs(0), []int{0, 1}) {
 		t.Errorf("placement = %+v, want node fake with GPUs 0,1", l.Placement)
