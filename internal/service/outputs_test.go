@@ -25,12 +25,6 @@ import (
 	"trainyard/internal/store/sqlite"
 )
 
-// digestPending reports whether err is the Outputs.Digest stub's, which
-// the executors replace with the real digest (see executor.Outputs.Digest).
-func digestPending(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "digest: not implemented yet")
-}
-
 // fileSum is the SHA-256 of data, hex.
 func fileSum(data string) string {
 	s := sha256.Sum256([]byte(data))
@@ -167,15 +161,13 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 	} else {
 		m.Close()
 	}
+	// Size and Files count the marker, as listings do; the digest leaves
+	// it out.
 	switch {
-	case digestPending(err):
-		// TODO(Digest): the Fake's Outputs.Digest is still a stub; once it
-		// digests, the record below is checked.
-		t.Logf("the record of step-2 is not checked: Outputs.Digest is not implemented yet (%v)", err)
 	case err != nil:
 		t.Errorf("complete step-2: %v", err)
-	case rec.Size != 3 || rec.Files != 1 || rec.SHA256 != dirDigest(map[string]string{"w": "two"}):
-		t.Errorf("step-2 recorded as %+v; want 3 bytes, 1 file, its digest", rec)
+	case rec.Size != 3 || rec.Files != 2 || rec.SHA256 != dirDigest(map[string]string{"w": "two"}):
+		t.Errorf("step-2 recorded as %+v; want 3 bytes, 2 files (its data and marker), its digest", rec)
 	}
 
 	// gc removes a report and a checkpoint through the executor.
@@ -252,38 +244,23 @@ func TestCompleteCheckpoint(t *testing.T) {
 		if fi, err := os.Lstat(filepath.Join(ckpts, "step-1", domain.CheckpointMarker)); err != nil || !fi.Mode().IsRegular() {
 			t.Fatalf("no marker in step-1: %v", err)
 		}
-		if digestPending(err) {
-			// TODO(Digest): the local executor's Outputs.Digest is still a
-			// stub; once it digests, the record is checked.
-			t.Skipf("the record is not checked: Outputs.Digest is not implemented yet (%v)", err)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := domain.CheckpointRecord{JobID: id, Attempt: 1, Name: "step-1", Path: filepath.Join(ckpts, "step-1"), Size: 11, Files: 2,
+		want := domain.CheckpointRecord{JobID: id, Attempt: 1, Name: "step-1", Path: filepath.Join(ckpts, "step-1"), Size: 11, Files: 3,
 			SHA256: dirDigest(map[string]string{"model": "weights", "opt/state": "adam"}), At: rec.At}
 		if rec != want {
 			t.Errorf("recorded %+v, want %+v", rec, want)
 		}
 		cs, err := e.svc.Checkpoints(ctx, admin, id)
-		if err != nil || len(cs) != 1 || cs[0].Name != "step-1" || cs[0].Size != 11 || cs[0].Files != 2 {
+		if err != nil || len(cs) != 1 || cs[0].Name != "step-1" || cs[0].Size != 11 || cs[0].Files != 3 {
 			t.Errorf("checkpoints = %+v, %v", cs, err)
 		}
 	})
 	t.Run("file", func(t *testing.T) {
 		rec, err := e.svc.CompleteCheckpoint(ctx, admin, id, 1, "last.pt")
-		if err != nil && strings.Contains(err.Error(), "is not a directory") {
-			// TODO(MarkComplete of a file): the local executor's
-			// Outputs.MarkComplete marks directories only so far; the
-			// contract has it write NAME.complete beside a file.
-			t.Skipf("the local executor cannot mark a file complete yet: %v", err)
-		}
 		if fi, err := os.Lstat(filepath.Join(ckpts, "last.pt"+domain.CheckpointMarker)); err != nil || !fi.Mode().IsRegular() {
 			t.Fatalf("no marker beside last.pt: %v", err)
-		}
-		if digestPending(err) {
-			// TODO(Digest): as above.
-			t.Skipf("the record is not checked: Outputs.Digest is not implemented yet (%v)", err)
 		}
 		if err != nil {
 			t.Fatal(err)
