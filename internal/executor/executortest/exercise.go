@@ -534,6 +534,11 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		exerciseCheckpoints(t, newExec)
 	})
 
+	t.Run("CheckpointEvents", func(t *testing.T) {
+		t.Parallel()
+		exerciseCheckpointEvents(t, newExec)
+	})
+
 	t.Run("Release", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +149,88 @@ func exerciseCheckpoints(t *testing.T, newExec func(t *testing.T) executor.Execu
 	}
 	if b := ReadOutput(t, o, executor.CheckpointsDir+"/model.bin"); b != "weights" {
 		t.Errorf("model.bin holds %q after MarkComplete", b)
+	}
+}
+
+// exerciseCheckpointEvents checks the in-job agent's part: every
+// checkpoint an attempt completes is reported, with its digest, before
+// its Exited event (and nothing else in the checkpoint directory is), and
+// a later attempt is handed the first checkpoint of Launch.Resume whose
+// digest still matches, skipping (and saying why) those that do not.
+func exerciseCheckpointEvents(t *testing.T, newExec func(t *testing.T) executor.Executor) {
+	ctx := context.Background()
+	h := NewHarness(t, newExec(t))
+	l1 := h.Run(t, Program{Steps: []Step{
+		{Checkpoint: &CheckpointStep{Name: "step-1", Files: map[string]string{"w": "1", "opt/s": "adam"}, Complete: true}},
+		{Checkpoint: &CheckpointStep{Name: "step-2.pt", File: true, Data: TorchSave()}},
+		{Checkpoint: &CheckpointStep{Name: "notes.txt", File: true, Data: []byte("not a checkpoint")}},
+		{Checkpoint: &CheckpointStep{Name: "step-3.pt", File: true, Data: TorchSave()[:40]}}, // cut short
+	}}, nil)
+	h.Wait(t, l1.Ref, executor.Exited)
+	o := h.Outputs(t, l1)
+	got := map[string]string{}
+	ended := false
+	for _, ev := range h.Events(l1.Ref) {
+		switch ev.Kind {
+		case executor.Exited:
+			ended = true
+		case executor.Checkpointed:
+			if ended {
+				t.Errorf("Checkpointed %s after Exited", ev.Checkpoint.Name)
+			}
+			if ev.Checkpoint == nil || !ev.Checkpoint.Complete {
+				t.Fatalf("Checkpointed event without a complete checkpoint: %+v", ev)
+			}
+			got[ev.Checkpoint.Name] = ev.Checkpoint.SHA256
+		}
+	}
+	want := map[string]string{}
+	for _, name := range []string{"step-1", "step-2.pt"} {
+		d, err := o.Digest(ctx, name)
+		if err != nil {
+			t.Fatalf("Digest(%s): %v", name, err)
+		}
+		want[name] = d.SHA256
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Checkpointed %v, want %v (complete ones only, with their digests)", got, want)
+	}
+
+	// Attempt 2 of the same job: the newest is changed since it was
+	// registered (its digest does not match), one is gone; step-1 is
+	// handed over.
+	ckpt, _ := getenv(l1.Env, "TRAINYARD_CHECKPOINT_DIR")
+	out, _ := getenv(l1.Env, "TRAINYARD_OUTPUT_DIR")
+	l2 := h.Run(t, Program{Steps: []Step{{PrintEnv: true}}}, func(l *executor.Launch) {
+		l.Ref = executor.Ref{JobID: l1.JobID, Attempt: 2}
+		l.Env = append(l.Env, "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+ckpt)
+		l.Writable = []string{out, ckpt}
+		l.CheckpointDir = ckpt
+		l.Resume = []executor.ResumeFrom{{Name: "step-2.pt", SHA256: strings.Repeat("0", 64)}, {Name: "gone"}, {Name: "step-1", SHA256: want["step-1"]}}
+	})
+	started := h.Wait(t, l2.Ref, executor.Started)
+	if started.Resumed != "step-1" || !strings.Contains(started.ResumeNote, "step-2.pt") || !strings.Contains(started.ResumeNote, "gone") {
+		t.Errorf("Started: Resumed %q, ResumeNote %q; want step-1, naming step-2.pt and gone as skipped", started.Resumed, started.ResumeNote)
+	}
+	h.Wait(t, l2.Ref, executor.Exited)
+	lines := h.LogLines(t, l2.Ref, executor.LogQuery{})
+	if wantEnv := "TRAINYARD_RESUME_FROM=" + ckpt + "/step-1"; !slices.Contains(lines, wantEnv) {
+		t.Errorf("attempt 2's environment lacks %s:\n%s", wantEnv, strings.Join(lines, "\n"))
+	}
+
+	// Nothing intact to resume from: the variable is empty.
+	l3 := h.Run(t, Program{Steps: []Step{{PrintEnv: true}}}, func(l *executor.Launch) {
+		l.Ref = executor.Ref{JobID: l1.JobID, Attempt: 3}
+		l.Env = append(l.Env, "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+ckpt, "TRAINYARD_RESUME_FROM=stale")
+		l.Writable = []string{out, ckpt}
+		l.CheckpointDir = ckpt
+		l.Resume = []executor.ResumeFrom{{Name: "step-3.pt"}}
+	})
+	if s := h.Wait(t, l3.Ref, executor.Started); s.Resumed != "" || !strings.Contains(s.ResumeNote, "step-3.pt") {
+		t.Errorf("Started: Resumed %q, ResumeNote %q; want none, naming the cut-short step-3.pt", s.Resumed, s.ResumeNote)
+	}
+	h.Wait(t, l3.Ref, executor.Exited)
+	if lines := h.LogLines(t, l3.Ref, executor.LogQuery{}); !slices.Contains(lines, "TRAINYARD_RESUME_FROM=") {
+		t.Errorf("attempt 3 was handed something to resume from:\n%s", strings.Join(lines, "\n"))
 	}
 }

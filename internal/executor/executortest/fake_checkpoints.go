@@ -22,6 +22,9 @@ import (
 // resume returns l with TRAINYARD_RESUME_FROM set from l.Resume, and the
 // name handed over and why others were skipped.
 func (f *Fake) resume(l executor.Launch) (executor.Launch, string, string) {
+	if l.CheckpointDir == "" {
+		l.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
+	}
 	if len(l.Resume) == 0 || l.CheckpointDir == "" {
 		return l, "", ""
 	}

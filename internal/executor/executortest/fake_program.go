@@ -75,6 +75,7 @@ func (f *Fake) run(l executor.Launch, p Program) {
 				if s.Checkpoint.Complete {
 					f.writeFile(name+domain.CheckpointMarker, "", false)
 				}
+				f.checkpointed(l, s.Checkpoint.Name) // when complete by any rule
 			}
 		case s.Checkpoint != nil:
 			if dir, ok := getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR"); ok {
@@ -84,8 +85,8 @@ func (f *Fake) run(l executor.Launch, p Program) {
 				}
 				if s.Checkpoint.Complete {
 					f.writeFile(path.Join(dir, domain.CheckpointMarker), "", false)
-					f.checkpointed(l, s.Checkpoint.Name)
 				}
+				f.checkpointed(l, s.Checkpoint.Name) // when complete by any rule
 			}
 		case len(s.Link) == 2:
 			if out, ok := getenv(l.Env, "TRAINYARD_OUTPUT_DIR"); ok {

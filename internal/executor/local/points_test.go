@@ -56,7 +56,9 @@ func TestReadPoints(t *testing.T) {
 	}
 	// Within one report the order of keys is not kept (a report the fast
 	// scanner cannot read is decoded into a map): compare by step and key.
-	byStepKey := func(a, b domain.MetricPoint) int { return cmp.Or(cmp.Compare(a.Step, b.Step), strings.Compare(a.Key, b.Key)) }
+	byStepKey := func(a, b domain.MetricPoint) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), strings.Compare(a.Key, b.Key))
+	}
 	slices.SortStableFunc(points, byStepKey)
 	slices.SortStableFunc(want, byStepKey)
 	for i, p := range want {
