@@ -54,7 +54,8 @@ func lineageDTO(l domain.Lineage) apitypes.Lineage {
 }
 
 func checkpointDTO(c domain.CheckpointRecord) apitypes.Checkpoint {
-	return apitypes.Checkpoint{Name: c.Name, Attempt: c.Attempt, Path: c.Path, Size: c.Size, Files: c.Files, At: c.At}
+	return apitypes.Checkpoint{Name: c.Name, Attempt: c.Attempt, Path: c.Path, Size: c.Size, Files: c.Files, At: c.At,
+		SHA256: c.SHA256, ResumedBy: c.ResumedBy, SetAside: c.Suspect}
 }
 
 // manifest serves GET /api/v1/jobs/{id}/artifacts[?attempt=N].

@@ -318,11 +318,17 @@ func (a *app) checkpointsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoints",
 		Short: "List jobs' checkpoints and the space they take",
-		Long: `A checkpoint is a directory under $TRAINYARD_CHECKPOINT_DIR made complete by
-a .complete marker file (or the API call the SDK makes), or a single file
-written whole. The server registers complete checkpoints, keeps the newest
-checkpoint.keep of them (default 3), and hands the newest to the next
-attempt as $TRAINYARD_RESUME_FROM.`,
+		Long: `A checkpoint is an entry of $TRAINYARD_CHECKPOINT_DIR the job made complete: a
+directory holding a .complete marker (or marked by the API call the SDK's
+checkpoint_done makes), a file with NAME.complete beside it (the SDK's
+save_checkpoint), a Hugging Face checkpoint-N directory holding
+trainer_state.json, or a file that is a whole zip archive (torch.save,
+Lightning .ckpt). The job's agent registers each with its SHA-256 when it is
+complete; the server keeps the newest checkpoint.keep of them (default 3;
+only registered ones are ever removed) and hands the next attempt the newest
+whose digest still matches as $TRAINYARD_RESUME_FROM. An attempt that fails
+right after resuming sets its checkpoint aside: the next one resumes from
+the one before.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -361,11 +367,19 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tPATH")
+		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tSHA256\tPATH\tNOTE")
 		for _, ck := range l.Checkpoints {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size), ck.At.UTC().Format(time.RFC3339), cell(ck.Path))
+			note := ""
+			switch {
+			case ck.SetAside != "":
+				note = "set aside: " + ck.SetAside
+			case ck.ResumedBy > 0:
+				note = fmt.Sprintf("resumed by attempt %d", ck.ResumedBy)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size),
+				ck.At.UTC().Format(time.RFC3339), dash(shortHash(ck.SHA256)), cell(ck.Path), cell(note))
 		}
-		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
+		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
 		return tw.Flush()
 	}
 	return cmd

@@ -54,6 +54,13 @@ type Checkpoint struct {
 	Size    int64     `json:"size"`
 	Files   int       `json:"files"`
 	At      time.Time `json:"at"`
+	// SHA256 is its digest when registered; resuming from it checks it.
+	SHA256 string `json:"sha256,omitempty"`
+	// ResumedBy is the latest attempt handed it to resume from.
+	ResumedBy int `json:"resumed_by,omitempty"`
+	// SetAside says why resuming skips it (an attempt failed right after
+	// resuming from it); empty: it may be resumed from.
+	SetAside string `json:"set_aside,omitempty"`
 }
 
 // CheckpointList is the answer of GET /api/v1/jobs/{id}/checkpoints.
