@@ -16,7 +16,7 @@ import (
 func TestGCDryRunMatchesRealRun(t *testing.T) {
 	s := startServer(t, serverOpts{extra: "retention:\n  - {checkpoints: 1ms, reports: 1ms}\n"})
 	job := s.submit(`name: gc-me
-entrypoint: [sh, -c, 'cd $TRAINYARD_OUTPUT_DIR && mkdir -p eval models $TRAINYARD_CHECKPOINT_DIR/step-1 && echo w > models/final.pt && echo acc > eval/report.txt && echo s > $TRAINYARD_CHECKPOINT_DIR/step-1/state && touch $TRAINYARD_CHECKPOINT_DIR/step-1/.complete && echo c > $TRAINYARD_CHECKPOINT_DIR/step-2.json']
+entrypoint: [sh, -c, 'cd $TRAINYARD_OUTPUT_DIR && mkdir -p eval models $TRAINYARD_CHECKPOINT_DIR/step-1 && echo w > models/final.pt && echo acc > eval/report.txt && echo s > $TRAINYARD_CHECKPOINT_DIR/step-1/state && touch $TRAINYARD_CHECKPOINT_DIR/step-1/.complete && echo c > $TRAINYARD_CHECKPOINT_DIR/step-2.json && touch $TRAINYARD_CHECKPOINT_DIR/step-2.json.complete']
 `)
 	if j := s.waitState(job.ID, 30*time.Second, "succeeded", "failed"); j.State != "succeeded" {
 		t.Fatalf("job %s: %s", j.State, j.Message)
@@ -52,7 +52,7 @@ entrypoint: [sh, -c, 'cd $TRAINYARD_OUTPUT_DIR && mkdir -p eval models $TRAINYAR
 	if real.DryRun || !reflect.DeepEqual(real.Deletions, dry.Deletions) {
 		t.Fatalf("gc removed %+v; the dry run said %+v", real.Deletions, dry.Deletions)
 	}
-	for _, p := range []string{"eval/report.txt", "checkpoints/step-1", "checkpoints/step-2.json"} {
+	for _, p := range []string{"eval/report.txt", "checkpoints/step-1", "checkpoints/step-2.json", "checkpoints/step-2.json.complete"} {
 		if _, err := os.Stat(filepath.Join(out, p)); !os.IsNotExist(err) {
 			t.Errorf("%s still exists after gc (%v)", p, err)
 		}

@@ -129,6 +129,9 @@ func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletio
 		return err
 	}
 	err = o.Remove(ctx, gcTarget(d))
+	if err == nil && d.Kind == "checkpoint" {
+		err = o.Remove(ctx, gcTarget(d)+domain.CheckpointMarker) // a file checkpoint's marker beside it
+	}
 	o.Close()
 	if err != nil {
 		return err
