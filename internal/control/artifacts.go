@@ -71,6 +71,8 @@ func (c *Controller) outputsFirst(ctx context.Context, end store.Change) bool {
 // the one recorded before).
 func (c *Controller) recordThenEnd(end store.Change) {
 	ref := executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}
+	sealed := c.sealed[ref]
+	delete(c.sealed, ref)
 	parent := c.runCtx
 	if parent == nil {
 		parent = context.Background()
@@ -84,7 +86,7 @@ func (c *Controller) recordThenEnd(end store.Change) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(parent, outputsTimeout)
-		err := c.recordOutputs(rctx, ref, &end)
+		err := c.recordOutputs(rctx, ref, &end, sealed)
 		cancel()
 		<-c.outputSem
 		if err != nil {
@@ -144,7 +146,7 @@ func (c *Controller) outputs(ref executor.Ref) {
 		}
 		ctx, cancel := context.WithTimeout(parent, outputsTimeout)
 		defer cancel()
-		if err := c.recordOutputs(ctx, ref, nil); err != nil {
+		if err := c.recordOutputs(ctx, ref, nil, nil); err != nil {
 			c.log.Warn("record outputs", "attempt", ref.String(), "err", err)
 			if ctx.Err() != nil {
 				return // stopped: the marker stays for the next start
@@ -156,7 +158,9 @@ func (c *Controller) outputs(ref executor.Ref) {
 
 // recordOutputs records the outputs of the attempt ref. end is the
 // attempt's end when it is not stored yet (recordThenEnd); nil: it is.
-func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *store.Change) error {
+// sealed is what the executor's agent recorded of them (OutputsSealed);
+// nil: they are read here, through the executor.
+func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *store.Change, sealed *executor.SealedOutputs) error {
 	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
 	if err != nil || job.OutputDir == "" {
 		return err
@@ -193,8 +197,9 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *s
 		defer o.Close()
 		c.reconcileCheckpoints(ctx, o, job, ref.Attempt) // checkpoints.go
 		c.copyCheckpoints(ctx, o, job, ref.Attempt)
-		if files, err = o.Manifest(ctx, checkpointsDir); err != nil {
-			return err
+		if sealed != nil && (sealed.ReadOnly || !succeeded) {
+			files = sealed.Files // the agent listed them, sealed first
+			break
 		}
 		// Sealed first, so that a recorded manifest always describes
 		// outputs that can no longer change.
@@ -202,6 +207,9 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *s
 			if err := o.MakeReadOnly(ctx); err != nil {
 				return err
 			}
+		}
+		if files, err = o.Manifest(ctx, checkpointsDir); err != nil {
+			return err
 		}
 	}
 	return c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin})

@@ -198,8 +198,11 @@ type Controller struct {
 	// end once its outputs are; ends are those not yet in the store (a
 	// failed write is tried again). finishing and ends: loop goroutine only.
 	finishing map[executor.Ref]bool
-	recorded  chan store.Change
-	ends      []store.Change
+	// sealed holds the outputs the executor's agent recorded for attempts
+	// whose end is not handled yet (OutputsSealed); loop goroutine only.
+	sealed   map[executor.Ref]*executor.SealedOutputs
+	recorded chan store.Change
+	ends     []store.Change
 	// poolLogLimits are the pools' log limits as of the last snapshot
 	// (poolLogLimit). Loop goroutine only.
 	poolLogLimits map[string]domain.ByteSize
@@ -285,6 +288,7 @@ func New(cfg Config) *Controller {
 		sem:           make(chan struct{}, cfg.LaunchConcurrency),
 		outputSem:     make(chan struct{}, 2),
 		finishing:     map[executor.Ref]bool{},
+		sealed:        map[executor.Ref]*executor.SealedOutputs{},
 		recorded:      make(chan store.Change, 16),
 		known:         map[executor.Ref]bool{},
 		guard:         newGuard(cfg.PreemptionGuard),
@@ -934,7 +938,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
 		Resources: spec.Resources, Placement: place, Redact: redact, Code: code,
-		CheckpointDir: ckpt, Resume: resume,
+		OutputDir: ji.outputDir, CheckpointDir: ckpt, Resume: resume,
 	}
 	applyStopPolicy(&l, spec)                         // warning, stop signal: stop.go
 	if err := c.applyEnv(ctx, &l, spec); err != nil { // PATH prefix, variables, check: envs.go

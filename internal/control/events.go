@@ -49,6 +49,10 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			}
 		case executor.Checkpointed:
 			c.checkpointed(ctx, ev) // checkpoints.go
+		case executor.OutputsSealed:
+			if ev.Outputs != nil {
+				c.sealed[ev.Ref] = ev.Outputs // recorded with the attempt's end (artifacts.go)
+			}
 		case executor.LogLimited:
 			c.logLimited(ctx, ev, at)
 		case executor.Exited, executor.Lost:
@@ -64,6 +68,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 				deferred = append(deferred, ch) // recorded once the outputs are (artifacts.go)
 				continue
 			}
+			delete(c.sealed, ev.Ref)
 			changes = append(changes, ch)
 		}
 	}

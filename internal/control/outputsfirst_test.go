@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,23 @@ func TestSlowOutputsHoldUpNoOtherJob(t *testing.T) {
 	}
 	if got, _ := r.st.GetJob(context.Background(), slow.ID); got.State != domain.JobRunning {
 		t.Fatalf("slow job is %s while its outputs are being recorded, want running", got.State)
+	}
+}
+
+// The manifest the executor's agent recorded when the attempt ended
+// (OutputsSealed) is the one stored: the server does not read the job's
+// outputs again.
+func TestSealedOutputsAreRecordedAsTheAgentListedThem(t *testing.T) {
+	files := []domain.ArtifactFile{{Path: "model.bin", Size: 7, SHA256: strings.Repeat("a", 64)}}
+	r := newRig(t, &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		return []executor.Event{{Kind: executor.Started, PID: 1},
+			{Kind: executor.OutputsSealed, Outputs: &executor.SealedOutputs{Files: files, ReadOnly: true}},
+			exited(domain.AttemptSucceeded, domain.ReasonCompleted, 0)}
+	}})
+	j := r.submit("name: sealed\nentrypoint: [train]\n")
+	r.wait(j.ID, domain.JobSucceeded)
+	m, err := r.st.GetManifest(context.Background(), j.ID, 0)
+	if err != nil || !reflect.DeepEqual(m.Files, files) {
+		t.Fatalf("manifest %+v, %v; want the agent's %+v (nothing is on disk)", m.Files, err, files)
 	}
 }

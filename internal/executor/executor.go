@@ -101,6 +101,11 @@ type Launch struct {
 	// why in the attempt's log and in ResumeNote. None matching: the
 	// variable is empty, and the attempt starts afresh.
 	Resume []ResumeFrom
+	// OutputDir, when set, is the job's output location
+	// (TRAINYARD_OUTPUT_DIR): when the attempt ends, the executor's in-job
+	// agent records its manifest and, if the attempt succeeded, makes it
+	// read-only (OutputsSealed). Empty: TRAINYARD_OUTPUT_DIR of Env.
+	OutputDir string
 	// CheckpointDir, when set, is the job's checkpoint directory: the
 	// executor's in-job agent registers each checkpoint the job completes
 	// there while it runs, and once more when it ends, as Checkpointed
@@ -256,7 +261,25 @@ const (
 	// its Exited event. A name may come again with another digest when the
 	// job saves it again; a reattached executor may report one again.
 	Checkpointed EventKind = "checkpoint"
+	// OutputsSealed: the attempt's agent recorded the job's outputs as the
+	// attempt left them (Outputs: their manifest, and whether they were
+	// made read-only because the attempt succeeded). Sent once per attempt
+	// that ran, after its last Checkpointed and before its Exited; not
+	// sent when the attempt has no output location or the agent could not
+	// read it, nor for a lost attempt: the consumer then reads Outputs
+	// itself.
+	OutputsSealed EventKind = "outputs"
 )
+
+// SealedOutputs is what an attempt's agent recorded of the job's outputs.
+type SealedOutputs struct {
+	// Files lists every regular file below the output location except
+	// CheckpointsDir, by path, with its size and SHA-256 (Outputs.Manifest).
+	Files []domain.ArtifactFile
+	// ReadOnly: the attempt succeeded, and the outputs were made read-only
+	// before they were listed (Outputs.MakeReadOnly).
+	ReadOnly bool
+}
 
 // Event is one observation about an attempt.
 type Event struct {
@@ -271,6 +294,8 @@ type Event struct {
 	ResumeNote string
 	// Checkpoint, with Checkpointed, is the completed checkpoint.
 	Checkpoint *Checkpoint
+	// Outputs, with OutputsSealed, is what the agent recorded.
+	Outputs *SealedOutputs
 	// Step, with Progress, is the latest training step reported.
 	Step int64
 	// Points, with Progress, are the metric points reported (JobID and

@@ -539,6 +539,11 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		exerciseCheckpointEvents(t, newExec)
 	})
 
+	t.Run("OutputsSealed", func(t *testing.T) {
+		t.Parallel()
+		exerciseOutputsSealed(t, newExec)
+	})
+
 	t.Run("Release", func(t *testing.T) {
 		t.Parallel()
 		h := NewHarness(t, newExec(t))

@@ -234,3 +234,52 @@ func exerciseCheckpointEvents(t *testing.T, newExec func(t *testing.T) executor.
 		t.Errorf("attempt 3 was handed something to resume from:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// exerciseOutputsSealed checks that an attempt's agent records the job's
+// outputs when it ends, after its checkpoints and before Exited: their
+// manifest without the checkpoint directory, read-only when it succeeded.
+func exerciseOutputsSealed(t *testing.T, newExec func(t *testing.T) executor.Executor) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		exit     int
+		readOnly bool
+	}{{0, true}, {1, false}} {
+		h := NewHarness(t, newExec(t))
+		l := h.Run(t, Program{Exit: tc.exit, Steps: []Step{
+			{File: &FileStep{Path: "model.bin", Data: "weights"}},
+			{File: &FileStep{Path: "eval/report.txt", Data: "acc=0.9"}},
+			{Checkpoint: &CheckpointStep{Name: "step-1", Files: map[string]string{"w": "1"}, Complete: true}},
+		}}, nil)
+		h.Wait(t, l.Ref, executor.Exited)
+		var sealed *executor.SealedOutputs
+		last := -1
+		for i, ev := range h.Events(l.Ref) {
+			switch ev.Kind {
+			case executor.OutputsSealed:
+				if sealed != nil {
+					t.Errorf("exit %d: OutputsSealed twice", tc.exit)
+				}
+				sealed = ev.Outputs
+				if last >= 0 {
+					t.Errorf("exit %d: OutputsSealed after Exited", tc.exit)
+				}
+			case executor.Checkpointed:
+				if sealed != nil {
+					t.Errorf("exit %d: Checkpointed after OutputsSealed", tc.exit)
+				}
+			case executor.Exited:
+				last = i
+			}
+		}
+		if sealed == nil {
+			t.Fatalf("exit %d: no OutputsSealed event", tc.exit)
+		}
+		want, err := h.Outputs(t, l).Manifest(ctx, executor.CheckpointsDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != 2 || fmt.Sprint(sealed.Files) != fmt.Sprint(want) || sealed.ReadOnly != tc.readOnly {
+			t.Errorf("exit %d: sealed %+v, want files %+v (model.bin, eval/report.txt), read-only %v", tc.exit, sealed, want, tc.readOnly)
+		}
+	}
+}

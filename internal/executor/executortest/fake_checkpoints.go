@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 )
 
@@ -88,4 +89,34 @@ func (f *Fake) checkpointed(l executor.Launch, name string) {
 		return // not complete: nothing to register
 	}
 	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.Checkpointed, At: time.Now().UTC(), Checkpoint: &c})
+}
+
+// sealOutputs reports the job's outputs as an agent records them when an
+// attempt that ran ends: read-only first if it succeeded, then their
+// manifest (OutputsSealed).
+func (f *Fake) sealOutputs(l executor.Launch, state domain.AttemptState) {
+	dir := l.OutputDir
+	if dir == "" {
+		dir, _ = getenv(l.Env, "TRAINYARD_OUTPUT_DIR")
+	}
+	if dir == "" {
+		return
+	}
+	ctx := context.Background()
+	o, err := f.Outputs(ctx, dir)
+	if err != nil {
+		return
+	}
+	defer o.Close()
+	ro := state == domain.AttemptSucceeded
+	if ro {
+		if err := o.MakeReadOnly(ctx); err != nil {
+			return
+		}
+	}
+	files, err := o.Manifest(ctx, executor.CheckpointsDir)
+	if err != nil {
+		return
+	}
+	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.OutputsSealed, At: time.Now().UTC(), Outputs: &executor.SealedOutputs{Files: files, ReadOnly: ro}})
 }

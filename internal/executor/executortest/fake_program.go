@@ -153,6 +153,7 @@ func (f *Fake) finish(r *fakeRun, ev executor.Event) {
 	if dir, ok := getenv(r.l.Env, "TRAINYARD_CHECKPOINT_DIR"); ok {
 		f.removeCheckpointTmp(dir)
 	}
+	f.sealOutputs(r.l, ev.State) // fake_checkpoints.go
 	ev.Ref, ev.Kind = r.l.Ref, executor.Exited
 	ev.At = f.line(r.l.Ref, logs.System, fmt.Sprintf("%s (%s): %s", ev.State, ev.Reason, ev.Message))
 	f.Emit(ev)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"trainyard/internal/artifacts"
+	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 )
@@ -291,4 +292,75 @@ func readResume(dir string) resumeRecord {
 		_ = json.Unmarshal(b, &r)
 	}
 	return r
+}
+
+// outputsFile is the shim's sealedRecord: the job's outputs as the
+// attempt left them, written before the exit record.
+const outputsFile = "outputs.json"
+
+// sealedRecord is outputsFile.
+type sealedRecord struct {
+	Files    []domain.ArtifactFile `json:"files"`
+	ReadOnly bool                  `json:"read_only,omitempty"`
+}
+
+// sealOutputs records the job's outputs when an attempt that ran has
+// ended: a succeeded attempt's are made read-only first, then every
+// regular file outside the checkpoint directory is listed with its
+// SHA-256 (never through a link: artifacts.Dir).
+func (s *shim) sealOutputs(r *exitRecord) {
+	dir := s.rec.OutputDir
+	if dir == "" || !r.started() {
+		return
+	}
+	d, err := artifacts.OpenDir(dir)
+	if err != nil {
+		s.log.system("cannot record the job's outputs in %s: %v", dir, err)
+		return
+	}
+	defer d.Close()
+	rec := sealedRecord{ReadOnly: r.State == domain.AttemptSucceeded}
+	if rec.ReadOnly {
+		if err := d.MakeReadOnly(); err != nil {
+			s.log.system("cannot make the job's outputs read-only: %v", err)
+			return
+		}
+	}
+	if rec.Files, err = d.Manifest(executor.CheckpointsDir); err != nil {
+		s.log.system("cannot record the job's outputs in %s: %v", dir, err)
+		return
+	}
+	b, err := json.Marshal(rec)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(s.dir, outputsFile), b, 0o600)
+	}
+	if err != nil {
+		s.log.system("cannot record the job's outputs: %v", err)
+		return
+	}
+	var size int64
+	for _, f := range rec.Files {
+		size += f.Size
+	}
+	sealed := ""
+	if rec.ReadOnly {
+		sealed = ", now read-only"
+	}
+	s.log.system("outputs recorded: %d file(s), %s%s", len(rec.Files), logs.HumanSize(size), sealed)
+}
+
+// reportOutputs reports what the shim recorded of the job's outputs, if
+// it did.
+func (e *Executor) reportOutputs(a *attempt, at time.Time) {
+	f, err := logs.OpenFile(filepath.Join(a.dir, outputsFile))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var r sealedRecord
+	if err := json.NewDecoder(f).Decode(&r); err != nil {
+		e.log.Warn("read the attempt's outputs record", "attempt", a.ref.String(), "err", err)
+		return
+	}
+	e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: at, Outputs: &executor.SealedOutputs{Files: r.Files, ReadOnly: r.ReadOnly}})
 }

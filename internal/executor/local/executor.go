@@ -437,6 +437,9 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	if rec.CheckpointDir == "" {
 		rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
 	}
+	if rec.OutputDir = l.OutputDir; rec.OutputDir == "" {
+		rec.OutputDir, _ = getenv(l.Env, "TRAINYARD_OUTPUT_DIR")
+	}
 	if id != nil {
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
@@ -732,6 +735,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	if rec.started() {
 		e.sendStarted(a, rec.PID, rec.StartedAt)
 	}
+	e.reportOutputs(a, rec.FinishedAt) // checkpoints.go
 	e.emit(executor.Event{
 		Ref: a.ref, Kind: executor.Exited, At: rec.FinishedAt,
 		State: rec.State, Reason: rec.Reason, ExitCode: rec.ExitCode, Message: rec.Message,

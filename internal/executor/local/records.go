@@ -55,6 +55,9 @@ type launchRecord struct {
 	// CheckpointDir is the job's TRAINYARD_CHECKPOINT_DIR, where the
 	// shim removes half-written checkpoints after the attempt; empty: none.
 	CheckpointDir string `json:"checkpoint_dir,omitempty"`
+	// OutputDir is the job's TRAINYARD_OUTPUT_DIR, whose manifest the shim
+	// records when the attempt ends (checkpoints.go); empty: none.
+	OutputDir string `json:"output_dir,omitempty"`
 	// Resume is the launch's Resume: the checkpoints below CheckpointDir
 	// the attempt may resume from, the one to prefer first (checkpoints.go).
 	Resume []executor.ResumeFrom `json:"resume,omitempty"`

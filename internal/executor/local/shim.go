@@ -316,6 +316,9 @@ func (s *shim) finishEarly(reason domain.Reason, msg string) int {
 
 func (s *shim) finish(r *exitRecord) int {
 	if s.log != nil {
+		s.sealOutputs(r) // checkpoints.go
+	}
+	if s.log != nil {
 		s.log.system("%s (%s): %s", r.State, r.Reason, r.Message)
 	}
 	b, _ := json.Marshal(r)
