@@ -35,15 +35,7 @@ checkpoint: {keep: 2}
 		m, _ := filepath.Glob(filepath.Join(ckpts, "ckpt-*.json"))
 		return len(m) >= 3 || len(m) == 2 && fileExists(filepath.Join(ckpts, "ckpt-00000030.json"))
 	})
-	pidFile := filepath.Join(s.data, "runs", strconv.FormatInt(job.ID, 10), "1", "child.pid")
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the trainer (pid %d): %v", pid, err)
-	}
+	s.killJobProcess(job.ID, 1)
 	final := s.waitState(job.ID, 60*time.Second, "succeeded", "failed", "canceled")
 	if final.State != "succeeded" {
 		t.Fatalf("job ended %s (%s): %s", final.State, final.Reason, final.Message)
@@ -80,6 +72,20 @@ checkpoint: {keep: 2}
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// killJobProcess sends SIGKILL to the main process of the job's attempt,
+// as an out-of-memory killer or a crash would.
+func (s *server) killJobProcess(id int64, attempt int) {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.data, "runs", strconv.FormatInt(id, 10), strconv.Itoa(attempt), "child.pid"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		s.t.Fatalf("kill the job's process (pid %d): %v", pid, err)
+	}
+}
 
 // Downloaded outputs match their manifest checksums; a file corrupted on
 // the server is detected; the manifest carries the lineage.

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -43,14 +41,7 @@ policy: {retries: 1, reentrant: true}
 		out, _, _ := s.cli("logs", "--attempt", "1", id)
 		return strings.Contains(out, "saving ") && strings.Contains(out, "step-10.pt")
 	})
-	b, err := os.ReadFile(filepath.Join(s.data, "runs", id, "1", "child.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the trainer (pid %d): %v", pid, err)
-	}
+	s.killJobProcess(job.ID, 1)
 	final := s.waitState(job.ID, 90*time.Second, "succeeded", "failed", "canceled")
 	first := s.mustCLI("logs", "--attempt", "1", id)
 	if strings.Contains(first, "saved "+filepath.Join(s.job(job.ID).OutputDir, "checkpoints", "step-10.pt")) {

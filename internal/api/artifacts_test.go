@@ -94,19 +94,7 @@ func TestArtifactsServeTheJobsOwnFilesOnly(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("archive: %d %s", code, b)
 	}
-	var names []string
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		names = append(names, h.Name+"="+string(data))
-	}
+	names := tarEntries(t, b)
 	if want := "[c/.complete= c/sub/w=w]"; fmt.Sprint(names) != want {
 		t.Errorf("archive holds %v, want %s", names, want)
 	}
@@ -175,20 +163,26 @@ func TestArtifactsComeFromTheExecutor(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("archive: %d %s", code, b)
 	}
+	names := tarEntries(t, b)
+	if want := "[c/.complete= c/sub/o=opt c/w=weights]"; fmt.Sprint(names) != want {
+		t.Errorf("archive holds %v, want %s", names, want)
+	}
+}
+
+// tarEntries lists a tar stream's entries as "name=content".
+func tarEntries(t *testing.T, b []byte) []string {
+	t.Helper()
 	var names []string
 	tr := tar.NewReader(bytes.NewReader(b))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return names
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		data, _ := io.ReadAll(tr)
 		names = append(names, h.Name+"="+string(data))
-	}
-	if want := "[c/.complete= c/sub/o=opt c/w=weights]"; fmt.Sprint(names) != want {
-		t.Errorf("archive holds %v, want %s", names, want)
 	}
 }
