@@ -27,10 +27,18 @@ func (s *byteSet) count() (n int, c byte) {
 }
 
 // seq is a fixed-length pattern: one set of bytes per position, perhaps
-// anchored at the text's start or end.
+// anchored at the text's start or end, perhaps with word boundaries
+// (\b, \B) to hold at some of its offsets.
 type seq struct {
 	sets       []byteSet
 	begin, end bool
+	bounds     []bound
+}
+
+// bound is a word boundary at an offset of a seq: \b, or \B when not.
+type bound struct {
+	off int
+	not bool
 }
 
 func (s *seq) at(t []byte, i int) bool {
@@ -45,32 +53,84 @@ func (s *seq) at(t []byte, i int) bool {
 	return true
 }
 
+// boundsAt reports whether the word boundaries of s hold at offset i of t
+// (kept out of at, which is inlined: callers call both).
+func (s *seq) boundsAt(t []byte, i int) bool {
+	for _, b := range s.bounds {
+		if wordBoundary(t, i+b.off) == b.not {
+			return false
+		}
+	}
+	return true
+}
+
+// wordBoundary reports whether \b holds at offset i of t. Word characters
+// are ASCII (syntax.IsWordChar), so the bytes on either side decide: the
+// bytes of other runes, and invalid bytes, are never word bytes.
+func wordBoundary(t []byte, i int) bool {
+	before := i > 0 && wordByte(t[i-1])
+	after := i < len(t) && wordByte(t[i])
+	return before != after
+}
+
+func wordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+}
+
 // exact decides whether an expression matches a line's text without
 // running it, for the expressions that are, as far as finding a match in a
-// line goes, alternations of fixed-length byte patterns:
+// line goes, alternations of fixed-length byte patterns, or of chains of
+// them with gaps between:
 //
 //   - literals (their UTF-8 bytes; U+FFFD, which also matches invalid
 //     UTF-8, excepted), case-insensitive ones too (`(?i)loss` is the
 //     patterns [lL][oO][sS][sS], [lL][oO][sS]ſ, ...: 's' also folds to
 //     the long s), and classes of ASCII characters.
 //   - concatenations, alternations and x? of those, ^ and $ (a text holds
-//     no newline, so (?m) changes nothing).
+//     no newline, so (?m) changes nothing), \b and \B (word characters
+//     are ASCII).
 //   - x*, x+ and x{n,m} at either end of the expression or of one of its
 //     top-level alternatives: a line holds a match of `step [0-9]+` if and
 //     only if it holds one of `step [0-9]`, of `[0-9]+\.[0-9]+` if and
 //     only if of `[0-9]\.[0-9]`; `a*` matches every line.
+//   - gaps, .* and .+, between such parts of a top-level alternative
+//     (`loss.*tokens`, `^step \d+ .*nan$`): a line holds a match if and
+//     only if it holds a match of each part in turn, each after the gap
+//     from the end of the one before. Each part is taken at its earliest
+//     end (no later part can then be missed), and next to a gap a part
+//     is shortened as at the ends: `loss=\d+.*tokens` is `loss=\d.*tokens`.
 //
-// Others (., \b, a non-ASCII class, x* inside) are run as expressions.
+// Others (a bare ., a non-ASCII class, x* inside a part) are run as
+// expressions.
 type exact struct {
+	alts           // the alternatives without gaps
+	chains []chain // the others
+}
+
+// alts is an alternation of fixed-length patterns.
+type alts struct {
 	seqs  []seq
 	any   bool        // every text matches
 	first [256]uint64 // bit k: seqs[k] is not anchored and can start with the byte
 	one   int         // when >= 0: the only byte an unanchored seq starts with
 	free  bool        // some seq is not anchored
+	short int         // the length of the shortest unanchored seq
+	lit   []byte      // when the only seq is a plain string: its bytes
 }
 
-// maxSeqs bounds the patterns of an exact matcher (first holds 64 bits).
+// chain is parts to match in turn: gaps[k] runes at least (the bytes of
+// one rune, or one invalid byte) before parts[k], gaps[len(parts)] after
+// the last; the first gap counts from the text's start.
+type chain struct {
+	parts []*alts
+	gaps  []int
+}
+
+// maxSeqs bounds the patterns of an alternation (first holds 64 bits).
 const maxSeqs = 32
+
+// maxParts bounds the parts of the chains of an exact matcher.
+const maxParts = 16
 
 // newExact returns the exact matcher of re, or nil.
 func newExact(re *regexp.Regexp) *exact {
@@ -89,37 +149,134 @@ func newExact(re *regexp.Regexp) *exact {
 	if t.Op == syntax.OpAlternate {
 		branches = t.Sub
 	}
-	e := &exact{one: -1}
+	var single []seq
+	var chains []chain
+	nparts := 0
 	for _, br := range branches {
-		alts, ok := itemsOf(&syntax.Regexp{Op: syntax.OpConcat, Sub: trimEnds(flatten(br))})
-		if !ok || len(e.seqs)+len(alts) > maxSeqs {
-			return nil
-		}
-		for _, a := range alts {
-			if s, ok := seqOf(a); ok {
-				e.seqs = append(e.seqs, s)
+		parts, gaps := splitGaps(flatten(br))
+		var seqs [][]seq
+		for _, p := range parts {
+			s, ok := seqsOf(trimEnds(p))
+			if !ok {
+				return nil
 			}
+			seqs = append(seqs, s)
+		}
+		switch {
+		case len(parts) == 0 && gaps[0] == 0: // .*: the empty pattern
+			single = append(single, seq{})
+		case len(parts) == 1 && gaps[0] == 0 && gaps[1] == 0:
+			if single = append(single, seqs[0]...); len(single) > maxSeqs {
+				return nil
+			}
+		default:
+			if nparts += len(parts); nparts > maxParts {
+				return nil
+			}
+			c := chain{gaps: gaps}
+			for _, s := range seqs {
+				c.parts = append(c.parts, newAlts(s))
+			}
+			chains = append(chains, c)
 		}
 	}
+	return &exact{alts: *newAlts(single), chains: chains}
+}
+
+// seqsOf returns the patterns of the concatenation of parts; ok is false
+// when it is not an alternation of fixed-length patterns.
+func seqsOf(parts []*syntax.Regexp) (seqs []seq, ok bool) {
+	items, ok := itemsOf(&syntax.Regexp{Op: syntax.OpConcat, Sub: parts})
+	if !ok || len(items) > maxSeqs {
+		return nil, false
+	}
+	for _, it := range items {
+		s, ok := seqOf(it)
+		if !ok {
+			continue // never matches
+		}
+		if len(s.sets) == 0 && len(s.bounds) > 0 {
+			return nil, false // a bare \b: no byte to look for
+		}
+		seqs = append(seqs, s)
+	}
+	return seqs, true
+}
+
+func newAlts(seqs []seq) *alts {
+	a := &alts{seqs: seqs, one: -1}
 	var firsts byteSet
-	for k, s := range e.seqs {
+	for k, s := range a.seqs {
 		switch {
 		case len(s.sets) == 0 && !(s.begin && s.end):
-			e.any = true // empty at the start, the end or anywhere
+			a.any = true // empty at the start, the end or anywhere
 		case !s.begin && !s.end:
-			e.free = true
+			if !a.free || len(s.sets) < a.short {
+				a.short = len(s.sets)
+			}
+			a.free = true
 			firsts.union(s.sets[0])
 			for c := range 256 {
 				if s.sets[0].has(byte(c)) {
-					e.first[c] |= 1 << k
+					a.first[c] |= 1 << k
 				}
 			}
 		}
 	}
 	if n, c := firsts.count(); n == 1 {
-		e.one = int(c)
+		a.one = int(c)
 	}
-	return e
+	if len(seqs) == 1 && a.free && len(seqs[0].bounds) == 0 {
+		for _, set := range seqs[0].sets {
+			n, c := set.count()
+			if n != 1 {
+				a.lit = nil
+				break
+			}
+			a.lit = append(a.lit, c)
+		}
+	}
+	return a
+}
+
+// splitGaps splits the parts of a concatenation at its gaps (.* and .+,
+// consecutive ones joined): gaps[k] is the fewest runes of the gap before
+// segs[k], gaps[len(segs)] of the gap after the last.
+func splitGaps(parts []*syntax.Regexp) (segs [][]*syntax.Regexp, gaps []int) {
+	var cur []*syntax.Regexp
+	gap := 0
+	for _, p := range parts {
+		g, isGap := gapOf(p)
+		if !isGap {
+			cur = append(cur, p)
+			continue
+		}
+		if len(cur) > 0 {
+			segs, gaps = append(segs, cur), append(gaps, gap)
+			cur, gap = nil, 0
+		}
+		gap += g
+	}
+	if len(cur) > 0 {
+		segs, gaps = append(segs, cur), append(gaps, gap)
+		gap = 0
+	}
+	return segs, append(gaps, gap)
+}
+
+// gapOf reports whether n is a gap, .* or .+ (with or without (?s): a
+// text holds no newline), and the fewest runes it matches.
+func gapOf(n *syntax.Regexp) (int, bool) {
+	if n.Op != syntax.OpStar && n.Op != syntax.OpPlus {
+		return 0, false
+	}
+	if sub := n.Sub[0].Op; sub != syntax.OpAnyCharNotNL && sub != syntax.OpAnyChar {
+		return 0, false
+	}
+	if n.Op == syntax.OpPlus {
+		return 1, true
+	}
+	return 0, true
 }
 
 // flatten returns the parts of a concatenation (captures left out), or n.
@@ -182,7 +339,7 @@ func trimOne(n *syntax.Regexp) ([]*syntax.Regexp, bool) {
 // item is a set of bytes to match, or an anchor (when anchor != 0).
 type item struct {
 	set    byteSet
-	anchor byte // '^' or '$'
+	anchor byte // '^', '$', 'b' (\b) or 'B' (\B)
 }
 
 // itemsOf returns the alternatives of n as sequences of items.
@@ -247,6 +404,10 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 		return [][]item{{{anchor: '^'}}}, true
 	case syntax.OpEndLine, syntax.OpEndText:
 		return [][]item{{{anchor: '$'}}}, true
+	case syntax.OpWordBoundary:
+		return [][]item{{{anchor: 'b'}}}, true
+	case syntax.OpNoWordBoundary:
+		return [][]item{{{anchor: 'B'}}}, true
 	case syntax.OpEmptyMatch:
 		return [][]item{{}}, true
 	case syntax.OpNoMatch:
@@ -301,6 +462,8 @@ func seqOf(items []item) (s seq, ok bool) {
 			s.begin = true
 		case '$':
 			s.end = true
+		case 'b', 'B':
+			s.bounds = append(s.bounds, bound{off: len(s.sets), not: it.anchor == 'B'})
 		default:
 			if s.end {
 				return seq{}, false
@@ -311,14 +474,15 @@ func seqOf(items []item) (s seq, ok bool) {
 	return s, true
 }
 
-// matchAt reports whether an unanchored pattern matches text at offset i:
-// if so the expression matches text; if not it may still.
-func (e *exact) matchAt(t []byte, i int) bool {
+// matchAt reports whether an unanchored pattern of the alternatives
+// without gaps matches text at offset i: if so the expression matches
+// text; if not it may still.
+func (a *alts) matchAt(t []byte, i int) bool {
 	if i >= len(t) {
 		return false
 	}
-	for m := e.first[t[i]]; m != 0; m &= m - 1 {
-		if e.seqs[bits.TrailingZeros64(m)].at(t, i) {
+	for m := a.first[t[i]]; m != 0; m &= m - 1 {
+		if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
 			return true
 		}
 	}
@@ -327,50 +491,160 @@ func (e *exact) matchAt(t []byte, i int) bool {
 
 // match reports whether the expression matches text.
 func (e *exact) match(t []byte) bool {
-	if e.any {
+	if e.alts.match(t) {
 		return true
 	}
-	for k := range e.seqs {
-		s := &e.seqs[k]
+	return e.chains != nil && e.matchChains(t)
+}
+
+func (e *exact) matchChains(t []byte) bool {
+	for k := range e.chains {
+		if e.chains[k].match(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// match reports whether a pattern matches text.
+func (a *alts) match(t []byte) bool {
+	if a.lit != nil {
+		return bytes.Contains(t, a.lit)
+	}
+	if a.any {
+		return true
+	}
+	for k := range a.seqs {
+		s := &a.seqs[k]
 		switch {
 		case s.begin && s.end:
-			if len(t) == len(s.sets) && s.at(t, 0) {
+			if len(t) == len(s.sets) && s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
 				return true
 			}
 		case s.begin:
-			if s.at(t, 0) {
+			if s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
 				return true
 			}
 		case s.end:
-			if len(t) >= len(s.sets) && s.at(t, len(t)-len(s.sets)) {
+			if i := len(t) - len(s.sets); i >= 0 && s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
 				return true
 			}
 		}
 	}
-	if !e.free {
+	if !a.free {
 		return false
 	}
-	if e.one >= 0 {
-		c := byte(e.one)
+	if a.one >= 0 {
+		c := byte(a.one)
 		for i := 0; ; i++ {
 			j := bytes.IndexByte(t[i:], c)
 			if j < 0 {
 				return false
 			}
 			i += j
-			for m := e.first[c]; m != 0; m &= m - 1 {
-				if e.seqs[bits.TrailingZeros64(m)].at(t, i) {
+			for m := a.first[c]; m != 0; m &= m - 1 {
+				if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
 					return true
 				}
 			}
 		}
 	}
 	for i, c := range t {
-		for m := e.first[c]; m != 0; m &= m - 1 {
-			if e.seqs[bits.TrailingZeros64(m)].at(t, i) {
+		for m := a.first[c]; m != 0; m &= m - 1 {
+			if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// match reports whether the chain matches text: each part at its earliest
+// end after the gap before it.
+func (c *chain) match(t []byte) bool {
+	pos := 0
+	for k, p := range c.parts {
+		from, ok := skipRunes(t, pos, c.gaps[k])
+		if !ok {
+			return false
+		}
+		if pos = p.next(t, from); pos < 0 {
+			return false
+		}
+	}
+	_, ok := skipRunes(t, pos, c.gaps[len(c.parts)])
+	return ok
+}
+
+// skipRunes returns the offset n runes after offset i of t, a rune's
+// start, as the expression steps through text (utf8.DecodeRune: an
+// invalid byte is one rune); ok is false past the end.
+func skipRunes(t []byte, i, n int) (int, bool) {
+	for range n {
+		if i >= len(t) {
+			return i, false
+		}
+		if t[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		_, w := utf8.DecodeRune(t[i:])
+		i += w
+	}
+	return i, true
+}
+
+// next returns the earliest end of a match of a pattern that starts at or
+// after offset from of t, a rune's start; -1 when there is none.
+func (a *alts) next(t []byte, from int) int {
+	if a.lit != nil {
+		if j := bytes.Index(t[from:], a.lit); j >= 0 {
+			return from + j + len(a.lit)
+		}
+		return -1
+	}
+	best := -1
+	better := func(e int) {
+		if best < 0 || e < best {
+			best = e
+		}
+	}
+	for k := range a.seqs {
+		s := &a.seqs[k]
+		n := len(s.sets)
+		switch {
+		case s.begin:
+			if from == 0 && (!s.end || len(t) == n) && s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
+				better(n)
+			}
+		case s.end:
+			if i := len(t) - n; i >= from && s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+				better(len(t))
+			}
+		case n == 0:
+			better(from)
+		}
+	}
+	if !a.free {
+		return best
+	}
+	// A pattern starting at i ends at i+a.short at the earliest: once that
+	// is the best end found, no later start ends earlier.
+	for i := from; i < len(t) && (best < 0 || i+a.short < best); i++ {
+		if a.one >= 0 {
+			j := bytes.IndexByte(t[i:], byte(a.one))
+			if j < 0 {
+				break
+			}
+			if i += j; best >= 0 && i+a.short >= best {
+				break
+			}
+		}
+		for m := a.first[t[i]]; m != 0; m &= m - 1 {
+			if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+				better(i + len(s.sets))
+			}
+		}
+	}
+	return best
 }

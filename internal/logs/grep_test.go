@@ -135,8 +135,11 @@ func TestCopyGrepAsNaive(t *testing.T) {
 			t.Fatal(err)
 		}
 		expr := randExpr(r, 3)
-		if iter%3 == 0 {
-			expr = []string{`loss|nan`, `(?i)loss|nan`, `\d{4}`, `(?i)a|k`, `a*`, `0+\.`, `^$`}[iter/3%7]
+		switch iter % 3 {
+		case 0:
+			expr = []string{`loss|nan`, `(?i)loss|nan`, `\d{4}`, `(?i)a|k`, `a*`, `0+\.`, `^$`, `loss.*nan`, `\bnan\b`}[iter/3%9]
+		case 1:
+			expr = randChain(r)
 		}
 		re, err := regexp.Compile(expr)
 		if err != nil {
