@@ -374,8 +374,8 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 					break
 				}
 			}
-			if ascii != (byteSet{}) {
-				alts = append(alts, []item{{set: ascii}})
+			if ascii != (byteSet{}) { // first: the patterns are tried in order
+				alts = append([][]item{{{set: ascii}}}, alts...)
 			}
 			if len(out)*len(alts) > maxSeqs {
 				return nil, false
