@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,96 @@ func TestCopyGrepDense(t *testing.T) {
 		}
 		if out.String() != want.String() {
 			t.Errorf("grep %q:\ngot  %q\nwant %q", expr, out.String(), want.String())
+		}
+	}
+}
+
+// A log long enough to be filtered in two halves at once (copier.lines)
+// is written as a plain line-by-line match writes it, in order, on one
+// core and on two.
+func TestCopyGrepHalves(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	type rec struct {
+		full, text string
+		system     bool
+	}
+	var recs []rec
+	var log []byte
+	for i := 0; len(log) < 5*readChunk+12345; i++ {
+		text := "step " + strings.Repeat("7", i%9) + " loss 0.5 tokens/s 1"
+		switch {
+		case i%97 == 0:
+			text = randText(r)
+		case i%1013 == 0:
+			text = strings.Repeat("long line ", 5000) // across chunk ends
+		}
+		if i%501 == 0 {
+			line := "foreign " + text
+			recs = append(recs, rec{full: line, text: line})
+			log = append(log, line+"\n"...)
+			continue
+		}
+		stream := Stdout
+		if i%331 == 0 {
+			stream = System
+		}
+		line := AppendLine(nil, t0.Add(time.Duration(i)*time.Millisecond), stream, []byte(text))
+		log = append(log, line...)
+		recs = append(recs, rec{full: string(line[:len(line)-1]), text: text, system: stream == System})
+	}
+	p := filepath.Join(t.TempDir(), "output.log")
+	if err := os.WriteFile(p, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, expr := range []string{`loss.*tokens`, `(?i)LOSS`, `step 7{8} `, `a|k`, `^$`, `long line`, `x*`, `lo\w+ 0`} {
+			re := regexp.MustCompile(expr)
+			for _, ts := range []bool{false, true} {
+				var want strings.Builder
+				for _, rc := range recs {
+					if (!rc.system || ts) && re.MatchString(rc.text) {
+						if ts {
+							want.WriteString(rc.full + "\n")
+						} else {
+							want.WriteString(rc.text + "\n")
+						}
+					}
+				}
+				var out bytes.Buffer
+				if err := Copy(context.Background(), &out, p, Options{Grep: re, Timestamps: ts}); err != nil {
+					t.Fatal(err)
+				}
+				if out.String() != want.String() {
+					t.Fatalf("GOMAXPROCS %d, grep %q, timestamps %v: %d bytes written, want %d", procs, expr, ts, out.Len(), want.Len())
+				}
+			}
+		}
+	}
+}
+
+// Filtering lines allocates nothing per line, whatever decides the grep.
+func TestFilterLinesAllocs(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	var b []byte
+	for i := range 1000 {
+		text := "step " + strings.Repeat("1", i%7) + " loss 0.5 lr 0.1 tokens/s 2"
+		if i%10 == 0 {
+			text = "error: nan"
+		}
+		b = AppendLine(b, t0.Add(time.Duration(i)*time.Millisecond), Stdout, []byte(text))
+	}
+	for _, expr := range []string{`loss|nan`, `(?i)loss`, `\d{4}`, `loss.*tokens`, `\bnan\b`, `lo\w+ 0`, `[a-z]+\d`} {
+		f := Options{Grep: regexp.MustCompile(expr)}.filter()
+		if f.exact == nil && raceEnabled {
+			continue // the regexp's pooled machines are dropped
+		}
+		out := make([]byte, 0, len(b))
+		f.appendLines(out, b) // warm the regexp's machines
+		if n := testing.AllocsPerRun(20, func() { out = f.appendLines(out[:0], b) }); n != 0 {
+			t.Errorf("%q: %v allocations per 1000 lines", expr, n)
 		}
 	}
 }

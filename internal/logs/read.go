@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"regexp"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -153,32 +155,36 @@ var timeMasks = func() (m [4]struct{ sep, sepVal, digit uint64 }) {
 	return m
 }()
 
-// keep reports whether the filter keeps line. Marker lines are kept
-// whatever the grep, so a filtered capped log still says where it lost
-// lines.
-func (f *filter) keep(line []byte) bool {
-	keep, _, _ := f.check(line, -1)
-	return keep
+// counted reports whether the filter keeps line and it counts towards a
+// tail: marker lines are kept whatever the grep, so a filtered capped log
+// still says where it lost lines, but never counted.
+func (f *filter) counted(line []byte) bool {
+	if f.all {
+		return !isMarker(line)
+	}
+	keep, marker, _, _ := f.check(line, -1)
+	return keep && !marker
 }
 
-// check reports whether the filter keeps line and, unless it keeps every
-// line, the line's text and whether the line has the format (splitLine).
-// hit, if not -1, is where in line the finder found a literal: where a
-// match of the expression may well start.
-func (f *filter) check(line []byte, hit int) (keep bool, text []byte, ok bool) {
+// check reports whether the filter keeps line, whether it is a marker
+// line (then always kept) and, unless the filter keeps every line, the
+// line's text and whether the line has the format (splitLine). hit, if
+// not -1, is where in line the finder found a literal: where a match of
+// the expression may well start.
+func (f *filter) check(line []byte, hit int) (keep, marker bool, text []byte, ok bool) {
 	if f.all {
-		return true, nil, false
+		return true, false, nil, false
 	}
 	ts, stream, text, ok := splitLine(line)
 	if f.since != nil && (!ok || bytes.Compare(ts, f.since) < 0) {
-		return false, text, ok
+		return false, false, text, ok
 	}
 	if ok && string(stream) == System {
 		if bytes.HasPrefix(text, []byte(MarkerPrefix)) {
-			return true, text, ok
+			return true, true, text, ok
 		}
 		if !f.timestamps {
-			return false, text, ok
+			return false, false, text, ok
 		}
 	}
 	if f.grep != nil {
@@ -188,12 +194,99 @@ func (f *filter) check(line []byte, hit int) (keep bool, text []byte, ok bool) {
 				n--
 			}
 			if at := hit - (n - len(text)); at >= 0 && f.exact.matchAt(text, at) {
-				return true, text, ok
+				return true, false, text, ok
 			}
 		}
-		return f.match(text), text, ok
+		return f.match(text), false, text, ok
 	}
-	return true, text, ok
+	return true, false, text, ok
+}
+
+// appendLine appends line (with its newline, except perhaps the log's
+// last) to out as written, if the filter keeps it: its text and newline
+// unless timestamps are kept. hit is as for check.
+func (f *filter) appendLine(out, line []byte, hit int) []byte {
+	keep, _, text, ok := f.check(line, hit)
+	if !keep {
+		return out
+	}
+	n := len(line)
+	if !f.timestamps && ok {
+		if n > 0 && line[n-1] == '\n' { // text and newline
+			return append(out, line[n-1-len(text):]...)
+		}
+		return append(append(out, text...), '\n')
+	}
+	out = append(out, line...)
+	if n == 0 || line[n-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// appendLines appends to out the kept lines of b, which holds whole
+// lines, as written.
+func (f *filter) appendLines(out, b []byte) []byte {
+	if f.all {
+		return append(out, b...)
+	}
+	if f.find == nil {
+		return f.appendEach(out, b)
+	}
+	// Only lines holding a literal can be kept (markers are never in the
+	// files: views add them). When the literal is on nearly every line
+	// (loss|nan in a training log), searching for it only adds to the cost
+	// of each line: after denseRun lines in a row that hold it, the rest of
+	// the chunk is read line by line.
+	f.find.reset(b)
+	run := 0
+	for from := 0; from < len(b); {
+		if run == denseRun {
+			return f.appendEach(out, b[from:])
+		}
+		i := f.find.index(from)
+		if i < 0 {
+			return out
+		}
+		start := lineStart(b, from, i)
+		if start == from {
+			run++
+		} else {
+			run = 0
+		}
+		end := len(b)
+		if nl := bytes.IndexByte(b[i:], '\n'); nl >= 0 {
+			end = i + nl + 1
+		}
+		out = f.appendLine(out, b[start:end], i-start)
+		from = end
+	}
+	return out
+}
+
+// denseRun is how many consecutive lines holding a literal make a chunk's
+// search for it stop (filter.appendLines).
+const denseRun = 64
+
+// appendEach is appendLines looking at each line.
+func (f *filter) appendEach(out, b []byte) []byte {
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n') + 1
+		if nl == 0 {
+			nl = len(b)
+		}
+		out = f.appendLine(out, b[:nl], -1)
+		b = b[nl:]
+	}
+	return out
+}
+
+// clone returns a filter like f for another goroutine: the finder's
+// state is its own.
+func (f *filter) clone() *filter {
+	g := *f
+	g.find = newFinder(f.lits)
+	return &g
 }
 
 // match reports whether grep matches text.
@@ -248,7 +341,7 @@ func tailStart(r io.ReaderAt, size int64, n int, f *filter) (int64, error) {
 			if e == s { // the log's last line, unterminated
 				e = len(b)
 			}
-			if line := b[s:e]; f.keep(line) && !isMarker(line) {
+			if f.counted(b[s:e]) {
 				if count++; count == n {
 					return lo + int64(s), nil
 				}
@@ -382,7 +475,7 @@ func copyLog(ctx context.Context, w io.Writer, src source, opts Options) error {
 		}
 	}
 	f := opts.filter()
-	c := &copier{w: bufio.NewWriterSize(w, 32<<10), f: f, timestamps: opts.Timestamps}
+	c := newCopier(w, f)
 	var start int64
 	var err error
 	switch {
@@ -428,11 +521,25 @@ func copyLog(ctx context.Context, w io.Writer, src source, opts Options) error {
 
 // copier writes the kept lines of views, in order.
 type copier struct {
-	w          *bufio.Writer
-	f          *filter
-	timestamps bool
-	partial    []byte // an unterminated last line, completed by the next view
-	buf        []byte
+	w       *bufio.Writer
+	f       *filter
+	half    *filter // filters the second half of a long run of lines; nil: none
+	partial []byte  // an unterminated last line, completed by the next view
+	buf     []byte
+	out     []byte // the kept lines of a chunk, as written
+	out2    []byte // those of its second half
+}
+
+// halfMin is the fewest bytes of lines filtered on two cores at once:
+// the second half's goroutine costs about a microsecond.
+const halfMin = 256 << 10
+
+func newCopier(w io.Writer, f *filter) *copier {
+	c := &copier{w: bufio.NewWriterSize(w, 32<<10), f: f}
+	if !f.all && runtime.GOMAXPROCS(0) > 1 {
+		c.half = f.clone()
+	}
+	return c
 }
 
 // copy writes the kept lines of v from offset start to its end.
@@ -460,10 +567,15 @@ func (c *copier) copy(v *view, start int64) error {
 	return nil
 }
 
-// copyRange writes the kept lines of r's bytes [off, end).
+// copyRange writes the kept lines of r's bytes [off, end). Where both
+// halves of a chunk are filtered at once, chunks are twice as long.
 func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
 	if c.buf == nil {
-		c.buf = make([]byte, readChunk)
+		n := readChunk
+		if c.half != nil {
+			n *= 2
+		}
+		c.buf = make([]byte, n)
 	}
 	for off < end {
 		n, err := r.ReadAt(c.buf[:min(int64(len(c.buf)), end-off)], off)
@@ -497,86 +609,38 @@ func (c *copier) copyRange(r io.ReaderAt, off, end int64) error {
 	return nil
 }
 
-// lines writes the kept lines of b, which holds whole lines.
+// lines writes the kept lines of b, which holds whole lines. A long b is
+// filtered in two halves at once, split at a line's end, and written in
+// order.
 func (c *copier) lines(b []byte) error {
-	f := c.f
-	if f.find == nil || f.all {
-		return c.eachLine(b)
+	if c.f.all {
+		_, err := c.w.Write(b)
+		return err
 	}
-	// Only lines holding a literal can be kept (markers are never in the
-	// files: views add them). When the literal is on nearly every line
-	// (loss|nan in a training log), searching for it only adds to the cost
-	// of each line: after denseRun lines in a row that hold it, the rest of
-	// the chunk is read line by line.
-	f.find.reset(b)
-	run := 0
-	for from := 0; from < len(b); {
-		if run == denseRun {
-			return c.eachLine(b[from:])
-		}
-		i := f.find.index(from)
-		if i < 0 {
-			return nil
-		}
-		start := lineStart(b, from, i)
-		if start == from {
-			run++
-		} else {
-			run = 0
-		}
-		end := bytes.IndexByte(b[i:], '\n') + i + 1
-		if err := c.lineHit(b[start:end], i-start); err != nil {
-			return err
-		}
-		from = end
+	if c.half == nil || len(b) < halfMin {
+		c.out = c.f.appendLines(c.out[:0], b)
+		_, err := c.w.Write(c.out)
+		return err
 	}
-	return nil
-}
-
-// denseRun is how many consecutive lines holding a literal make a chunk's
-// search for it stop (copier.lines).
-const denseRun = 64
-
-// eachLine writes the kept lines of b, which holds whole lines, looking at
-// each.
-func (c *copier) eachLine(b []byte) error {
-	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n') + 1
-		if err := c.line(b[:nl]); err != nil {
-			return err
-		}
-		b = b[nl:]
+	mid := len(b) / 2
+	mid += bytes.IndexByte(b[mid:], '\n') + 1 // b ends a line
+	var wg sync.WaitGroup
+	wg.Go(func() { c.out2 = c.half.appendLines(c.out2[:0], b[mid:]) })
+	c.out = c.f.appendLines(c.out[:0], b[:mid])
+	wg.Wait()
+	if _, err := c.w.Write(c.out); err != nil {
+		return err
 	}
-	return nil
+	_, err := c.w.Write(c.out2)
+	return err
 }
 
 // line writes line (with its newline, except perhaps the log's last) if
 // the filter keeps it.
-func (c *copier) line(line []byte) error { return c.lineHit(line, -1) }
-
-// lineHit is line where the finder found a literal at hit in line.
-func (c *copier) lineHit(line []byte, hit int) error {
-	keep, text, ok := c.f.check(line, hit)
-	if !keep {
-		return nil
-	}
-	if !c.timestamps && ok {
-		if n := len(line); n > 0 && line[n-1] == '\n' { // text and newline
-			_, err := c.w.Write(line[n-1-len(text):])
-			return err
-		}
-		if _, err := c.w.Write(text); err != nil {
-			return err
-		}
-		return c.w.WriteByte('\n')
-	}
-	if _, err := c.w.Write(line); err != nil {
-		return err
-	}
-	if len(line) == 0 || line[len(line)-1] != '\n' {
-		return c.w.WriteByte('\n')
-	}
-	return nil
+func (c *copier) line(line []byte) error {
+	c.out = c.f.appendLine(c.out[:0], line, -1)
+	_, err := c.w.Write(c.out)
+	return err
 }
 
 // flushPartial writes an unterminated last line as a line.
