@@ -157,6 +157,11 @@ func BenchmarkGrepRegexp1GiB(b *testing.B) {
 		{"step-digits", `step [0-9]+`},  // every line
 		{"fold-every-line", `(?i)loss`}, // every line
 		{"gap", `loss.*tokens`},         // every line
+		// "tokens/s " on nearly every line, "saved" on one in 100,000
+		// (and never both): the rarer literal is searched for.
+		{"rare-literal", `tokens/s \d+.*saved`},
+		// Run on every line: \d+ inside the pattern.
+		{"run", `loss \d+\.\d+ lr`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			benchCopy(b, Options{Grep: regexp.MustCompile(bc.expr)})

@@ -60,11 +60,69 @@ func requiredLiterals(re *regexp.Regexp) litSet {
 	return nil
 }
 
+// requiredSets returns sets of literals such that every match of re holds
+// one literal of each (`step \d+ .*nan`: "step " and "nan"), at most
+// maxSets, the one requiredLiterals returns first; nil when there is none.
+// Readers search for the set that is rarest where they read, and check
+// the others on a line before running the expression on it.
+func requiredSets(re *regexp.Regexp) []litSet {
+	best := requiredLiterals(re)
+	if best == nil {
+		return nil
+	}
+	sets := []litSet{best}
+	t, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return sets
+	}
+	var more [][]lit
+	for _, s := range reqs(infoOf(t.Simplify())) {
+		if minLen(s) >= 2 && !sameSet(s, best) && !slices.ContainsFunc(more, func(m []lit) bool { return sameSet(m, s) }) {
+			more = append(more, s)
+		}
+	}
+	// Best first, as bestSet ranks them.
+	slices.SortStableFunc(more, func(a, b []lit) int {
+		if minLen(a) != minLen(b) {
+			return minLen(b) - minLen(a)
+		}
+		return len(a) - len(b)
+	})
+	for _, s := range more {
+		if len(sets) == maxSets {
+			break
+		}
+		sets = append(sets, s)
+	}
+	return sets
+}
+
+// maxSets bounds the literal sets a reader chooses from.
+const maxSets = 4
+
+func sameSet(a, b []lit) bool {
+	return slices.EqualFunc(a, b, func(x, y lit) bool { return x.fold == y.fold && bytes.Equal(x.b, y.b) })
+}
+
+// reqs returns the sets of literals of in, one of each of which every
+// match holds.
+func reqs(in info) [][]lit {
+	out := in.all
+	if in.req != nil {
+		out = append(out[:len(out):len(out)], in.req)
+	}
+	if in.exactOK && len(in.exact) > 0 {
+		out = append(out[:len(out):len(out)], in.exact)
+	}
+	return out
+}
+
 // info is what a syntax tree says of the literals in its matches.
 type info struct {
 	exactOK bool
-	exact   []lit // when exactOK: every match is one of these ("" for empty)
-	req     []lit // nil, or a set one of which every match holds
+	exact   []lit   // when exactOK: every match is one of these ("" for empty)
+	req     []lit   // nil, or a set one of which every match holds
+	all     [][]lit // other such sets
 }
 
 func infoOf(n *syntax.Regexp) info {
@@ -92,13 +150,13 @@ func infoOf(n *syntax.Regexp) info {
 		return infoOf(n.Sub[0])
 	case syntax.OpPlus:
 		s := infoOf(n.Sub[0])
-		return info{req: bestSet(s.req, s.exact)}
+		return info{req: bestSet(s.req, s.exact), all: reqs(s)}
 	case syntax.OpRepeat:
 		if n.Min == 0 {
 			return info{}
 		}
 		s := infoOf(n.Sub[0])
-		return info{req: bestSet(s.req, s.exact)}
+		return info{req: bestSet(s.req, s.exact), all: reqs(s)}
 	case syntax.OpQuest:
 		s := infoOf(n.Sub[0])
 		if s.exactOK {
@@ -223,10 +281,16 @@ func concatInfo(subs []*syntax.Regexp) info {
 		}
 		exactOK = false
 		cands = append(cands, cur, s.req)
+		cands = append(cands, s.all...)
 		cur = []lit{{}}
 	}
 	cands = append(cands, cur)
 	out := info{req: bestSet(cands...)}
+	for _, c := range cands {
+		if len(c) > 0 && minLen(c) > 0 {
+			out.all = append(out.all, c)
+		}
+	}
 	if exactOK {
 		out.exactOK, out.exact = true, cur
 	}
@@ -398,6 +462,26 @@ func newFinder(s litSet) *finder {
 	}
 	f.next = make([]int, len(f.streams))
 	return f
+}
+
+// lines returns how many lines of b hold a literal, counting no further
+// than limit.
+func (f *finder) lines(b []byte, limit int) int {
+	f.reset(b)
+	n := 0
+	for i := 0; i < len(b) && n < limit; {
+		j := f.index(i)
+		if j < 0 {
+			break
+		}
+		n++
+		nl := bytes.IndexByte(b[j:], '\n')
+		if nl < 0 {
+			break
+		}
+		i = j + nl + 1
+	}
+	return n
 }
 
 // reset starts the search of chunk b.

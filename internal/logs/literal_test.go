@@ -108,3 +108,50 @@ func TestFinder(t *testing.T) {
 		}
 	}
 }
+
+func TestRequiredSets(t *testing.T) {
+	for expr, want := range map[string]string{
+		`step \d+ .*nan`:        "step |nan",
+		`loss.*tokens`:          "tokens|loss",
+		`loss=(\d+)\.\d+ lr`:    "loss=| lr",
+		`(?i)error: (\w+) code`: "~error: |~ code",
+		`(ab|cd)+x[0-9]yz`:      "yz|ab,cd", // [0-9]: too many literals
+		`loss|nan`:              "loss,nan",
+		`a|b`:                   "a,b",
+		`\d{4}`:                 "",
+		`(a.*bc)+ de`:           " de|bc",
+		`aa.bb.cc.dd.ee.ff`:     "aa|bb|cc|dd",
+	} {
+		var got []string
+		for _, s := range requiredSets(regexp.MustCompile(expr)) {
+			got = append(got, setString(s))
+		}
+		if g := strings.Join(got, "|"); g != want {
+			t.Errorf("requiredSets(%q) = %q, want %q", expr, g, want)
+		}
+	}
+}
+
+// A filter searches a chunk for its rarest required set.
+func TestFilterChoose(t *testing.T) {
+	var b []byte
+	for i := range 500 {
+		text := "step 12 loss 0.5"
+		if i%50 == 0 {
+			text += " nan"
+		}
+		b = append(b, text+"\n"...)
+	}
+	f := Options{Grep: regexp.MustCompile(`step \d+ .*nan`)}.filter()
+	if got := setString(f.lits); got != "step " {
+		t.Fatalf("before choosing: %q", got)
+	}
+	f.choose(b)
+	if got := setString(f.lits); got != "nan" {
+		t.Errorf("chose %q, want nan", got)
+	}
+	f.choose([]byte("nan nan\nnan\nstep \n"))
+	if got := setString(f.lits); got != "step " {
+		t.Errorf("chose %q, want step", got)
+	}
+}
