@@ -436,16 +436,20 @@ func asciiEqualFold(b, lower []byte) bool {
 // literal's first occurrence after an offset searched for once: it
 // remembers where each literal next occurs, so a literal found on every
 // line does not make the search for a rare one rescan the chunk, nor the
-// other way round. A case-insensitive literal is searched for as its first
-// byte in either case, then compared.
+// other way round. A literal is searched for as one of its bytes, the
+// rarest in the chunks searched when known (tune), then compared; a
+// case-insensitive one's letter in either case.
 type finder struct {
+	set     litSet
 	streams []stream
 	next    []int // per stream, its next occurrence (len(b): none); -1: unknown
 	b       []byte
 }
 
 type stream struct {
-	first byte // the byte searched for (when exact: the literal's first)
+	c     byte // the byte searched for: the literal's at off (or its upper case)
+	off   int
+	index bool // search with bytes.Index: no byte of the literal is rare
 	lit   lit
 }
 
@@ -453,15 +457,47 @@ func newFinder(s litSet) *finder {
 	if len(s) == 0 {
 		return nil
 	}
-	f := &finder{}
-	for _, l := range s {
-		f.streams = append(f.streams, stream{first: l.b[0], lit: l})
-		if c := l.b[0]; l.fold && 'a' <= c && c <= 'z' {
-			f.streams = append(f.streams, stream{first: c - 'a' + 'A', lit: l})
+	f := &finder{set: s}
+	f.tune(nil, 0)
+	return f
+}
+
+// tune picks the byte each literal is searched for: the rarest in freq,
+// the byte counts of n bytes like those searched (the first byte when
+// freq is nil, searched for with bytes.Index). A case-insensitive letter counts in both cases, and costs
+// two searches.
+func (f *finder) tune(freq *[256]int, n int) {
+	f.streams = f.streams[:0]
+	for _, l := range f.set {
+		off := 0
+		if freq != nil {
+			fewest := -1
+			for i, c := range l.b {
+				k := freq[c]
+				if l.fold && 'a' <= c && c <= 'z' {
+					k += freq[c-'a'+'A']
+				}
+				if fewest < 0 || k < fewest {
+					fewest, off = k, i
+				}
+			}
+			if !l.fold && len(l.b) > 1 && fewest*16 > n {
+				off = 0 // as common as a byte in 16: compare at each offset
+			}
+		}
+		c := l.b[off]
+		st := stream{c: c, off: off, lit: l}
+		st.index = !l.fold && len(l.b) > 1 && (freq == nil || freq[c]*16 > n)
+		f.streams = append(f.streams, st)
+		if l.fold && 'a' <= c && c <= 'z' {
+			st.c = c - 'a' + 'A'
+			f.streams = append(f.streams, st)
 		}
 	}
-	f.next = make([]int, len(f.streams))
-	return f
+	if cap(f.next) < len(f.streams) {
+		f.next = make([]int, len(f.streams))
+	}
+	f.next = f.next[:len(f.streams)]
 }
 
 // lines returns how many lines of b hold a literal, counting no further
@@ -513,25 +549,27 @@ func (f *finder) index(from int) int {
 func (f *finder) find(k, from int) int {
 	s := &f.streams[k]
 	b := f.b
-	if !s.lit.fold {
-		if len(s.lit.b) == 1 {
-			return indexByteFrom(b, s.first, from)
-		}
+	n := len(s.lit.b)
+	if s.index {
 		if j := bytes.Index(b[from:], s.lit.b); j >= 0 {
 			return from + j
 		}
 		return len(b)
 	}
-	n := len(s.lit.b)
-	for from+n <= len(b) {
-		j := indexByteFrom(b, s.first, from)
-		if j+n > len(b) {
+	for i := from + s.off; i < len(b); {
+		j := bytes.IndexByte(b[i:], s.c)
+		if j < 0 {
 			break
 		}
-		if asciiEqualFold(b[j+1:j+n], s.lit.b[1:]) {
-			return j
+		j += i
+		start := j - s.off
+		if start+n > len(b) {
+			break
 		}
-		from = j + 1
+		if s.lit.fold && asciiEqualFold(b[start:start+n], s.lit.b) || !s.lit.fold && bytes.Equal(b[start:start+n], s.lit.b) {
+			return start
+		}
+		i = j + 1
 	}
 	return len(b)
 }

@@ -1,6 +1,8 @@
 package logs
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -153,5 +155,65 @@ func TestFilterChoose(t *testing.T) {
 	f.choose([]byte("nan nan\nnan\nstep \n"))
 	if got := setString(f.lits); got != "step " {
 		t.Errorf("chose %q, want step", got)
+	}
+}
+
+// naiveIndex is the offset of the first literal of s at or after from in
+// b, or -1.
+func naiveIndex(s litSet, b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		for _, l := range s {
+			if i+len(l.b) > len(b) {
+				continue
+			}
+			w := b[i : i+len(l.b)]
+			if l.fold && asciiEqualFold(w, l.b) || !l.fold && bytes.Equal(w, l.b) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// A finder searching for any byte of its literals, each as common as
+// any, finds what a naive search finds, from every offset and skipping
+// ahead.
+func TestFinderTuned(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	alphabet := []byte("abAB.\n0x")
+	word := func(n int) []byte {
+		w := make([]byte, n)
+		for i := range w {
+			w[i] = alphabet[r.IntN(len(alphabet)-1)] // no newline
+		}
+		return w
+	}
+	for range 2000 {
+		var s litSet
+		for range 1 + r.IntN(3) {
+			l := lit{b: word(1 + r.IntN(4)), fold: r.IntN(2) == 0}
+			s = append(s, mkLit(l.b, l.fold))
+		}
+		b := make([]byte, r.IntN(200))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		f := newFinder(s)
+		var freq [256]int
+		for c := range freq {
+			freq[c] = r.IntN(100)
+		}
+		switch r.IntN(3) {
+		case 0:
+			f.tune(&freq, 100)
+		case 1:
+			f.tune(&freq, 100000) // every byte rare
+		}
+		f.reset(b)
+		for from := 0; from <= len(b); from += 1 + r.IntN(3) {
+			if got, want := f.index(from), naiveIndex(s, b, from); got != want {
+				t.Fatalf("literals %q in %q from %d: %d, want %d", setString(s), b, from, got, want)
+			}
+		}
 	}
 }

@@ -307,13 +307,29 @@ func (f *filter) clone() *filter {
 	return &g
 }
 
-// chooseSample is how many bytes of a chunk choose looks at.
-const chooseSample = 16 << 10
+// chooseSample is how many bytes of a chunk choose counts lines in;
+// freqSample, bytes.
+const (
+	chooseSample = 16 << 10
+	freqSample   = 4 << 10
+)
 
 // choose makes the filter search chunk b for the set of literals that the
-// fewest lines hold at its start: each is required, so any finds every
-// line that may match, the rarest the fewest.
+// fewest lines hold at its start (each is required, so any finds every
+// line that may match, the rarest the fewest), each literal as its byte
+// rarest there.
 func (f *filter) choose(b []byte) {
+	if f.find == nil {
+		return
+	}
+	var freq [256]int
+	fs := b[:min(len(b), freqSample)]
+	for _, c := range fs {
+		freq[c]++
+	}
+	for _, find := range f.finds {
+		find.tune(&freq, len(fs))
+	}
 	if len(f.sets) < 2 {
 		return
 	}
