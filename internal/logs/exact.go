@@ -17,6 +17,9 @@ func (s *byteSet) has(c byte) bool { return s[c>>6]&(1<<(c&63)) != 0 }
 func (s *byteSet) union(t byteSet) {
 	s[0], s[1], s[2], s[3] = s[0]|t[0], s[1]|t[1], s[2]|t[2], s[3]|t[3]
 }
+func (s *byteSet) meets(t byteSet) bool {
+	return s[0]&t[0]|s[1]&t[1]|s[2]&t[2]|s[3]&t[3] != 0
+}
 func (s *byteSet) count() (n int, c byte) {
 	for i := range 256 {
 		if s.has(byte(i)) {
@@ -26,13 +29,17 @@ func (s *byteSet) count() (n int, c byte) {
 	return n, c
 }
 
-// seq is a fixed-length pattern: one set of bytes per position, perhaps
+// seq is a pattern of bytes: one set of bytes per position, perhaps
 // anchored at the text's start or end, perhaps with word boundaries
-// (\b, \B) to hold at some of its offsets.
+// (\b, \B) to hold at some of its offsets. Some sets may be runs (x*,
+// greedy: the next set holds none of the run's bytes, so a run ends at
+// the first byte not in it); most seqs have none, and a fixed length.
 type seq struct {
 	sets       []byteSet
 	begin, end bool
-	bounds     []bound
+	bounds     []bound // none when there are runs
+	runs       uint64  // bit k: sets[k] is a run
+	fewest     int     // the fewest bytes a match holds
 }
 
 // bound is a word boundary at an offset of a seq: \b, or \B when not.
@@ -51,6 +58,28 @@ func (s *seq) at(t []byte, i int) bool {
 		}
 	}
 	return true
+}
+
+// runsAt returns where s, which has runs, ends when matched at offset i
+// of t; -1 when it does not match there.
+func (s *seq) runsAt(t []byte, i int) int {
+	for k := range s.sets {
+		set := &s.sets[k]
+		if s.runs&(1<<k) != 0 {
+			for i < len(t) && set.has(t[i]) {
+				i++
+			}
+			continue
+		}
+		if i >= len(t) || !set.has(t[i]) {
+			return -1
+		}
+		i++
+	}
+	if s.end && i != len(t) {
+		return -1
+	}
+	return i
 }
 
 // boundsAt reports whether the word boundaries of s hold at offset i of t
@@ -93,6 +122,9 @@ func wordByte(c byte) bool {
 //     top-level alternatives: a line holds a match of `step [0-9]+` if and
 //     only if it holds one of `step [0-9]`, of `[0-9]+\.[0-9]+` if and
 //     only if of `[0-9]\.[0-9]`; `a*` matches every line.
+//   - inside, x* and x+ of a set of bytes that the next set does not
+//     meet (`loss \d+\.\d+ lr`: '.' is no digit): such a run ends at the
+//     first byte not in it, with no other way to match.
 //   - gaps, .* and .+, between such parts of a top-level alternative
 //     (`loss.*tokens`, `^step \d+ .*nan$`): a line holds a match if and
 //     only if it holds a match of each part in turn, each after the gap
@@ -100,7 +132,8 @@ func wordByte(c byte) bool {
 //     end (no later part can then be missed), and next to a gap a part
 //     is shortened as at the ends: `loss=\d+.*tokens` is `loss=\d.*tokens`.
 //
-// Others (a bare ., a non-ASCII class, x* inside a part) are run as
+// Others (a bare ., a non-ASCII class, a run the next byte may continue,
+// as in `\d+0`, or of more than one byte, as `(ab)+`) are run as
 // expressions.
 type exact struct {
 	alts           // the alternatives without gaps
@@ -191,7 +224,10 @@ func seqsOf(parts []*syntax.Regexp) (seqs []seq, ok bool) {
 		return nil, false
 	}
 	for _, it := range items {
-		s, ok := seqOf(it)
+		s, ok, exact := seqOf(it)
+		if !exact {
+			return nil, false
+		}
 		if !ok {
 			continue // never matches
 		}
@@ -203,6 +239,10 @@ func seqsOf(parts []*syntax.Regexp) (seqs []seq, ok bool) {
 	return seqs, true
 }
 
+// scanned reports whether s is looked for at every offset: it is not
+// anchored at the start, nor of a fixed length at the end.
+func (s *seq) scanned() bool { return !s.begin && (!s.end || s.runs != 0) }
+
 func newAlts(seqs []seq) *alts {
 	a := &alts{seqs: seqs, one: -1}
 	var firsts byteSet
@@ -210,9 +250,9 @@ func newAlts(seqs []seq) *alts {
 		switch {
 		case len(s.sets) == 0 && !(s.begin && s.end):
 			a.any = true // empty at the start, the end or anywhere
-		case !s.begin && !s.end:
-			if !a.free || len(s.sets) < a.short {
-				a.short = len(s.sets)
+		case s.scanned():
+			if !a.free || s.fewest < a.short {
+				a.short = s.fewest
 			}
 			a.free = true
 			firsts.union(s.sets[0])
@@ -226,7 +266,7 @@ func newAlts(seqs []seq) *alts {
 	if n, c := firsts.count(); n == 1 {
 		a.one = int(c)
 	}
-	if len(seqs) == 1 && a.free && len(seqs[0].bounds) == 0 {
+	if len(seqs) == 1 && a.free && len(seqs[0].bounds) == 0 && seqs[0].runs == 0 && !seqs[0].end {
 		for _, set := range seqs[0].sets {
 			n, c := set.count()
 			if n != 1 {
@@ -340,6 +380,7 @@ func trimOne(n *syntax.Regexp) ([]*syntax.Regexp, bool) {
 type item struct {
 	set    byteSet
 	anchor byte // '^', '$', 'b' (\b) or 'B' (\B)
+	run    bool // x*: set repeated
 }
 
 // itemsOf returns the alternatives of n as sequences of items.
@@ -414,6 +455,17 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 		return nil, true
 	case syntax.OpCapture:
 		return itemsOf(n.Sub[0])
+	case syntax.OpStar, syntax.OpPlus:
+		// Of one set of bytes: a run (x+ is x then x*).
+		a, ok := itemsOf(n.Sub[0])
+		if !ok || len(a) != 1 || len(a[0]) != 1 || a[0][0].anchor != 0 || a[0][0].run {
+			return nil, false
+		}
+		set := a[0][0].set
+		if n.Op == syntax.OpStar {
+			return [][]item{{{set: set, run: true}}}, true
+		}
+		return [][]item{{{set: set}, {set: set, run: true}}}, true
 	case syntax.OpQuest:
 		a, ok := itemsOf(n.Sub[0])
 		if !ok || len(a)+1 > maxSeqs {
@@ -451,38 +503,89 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 }
 
 // seqOf makes a seq of items; ok is false when they can never match a
-// text (it holds no newline, so ^ after a byte or $ before one never holds).
-func seqOf(items []item) (s seq, ok bool) {
+// text (it holds no newline, so ^ after a byte or $ before one never
+// holds); exact is false when a run is not ended by the next set (`\d*1`,
+// `\d*\w`), or is next to a word boundary.
+func seqOf(items []item) (s seq, ok, exact bool) {
+	var els []item
+	runs := false
 	for _, it := range items {
 		switch it.anchor {
 		case '^':
-			if len(s.sets) > 0 {
-				return seq{}, false
+			for _, e := range els {
+				if !e.run {
+					return seq{}, false, true
+				}
 			}
+			els = els[:0] // runs before ^ match empty
 			s.begin = true
 		case '$':
 			s.end = true
 		case 'b', 'B':
-			s.bounds = append(s.bounds, bound{off: len(s.sets), not: it.anchor == 'B'})
+			s.bounds = append(s.bounds, bound{off: len(els), not: it.anchor == 'B'})
 		default:
 			if s.end {
-				return seq{}, false
+				if it.run {
+					continue // empty at the end
+				}
+				return seq{}, false, true
 			}
-			s.sets = append(s.sets, it.set)
+			els = append(els, it)
+			runs = runs || it.run
 		}
 	}
-	return s, true
+	if !runs {
+		for _, e := range els {
+			s.sets = append(s.sets, e.set)
+		}
+		s.fewest = len(s.sets)
+		return s, true, true
+	}
+	if s.bounds != nil {
+		return seq{}, false, false
+	}
+	// A run first matches as well empty, unless anchored; so does one
+	// last.
+	for !s.begin && len(els) > 0 && els[0].run {
+		els = els[1:]
+	}
+	for !s.end && len(els) > 0 && els[len(els)-1].run {
+		els = els[:len(els)-1]
+	}
+	if len(els) > 64 {
+		return seq{}, false, false
+	}
+	for k, e := range els {
+		if e.run {
+			if k+1 < len(els) {
+				next := els[k+1]
+				if next.run || next.set.meets(e.set) {
+					return seq{}, false, false
+				}
+			}
+			s.runs |= 1 << k
+		} else {
+			s.fewest++
+		}
+		s.sets = append(s.sets, e.set)
+	}
+	return s, true, true
 }
 
-// matchAt reports whether an unanchored pattern of the alternatives
-// without gaps matches text at offset i: if so the expression matches
-// text; if not it may still.
+// matchAt reports whether a pattern of the alternatives without gaps
+// that is looked for at every offset matches text at offset i: if so the
+// expression matches text; if not it may still.
 func (a *alts) matchAt(t []byte, i int) bool {
 	if i >= len(t) {
 		return false
 	}
 	for m := a.first[t[i]]; m != 0; m &= m - 1 {
-		if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+		s := &a.seqs[bits.TrailingZeros64(m)]
+		if s.runs == 0 {
+			if s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+				return true
+			}
+		} else if s.runsAt(t, i) >= 0 {
 			return true
 		}
 	}
@@ -506,6 +609,26 @@ func (e *exact) matchChains(t []byte) bool {
 	return false
 }
 
+// anchoredEnd returns where s, which is not scanned (anchored at the
+// start, or of a fixed length at the end), ends in t; -1 when it does not
+// match.
+func (s *seq) anchoredEnd(t []byte) int {
+	if s.runs != 0 {
+		return s.runsAt(t, 0)
+	}
+	n := len(s.sets)
+	i := 0
+	if s.end {
+		if i = len(t) - n; i < 0 || s.begin && i != 0 {
+			return -1
+		}
+	}
+	if s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+		return i + n
+	}
+	return -1
+}
+
 // match reports whether a pattern matches text.
 func (a *alts) match(t []byte) bool {
 	if a.lit != nil {
@@ -515,20 +638,8 @@ func (a *alts) match(t []byte) bool {
 		return true
 	}
 	for k := range a.seqs {
-		s := &a.seqs[k]
-		switch {
-		case s.begin && s.end:
-			if len(t) == len(s.sets) && s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
-				return true
-			}
-		case s.begin:
-			if s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
-				return true
-			}
-		case s.end:
-			if i := len(t) - len(s.sets); i >= 0 && s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
-				return true
-			}
+		if s := &a.seqs[k]; !s.scanned() && s.anchoredEnd(t) >= 0 {
+			return true
 		}
 	}
 	if !a.free {
@@ -543,7 +654,12 @@ func (a *alts) match(t []byte) bool {
 			}
 			i += j
 			for m := a.first[c]; m != 0; m &= m - 1 {
-				if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+				s := &a.seqs[bits.TrailingZeros64(m)]
+				if s.runs == 0 {
+					if s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+						return true
+					}
+				} else if s.runsAt(t, i) >= 0 {
 					return true
 				}
 			}
@@ -551,7 +667,12 @@ func (a *alts) match(t []byte) bool {
 	}
 	for i, c := range t {
 		for m := a.first[c]; m != 0; m &= m - 1 {
-			if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+			s := &a.seqs[bits.TrailingZeros64(m)]
+			if s.runs == 0 {
+				if s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+					return true
+				}
+			} else if s.runsAt(t, i) >= 0 {
 				return true
 			}
 		}
@@ -605,24 +726,24 @@ func (a *alts) next(t []byte, from int) int {
 	}
 	best := -1
 	better := func(e int) {
-		if best < 0 || e < best {
+		if e >= 0 && (best < 0 || e < best) {
 			best = e
 		}
 	}
 	for k := range a.seqs {
 		s := &a.seqs[k]
-		n := len(s.sets)
 		switch {
-		case s.begin:
-			if from == 0 && (!s.end || len(t) == n) && s.at(t, 0) && (s.bounds == nil || s.boundsAt(t, 0)) {
-				better(n)
-			}
-		case s.end:
-			if i := len(t) - n; i >= from && s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
-				better(len(t))
-			}
-		case n == 0:
+		case len(s.sets) == 0 && !s.begin && !s.end:
 			better(from)
+		case s.scanned(): // below
+		case s.begin:
+			if from == 0 {
+				better(s.anchoredEnd(t))
+			}
+		default: // of a fixed length, at the end
+			if len(t)-len(s.sets) >= from {
+				better(s.anchoredEnd(t))
+			}
 		}
 	}
 	if !a.free {
@@ -641,8 +762,13 @@ func (a *alts) next(t []byte, from int) int {
 			}
 		}
 		for m := a.first[t[i]]; m != 0; m &= m - 1 {
-			if s := &a.seqs[bits.TrailingZeros64(m)]; s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
-				better(i + len(s.sets))
+			s := &a.seqs[bits.TrailingZeros64(m)]
+			if s.runs == 0 {
+				if s.at(t, i) && (s.bounds == nil || s.boundsAt(t, i)) {
+					better(i + len(s.sets))
+				}
+			} else {
+				better(s.runsAt(t, i))
 			}
 		}
 	}

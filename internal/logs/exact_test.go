@@ -70,6 +70,88 @@ func TestExactChainsAsExpression(t *testing.T) {
 	}
 }
 
+// randRuns returns a random concatenation of byte classes, some
+// repeated (x*, x+, x{2,}), sometimes anchored, with gaps or alternatives.
+func randRuns(r *rand.Rand) string {
+	atoms := []string{"a", "b", "x", "0", " ", `\.`, "[0-9]", `\d`, "[a-c]", `\w`, `\s`, "[ab]", `\b`, "(?i:a)", "é"}
+	reps := []string{"", "", "*", "+", "{2,}", "?"}
+	branch := func() string {
+		var b strings.Builder
+		if r.IntN(5) == 0 {
+			b.WriteString("^")
+		}
+		for range 1 + r.IntN(5) {
+			b.WriteString(atoms[r.IntN(len(atoms))] + reps[r.IntN(len(reps))])
+			if r.IntN(8) == 0 {
+				b.WriteString(".*")
+			}
+		}
+		if r.IntN(5) == 0 {
+			b.WriteString("$")
+		}
+		return b.String()
+	}
+	if r.IntN(4) == 0 {
+		return branch() + "|" + branch()
+	}
+	return branch()
+}
+
+// Runs of a byte class are decided as the expression decides them.
+func TestExactRunsAsExpression(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	var texts []string
+	for range 300 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString([]string{"a", "b", "x", "0", "7", " ", ".", "_", "A", "é", "\xff", "\t"}[r.IntN(12)])
+		}
+		texts = append(texts, b.String())
+	}
+	runs := 0
+	for range 6000 {
+		expr := randRuns(r)
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			continue
+		}
+		e := newExact(re)
+		if e == nil {
+			continue
+		}
+		has := false
+		for _, s := range e.seqs {
+			has = has || s.runs != 0
+		}
+		for _, c := range e.chains {
+			for _, p := range c.parts {
+				for _, s := range p.seqs {
+					has = has || s.runs != 0
+				}
+			}
+		}
+		if has {
+			runs++
+		}
+		for _, text := range texts {
+			if got, want := e.match([]byte(text)), re.MatchString(text); got != want {
+				t.Fatalf("%q on %q: exact says %v, the expression %v", expr, text, got, want)
+			}
+			if !re.MatchString(text) {
+				for i := range len(text) {
+					if e.matchAt([]byte(text), i) {
+						t.Fatalf("%q: a pattern matches %q at %d, the expression not at all", expr, text, i)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d expressions with runs", runs)
+	if runs < 1000 {
+		t.Errorf("only %d expressions decided with runs", runs)
+	}
+}
+
 // Gaps, word boundaries and parts next to gaps.
 func TestExactChains(t *testing.T) {
 	for _, c := range []struct {
@@ -94,6 +176,16 @@ func TestExactChains(t *testing.T) {
 		{`a$.*b`, true, nil, []string{"ab", "a b", "a"}},
 		{`(a|).*^b`, true, []string{"b", "bab"}, []string{"ab", "xb"}},
 		{`(a|).+^b`, true, nil, []string{"b", "ab"}},
+		// Runs the next byte ends.
+		{`loss \d+\.\d+ lr`, false, []string{"loss 0.4321 lr 1", "loss 12.3 lr"}, []string{"loss .4 lr", "loss 1. lr", "loss 1.2lr"}},
+		{`a[0-9]*b`, false, []string{"ab", "a123b", "xa1b"}, []string{"a12", "a1xb"}},
+		{`^\d*x`, false, []string{"x", "12x"}, []string{"a12x", " x"}},
+		{`\d*^x`, false, []string{"x"}, []string{"1x"}},
+		{`\d+$`, false, []string{"1", "a12"}, []string{"", "1a"}},
+		{`x\d*$`, false, []string{"x", "ax12"}, []string{"x1a"}},
+		{`^x\d*$`, false, []string{"x", "x12"}, []string{"ax", "x1a"}},
+		{`(?i)epoch \d+/\d+.*nan`, true, []string{"Epoch 1/10 nan", "epoch 12/3: nan"}, []string{"epoch 1/ nan", "epoch /1 nan"}},
+		{`[a-z]+_\d+`, false, []string{"ab_1", "x_12"}, []string{"_1", "ab_", "AB_1"}},
 	} {
 		re := regexp.MustCompile(c.expr)
 		e := newExact(re)
@@ -115,7 +207,7 @@ func TestExactChains(t *testing.T) {
 			}
 		}
 	}
-	for _, expr := range []string{`a.b`, `a.?b`, `a[0-9]*b`, `\b`, `é.*\pL`} {
+	for _, expr := range []string{`a.b`, `a.?b`, `a[0-9]*1`, `x\d+\w`, `a\d*\b`, `x(ab)+c`, `\b`, `é.*\pL`} {
 		if newExact(regexp.MustCompile(expr)) != nil {
 			t.Errorf("%q is decided exactly", expr)
 		}
@@ -128,6 +220,7 @@ func FuzzFilterMatch(f *testing.F) {
 		{`loss.*tokens`, "step 1 loss 0.4 tokens/s"}, {`a.+.+b`, "aéb"}, {`\bnan\b`, "x nan."},
 		{`(?i)error|warn`, "WARNING"}, {`\d{4}`, "step 12345"}, {`step [0-9]+`, "step 1"},
 		{`^a.*b$`, "a\xffb"}, {`(?i)k.*s`, "\u212a \u017f"},
+		{`loss \d+\.\d+ lr`, "loss 0.5 lr"}, {`^x\d*$`, "x12"}, {`a[0-9]*b|c+d`, "a1b ccd"},
 	} {
 		f.Add(s[0], s[1])
 	}
