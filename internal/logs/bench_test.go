@@ -160,10 +160,10 @@ func BenchmarkGrepRegexp1GiB(b *testing.B) {
 		// "tokens/s " on nearly every line, "saved" on one in 100,000
 		// (and never both): the rarer literal is searched for.
 		{"rare-literal", `tokens/s \d+.*saved`},
-		{"runs", `loss \d+\.\d+ lr`}, // every line; each \d+ ends at the next byte
-		// Run on every line: [^ ] matches any rune but a space, of
-		// any length.
-		{"run", `lr [^ ]+ tokens`},
+		{"runs", `loss \d+\.\d+ lr`},    // every line; each \d+ ends at the next byte
+		{"wide-run", `lr [^ ]+ tokens`}, // every line; [^ ] is any rune but a space
+		// Run on every line: a repeated group.
+		{"run", `lr (\d+\.)+\d+ tokens`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			benchCopy(b, Options{Grep: regexp.MustCompile(bc.expr)})

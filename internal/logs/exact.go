@@ -124,7 +124,9 @@ func wordByte(c byte) bool {
 //     only if of `[0-9]\.[0-9]`; `a*` matches every line.
 //   - inside, x* and x+ of a set of bytes that the next set does not
 //     meet (`loss \d+\.\d+ lr`: '.' is no digit): such a run ends at the
-//     first byte not in it, with no other way to match.
+//     first byte not in it, with no other way to match. x may also be a
+//     class of every non-ASCII rune and some ASCII ones (`lr [^ ]+ tok`):
+//     its runs are runs of bytes (wideItem).
 //   - gaps, .* and .+, between such parts of a top-level alternative
 //     (`loss.*tokens`, `^step \d+ .*nan$`): a line holds a match if and
 //     only if it holds a match of each part in turn, each after the gap
@@ -381,6 +383,7 @@ type item struct {
 	set    byteSet
 	anchor byte // '^', '$', 'b' (\b) or 'B' (\B)
 	run    bool // x*: set repeated
+	wide   bool // set stands for a class of runes holding every non-ASCII one
 }
 
 // itemsOf returns the alternatives of n as sequences of items.
@@ -457,15 +460,20 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 		return itemsOf(n.Sub[0])
 	case syntax.OpStar, syntax.OpPlus:
 		// Of one set of bytes: a run (x+ is x then x*).
-		a, ok := itemsOf(n.Sub[0])
-		if !ok || len(a) != 1 || len(a[0]) != 1 || a[0][0].anchor != 0 || a[0][0].run {
-			return nil, false
+		it, ok := wideItem(n.Sub[0])
+		if !ok {
+			a, ok := itemsOf(n.Sub[0])
+			if !ok || len(a) != 1 || len(a[0]) != 1 || a[0][0].anchor != 0 || a[0][0].run {
+				return nil, false
+			}
+			it = a[0][0]
 		}
-		set := a[0][0].set
+		run := it
+		run.run = true
 		if n.Op == syntax.OpStar {
-			return [][]item{{{set: set, run: true}}}, true
+			return [][]item{{run}}, true
 		}
-		return [][]item{{{set: set}, {set: set, run: true}}}, true
+		return [][]item{{it, run}}, true
 	case syntax.OpQuest:
 		a, ok := itemsOf(n.Sub[0])
 		if !ok || len(a)+1 > maxSeqs {
@@ -500,6 +508,36 @@ func itemsOf(n *syntax.Regexp) ([][]item, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// wideItem returns the item of a class holding every non-ASCII rune
+// (`[^ ]`, \S, \D), to be repeated: a run of its runes is a run of the
+// bytes of its ASCII runes and of every byte from 0x80, as every byte of
+// another rune, and an invalid byte (U+FFFD), is one of those. Alone it is
+// no set of bytes: a rune may be several.
+func wideItem(n *syntax.Regexp) (item, bool) {
+	if n.Op != syntax.OpCharClass {
+		return item{}, false
+	}
+	var it item
+	covered := rune(utf8.RuneSelf) // runes from 0x80 below this are in
+	for i := 0; i+1 < len(n.Rune); i += 2 {
+		lo, hi := n.Rune[i], n.Rune[i+1]
+		for r := lo; r <= hi && r < utf8.RuneSelf; r++ {
+			it.set.add(byte(r))
+		}
+		if lo <= covered && hi >= covered {
+			covered = hi + 1
+		}
+	}
+	if covered <= unicode.MaxRune {
+		return item{}, false
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
+		it.set.add(byte(c))
+	}
+	it.wide = true
+	return it, true
 }
 
 // seqOf makes a seq of items; ok is false when they can never match a
@@ -556,6 +594,9 @@ func seqOf(items []item) (s seq, ok, exact bool) {
 		return seq{}, false, false
 	}
 	for k, e := range els {
+		if e.wide && !e.run && (k+1 == len(els) || !els[k+1].run || els[k+1].set != e.set) {
+			return seq{}, false, false // one rune of a wide class, no run after
+		}
 		if e.run {
 			if k+1 < len(els) {
 				next := els[k+1]

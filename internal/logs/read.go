@@ -37,7 +37,7 @@ import (
 //     `loss.*tokens`, `loss \d+\.\d+ lr`: see exact), is decided on a
 //     line's text without running it; other expressions are run on each
 //     line that may match (every line when no literal is rare: about 3
-//     cpu-s/GiB on training logs, as `lr [^ ]+ tokens`). On more than one
+//     cpu-s/GiB on training logs, as `lr (\d+\.)+\d+ tokens`). On more than one
 //     core, the two halves of each chunk are filtered at once
 //     (copier.lines).
 //   - --since finds its first line by binary search on the timestamps
