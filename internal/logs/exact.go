@@ -148,7 +148,8 @@ type alts struct {
 	any   bool        // every text matches
 	first [256]uint64 // bit k: seqs[k] is not anchored and can start with the byte
 	one   int         // when >= 0: the only byte an unanchored seq starts with
-	free  bool        // some seq is not anchored
+	free  bool        // some seq is scanned
+	fixed bool        // some seq is not scanned
 	short int         // the length of the shortest unanchored seq
 	lit   []byte      // when the only seq is a plain string: its bytes
 }
@@ -252,7 +253,9 @@ func newAlts(seqs []seq) *alts {
 		switch {
 		case len(s.sets) == 0 && !(s.begin && s.end):
 			a.any = true // empty at the start, the end or anywhere
-		case s.scanned():
+		case !s.scanned():
+			a.fixed = true
+		default:
 			if !a.free || s.fewest < a.short {
 				a.short = s.fewest
 			}
@@ -678,7 +681,7 @@ func (a *alts) match(t []byte) bool {
 	if a.any {
 		return true
 	}
-	for k := range a.seqs {
+	for k := 0; a.fixed && k < len(a.seqs); k++ {
 		if s := &a.seqs[k]; !s.scanned() && s.anchoredEnd(t) >= 0 {
 			return true
 		}
