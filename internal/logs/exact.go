@@ -108,8 +108,8 @@ func wordByte(c byte) bool {
 
 // exact decides whether an expression matches a line's text without
 // running it, for the expressions that are, as far as finding a match in a
-// line goes, alternations of fixed-length byte patterns, or of chains of
-// them with gaps between:
+// line goes, alternations of byte patterns (seq), or of chains of them
+// with gaps between:
 //
 //   - literals (their UTF-8 bytes; U+FFFD, which also matches invalid
 //     UTF-8, excepted), case-insensitive ones too (`(?i)loss` is the
@@ -142,15 +142,15 @@ type exact struct {
 	chains []chain // the others
 }
 
-// alts is an alternation of fixed-length patterns.
+// alts is an alternation of patterns.
 type alts struct {
 	seqs  []seq
 	any   bool        // every text matches
-	first [256]uint64 // bit k: seqs[k] is not anchored and can start with the byte
-	one   int         // when >= 0: the only byte an unanchored seq starts with
+	first [256]uint64 // bit k: seqs[k] is scanned and can start with the byte
+	one   int         // when >= 0: the only byte a scanned seq starts with
 	free  bool        // some seq is scanned
 	fixed bool        // some seq is not scanned
-	short int         // the length of the shortest unanchored seq
+	short int         // the fewest bytes a match of a scanned seq holds
 	lit   []byte      // when the only seq is a plain string: its bytes
 }
 
@@ -220,7 +220,7 @@ func newExact(re *regexp.Regexp) *exact {
 }
 
 // seqsOf returns the patterns of the concatenation of parts; ok is false
-// when it is not an alternation of fixed-length patterns.
+// when it is not an alternation of seqs.
 func seqsOf(parts []*syntax.Regexp) (seqs []seq, ok bool) {
 	items, ok := itemsOf(&syntax.Regexp{Op: syntax.OpConcat, Sub: parts})
 	if !ok || len(items) > maxSeqs {
@@ -271,7 +271,7 @@ func newAlts(seqs []seq) *alts {
 	if n, c := firsts.count(); n == 1 {
 		a.one = int(c)
 	}
-	if len(seqs) == 1 && a.free && len(seqs[0].bounds) == 0 && seqs[0].runs == 0 && !seqs[0].end {
+	if len(seqs) == 1 && a.free && len(seqs[0].bounds) == 0 && seqs[0].runs == 0 {
 		for _, set := range seqs[0].sets {
 			n, c := set.count()
 			if n != 1 {

@@ -31,15 +31,15 @@ import (
 //     required (`step \d+ .*nan`: "step " and "nan"), each chunk is
 //     searched for the one that the fewest lines of its start hold, and a
 //     line is checked for the others before the expression runs. An
-//     expression that is, for finding a match, an alternation of
-//     fixed-length byte patterns, or of such patterns in turn with gaps
-//     between (`loss|nan`, `step [0-9]+`, `\d{4}`, `\bnan\b`,
-//     `loss.*tokens`, `loss \d+\.\d+ lr`: see exact), is decided on a
-//     line's text without running it; other expressions are run on each
-//     line that may match (every line when no literal is rare: about 3
-//     cpu-s/GiB on training logs, as `lr (\d+\.)+\d+ tokens`). On more than one
-//     core, the two halves of each chunk are filtered at once
-//     (copier.lines).
+//     expression that is, for finding a match, an alternation of byte
+//     patterns (runs of a class that the next byte ends included), or of
+//     such patterns in turn with gaps between (`loss|nan`, `step [0-9]+`,
+//     `\d{4}`, `\bnan\b`, `loss.*tokens`, `loss \d+\.\d+ lr`: see
+//     exact), is decided on a line's text without running it; other
+//     expressions are run on each line that may match (every line when
+//     no literal is rare: about 4 cpu-s/GiB on training logs, as
+//     `lr (\d+\.)+\d+ tokens`). On more than one core, the two halves of
+//     each chunk are filtered at once (copier.lines).
 //   - --since finds its first line by binary search on the timestamps
 //     (they never decrease through a log), then reads forwards from there.
 const readChunk = 1 << 20
