@@ -156,6 +156,28 @@ func TestFilterChoose(t *testing.T) {
 	if got := setString(f.lits); got != "step " {
 		t.Errorf("chose %q, want step", got)
 	}
+	// Where the expression runs, a line is checked only for the sets
+	// that not every line of the sample holds.
+	var c []byte
+	for i := range 500 {
+		text := "lr 0.1 tokens"
+		if i%50 == 0 {
+			text += " nan"
+		}
+		c = append(c, text+"\n"...)
+	}
+	f = Options{Grep: regexp.MustCompile(`lr (\d+\.)+\d+ .*nan`)}.filter()
+	if f.exact != nil {
+		t.Fatal("decided exactly")
+	}
+	f.choose(c)
+	var checks []string
+	for _, s := range f.checks {
+		checks = append(checks, setString(s))
+	}
+	if got := setString(f.lits); got != "nan" || strings.Join(checks, "|") != "nan" {
+		t.Errorf("chose %q, checks %q; want nan, nan", got, checks)
+	}
 }
 
 // naiveIndex is the offset of the first literal of s at or after from in

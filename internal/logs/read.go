@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -75,6 +76,7 @@ type filter struct {
 	sets       []litSet  // sets of literals every grep match holds one of each of
 	finds      []*finder // per set, its finder
 	lits       litSet    // the set searched for (choose); nil: none
+	checks     []litSet  // the sets a line is checked for before grep runs
 	find       *finder   // searches chunks for lits; nil: none
 	exact      *exact    // decides grep matches without running it; nil: none
 	since      []byte    // the since time in TimeFormat; nil: none
@@ -90,6 +92,7 @@ func (o Options) filter() *filter {
 	if len(f.sets) > 0 {
 		f.lits, f.find = f.sets[0], f.finds[0]
 	}
+	f.checks = slices.Clone(f.sets)
 	f.exact = newExact(o.Grep)
 	if !o.Since.IsZero() {
 		f.since = []byte(o.Since.UTC().Format(TimeFormat))
@@ -298,6 +301,7 @@ func (f *filter) appendEach(out, b []byte) []byte {
 // state is its own.
 func (f *filter) clone() *filter {
 	g := *f
+	g.checks = slices.Clone(f.checks)
 	g.finds = nil
 	for k, s := range f.sets {
 		g.finds = append(g.finds, newFinder(s))
@@ -318,7 +322,9 @@ const (
 // choose makes the filter search chunk b for the set of literals that the
 // fewest lines hold at its start (each is required, so any finds every
 // line that may match, the rarest the fewest), each literal as its byte
-// rarest there.
+// rarest there. Where grep runs, a line is checked only for the sets that
+// not every line there holds: a check that never fails only adds to the
+// cost, and grep decides anyway.
 func (f *filter) choose(b []byte) {
 	if f.find == nil {
 		return
@@ -331,14 +337,27 @@ func (f *filter) choose(b []byte) {
 	for _, find := range f.finds {
 		find.tune(&freq, len(fs))
 	}
-	if len(f.sets) < 2 {
+	if len(f.sets) < 2 && f.exact != nil {
 		return
 	}
 	sample := b[:min(len(b), chooseSample)]
-	best, fewest := 0, len(sample)+1
+	if nl := bytes.LastIndexByte(sample, '\n'); nl >= 0 {
+		sample = sample[:nl+1]
+	}
+	lines := max(bytes.Count(sample, []byte{'\n'}), 1)
+	best, fewest := 0, lines+1
+	f.checks = f.checks[:0]
 	for k, find := range f.finds {
-		if n := find.lines(sample, fewest); n < fewest {
+		limit := fewest // only the rarest matters
+		if f.exact == nil {
+			limit = lines + 1
+		}
+		n := find.lines(sample, limit)
+		if n < fewest {
 			best, fewest = k, n
+		}
+		if n < lines {
+			f.checks = append(f.checks, f.sets[k])
 		}
 	}
 	f.lits, f.find = f.sets[best], f.finds[best]
@@ -349,7 +368,7 @@ func (f *filter) match(text []byte) bool {
 	if e := f.exact; e != nil { // e.match, a call less
 		return e.alts.match(text) || e.chains != nil && e.matchChains(text)
 	}
-	for _, s := range f.sets {
+	for _, s := range f.checks {
 		if !s.in(text) {
 			return false
 		}
