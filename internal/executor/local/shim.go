@@ -288,9 +288,15 @@ func (s *shim) startProcess(path string, argv []string, attr *os.ProcAttr) (*os.
 		return os.StartProcess(path, argv, attr)
 	}
 	var proc *os.Process
-	err := s.cg.StartInJob(func() error {
+	err := s.cg.StartInJob(func(cgroupFD int) error {
+		a := *attr
+		if cgroupFD >= 0 && attr.Sys != nil {
+			sys := *attr.Sys
+			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
+			a.Sys = &sys
+		}
 		var err error
-		proc, err = os.StartProcess(path, argv, attr)
+		proc, err = os.StartProcess(path, argv, &a)
 		return err
 	})
 	if err != nil && proc != nil {

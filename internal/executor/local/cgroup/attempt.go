@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -129,6 +130,8 @@ type Attempt struct {
 	Hierarchies []Hierarchy `json:"hierarchies"`
 
 	homes []string // per hierarchy: where the caller was before EnterShim
+	// noCloneInto: the kernel refused CLONE_INTO_CGROUP (StartInJob).
+	noCloneInto bool
 }
 
 // ShimSuffix ends the name of the supervisor's group.
@@ -185,22 +188,63 @@ func (a *Attempt) EnterShim() error {
 	return nil
 }
 
-// StartInJob runs start (which starts a process) with the caller in the
-// job's groups, so that the process is born there, and moves the caller
-// back to the supervisor's groups. Memory the caller allocates meanwhile is
-// charged to the job, so start should do little more than fork.
-func (a *Attempt) StartInJob(start func() error) error {
+// StartInJob runs start (which starts a process) so that the process is
+// born in the job's groups. In a v2 hierarchy start is given an open
+// descriptor of the job's group (cgroupFD, else -1) to start the process
+// into (clone3's CLONE_INTO_CGROUP: syscall.SysProcAttr.UseCgroupFD); in
+// v1 hierarchies the caller moves into the job's groups for the fork and
+// back to the supervisor's after it. Moving a process in a v2 hierarchy
+// waits for the kernel to synchronize (about a millisecond each, two per
+// start), which CLONE_INTO_CGROUP avoids; v1 moves are cheap. Where the
+// kernel refuses CLONE_INTO_CGROUP (before 5.7), the caller moves in v2
+// too. Memory the caller allocates meanwhile is charged to the job, so
+// start should do little more than fork.
+func (a *Attempt) StartInJob(start func(cgroupFD int) error) error {
+	fd := -1
 	for _, h := range a.Hierarchies {
-		if err := moveSelf(a.jobDir(h)); err != nil {
-			_ = a.EnterShim()
-			return err
+		if h.Version != V2 || a.noCloneInto {
+			continue
+		}
+		f, err := os.Open(a.jobDir(h))
+		if err != nil {
+			break
+		}
+		defer f.Close()
+		fd = int(f.Fd())
+		break
+	}
+	move := func(into func(Hierarchy) string, v2 bool) error {
+		for _, h := range a.Hierarchies {
+			if h.Version == V2 && !v2 {
+				continue
+			}
+			if err := moveSelf(into(h)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := move(a.jobDir, fd < 0); err != nil {
+		_ = a.EnterShim()
+		return err
+	}
+	err := start(fd)
+	if fd >= 0 && err != nil && cloneIntoRefused(err) {
+		a.noCloneInto = true
+		if err = move(a.jobDir, true); err == nil {
+			err = start(-1)
 		}
 	}
-	err := start()
-	if berr := a.EnterShim(); berr != nil {
+	if berr := move(a.shimDir, fd < 0 || a.noCloneInto); berr != nil {
 		return errors.Join(err, berr)
 	}
 	return err
+}
+
+// cloneIntoRefused reports whether a process start failed because the
+// kernel has no CLONE_INTO_CGROUP (clone3 missing or refusing the flag).
+func cloneIntoRefused(err error) bool {
+	return errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // MemoryGroup is the job's memory-limited group, or nil when the attempt has

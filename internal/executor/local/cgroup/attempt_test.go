@@ -80,7 +80,12 @@ func TestAttemptKillEndsEveryProcess(t *testing.T) {
 				sh -c 'sleep 300 & exit 0' &
 				while :; do sleep 300 & sleep 0.02; done`)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := a.StartInJob(cmd.Start); err != nil {
+			if err := a.StartInJob(func(fd int) error {
+				if fd >= 0 { // a v2 hierarchy: born in the job's group
+					cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+				}
+				return cmd.Start()
+			}); err != nil {
 				t.Fatal(err)
 			}
 			go cmd.Wait()
