@@ -294,17 +294,15 @@ func readResume(dir string) resumeRecord {
 	return r
 }
 
-// outputsFile is the shim's sealedRecord: the job's outputs as the
-// attempt left them, written before the exit record.
-const outputsFile = "outputs.json"
-
-// sealedRecord is outputsFile.
+// sealedRecord is the job's outputs as an attempt left them, part of its
+// exit record (one file fewer per attempt: creating a file is one of the
+// costlier things an attempt's start and end do).
 type sealedRecord struct {
 	Files    []domain.ArtifactFile `json:"files"`
 	ReadOnly bool                  `json:"read_only,omitempty"`
 }
 
-// sealOutputs records the job's outputs when an attempt that ran has
+// sealOutputs records the job's outputs in r when an attempt that ran has
 // ended: a succeeded attempt's are made read-only first, then every
 // regular file outside the checkpoint directory is listed with its
 // SHA-256 (never through a link: artifacts.Dir).
@@ -330,14 +328,10 @@ func (s *shim) sealOutputs(r *exitRecord) {
 		s.log.system("cannot record the job's outputs in %s: %v", dir, err)
 		return
 	}
-	b, err := json.Marshal(rec)
-	if err == nil {
-		err = writeFileAtomic(filepath.Join(s.dir, outputsFile), b, 0o600)
+	if rec.Files == nil {
+		rec.Files = []domain.ArtifactFile{}
 	}
-	if err != nil {
-		s.log.system("cannot record the job's outputs: %v", err)
-		return
-	}
+	r.Outputs = &rec
 	var size int64
 	for _, f := range rec.Files {
 		size += f.Size
@@ -351,16 +345,10 @@ func (s *shim) sealOutputs(r *exitRecord) {
 
 // reportOutputs reports what the shim recorded of the job's outputs, if
 // it did.
-func (e *Executor) reportOutputs(a *attempt, at time.Time) {
-	f, err := logs.OpenFile(filepath.Join(a.dir, outputsFile))
-	if err != nil {
+func (e *Executor) reportOutputs(a *attempt, r *exitRecord) {
+	if r.Outputs == nil {
 		return
 	}
-	defer f.Close()
-	var r sealedRecord
-	if err := json.NewDecoder(f).Decode(&r); err != nil {
-		e.log.Warn("read the attempt's outputs record", "attempt", a.ref.String(), "err", err)
-		return
-	}
-	e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: at, Outputs: &executor.SealedOutputs{Files: r.Files, ReadOnly: r.ReadOnly}})
+	e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: r.FinishedAt,
+		Outputs: &executor.SealedOutputs{Files: r.Outputs.Files, ReadOnly: r.Outputs.ReadOnly}})
 }

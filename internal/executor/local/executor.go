@@ -735,7 +735,7 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 	if rec.started() {
 		e.sendStarted(a, rec.PID, rec.StartedAt)
 	}
-	e.reportOutputs(a, rec.FinishedAt) // checkpoints.go
+	e.reportOutputs(a, rec) // checkpoints.go
 	e.emit(executor.Event{
 		Ref: a.ref, Kind: executor.Exited, At: rec.FinishedAt,
 		State: rec.State, Reason: rec.Reason, ExitCode: rec.ExitCode, Message: rec.Message,

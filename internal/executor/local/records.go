@@ -101,6 +101,9 @@ type exitRecord struct {
 	MaxRSS     int64   `json:"max_rss_bytes,omitempty"`
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	MemoryPeak int64   `json:"memory_peak_bytes,omitempty"`
+	// Outputs is the job's outputs as the attempt left them (see
+	// sealOutputs); nil when it has none or they could not be read.
+	Outputs *sealedRecord `json:"outputs,omitempty"`
 }
 
 // started reports whether the user's process ran.
