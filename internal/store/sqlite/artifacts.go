@@ -105,8 +105,15 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := s.readDB.QueryContext(ctx, `SELECT job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at FROM checkpoints
-		WHERE (? = 0 OR job_id = ?) AND (? OR deleted_at IS NULL) ORDER BY job_id, at, name`, jobID, jobID, withDeleted)
+	// One job's (the control loop asks at every launch) through the
+	// primary key; every job's only for gc and usage.
+	q, args := `SELECT job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at FROM checkpoints
+		WHERE job_id = ? AND (? OR deleted_at IS NULL) ORDER BY job_id, at, name`, []any{jobID, withDeleted}
+	if jobID == 0 {
+		q, args = `SELECT job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at FROM checkpoints
+		WHERE ? OR deleted_at IS NULL ORDER BY job_id, at, name`, []any{withDeleted}
+	}
+	rows, err := s.readDB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, interpretError("list checkpoints", err)
 	}
