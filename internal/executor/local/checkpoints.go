@@ -212,20 +212,30 @@ func (w *checkpointWatch) record(c executor.Checkpoint) {
 	w.s.notify("checkpoint")
 }
 
-// run scans every checkpointScan until stop is closed, then once more
-// after done is told (the job's processes are gone).
+// run scans every checkpointScan until stop is closed, or less often when
+// a scan takes long (nextScan).
 func (w *checkpointWatch) run(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(checkpointScan)
+	t := time.NewTimer(checkpointScan)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+			start := time.Now()
 			w.scan()
+			t.Reset(nextScan(time.Since(start)))
 		case <-stop:
 			return
 		}
 	}
+}
+
+// nextScan is the wait before the next scan after one that took took: a
+// job that fills its checkpoint directory with entries (or huge
+// checkpoints) makes the supervisor, whose CPU is not the job's, spend at
+// most about 5% of a core on it.
+func nextScan(took time.Duration) time.Duration {
+	return max(checkpointScan, 20*took)
 }
 
 // close ends the watch: the last scan, then the file is closed.
