@@ -55,14 +55,6 @@ const markerName = domain.CheckpointMarker
 // checkpoints.
 var hfCheckpoint = regexp.MustCompile(`^checkpoint-[0-9]+$`)
 
-// listed reports whether name, an entry directly below CheckpointsDir, is
-// listed at all: hidden names and names ending in .tmp are being written,
-// and NAME.complete is the marker of NAME, never a checkpoint itself.
-func listed(name string) bool {
-	return name != "" && !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, ".tmp") &&
-		!strings.HasSuffix(name, markerName) && !strings.Contains(name, "/")
-}
-
 // Checkpoints lists the checkpoints in the directory's CheckpointsDir,
 // oldest first (by ModTime, then name), each complete or not by the rules
 // of domain.CheckpointMarker. Names that listed refuses are left out, and
@@ -86,7 +78,7 @@ func (d *Dir) Checkpoints() ([]Found, error) {
 	var out []Found
 	for _, e := range ents {
 		name := e.Name()
-		if !listed(name) {
+		if !domain.IsCheckpointName(name) {
 			continue
 		}
 		rel := CheckpointsDir + "/" + name
@@ -249,7 +241,7 @@ func (d *Dir) regular(name string, walked bool) (time.Time, bool) {
 // checkpointName checks that name can name a checkpoint directly below
 // CheckpointsDir.
 func checkpointName(name string) error {
-	if !listed(name) {
+	if !domain.IsCheckpointName(name) {
 		return fmt.Errorf("%q is not a checkpoint name: the name of a file or directory directly below %s, not hidden, not ending in .tmp or %s", name, CheckpointsDir, markerName)
 	}
 	return nil

@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // ArtifactFile is one file of a job's outputs, as recorded in a manifest.
 type ArtifactFile struct {
@@ -60,6 +63,15 @@ type Lineage struct {
 // Hidden names, names ending in .tmp and the NAME.complete markers are
 // never checkpoints.
 const CheckpointMarker = ".complete"
+
+// IsCheckpointName reports whether name can be a checkpoint's: one entry
+// directly below the checkpoint directory (no slash), not hidden, not
+// ending in .tmp (being written) nor in CheckpointMarker (the marker of a
+// file checkpoint).
+func IsCheckpointName(name string) bool {
+	return name != "" && !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, ".tmp") &&
+		!strings.HasSuffix(name, CheckpointMarker) && !strings.Contains(name, "/")
+}
 
 // HFTrainerState is the file a Hugging Face Trainer checkpoint directory
 // (checkpoint-N) holds once it is saved.

@@ -157,8 +157,7 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 	if err := s.authorize(ctx, p, authz.AttemptReport, r); err != nil {
 		return domain.CheckpointRecord{}, err
 	}
-	if name == "" || strings.Contains(name, "/") || strings.HasPrefix(name, ".") ||
-		strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, domain.CheckpointMarker) {
+	if !domain.IsCheckpointName(name) {
 		var errs domain.FieldErrors
 		errs.Add("name", "%q is not a checkpoint name: give the name of a directory or a regular file directly under TRAINYARD_CHECKPOINT_DIR (no slashes, not hidden, not ending in .tmp or %s)", name, domain.CheckpointMarker)
 		return domain.CheckpointRecord{}, errs.Err()

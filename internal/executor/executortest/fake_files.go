@@ -264,14 +264,6 @@ func (o *fakeOutputs) Manifest(ctx context.Context, skip ...string) ([]domain.Ar
 	return out, nil
 }
 
-// listedCheckpoint reports whether name, an entry directly below the
-// checkpoint directory, is listed at all (not hidden, not ending in .tmp,
-// no NAME.complete marker).
-func listedCheckpoint(name string) bool {
-	return name != "" && !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, ".tmp") &&
-		!strings.HasSuffix(name, domain.CheckpointMarker) && !strings.Contains(name, "/")
-}
-
 // hfCheckpoint matches the names of Hugging Face Trainer checkpoint
 // directories.
 var hfCheckpoint = regexp.MustCompile(`^checkpoint-[0-9]+$`)
@@ -366,7 +358,7 @@ func (o *fakeOutputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, e
 	}
 	var out []executor.Checkpoint
 	for name := range names {
-		if !listedCheckpoint(name) {
+		if !domain.IsCheckpointName(name) {
 			continue
 		}
 		if c, _, ok := o.judge(root, name); ok {
@@ -383,7 +375,7 @@ func (o *fakeOutputs) Checkpoints(ctx context.Context) ([]executor.Checkpoint, e
 }
 
 func (o *fakeOutputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
-	if !listedCheckpoint(name) {
+	if !domain.IsCheckpointName(name) {
 		return executor.Checkpoint{}, fmt.Errorf("%q is not a checkpoint name", name)
 	}
 	o.f.mu.Lock()
@@ -473,7 +465,7 @@ func (o *fakeOutputs) Walk(ctx context.Context, rel string, fn func(executor.Out
 }
 
 func (o *fakeOutputs) MarkComplete(ctx context.Context, name string) error {
-	if !listedCheckpoint(name) {
+	if !domain.IsCheckpointName(name) {
 		return fmt.Errorf("%q is not a checkpoint name", name)
 	}
 	abs := path.Join(o.dir, executor.CheckpointsDir, name)

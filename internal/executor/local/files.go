@@ -272,15 +272,6 @@ func checkpoint(f artifacts.Found) executor.Checkpoint {
 		Size: f.Size, Files: f.Files, ModTime: f.ModTime, SHA256: f.SHA256}
 }
 
-// checkpointName checks that name is a single name, as a checkpoint
-// directly below executor.CheckpointsDir has.
-func checkpointName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return fmt.Errorf("%q is not a checkpoint name (a file or directory directly below %s)", name, executor.CheckpointsDir)
-	}
-	return nil
-}
-
 func (o *outputs) Open(ctx context.Context, rel string) (executor.OutputFile, error) {
 	if err := ctx.Err(); err != nil {
 		return executor.OutputFile{}, err
@@ -318,20 +309,14 @@ func (o *outputs) MarkComplete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkpointName(name); err != nil {
-		return err
-	}
-	return o.d.MarkComplete(name)
+	return o.d.MarkComplete(name) // it checks the name (domain.IsCheckpointName)
 }
 
 func (o *outputs) Digest(ctx context.Context, name string) (executor.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return executor.Checkpoint{}, err
 	}
-	if err := checkpointName(name); err != nil {
-		return executor.Checkpoint{}, err
-	}
-	f, err := o.d.Digest(name)
+	f, err := o.d.Digest(name) // it checks the name
 	if err != nil {
 		if errors.Is(err, artifacts.ErrIncomplete) && !errors.Is(err, executor.ErrIncomplete) {
 			err = fmt.Errorf("%w (%w)", err, executor.ErrIncomplete)
