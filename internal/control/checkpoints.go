@@ -32,8 +32,7 @@ func (c *Controller) checkpointed(ctx context.Context, ev executor.Event) {
 		c.log.Warn("record checkpoint", "attempt", ev.Ref.String(), "err", err)
 		return
 	}
-	added, err := c.cfg.Store.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: ev.JobID, Attempt: ev.Attempt, Name: ck.Name,
-		Path: ck.Location, Size: ck.Size, Files: ck.Files, At: ck.ModTime.UTC(), SHA256: ck.SHA256})
+	added, err := c.cfg.Store.RecordCheckpoint(ctx, ck.Record(ev.JobID, ev.Attempt))
 	if err != nil {
 		c.log.Warn("record checkpoint", "job", ev.JobID, "checkpoint", ck.Name, "err", err)
 		return
@@ -203,8 +202,7 @@ func (c *Controller) reconcileCheckpoints(ctx context.Context, o executor.Output
 		if err != nil {
 			continue // changed meanwhile, or no longer complete
 		}
-		if _, err := c.cfg.Store.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: attempt, Name: d.Name,
-			Path: d.Location, Size: d.Size, Files: d.Files, At: d.ModTime.UTC(), SHA256: d.SHA256}); err != nil {
+		if _, err := c.cfg.Store.RecordCheckpoint(ctx, d.Record(job.ID, attempt)); err != nil {
 			c.log.Warn("record checkpoint", "job", job.ID, "checkpoint", f.Name, "err", err)
 		}
 	}

@@ -98,6 +98,13 @@ type Checkpoint struct {
 	SHA256 string
 }
 
+// Record is c as the store registers it for attempt attempt of job jobID,
+// completed at its ModTime.
+func (c Checkpoint) Record(jobID int64, attempt int) domain.CheckpointRecord {
+	return domain.CheckpointRecord{JobID: jobID, Attempt: attempt, Name: c.Name, Path: c.Location,
+		Size: c.Size, Files: c.Files, At: c.ModTime.UTC(), SHA256: c.SHA256}
+}
+
 // OutputFile is one regular file of a job's outputs, open for reading.
 // The reader is exactly the file's bytes; the caller closes it.
 type OutputFile struct {

@@ -200,8 +200,8 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 	case err != nil:
 		return domain.CheckpointRecord{}, fmt.Errorf("digest checkpoint %q of job %d: %w", name, id, err)
 	}
-	rec := domain.CheckpointRecord{JobID: id, Attempt: attempt, Name: name, Path: cmp.Or(c.Location, found[i].Location),
-		Size: c.Size, Files: c.Files, SHA256: c.SHA256, At: s.cfg.Clock.Now().UTC()}
+	rec := c.Record(id, attempt)
+	rec.At = s.cfg.Clock.Now().UTC() // registered now, by this call
 	if _, err := s.cfg.Store.RecordCheckpoint(ctx, rec); err != nil {
 		return rec, err
 	}
