@@ -3,7 +3,9 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"regexp"
 	"time"
 
@@ -104,6 +106,35 @@ func (c Checkpoint) Record(jobID int64, attempt int) domain.CheckpointRecord {
 	return domain.CheckpointRecord{JobID: jobID, Attempt: attempt, Name: c.Name, Path: c.Location,
 		Size: c.Size, Files: c.Files, At: c.ModTime.UTC(), SHA256: c.SHA256}
 }
+
+// PickResume returns the first of cands whose checkpoint in o is complete
+// and, when the candidate has a SHA256, still has that digest, with its
+// digest (Launch.Resume); ok is false when none is. skipped says, for
+// each candidate before it, why it was passed over. With o nil (the
+// checkpoint directory cannot be read) every candidate is skipped.
+func PickResume(ctx context.Context, o Outputs, cands []ResumeFrom) (c Checkpoint, ok bool, skipped []string) {
+	for _, r := range cands {
+		if o == nil {
+			skipped = append(skipped, r.Name+": the checkpoint directory cannot be read")
+			continue
+		}
+		got, err := o.Digest(ctx, r.Name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			skipped = append(skipped, r.Name+": no longer there")
+		case err != nil:
+			skipped = append(skipped, r.Name+": "+err.Error())
+		case r.SHA256 != "" && got.SHA256 != r.SHA256:
+			skipped = append(skipped, fmt.Sprintf("%s: its files changed since it was registered (sha256 %s, now %s)", r.Name, shortHex(r.SHA256), shortHex(got.SHA256)))
+		default:
+			return got, true, skipped
+		}
+	}
+	return Checkpoint{}, false, skipped
+}
+
+// shortHex is the first 12 digits of a hex digest.
+func shortHex(h string) string { return h[:min(12, len(h))] }
 
 // OutputFile is one regular file of a job's outputs, open for reading.
 // The reader is exactly the file's bytes; the caller closes it.

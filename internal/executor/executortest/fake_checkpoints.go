@@ -2,9 +2,6 @@ package executortest
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -29,35 +26,14 @@ func (f *Fake) resume(l executor.Launch) (executor.Launch, string, string) {
 	if len(l.Resume) == 0 || l.CheckpointDir == "" {
 		return l, "", ""
 	}
-	var skipped []string
-	chosen := ""
 	o, err := f.Outputs(context.Background(), path.Dir(l.CheckpointDir))
-	for _, c := range l.Resume {
-		if err != nil {
-			skipped = append(skipped, c.Name+": the checkpoint directory cannot be read")
-			continue
-		}
-		got, derr := o.Digest(context.Background(), c.Name)
-		switch {
-		case errors.Is(derr, fs.ErrNotExist):
-			skipped = append(skipped, c.Name+": no longer there")
-		case derr != nil:
-			skipped = append(skipped, c.Name+": "+derr.Error())
-		case c.SHA256 != "" && got.SHA256 != c.SHA256:
-			skipped = append(skipped, fmt.Sprintf("%s: its files changed since it was registered", c.Name))
-		default:
-			chosen = c.Name
-		}
-		if chosen != "" {
-			break
-		}
+	if err == nil {
+		defer o.Close()
 	}
-	if o != nil {
-		o.Close()
-	}
-	from := ""
-	if chosen != "" {
-		from = path.Join(l.CheckpointDir, chosen)
+	got, ok, skipped := executor.PickResume(context.Background(), o, l.Resume)
+	chosen, from := "", ""
+	if ok {
+		chosen, from = got.Name, path.Join(l.CheckpointDir, got.Name)
 	}
 	env := make([]string, 0, len(l.Env)+1)
 	for _, kv := range l.Env {

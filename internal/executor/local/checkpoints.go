@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -111,32 +110,16 @@ func (s *shim) newCheckpointWatch(o executor.Outputs) *checkpointWatch {
 // registered: TRAINYARD_RESUME_FROM in the job's environment (empty when
 // none is), noted in the log and in resumeFile.
 func (s *shim) chooseResume(w *checkpointWatch) {
-	var r resumeRecord
-	var skipped []string
-	for _, c := range s.rec.Resume {
-		if w == nil {
-			skipped = append(skipped, c.Name+": the checkpoint directory cannot be read")
-			continue
-		}
-		got, err := w.o.Digest(context.Background(), c.Name)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			skipped = append(skipped, c.Name+": no longer there")
-		case err != nil:
-			skipped = append(skipped, c.Name+": "+err.Error())
-		case c.SHA256 != "" && got.SHA256 != c.SHA256:
-			skipped = append(skipped, fmt.Sprintf("%s: its files changed since it was registered (sha256 %s, now %s)", c.Name, short(c.SHA256), short(got.SHA256)))
-		default:
-			r.Name = c.Name
-			if c.SHA256 != "" {
-				w.seen[c.Name] = seenCheckpoint{mod: got.ModTime, size: got.Size, files: got.Files, sha256: got.SHA256}
-			}
-		}
-		if r.Name != "" {
-			break
-		}
+	var o executor.Outputs
+	if w != nil {
+		o = w.o
 	}
-	r.Note = strings.Join(skipped, "; ")
+	got, ok, skipped := executor.PickResume(context.Background(), o, s.rec.Resume)
+	r := resumeRecord{Note: strings.Join(skipped, "; ")}
+	if ok {
+		r.Name = got.Name
+		w.seen[got.Name] = seenCheckpoint{mod: got.ModTime, size: got.Size, files: got.Files, sha256: got.SHA256}
+	}
 	for _, n := range skipped {
 		s.log.system("not resuming from checkpoint %s", n)
 	}
@@ -153,13 +136,6 @@ func (s *shim) chooseResume(w *checkpointWatch) {
 			_ = writeFileAtomic(filepath.Join(s.dir, resumeFile), b, 0o600)
 		}
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // scan registers every complete checkpoint that is new, or changed since
@@ -208,7 +184,7 @@ func (w *checkpointWatch) record(c executor.Checkpoint) {
 		w.s.log.system("cannot record checkpoint %s: %v", c.Name, err)
 		return
 	}
-	w.s.log.system("checkpoint %s complete: %s in %d file(s), sha256 %s", c.Name, logs.HumanSize(c.Size), c.Files, short(c.SHA256))
+	w.s.log.system("checkpoint %s complete: %s in %d file(s), sha256 %s", c.Name, logs.HumanSize(c.Size), c.Files, c.SHA256[:min(12, len(c.SHA256))])
 	w.s.notify("checkpoint")
 }
 
