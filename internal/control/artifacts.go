@@ -197,20 +197,16 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *s
 		defer o.Close()
 		c.reconcileCheckpoints(ctx, o, job, ref.Attempt) // checkpoints.go
 		c.copyCheckpoints(ctx, o, job, ref.Attempt)
-		if sealed != nil && (sealed.ReadOnly || !succeeded) {
-			files = sealed.Files // the agent listed them, sealed first
-			break
-		}
-		// Sealed first, so that a recorded manifest always describes
-		// outputs that can no longer change.
-		if succeeded {
-			if err := o.MakeReadOnly(ctx); err != nil {
+		if sealed == nil || succeeded && !sealed.ReadOnly {
+			// No agent sealed them: sealed here, so that a recorded
+			// manifest always describes outputs that can no longer change.
+			s, err := executor.Seal(ctx, o, succeeded)
+			if err != nil {
 				return err
 			}
+			sealed = &s
 		}
-		if files, err = o.Manifest(ctx, checkpointsDir); err != nil {
-			return err
-		}
+		files = sealed.Files
 	}
 	return c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin})
 }

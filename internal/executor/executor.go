@@ -275,10 +275,10 @@ const (
 type SealedOutputs struct {
 	// Files lists every regular file below the output location except
 	// CheckpointsDir, by path, with its size and SHA-256 (Outputs.Manifest).
-	Files []domain.ArtifactFile
+	Files []domain.ArtifactFile `json:"files"`
 	// ReadOnly: the attempt succeeded, and the outputs were made read-only
 	// before they were listed (Outputs.MakeReadOnly).
-	ReadOnly bool
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // Event is one observation about an attempt.

@@ -133,6 +133,26 @@ func PickResume(ctx context.Context, o Outputs, cands []ResumeFrom) (c Checkpoin
 	return Checkpoint{}, false, skipped
 }
 
+// Seal records the outputs o as an attempt left them: made read-only
+// first when it succeeded, then listed without CheckpointsDir. Agents call
+// it when an attempt ends (OutputsSealed); the control loop does for an
+// attempt whose agent did not.
+func Seal(ctx context.Context, o Outputs, succeeded bool) (SealedOutputs, error) {
+	if succeeded {
+		if err := o.MakeReadOnly(ctx); err != nil {
+			return SealedOutputs{}, fmt.Errorf("make the outputs read-only: %w", err)
+		}
+	}
+	files, err := o.Manifest(ctx, CheckpointsDir)
+	if err != nil {
+		return SealedOutputs{}, fmt.Errorf("list the outputs: %w", err)
+	}
+	if files == nil {
+		files = []domain.ArtifactFile{}
+	}
+	return SealedOutputs{Files: files, ReadOnly: succeeded}, nil
+}
+
 // shortHex is the first 12 digits of a hex digest.
 func shortHex(h string) string { return h[:min(12, len(h))] }
 

@@ -84,15 +84,9 @@ func (f *Fake) sealOutputs(l executor.Launch, state domain.AttemptState) {
 		return
 	}
 	defer o.Close()
-	ro := state == domain.AttemptSucceeded
-	if ro {
-		if err := o.MakeReadOnly(ctx); err != nil {
-			return
-		}
-	}
-	files, err := o.Manifest(ctx, executor.CheckpointsDir)
+	sealed, err := executor.Seal(ctx, o, state == domain.AttemptSucceeded)
 	if err != nil {
 		return
 	}
-	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.OutputsSealed, At: time.Now().UTC(), Outputs: &executor.SealedOutputs{Files: files, ReadOnly: ro}})
+	f.Emit(executor.Event{Ref: l.Ref, Kind: executor.OutputsSealed, At: time.Now().UTC(), Outputs: &sealed})
 }

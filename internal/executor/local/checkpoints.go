@@ -280,18 +280,10 @@ func readResume(dir string) resumeRecord {
 	return r
 }
 
-// sealedRecord is the job's outputs as an attempt left them, part of its
-// exit record (one file fewer per attempt: creating a file is one of the
-// costlier things an attempt's start and end do).
-type sealedRecord struct {
-	Files    []domain.ArtifactFile `json:"files"`
-	ReadOnly bool                  `json:"read_only,omitempty"`
-}
-
 // sealOutputs records the job's outputs in r when an attempt that ran has
-// ended: a succeeded attempt's are made read-only first, then every
-// regular file outside the checkpoint directory is listed with its
-// SHA-256 (never through a link: artifacts.Dir).
+// ended (executor.Seal, never through a link: artifacts.Dir); they travel
+// in the exit record, not a file of their own (creating a file is one of
+// the costlier steps of an attempt's end).
 func (s *shim) sealOutputs(r *exitRecord) {
 	dir := s.rec.OutputDir
 	if dir == "" || !r.started() {
@@ -302,39 +294,29 @@ func (s *shim) sealOutputs(r *exitRecord) {
 		s.log.system("cannot record the job's outputs in %s: %v", dir, err)
 		return
 	}
-	defer d.Close()
-	rec := sealedRecord{ReadOnly: r.State == domain.AttemptSucceeded}
-	if rec.ReadOnly {
-		if err := d.MakeReadOnly(); err != nil {
-			s.log.system("cannot make the job's outputs read-only: %v", err)
-			return
-		}
-	}
-	if rec.Files, err = d.Manifest(executor.CheckpointsDir); err != nil {
+	o := &outputs{d: d}
+	defer o.Close()
+	sealed, err := executor.Seal(context.Background(), o, r.State == domain.AttemptSucceeded)
+	if err != nil {
 		s.log.system("cannot record the job's outputs in %s: %v", dir, err)
 		return
 	}
-	if rec.Files == nil {
-		rec.Files = []domain.ArtifactFile{}
-	}
-	r.Outputs = &rec
+	r.Outputs = &sealed
 	var size int64
-	for _, f := range rec.Files {
+	for _, f := range sealed.Files {
 		size += f.Size
 	}
-	sealed := ""
-	if rec.ReadOnly {
-		sealed = ", now read-only"
+	note := ""
+	if sealed.ReadOnly {
+		note = ", now read-only"
 	}
-	s.log.system("outputs recorded: %d file(s), %s%s", len(rec.Files), logs.HumanSize(size), sealed)
+	s.log.system("outputs recorded: %d file(s), %s%s", len(sealed.Files), logs.HumanSize(size), note)
 }
 
 // reportOutputs reports what the shim recorded of the job's outputs, if
 // it did.
 func (e *Executor) reportOutputs(a *attempt, r *exitRecord) {
-	if r.Outputs == nil {
-		return
+	if r.Outputs != nil {
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: r.FinishedAt, Outputs: r.Outputs})
 	}
-	e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: r.FinishedAt,
-		Outputs: &executor.SealedOutputs{Files: r.Outputs.Files, ReadOnly: r.Outputs.ReadOnly}})
 }

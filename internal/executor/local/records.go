@@ -103,7 +103,7 @@ type exitRecord struct {
 	MemoryPeak int64   `json:"memory_peak_bytes,omitempty"`
 	// Outputs is the job's outputs as the attempt left them (see
 	// sealOutputs); nil when it has none or they could not be read.
-	Outputs *sealedRecord `json:"outputs,omitempty"`
+	Outputs *executor.SealedOutputs `json:"outputs,omitempty"`
 }
 
 // started reports whether the user's process ran.
