@@ -131,7 +131,7 @@ func (c *Controller) resumed(ctx context.Context, ev executor.Event) string {
 // the likely cause (it does not load), so the next attempt is handed the
 // one before it. It returns words for the attempt's end ("" when nothing
 // was set aside).
-func (c *Controller) failedResume(ctx context.Context, jobID int64, attempt int, a domain.Attempt, progressed bool) string {
+func (c *Controller) failedResume(ctx context.Context, jobID int64, attempt int, reason domain.Reason, exitCode *int, progressed bool) string {
 	if progressed {
 		return ""
 	}
@@ -151,9 +151,9 @@ func (c *Controller) failedResume(ctx context.Context, jobID int64, attempt int,
 	if from == nil {
 		return ""
 	}
-	how := string(a.Reason)
-	if a.ExitCode != nil {
-		how = fmt.Sprintf("exit code %d", *a.ExitCode)
+	how := string(reason)
+	if exitCode != nil {
+		how = fmt.Sprintf("exit code %d", *exitCode)
 	}
 	why := fmt.Sprintf("attempt %d failed right after resuming from it (%s, before any progress)", attempt, how)
 	if from.Suspect == "" {

@@ -35,9 +35,10 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 		}
 		switch ev.Kind {
 		case executor.Started:
+			resumed := c.resumed(ctx, ev) // records the checkpoint it was handed: checkpoints.go
 			changes = append(changes, store.Change{
 				JobID: ev.JobID, From: startingJob, To: domain.JobRunning,
-				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s", ev.Attempt, ev.PID, c.resumed(ctx, ev)),
+				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s", ev.Attempt, ev.PID, resumed),
 				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
 			})
@@ -218,7 +219,7 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 			return store.Change{}, err
 		}
 		progressed := !h.LastProgressAt.IsZero() || !c.progress[ev.Ref].IsZero()
-		if aside := c.failedResume(ctx, ev.JobID, ev.Attempt, domain.Attempt{Reason: att.Reason, ExitCode: att.ExitCode}, progressed); aside != "" {
+		if aside := c.failedResume(ctx, ev.JobID, ev.Attempt, att.Reason, att.ExitCode, progressed); aside != "" {
 			outcome += "; " + aside
 		}
 	}

@@ -195,7 +195,7 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 	case errors.Is(err, executor.ErrIncomplete):
 		// Its marker went away (or was replaced) right after it was written.
 		var errs domain.FieldErrors
-		errs.Add("name", "checkpoint %q of job %d is not complete after marking it: %v", name, id, err)
+		errs.Add("name", "checkpoint %q of job %d is not complete after marking it (it changed meanwhile): %v; write it again, then mark it complete", name, id, err)
 		return domain.CheckpointRecord{}, errs.Err()
 	case err != nil:
 		return domain.CheckpointRecord{}, fmt.Errorf("digest checkpoint %q of job %d: %w", name, id, err)
