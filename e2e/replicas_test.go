@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -17,47 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/store/postgres/pgtest"
 )
-
-// pgSchema creates a fresh schema in the test database and returns a DSN
-// that uses it; it is dropped when the test ends.
-func pgSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("TRAINYARD_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TRAINYARD_TEST_POSTGRES is not set: CI needs PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-		}
-		t.Skip("TRAINYARD_TEST_POSTGRES is not set")
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "e2e_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", dsn, err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err == nil {
-			conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	return dsn + sep + "search_path=" + schema
-}
 
 func freePort(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -125,7 +84,7 @@ func (r *replica) status(t *testing.T) apitypes.Status {
 // the leader killed with kill -9 midway; the other takes over, every job
 // completes, and every attempt's program ran exactly once.
 func TestTwoReplicasSurviveLeaderKill(t *testing.T) {
-	dsn := pgSchema(t)
+	dsn := pgtest.Schema(t)
 	dir := jobReachableDir(t)
 	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml"), http: http.DefaultClient}
 	cfg := fmt.Sprintf("store: %q\ninventory: {cpus: 8, memory: 8GiB, gpus: 0}\nretry_backoff: 100ms\ngrace: 1s\n", dsn)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"trainyard/internal/store/postgres/pgtest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,7 +32,7 @@ func runBinary(t *testing.T, args ...string) string {
 // An embedded installation moved to PostgreSQL keeps its row counts, ids
 // and a verifying audit chain, and the copied installation keeps serving.
 func TestStoreCopySQLiteToPostgres(t *testing.T) {
-	dsn := pgSchema(t)
+	dsn := pgtest.Schema(t)
 	s := startServer(t, serverOpts{})
 	ok := s.submit("name: ok\nentrypoint: [\"true\"]\n")
 	bad := s.submit("name: bad\nentrypoint: [\"false\"]\n")
@@ -104,7 +105,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	// PostgreSQL: pg_dump, restore into a fresh database, verify.
-	dsn := pgSchema(t)
+	dsn := pgtest.Schema(t)
 	runBinary(t, "store", "copy", "--from", filepath.Join(s.data, "trainyard.db"), "--to", dsn)
 	schema := dsn[strings.LastIndex(dsn, "search_path=")+len("search_path="):]
 	dump := filepath.Join(t.TempDir(), "dump.sql")

@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
 	"internal/store/column":          {"internal/store", "internal/domain"},
 	"internal/store/postgres":        {"internal/store", "internal/store/column", "internal/domain", "internal/audit", "github.com/jackc/pgx/v5"},
+	"internal/store/postgres/pgtest": {"github.com/jackc/pgx/v5"},
 	"internal/store/sqlite":          {"internal/store", "internal/store/column", "internal/domain", "internal/audit", "modernc.org/sqlite"},
 	"internal/executor":              {"internal/domain"},
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},

@@ -2,71 +2,25 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 	"trainyard/internal/store/postgres"
+	"trainyard/internal/store/postgres/pgtest"
 	"trainyard/internal/store/sqlite"
 )
-
-// pgTestSchema returns a DSN of TRAINYARD_TEST_POSTGRES on a fresh schema,
-// dropped when the test ends; without it the test is skipped (not on CI).
-func pgTestSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("TRAINYARD_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TRAINYARD_TEST_POSTGRES is not set: CI must run the PostgreSQL tests")
-		}
-		t.Skip("TRAINYARD_TEST_POSTGRES is not set")
-	}
-	ctx := context.Background()
-	var b [8]byte
-	rand.Read(b[:])
-	schema := "test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to TRAINYARD_TEST_POSTGRES: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("TRAINYARD_TEST_POSTGRES is not a URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // A copied store keeps every field of its checkpoints: digest, resume
 // bookkeeping and deletion.
 func TestStoreCopyKeepsCheckpoints(t *testing.T) {
-	dsn := pgTestSchema(t)
+	dsn := pgtest.Schema(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "trainyard.db")
 	src, err := sqlite.Open(ctx, path)

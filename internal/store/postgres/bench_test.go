@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"trainyard/internal/store/postgres/pgtest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -197,7 +198,7 @@ func seeded150k(b *testing.B) *Store {
 		if seeded.err != nil {
 			return
 		}
-		if seeded.s, seeded.err = Open(ctx, withSearchPath(b, dsn, seeded.schema)); seeded.err != nil {
+		if seeded.s, seeded.err = Open(ctx, pgtest.WithSearchPath(dsn, seeded.schema)); seeded.err != nil {
 			return
 		}
 		start := time.Now()

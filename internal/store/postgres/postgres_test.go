@@ -2,84 +2,25 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/postgres/pgtest"
 	"trainyard/internal/store/storetest"
 )
 
-// testDSN returns the database the tests use, from TRAINYARD_TEST_POSTGRES.
-// Without it the test is skipped, except under CI, where it fails.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("TRAINYARD_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TRAINYARD_TEST_POSTGRES is not set: CI must run the PostgreSQL store tests; set it to a database the tests may create schemas in, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-		}
-		t.Skip("TRAINYARD_TEST_POSTGRES is not set; set it to a PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run these tests")
-	}
-	return dsn
-}
+// testDSN returns the database the tests use (pgtest.DSN).
+func testDSN(t testing.TB) string { return pgtest.DSN(t) }
 
-// withSearchPath returns dsn with its search_path set to schema.
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return dsn + " search_path=" + schema
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// newSchema creates an empty schema with a random name, dropped with
-// everything in it when the test ends, and returns a DSN that uses it, so
-// parallel tests and packages never share tables.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	ctx := context.Background()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to TRAINYARD_TEST_POSTGRES: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("connect to drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withSearchPath(t, dsn, schema)
-}
+// newSchema returns a DSN on a fresh schema of its own (pgtest.Schema).
+func newSchema(t testing.TB) string { return pgtest.Schema(t) }
 
 // openTest opens a store on a fresh schema and closes it at cleanup (before
 // the schema is dropped).
