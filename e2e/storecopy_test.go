@@ -107,7 +107,11 @@ func TestBackupAndRestore(t *testing.T) {
 	// PostgreSQL: pg_dump, restore into a fresh database, verify.
 	dsn := pgtest.Schema(t)
 	runBinary(t, "store", "copy", "--from", filepath.Join(s.data, "trainyard.db"), "--to", dsn)
-	schema := dsn[strings.LastIndex(dsn, "search_path=")+len("search_path="):]
+	du, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := du.Query().Get("search_path")
 	dump := filepath.Join(t.TempDir(), "dump.sql")
 	base := os.Getenv("TRAINYARD_TEST_POSTGRES")
 	if out, err := exec.Command("pg_dump", "--no-owner", "-n", schema, "-f", dump, base).CombinedOutput(); err != nil {
