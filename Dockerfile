@@ -19,7 +19,7 @@ ARG VERSION=dev
 ARG COMMIT=
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
-      -o /out/trainyard ./cmd/trainyard
+      -o /out/ ./cmd/trainyard ./cmd/trainyard-shim
 
 # ---- run: Debian slim, for the python3 that jobs and the SDK use ----
 FROM debian:bookworm-slim
@@ -28,7 +28,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --create-home --home-dir /home/trainyard trainyard \
  && install -d -o trainyard -g trainyard -m 0711 /var/lib/trainyard
-COPY --from=build /out/trainyard /usr/local/bin/trainyard
+COPY --from=build /out/trainyard /out/trainyard-shim /usr/local/bin/
 # The Python SDK where the system python3 finds it (jobs do not inherit the
 # server's environment, so PYTHONPATH would not reach them).
 COPY sdk/python/trainyard /usr/lib/python3/dist-packages/trainyard

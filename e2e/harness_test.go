@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "trainyard")
-	build := exec.Command("go", "build", "-o", binary, "trainyard/cmd/trainyard")
+	// Both binaries, side by side, as an install puts them: the server
+	// finds its supervisor beside itself.
+	build := exec.Command("go", "build", "-o", dir+"/", "trainyard/cmd/trainyard", "trainyard/cmd/trainyard-shim")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build trainyard:", err)

@@ -16,7 +16,7 @@ import (
 // provided are the tour lines the test does not run, and why: what they
 // set up, the test provides itself.
 var provided = map[string]string{
-	"go install ./cmd/trainyard": "the test builds the binary and puts it on PATH",
+	"go install ./cmd/...": "the test builds the binaries and puts them on PATH",
 }
 
 // tourLines are the lines of the README's "A tour of the CLI" block.

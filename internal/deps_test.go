@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"internal/client":                {"internal/api/apitypes"},
 	"internal/cli":                   {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "internal/codepkg", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
 	"cmd/trainyard":                  {"*"},
+	"cmd/trainyard-shim":             {"internal/executor/local"},
 }
 
 // pure packages may not read the clock, randomness or the environment.

@@ -344,7 +344,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			return err
 		}
 	}
-	execCfg := local.Config{ShimCommand: []string{self, "shim"}, Logger: log, Isolation: iso, Code: codeLimits, Runs: filepath.Join(cfg.Data, "runs")}
+	shimCmd, why := local.FindShim(self)
+	if why != "" {
+		log.Info("attempt supervisor: " + why)
+	}
+	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Code: codeLimits, Runs: filepath.Join(cfg.Data, "runs")}
 	if cfg.RendezvousPorts != "" {
 		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {
 			return fmt.Errorf("server config rendezvous_ports: %w", err)

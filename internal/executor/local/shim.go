@@ -47,7 +47,8 @@ const (
 const maxLine = 64 << 10
 
 // ShimMain is the entry point of the attempt supervisor, run as
-// "trainyard shim --dir DIR" by the local executor (not by people). args are
+// "trainyard-shim --dir DIR" (or "trainyard shim --dir DIR") by the local
+// executor, not by people; "--protocol" prints its ShimProtocol. args are
 // the arguments after the command name. It reads the launch record from
 // descriptor 4, runs the attempt's process to its end and records the
 // outcome in DIR/exit.json.
@@ -60,6 +61,10 @@ func ShimMain(args []string) int {
 	// process. Pinning this goroutine (which forks the child) to its thread
 	// for the shim's whole life makes "the shim died" the only trigger.
 	runtime.LockOSThread()
+	if len(args) == 1 && args[0] == protocolFlag {
+		fmt.Println(protocolLine())
+		return 0
+	}
 	// A stop request (SIGTERM) must be handled, not fatal, from the start.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
