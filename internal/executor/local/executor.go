@@ -19,15 +19,15 @@
 //
 // A zero Launch.Grace means a grace period of 10s.
 //
-// Files in an attempt directory: shim.pid, child.pid, exit.json, shim.log
+// Files in an attempt directory: shim.pid (the claim: the owning shim, the
+// attempt's rendezvous port and cgroups), child.pid, exit.json, shim.log
 // (the shim's own diagnostics), stop (a pending stop request: its grace and
-// reason),
-// metrics.jsonl, master_port, cgroup.json (the attempt's cgroups) or procs (its
-// processes, without cgroups), and the attempt's home and tmp directories.
+// reason), metrics.jsonl, procs (its processes, without cgroups), and the
+// attempt's home and tmp directories.
 //
 // Each attempt gets the device and rank environment of its placement
 // (executor.Placement.Env) with a MASTER_PORT of its own from Config.Ports
-// (rendezvous.go; recorded in master_port), and OMP_NUM_THREADS and
+// (rendezvous.go; recorded in the claim), and OMP_NUM_THREADS and
 // MKL_NUM_THREADS from resources.cpus, which a writable cgroup cpu
 // controller also enforces as a quota.
 //
@@ -370,8 +370,8 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	e.mu.Unlock()
 
 	if exists(filepath.Join(l.Dir, exitFile)) || exists(filepath.Join(l.Dir, shimPIDFile)) {
-		if port, ok := readMasterPort(l.Dir); ok {
-			e.ports.hold(l.Ref, port) // released with the attempt's end
+		if c, err := readClaim(l.Dir); err == nil && c.Port > 0 {
+			e.ports.hold(l.Ref, c.Port) // released with the attempt's end
 		}
 		go e.reattach(a)
 		return nil
@@ -421,11 +421,8 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	if err != nil {
 		return err
 	}
-	if err := writeMasterPort(l.Dir, port); err != nil {
-		return fmt.Errorf("record the attempt's rendezvous port: %w", err)
-	}
 	rec := launchRecord{
-		JobID: l.JobID, Attempt: l.Attempt,
+		JobID: l.JobID, Attempt: l.Attempt, Port: port,
 		Argv: l.Argv, Env: withDefaults(launchEnv(l, port), l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
 		LogLimit: l.LogLimit, Timeout: l.Timeout, Grace: l.Grace,
 		Memory: int64(l.Resources.Memory), CPUs: l.Resources.CPUs, GPUs: l.Placement.GPUs(0),

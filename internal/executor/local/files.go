@@ -3,7 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"trainyard/internal/artifacts"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
-	"trainyard/internal/executor/local/cgroup"
 	"trainyard/internal/logs"
 )
 
@@ -356,8 +354,9 @@ const releaseWait = 10 * time.Second
 // if the shim could not remove them; its HOME and tmp; the copy of the
 // job's code package unpacked for it (Launch.Code), when inside its
 // directory; and the shim's state files (shim.pid, child.pid, stop,
-// procs, cgroup.json, master_port, code_dir). A working directory
-// without a package stays: it holds what the job wrote there. Everything is removed through an os.Root at the attempt's
+// procs, code_dir, and the cgroup.json and master_port of attempts of
+// earlier versions). A working directory without a package stays: it
+// holds what the job wrote there. Everything is removed through an os.Root at the attempt's
 // directory, so no link the job left is followed.
 //
 // An attempt this executor does not watch, whose shim died without an
@@ -409,7 +408,7 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 			errs = append(errs, err)
 		}
 	}
-	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, masterPortFile, cgroupFile, codeDirFile}
+	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
 	for _, name := range state {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
@@ -456,30 +455,21 @@ func waitShimGone(ctx context.Context, dir string) error {
 	return nil
 }
 
-// removeCgroups kills and removes the attempt's cgroups, when cgroup.json
-// says it has some: the shim removes them as it exits, but may have failed
+// removeCgroups kills and removes the attempt's cgroups, when its claim
+// names some: the shim removes them as it exits, but may have failed
 // to.
 func removeCgroups(dir string) error {
-	f, err := logs.OpenFile(filepath.Join(dir, cgroupFile))
-	if errors.Is(err, fs.ErrNotExist) {
+	c, err := readClaim(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && c.Cgroups == nil {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	b, err := io.ReadAll(f)
-	f.Close()
-	if err != nil {
+	if err := c.Cgroups.Kill(time.Second); err != nil {
 		return err
 	}
-	var cg cgroup.Attempt
-	if err := json.Unmarshal(b, &cg); err != nil {
-		return fmt.Errorf("read %s: %w", filepath.Join(dir, cgroupFile), err)
-	}
-	if err := cg.Kill(time.Second); err != nil {
-		return err
-	}
-	return cg.Remove(time.Second)
+	return c.Cgroups.Remove(time.Second)
 }
 
 // removeTree removes name below root and everything in it. Directories the

@@ -53,7 +53,7 @@ func TestReleaseRemovesWorkspace(t *testing.T) {
 	if err := ex.Release(context.Background(), l.Ref); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	for _, gone := range []string{homeDir, tmpDir, shimPIDFile, childPIDFile, masterPortFile, procsFile, cgroupFile} {
+	for _, gone := range []string{homeDir, tmpDir, shimPIDFile, childPIDFile, legacyPortFile, procsFile, legacyCgroupFile} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Release: %v, want it removed", gone, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,13 +22,20 @@ import (
 // the rest. What to run (with its secrets) never touches the disk: the shim
 // reads it from a pipe (launchFD).
 const (
-	shimPIDFile  = "shim.pid"    // "<pid> <start time>": the owning shim, created exclusively
-	childPIDFile = "child.pid"   // "<pid>": the user's process, once started
-	exitFile     = "exit.json"   // how the attempt ended; written atomically, last
-	stopFile     = "stop"        // a stop request (stopRecord), written before SIGTERM
-	shimLogFile  = "shim.log"    // the shim's own stdout and stderr
-	cgroupFile   = "cgroup.json" // the attempt's cgroups (cgroup.Attempt), written before they are made
-	procsFile    = "procs"       // "<pid> <start time>" lines: the attempt's processes, without cgroups
+	shimPIDFile  = "shim.pid"  // the claim (claimRecord): the owning shim and what it holds, created exclusively
+	childPIDFile = "child.pid" // "<pid>": the user's process, once started
+	exitFile     = "exit.json" // how the attempt ended; written atomically, last
+	stopFile     = "stop"      // a stop request (stopRecord), written before SIGTERM
+	shimLogFile  = "shim.log"  // the shim's own stdout and stderr
+	procsFile    = "procs"     // "<pid> <start time>" lines: the attempt's processes, without cgroups
+)
+
+// Files of attempts started by earlier versions, which recorded in them
+// what the claim now holds: read when the claim lacks it, removed on
+// release.
+const (
+	legacyCgroupFile = "cgroup.json" // the attempt's cgroups (cgroup.Attempt)
+	legacyPortFile   = "master_port" // "<port>\n"
 )
 
 // exitOwned is the shim's exit status when another shim already owns the
@@ -45,6 +53,9 @@ type launchRecord struct {
 	Env     []string `json:"env"`
 	WorkDir string   `json:"workdir"`
 	LogPath string   `json:"log_path"`
+	// Port is the MASTER_PORT the executor reserved (also in Env), which
+	// the shim records in its claim; 0: none.
+	Port int `json:"port,omitempty"`
 	// LogLimit bounds the log (see executor.Launch.LogLimit); 0: none.
 	LogLimit int64         `json:"log_limit,omitempty"`
 	Timeout  time.Duration `json:"timeout_ns,omitempty"`
@@ -156,7 +167,11 @@ type procID struct {
 
 func (p procID) String() string { return strconv.Itoa(p.PID) + " " + strconv.FormatUint(p.Start, 10) }
 
+// parseProcID reads "<pid> <start>" from the first line of b.
 func parseProcID(b []byte) (procID, error) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {
 		return procID{}, fmt.Errorf("want \"<pid> <start>\", got %q", b)
@@ -167,6 +182,89 @@ func parseProcID(b []byte) (procID, error) {
 		return procID{}, fmt.Errorf("want \"<pid> <start>\", got %q", b)
 	}
 	return procID{PID: pid, Start: start}, nil
+}
+
+// claimRecord is what shim.pid holds: the owning shim on its first line
+// ("<pid> <start>", all that readProcID reads), then what the attempt holds
+// that whoever outlives the shim must know, written before the shim makes
+// it: "port <n>", the MASTER_PORT the executor reserved (held again after
+// a server restart), and "cgroups <json>", the groups the shim is about to
+// create (cgroup.Attempt), to end and remove them if it dies. One file,
+// written once: an attempt's start creates as few files as it can.
+type claimRecord struct {
+	Shim    procID
+	Port    int
+	Cgroups *cgroup.Attempt
+}
+
+func (c claimRecord) encode() ([]byte, error) {
+	b := []byte(c.Shim.String() + "\n")
+	if c.Port > 0 {
+		b = append(b, "port "+strconv.Itoa(c.Port)+"\n"...)
+	}
+	if c.Cgroups != nil {
+		j, err := json.Marshal(c.Cgroups)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, "cgroups "...), j...), '\n')
+	}
+	return b, nil
+}
+
+// readClaim reads the attempt's claim in dir; its error matches
+// fs.ErrNotExist when no shim claimed the attempt. Attempts of earlier
+// versions have their port and cgroups in files of their own.
+func readClaim(dir string) (claimRecord, error) {
+	path := filepath.Join(dir, shimPIDFile)
+	b, err := readSmall(path)
+	if err != nil {
+		return claimRecord{}, err
+	}
+	var c claimRecord
+	if c.Shim, err = parseProcID(b); err != nil {
+		return claimRecord{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	legacy := true
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		key, val, _ := strings.Cut(line, " ")
+		switch key {
+		case "port":
+			legacy = false
+			if c.Port, err = strconv.Atoi(val); err != nil || c.Port <= 0 {
+				return claimRecord{}, fmt.Errorf("read %s: bad port %q", path, val)
+			}
+		case "cgroups":
+			legacy = false
+			c.Cgroups = new(cgroup.Attempt)
+			if err := json.Unmarshal([]byte(val), c.Cgroups); err != nil {
+				return claimRecord{}, fmt.Errorf("read %s: cgroups: %w", path, err)
+			}
+		}
+	}
+	if legacy {
+		if p, err := readSmall(filepath.Join(dir, legacyPortFile)); err == nil {
+			c.Port, _ = strconv.Atoi(strings.TrimSpace(string(p)))
+		}
+		if j, err := readSmall(filepath.Join(dir, legacyCgroupFile)); err == nil {
+			c.Cgroups = new(cgroup.Attempt)
+			if err := json.Unmarshal(j, c.Cgroups); err != nil {
+				return claimRecord{}, fmt.Errorf("read %s: %w", filepath.Join(dir, legacyCgroupFile), err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// readSmall reads a record of the attempt's directory without following a
+// link a job may have put in its place.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
 func readProcID(path string) (procID, error) {

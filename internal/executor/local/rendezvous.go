@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,12 +45,6 @@ func (r PortRange) check() error {
 }
 
 func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
-
-// masterPortFile, in an attempt directory, records the attempt's
-// MASTER_PORT ("<port>\n"), written before its shim starts, so that an
-// executor started later (after a server restart) holds the port again
-// while the attempt runs.
-const masterPortFile = "master_port"
 
 // errNoPort: every port of the range is held or busy.
 var errNoPort = errors.New("no free rendezvous port")
@@ -136,19 +128,6 @@ func (p *ports) held() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.byRef)
-}
-
-func writeMasterPort(dir string, port int) error {
-	return writeFileAtomic(filepath.Join(dir, masterPortFile), []byte(strconv.Itoa(port)+"\n"), 0o600)
-}
-
-func readMasterPort(dir string) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, masterPortFile))
-	if err != nil {
-		return 0, false
-	}
-	port, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	return port, err == nil && port > 0
 }
 
 // masterAddr is MASTER_ADDR: the local executor runs every attempt on this

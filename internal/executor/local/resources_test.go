@@ -1,7 +1,6 @@
 package local
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,7 +16,6 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
-	"trainyard/internal/executor/local/cgroup"
 )
 
 // python returns the real python3 interpreter (not a version manager's
@@ -238,15 +236,11 @@ func TestCPUQuota(t *testing.T) {
 	// The job's group has the quota while it runs.
 	var quota float64
 	waitFor(t, "the job's CPU group", func() bool {
-		b, err := os.ReadFile(filepath.Join(l.Dir, cgroupFile))
-		if err != nil {
+		c, err := readClaim(l.Dir)
+		if err != nil || c.Cgroups == nil || c.Cgroups.CPUGroup() == nil {
 			return false
 		}
-		var a cgroup.Attempt
-		if json.Unmarshal(b, &a) != nil || a.CPUGroup() == nil {
-			return false
-		}
-		quota = a.CPUGroup().CPUQuota()
+		quota = c.Cgroups.CPUGroup().CPUQuota()
 		return true
 	})
 	if quota != 1 {

@@ -100,6 +100,7 @@ type shim struct {
 	rec    launchRecord
 	log    *logWriter
 	cg     *cgroup.Attempt // the attempt's groups; nil: none
+	plan   *cgroup.Attempt // the groups planned (and claimed); nil: none
 	self   procID
 	// track records the attempt's processes when it has no cgroup; nil
 	// otherwise.
@@ -128,7 +129,14 @@ func (s *shim) run() int {
 		fmt.Fprintf(os.Stderr, "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
 		return 1
 	}
-	if err := claim(s.dir, self); err != nil {
+	// The groups are planned (named) before the claim records them, and
+	// made after it: whoever finds this shim dead can always remove them.
+	var planErr error
+	if s.rec.Cgroups != nil {
+		name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, self.PID)
+		s.plan, planErr = s.rec.Cgroups.Plan(name, cgroup.Limits{Memory: s.rec.Memory, CPUs: s.rec.CPUs})
+	}
+	if err := claim(s.dir, claimRecord{Shim: self, Port: s.rec.Port, Cgroups: s.plan}); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return exitOwned
 		}
@@ -158,8 +166,8 @@ func (s *shim) run() int {
 		req := s.stopRequest()
 		return s.finishEarly(req.Reason, "stopped before the process started: "+req.describe())
 	}
-	if s.rec.Cgroups != nil {
-		s.enterGroups()
+	if s.plan != nil || planErr != nil {
+		s.enterGroups(planErr)
 	}
 	if s.rec.credential() != nil {
 		if err := s.isolate(); err != nil {
@@ -211,9 +219,13 @@ func errOrNotDir(err error) error {
 // claim creates shim.pid exclusively: link(2) of a complete temporary file
 // fails with EEXIST when another shim owns the attempt, and readers never see
 // a partial file.
-func claim(dir string, self procID) error {
-	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(self.PID))
-	if err := os.WriteFile(tmp, []byte(self.String()+"\n"), 0o600); err != nil {
+func claim(dir string, c claimRecord) error {
+	b, err := c.encode()
+	if err != nil {
+		return fmt.Errorf("claim attempt: %w", err)
+	}
+	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(c.Shim.PID))
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -247,24 +259,14 @@ func (s *shim) launchGrace() time.Duration {
 	return defaultGrace
 }
 
-// enterGroups records the attempt's groups in the attempt's directory
-// (for whoever finds the shim dead: see Executor.reap), creates them and
-// moves the shim into its own; the job's processes are started in the job's
-// (startProcess). Failure is logged and the attempt runs without limit,
-// tracked by its process group and session only.
-func (s *shim) enterGroups() {
-	name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, s.self.PID)
-	a, err := s.rec.Cgroups.Plan(name, cgroup.Limits{Memory: s.rec.Memory, CPUs: s.rec.CPUs})
-	if err == nil && a == nil {
-		return
-	}
-	if err == nil {
-		var b []byte
-		b, err = json.Marshal(a)
-		if err == nil {
-			err = writeFileAtomic(filepath.Join(s.dir, cgroupFile), b, 0o600)
-		}
-	}
+// enterGroups creates the groups planned (and recorded in the claim, for
+// whoever finds the shim dead: see Executor.reap) and moves the shim into
+// its own; the job's processes are started in the job's (startProcess).
+// Failure (planErr, or making them) is logged and the attempt runs without
+// limit, tracked by its process group and session only; groups the claim
+// names but that do not exist are no trouble to whoever removes them.
+func (s *shim) enterGroups(planErr error) {
+	a, err := s.plan, planErr
 	if err == nil {
 		if err = a.Create(); err == nil {
 			if err = a.EnterShim(); err != nil {
@@ -273,7 +275,6 @@ func (s *shim) enterGroups() {
 		}
 	}
 	if err != nil {
-		os.Remove(filepath.Join(s.dir, cgroupFile))
 		s.log.system("the attempt's cgroups could not be set up (its processes are tracked by process group and session only; a memory limit is not enforced): %v", err)
 		return
 	}

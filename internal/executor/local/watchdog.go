@@ -2,7 +2,6 @@ package local
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"trainyard/internal/executor/local/cgroup"
 )
 
 // A dead shim leaves its attempt unsupervised: the user's process gets
@@ -23,7 +20,7 @@ import (
 // beside a retry. Before the executor reports such an attempt Lost it ends
 // every process left of it (reap):
 //
-//   - with cgroups (cgroup.json in the attempt's directory), the attempt's
+//   - with cgroups (named in the attempt's claim, shim.pid), the attempt's
 //     groups are killed as a whole (cgroup v2 cgroup.kill; else frozen,
 //     every process sent SIGKILL, thawed) and removed;
 //   - without, every process in the shim's session or the user's process
@@ -68,18 +65,14 @@ func (e *Executor) reap(a *attempt) (ok bool) {
 // reapAttempt ends the processes of the attempt in dir once, waiting up to
 // lostWait for them to be gone.
 func reapAttempt(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, cgroupFile))
+	c, err := readClaim(dir)
 	switch {
-	case err == nil:
-		var cg cgroup.Attempt
-		if err := json.Unmarshal(b, &cg); err != nil {
-			return fmt.Errorf("read %s: %w", filepath.Join(dir, cgroupFile), err)
-		}
-		if err := cg.Kill(lostWait); err != nil {
+	case err == nil && c.Cgroups != nil:
+		if err := c.Cgroups.Kill(lostWait); err != nil {
 			return err
 		}
-		return cg.Remove(time.Second)
-	case errors.Is(err, fs.ErrNotExist):
+		return c.Cgroups.Remove(time.Second)
+	case err == nil || errors.Is(err, fs.ErrNotExist):
 		return sweep(dir, time.Now().Add(lostWait))
 	default:
 		return err

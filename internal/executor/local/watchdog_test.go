@@ -2,7 +2,6 @@ package local
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -98,13 +97,11 @@ func TestLostAttemptLeavesNoProcess(t *testing.T) {
 			})
 			var cg cgroup.Attempt
 			if tracked {
-				b, err := os.ReadFile(filepath.Join(l.Dir, cgroupFile))
-				if err != nil {
-					t.Fatal(err)
+				c, err := readClaim(l.Dir)
+				if err != nil || c.Cgroups == nil {
+					t.Fatalf("the claim names no cgroups: %+v, %v", c, err)
 				}
-				if err := json.Unmarshal(b, &cg); err != nil {
-					t.Fatal(err)
-				}
+				cg = *c.Cgroups
 			} else {
 				// Without cgroups, the daemon that left the session is found
 				// only through the shim's record of its descendants.
