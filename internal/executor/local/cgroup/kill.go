@@ -45,6 +45,11 @@ func kill(dir string, wait time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("end the processes of cgroup %s: %w", dir, err)
 	}
+	if len(all) == 0 {
+		// Nothing to end, and nothing can join: a process enters a group
+		// by being forked by one of its members.
+		return nil
+	}
 	if !slices.Contains(all, self) && !(useCgroupKill && os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil) {
 		thaw := freeze(dir, time.Now().Add(freezeWait))
 		signalAll(dir, self)
@@ -106,6 +111,9 @@ func signalAll(dir string, self int) {
 // treePids lists the live processes in the group dir and the groups below
 // it, except self. A group that is gone has none.
 func treePids(dir string, self int) ([]int, error) {
+	if !populated(dir) {
+		return nil, nil
+	}
 	var pids []int
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -132,6 +140,17 @@ func treePids(dir string, self int) ([]int, error) {
 		return nil
 	})
 	return pids, err
+}
+
+// populated reports whether the v2 group dir or a group below it has a
+// process (cgroup.events); true where that is unknown (v1, or unreadable),
+// so that the caller looks.
+func populated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return true
+	}
+	return !strings.Contains(string(b), "populated 0")
 }
 
 // zombie reports whether pid has exited (or is gone) and only waits to be
