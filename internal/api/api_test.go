@@ -250,8 +250,10 @@ func TestCancel(t *testing.T) {
 	// A finished job cannot be canceled.
 	_, done := e.submit("name: b\nentrypoint: [true]\n")
 	now := time.Now()
-	errs, err := e.st.Apply(context.Background(), []store.Change{{JobID: done.ID, From: []domain.JobState{domain.JobQueued}, To: domain.JobFailed, At: now, Actor: "test"}})
-	if err != nil || errs[0] != nil {
+	errs, err := e.st.Apply(context.Background(), []store.Change{
+		{JobID: done.ID, Move: domain.MoveStart(), At: now, Actor: "test"},
+		{JobID: done.ID, Move: domain.MoveFail(), At: now, Actor: "test"}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatal(err, errs)
 	}
 	code, b = e.do("POST", fmt.Sprintf("/api/v1/jobs/%d/cancel", done.ID), e.token, nil)

@@ -335,9 +335,10 @@ func TestTokenRevocationAndRateLimitHTTP(t *testing.T) {
 func TestBadTokenFloodSparesUsersAndJobReports(t *testing.T) {
 	e := newAuthzEnv(t)
 	id := e.jobs["own"]
-	errs, err := e.st.Apply(context.Background(), []store.Change{{JobID: id, From: []domain.JobState{domain.JobQueued},
-		To: domain.JobRunning, At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}}})
-	if err != nil || errs[0] != nil {
+	errs, err := e.st.Apply(context.Background(), []store.Change{
+		{JobID: id, Move: domain.MoveStart(), At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}},
+		{JobID: id, Move: domain.MoveRun(), At: time.Now()}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("create attempt: %v %v", err, errs)
 	}
 	for i := range 30 {

@@ -26,9 +26,10 @@ func (e *env) jobWithAttempt() int64 {
 	}
 	var j apitypes.Job
 	_ = json.Unmarshal(body, &j)
-	errs, err := e.st.Apply(context.Background(), []store.Change{{JobID: j.ID, From: []domain.JobState{domain.JobQueued},
-		To: domain.JobRunning, At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}}})
-	if err != nil || errs[0] != nil {
+	errs, err := e.st.Apply(context.Background(), []store.Change{
+		{JobID: j.ID, Move: domain.MoveStart(), At: time.Now(), Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}},
+		{JobID: j.ID, Move: domain.MoveRun(), At: time.Now()}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
 		e.t.Fatalf("create attempt: %v %v", err, errs)
 	}
 	return j.ID

@@ -181,7 +181,7 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *s
 	succeeded := job.State == domain.JobSucceeded
 	if end != nil {
 		lin.FinishedAt, lin.State = end.At, string(end.Attempt.To)
-		succeeded = end.To == domain.JobSucceeded
+		succeeded = end.To() == domain.JobSucceeded
 	}
 	c.lineageExtras(ctx, job, &lin)
 	// Read through the executor: it owns the job's files, and below the

@@ -497,7 +497,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			msg += "; " + h.String()
 		}
 		changes = append(changes, store.Change{
-			JobID: pl.JobID, From: []domain.JobState{domain.JobQueued}, To: domain.JobStarting,
+			JobID: pl.JobID, Move: domain.MoveStart(),
 			Reason: domain.ReasonScheduled, Message: msg, Actor: actorScheduler, At: now,
 			Attempt: &store.AttemptChange{Create: true, Number: j.Attempts + 1, To: domain.AttemptStarting,
 				Node: node, GPUs: gpus, Borrowed: pl.Borrowed},
@@ -506,7 +506,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	}
 	preempts := len(changes)
 	for _, pe := range plan.Preempt {
-		changes = append(changes, store.Change{JobID: pe.JobID, From: []domain.JobState{domain.JobStarting, domain.JobRunning},
+		changes = append(changes, store.Change{JobID: pe.JobID, In: []domain.JobState{domain.JobStarting, domain.JobRunning},
 			RequestPreempt: true, SetReason: true, Reason: domain.ReasonPreempted, Message: pe.Message, At: now})
 	}
 	for _, w := range plan.Waiting {
@@ -517,7 +517,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		c.reasons[w.JobID] = key
-		changes = append(changes, store.Change{JobID: w.JobID, From: []domain.JobState{domain.JobQueued},
+		changes = append(changes, store.Change{JobID: w.JobID, In: []domain.JobState{domain.JobQueued},
 			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
 	}
 	if len(changes) == 0 {

@@ -14,9 +14,8 @@ import (
 )
 
 var (
-	active      = []domain.JobState{domain.JobStarting, domain.JobRunning}
-	activeAtt   = []domain.AttemptState{domain.AttemptStarting, domain.AttemptRunning}
-	startingJob = []domain.JobState{domain.JobStarting}
+	active    = []domain.JobState{domain.JobStarting, domain.JobRunning}
+	activeAtt = []domain.AttemptState{domain.AttemptStarting, domain.AttemptRunning}
 )
 
 // handleEvents records a batch of executor events in one store transaction.
@@ -37,7 +36,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 		case executor.Started:
 			resumed := c.resumed(ctx, ev) // records the checkpoint it was handed: checkpoints.go
 			changes = append(changes, store.Change{
-				JobID: ev.JobID, From: startingJob, To: domain.JobRunning,
+				JobID: ev.JobID, Move: domain.MoveRun(),
 				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s", ev.Attempt, ev.PID, resumed),
 				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
@@ -105,7 +104,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 	for i, e := range errs {
 		switch {
 		case e == nil:
-			if changes[i].To == domain.JobRunning {
+			if changes[i].To() == domain.JobRunning {
 				c.stopIfCanceled(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
@@ -204,7 +203,7 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 			}
 		}
 	}
-	ch := store.Change{JobID: ev.JobID, From: active, Actor: actorExecutor, At: at, Attempt: att}
+	ch := store.Change{JobID: ev.JobID, Actor: actorExecutor, At: at, Attempt: att}
 	outcome := fmt.Sprintf("attempt %d %s", ev.Attempt, att.To)
 	if att.Message != "" {
 		outcome += ": " + att.Message
@@ -231,30 +230,30 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		att.Reason != domain.ReasonEnvironmentCheckFailed
 	switch {
 	case att.To == domain.AttemptSucceeded:
-		ch.To, ch.Reason, ch.Message = domain.JobSucceeded, domain.ReasonCompleted, outcome
+		ch.Move, ch.Reason, ch.Message = domain.MoveSucceed(), domain.ReasonCompleted, outcome
 	case job.PreemptRequested && !job.CancelRequested:
 		// Stopped to make room: back to the queue, ahead of its class peers;
 		// the next attempt resumes from the latest checkpoint.
 		att.To, att.Reason = domain.AttemptPreempted, domain.ReasonPreempted
 		att.Message = job.Message
-		ch.To, ch.Reason, ch.CountPreemption = domain.JobQueued, domain.ReasonPreempted, true
+		ch.Move, ch.Reason, ch.CountPreemption = domain.MoveRequeue(), domain.ReasonPreempted, true
 		ch.Message = fmt.Sprintf("attempt %d preempted (%s); queued again to resume from its latest checkpoint", ev.Attempt, job.Message)
 		if h, ok := c.guard.held[ev.JobID]; ok {
 			ch.Message += "; " + h.String()
 		}
 	case job.CancelRequested || att.To == domain.AttemptCanceled:
-		ch.To, ch.Reason = domain.JobCanceled, domain.ReasonCanceledByUser
+		ch.Move, ch.Reason = domain.MoveCancel().Only(active...), domain.ReasonCanceledByUser
 		ch.Message = strings.TrimPrefix(job.Message, "cancel requested; ")
 		if job.Reason != domain.ReasonCanceledByUser || ch.Message == "" {
 			ch.Message = outcome
 		}
 	case retriesLeft:
 		delay := c.backoff(ev.Attempt)
-		ch.To, ch.Reason = domain.JobQueued, domain.ReasonRetrying
+		ch.Move, ch.Reason = domain.MoveRequeue(), domain.ReasonRetrying
 		ch.NextAttempt = at.Add(delay)
 		ch.Message = fmt.Sprintf("%s; retry %d of %d in %s", outcome, ev.Attempt, spec.Policy.Retries, domain.FormatDuration(delay))
 	default:
-		ch.To, ch.Reason, ch.Message = domain.JobFailed, att.Reason, outcome
+		ch.Move, ch.Reason, ch.Message = domain.MoveFail(), att.Reason, outcome
 		if spec.Policy.Retries > 0 {
 			ch.Message = fmt.Sprintf("%s (no retries left of %d)", outcome, spec.Policy.Retries)
 		}

@@ -1,5 +1,10 @@
 package domain
 
+import (
+	"slices"
+	"strings"
+)
+
 // JobState is where a job is in its lifecycle. Only the control loop moves jobs
 // between states, except for cancel of a queued or held job, which the service
 // layer performs directly with a guarded update.
@@ -53,18 +58,96 @@ func (s JobState) Live() bool { return s == JobQueued || s.Active() }
 // LiveJobStates lists the states Live reports, in lifecycle order.
 func LiveJobStates() []JobState { return []JobState{JobQueued, JobStarting, JobRunning} }
 
-// jobTransitions is the legal transition table: from → allowed targets.
-var jobTransitions = map[JobState][]JobState{
-	JobQueued:   {JobStarting, JobHeld, JobCanceled, JobFailed},
-	JobHeld:     {JobQueued, JobCanceled},
-	JobStarting: {JobRunning, JobQueued, JobSucceeded, JobFailed, JobCanceled},
-	JobRunning:  {JobQueued, JobSucceeded, JobFailed, JobCanceled},
+// Move is a job state change that the transition table allows, built
+// only by the named moves below (MoveStart, MoveRun, ...): a change from
+// one state to another that the table does not list cannot be expressed.
+// The zero Move changes no state.
+type Move struct {
+	name string
+	from []JobState
+	to   JobState
 }
 
-// CanTransition reports whether a job may move from one state to another.
+// moves is the transition table: every state change a job can make, by
+// name. CanTransition and the named moves read it; nothing else decides.
+var moves = [...]Move{
+	{"start", []JobState{JobQueued}, JobStarting},                                    // the scheduler placed it
+	{"run", []JobState{JobStarting}, JobRunning},                                     // its attempt's process started
+	{"requeue", []JobState{JobStarting, JobRunning}, JobQueued},                      // a retry, or preempted
+	{"succeed", []JobState{JobStarting, JobRunning}, JobSucceeded},                   // its attempt exited 0
+	{"fail", []JobState{JobStarting, JobRunning}, JobFailed},                         // its attempt failed, no retry left
+	{"cancel", []JobState{JobQueued, JobHeld, JobStarting, JobRunning}, JobCanceled}, // by a user or an admin
+	{"hold", []JobState{JobQueued}, JobHeld},                                         // kept out of scheduling
+	{"release", []JobState{JobHeld}, JobQueued},                                      // back into the queue
+}
+
+func move(name string) Move {
+	for _, m := range moves {
+		if m.name == name {
+			return m
+		}
+	}
+	panic("domain: no move " + name)
+}
+
+// The named moves.
+func MoveStart() Move   { return move("start") }
+func MoveRun() Move     { return move("run") }
+func MoveRequeue() Move { return move("requeue") }
+func MoveSucceed() Move { return move("succeed") }
+func MoveFail() Move    { return move("fail") }
+func MoveCancel() Move  { return move("cancel") }
+func MoveHold() Move    { return move("hold") }
+func MoveRelease() Move { return move("release") }
+
+// Moves lists every move of the table.
+func Moves() []Move { return append([]Move(nil), moves[:]...) }
+
+// IsZero reports whether m changes no state.
+func (m Move) IsZero() bool { return m.to == "" }
+
+// Name names the move ("start", "hold", ...); "" for the zero Move.
+func (m Move) Name() string { return m.name }
+
+// From lists the states the move leaves.
+func (m Move) From() []JobState { return append([]JobState(nil), m.from...) }
+
+// To is the state the move reaches; "" for the zero Move.
+func (m Move) To() JobState { return m.to }
+
+// Only narrows m to those of states it leaves: a caller that read the job
+// in state s moves it only from s. It never widens a move; one narrowed to
+// no state matches no job.
+func (m Move) Only(states ...JobState) Move {
+	var from []JobState
+	for _, s := range m.from {
+		for _, t := range states {
+			if s == t {
+				from = append(from, s)
+				break
+			}
+		}
+	}
+	m.from = from
+	return m
+}
+
+func (m Move) String() string {
+	if m.IsZero() {
+		return "no move"
+	}
+	parts := make([]string, len(m.from))
+	for i, s := range m.from {
+		parts[i] = string(s)
+	}
+	return m.name + " (" + strings.Join(parts, "|") + " → " + string(m.to) + ")"
+}
+
+// CanTransition reports whether a job may move from one state to another:
+// whether some move of the table takes it there.
 func CanTransition(from, to JobState) bool {
-	for _, t := range jobTransitions[from] {
-		if t == to {
+	for _, m := range moves {
+		if m.to == to && slices.Contains(m.from, from) {
 			return true
 		}
 	}

@@ -363,16 +363,16 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 		case job.State.Terminal():
 			return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d already %s; there is nothing to cancel", id, job.State)
 		case job.State == domain.JobQueued || job.State == domain.JobHeld:
-			ch = store.Change{JobID: id, From: []domain.JobState{job.State}, To: domain.JobCanceled,
+			ch = store.Change{JobID: id, Move: domain.MoveCancel().Only(job.State),
 				Reason: domain.ReasonCanceledByUser, Message: msg, Actor: p.Actor(), At: now}
 		default:
 			if job.CancelRequested {
 				return job, nil
 			}
-			ch = store.Change{JobID: id, From: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
+			ch = store.Change{JobID: id, In: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
 				Reason: domain.ReasonCanceledByUser, Message: "cancel requested; " + msg, Actor: p.Actor(), At: now}
 		}
-		after := map[string]any{"state": ch.To}
+		after := map[string]any{"state": ch.To()}
 		if ch.RequestCancel {
 			after = map[string]any{"state": job.State, "cancel_requested": true}
 		}

@@ -48,9 +48,9 @@ func TestWhySaysTheLogReachedItsLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		apply(t, st, store.Change{JobID: job.ID, From: []domain.JobState{domain.JobQueued}, To: domain.JobStarting, At: time.Now(),
+		apply(t, st, store.Change{JobID: job.ID, Move: domain.MoveStart(), At: time.Now(),
 			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n1"}})
-		apply(t, st, store.Change{JobID: job.ID, From: []domain.JobState{domain.JobStarting}, To: domain.JobRunning, At: time.Now(),
+		apply(t, st, store.Change{JobID: job.ID, Move: domain.MoveRun(), At: time.Now(),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}})
 		if err := os.MkdirAll(layout.AttemptDir(job.ID, 1), 0o755); err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestWhySaysTheLogReachedItsLimit(t *testing.T) {
 	finish := func(job domain.Job) {
 		t.Helper()
 		code := 0
-		apply(t, st, store.Change{JobID: job.ID, From: []domain.JobState{domain.JobRunning}, To: domain.JobSucceeded, At: time.Now(),
+		apply(t, st, store.Change{JobID: job.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: time.Now(),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded,
 				Reason: domain.ReasonCompleted, ExitCode: &code}})
 	}

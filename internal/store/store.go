@@ -133,36 +133,51 @@ type Jobs interface {
 
 // Change is one guarded update of a job and, optionally, one of its attempts.
 //
-// Job part: when To is set, the job must be in one of From (required) and moves
-// to To; an event is recorded (From=current state, To, Actor, Reason, Message,
-// Attempt). When To is empty, the job must be in one of From and only Reason and
-// Message (if SetReason) and the flags below change, with no event.
+// Job part: with a Move, the job must be in one of the states the move
+// leaves and moves to Move.To(); an event is recorded (From=current state,
+// To, Actor, Reason, Message, Attempt). Which moves exist is the domain's
+// transition table (domain.Moves): no other change of state can be
+// expressed. Without a Move, the job must be in one of In (required) and
+// only Reason and Message (if SetReason) and the flags below change, with
+// no event.
 //
-// Side effects on the job row when To is set: UpdatedAt = At; StartedAt = At if
-// To is running and StartedAt is zero; FinishedAt = At if To is terminal;
-// CancelRequested cleared if To is terminal or queued; PreemptRequested
-// cleared; Preemptions incremented if CountPreemption; NextAttempt =
-// NextAttempt (zero clears it).
+// Side effects on the job row with a Move: UpdatedAt = At; StartedAt = At
+// if it reaches running and StartedAt is zero; FinishedAt = At if it
+// reaches a terminal state; CancelRequested cleared if it reaches a
+// terminal state or queued; PreemptRequested cleared; Preemptions
+// incremented if CountPreemption; NextAttempt = NextAttempt (zero clears
+// it).
 type Change struct {
 	JobID     int64
-	From      []domain.JobState
-	To        domain.JobState
+	Move      domain.Move       // the state change; zero: none
+	In        []domain.JobState // without a Move: the states the job must be in
 	Reason    domain.Reason
 	Message   string
-	SetReason bool // with To empty: update Reason/Message only
+	SetReason bool // without a Move: update Reason/Message only
 	Actor     string
 	At        time.Time
 
-	NextAttempt    time.Time // with To == queued: earliest next start
-	RequestCancel  bool      // set CancelRequested (with To empty)
-	RequestPreempt bool      // set PreemptRequested (with To empty)
-	// CountPreemption increments the job's Preemptions (with To set).
+	NextAttempt    time.Time // with a move to queued: earliest next start
+	RequestCancel  bool      // set CancelRequested (without a Move)
+	RequestPreempt bool      // set PreemptRequested (without a Move)
+	// CountPreemption increments the job's Preemptions (with a Move).
 	CountPreemption bool
 
 	// Attempt, when not nil, changes an attempt in the same transaction. The
 	// job guard must hold first.
 	Attempt *AttemptChange
 }
+
+// Guard lists the states the job must be in for the change to apply.
+func (c Change) Guard() []domain.JobState {
+	if !c.Move.IsZero() {
+		return c.Move.From()
+	}
+	return c.In
+}
+
+// To is the state the change moves the job to; "" when it moves none.
+func (c Change) To() domain.JobState { return c.Move.To() }
 
 // AttemptChange creates or updates one attempt.
 type AttemptChange struct {

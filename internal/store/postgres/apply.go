@@ -98,11 +98,9 @@ const (
 // abort the transaction. The guard read is the only round trip before the
 // change's updates, which travel together when the savepoint ends.
 func applyChange(w *writer, c *store.Change) error {
-	if len(c.From) == 0 {
-		return guardf(domain.ErrInvalid, "job %d: change has no From states; name the states the job must be in", c.JobID)
-	}
-	if c.To != "" && !c.To.Valid() {
-		return guardf(domain.ErrInvalid, "job %d: target state %q is not a job state", c.JobID, c.To)
+	from, to := c.Guard(), c.To()
+	if len(from) == 0 {
+		return guardf(domain.ErrInvalid, "job %d: change has no states to guard on; give it a Move, or the states the job must be in (In)", c.JobID)
 	}
 	var (
 		state    string
@@ -115,34 +113,34 @@ func applyChange(w *writer, c *store.Change) error {
 		return interpretError(fmt.Sprintf("read job %d", c.JobID), err)
 	}
 	cur := domain.JobState(state)
-	if !slices.Contains(c.From, cur) {
-		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, c.From)
+	if !slices.Contains(from, cur) {
+		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, from)
 	}
 
-	if c.To != "" {
+	if to != "" {
 		var started, finished any
-		if c.To == domain.JobRunning {
+		if to == domain.JobRunning {
 			started = timeArg(c.At)
 		}
-		if c.To.Terminal() {
+		if to.Terminal() {
 			finished = timeArg(c.At)
 		}
 		cancel := cancelKeep
 		switch {
-		case c.To.Terminal() || c.To == domain.JobQueued:
+		case to.Terminal() || to == domain.JobQueued:
 			cancel = cancelClear
 		case c.RequestCancel:
 			cancel = cancelSet
 		}
-		queueOneRow(w, fmt.Sprintf("move job %d from %s to %s", c.JobID, cur, c.To), transitionSQL,
-			string(c.To), string(c.Reason), c.Message, timeArg(c.At), started, finished, cancel,
+		queueOneRow(w, fmt.Sprintf("move job %d from %s to %s", c.JobID, cur, to), transitionSQL,
+			string(to), string(c.Reason), c.Message, timeArg(c.At), started, finished, cancel,
 			boolArg(c.CountPreemption), timeArg(c.NextAttempt), c.JobID, state)
 		attempt := 0
 		if c.Attempt != nil {
 			attempt = c.Attempt.Number
 		}
 		w.queue(fmt.Sprintf("record event of job %d", c.JobID), insertEventSQL, c.JobID, attempt, timeArg(c.At),
-			state, string(c.To), c.Actor, string(c.Reason), c.Message)
+			state, string(to), c.Actor, string(c.Reason), c.Message)
 	} else {
 		if c.SetReason {
 			queueOneRow(w, fmt.Sprintf("set reason of job %d", c.JobID), setReasonSQL, string(c.Reason), c.Message, c.JobID, state)

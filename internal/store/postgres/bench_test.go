@@ -135,11 +135,11 @@ func BenchmarkApplyParallel(b *testing.B) {
 		held := make([]bool, len(mine))
 		for i := 0; pb.Next(); i++ {
 			k := i % len(mine)
-			from, to := domain.JobQueued, domain.JobHeld
+			mv := domain.MoveHold()
 			if held[k] {
-				from, to = to, from
+				mv = domain.MoveRelease()
 			}
-			errs, err := s.Apply(ctx, []store.Change{{JobID: mine[k], From: []domain.JobState{from}, To: to, At: t0}})
+			errs, err := s.Apply(ctx, []store.Change{{JobID: mine[k], Move: mv, At: t0}})
 			if err != nil || errs[0] != nil {
 				b.Errorf("Apply: %v %v", err, errs)
 				return

@@ -106,7 +106,7 @@ func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fast writer updates job b and commits first.
-	if _, err := s.Apply(ctx, []store.Change{{JobID: b.ID, From: []domain.JobState{domain.JobQueued}, SetReason: true,
+	if _, err := s.Apply(ctx, []store.Change{{JobID: b.ID, In: []domain.JobState{domain.JobQueued}, SetReason: true,
 		Reason: domain.ReasonQuotaExceeded, Message: "fast", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}

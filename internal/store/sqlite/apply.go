@@ -92,11 +92,9 @@ const (
 // belongs in the change's slot and any other error for a failure that must
 // abort the transaction.
 func applyChange(w *writer, c *store.Change) error {
-	if len(c.From) == 0 {
-		return guardf(domain.ErrInvalid, "job %d: change has no From states; name the states the job must be in", c.JobID)
-	}
-	if c.To != "" && !c.To.Valid() {
-		return guardf(domain.ErrInvalid, "job %d: target state %q is not a job state", c.JobID, c.To)
+	from, to := c.Guard(), c.To()
+	if len(from) == 0 {
+		return guardf(domain.ErrInvalid, "job %d: change has no states to guard on; give it a Move, or the states the job must be in (In)", c.JobID)
 	}
 	var (
 		cur      domain.JobState
@@ -108,36 +106,36 @@ func applyChange(w *writer, c *store.Change) error {
 		}
 		return interpretError(fmt.Sprintf("read job %d", c.JobID), err)
 	}
-	if !slices.Contains(c.From, cur) {
-		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, c.From)
+	if !slices.Contains(from, cur) {
+		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, from)
 	}
 
-	if c.To != "" {
+	if to != "" {
 		var started, finished any
-		if c.To == domain.JobRunning {
+		if to == domain.JobRunning {
 			started = timeArg(c.At)
 		}
-		if c.To.Terminal() {
+		if to.Terminal() {
 			finished = timeArg(c.At)
 		}
 		cancel := cancelKeep
 		switch {
-		case c.To.Terminal() || c.To == domain.JobQueued:
+		case to.Terminal() || to == domain.JobQueued:
 			cancel = cancelClear
 		case c.RequestCancel:
 			cancel = cancelSet
 		}
 		query := transitionSQL
-		args := []any{w.rev, c.To, c.Reason, c.Message, timeArg(c.At), started, finished, cancel, cancel,
+		args := []any{w.rev, to, c.Reason, c.Message, timeArg(c.At), started, finished, cancel, cancel,
 			boolArg(c.CountPreemption), timeArg(c.NextAttempt), c.JobID, cur}
 		if err := expectOneRow(w, query, args...); err != nil {
-			return fmt.Errorf("move job %d from %s to %s: %w", c.JobID, cur, c.To, err)
+			return fmt.Errorf("move job %d from %s to %s: %w", c.JobID, cur, to, err)
 		}
 		attempt := 0
 		if c.Attempt != nil {
 			attempt = c.Attempt.Number
 		}
-		if _, err := w.exec(insertEventSQL, c.JobID, attempt, timeArg(c.At), cur, c.To, c.Actor, c.Reason, c.Message); err != nil {
+		if _, err := w.exec(insertEventSQL, c.JobID, attempt, timeArg(c.At), cur, to, c.Actor, c.Reason, c.Message); err != nil {
 			return interpretError(fmt.Sprintf("record event of job %d", c.JobID), err)
 		}
 	} else {

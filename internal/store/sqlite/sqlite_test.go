@@ -314,8 +314,9 @@ func TestApplyAbortsOnNonGuardFailure(t *testing.T) {
 		t.Fatalf("corrupt attempts: %v", err)
 	}
 	slots, err := s.Apply(ctx, []store.Change{
-		{JobID: j.ID, From: []domain.JobState{domain.JobQueued}, To: domain.JobHeld, At: t0},
-		{JobID: j.ID, From: []domain.JobState{domain.JobHeld}, To: domain.JobStarting, At: t0,
+		{JobID: j.ID, Move: domain.MoveHold(), At: t0},
+		{JobID: j.ID, Move: domain.MoveRelease(), At: t0},
+		{JobID: j.ID, Move: domain.MoveStart(), At: t0,
 			Attempt: &store.AttemptChange{Number: 0, Create: true, To: domain.AttemptStarting}},
 	})
 	if err == nil {
@@ -357,7 +358,7 @@ func TestClose(t *testing.T) {
 	checks := map[string]error{}
 	_, _, checks["CreateJob"] = s.CreateJob(ctx, testNewJob(t, "late"))
 	_, checks["GetJob"] = s.GetJob(ctx, 1)
-	_, checks["Apply"] = s.Apply(ctx, []store.Change{{JobID: 1, From: []domain.JobState{domain.JobQueued}}})
+	_, checks["Apply"] = s.Apply(ctx, []store.Change{{JobID: 1, In: []domain.JobState{domain.JobQueued}}})
 	checks["Ping"] = s.Ping(ctx)
 	for name, err := range checks {
 		if !errors.Is(err, errClosed) {

@@ -20,9 +20,10 @@ func TestMetricPointsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Unix(1000, 0).UTC()
-	errs, err := s.Apply(ctx, []store.Change{{JobID: job.ID, From: []domain.JobState{domain.JobQueued}, To: domain.JobRunning, At: start,
-		Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}}})
-	if err != nil || errs[0] != nil {
+	errs, err := s.Apply(ctx, []store.Change{{JobID: job.ID, Move: domain.MoveStart(), At: start,
+		Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptRunning}},
+		{JobID: job.ID, Move: domain.MoveRun(), At: start}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatal(err, errs)
 	}
 	var pts []domain.MetricPoint

@@ -197,7 +197,7 @@ func testAuditWithApply(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	j := create(t, s, newJob(t, testSpec("a", "p"), "alice", at(1)))
 	cancelTo := func(from domain.JobState) store.Change {
-		return store.Change{JobID: j.ID, From: states(from), To: domain.JobCanceled, Reason: domain.ReasonCanceledByUser,
+		return store.Change{JobID: j.ID, Move: domain.MoveCancel().Only(from), Reason: domain.ReasonCanceledByUser,
 			Actor: "user:alice", At: at(2)}
 	}
 	rec := auditRec(2, "job.cancel", "job/"+strconv.FormatInt(j.ID, 10))

@@ -38,7 +38,7 @@ func changedSince(t *testing.T, s store.Store, c store.JobCursor) ([]domain.Job,
 func testLiveJobsAndChanges(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	jobs := createN(t, s, "p", 4)
-	mustApply(t, s, store.Change{JobID: jobs[3].ID, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(10)})
+	mustApply(t, s, store.Change{JobID: jobs[3].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(10)})
 	active, c1, err := s.LiveJobs(ctx)
 	if err != nil {
 		t.Fatalf("LiveJobs: %v", err)
@@ -62,9 +62,9 @@ func testLiveJobsAndChanges(t *testing.T, s store.Store) {
 
 	// Every kind of write shows up, with the row as written.
 	mustApply(t, s,
-		store.Change{JobID: jobs[0].ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(11),
+		store.Change{JobID: jobs[0].ID, Move: domain.MoveStart(), At: at(11),
 			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n"}},
-		store.Change{JobID: jobs[1].ID, From: states(domain.JobQueued), SetReason: true, Reason: domain.ReasonQuotaExceeded, Message: "full", At: at(11)},
+		store.Change{JobID: jobs[1].ID, In: states(domain.JobQueued), SetReason: true, Reason: domain.ReasonQuotaExceeded, Message: "full", At: at(11)},
 	)
 	fresh := create(t, s, newJob(t, testSpec("fresh", "p"), "alice", at(12)))
 	changed, c3 := changedSince(t, s, c2)
@@ -87,8 +87,8 @@ func testLiveJobsAndChanges(t *testing.T, s store.Store) {
 
 	// Leaving the active states is a change too (the reader drops the job).
 	mustApply(t, s,
-		store.Change{JobID: jobs[0].ID, From: states(domain.JobStarting), RequestCancel: true, At: at(13)},
-		store.Change{JobID: jobs[2].ID, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(13)})
+		store.Change{JobID: jobs[0].ID, In: states(domain.JobStarting), RequestCancel: true, At: at(13)},
+		store.Change{JobID: jobs[2].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(13)})
 	changed, _ = changedSince(t, s, c3)
 	got = map[int64]domain.Job{}
 	for _, j := range changed {

@@ -19,9 +19,9 @@ func testPreemption(t *testing.T, s store.Store) {
 		t.Errorf("job copies timeout %s and preemptible %v from the spec, want 24h and true", j.Timeout, j.Preemptible)
 	}
 	mustApply(t, s,
-		store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(1),
+		store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(1),
 			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "node-a", Borrowed: true}},
-		store.Change{JobID: j.ID, From: states(domain.JobStarting), RequestPreempt: true, SetReason: true,
+		store.Change{JobID: j.ID, In: states(domain.JobStarting), RequestPreempt: true, SetReason: true,
 			Reason: domain.ReasonPreempted, Message: "preempted for job 9", At: at(2)},
 	)
 	g := get(t, s, j.ID)
@@ -35,7 +35,7 @@ func testPreemption(t *testing.T, s store.Store) {
 	if a, _ := s.ListAttempts(context.Background(), j.ID); len(a) != 1 || !a[0].Borrowed {
 		t.Fatalf("attempt borrowed flag lost: %+v", a)
 	}
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobQueued, CountPreemption: true,
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobStarting), CountPreemption: true,
 		Reason: domain.ReasonPreempted, At: at(3),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptPreempted}})
 	g = get(t, s, j.ID)
@@ -49,7 +49,7 @@ func testPreemption(t *testing.T, s store.Store) {
 func testAttemptSpans(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	old := startJob(t, s, "old", nil)
-	mustApply(t, s, store.Change{JobID: old.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(5),
+	mustApply(t, s, store.Change{JobID: old.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: at(5),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded}})
 	running := startJob(t, s, "running", []int{0})
 	create(t, s, newJob(t, testSpec("queued", "p"), "alice", t0)) // never started: no span
@@ -82,15 +82,15 @@ func testPreemptedAttempts(t *testing.T, s store.Store) {
 	preempt := func(j domain.Job, n int, end int, msg string) {
 		t.Helper()
 		mustApply(t, s,
-			store.Change{JobID: j.ID, From: states(domain.JobRunning), RequestPreempt: true, SetReason: true,
+			store.Change{JobID: j.ID, In: states(domain.JobRunning), RequestPreempt: true, SetReason: true,
 				Reason: domain.ReasonPreempted, Message: msg, At: at(end - 1)},
-			store.Change{JobID: j.ID, From: states(domain.JobRunning), To: domain.JobQueued, CountPreemption: true,
+			store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), CountPreemption: true,
 				Reason: domain.ReasonPreempted, At: at(end),
 				Attempt: &store.AttemptChange{Number: n, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted,
 					Reason: domain.ReasonPreempted, Message: msg}},
-			store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(end),
+			store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(end),
 				Attempt: &store.AttemptChange{Number: n + 1, Create: true, To: domain.AttemptStarting, Node: "node-a"}},
-			store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobRunning, At: at(end),
+			store.Change{JobID: j.ID, Move: domain.MoveRun(), At: at(end),
 				Attempt: &store.AttemptChange{Number: n + 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}},
 		)
 	}
@@ -100,7 +100,7 @@ func testPreemptedAttempts(t *testing.T, s store.Store) {
 	preempt(b, 1, 6, "preempted for job 91")
 	preempt(a, 2, 5, "preempted for job 92") // ends before b's
 	done := startJob(t, s, "done", nil)
-	mustApply(t, s, store.Change{JobID: done.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(7),
+	mustApply(t, s, store.Change{JobID: done.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: at(7),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded}})
 
 	got, err := s.PreemptedAttempts(ctx, at(5))

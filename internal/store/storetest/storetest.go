@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, codeTests)     // a job's code package: code.go
 	maps.Copy(tests, rerunTests)    // a re-run's link to its original: rerun.go
 	maps.Copy(tests, feedTests)     // active jobs and what changed since: feed.go
+	maps.Copy(tests, moveTests)     // the transition table, through Apply: moves.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
@@ -425,11 +426,12 @@ func testListJobs(t *testing.T, s store.Store) {
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	// Move some: ids[1] held, ids[4] to starting, ids[5] failed.
+	// Move some: ids[1] held, ids[4] to starting, ids[5] failed (started first).
 	mustApply(t, s,
-		store.Change{JobID: ids[1], From: states(domain.JobQueued), To: domain.JobHeld, Actor: "user:alice", At: at(10)},
-		store.Change{JobID: ids[4], From: states(domain.JobQueued), To: domain.JobStarting, Actor: "system:scheduler", At: at(11)},
-		store.Change{JobID: ids[5], From: states(domain.JobQueued), To: domain.JobFailed, Actor: "system:scheduler", At: at(12)},
+		store.Change{JobID: ids[1], Move: domain.MoveHold(), Actor: "user:alice", At: at(10)},
+		store.Change{JobID: ids[4], Move: domain.MoveStart(), Actor: "system:scheduler", At: at(11)},
+		store.Change{JobID: ids[5], Move: domain.MoveStart(), Actor: "system:scheduler", At: at(12)},
+		store.Change{JobID: ids[5], Move: domain.MoveFail(), Actor: "system:executor", At: at(12)},
 	)
 	rev := func(xs ...int64) []int64 { xs = slices.Clone(xs); slices.Reverse(xs); return xs }
 	tests := map[string]struct {
@@ -498,9 +500,9 @@ func testCountJobs(t *testing.T, s store.Store) {
 	}
 	jobs := createN(t, s, "p", 5)
 	mustApply(t, s,
-		store.Change{JobID: jobs[0].ID, From: states(domain.JobQueued), To: domain.JobHeld, At: at(10)},
-		store.Change{JobID: jobs[1].ID, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(10)},
-		store.Change{JobID: jobs[2].ID, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(10)},
+		store.Change{JobID: jobs[0].ID, Move: domain.MoveHold(), At: at(10)},
+		store.Change{JobID: jobs[1].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(10)},
+		store.Change{JobID: jobs[2].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(10)},
 	)
 	counts, err = s.CountJobs(ctx)
 	if err != nil {
@@ -518,12 +520,12 @@ func testApplyGuards(t *testing.T, s store.Store) {
 	jobs := createN(t, s, "p", 3)
 	a, b, c := jobs[0].ID, jobs[1].ID, jobs[2].ID
 	errs := apply(t, s,
-		store.Change{JobID: a, From: states(domain.JobQueued), To: domain.JobHeld, Actor: "user:alice", At: at(10)},
-		store.Change{JobID: b, From: states(domain.JobRunning), To: domain.JobSucceeded, Actor: "system:executor", At: at(10)},
-		store.Change{JobID: c + 1000, From: states(domain.JobQueued), To: domain.JobHeld, At: at(10)},
-		store.Change{JobID: c, From: states(domain.JobQueued, domain.JobHeld), To: domain.JobCanceled, At: at(10)},
+		store.Change{JobID: a, Move: domain.MoveHold(), Actor: "user:alice", At: at(10)},
+		store.Change{JobID: b, Move: domain.MoveSucceed().Only(domain.JobRunning), Actor: "system:executor", At: at(10)},
+		store.Change{JobID: c + 1000, Move: domain.MoveHold(), At: at(10)},
+		store.Change{JobID: c, Move: domain.MoveCancel().Only(domain.JobQueued, domain.JobHeld), At: at(10)},
 		// Sees the first change of the same call: a is held now.
-		store.Change{JobID: a, From: states(domain.JobQueued), To: domain.JobCanceled, At: at(11)},
+		store.Change{JobID: a, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(11)},
 	)
 	if errs[0] != nil || errs[3] != nil {
 		t.Errorf("valid changes failed: %v, %v", errs[0], errs[3])
@@ -563,10 +565,10 @@ func testApplyGuards(t *testing.T, s store.Store) {
 
 func testApplyEventFrom(t *testing.T, s store.Store) {
 	j := create(t, s, newJob(t, testSpec("a", "p"), "alice", t0))
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobHeld,
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveHold(),
 		Actor: "user:admin", Reason: "HeldByAdmin", Message: "maintenance", At: at(1)})
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobQueued, domain.JobHeld, domain.JobStarting),
-		To: domain.JobCanceled, Actor: "user:alice", Reason: domain.ReasonCanceledByUser, Message: "not needed", At: at(2)})
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveCancel().Only(domain.JobQueued, domain.JobHeld, domain.JobStarting),
+		Actor: "user:alice", Reason: domain.ReasonCanceledByUser, Message: "not needed", At: at(2)})
 	evs := events(t, s, j.ID)
 	if len(evs) != 3 {
 		t.Fatalf("got %d events, want 3", len(evs))
@@ -598,7 +600,7 @@ func testApplySideEffects(t *testing.T, s store.Store) {
 			t.Errorf("%s: %s", name, msg)
 		}
 	}
-	step("schedule", store.Change{From: states(domain.JobQueued), To: domain.JobStarting, Reason: domain.ReasonScheduled, At: at(1),
+	step("schedule", store.Change{Move: domain.MoveStart(), Reason: domain.ReasonScheduled, At: at(1),
 		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n1", GPUs: []int{0, 1}}},
 		func(g domain.Job) string {
 			if g.State != domain.JobStarting || !g.UpdatedAt.Equal(at(1)) || !g.StartedAt.IsZero() || g.Attempts != 1 {
@@ -606,21 +608,21 @@ func testApplySideEffects(t *testing.T, s store.Store) {
 			}
 			return ""
 		})
-	step("start", store.Change{From: states(domain.JobStarting), To: domain.JobRunning, Reason: domain.ReasonStarted, At: at(2)},
+	step("start", store.Change{Move: domain.MoveRun(), Reason: domain.ReasonStarted, At: at(2)},
 		func(g domain.Job) string {
 			if !g.StartedAt.Equal(at(2)) || !g.UpdatedAt.Equal(at(2)) || !g.FinishedAt.IsZero() {
 				return fmt.Sprintf("started %v updated %v finished %v", g.StartedAt, g.UpdatedAt, g.FinishedAt)
 			}
 			return ""
 		})
-	step("request cancel", store.Change{From: states(domain.JobRunning), RequestCancel: true, At: at(3)},
+	step("request cancel", store.Change{In: states(domain.JobRunning), RequestCancel: true, At: at(3)},
 		func(g domain.Job) string {
 			if !g.CancelRequested || g.State != domain.JobRunning {
 				return fmt.Sprintf("cancel requested %v state %s", g.CancelRequested, g.State)
 			}
 			return ""
 		})
-	step("requeue with backoff", store.Change{From: states(domain.JobRunning), To: domain.JobQueued, Reason: domain.ReasonBackoff,
+	step("requeue with backoff", store.Change{Move: domain.MoveRequeue().Only(domain.JobRunning), Reason: domain.ReasonBackoff,
 		NextAttempt: at(60), At: at(4)},
 		func(g domain.Job) string {
 			if !g.NextAttempt.Equal(at(60)) || g.CancelRequested || !g.StartedAt.Equal(at(2)) || !g.FinishedAt.IsZero() {
@@ -628,28 +630,28 @@ func testApplySideEffects(t *testing.T, s store.Store) {
 			}
 			return ""
 		})
-	step("schedule again", store.Change{From: states(domain.JobQueued), To: domain.JobStarting, At: at(61)},
+	step("schedule again", store.Change{Move: domain.MoveStart(), At: at(61)},
 		func(g domain.Job) string {
 			if !g.NextAttempt.IsZero() {
 				return fmt.Sprintf("next attempt %v, want cleared", g.NextAttempt)
 			}
 			return ""
 		})
-	step("run again", store.Change{From: states(domain.JobStarting), To: domain.JobRunning, At: at(62)},
+	step("run again", store.Change{Move: domain.MoveRun(), At: at(62)},
 		func(g domain.Job) string {
 			if !g.StartedAt.Equal(at(2)) {
 				return fmt.Sprintf("started %v, want the first start %v kept", g.StartedAt, at(2))
 			}
 			return ""
 		})
-	step("cancel while running", store.Change{From: states(domain.JobRunning), RequestCancel: true, At: at(63)},
+	step("cancel while running", store.Change{In: states(domain.JobRunning), RequestCancel: true, At: at(63)},
 		func(g domain.Job) string {
 			if !g.CancelRequested {
 				return "cancel not requested"
 			}
 			return ""
 		})
-	step("finish", store.Change{From: states(domain.JobRunning), To: domain.JobCanceled, Reason: domain.ReasonCanceledByUser, At: at(70)},
+	step("finish", store.Change{Move: domain.MoveCancel().Only(domain.JobRunning), Reason: domain.ReasonCanceledByUser, At: at(70)},
 		func(g domain.Job) string {
 			if !g.FinishedAt.Equal(at(70)) || g.CancelRequested || g.State != domain.JobCanceled {
 				return fmt.Sprintf("finished %v cancel %v state %s", g.FinishedAt, g.CancelRequested, g.State)
@@ -663,7 +665,7 @@ func testApplySideEffects(t *testing.T, s store.Store) {
 
 func testApplyWithoutTarget(t *testing.T, s store.Store) {
 	j := create(t, s, newJob(t, testSpec("a", "p"), "alice", t0))
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobQueued), SetReason: true,
+	mustApply(t, s, store.Change{JobID: j.ID, In: states(domain.JobQueued), SetReason: true,
 		Reason: domain.ReasonNoCapacity, Message: "pool standard has 0 of 8 GPUs free", At: at(5)})
 	g := get(t, s, j.ID)
 	if g.State != domain.JobQueued || g.Reason != domain.ReasonNoCapacity || g.Message != "pool standard has 0 of 8 GPUs free" {
@@ -673,12 +675,12 @@ func testApplyWithoutTarget(t *testing.T, s store.Store) {
 		t.Errorf("SetReason changed UpdatedAt to %v; only Reason and Message may change", g.UpdatedAt)
 	}
 	// Without SetReason the reason stays.
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobQueued), Reason: "Ignored", Message: "ignored", At: at(6)})
+	mustApply(t, s, store.Change{JobID: j.ID, In: states(domain.JobQueued), Reason: "Ignored", Message: "ignored", At: at(6)})
 	if g := get(t, s, j.ID); g.Reason != domain.ReasonNoCapacity {
 		t.Errorf("change without SetReason set reason %s", g.Reason)
 	}
 	// The guard still applies.
-	errs := apply(t, s, store.Change{JobID: j.ID, From: states(domain.JobHeld), SetReason: true, Reason: "X", At: at(7)})
+	errs := apply(t, s, store.Change{JobID: j.ID, In: states(domain.JobHeld), SetReason: true, Reason: "X", At: at(7)})
 	if !errors.Is(errs[0], store.ErrConflict) {
 		t.Errorf("SetReason from the wrong state: err = %v, want ErrConflict", errs[0])
 	}
@@ -690,7 +692,7 @@ func testApplyWithoutTarget(t *testing.T, s store.Store) {
 func testAttemptNumbering(t *testing.T, s store.Store) {
 	j := create(t, s, newJob(t, testSpec("a", "p"), "alice", t0))
 	schedule := func(n int) store.Change {
-		return store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(n),
+		return store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(n),
 			Attempt: &store.AttemptChange{Number: n, Create: true, To: domain.AttemptStarting, Node: "n1"}}
 	}
 	errs := apply(t, s, schedule(2))
@@ -711,7 +713,7 @@ func testAttemptNumbering(t *testing.T, s store.Store) {
 	if g := get(t, s, j.ID); g.Attempts != 1 {
 		t.Errorf("Attempts = %d, want 1", g.Attempts)
 	}
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobQueued, At: at(3),
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobStarting), At: at(3),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptLost}})
 	errs = apply(t, s, schedule(1))
 	if !errors.Is(errs[0], store.ErrConflict) {
@@ -736,9 +738,9 @@ func startJob(t *testing.T, s store.Store, name string, gpus []int) domain.Job {
 	t.Helper()
 	j := create(t, s, newJob(t, testSpec(name, "p"), "alice", t0))
 	mustApply(t, s,
-		store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(1),
+		store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(1),
 			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "node-a", GPUs: gpus}},
-		store.Change{JobID: j.ID, From: states(domain.JobStarting), To: domain.JobRunning, At: at(2),
+		store.Change{JobID: j.ID, Move: domain.MoveRun(), At: at(2),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}},
 	)
 	return get(t, s, j.ID)
@@ -747,9 +749,9 @@ func startJob(t *testing.T, s store.Store, name string, gpus []int) domain.Job {
 func testAttemptGuard(t *testing.T, s store.Store) {
 	j := startJob(t, s, "a", nil)
 	errs := apply(t, s,
-		store.Change{JobID: j.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(3),
+		store.Change{JobID: j.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: at(3),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptSucceeded, ExitCode: ptr(0)}},
-		store.Change{JobID: j.ID, From: states(domain.JobRunning), To: domain.JobFailed, At: at(3),
+		store.Change{JobID: j.ID, Move: domain.MoveFail().Only(domain.JobRunning), At: at(3),
 			Attempt: &store.AttemptChange{Number: 7, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed}},
 	)
 	if !errors.Is(errs[0], store.ErrConflict) {
@@ -771,7 +773,7 @@ func testAttemptGuard(t *testing.T, s store.Store) {
 		t.Errorf("%d events, want 3", len(evs))
 	}
 	// A job guard failure skips the attempt part.
-	errs = apply(t, s, store.Change{JobID: j.ID, From: states(domain.JobQueued), To: domain.JobFailed, At: at(4),
+	errs = apply(t, s, store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(4),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed}})
 	if !errors.Is(errs[0], store.ErrConflict) {
 		t.Errorf("job guard failure: err = %v, want ErrConflict", errs[0])
@@ -786,14 +788,14 @@ func testAttemptFields(t *testing.T, s store.Store) {
 	bad := startJob(t, s, "bad", nil)
 	lost := startJob(t, s, "lost", []int{2})
 	mustApply(t, s,
-		store.Change{JobID: ok.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, Reason: domain.ReasonCompleted, At: at(9),
+		store.Change{JobID: ok.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), Reason: domain.ReasonCompleted, At: at(9),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded,
 				Reason: domain.ReasonCompleted, Message: "exit 0", ExitCode: ptr(0),
 				Usage: &domain.Usage{CPUSeconds: 12.25, MaxRSS: 3 << 30}}},
-		store.Change{JobID: bad.ID, From: states(domain.JobRunning), To: domain.JobFailed, Reason: domain.ReasonExitCode, At: at(9),
+		store.Change{JobID: bad.ID, Move: domain.MoveFail().Only(domain.JobRunning), Reason: domain.ReasonExitCode, At: at(9),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed,
 				Reason: domain.ReasonExitCode, Message: "exit 3", ExitCode: ptr(3)}},
-		store.Change{JobID: lost.ID, From: states(domain.JobRunning), To: domain.JobQueued, Reason: domain.ReasonNodeLost, At: at(9),
+		store.Change{JobID: lost.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), Reason: domain.ReasonNodeLost, At: at(9),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptLost,
 				Reason: domain.ReasonNodeLost}},
 	)
@@ -837,17 +839,17 @@ func testActiveAttempts(t *testing.T, s store.Store) {
 	a := startJob(t, s, "a", []int{0})
 	b := create(t, s, newJob(t, testSpec("b", "p"), "alice", t0))
 	c := startJob(t, s, "c", []int{1})
-	mustApply(t, s, store.Change{JobID: b.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(3),
+	mustApply(t, s, store.Change{JobID: b.ID, Move: domain.MoveStart(), At: at(3),
 		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "node-b"}})
 	// c's first attempt ends; its second starts.
 	mustApply(t, s,
-		store.Change{JobID: c.ID, From: states(domain.JobRunning), To: domain.JobQueued, At: at(4),
+		store.Change{JobID: c.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), At: at(4),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted}},
-		store.Change{JobID: c.ID, From: states(domain.JobQueued), To: domain.JobStarting, At: at(5),
+		store.Change{JobID: c.ID, Move: domain.MoveStart(), At: at(5),
 			Attempt: &store.AttemptChange{Number: 2, Create: true, To: domain.AttemptStarting, Node: "node-c"}},
 	)
 	// a finishes.
-	mustApply(t, s, store.Change{JobID: a.ID, From: states(domain.JobRunning), To: domain.JobSucceeded, At: at(6),
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: at(6),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded, ExitCode: ptr(0)}})
 	as, err := s.ActiveAttempts(ctx)
 	if err != nil {
@@ -871,9 +873,9 @@ func testActiveAttempts(t *testing.T, s store.Store) {
 func testListEventsOrder(t *testing.T, s store.Store) {
 	j := startJob(t, s, "a", nil)
 	other := create(t, s, newJob(t, testSpec("other", "p"), "bob", t0))
-	mustApply(t, s, store.Change{JobID: other.ID, From: states(domain.JobQueued), To: domain.JobHeld, At: at(3)})
+	mustApply(t, s, store.Change{JobID: other.ID, Move: domain.MoveHold(), At: at(3)})
 	// The event time goes backwards; the order is still the order of changes.
-	mustApply(t, s, store.Change{JobID: j.ID, From: states(domain.JobRunning), To: domain.JobFailed, At: at(-100),
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveFail().Only(domain.JobRunning), At: at(-100),
 		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed, ExitCode: ptr(1)}})
 	evs := events(t, s, j.ID)
 	var tos []domain.JobState
@@ -1003,7 +1005,7 @@ func testNotFound(t *testing.T, s store.Store) {
 	if _, err := s.GetJob(ctx, j.ID+1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetJob(%d): err = %v, want ErrNotFound", j.ID+1, err)
 	}
-	errs := apply(t, s, store.Change{JobID: j.ID + 1, From: states(domain.JobQueued), SetReason: true, Reason: "x", At: at(1)})
+	errs := apply(t, s, store.Change{JobID: j.ID + 1, In: states(domain.JobQueued), SetReason: true, Reason: "x", At: at(1)})
 	if !errors.Is(errs[0], store.ErrNotFound) {
 		t.Errorf("Apply to a missing job: err = %v, want ErrNotFound", errs[0])
 	}
