@@ -96,6 +96,8 @@ func Handler(cfg Config) http.Handler {
 	mux.Handle("GET /api/v1/jobs", h.auth(h.list))
 	mux.Handle("GET /api/v1/jobs/{id}", h.auth(h.get))
 	mux.Handle("POST /api/v1/jobs/{id}/cancel", h.auth(h.cancel))
+	mux.Handle("POST /api/v1/jobs/{id}/hold", h.auth(h.hold))
+	mux.Handle("POST /api/v1/jobs/{id}/release", h.auth(h.release))
 	mux.Handle("GET /api/v1/jobs/{id}/logs", h.auth(h.logs))
 	mux.Handle("GET /api/v1/jobs/{id}/why", h.auth(h.why))
 	mux.Handle("GET /api/v1/version", h.auth(h.version))

@@ -35,6 +35,8 @@ var routeActions = map[string]string{
 	"GET /api/v1/jobs":                                 "job.read",
 	"GET /api/v1/jobs/{id}":                            "job.read",
 	"POST /api/v1/jobs/{id}/cancel":                    "job.cancel",
+	"POST /api/v1/jobs/{id}/hold":                      "job.hold",
+	"POST /api/v1/jobs/{id}/release":                   "job.hold",
 	"POST /api/v1/jobs/{id}/rerun":                     "job.submit",
 	"GET /api/v1/jobs/{id}/logs":                       "job.read",
 	"GET /api/v1/jobs/{id}/why":                        "job.read",

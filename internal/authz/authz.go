@@ -17,6 +17,7 @@ const (
 	JobSubmit Action = "job.submit"
 	JobRead   Action = "job.read" // show, list, why, logs
 	JobCancel Action = "job.cancel"
+	JobHold   Action = "job.hold" // hold and release
 
 	PoolRead     Action = "pool.read"
 	PoolWrite    Action = "pool.write"
@@ -93,6 +94,8 @@ const (
 	denyJobRead       = "reading this job needs role viewer or lead in its project (a member reads only their own jobs)"
 	denyJobCancel     = "canceling another user's job needs role lead in its project"
 	denyJobCancelOwn  = "canceling needs role member or lead in the job's project"
+	denyJobHold       = "holding or releasing another user's job needs role lead in its project"
+	denyJobHoldOwn    = "holding or releasing needs role member or lead in the job's project"
 	denyResource      = "this needs role resource-admin"
 	denyAnyRole       = "reading this needs a role; ask an admin to grant one"
 	denyQueue         = "reading the queue needs a role; ask an admin to grant one"
@@ -210,6 +213,17 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return deny(denyJobCancelOwn)
 		}
 		return deny(denyJobCancel)
+	case JobHold:
+		switch l := levelIn(p, r.Project); {
+		case l == levelLead:
+			return allow(reasonLead)
+		case r.Owner != "" && r.Owner == p.Subject:
+			if l == levelMember {
+				return allow(reasonMember)
+			}
+			return deny(denyJobHoldOwn)
+		}
+		return deny(denyJobHold)
 	case PoolRead, QuotaRead, ProjectRead:
 		switch {
 		case auditor:
@@ -361,7 +375,7 @@ func VisibleJobs(p Principal) Visible {
 
 // Actions returns every action, for tests and documentation.
 func Actions() []Action {
-	return []Action{JobSubmit, JobRead, JobCancel, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
+	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
 		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest, ArtifactGC,
 		TemplateRead, TemplateWrite, EnvRead, EnvWrite}

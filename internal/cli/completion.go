@@ -25,7 +25,7 @@ const completionJobs = 100
 // a path or flag that does not exist, so every test that builds a root
 // catches a renamed command.
 var (
-	jobIDArg   = []string{"show", "logs", "cancel", "why", "metrics", "rerun", "artifacts ls", "artifacts get", "checkpoints ls", "checkpoints get"}
+	jobIDArg   = []string{"show", "logs", "cancel", "hold", "release", "why", "metrics", "rerun", "artifacts ls", "artifacts get", "checkpoints ls", "checkpoints get"}
 	poolArg    = []string{"pool show", "pool update"}
 	projectArg = []string{"project set"}
 	// quota set|rm PROJECT POOL

@@ -129,6 +129,8 @@ http://127.0.0.1:7070.`,
 		a.showCmd(),
 		a.logsCmd(),
 		a.cancelCmd(),
+		a.holdCmd(),    // hold.go
+		a.releaseCmd(), // hold.go
 		a.whyCmd(),
 		a.metricsCmd(),     // training.go
 		a.queueCmd(),       // pools.go

@@ -150,6 +150,22 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) (apitypes.
 	return job, err
 }
 
+// Hold keeps a queued job out of scheduling until Release; holding a held
+// job changes nothing.
+func (c *Client) Hold(ctx context.Context, id int64, reason string) (apitypes.Job, error) {
+	var job apitypes.Job
+	err := c.doJSON(ctx, http.MethodPost, jobPath(id, "/hold"), nil, nil, apitypes.HoldRequest{Reason: reason}, &job)
+	return job, err
+}
+
+// Release puts a held job back in the queue; releasing a queued job
+// changes nothing.
+func (c *Client) Release(ctx context.Context, id int64) (apitypes.Job, error) {
+	var job apitypes.Job
+	err := c.doJSON(ctx, http.MethodPost, jobPath(id, "/release"), nil, nil, nil, &job)
+	return job, err
+}
+
 // Logs opens the log of one attempt of a job. The caller must close the
 // returned reader. With Follow the stream stays open until the attempt ends or
 // ctx is canceled.

@@ -26,6 +26,8 @@ const (
 	ReasonWaitingForCapacity Reason = "WaitingForResources"
 	ReasonBackoff            Reason = "RetryBackoff"
 	ReasonCanceledByUser     Reason = "CanceledByUser"
+	ReasonHeld               Reason = "Held"     // kept out of scheduling by a user or an admin
+	ReasonReleased           Reason = "Released" // back in the queue after a hold
 	ReasonRetrying           Reason = "Retrying"
 
 	// ReasonEnvironmentCheckFailed: the environment's check command failed

@@ -80,6 +80,9 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 		default:
 			w.Hint = "it starts when running jobs free enough resources"
 		}
+	case domain.JobHeld:
+		w.Evidence = append(w.Evidence, "it is held: the scheduler does not consider it until it is released")
+		w.Hint = fmt.Sprintf("release it to queue it again: trainyard release %d", id)
 	case domain.JobFailed:
 		s.explainFailure(ctx, &w, last)
 	case domain.JobRunning, domain.JobStarting:

@@ -115,6 +115,11 @@ type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// HoldRequest is the optional body of POST /api/v1/jobs/{id}/hold.
+type HoldRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
 // Why is the body of GET /api/v1/jobs/{id}/why: the current pending or failure
 // reason with the evidence behind it.
 type Why struct {

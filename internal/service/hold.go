@@ -1,0 +1,88 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// Hold keeps a queued job out of scheduling (state held, reason Held)
+// until Release. Holding a held job changes nothing; a job that is no
+// longer queued cannot be held (it is placed, running or done).
+func (s *Service) Hold(ctx context.Context, p Principal, id int64, reason string) (domain.Job, error) {
+	if msg := domain.TextProblem(reason, false); msg != "" {
+		return domain.Job{}, domain.FieldErrors{{Path: "reason", Message: msg}}
+	}
+	msg := "held by " + p.Subject
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return s.holdOrRelease(ctx, p, id, domain.MoveHold(), domain.ReasonHeld, msg)
+}
+
+// Release puts a held job back in the queue, where it keeps its place by
+// priority and submit time. Releasing a queued job changes nothing.
+func (s *Service) Release(ctx context.Context, p Principal, id int64) (domain.Job, error) {
+	return s.holdOrRelease(ctx, p, id, domain.MoveRelease(), domain.ReasonReleased, "released by "+p.Subject)
+}
+
+func (s *Service) holdOrRelease(ctx context.Context, p Principal, id int64, mv domain.Move, reason domain.Reason, msg string) (domain.Job, error) {
+	verb := "hold"
+	if mv.To() == domain.JobQueued {
+		verb = "release"
+	}
+	now := s.cfg.Clock.Now()
+	for i := range 3 { // the job may move between our read and our guarded write
+		job, err := s.cfg.Store.GetJob(ctx, id)
+		if err != nil {
+			return domain.Job{}, jobErr(id, err)
+		}
+		if i == 0 { // a job's project and submitter never change
+			if err := s.authorize(ctx, p, authz.JobHold, jobResource(job)); err != nil {
+				return domain.Job{}, err
+			}
+		}
+		if job.State == mv.To() {
+			return job, nil // already where it was asked to go
+		}
+		if !slices.Contains(mv.From(), job.State) {
+			return domain.Job{}, notMovable(id, job, verb)
+		}
+		ch := store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now}
+		actx := s.audited(ctx, p, authz.JobHold, "job/"+strconv.FormatInt(id, 10),
+			map[string]any{"state": job.State}, map[string]any{"state": mv.To()})
+		errs, err := s.cfg.Store.Apply(actx, []store.Change{ch})
+		if err != nil {
+			return domain.Job{}, fmt.Errorf("%s job %d: %w", verb, id, err)
+		}
+		if errors.Is(errs[0], domain.ErrConflict) {
+			continue
+		}
+		if errs[0] != nil {
+			return domain.Job{}, jobErr(id, errs[0])
+		}
+		s.cfg.Wake()
+		return s.cfg.Store.GetJob(ctx, id)
+	}
+	return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d kept changing state; try again", id)
+}
+
+// notMovable explains why job cannot be held or released now.
+func notMovable(id int64, job domain.Job, verb string) error {
+	if verb == "release" {
+		return domain.Errorf(domain.ErrConflict, "job %d is %s, not held; there is nothing to release", id, job.State)
+	}
+	switch {
+	case job.State.Terminal():
+		return domain.Errorf(domain.ErrConflict, "job %d already %s; only a queued job can be held", id, job.State)
+	case job.State.Active():
+		return domain.Errorf(domain.ErrConflict, "job %d is %s; only a queued job can be held (cancel it with: trainyard cancel %d)", id, job.State, id)
+	}
+	return domain.Errorf(domain.ErrConflict, "job %d is %s; only a queued job can be held", id, job.State)
+}
