@@ -30,7 +30,7 @@ const DefaultInterval = 5 * time.Second
 
 // Config wires an Alerter.
 type Config struct {
-	Store  store.Store
+	Store  Store
 	Alerts alerts.Config // the server config's alerts section
 	Logger *slog.Logger
 	Clock  clock.Clock

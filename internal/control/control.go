@@ -38,7 +38,7 @@ const (
 
 // Config wires a Controller.
 type Config struct {
-	Store    store.Store
+	Store    Store
 	Executor executor.Executor
 	Clock    clock.Clock
 	Logger   *slog.Logger

@@ -14,7 +14,6 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
-	"trainyard/internal/store"
 )
 
 // writesOutput is a script whose attempt writes an output of size bytes
@@ -51,7 +50,7 @@ func TestSucceededJobHasItsOutputsRecorded(t *testing.T) {
 // holdManifests is a store whose RecordManifest waits, while hold is set,
 // until its context ends (a server stopped while it hashes outputs).
 type holdManifests struct {
-	store.Store
+	control.Store
 	hold    bool
 	only    int64 // when not 0, only this job's manifest is held
 	entered chan struct{}

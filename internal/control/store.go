@@ -1,0 +1,44 @@
+package control
+
+import (
+	"context"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// Store is what the control loop reads and writes: the live jobs and their
+// attempts, the pools and quotas it schedules against, attempts' health and
+// progress, checkpoints and manifests. It is declared here, where it is
+// used, so that the loop's reach into the store is visible and a test
+// double implements only this; cmd/trainyard hands it the whole store.
+type Store interface {
+	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
+	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
+	AppendPoints(ctx context.Context, points []domain.MetricPoint) error
+	Apply(ctx context.Context, changes []store.Change) ([]error, error)
+	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
+	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error)
+	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	GetPool(ctx context.Context, name string) (domain.Pool, error)
+	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
+	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ListProjects(ctx context.Context) ([]domain.Project, error)
+	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
+	LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error)
+	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time) error
+	MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error
+	MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error
+	MarkHealthFailed(ctx context.Context, jobID int64, attempt int, reason domain.Reason, message string) error
+	PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error)
+	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
+	RecordManifest(ctx context.Context, m domain.Manifest) error
+	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error
+}
+
+var _ Store = store.Store(nil)
