@@ -32,7 +32,7 @@ func TestStoreCopyKeepsCheckpoints(t *testing.T) {
 	sum := sha256.Sum256(specJSON)
 	j, _, err := src.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: specJSON, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
 		Submitter: "alice", SubmittedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), Actor: "user:alice",
-		OutputDir: func(id int64) string { return "/artifacts/p/c" }})
+		OutputDir: func(id int64) string { return "/artifacts/p/c" }}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestStoreCopyKeepsCheckpoints(t *testing.T) {
 	if err := src.MarkCheckpointSuspect(ctx, j.ID, "a", "attempt 3 failed right after resuming from it"); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.MarkCheckpointDeleted(ctx, j.ID, "b", at.Add(time.Minute)); err != nil {
+	if err := src.MarkCheckpointDeleted(ctx, j.ID, "b", at.Add(time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	want, err := src.ListCheckpoints(ctx, 0, true)

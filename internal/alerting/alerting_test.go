@@ -185,7 +185,7 @@ func TestAcknowledgedAlertIsNotRetried(t *testing.T) {
 		firing, _ = st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertFiring})
 		return len(firing) == 1 && h.failed.Load() > 0
 	})
-	if _, err := st.AckAlert(context.Background(), firing[0].ID, "user:alice", "", time.Now()); err != nil {
+	if _, err := st.AckAlert(context.Background(), firing[0].ID, "user:alice", "", time.Now(), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
 	h.fail.Store(false)

@@ -40,16 +40,16 @@ func BenchmarkPreviewQueue(b *testing.B) {
 				pool.Nodes = append(pool.Nodes, domain.Node{Name: fmt.Sprintf("node-%04d", i), CPUs: 64, Memory: 512 << 30,
 					GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
 			}
-			if _, err := st.PutPool(ctx, pool); err != nil {
+			if _, err := st.PutPool(ctx, pool, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 				b.Fatal(err)
 			}
 			for p := range 100 {
 				name := fmt.Sprintf("proj-%03d", p)
-				if err := st.PutProject(ctx, domain.Project{Name: name, Shares: float64(1 + p%3)}); err != nil {
+				if err := st.PutProject(ctx, domain.Project{Name: name, Shares: float64(1 + p%3)}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 					b.Fatal(err)
 				}
 				if err := st.PutQuota(ctx, domain.Quota{Project: name, Pool: "big", Guaranteed: domain.Limits{GPUs: 48},
-					Borrow: domain.Limits{GPUs: 40}, MaxPriority: domain.PriorityUrgent}); err != nil {
+					Borrow: domain.Limits{GPUs: 40}, MaxPriority: domain.PriorityUrgent}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -71,7 +71,7 @@ func BenchmarkPreviewQueue(b *testing.B) {
 				in := extra
 				in.SubmittedAt = time.Now()
 				in.OutputDir = func(id int64) string { return fmt.Sprintf("/out/%d", id) }
-				if _, _, err := st.CreateJob(ctx, in); err != nil {
+				if _, _, err := st.CreateJob(ctx, in, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -107,7 +107,7 @@ func seedQueued(b *testing.B, st store.Store, n int) {
 				in := inputs[i%len(inputs)]
 				in.SubmittedAt = time.Unix(1_700_000_000+int64(i), 0)
 				in.OutputDir = func(id int64) string { return fmt.Sprintf("/out/%d", id) }
-				if _, _, err := st.CreateJob(ctx, in); err != nil {
+				if _, _, err := st.CreateJob(ctx, in, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 					errs <- err
 					return
 				}

@@ -73,7 +73,7 @@ func (c *Controller) pruneCheckpoints(ctx context.Context, o executor.Outputs, j
 			c.log.Warn("remove old checkpoint", "job", job.ID, "checkpoint", r.Name, "err", err)
 			continue
 		}
-		if err := c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, r.Name, now); err != nil {
+		if err := c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, r.Name, now, nil); err != nil {
 			c.log.Warn("record checkpoint removal", "job", job.ID, "checkpoint", r.Name, "err", err)
 		}
 	}
@@ -191,7 +191,7 @@ func (c *Controller) reconcileCheckpoints(ctx context.Context, o executor.Output
 	now := c.cfg.Clock.Now()
 	for _, k := range known {
 		if !slices.ContainsFunc(found, func(f executor.Checkpoint) bool { return f.Name == k.Name && f.Complete }) {
-			_ = c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, k.Name, now)
+			_ = c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, k.Name, now, nil)
 		}
 	}
 	for _, f := range found {

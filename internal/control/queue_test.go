@@ -30,10 +30,10 @@ func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 	}
 	defer st.Close()
 	pool := domain.Pool{Name: "small", Executor: "local", Nodes: []domain.Node{{Name: "n1", CPUs: 4, Memory: 8 << 30}}}
-	if _, err := st.PutPool(ctx, pool); err != nil {
+	if _, err := st.PutPool(ctx, pool, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutQuota(ctx, domain.Quota{Project: "vision", Pool: "small", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+	if err := st.PutQuota(ctx, domain.Quota{Project: "vision", Pool: "small", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
 	for i, who := range []string{"alice", "bob"} { // each needs the whole node: bob's waits
@@ -43,7 +43,7 @@ func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 		sum := sha256.Sum256(raw)
 		if _, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]), Submitter: who,
 			Actor: "user:" + who, SubmittedAt: time.Now().Add(time.Duration(i) * time.Second),
-			OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }}); err != nil {
+			OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -132,10 +132,10 @@ func (s *Service) AckAlert(ctx context.Context, p Principal, id int64, reason st
 		return domain.Alert{}, err
 	}
 	now := s.cfg.Clock.Now()
-	ctx = store.WithAudit(ctx, domain.AuditRecord{At: now, Actor: p.Actor(), Action: "alert.ack",
+	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: "alert.ack",
 		Target: "alert/" + strconv.FormatInt(id, 10), Before: summary(map[string]string{"key": a.Key, "state": string(a.State)}),
-		After: summary(map[string]string{"reason": reason}), Result: domain.AuditOK, Client: ClientFrom(ctx)})
-	out, err := s.cfg.Store.AckAlert(ctx, id, p.Actor(), reason, now)
+		After: summary(map[string]string{"reason": reason}), Result: domain.AuditOK, Client: ClientFrom(ctx)}
+	out, err := s.cfg.Store.AckAlert(ctx, id, p.Actor(), reason, now, rec)
 	if err != nil {
 		return domain.Alert{}, err
 	}

@@ -110,9 +110,9 @@ func TestSubmitAuditRecordHoldsNoSpecValues(t *testing.T) {
 // job row was inserted and with the audit record attached.
 type failingCreate struct{ store.Store }
 
-func (f failingCreate) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
+func (f failingCreate) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
 	p.OutputDir = func(int64) string { panic("the output directory cannot be named") }
-	return f.Store.CreateJob(ctx, p)
+	return f.Store.CreateJob(ctx, p, audit)
 }
 
 func TestFailedSubmitLeavesNoRecord(t *testing.T) {

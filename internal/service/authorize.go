@@ -8,7 +8,6 @@ import (
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // Principal is an authenticated caller (see domain.Principal).
@@ -94,20 +93,20 @@ func jobResource(j domain.Job) authz.Resource {
 	return authz.Resource{Kind: "job", ID: strconv.FormatInt(j.ID, 10), Project: j.Project, Owner: j.Submitter}
 }
 
-// audited returns ctx with an audit record of p's successful action attached
-// (see store.WithAudit): the next mutating store call made with it records
-// it in the same transaction. before and after are summarised as compact
-// JSON; nil means none.
-func (s *Service) audited(ctx context.Context, p Principal, a authz.Action, target string, before, after any) context.Context {
+// audited returns the audit record of p's successful action, for the
+// mutating store call that makes the change to append in the same
+// transaction. before and after are summarised as compact JSON; nil means
+// none.
+func (s *Service) audited(ctx context.Context, p Principal, a authz.Action, target string, before, after any) domain.AuditRecord {
 	return s.auditedAs(ctx, p.Actor(), a, target, before, after)
 }
 
 // auditedAs is audited for an actor that is not a caller ("system:control").
-func (s *Service) auditedAs(ctx context.Context, actor string, a authz.Action, target string, before, after any) context.Context {
-	return store.WithAudit(ctx, domain.AuditRecord{
+func (s *Service) auditedAs(ctx context.Context, actor string, a authz.Action, target string, before, after any) domain.AuditRecord {
+	return domain.AuditRecord{
 		At: s.cfg.Clock.Now(), Actor: actor, Action: string(a), Target: target,
 		Before: summary(before), After: summary(after), Result: domain.AuditOK, Client: ClientFrom(ctx),
-	})
+	}
 }
 
 // summary renders v as compact JSON ("" for nil).

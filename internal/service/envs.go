@@ -213,7 +213,7 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 			after["path_prefix"] = rec.PathPrefix
 		}
 		actx := s.audited(ctx, p, authz.EnvWrite, envTarget(d.Name, 0), before, after)
-		err = s.cfg.Store.PutEnv(actx, rec)
+		err = s.cfg.Store.PutEnv(ctx, rec, actx)
 		if errors.Is(err, domain.ErrConflict) {
 			continue
 		}
@@ -335,7 +335,7 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 	}
 	actx := s.audited(ctx, p, authz.EnvWrite, envTarget(name, version), nil,
 		map[string]any{"deprecated": pending, "reason": reason})
-	if _, err := s.cfg.Store.DeprecateEnv(actx, name, version, reason, s.cfg.Clock.Now()); err != nil {
+	if _, err := s.cfg.Store.DeprecateEnv(ctx, name, version, reason, s.cfg.Clock.Now(), actx); err != nil {
 		return nil, fmt.Errorf("deprecate %s: %w", envTarget(name, version), err)
 	}
 	s.envsChanged()
@@ -355,7 +355,7 @@ func (s *Service) EnsureHostEnv(ctx context.Context) error {
 	host := domain.HostEnvironment(s.cfg.Clock.Now())
 	actx := s.auditedAs(ctx, "system:bootstrap", authz.EnvWrite, envTarget(host.Name, 0), nil,
 		map[string]any{"version": host.Version, "digest": host.Digest})
-	err = s.cfg.Store.PutEnv(actx, host)
+	err = s.cfg.Store.PutEnv(ctx, host, actx)
 	if err != nil && !errors.Is(err, domain.ErrConflict) { // ErrConflict: another server stored it
 		return fmt.Errorf("store the built-in environment host@1: %w", err)
 	}

@@ -140,7 +140,7 @@ func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletio
 		Target: "job/" + strconv.FormatInt(d.JobID, 10) + "/" + d.Kind + "s/" + d.Path,
 		Before: summary(map[string]any{"bytes": d.Bytes}), Result: domain.AuditOK, Detail: d.Reason, Client: ClientFrom(ctx)}
 	if d.Kind == "checkpoint" {
-		return s.cfg.Store.MarkCheckpointDeleted(store.WithAudit(ctx, rec), d.JobID, d.Path, s.cfg.Clock.Now())
+		return s.cfg.Store.MarkCheckpointDeleted(ctx, d.JobID, d.Path, s.cfg.Clock.Now(), &rec)
 	}
 	return s.cfg.Store.AppendAudit(ctx, rec)
 }

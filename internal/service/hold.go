@@ -55,9 +55,9 @@ func (s *Service) holdOrRelease(ctx context.Context, p Principal, id int64, mv d
 			return domain.Job{}, notMovable(id, job, verb)
 		}
 		ch := store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now}
-		actx := s.audited(ctx, p, authz.JobHold, "job/"+strconv.FormatInt(id, 10),
-			map[string]any{"state": job.State}, map[string]any{"state": mv.To()})
-		errs, err := s.cfg.Store.Apply(actx, []store.Change{ch})
+		ch.Audit = new(s.audited(ctx, p, authz.JobHold, "job/"+strconv.FormatInt(id, 10),
+			map[string]any{"state": job.State}, map[string]any{"state": mv.To()}))
+		errs, err := s.cfg.Store.Apply(ctx, []store.Change{ch})
 		if err != nil {
 			return domain.Job{}, fmt.Errorf("%s job %d: %w", verb, id, err)
 		}

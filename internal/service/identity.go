@@ -271,18 +271,18 @@ func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 		return "", err
 	}
 	now := s.cfg.Clock.Now()
-	if _, err := s.cfg.Store.CreateUser(s.auditedAs(ctx, "system:bootstrap", authz.UserWrite, "user/"+BootstrapUser, nil, userSummary{Name: BootstrapUser}),
-		domain.User{Name: BootstrapUser, CreatedAt: now}); err != nil && !errors.Is(err, domain.ErrConflict) {
+	if _, err := s.cfg.Store.CreateUser(ctx,
+		domain.User{Name: BootstrapUser, CreatedAt: now}, s.auditedAs(ctx, "system:bootstrap", authz.UserWrite, "user/"+BootstrapUser, nil, userSummary{Name: BootstrapUser})); err != nil && !errors.Is(err, domain.ErrConflict) {
 		return "", fmt.Errorf("create the bootstrap user: %w", err)
 	}
 	admin := domain.RoleBinding{Role: domain.RoleAdmin}
-	if _, err := s.cfg.Store.GrantRole(s.auditedAs(ctx, "system:bootstrap", authz.RoleWrite, "user/"+BootstrapUser, nil, admin.String()),
-		BootstrapUser, admin, now); err != nil {
+	if _, err := s.cfg.Store.GrantRole(ctx,
+		BootstrapUser, admin, now, s.auditedAs(ctx, "system:bootstrap", authz.RoleWrite, "user/"+BootstrapUser, nil, admin.String())); err != nil {
 		return "", fmt.Errorf("grant the bootstrap user role admin: %w", err)
 	}
 	secret := NewTokenSecret()
-	if _, err := s.cfg.Store.CreateToken(s.auditedAs(ctx, "system:bootstrap", authz.TokenCreate, "user/"+BootstrapUser, nil, tokenSummary{Name: "bootstrap"}),
-		store.Token{Name: "bootstrap", Subject: BootstrapUser, Hash: HashToken(secret), CreatedAt: now}); err != nil {
+	if _, err := s.cfg.Store.CreateToken(ctx,
+		store.Token{Name: "bootstrap", Subject: BootstrapUser, Hash: HashToken(secret), CreatedAt: now}, s.auditedAs(ctx, "system:bootstrap", authz.TokenCreate, "user/"+BootstrapUser, nil, tokenSummary{Name: "bootstrap"})); err != nil {
 		return "", fmt.Errorf("create bootstrap token: %w", err)
 	}
 	return secret, nil
@@ -326,8 +326,8 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, name string) (dom
 	if err := s.authorize(ctx, p, authz.UserWrite, authz.Resource{Kind: "user", ID: name}); err != nil {
 		return domain.User{}, err
 	}
-	u, err := s.cfg.Store.CreateUser(s.audited(ctx, p, authz.UserWrite, "user/"+name, nil, userSummary{Name: name}),
-		domain.User{Name: name, CreatedAt: s.cfg.Clock.Now()})
+	u, err := s.cfg.Store.CreateUser(ctx,
+		domain.User{Name: name, CreatedAt: s.cfg.Clock.Now()}, s.audited(ctx, p, authz.UserWrite, "user/"+name, nil, userSummary{Name: name}))
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.User{}, domain.Errorf(domain.ErrConflict, "user %q already exists; list users with: trainyard user ls", name)
 	}
@@ -361,7 +361,7 @@ func (s *Service) GrantRole(ctx context.Context, p Principal, user string, b dom
 	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
 		return false, err
 	}
-	created, err = s.cfg.Store.GrantRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()), user, b, s.cfg.Clock.Now())
+	created, err = s.cfg.Store.GrantRole(ctx, user, b, s.cfg.Clock.Now(), s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()))
 	s.identityChanged()
 	if errors.Is(err, domain.ErrNotFound) {
 		return false, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", user, user)
@@ -378,7 +378,7 @@ func (s *Service) RevokeRole(ctx context.Context, p Principal, user string, b do
 	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
 		return err
 	}
-	err := s.cfg.Store.RevokeRole(s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil), user, b)
+	err := s.cfg.Store.RevokeRole(ctx, user, b, s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil))
 	s.identityChanged() // also on failure: the role may be gone either way
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "user %q does not hold role %s; see their roles with: trainyard user ls", user, b)
@@ -433,7 +433,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		tok.ExpiresAt = now.Add(in.TTL)
 	}
 	sum := tokenSummary{Name: in.Name, User: in.User, ExpiresAt: tok.ExpiresAt}
-	tok, err = s.cfg.Store.CreateToken(s.audited(ctx, p, authz.TokenCreate, "user/"+in.User, nil, sum), tok)
+	tok, err = s.cfg.Store.CreateToken(ctx, tok, s.audited(ctx, p, authz.TokenCreate, "user/"+in.User, nil, sum))
 	if err != nil {
 		return "", store.Token{}, fmt.Errorf("store token: %w", err)
 	}
@@ -480,8 +480,8 @@ func (s *Service) RevokeToken(ctx context.Context, p Principal, id int64) (store
 		tok.Hash = ""
 		return tok, nil
 	}
-	tok, err = s.cfg.Store.RevokeToken(s.audited(ctx, p, authz.TokenRevoke, "token/"+ids,
-		map[string]string{"revoked": "no"}, map[string]string{"revoked": "yes"}), id, s.cfg.Clock.Now())
+	tok, err = s.cfg.Store.RevokeToken(ctx, id, s.cfg.Clock.Now(), s.audited(ctx, p, authz.TokenRevoke, "token/"+ids,
+		map[string]string{"revoked": "no"}, map[string]string{"revoked": "yes"}))
 	if err != nil {
 		return store.Token{}, err
 	}
@@ -507,9 +507,9 @@ func (s *Service) IssueJobToken(ctx context.Context, ref AttemptRef) (string, er
 	}
 	secret := NewTokenSecret()
 	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.cfg.Store.CreateToken(s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}),
+	_, err := s.cfg.Store.CreateToken(ctx,
 		store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
-			Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()})
+			Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()}, s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}))
 	if err != nil {
 		return "", fmt.Errorf("issue the token of attempt %s: %w", at, err)
 	}
@@ -520,8 +520,8 @@ func (s *Service) IssueJobToken(ctx context.Context, ref AttemptRef) (string, er
 // error (the attempt may never have had one).
 func (s *Service) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
 	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.cfg.Store.RevokeSubjectTokens(s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil),
-		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.cfg.Clock.Now())
+	_, err := s.cfg.Store.RevokeSubjectTokens(ctx,
+		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.cfg.Clock.Now(), s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil))
 	if err != nil {
 		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
 	}

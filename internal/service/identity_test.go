@@ -19,8 +19,8 @@ import (
 	"trainyard/internal/store/sqlite"
 )
 
-// auditSpy is a store that records the audit records attached with
-// store.WithAudit to quota writes, and those appended on their own.
+// auditSpy is a store that records the audit records given to quota
+// writes, and those appended on their own.
 type auditSpy struct {
 	store.Store
 	mu       sync.Mutex
@@ -28,11 +28,11 @@ type auditSpy struct {
 	appended []domain.AuditRecord
 }
 
-func (s *auditSpy) PutQuota(ctx context.Context, q domain.Quota) error {
+func (s *auditSpy) PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error {
 	s.mu.Lock()
-	s.attached = append(s.attached, store.AuditFrom(ctx)...)
+	s.attached = append(s.attached, audit)
 	s.mu.Unlock()
-	return s.Store.PutQuota(ctx, q)
+	return s.Store.PutQuota(ctx, q, audit)
 }
 
 func (s *auditSpy) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {

@@ -69,8 +69,7 @@ func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (s
 	}
 	now := s.cfg.Clock.Now()
 	pool.CreatedAt, pool.UpdatedAt = now, now
-	ctx = s.audited(ctx, p, authz.PoolWrite, "pool/"+pool.Name, before, poolSum(pool))
-	stored, err = s.cfg.Store.PutPool(ctx, pool)
+	stored, err = s.cfg.Store.PutPool(ctx, pool, s.audited(ctx, p, authz.PoolWrite, "pool/"+pool.Name, before, poolSum(pool)))
 	if err != nil {
 		return domain.Pool{}, false, fmt.Errorf("store pool %q: %w", pool.Name, err)
 	}
@@ -169,8 +168,7 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 		return domain.Quota{}, err
 	}
 	q.UpdatedAt = s.cfg.Clock.Now()
-	ctx = s.audited(ctx, p, authz.QuotaWrite, "quota/"+q.Project+"/"+q.Pool, before, quotaSum(q))
-	if err := s.cfg.Store.PutQuota(ctx, q); err != nil {
+	if err := s.cfg.Store.PutQuota(ctx, q, s.audited(ctx, p, authz.QuotaWrite, "quota/"+q.Project+"/"+q.Pool, before, quotaSum(q))); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err) // the pool may have gone in between
 	}
 	s.schedulingChanged()
@@ -195,7 +193,7 @@ func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool st
 	if err != nil {
 		return err
 	}
-	err = s.cfg.Store.DeleteQuota(s.audited(ctx, p, authz.QuotaWrite, "quota/"+project+"/"+pool, before, nil), project, pool)
+	err = s.cfg.Store.DeleteQuota(ctx, project, pool, s.audited(ctx, p, authz.QuotaWrite, "quota/"+project+"/"+pool, before, nil))
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "project %q has no quota in pool %q; list quotas with: trainyard quota ls", project, pool)
 	}
@@ -227,8 +225,8 @@ func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Proje
 		return domain.Project{}, err
 	}
 	proj.CreatedAt = s.cfg.Clock.Now()
-	ctx = s.audited(ctx, p, authz.ProjectWrite, "project/"+proj.Name, before, map[string]float64{"shares": proj.Shares})
-	if err := s.cfg.Store.PutProject(ctx, proj); err != nil {
+	rec := s.audited(ctx, p, authz.ProjectWrite, "project/"+proj.Name, before, map[string]float64{"shares": proj.Shares})
+	if err := s.cfg.Store.PutProject(ctx, proj, rec); err != nil {
 		return domain.Project{}, fmt.Errorf("store project %q: %w", proj.Name, err)
 	}
 	s.schedulingChanged()

@@ -9,7 +9,6 @@ import (
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // Now is the service's current time (for views that depend on it, such as
@@ -52,9 +51,9 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 	}
 	r.ID, r.State, r.Requester, r.CreatedAt = 0, domain.RequestPending, p.Subject, now
 	r.Decider, r.DecidedAt, r.Note = "", time.Time{}, ""
-	ctx = store.WithAudit(ctx, domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaRequest),
-		Target: fmt.Sprintf("quota/%s/%s", r.Project, r.Pool), After: requestSummary(r), Result: domain.AuditOK})
-	out, err := s.cfg.Store.CreateRequest(ctx, r)
+	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaRequest),
+		Target: fmt.Sprintf("quota/%s/%s", r.Project, r.Pool), After: requestSummary(r), Result: domain.AuditOK}
+	out, err := s.cfg.Store.CreateRequest(ctx, r, rec)
 	if err != nil {
 		return domain.QuotaRequest{}, poolErr(r.Pool, err)
 	}
@@ -92,10 +91,10 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 	}
 	after := r
 	after.State, after.Decider, after.DecidedAt, after.Note = to, p.Subject, now, note
-	ctx = store.WithAudit(ctx, domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaApprove),
+	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaApprove),
 		Target: fmt.Sprintf("request/%d", id), Before: requestSummary(r), After: requestSummary(after), Result: domain.AuditOK,
-		Detail: action})
-	out, err := s.cfg.Store.DecideRequest(ctx, id, to, p.Subject, now, note)
+		Detail: action}
+	out, err := s.cfg.Store.DecideRequest(ctx, id, to, p.Subject, now, note, rec)
 	if errors.Is(err, domain.ErrConflict) {
 		cur, _ := s.cfg.Store.GetRequest(ctx, id)
 		return domain.QuotaRequest{}, domain.Errorf(domain.ErrConflict, "compute request %d was already %s by %s", id, cur.State, cur.Decider)

@@ -141,7 +141,7 @@ func (s *Service) SetSecret(ctx context.Context, p Principal, project, name stri
 			}
 			actx := s.audited(ctx, p, authz.SecretWrite, secretTarget(project, name), before,
 				map[string]any{"version": rec.Version, "key_id": rec.KeyID})
-			return s.cfg.Store.PutSecret(actx, rec)
+			return s.cfg.Store.PutSecret(ctx, rec, actx)
 		})
 		if errors.Is(err, domain.ErrConflict) {
 			continue
@@ -209,7 +209,7 @@ func (s *Service) DeleteSecret(ctx context.Context, p Principal, project, name s
 		return fmt.Errorf("read %s: %w", secretLabel(project, name), err)
 	}
 	actx := s.audited(ctx, p, authz.SecretWrite, secretTarget(project, name), map[string]any{"version": latest.Version}, map[string]any{"deleted": true})
-	err = s.cfg.Store.DeleteSecret(actx, project, name)
+	err = s.cfg.Store.DeleteSecret(ctx, project, name, actx)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "%s does not exist; list secrets with: trainyard secret ls%s", secretLabel(project, name), projectFlag(project))
 	}
@@ -254,7 +254,7 @@ func (s *Service) RotateMasterKey(ctx context.Context, p Principal, newKeyFile s
 			return domain.Errorf(domain.ErrInvalid, "the new key %s is the key in use; generate a fresh one with: head -c 32 /dev/urandom > new.key", next.ID())
 		}
 		actx := s.audited(ctx, p, authz.SecretRotate, "secrets", map[string]any{"key_id": cur.ID()}, map[string]any{"key_id": next.ID()})
-		n, err := s.cfg.Store.RekeySecrets(actx, func(r store.Secret) (store.Secret, error) {
+		n, err := s.cfg.Store.RekeySecrets(ctx, func(r store.Secret) (store.Secret, error) {
 			if r.KeyID == next.ID() {
 				return r, nil
 			}
@@ -265,7 +265,7 @@ func (s *Service) RotateMasterKey(ctx context.Context, p Principal, newKeyFile s
 			}
 			r.KeyID, r.Nonce, r.Ciphertext = sealed.KeyID, sealed.Nonce, sealed.Ciphertext
 			return r, nil
-		})
+		}, actx)
 		res.Resealed = n
 		return err
 	})

@@ -225,7 +225,7 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 	// The store fills "{id}" with the new job's id. The record names the
 	// spec by its hash: the spec itself may carry values that are no
 	// business of the audit log.
-	ctx = s.audited(ctx, p, authz.JobSubmit, "job/"+store.AuditIDPlaceholder, nil,
+	rec := s.audited(ctx, p, authz.JobSubmit, "job/"+store.AuditIDPlaceholder, nil,
 		map[string]string{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "spec_hash": hash})
 	nj := store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,
@@ -236,11 +236,11 @@ func (s *Service) Submit(ctx context.Context, p Principal, in SubmitInput) (job 
 		Code:           in.Code,
 		RerunOf:        in.rerunOf,
 	}
-	job, created, err = s.cfg.Store.CreateJob(ctx, nj)
+	job, created, err = s.cfg.Store.CreateJob(ctx, nj, rec)
 	if errors.Is(err, domain.ErrConflict) && in.IdempotencyKey != "" {
 		// Another replica stored the same key at the same moment: a second
 		// try finds its job and returns it.
-		job, created, err = s.cfg.Store.CreateJob(ctx, nj)
+		job, created, err = s.cfg.Store.CreateJob(ctx, nj, rec)
 	}
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)
@@ -376,8 +376,8 @@ func (s *Service) Cancel(ctx context.Context, p Principal, id int64, reason stri
 		if ch.RequestCancel {
 			after = map[string]any{"state": job.State, "cancel_requested": true}
 		}
-		actx := s.audited(ctx, p, authz.JobCancel, "job/"+strconv.FormatInt(id, 10), map[string]any{"state": job.State}, after)
-		errs, err := s.cfg.Store.Apply(actx, []store.Change{ch})
+		ch.Audit = new(s.audited(ctx, p, authz.JobCancel, "job/"+strconv.FormatInt(id, 10), map[string]any{"state": job.State}, after))
+		errs, err := s.cfg.Store.Apply(ctx, []store.Change{ch})
 		if err != nil {
 			return domain.Job{}, fmt.Errorf("cancel job %d: %w", id, err)
 		}

@@ -105,7 +105,7 @@ func (s *Service) CreateTemplate(ctx context.Context, p Principal, project, name
 		}
 		actx := s.audited(ctx, p, authz.TemplateWrite, templateTarget(project, name), before,
 			map[string]any{"version": rec.Version, "hash": hash})
-		err = s.cfg.Store.PutTemplate(actx, rec)
+		err = s.cfg.Store.PutTemplate(ctx, rec, actx)
 		if errors.Is(err, domain.ErrConflict) {
 			continue
 		}

@@ -137,7 +137,7 @@ func storeJob(t *testing.T, st *sqlite.Store, spec domain.Spec) domain.Job {
 	raw, _ := json.Marshal(spec)
 	sum := sha256.Sum256(raw)
 	job, _, err := st.CreateJob(context.Background(), store.NewJob{Spec: spec, SpecJSON: raw, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
-		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }})
+		Submitter: "alice", Actor: "user:alice", SubmittedAt: time.Now(), OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatal(err)
 	}

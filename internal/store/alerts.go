@@ -34,7 +34,7 @@ type Alerts interface {
 	// alert is not notified again. It returns the alert as stored;
 	// ErrNotFound when there is no such alert, ErrConflict when it is
 	// resolved or already acknowledged.
-	AckAlert(ctx context.Context, id int64, by, reason string, at time.Time) (domain.Alert, error)
+	AckAlert(ctx context.Context, id int64, by, reason string, at time.Time, audit domain.AuditRecord) (domain.Alert, error)
 }
 
 // AlertTransition is one alert firing or resolving, and the channels to

@@ -35,5 +35,5 @@ type Artifacts interface {
 	// 0), oldest first; deleted ones only when withDeleted.
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
 	// MarkCheckpointDeleted records that a checkpoint was removed.
-	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time) error
+	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 }

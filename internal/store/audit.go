@@ -8,29 +8,10 @@ import (
 	"trainyard/internal/domain"
 )
 
-type auditKey struct{}
-
-// AuditIDPlaceholder in a record's Target attached to CreateJob is replaced
-// by the new job's id ("job/{id}" becomes "job/42"), which is only known
-// inside the transaction.
+// AuditIDPlaceholder in the Target of the record given to CreateJob is
+// replaced by the new job's id ("job/{id}" becomes "job/42"), which is only
+// known inside the transaction.
 const AuditIDPlaceholder = "{id}"
-
-// WithAudit returns a context that makes the next mutating store call made
-// with it append rec to the audit log in the same transaction as the change
-// (Seq, PrevHash and Hash are filled by the store). A change that fails
-// writes no record. Several records may be attached; they are appended in
-// order.
-func WithAudit(ctx context.Context, rec ...domain.AuditRecord) context.Context {
-	prev, _ := ctx.Value(auditKey{}).([]domain.AuditRecord)
-	all := append(append([]domain.AuditRecord(nil), prev...), rec...)
-	return context.WithValue(ctx, auditKey{}, all)
-}
-
-// AuditFrom returns the records attached by WithAudit (backends use it).
-func AuditFrom(ctx context.Context) []domain.AuditRecord {
-	recs, _ := ctx.Value(auditKey{}).([]domain.AuditRecord)
-	return recs
-}
 
 // AuditFilter selects audit records; zero fields match everything.
 type AuditFilter struct {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"trainyard/internal/domain"
 )
 
 // Secret is one stored version of a secret. The value is never stored in the
@@ -19,13 +21,13 @@ type Secret struct {
 	CreatedAt  time.Time
 }
 
-// Secrets stores sealed secret values. Mutations honour store.WithAudit:
-// the attached records are appended in the same transaction.
+// Secrets stores sealed secret values. Mutations take the audit record of
+// the change and append it in the same transaction.
 type Secrets interface {
 	// PutSecret stores s as a new version of (s.Project, s.Name). s.Version
 	// must be one more than the latest stored version (1 for a new secret);
 	// otherwise nothing is stored and the error is ErrConflict.
-	PutSecret(ctx context.Context, s Secret) error
+	PutSecret(ctx context.Context, s Secret, audit domain.AuditRecord) error
 	// LatestSecret returns the newest version of (project, name) with its
 	// sealed value, or ErrNotFound. It never falls back from a project to
 	// the global scope; callers decide that.
@@ -35,11 +37,11 @@ type Secrets interface {
 	ListSecrets(ctx context.Context) ([]Secret, error)
 	// DeleteSecret removes every version of (project, name); ErrNotFound
 	// when there is none.
-	DeleteSecret(ctx context.Context, project, name string) error
+	DeleteSecret(ctx context.Context, project, name string, audit domain.AuditRecord) error
 	// RekeySecrets passes every stored version to reseal and stores what it
 	// returns (only KeyID, Nonce and Ciphertext may change), all in one
 	// transaction: if reseal fails for any version, nothing changes and its
 	// error is returned. No other write can interleave. It returns how many
 	// versions were resealed.
-	RekeySecrets(ctx context.Context, reseal func(Secret) (Secret, error)) (int, error)
+	RekeySecrets(ctx context.Context, reseal func(Secret) (Secret, error), audit domain.AuditRecord) (int, error)
 }

@@ -4,7 +4,10 @@
 //
 // Interfaces are small and split by aggregate. State changes are guarded: a
 // change names the states it expects, and loses cleanly (ErrConflict) instead of
-// overwriting a newer state. This package imports domain and the standard
+// overwriting a newer state. A mutation that must be audited takes its
+// audit record as a parameter (a job state change as Change.Audit) and
+// appends it in the same transaction: no record travels in a context, and
+// none can be forgotten. This package imports domain and the standard
 // library only.
 package store
 
@@ -92,7 +95,7 @@ type JobCursor uint64
 type Jobs interface {
 	// CreateJob stores the job in state queued, its config snapshot and a
 	// submit event, in one transaction.
-	CreateJob(ctx context.Context, p NewJob) (job domain.Job, created bool, err error)
+	CreateJob(ctx context.Context, p NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	// GetJob returns the job with its Spec and SpecJSON, or ErrNotFound.
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
@@ -163,6 +166,11 @@ type Change struct {
 	// CountPreemption increments the job's Preemptions (with a Move).
 	CountPreemption bool
 
+	// Audit, when not nil, is appended to the audit log with the change,
+	// in the same transaction, when the change applies (a change skipped
+	// by its guard appends nothing).
+	Audit *domain.AuditRecord
+
 	// Attempt, when not nil, changes an attempt in the same transaction. The
 	// job guard must hold first.
 	Attempt *AttemptChange
@@ -226,7 +234,7 @@ type Token struct {
 type Tokens interface {
 	// CreateToken stores t (ID is assigned) and returns it. A duplicate Hash
 	// is ErrConflict.
-	CreateToken(ctx context.Context, t Token) (Token, error)
+	CreateToken(ctx context.Context, t Token, audit domain.AuditRecord) (Token, error)
 	// TokenByHash returns the token with that hash, or ErrNotFound.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
 	// CountTokens returns how many tokens exist (bootstrap happens at zero).
@@ -238,19 +246,19 @@ type Tokens interface {
 type Pools interface {
 	// PutPool creates the pool or replaces the one with the same name
 	// (CreatedAt is kept from the first write, UpdatedAt set to p.UpdatedAt).
-	PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
+	PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRecord) (domain.Pool, error)
 	// GetPool returns the named pool or ErrNotFound.
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	// PutQuota creates or replaces the quota of (q.Project, q.Pool). The pool
 	// must exist (ErrNotFound otherwise).
-	PutQuota(ctx context.Context, q domain.Quota) error
+	PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error
 	// ListQuotas returns quotas, filtered by project and/or pool when set.
 	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
 	// DeleteQuota removes a quota; ErrNotFound when there is none.
-	DeleteQuota(ctx context.Context, project, pool string) error
+	DeleteQuota(ctx context.Context, project, pool string, audit domain.AuditRecord) error
 	// PutProject creates or updates a project (its shares).
-	PutProject(ctx context.Context, p domain.Project) error
+	PutProject(ctx context.Context, p domain.Project, audit domain.AuditRecord) error
 	// GetProject returns the named project or ErrNotFound.
 	GetProject(ctx context.Context, name string) (domain.Project, error)
 	ListProjects(ctx context.Context) ([]domain.Project, error)
@@ -260,7 +268,7 @@ type Pools interface {
 type Requests interface {
 	// CreateRequest stores r as pending (ID and CreatedAt assigned from r).
 	// The pool must exist (ErrNotFound).
-	CreateRequest(ctx context.Context, r domain.QuotaRequest) (domain.QuotaRequest, error)
+	CreateRequest(ctx context.Context, r domain.QuotaRequest, audit domain.AuditRecord) (domain.QuotaRequest, error)
 	// GetRequest returns one request or ErrNotFound.
 	GetRequest(ctx context.Context, id int64) (domain.QuotaRequest, error)
 	// ListRequests returns requests newest first, filtered by project and/or
@@ -268,7 +276,7 @@ type Requests interface {
 	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
 	// DecideRequest moves a pending request to approved or denied, recording
 	// who, when and why; a request no longer pending is ErrConflict.
-	DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string) (domain.QuotaRequest, error)
+	DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string, audit domain.AuditRecord) (domain.QuotaRequest, error)
 	// ActiveGrants returns approved requests whose Until is after now.
 	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
 }
@@ -281,16 +289,16 @@ type Requests interface {
 type Users interface {
 	// CreateUser stores u (its Roles are ignored); an existing name is
 	// ErrConflict.
-	CreateUser(ctx context.Context, u domain.User) (domain.User, error)
+	CreateUser(ctx context.Context, u domain.User, audit domain.AuditRecord) (domain.User, error)
 	// GetUser returns the named user with its roles, or ErrNotFound.
 	GetUser(ctx context.Context, name string) (domain.User, error)
 	// ListUsers returns every user with its roles.
 	ListUsers(ctx context.Context) ([]domain.User, error)
 	// GrantRole gives user the binding; granting one already held changes
 	// nothing and reports created=false. A missing user is ErrNotFound.
-	GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time) (created bool, err error)
+	GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time, audit domain.AuditRecord) (created bool, err error)
 	// RevokeRole takes the binding away; ErrNotFound when it is not held.
-	RevokeRole(ctx context.Context, user string, b domain.RoleBinding) error
+	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
 	// GetToken returns the token with that id, or ErrNotFound.
 	GetToken(ctx context.Context, id int64) (Token, error)
 	// ListTokens returns the tokens of subject ("" for every subject), by
@@ -299,8 +307,8 @@ type Users interface {
 	// RevokeToken marks the token revoked at at and returns it; a token
 	// already revoked keeps its first revocation time. ErrNotFound when
 	// there is no such token.
-	RevokeToken(ctx context.Context, id int64, at time.Time) (Token, error)
+	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (Token, error)
 	// RevokeSubjectTokens revokes every unrevoked token of subject and
 	// returns how many it revoked.
-	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time) (int, error)
+	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error)
 }

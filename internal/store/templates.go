@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"trainyard/internal/domain"
 )
 
 // Template is one stored version of a job template. Versions are
@@ -17,14 +19,14 @@ type Template struct {
 	CreatedAt time.Time
 }
 
-// Templates stores job templates. Mutations honour store.WithAudit: the
-// attached records are appended in the same transaction.
+// Templates stores job templates. Mutations take the audit record of the
+// change and append it in the same transaction.
 type Templates interface {
 	// PutTemplate stores t as a new version of (t.Project, t.Name).
 	// t.Version must be one more than the latest stored version (1 for a
 	// new template); otherwise nothing is stored and the error is
 	// ErrConflict.
-	PutTemplate(ctx context.Context, t Template) error
+	PutTemplate(ctx context.Context, t Template, audit domain.AuditRecord) error
 	// GetTemplate returns version of (project, name), the latest when
 	// version is 0, or ErrNotFound.
 	GetTemplate(ctx context.Context, project, name string, version int) (Template, error)

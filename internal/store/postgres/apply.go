@@ -17,8 +17,8 @@ import (
 // Apply applies changes in order in one transaction. A change whose guard
 // does not hold is rolled back on its own (its savepoint) and its slot holds
 // store.ErrConflict, store.ErrNotFound or, for a malformed change,
-// domain.ErrInvalid; the others commit. Audit records attached to ctx are
-// appended in the same transaction when at least one change applied.
+// domain.ErrInvalid; the others commit. The audit record of each change
+// that applied (Change.Audit) is appended in the same transaction.
 //
 // Each change reads its job's row locked (FOR UPDATE), so a writer on
 // another replica cannot move the job between the guard and the update.
@@ -28,6 +28,10 @@ func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, err
 			return nil, err
 		}
 		return []error{}, nil
+	}
+	var opts []writeOpt
+	if slices.ContainsFunc(changes, func(c store.Change) bool { return c.Audit != nil }) {
+		opts = append(opts, appendsAudit) // takes the audit lock with the batch
 	}
 	var slots []error
 	err := s.write(ctx, func(w *writer) error {
@@ -46,11 +50,19 @@ func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, err
 				slots[i] = ge.err
 			}
 		}
-		// Attached audit records describe the call; when every guard
-		// failed nothing changed, and none are written.
-		w.audit.skip = !slices.Contains(slots, nil)
-		return nil
-	})
+		// Each applied change's audit record, after every change: the
+		// request's records are appended last (runRequest).
+		var recs []domain.AuditRecord
+		for i := range changes {
+			if slots[i] == nil && changes[i].Audit != nil {
+				recs = append(recs, *changes[i].Audit)
+			}
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		return w.appendAudit(recs)
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -139,7 +139,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bo
 }
 
 // MarkCheckpointDeleted records a checkpoint's removal.
-func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time) error {
+func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error {
 	return s.write(ctx, func(w *writer) error {
 		tag, err := w.exec(`UPDATE checkpoints SET deleted_at = $1 WHERE job_id = $2 AND name = $3 AND deleted_at IS NULL`,
 			at.UnixNano(), jobID, name)
@@ -150,7 +150,7 @@ func (s *Store) MarkCheckpointDeleted(ctx context.Context, jobID int64, name str
 			return fmt.Errorf("job %d has no checkpoint %q to delete: %w", jobID, name, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, auditOf(audit))
 }
 
 // MarkCheckpointResumed records the attempt handed a checkpoint to resume from.

@@ -53,7 +53,7 @@ type auditHead struct {
 }
 
 // runRequest runs one write request inside its savepoint: the request's
-// function, then the audit records its context carried. An error from either
+// function, then the audit records the mutation was given (withAudit). An error from either
 // rolls back both.
 func runRequest(w *writer, r *writeReq) error {
 	w.audit.id, w.audit.skip = 0, false
@@ -110,8 +110,7 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 
 // AppendAudit appends recs on their own, in order, in one transaction: for
 // denials and failures that change nothing else. Seq, PrevHash and Hash are
-// assigned here; a zero At is the current time. Records attached to ctx with
-// store.WithAudit are not written by this call. An actor, an action and a
+// assigned here; a zero At is the current time. An actor, an action and a
 // result of ok, denied or failed are required (store.ErrInvalid otherwise,
 // and nothing is written).
 func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {

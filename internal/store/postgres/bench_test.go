@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
 	"trainyard/internal/store/postgres/pgtest"
 
 	"github.com/jackc/pgx/v5"
@@ -59,8 +60,9 @@ func BenchmarkCreateJobParallel(b *testing.B) {
 			for i := range specs {
 				specs[i] = testNewJob(b, fmt.Sprintf("bench-%d", i))
 			}
-			ctx := store.WithAudit(context.Background(), domain.AuditRecord{
-				Actor: "user:alice", Action: "job.submit", Target: "job/" + store.AuditIDPlaceholder, Result: domain.AuditOK})
+			ctx := context.Background()
+			submit := domain.AuditRecord{
+				Actor: "user:alice", Action: "job.submit", Target: "job/" + store.AuditIDPlaceholder, Result: domain.AuditOK}
 			procs := runtime.GOMAXPROCS(0)
 			b.SetParallelism((callers + procs - 1) / procs)
 			var n atomic.Int64
@@ -73,7 +75,7 @@ func BenchmarkCreateJobParallel(b *testing.B) {
 					p := specs[i%int64(len(specs))]
 					p.SubmittedAt = t0.Add(time.Duration(i))
 					start := time.Now()
-					if _, _, err := s.CreateJob(ctx, p); err != nil {
+					if _, _, err := s.CreateJob(ctx, p, submit); err != nil {
 						b.Error(err)
 						return
 					}
@@ -101,7 +103,7 @@ func BenchmarkCreateJobSerial(b *testing.B) {
 	for i := range b.N {
 		p.SubmittedAt = t0.Add(time.Duration(i))
 		start := time.Now()
-		if _, _, err := s.CreateJob(ctx, p); err != nil {
+		if _, _, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 			b.Fatal(err)
 		}
 		lat.add(time.Since(start))
@@ -119,7 +121,7 @@ func BenchmarkApplyParallel(b *testing.B) {
 	const callers = 4
 	var ids []int64
 	for i := range callers * 64 {
-		j, _, err := s.CreateJob(ctx, testNewJob(b, fmt.Sprintf("apply-%d", i)))
+		j, _, err := s.CreateJob(ctx, testNewJob(b, fmt.Sprintf("apply-%d", i)), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,14 +12,14 @@ import (
 )
 
 // CreateUser stores u; an existing name is store.ErrConflict.
-func (s *Store) CreateUser(ctx context.Context, u domain.User) (domain.User, error) {
+func (s *Store) CreateUser(ctx context.Context, u domain.User, audit domain.AuditRecord) (domain.User, error) {
 	err := s.write(ctx, func(w *writer) error {
 		_, err := w.exec(`INSERT INTO users (name, created_at) VALUES ($1, $2)`, u.Name, timeArg(u.CreatedAt))
 		if isUniqueViolation(err) {
 			return fmt.Errorf("create user %q: a user with that name exists: %w", u.Name, store.ErrConflict)
 		}
 		return interpretError(fmt.Sprintf("create user %q", u.Name), err)
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return domain.User{}, err
 	}
@@ -103,7 +103,7 @@ func (s *Store) roles(ctx context.Context, user string) (map[string][]domain.Rol
 }
 
 // GrantRole gives user the binding; created is false when it was held.
-func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time) (created bool, err error) {
+func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time, audit domain.AuditRecord) (created bool, err error) {
 	err = s.write(ctx, func(w *writer) error {
 		var n int64
 		if err := w.queryRow(`SELECT COUNT(*) FROM users WHERE name = $1`, user).Scan(&n); err != nil {
@@ -119,12 +119,12 @@ func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding
 		}
 		created = tag.RowsAffected() > 0
 		return nil
-	})
+	}, withAudit(audit))
 	return created, err
 }
 
 // RevokeRole takes the binding away; store.ErrNotFound when it is not held.
-func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBinding) error {
+func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error {
 	return s.write(ctx, func(w *writer) error {
 		tag, err := w.exec(`DELETE FROM role_bindings WHERE user_name = $1 AND project = $2 AND role = $3`,
 			user, b.Project, string(b.Role))
@@ -135,7 +135,7 @@ func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBindin
 			return fmt.Errorf("revoke role: user %q does not hold %s: %w", user, b, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 // GetToken returns the token with that id, or store.ErrNotFound.
@@ -172,19 +172,19 @@ func (s *Store) ListTokens(ctx context.Context, subject string) ([]store.Token, 
 }
 
 // RevokeToken marks the token revoked (keeping an earlier revocation time).
-func (s *Store) RevokeToken(ctx context.Context, id int64, at time.Time) (store.Token, error) {
+func (s *Store) RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error) {
 	var t store.Token
 	err := s.write(ctx, func(w *writer) error {
 		w.queue(fmt.Sprintf("revoke token %d", id), `UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
 		var err error
 		t, err = scanToken(w.queryRow(`SELECT `+tokenCols+` FROM tokens WHERE id = $1`, id))
 		return interpretError(fmt.Sprintf("revoke token %d", id), err)
-	})
+	}, withAudit(audit))
 	return t, err
 }
 
 // RevokeSubjectTokens revokes every unrevoked token of subject.
-func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time.Time) (int, error) {
+func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.write(ctx, func(w *writer) error {
 		tag, err := w.exec(`UPDATE tokens SET revoked_at = $1 WHERE subject = $2 AND revoked_at IS NULL`, timeArg(at), subject)
@@ -193,6 +193,6 @@ func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time
 		}
 		n = tag.RowsAffected()
 		return nil
-	})
+	}, withAudit(audit))
 	return int(n), err
 }

@@ -99,12 +99,11 @@ func nullString(s string) any {
 }
 
 // CreateJob stores a new queued job, its config snapshot (shared with every
-// job of the same spec) and its submit event in one transaction. Audit
-// records attached to ctx are appended in that transaction with "{id}" in
-// their Target replaced by the new job's id; an idempotent replay writes
-// none. The job's id is allocated before its row is written, so all its
+// job of the same spec) and its submit event in one transaction. The audit
+// record is appended in that transaction with "{id}" in its Target
+// replaced by the new job's id; an idempotent replay writes none. The job's id is allocated before its row is written, so all its
 // statements travel to the server in one round trip.
-func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
+func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
 	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -172,7 +171,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		}
 		created = true
 		return nil
-	}, needsJobID)
+	}, needsJobID, withAudit(audit))
 	if err != nil {
 		return domain.Job{}, false, err
 	}

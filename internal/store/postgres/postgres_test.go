@@ -135,7 +135,7 @@ func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
 
 func createTestJob(t *testing.T, s *Store, name string) domain.Job {
 	t.Helper()
-	j, _, err := s.CreateJob(context.Background(), testNewJob(t, name))
+	j, _, err := s.CreateJob(context.Background(), testNewJob(t, name), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func scanRequest(sc rowScanner) (domain.QuotaRequest, error) {
 }
 
 // CreateRequest stores a pending compute request.
-func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest) (domain.QuotaRequest, error) {
+func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest, audit domain.AuditRecord) (domain.QuotaRequest, error) {
 	action := fmt.Sprintf("create compute request of project %q in pool %q", r.Project, r.Pool)
 	out := r
 	err := s.write(ctx, func(w *writer) error {
@@ -63,7 +63,7 @@ func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest) (domai
 		out.State = domain.RequestPending
 		out.Until, out.CreatedAt = normTime(r.Until), normTime(r.CreatedAt)
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 	return out, err
 }
 
@@ -107,7 +107,7 @@ func (s *Store) ActiveGrants(ctx context.Context, now time.Time) ([]domain.Quota
 }
 
 // DecideRequest approves or denies a pending request.
-func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string) (domain.QuotaRequest, error) {
+func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string, audit domain.AuditRecord) (domain.QuotaRequest, error) {
 	action := fmt.Sprintf("decide compute request %d", id)
 	if to != domain.RequestApproved && to != domain.RequestDenied {
 		return domain.QuotaRequest{}, fmt.Errorf("%s: %q is not a decision: %w", action, to, store.ErrInvalid)
@@ -126,6 +126,6 @@ func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestSt
 			return interpretError(action, err)
 		}
 		return fmt.Errorf("%s: it is already %s: %w", action, state, store.ErrConflict)
-	})
+	}, withAudit(audit))
 	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -21,7 +22,7 @@ func secretLabel(project, name string) string {
 // PutSecret stores s as the next version of its secret; a version that is
 // not exactly one more than the latest is store.ErrConflict (also when
 // another replica stores the same version at the same moment).
-func (s *Store) PutSecret(ctx context.Context, sec store.Secret) error {
+func (s *Store) PutSecret(ctx context.Context, sec store.Secret, audit domain.AuditRecord) error {
 	action := "put " + secretLabel(sec.Project, sec.Name)
 	if sec.Name == "" || sec.KeyID == "" || len(sec.Nonce) == 0 || len(sec.Ciphertext) == 0 {
 		return fmt.Errorf("%s: name, key id, nonce and ciphertext are required: %w", action, store.ErrInvalid)
@@ -39,7 +40,7 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) error {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			sec.Project, sec.Name, sec.Version, sec.KeyID, sec.Nonce, sec.Ciphertext, sec.CreatedBy, timeArg(sec.CreatedAt))
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 const secretCols = `project, name, version, key_id, nonce, ciphertext, created_by, created_at`
@@ -103,7 +104,7 @@ func (s *Store) ListSecrets(ctx context.Context) ([]store.Secret, error) {
 
 // DeleteSecret removes every version of (project, name); store.ErrNotFound
 // when there is none.
-func (s *Store) DeleteSecret(ctx context.Context, project, name string) error {
+func (s *Store) DeleteSecret(ctx context.Context, project, name string, audit domain.AuditRecord) error {
 	action := "delete " + secretLabel(project, name)
 	return s.write(ctx, func(w *writer) error {
 		tag, err := w.exec(`DELETE FROM secrets WHERE project = $1 AND name = $2`, project, name)
@@ -114,14 +115,14 @@ func (s *Store) DeleteSecret(ctx context.Context, project, name string) error {
 			return fmt.Errorf("%s: %w", action, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 // RekeySecrets reseals every stored version in one write request, inside its
 // own savepoint, so either every version changes or none does. It locks the
 // secrets table against other writers (on any replica) until the
 // transaction ends, so no write interleaves.
-func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error)) (int, error) {
+func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error), audit domain.AuditRecord) (int, error) {
 	var n int
 	err := s.write(ctx, func(w *writer) error {
 		n = 0
@@ -148,7 +149,7 @@ func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (sto
 		}
 		n = len(all)
 		return nil
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return 0, err
 	}

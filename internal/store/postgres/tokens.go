@@ -6,12 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
 // CreateToken stores t with a new ID and returns it; a Hash already stored is
 // store.ErrConflict.
-func (s *Store) CreateToken(ctx context.Context, t store.Token) (store.Token, error) {
+func (s *Store) CreateToken(ctx context.Context, t store.Token, audit domain.AuditRecord) (store.Token, error) {
 	if t.Hash == "" {
 		return store.Token{}, fmt.Errorf("create token %q: the hash is empty; store the SHA-256 of the secret", t.Name)
 	}
@@ -24,7 +25,7 @@ func (s *Store) CreateToken(ctx context.Context, t store.Token) (store.Token, er
 			return fmt.Errorf("create token %q: a token with the same hash already exists: %w", t.Name, store.ErrConflict)
 		}
 		return interpretError(fmt.Sprintf("create token %q", t.Name), err)
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return store.Token{}, err
 	}

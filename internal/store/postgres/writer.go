@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -34,11 +33,11 @@ const (
 
 // writeReq is one write waiting for the writer goroutine. fn runs inside the
 // batch transaction, within its own savepoint, followed by appending the
-// audit records the caller's context carried; results travel back through
+// audit records the mutation was given (withAudit); results travel back through
 // variables the closure captured, valid only when done delivers nil.
 type writeReq struct {
 	fn    func(w *writer) error
-	audit []domain.AuditRecord // from store.AuditFrom(ctx)
+	audit []domain.AuditRecord // the mutation's records: withAudit
 	// ownAudit marks a request that appends audit records itself
 	// (AppendAudit); newJob one that takes a preallocated job id.
 	ownAudit bool
@@ -52,6 +51,12 @@ type writeOpt func(*writeReq)
 
 // needsJobID preallocates a job id for the request (see writer.nextJobID).
 func needsJobID(r *writeReq) { r.newJob = true }
+
+// withAudit appends recs in the request's transaction once fn succeeded
+// (runRequest): the audit records of the mutation.
+func withAudit(recs ...domain.AuditRecord) writeOpt {
+	return func(r *writeReq) { r.audit = append(r.audit, recs...) }
+}
 
 // appendsAudit marks a request that appends audit records of its own.
 func appendsAudit(r *writeReq) { r.ownAudit = true }
@@ -263,7 +268,7 @@ func (s *Store) write(ctx context.Context, fn func(w *writer) error, opts ...wri
 	if s.closed.Load() {
 		return errClosed
 	}
-	r := &writeReq{fn: fn, audit: store.AuditFrom(ctx), done: make(chan error, 1)}
+	r := &writeReq{fn: fn, done: make(chan error, 1)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -569,4 +574,12 @@ func callSafely(w *writer, fn func(w *writer) error) (err error) {
 		}
 	}()
 	return fn(w)
+}
+
+// auditOf is withAudit for a mutation whose record is optional.
+func auditOf(rec *domain.AuditRecord) writeOpt {
+	if rec == nil {
+		return func(*writeReq) {}
+	}
+	return withAudit(*rec)
 }

@@ -199,7 +199,7 @@ func (s *Store) GetAlert(ctx context.Context, id int64) (domain.Alert, error) {
 
 // AckAlert acknowledges a firing alert and gives up its undelivered
 // firing notifications.
-func (s *Store) AckAlert(ctx context.Context, id int64, by, reason string, at time.Time) (domain.Alert, error) {
+func (s *Store) AckAlert(ctx context.Context, id int64, by, reason string, at time.Time, audit domain.AuditRecord) (domain.Alert, error) {
 	var out domain.Alert
 	err := s.write(ctx, func(w *writer) error {
 		a, err := scanAlert(w.queryRow(`SELECT `+alertColumns+` FROM alerts a WHERE a.id = ?`, id))
@@ -222,7 +222,7 @@ func (s *Store) AckAlert(ctx context.Context, id int64, by, reason string, at ti
 		a.AckedAt, a.AckedBy, a.AckReason = at.UTC(), by, reason
 		out = a
 		return nil
-	})
+	}, withAudit(audit))
 	return out, err
 }
 

@@ -15,8 +15,8 @@ import (
 // Apply applies changes in order in one transaction. A change whose guard
 // does not hold is rolled back on its own (its savepoint) and its slot holds
 // store.ErrConflict, store.ErrNotFound or, for a malformed change,
-// domain.ErrInvalid; the others commit. Audit records attached to ctx are
-// appended in the same transaction when at least one change applied.
+// domain.ErrInvalid; the others commit. The audit record of each change
+// that applied (Change.Audit) is appended in the same transaction.
 func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, error) {
 	if len(changes) == 0 {
 		if err := s.checkOpen(); err != nil {
@@ -41,10 +41,18 @@ func (s *Store) Apply(ctx context.Context, changes []store.Change) ([]error, err
 				slots[i] = ge.err
 			}
 		}
-		// Attached audit records describe the call; when every guard
-		// failed nothing changed, and none are written.
-		w.audit.skip = !slices.Contains(slots, nil)
-		return nil
+		// Each applied change's audit record, after every change: the
+		// request's records are appended last (runRequest).
+		var recs []domain.AuditRecord
+		for i := range changes {
+			if slots[i] == nil && changes[i].Audit != nil {
+				recs = append(recs, *changes[i].Audit)
+			}
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		return w.appendAudit(recs)
 	})
 	if err != nil {
 		return nil, err

@@ -51,7 +51,7 @@ func seedAudit(t *testing.T, s *Store, n int) {
 			}
 			continue
 		}
-		if _, _, err := s.CreateJob(store.WithAudit(context.Background(), rec), testNewJob(t, fmt.Sprintf("j%d", i))); err != nil {
+		if _, _, err := s.CreateJob(context.Background(), testNewJob(t, fmt.Sprintf("j%d", i)), rec); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -69,7 +69,7 @@ func BenchmarkCreateJobParallel(b *testing.B) {
 			i := n.Add(1)
 			p := specs[i%int64(len(specs))]
 			p.SubmittedAt = t0.Add(time.Duration(i))
-			if _, _, err := s.CreateJob(ctx, p); err != nil {
+			if _, _, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -93,7 +93,7 @@ func BenchmarkCreateJobSerial(b *testing.B) {
 	for i := range b.N {
 		p.SubmittedAt = t0.Add(time.Duration(i))
 		start := time.Now()
-		if _, _, err := s.CreateJob(ctx, p); err != nil {
+		if _, _, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 			b.Fatal(err)
 		}
 		lat.add(time.Since(start))
@@ -111,7 +111,7 @@ func BenchmarkApplyParallel(b *testing.B) {
 	const callers = 4
 	var ids []int64
 	for i := range callers * 64 {
-		j, _, err := s.CreateJob(ctx, testNewJob(b, fmt.Sprintf("apply-%d", i)))
+		j, _, err := s.CreateJob(ctx, testNewJob(b, fmt.Sprintf("apply-%d", i)), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,7 +29,7 @@ const envColumns = `name, version, image, path_prefix, vars, check_argv, descrip
 
 // PutEnv stores e as the next version of its environment; a version that is
 // not exactly one more than the latest is store.ErrConflict.
-func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
+func (s *Store) PutEnv(ctx context.Context, e domain.Environment, audit domain.AuditRecord) error {
 	action := "put " + envLabel(e.Name, e.Version)
 	if e.Name == "" || e.Version < 1 || e.Digest == "" {
 		return fmt.Errorf("%s: name, a version from 1 and digest are required: %w", action, store.ErrInvalid)
@@ -51,7 +51,7 @@ func (s *Store) PutEnv(ctx context.Context, e domain.Environment) error {
 			e.Name, e.Version, e.Image, prefix, vars, check, e.Description, e.Digest,
 			e.CreatedBy, timeArg(e.CreatedAt))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 }
 
 // GetEnv returns one version of an environment (the latest for version 0)
@@ -98,7 +98,7 @@ func (s *Store) ListEnvs(ctx context.Context, name string) ([]domain.Environment
 
 // DeprecateEnv marks one version (or, for 0, every version) deprecated;
 // versions deprecated already are left as they are.
-func (s *Store) DeprecateEnv(ctx context.Context, name string, version int, reason string, at time.Time) ([]int, error) {
+func (s *Store) DeprecateEnv(ctx context.Context, name string, version int, reason string, at time.Time, audit domain.AuditRecord) ([]int, error) {
 	action := "deprecate " + envLabel(name, version)
 	var marked []int
 	err := s.write(ctx, func(w *writer) error {
@@ -126,7 +126,7 @@ func (s *Store) DeprecateEnv(ctx context.Context, name string, version int, reas
 			marked = append(marked, v)
 		}
 		return interpretError(action, rows.Err())
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return nil, err
 	}

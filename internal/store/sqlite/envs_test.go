@@ -16,7 +16,7 @@ func TestEnvVersionsImmutableInTheSchema(t *testing.T) {
 	ctx := context.Background()
 	e := domain.Environment{Name: "e", Version: 1, Image: "reg/e:1", CreatedBy: "user:a"}
 	e.Digest = domain.EnvDigest(e)
-	if err := s.PutEnv(ctx, e); err != nil {
+	if err := s.PutEnv(ctx, e, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", dsn(s.Path(), false))
@@ -35,7 +35,7 @@ func TestEnvVersionsImmutableInTheSchema(t *testing.T) {
 	refused(`UPDATE envs SET check_argv = '["true"]' WHERE name = 'e'`, "immutable")
 	refused(`UPDATE envs SET digest = 'sha256:x' WHERE name = 'e'`, "immutable")
 	refused(`DELETE FROM envs WHERE name = 'e'`, "never deleted")
-	if _, err := s.DeprecateEnv(ctx, "e", 1, "old", e.CreatedAt); err != nil {
+	if _, err := s.DeprecateEnv(ctx, "e", 1, "old", e.CreatedAt, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
 	refused(`UPDATE envs SET deprecated = 0 WHERE name = 'e'`, "deprecated once")

@@ -11,14 +11,14 @@ import (
 )
 
 // CreateUser stores u; an existing name is store.ErrConflict.
-func (s *Store) CreateUser(ctx context.Context, u domain.User) (domain.User, error) {
+func (s *Store) CreateUser(ctx context.Context, u domain.User, audit domain.AuditRecord) (domain.User, error) {
 	err := s.write(ctx, func(w *writer) error {
 		_, err := w.exec(`INSERT INTO users (name, created_at) VALUES (?, ?)`, u.Name, timeArg(u.CreatedAt))
 		if isUniqueViolation(err) {
 			return fmt.Errorf("create user %q: a user with that name exists: %w", u.Name, store.ErrConflict)
 		}
 		return interpretError(fmt.Sprintf("create user %q", u.Name), err)
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return domain.User{}, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) roles(ctx context.Context, user string) (map[string][]domain.Rol
 }
 
 // GrantRole gives user the binding; created is false when it was held.
-func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time) (created bool, err error) {
+func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time, audit domain.AuditRecord) (created bool, err error) {
 	err = s.write(ctx, func(w *writer) error {
 		var n int
 		if err := w.queryRow(`SELECT COUNT(*) FROM users WHERE name = ?`, user).Scan(&n); err != nil {
@@ -134,12 +134,12 @@ func (s *Store) GrantRole(ctx context.Context, user string, b domain.RoleBinding
 		rows, err := res.RowsAffected()
 		created = rows > 0
 		return interpretError("grant role: count rows", err)
-	})
+	}, withAudit(audit))
 	return created, err
 }
 
 // RevokeRole takes the binding away; store.ErrNotFound when it is not held.
-func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBinding) error {
+func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error {
 	return s.write(ctx, func(w *writer) error {
 		res, err := w.exec(`DELETE FROM role_bindings WHERE user_name = ? AND project = ? AND role = ?`,
 			user, b.Project, string(b.Role))
@@ -154,7 +154,7 @@ func (s *Store) RevokeRole(ctx context.Context, user string, b domain.RoleBindin
 			return fmt.Errorf("revoke role: user %q does not hold %s: %w", user, b, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 const tokenCols = `id, name, subject, role, hash, created_at, expires_at, revoked_at`
@@ -215,7 +215,7 @@ func (s *Store) ListTokens(ctx context.Context, subject string) ([]store.Token, 
 }
 
 // RevokeToken marks the token revoked (keeping an earlier revocation time).
-func (s *Store) RevokeToken(ctx context.Context, id int64, at time.Time) (store.Token, error) {
+func (s *Store) RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error) {
 	var t store.Token
 	err := s.write(ctx, func(w *writer) error {
 		if _, err := w.exec(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, timeArg(at), id); err != nil {
@@ -224,12 +224,12 @@ func (s *Store) RevokeToken(ctx context.Context, id int64, at time.Time) (store.
 		var err error
 		t, err = scanToken(w.queryRow(`SELECT `+tokenCols+` FROM tokens WHERE id = ?`, id))
 		return interpretError(fmt.Sprintf("revoke token %d", id), err)
-	})
+	}, withAudit(audit))
 	return t, err
 }
 
 // RevokeSubjectTokens revokes every unrevoked token of subject.
-func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time.Time) (int, error) {
+func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.write(ctx, func(w *writer) error {
 		res, err := w.exec(`UPDATE tokens SET revoked_at = ? WHERE subject = ? AND revoked_at IS NULL`, timeArg(at), subject)
@@ -238,6 +238,6 @@ func (s *Store) RevokeSubjectTokens(ctx context.Context, subject string, at time
 		}
 		n, err = res.RowsAffected()
 		return interpretError("revoke tokens: count rows", err)
-	})
+	}, withAudit(audit))
 	return int(n), err
 }

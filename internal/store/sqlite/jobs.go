@@ -96,11 +96,10 @@ func scanJob(sc rowScanner, withSpec bool) (domain.Job, error) {
 }
 
 // CreateJob stores a new queued job, its config snapshot (shared with every
-// job of the same spec) and its submit event in one transaction. Audit
-// records attached to ctx are appended in that transaction with "{id}" in
-// their Target replaced by the new job's id; an idempotent replay writes
-// none.
-func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool, error) {
+// job of the same spec) and its submit event in one transaction. The audit
+// record is appended in that transaction with "{id}" in its Target
+// replaced by the new job's id; an idempotent replay writes none.
+func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
 	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -167,7 +166,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob) (domain.Job, bool
 		}
 		created = true
 		return nil
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return domain.Job{}, false, err
 	}

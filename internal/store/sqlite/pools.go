@@ -62,7 +62,7 @@ func scanPool(sc rowScanner) (domain.Pool, error) {
 // PutPool creates the pool or replaces the one with the same name. CreatedAt
 // is kept from the first write (p.CreatedAt, or p.UpdatedAt when that is
 // zero); UpdatedAt is set to p.UpdatedAt.
-func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error) {
+func (s *Store) PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRecord) (domain.Pool, error) {
 	if p.Name == "" {
 		return domain.Pool{}, fmt.Errorf("put pool: the name is empty: %w", store.ErrInvalid)
 	}
@@ -89,7 +89,7 @@ func (s *Store) PutPool(ctx context.Context, p domain.Pool) (domain.Pool, error)
 		stored = p
 		stored.CreatedAt = timeOf(c)
 		return nil
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return domain.Pool{}, err
 	}
@@ -162,7 +162,7 @@ func (s *Store) ListPools(ctx context.Context) ([]domain.Pool, error) {
 
 // PutQuota creates or replaces the quota of (q.Project, q.Pool); the pool
 // must exist (store.ErrNotFound otherwise).
-func (s *Store) PutQuota(ctx context.Context, q domain.Quota) error {
+func (s *Store) PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error {
 	action := fmt.Sprintf("put quota of project %q in pool %q", q.Project, q.Pool)
 	if q.Project == "" || q.Pool == "" {
 		return fmt.Errorf("%s: project and pool must both be set: %w", action, store.ErrInvalid)
@@ -179,7 +179,7 @@ func (s *Store) PutQuota(ctx context.Context, q domain.Quota) error {
 		_, err := w.exec(upsertQuotaSQL, q.Project, q.Pool, g.GPUs, g.CPUs, int64(g.Memory), g.Jobs,
 			b.GPUs, b.CPUs, int64(b.Memory), b.Jobs, string(q.MaxPriority), timeArg(q.UpdatedAt))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 }
 
 // ListQuotas returns quotas sorted by project then pool, filtered by project
@@ -219,7 +219,7 @@ func (s *Store) ListQuotas(ctx context.Context, project, pool string) ([]domain.
 
 // DeleteQuota removes the quota of project in pool; store.ErrNotFound when
 // there is none.
-func (s *Store) DeleteQuota(ctx context.Context, project, pool string) error {
+func (s *Store) DeleteQuota(ctx context.Context, project, pool string, audit domain.AuditRecord) error {
 	action := fmt.Sprintf("delete quota of project %q in pool %q", project, pool)
 	return s.write(ctx, func(w *writer) error {
 		res, err := w.exec(deleteQuotaSQL, project, pool)
@@ -234,13 +234,13 @@ func (s *Store) DeleteQuota(ctx context.Context, project, pool string) error {
 			return fmt.Errorf("%s: %w", action, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 // PutProject creates the project or updates its shares. Shares of zero or
 // less store the default, 1. CreatedAt is kept from the first write (the
 // current time when p.CreatedAt is zero).
-func (s *Store) PutProject(ctx context.Context, p domain.Project) error {
+func (s *Store) PutProject(ctx context.Context, p domain.Project, audit domain.AuditRecord) error {
 	action := fmt.Sprintf("put project %q", p.Name)
 	if p.Name == "" {
 		return fmt.Errorf("put project: the name is empty: %w", store.ErrInvalid)
@@ -256,7 +256,7 @@ func (s *Store) PutProject(ctx context.Context, p domain.Project) error {
 	return s.write(ctx, func(w *writer) error {
 		_, err := w.exec(upsertProjSQL, p.Name, shares, timeArg(created))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 }
 
 func scanProject(sc rowScanner) (domain.Project, error) {

@@ -42,7 +42,7 @@ func scanRequest(sc rowScanner) (domain.QuotaRequest, error) {
 }
 
 // CreateRequest stores a pending compute request.
-func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest) (domain.QuotaRequest, error) {
+func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest, audit domain.AuditRecord) (domain.QuotaRequest, error) {
 	action := fmt.Sprintf("create compute request of project %q in pool %q", r.Project, r.Pool)
 	err := s.write(ctx, func(w *writer) error {
 		var n int
@@ -61,7 +61,7 @@ func (s *Store) CreateRequest(ctx context.Context, r domain.QuotaRequest) (domai
 		r.State = domain.RequestPending
 		r.Until, r.CreatedAt = normTime(r.Until), normTime(r.CreatedAt)
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 	return r, err
 }
 
@@ -113,7 +113,7 @@ func (s *Store) ActiveGrants(ctx context.Context, now time.Time) ([]domain.Quota
 }
 
 // DecideRequest approves or denies a pending request.
-func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string) (domain.QuotaRequest, error) {
+func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string, audit domain.AuditRecord) (domain.QuotaRequest, error) {
 	action := fmt.Sprintf("decide compute request %d", id)
 	if to != domain.RequestApproved && to != domain.RequestDenied {
 		return domain.QuotaRequest{}, fmt.Errorf("%s: %q is not a decision: %w", action, to, store.ErrInvalid)
@@ -133,6 +133,6 @@ func (s *Store) DecideRequest(ctx context.Context, id int64, to domain.RequestSt
 		}
 		out, err = scanRequest(w.queryRow(getRequestSQL, id))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -20,7 +21,7 @@ func secretLabel(project, name string) string {
 
 // PutSecret stores s as the next version of its secret; a version that is
 // not exactly one more than the latest is store.ErrConflict.
-func (s *Store) PutSecret(ctx context.Context, sec store.Secret) error {
+func (s *Store) PutSecret(ctx context.Context, sec store.Secret, audit domain.AuditRecord) error {
 	action := "put " + secretLabel(sec.Project, sec.Name)
 	if sec.Name == "" || sec.KeyID == "" || len(sec.Nonce) == 0 || len(sec.Ciphertext) == 0 {
 		return fmt.Errorf("%s: name, key id, nonce and ciphertext are required: %w", action, store.ErrInvalid)
@@ -38,7 +39,7 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			sec.Project, sec.Name, sec.Version, sec.KeyID, sec.Nonce, sec.Ciphertext, sec.CreatedBy, timeArg(sec.CreatedAt))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 }
 
 // LatestSecret returns the newest version of (project, name) with its sealed
@@ -96,7 +97,7 @@ func (s *Store) ListSecrets(ctx context.Context) ([]store.Secret, error) {
 
 // DeleteSecret removes every version of (project, name); store.ErrNotFound
 // when there is none.
-func (s *Store) DeleteSecret(ctx context.Context, project, name string) error {
+func (s *Store) DeleteSecret(ctx context.Context, project, name string, audit domain.AuditRecord) error {
 	action := "delete " + secretLabel(project, name)
 	return s.write(ctx, func(w *writer) error {
 		res, err := w.exec(`DELETE FROM secrets WHERE project = ? AND name = ?`, project, name)
@@ -111,13 +112,13 @@ func (s *Store) DeleteSecret(ctx context.Context, project, name string) error {
 			return fmt.Errorf("%s: %w", action, store.ErrNotFound)
 		}
 		return nil
-	})
+	}, withAudit(audit))
 }
 
 // RekeySecrets reseals every stored version in one write request: the
 // writer runs it inside its own savepoint, so either every version changes
 // or none does, and no other write interleaves.
-func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error)) (int, error) {
+func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error), audit domain.AuditRecord) (int, error) {
 	var n int
 	err := s.write(ctx, func(w *writer) error {
 		n = 0
@@ -162,7 +163,7 @@ func (s *Store) RekeySecrets(ctx context.Context, reseal func(store.Secret) (sto
 		}
 		n = len(all)
 		return nil
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return 0, err
 	}

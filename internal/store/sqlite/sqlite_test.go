@@ -73,7 +73,7 @@ func TestReopenKeepsDataAndMigrationsAreIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"))
+	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestReopenKeepsDataAndMigrationsAreIdempotent(t *testing.T) {
 			t.Errorf("schema_migrations has %d rows, want %d", n, len(ms))
 		}
 		// Ids keep increasing across reopen.
-		k, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("b%d", i)))
+		k, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("b%d", i)), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 		if err != nil || k.ID <= j.ID {
 			t.Errorf("CreateJob after reopen: id %d, %v; want an id above %d", k.ID, err, j.ID)
 		}
@@ -137,7 +137,7 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 func TestSnapshotsAreImmutable(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"))
+	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestCreateJobRejectsWrongHash(t *testing.T) {
 	s := openTest(t)
 	p := testNewJob(t, "a")
 	p.SpecHash = "sha256:00"
-	if _, _, err := s.CreateJob(context.Background(), p); !errors.Is(err, domain.ErrInvalid) {
+	if _, _, err := s.CreateJob(context.Background(), p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); !errors.Is(err, domain.ErrInvalid) {
 		t.Fatalf("CreateJob with a wrong hash: err = %v, want ErrInvalid", err)
 	}
 }
@@ -176,10 +176,10 @@ func TestOutputDirPanicFailsOnlyThatCreate(t *testing.T) {
 	s := openTest(t)
 	p := testNewJob(t, "a")
 	p.OutputDir = func(int64) string { panic("boom") }
-	if _, _, err := s.CreateJob(ctx, p); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, _, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("CreateJob with a panicking OutputDir: err = %v", err)
 	}
-	if _, _, err := s.CreateJob(ctx, testNewJob(t, "b")); err != nil {
+	if _, _, err := s.CreateJob(ctx, testNewJob(t, "b"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatalf("CreateJob after a panic: %v", err)
 	}
 	if counts, _ := s.CountJobs(ctx); counts[domain.JobQueued] != 1 {
@@ -239,7 +239,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	results := make(chan result, len(inputs))
 	for i, p := range inputs {
 		go func() {
-			j, created, err := s.CreateJob(ctx, p)
+			j, created, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 			results <- result{p.Spec.Name, j, created, err}
 		}()
 		waitQueued(t, s, i+1) // keep the queue order
@@ -278,7 +278,7 @@ func TestCanceledWhileQueuedWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, _, err := s.CreateJob(ctx, testNewJob(t, "a"))
+		_, _, err := s.CreateJob(ctx, testNewJob(t, "a"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 		errc <- err
 	}()
 	waitQueued(t, s, 1)
@@ -289,7 +289,7 @@ func TestCanceledWhileQueuedWritesNothing(t *testing.T) {
 	release()
 	// The writer skipped the abandoned request: a later write still works
 	// and the canceled job was never stored.
-	if _, _, err := s.CreateJob(context.Background(), testNewJob(t, "b")); err != nil {
+	if _, _, err := s.CreateJob(context.Background(), testNewJob(t, "b"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
 	if counts, _ := s.CountJobs(context.Background()); counts[domain.JobQueued] != 1 {
@@ -300,7 +300,7 @@ func TestCanceledWhileQueuedWritesNothing(t *testing.T) {
 func TestApplyAbortsOnNonGuardFailure(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"))
+	j, _, err := s.CreateJob(ctx, testNewJob(t, "a"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
@@ -337,7 +337,7 @@ func TestClose(t *testing.T) {
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
 	wg.Go(func() {
-		_, _, err := s.CreateJob(ctx, testNewJob(t, "queued-at-close"))
+		_, _, err := s.CreateJob(ctx, testNewJob(t, "queued-at-close"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 		errc <- err
 	})
 	waitQueued(t, s, 1)
@@ -356,7 +356,7 @@ func TestClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	checks := map[string]error{}
-	_, _, checks["CreateJob"] = s.CreateJob(ctx, testNewJob(t, "late"))
+	_, _, checks["CreateJob"] = s.CreateJob(ctx, testNewJob(t, "late"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	_, checks["GetJob"] = s.GetJob(ctx, 1)
 	_, checks["Apply"] = s.Apply(ctx, []store.Change{{JobID: 1, In: []domain.JobState{domain.JobQueued}}})
 	checks["Ping"] = s.Ping(ctx)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -17,7 +18,7 @@ func templateLabel(project, name string) string {
 
 // PutTemplate stores t as the next version of its template; a version that
 // is not exactly one more than the latest is store.ErrConflict.
-func (s *Store) PutTemplate(ctx context.Context, t store.Template) error {
+func (s *Store) PutTemplate(ctx context.Context, t store.Template, audit domain.AuditRecord) error {
 	action := "put " + templateLabel(t.Project, t.Name)
 	if t.Project == "" || t.Name == "" || t.Hash == "" || len(t.Body) == 0 {
 		return fmt.Errorf("%s: project, name, body and hash are required: %w", action, store.ErrInvalid)
@@ -35,7 +36,7 @@ func (s *Store) PutTemplate(ctx context.Context, t store.Template) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			t.Project, t.Name, t.Version, t.Body, t.Hash, t.CreatedBy, timeArg(t.CreatedAt))
 		return interpretError(action, err)
-	})
+	}, withAudit(audit))
 }
 
 // GetTemplate returns one version of a template (the latest for version 0)

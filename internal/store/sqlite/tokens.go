@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
 // CreateToken stores t with a new ID and returns it; a Hash already stored is
 // store.ErrConflict.
-func (s *Store) CreateToken(ctx context.Context, t store.Token) (store.Token, error) {
+func (s *Store) CreateToken(ctx context.Context, t store.Token, audit domain.AuditRecord) (store.Token, error) {
 	if t.Hash == "" {
 		return store.Token{}, fmt.Errorf("create token %q: the hash is empty; store the SHA-256 of the secret", t.Name)
 	}
@@ -27,7 +28,7 @@ func (s *Store) CreateToken(ctx context.Context, t store.Token) (store.Token, er
 		}
 		id, err = res.LastInsertId()
 		return interpretError(fmt.Sprintf("create token %q: read new id", t.Name), err)
-	})
+	}, withAudit(audit))
 	if err != nil {
 		return store.Token{}, err
 	}

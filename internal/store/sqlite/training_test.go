@@ -15,7 +15,7 @@ func TestMetricPointsAndHealth(t *testing.T) {
 	s := openTest(t)
 	job, _, err := s.CreateJob(ctx, store.NewJob{Spec: domain.Spec{Name: "m", Project: "default", Pool: "default"},
 		SpecJSON: []byte("{}"), SpecHash: "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Submitter: "u", SubmittedAt: time.Now(),
-		OutputDir: func(id int64) string { return "/out/" + string(rune('a'+id)) }})
+		OutputDir: func(id int64) string { return "/out/" + string(rune('a'+id)) }}, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 	if err != nil {
 		t.Fatal(err)
 	}

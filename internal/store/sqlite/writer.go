@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -26,14 +25,23 @@ const (
 
 // writeReq is one write waiting for the writer goroutine. fn runs inside the
 // batch transaction, within its own savepoint, followed by appending the
-// audit records the caller's context carried (see runRequest); results
+// audit records the mutation was given (withAudit; see runRequest); results
 // travel back through variables the closure captured, valid only when done
 // delivers nil.
 type writeReq struct {
 	fn    func(w *writer) error
-	audit []domain.AuditRecord // from store.AuditFrom(ctx)
+	audit []domain.AuditRecord // the mutation's records: withAudit
 	state atomic.Int32
 	done  chan error // buffered, receives exactly one value once claimed
+}
+
+// writeOpt adds to what a write request does.
+type writeOpt func(*writeReq)
+
+// withAudit appends recs in the request's transaction once fn succeeded
+// (runRequest): the audit records of the mutation.
+func withAudit(recs ...domain.AuditRecord) writeOpt {
+	return func(r *writeReq) { r.audit = append(r.audit, recs...) }
 }
 
 // writer owns the single write connection. Only the writer goroutine (and
@@ -105,14 +113,17 @@ func (w *writer) close() error {
 // error, or the error of the commit. If ctx ends before the writer picks the
 // request up, nothing is written and ctx's error is returned; once picked up,
 // the request runs to completion and write reports its outcome.
-func (s *Store) write(ctx context.Context, fn func(w *writer) error) error {
+func (s *Store) write(ctx context.Context, fn func(w *writer) error, opts ...writeOpt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed.Load() {
 		return errClosed
 	}
-	r := &writeReq{fn: fn, audit: store.AuditFrom(ctx), done: make(chan error, 1)}
+	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	for _, o := range opts {
+		o(r)
+	}
 	select {
 	case s.reqs <- r:
 	case <-s.closing:
@@ -260,4 +271,12 @@ func callSafely(w *writer, fn func(w *writer) error) (err error) {
 		}
 	}()
 	return fn(w)
+}
+
+// auditOf is withAudit for a mutation whose record is optional.
+func auditOf(rec *domain.AuditRecord) writeOpt {
+	if rec == nil {
+		return func(*writeReq) {}
+	}
+	return withAudit(*rec)
 }

@@ -136,7 +136,7 @@ func testAlertsAcknowledge(t *testing.T, s store.Store) {
 	if err := s.MarkNotification(ctx, id, "log", domain.AlertFiring, store.NotificationResult{At: at(2), Sent: true}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.AckAlert(ctx, id, "alice", "known: fixing the image", at(3))
+	a, err := s.AckAlert(ctx, id, "alice", "known: fixing the image", at(3), setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func testAlertsAcknowledge(t *testing.T, s store.Store) {
 	if pend, err := s.PendingNotifications(ctx, 0); err != nil || len(pend) != 0 {
 		t.Fatalf("pending after the acknowledgement = %+v, %v; want none", pend, err)
 	}
-	if _, err := s.AckAlert(ctx, id, "bob", "", at(4)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.AckAlert(ctx, id, "bob", "", at(4), setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second acknowledgement: %v, want ErrConflict", err)
 	}
 	// Its resolution is still notified.
@@ -163,10 +163,10 @@ func testAlertsAcknowledge(t *testing.T, s store.Store) {
 	if pend, err := s.PendingNotifications(ctx, 0); err != nil || len(pend) != 1 || pend[0].Status != domain.AlertResolved || pend[0].Alert.AckedBy != "alice" {
 		t.Fatalf("pending after the resolution = %+v, %v; want the resolution", pend, err)
 	}
-	if _, err := s.AckAlert(ctx, id, "bob", "", at(6)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.AckAlert(ctx, id, "bob", "", at(6), setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("acknowledging a resolved alert: %v, want ErrConflict", err)
 	}
-	if _, err := s.AckAlert(ctx, id+100, "bob", "", at(6)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.AckAlert(ctx, id+100, "bob", "", at(6), setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("acknowledging a missing alert: %v, want ErrNotFound", err)
 	}
 	if _, err := s.GetAlert(ctx, id+100); !errors.Is(err, store.ErrNotFound) {

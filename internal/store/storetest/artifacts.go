@@ -66,10 +66,10 @@ func testCheckpointsRegistry(t *testing.T, s store.Store) {
 	if err != nil || !reflect.DeepEqual(got, []domain.CheckpointRecord{c1, c2}) {
 		t.Fatalf("checkpoints = %+v, %v", got, err)
 	}
-	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(5)); err != nil {
+	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(5), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(6)); !errors.Is(err, store.ErrNotFound) {
+	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(6), nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleting twice: %v, want ErrNotFound", err)
 	}
 	got, _ = s.ListCheckpoints(ctx, j.ID, false)
@@ -140,7 +140,7 @@ func testCheckpointVersions(t *testing.T, s store.Store) {
 	if err := s.MarkCheckpointSuspect(ctx, j.ID, "step-10", "attempt 4 failed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(6)); err != nil {
+	if err := s.MarkCheckpointDeleted(ctx, j.ID, "step-10", at(6), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := listOne(t, s, j.ID); !got.Deleted.Equal(at(6)) {
@@ -170,7 +170,7 @@ func testCheckpointMarks(t *testing.T, s store.Store) {
 			t.Fatalf("record %d/%s: %v, %v", c.JobID, c.Name, added, err)
 		}
 	}
-	if err := s.MarkCheckpointDeleted(ctx, other.ID, "gone", at(3)); err != nil {
+	if err := s.MarkCheckpointDeleted(ctx, other.ID, "gone", at(3), nil); err != nil {
 		t.Fatal(err)
 	}
 	gone.Deleted = at(3)

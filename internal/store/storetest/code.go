@@ -57,7 +57,7 @@ func testCodeIdempotency(t *testing.T, s store.Store) {
 	p.Code = codeRef('c', "abc", false)
 	first := create(t, s, p)
 	p.Code = codeRef('d', "def", true) // a replay changes nothing
-	again, created, err := s.CreateJob(ctx, p)
+	again, created, err := s.CreateJob(ctx, p, setupAudit)
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("replay: job %d created=%v err=%v, want job %d created=false", again.ID, created, err, first.ID)
 	}
@@ -71,7 +71,7 @@ func testCodeInvalidHash(t *testing.T, s store.Store) {
 	for _, h := range []string{"", "sha256:xyz", "md5:" + strings.Repeat("a", 64), "sha256:" + strings.Repeat("A", 64)} {
 		p := newJob(t, testSpec("bad-code", "p"), "alice", t0)
 		p.Code = &domain.CodeRef{SHA256: h}
-		if _, _, err := s.CreateJob(ctx, p); !errors.Is(err, store.ErrInvalid) {
+		if _, _, err := s.CreateJob(ctx, p, setupAudit); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("CreateJob with code hash %q: err = %v, want ErrInvalid", h, err)
 		}
 	}
@@ -91,7 +91,7 @@ func testCodeWithFailedJob(t *testing.T, s store.Store) {
 	clash := newJob(t, testSpec("clash", "p"), "alice", at(1))
 	clash.OutputDir = fixed
 	clash.Code = codeRef('e', "lost", true)
-	if _, _, err := s.CreateJob(ctx, clash); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := s.CreateJob(ctx, clash, setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CreateJob with a used output directory: err = %v, want ErrConflict", err)
 	}
 	next := newJob(t, testSpec("next", "p"), "alice", at(2))

@@ -43,7 +43,7 @@ func storedEnv(name string, version int) domain.Environment {
 
 func putEnv(t *testing.T, s store.Store, e domain.Environment) {
 	t.Helper()
-	if err := s.PutEnv(context.Background(), e); err != nil {
+	if err := s.PutEnv(context.Background(), e, setupAudit); err != nil {
 		t.Fatalf("PutEnv(%s): %v", e.Ref(), err)
 	}
 }
@@ -80,11 +80,11 @@ func testEnvsVersions(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putEnv(t, s, storedEnv("e", 1))
 	for _, v := range []int{1, 3} {
-		if err := s.PutEnv(ctx, storedEnv("e", v)); !errors.Is(err, store.ErrConflict) {
+		if err := s.PutEnv(ctx, storedEnv("e", v), setupAudit); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("PutEnv version %d after version 1: err = %v, want ErrConflict", v, err)
 		}
 	}
-	if err := s.PutEnv(ctx, storedEnv("new", 2)); !errors.Is(err, store.ErrConflict) {
+	if err := s.PutEnv(ctx, storedEnv("new", 2), setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutEnv version 2 of a new environment: err = %v, want ErrConflict", err)
 	}
 	v2 := storedEnv("e", 2)
@@ -143,7 +143,7 @@ func testEnvsDeprecate(t *testing.T, s store.Store) {
 	for v := 1; v <= 3; v++ {
 		putEnv(t, s, storedEnv("e", v))
 	}
-	marked, err := s.DeprecateEnv(ctx, "e", 2, "CVE in base image", at(10))
+	marked, err := s.DeprecateEnv(ctx, "e", 2, "CVE in base image", at(10), setupAudit)
 	if err != nil || !slices.Equal(marked, []int{2}) {
 		t.Fatalf("DeprecateEnv(e, 2) = %v, %v; want [2]", marked, err)
 	}
@@ -157,14 +157,14 @@ func testEnvsDeprecate(t *testing.T, s store.Store) {
 		t.Errorf("deprecating version 2 touched another version")
 	}
 	// Deprecating again keeps the first reason and time.
-	if marked, err := s.DeprecateEnv(ctx, "e", 2, "again", at(11)); err != nil || len(marked) != 0 {
+	if marked, err := s.DeprecateEnv(ctx, "e", 2, "again", at(11), setupAudit); err != nil || len(marked) != 0 {
 		t.Errorf("DeprecateEnv(e, 2) again = %v, %v; want no version marked", marked, err)
 	}
 	if got := getEnv(t, s, "e", 2); got.DeprecatedReason != "CVE in base image" || !got.DeprecatedAt.Equal(at(10)) {
 		t.Errorf("a second deprecation changed version 2: %+v", got)
 	}
 	// Version 0: every version not deprecated yet.
-	if marked, err := s.DeprecateEnv(ctx, "e", 0, "retired", at(12)); err != nil || !slices.Equal(marked, []int{1, 3}) {
+	if marked, err := s.DeprecateEnv(ctx, "e", 0, "retired", at(12), setupAudit); err != nil || !slices.Equal(marked, []int{1, 3}) {
 		t.Errorf("DeprecateEnv(e, 0) = %v, %v; want [1 3]", marked, err)
 	}
 	if got := getEnv(t, s, "e", 3); !got.Deprecated || got.DeprecatedReason != "retired" {
@@ -174,7 +174,7 @@ func testEnvsDeprecate(t *testing.T, s store.Store) {
 		name    string
 		version int
 	}{{"e", 4}, {"missing", 0}, {"missing", 1}} {
-		if _, err := s.DeprecateEnv(ctx, c.name, c.version, "x", at(13)); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.DeprecateEnv(ctx, c.name, c.version, "x", at(13), setupAudit); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("DeprecateEnv(%q, %d) = %v, want ErrNotFound", c.name, c.version, err)
 		}
 	}
@@ -182,17 +182,17 @@ func testEnvsDeprecate(t *testing.T, s store.Store) {
 
 func testEnvsAudited(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	if err := s.PutEnv(store.WithAudit(ctx, auditRec(1, "env.write", "env/e")), storedEnv("e", 1)); err != nil {
+	if err := s.PutEnv(ctx, storedEnv("e", 1), auditRec(1, "env.write", "env/e")); err != nil {
 		t.Fatal(err)
 	}
 	// A refused put records nothing.
-	if err := s.PutEnv(store.WithAudit(ctx, auditRec(2, "env.write", "env/e")), storedEnv("e", 5)); !errors.Is(err, store.ErrConflict) {
+	if err := s.PutEnv(ctx, storedEnv("e", 5), auditRec(2, "env.write", "env/e")); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutEnv of a skipped version = %v, want ErrConflict", err)
 	}
-	if _, err := s.DeprecateEnv(store.WithAudit(ctx, auditRec(3, "env.write", "env/e@1")), "e", 1, "old", at(3)); err != nil {
+	if _, err := s.DeprecateEnv(ctx, "e", 1, "old", at(3), auditRec(3, "env.write", "env/e@1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DeprecateEnv(store.WithAudit(ctx, auditRec(4, "env.write", "env/none")), "none", 0, "old", at(4)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.DeprecateEnv(ctx, "none", 0, "old", at(4), auditRec(4, "env.write", "env/none")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("DeprecateEnv of a missing environment = %v, want ErrNotFound", err)
 	}
 	recs := auditLog(t, s)
@@ -214,7 +214,7 @@ func testEnvsConcurrentPut(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.PutEnv(context.Background(), storedEnv("race", 1))
+			err := s.PutEnv(context.Background(), storedEnv("race", 1), setupAudit)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -244,7 +244,7 @@ func testEnvsInvalid(t *testing.T, s store.Store) {
 	} {
 		e := storedEnv("e", 1)
 		edit(&e)
-		if err := s.PutEnv(ctx, e); !errors.Is(err, store.ErrInvalid) {
+		if err := s.PutEnv(ctx, e, setupAudit); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: PutEnv = %v, want ErrInvalid", name, err)
 		}
 	}

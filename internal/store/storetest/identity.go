@@ -22,7 +22,7 @@ var identityTests = map[string]func(t *testing.T, s store.Store){
 func testUsersCreateGetList(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	for _, name := range []string{"bob", "alice"} {
-		u, err := s.CreateUser(ctx, domain.User{Name: name, CreatedAt: t0})
+		u, err := s.CreateUser(ctx, domain.User{Name: name, CreatedAt: t0}, setupAudit)
 		if err != nil {
 			t.Fatalf("CreateUser(%s): %v", name, err)
 		}
@@ -30,7 +30,7 @@ func testUsersCreateGetList(t *testing.T, s store.Store) {
 			t.Errorf("CreateUser returned %+v", u)
 		}
 	}
-	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: at(1)}); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: at(1)}, setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("CreateUser of an existing name: %v, want ErrConflict", err)
 	}
 	u, err := s.GetUser(ctx, "alice")
@@ -48,10 +48,10 @@ func testUsersCreateGetList(t *testing.T, s store.Store) {
 
 func testUsersRoles(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	if _, err := s.GrantRole(ctx, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}, t0); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GrantRole(ctx, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}, t0, setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GrantRole to a missing user: %v, want ErrNotFound", err)
 	}
-	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: t0}); err != nil {
+	if _, err := s.CreateUser(ctx, domain.User{Name: "alice", CreatedAt: t0}, setupAudit); err != nil {
 		t.Fatal(err)
 	}
 	grants := []domain.RoleBinding{
@@ -61,12 +61,12 @@ func testUsersRoles(t *testing.T, s store.Store) {
 		{Role: domain.RoleLead, Project: "vision"},
 	}
 	for _, b := range grants {
-		created, err := s.GrantRole(ctx, "alice", b, t0)
+		created, err := s.GrantRole(ctx, "alice", b, t0, setupAudit)
 		if err != nil || !created {
 			t.Fatalf("GrantRole(%s) = %v, %v", b, created, err)
 		}
 	}
-	if created, err := s.GrantRole(ctx, "alice", grants[0], at(1)); err != nil || created {
+	if created, err := s.GrantRole(ctx, "alice", grants[0], at(1), setupAudit); err != nil || created {
 		t.Errorf("GrantRole of a held role = %v, %v; want false, nil", created, err)
 	}
 	u, err := s.GetUser(ctx, "alice")
@@ -78,10 +78,10 @@ func testUsersRoles(t *testing.T, s store.Store) {
 	if !slices.Equal(u.Roles, want) {
 		t.Errorf("roles = %v, want %v", u.Roles, want)
 	}
-	if err := s.RevokeRole(ctx, "alice", grants[0]); err != nil {
+	if err := s.RevokeRole(ctx, "alice", grants[0], setupAudit); err != nil {
 		t.Fatalf("RevokeRole: %v", err)
 	}
-	if err := s.RevokeRole(ctx, "alice", grants[0]); !errors.Is(err, store.ErrNotFound) {
+	if err := s.RevokeRole(ctx, "alice", grants[0], setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RevokeRole of a role not held: %v, want ErrNotFound", err)
 	}
 	users, err := s.ListUsers(ctx)
@@ -92,11 +92,11 @@ func testUsersRoles(t *testing.T, s store.Store) {
 
 func testUsersTokenAdmin(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	a, err := s.CreateToken(ctx, store.Token{Name: "laptop", Subject: "alice", Hash: "sha256:a1", CreatedAt: t0, ExpiresAt: at(100)})
+	a, err := s.CreateToken(ctx, store.Token{Name: "laptop", Subject: "alice", Hash: "sha256:a1", CreatedAt: t0, ExpiresAt: at(100)}, setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.CreateToken(ctx, store.Token{Name: "ci", Subject: "bob", Hash: "sha256:b1", CreatedAt: at(1)})
+	b, err := s.CreateToken(ctx, store.Token{Name: "ci", Subject: "bob", Hash: "sha256:b1", CreatedAt: at(1)}, setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func testUsersTokenAdmin(t *testing.T, s store.Store) {
 	if err != nil || len(mine) != 1 || mine[0].ID != b.ID {
 		t.Errorf("ListTokens(bob) = %+v, %v", mine, err)
 	}
-	r, err := s.RevokeToken(ctx, a.ID, at(5))
+	r, err := s.RevokeToken(ctx, a.ID, at(5), setupAudit)
 	if err != nil || !r.RevokedAt.Equal(at(5)) {
 		t.Fatalf("RevokeToken = %+v, %v", r, err)
 	}
-	r, err = s.RevokeToken(ctx, a.ID, at(9))
+	r, err = s.RevokeToken(ctx, a.ID, at(9), setupAudit)
 	if err != nil || !r.RevokedAt.Equal(at(5)) {
 		t.Errorf("second RevokeToken = %v, %v; want the first time kept", r.RevokedAt, err)
 	}
@@ -130,7 +130,7 @@ func testUsersTokenAdmin(t *testing.T, s store.Store) {
 	if err != nil || !byHash.RevokedAt.Equal(at(5)) {
 		t.Errorf("TokenByHash after revoke: %v, %v", byHash.RevokedAt, err)
 	}
-	if _, err := s.RevokeToken(ctx, b.ID+100, at(5)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.RevokeToken(ctx, b.ID+100, at(5), setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RevokeToken of a missing id: %v, want ErrNotFound", err)
 	}
 }
@@ -139,18 +139,18 @@ func testUsersRevokeSubject(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	subject := domain.JobTokenSubject(7, 1)
 	for i, h := range []string{"sha256:j1", "sha256:j2"} {
-		if _, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: subject, Role: string(domain.RoleJob), Hash: h, CreatedAt: at(i)}); err != nil {
+		if _, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: subject, Role: string(domain.RoleJob), Hash: h, CreatedAt: at(i)}, setupAudit); err != nil {
 			t.Fatal(err)
 		}
 	}
-	other, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: domain.JobTokenSubject(7, 2), Role: "job", Hash: "sha256:j3", CreatedAt: t0})
+	other, err := s.CreateToken(ctx, store.Token{Name: "job", Subject: domain.JobTokenSubject(7, 2), Role: "job", Hash: "sha256:j3", CreatedAt: t0}, setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.RevokeSubjectTokens(ctx, subject, at(3)); err != nil || n != 2 {
+	if n, err := s.RevokeSubjectTokens(ctx, subject, at(3), setupAudit); err != nil || n != 2 {
 		t.Errorf("RevokeSubjectTokens = %d, %v; want 2", n, err)
 	}
-	if n, err := s.RevokeSubjectTokens(ctx, subject, at(4)); err != nil || n != 0 {
+	if n, err := s.RevokeSubjectTokens(ctx, subject, at(4), setupAudit); err != nil || n != 0 {
 		t.Errorf("second RevokeSubjectTokens = %d, %v; want 0", n, err)
 	}
 	if o, err := s.GetToken(ctx, other.ID); err != nil || !o.RevokedAt.IsZero() {

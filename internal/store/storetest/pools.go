@@ -43,7 +43,7 @@ func testPool(name string) domain.Pool {
 
 func putPool(t *testing.T, s store.Store, p domain.Pool) domain.Pool {
 	t.Helper()
-	got, err := s.PutPool(context.Background(), p)
+	got, err := s.PutPool(context.Background(), p, setupAudit)
 	if err != nil {
 		t.Fatalf("PutPool(%q): %v", p.Name, err)
 	}
@@ -136,7 +136,7 @@ func testPoolsNotFound(t *testing.T, s store.Store) {
 	if _, err := s.GetProject(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetProject of a missing project: err = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteQuota(ctx, "vision", "nope"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteQuota(ctx, "vision", "nope", setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteQuota of a missing quota: err = %v, want ErrNotFound", err)
 	}
 }
@@ -153,7 +153,7 @@ func testQuota(project, pool string) domain.Quota {
 
 func testPoolsQuotaNeedsPool(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	if err := s.PutQuota(ctx, testQuota("vision", "missing")); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutQuota(ctx, testQuota("vision", "missing"), setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("PutQuota in a missing pool: err = %v, want ErrNotFound", err)
 	}
 	if qs, err := s.ListQuotas(ctx, "", ""); err != nil || len(qs) != 0 {
@@ -165,7 +165,7 @@ func testPoolsQuotaRoundTrip(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putPool(t, s, testPool("standard"))
 	q := testQuota("vision", "standard")
-	if err := s.PutQuota(ctx, q); err != nil {
+	if err := s.PutQuota(ctx, q, setupAudit); err != nil {
 		t.Fatalf("PutQuota: %v", err)
 	}
 	qs, err := s.ListQuotas(ctx, "", "")
@@ -177,7 +177,7 @@ func testPoolsQuotaRoundTrip(t *testing.T, s store.Store) {
 	}
 	// Replace: every field takes the new value.
 	r := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 1}, UpdatedAt: at(9)}
-	if err := s.PutQuota(ctx, r); err != nil {
+	if err := s.PutQuota(ctx, r, setupAudit); err != nil {
 		t.Fatalf("PutQuota (replace): %v", err)
 	}
 	qs, err = s.ListQuotas(ctx, "vision", "standard")
@@ -194,7 +194,7 @@ func testPoolsQuotaListFilters(t *testing.T, s store.Store) {
 	putPool(t, s, testPool("standard"))
 	putPool(t, s, testPool("big"))
 	for _, pq := range [][2]string{{"vision", "standard"}, {"nlp", "standard"}, {"vision", "big"}, {"audio", "big"}} {
-		if err := s.PutQuota(ctx, testQuota(pq[0], pq[1])); err != nil {
+		if err := s.PutQuota(ctx, testQuota(pq[0], pq[1]), setupAudit); err != nil {
 			t.Fatalf("PutQuota(%s, %s): %v", pq[0], pq[1], err)
 		}
 	}
@@ -229,18 +229,18 @@ func testPoolsQuotaDelete(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putPool(t, s, testPool("standard"))
 	for _, p := range []string{"vision", "nlp"} {
-		if err := s.PutQuota(ctx, testQuota(p, "standard")); err != nil {
+		if err := s.PutQuota(ctx, testQuota(p, "standard"), setupAudit); err != nil {
 			t.Fatalf("PutQuota: %v", err)
 		}
 	}
-	if err := s.DeleteQuota(ctx, "vision", "standard"); err != nil {
+	if err := s.DeleteQuota(ctx, "vision", "standard", setupAudit); err != nil {
 		t.Fatalf("DeleteQuota: %v", err)
 	}
 	qs, err := s.ListQuotas(ctx, "", "")
 	if err != nil || len(qs) != 1 || qs[0].Project != "nlp" {
 		t.Errorf("ListQuotas after delete = %+v, %v; want only nlp's", qs, err)
 	}
-	if err := s.DeleteQuota(ctx, "vision", "standard"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteQuota(ctx, "vision", "standard", setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second DeleteQuota: err = %v, want ErrNotFound", err)
 	}
 }
@@ -250,10 +250,10 @@ func testPoolsProjects(t *testing.T, s store.Store) {
 	if ps, err := s.ListProjects(ctx); err != nil || len(ps) != 0 {
 		t.Fatalf("ListProjects on an empty store = %v, %v", ps, err)
 	}
-	if err := s.PutProject(ctx, domain.Project{Name: "vision", Shares: 2.5, CreatedAt: at(1)}); err != nil {
+	if err := s.PutProject(ctx, domain.Project{Name: "vision", Shares: 2.5, CreatedAt: at(1)}, setupAudit); err != nil {
 		t.Fatalf("PutProject: %v", err)
 	}
-	if err := s.PutProject(ctx, domain.Project{Name: "audio", CreatedAt: at(2)}); err != nil {
+	if err := s.PutProject(ctx, domain.Project{Name: "audio", CreatedAt: at(2)}, setupAudit); err != nil {
 		t.Fatalf("PutProject without shares: %v", err)
 	}
 	got, err := s.GetProject(ctx, "vision")
@@ -271,7 +271,7 @@ func testPoolsProjects(t *testing.T, s store.Store) {
 		t.Errorf("GetProject with default shares (want 1):%s", d)
 	}
 	// An update changes the shares and keeps CreatedAt.
-	if err := s.PutProject(ctx, domain.Project{Name: "vision", Shares: 4, CreatedAt: at(9)}); err != nil {
+	if err := s.PutProject(ctx, domain.Project{Name: "vision", Shares: 4, CreatedAt: at(9)}, setupAudit); err != nil {
 		t.Fatalf("PutProject (update): %v", err)
 	}
 	ps, err := s.ListProjects(ctx)

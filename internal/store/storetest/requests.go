@@ -15,16 +15,16 @@ import (
 func testRequests(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putPool(t, s, testPool("standard"))
-	if _, err := s.CreateRequest(ctx, domain.QuotaRequest{Project: "vision", Pool: "nope", Until: at(100), CreatedAt: at(0)}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.CreateRequest(ctx, domain.QuotaRequest{Project: "vision", Pool: "nope", Until: at(100), CreatedAt: at(0)}, setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("request for a missing pool: err = %v, want ErrNotFound", err)
 	}
 	in := domain.QuotaRequest{Project: "vision", Pool: "standard", Extra: domain.Limits{GPUs: 16, CPUs: 8.5, Memory: 64 << 30, Jobs: 2},
 		Until: at(100), Reason: "paper deadline", Requester: "alice", CreatedAt: at(1)}
-	a, err := s.CreateRequest(ctx, in)
+	a, err := s.CreateRequest(ctx, in, setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.CreateRequest(ctx, domain.QuotaRequest{Project: "nlp", Pool: "standard", Extra: domain.Limits{GPUs: 1}, Until: at(100), Requester: "bob", CreatedAt: at(2)})
+	b, err := s.CreateRequest(ctx, domain.QuotaRequest{Project: "nlp", Pool: "standard", Extra: domain.Limits{GPUs: 1}, Until: at(100), Requester: "bob", CreatedAt: at(2)}, setupAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,17 +47,17 @@ func testRequests(t *testing.T, s store.Store) {
 		t.Errorf("list vision = %+v", l)
 	}
 
-	dec, err := s.DecideRequest(ctx, a.ID, domain.RequestApproved, "carol", at(3), "ok for two weeks")
+	dec, err := s.DecideRequest(ctx, a.ID, domain.RequestApproved, "carol", at(3), "ok for two weeks", setupAudit)
 	if err != nil || dec.State != domain.RequestApproved || dec.Decider != "carol" || !dec.DecidedAt.Equal(at(3)) || dec.Note != "ok for two weeks" {
 		t.Fatalf("approve = %+v, %v", dec, err)
 	}
-	if _, err := s.DecideRequest(ctx, a.ID, domain.RequestDenied, "dave", at(4), ""); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.DecideRequest(ctx, a.ID, domain.RequestDenied, "dave", at(4), "", setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("deciding twice: err = %v, want ErrConflict", err)
 	}
-	if _, err := s.DecideRequest(ctx, 9999, domain.RequestDenied, "dave", at(4), ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.DecideRequest(ctx, 9999, domain.RequestDenied, "dave", at(4), "", setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deciding a missing request: err = %v, want ErrNotFound", err)
 	}
-	if _, err := s.DecideRequest(ctx, b.ID, domain.RequestDenied, "dave", at(4), "not now"); err != nil {
+	if _, err := s.DecideRequest(ctx, b.ID, domain.RequestDenied, "dave", at(4), "not now", setupAudit); err != nil {
 		t.Fatal(err)
 	}
 	grants, err := s.ActiveGrants(ctx, at(50))

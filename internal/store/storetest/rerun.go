@@ -46,7 +46,7 @@ func testRerunOfRoundTrip(t *testing.T, s store.Store) {
 	}
 
 	// An idempotent replay returns the first job with its link.
-	again, created, err := s.CreateJob(ctx, p)
+	again, created, err := s.CreateJob(ctx, p, setupAudit)
 	if err != nil || created || again.ID != rerun.ID || again.RerunOf != orig.ID {
 		t.Errorf("replay: job %d created=%v RerunOf=%d err=%v; want job %d, created=false, RerunOf=%d",
 			again.ID, created, again.RerunOf, err, rerun.ID, orig.ID)

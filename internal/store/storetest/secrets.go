@@ -38,7 +38,7 @@ func sealedSecret(project, name string, version int) store.Secret {
 
 func putSecret(t *testing.T, s store.Store, sec store.Secret) {
 	t.Helper()
-	if err := s.PutSecret(context.Background(), sec); err != nil {
+	if err := s.PutSecret(context.Background(), sec, setupAudit); err != nil {
 		t.Fatalf("PutSecret(%q/%q v%d): %v", sec.Project, sec.Name, sec.Version, err)
 	}
 }
@@ -68,11 +68,11 @@ func testSecretsVersions(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putSecret(t, s, sealedSecret("", "TOKEN", 1))
 	for _, v := range []int{1, 3, 0} {
-		if err := s.PutSecret(ctx, sealedSecret("", "TOKEN", v)); !errors.Is(err, store.ErrConflict) {
+		if err := s.PutSecret(ctx, sealedSecret("", "TOKEN", v), setupAudit); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("PutSecret version %d after version 1: err = %v, want ErrConflict", v, err)
 		}
 	}
-	if err := s.PutSecret(ctx, sealedSecret("", "NEW", 2)); !errors.Is(err, store.ErrConflict) {
+	if err := s.PutSecret(ctx, sealedSecret("", "NEW", 2), setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutSecret version 2 of a new secret: err = %v, want ErrConflict", err)
 	}
 	v2 := sealedSecret("", "TOKEN", 2)
@@ -130,14 +130,14 @@ func testSecretsDelete(t *testing.T, s store.Store) {
 	putSecret(t, s, sealedSecret("vision", "K", 1))
 	putSecret(t, s, sealedSecret("vision", "K", 2))
 	putSecret(t, s, sealedSecret("", "K", 1))
-	if err := s.DeleteSecret(ctx, "vision", "K"); err != nil {
+	if err := s.DeleteSecret(ctx, "vision", "K", setupAudit); err != nil {
 		t.Fatalf("DeleteSecret: %v", err)
 	}
 	if _, err := s.LatestSecret(ctx, "vision", "K"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("LatestSecret after delete: err = %v, want ErrNotFound", err)
 	}
 	latestSecret(t, s, "", "K") // the global one stays
-	if err := s.DeleteSecret(ctx, "vision", "K"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteSecret(ctx, "vision", "K", setupAudit); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSecret twice: err = %v, want ErrNotFound", err)
 	}
 	// Every version went: setting it again starts at version 1.
@@ -159,7 +159,7 @@ func testSecretsRekey(t *testing.T, s store.Store) {
 		sec.Nonce = append([]byte("new-"), sec.Nonce...)
 		sec.Ciphertext = append([]byte("new-"), sec.Ciphertext...)
 		return sec, nil
-	})
+	}, setupAudit)
 	if err != nil || n != 3 {
 		t.Fatalf("RekeySecrets = %d, %v; want 3, nil", n, err)
 	}
@@ -185,7 +185,7 @@ func testSecretsRekeyAllOrNone(t *testing.T, s store.Store) {
 		}
 		sec.KeyID = "k-0002"
 		return sec, nil
-	})
+	}, setupAudit)
 	if !errors.Is(err, boom) {
 		t.Fatalf("RekeySecrets with a failing reseal: err = %v, want %v", err, boom)
 	}
@@ -193,7 +193,7 @@ func testSecretsRekeyAllOrNone(t *testing.T, s store.Store) {
 		t.Errorf("secret A was rekeyed to %s although the rekey failed", got.KeyID)
 	}
 	// The failed rekey left the store usable: a later one sees both.
-	if n, err := s.RekeySecrets(ctx, func(sec store.Secret) (store.Secret, error) { return sec, nil }); err != nil || n != 2 {
+	if n, err := s.RekeySecrets(ctx, func(sec store.Secret) (store.Secret, error) { return sec, nil }, setupAudit); err != nil || n != 2 {
 		t.Errorf("RekeySecrets identity = %d, %v; want 2, nil", n, err)
 	}
 }
@@ -207,7 +207,7 @@ func testSecretsConcurrentPut(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.PutSecret(context.Background(), sealedSecret("", "RACE", 1))
+			errs[i] = s.PutSecret(context.Background(), sealedSecret("", "RACE", 1), setupAudit)
 		}()
 	}
 	wg.Wait()
@@ -231,7 +231,7 @@ func testSecretsInvalid(t *testing.T, s store.Store) {
 		"no key id":     {Name: "A", Version: 1, Nonce: []byte("n"), Ciphertext: []byte("c")},
 		"no ciphertext": {Name: "A", Version: 1, KeyID: "k", Nonce: []byte("n")},
 	} {
-		if err := s.PutSecret(context.Background(), sec); err == nil {
+		if err := s.PutSecret(context.Background(), sec, setupAudit); err == nil {
 			t.Errorf("PutSecret(%s) stored it; want an error", name)
 		}
 	}

@@ -122,7 +122,7 @@ func newJob(t *testing.T, spec domain.Spec, submitter string, submittedAt time.T
 
 func create(t *testing.T, s store.Store, p store.NewJob) domain.Job {
 	t.Helper()
-	j, created, err := s.CreateJob(context.Background(), p)
+	j, created, err := s.CreateJob(context.Background(), p, setupAudit)
 	if err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
@@ -131,6 +131,10 @@ func create(t *testing.T, s store.Store, p store.NewJob) domain.Job {
 	}
 	return j
 }
+
+// setupAudit is the audit record of the changes a test makes to set up
+// the one under test; ours leaves them out of a log.
+var setupAudit = domain.AuditRecord{Actor: "user:test", Action: "test.setup", Result: domain.AuditOK}
 
 // createN creates n jobs named job-0… in project, submitted one second apart.
 func createN(t *testing.T, s store.Store, project string, n int) []domain.Job {
@@ -331,7 +335,7 @@ func testIdempotency(t *testing.T, s store.Store) {
 	// Same key, same submitter, even with a different spec: the first job.
 	again := newJob(t, testSpec("b", "p"), "alice", at(5))
 	again.IdempotencyKey = "retry-42"
-	got, created, err := s.CreateJob(ctx, again)
+	got, created, err := s.CreateJob(ctx, again, setupAudit)
 	if err != nil {
 		t.Fatalf("CreateJob with a repeated key: %v", err)
 	}
@@ -381,7 +385,7 @@ func testOutputDirConflict(t *testing.T, s store.Store) {
 	clash := newJob(t, testSpec("clash", "p"), "alice", at(1))
 	clash.OutputDir = fixed
 	clash.IdempotencyKey = "clash-key"
-	if _, _, err := s.CreateJob(ctx, clash); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := s.CreateJob(ctx, clash, setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CreateJob with a used output directory: err = %v, want ErrConflict", err)
 	}
 	jobs, err := s.ListJobs(ctx, store.JobFilter{})
@@ -393,7 +397,7 @@ func testOutputDirConflict(t *testing.T, s store.Store) {
 	}
 	// Nothing of the failed create remains: its idempotency key is free.
 	clash.OutputDir = func(id int64) string { return fmt.Sprintf("/artifacts/own/%d", id) }
-	next, created, err := s.CreateJob(ctx, clash)
+	next, created, err := s.CreateJob(ctx, clash, setupAudit)
 	if err != nil || !created {
 		t.Fatalf("CreateJob after a clash: created=%v err=%v, want a new job", created, err)
 	}
@@ -906,7 +910,7 @@ func testTokens(t *testing.T, s store.Store) {
 		t.Fatalf("CountTokens on an empty store = %d, %v", n, err)
 	}
 	tok := store.Token{Name: "bootstrap", Subject: "admin", Role: "admin", Hash: "sha256:aa", CreatedAt: t0, ExpiresAt: at(86400)}
-	created, err := s.CreateToken(ctx, tok)
+	created, err := s.CreateToken(ctx, tok, setupAudit)
 	if err != nil {
 		t.Fatalf("CreateToken: %v", err)
 	}
@@ -925,7 +929,7 @@ func testTokens(t *testing.T, s store.Store) {
 		t.Errorf("TokenByHash differs:%s", d)
 	}
 	revoked := store.Token{Name: "old", Subject: "bob", Role: "member", Hash: "sha256:bb", CreatedAt: t0, RevokedAt: at(5)}
-	r, err := s.CreateToken(ctx, revoked)
+	r, err := s.CreateToken(ctx, revoked, setupAudit)
 	if err != nil {
 		t.Fatalf("CreateToken: %v", err)
 	}
@@ -935,7 +939,7 @@ func testTokens(t *testing.T, s store.Store) {
 	if g, err := s.TokenByHash(ctx, "sha256:bb"); err != nil || !g.RevokedAt.Equal(at(5)) || !g.ExpiresAt.IsZero() {
 		t.Errorf("revoked token = %+v, %v", g, err)
 	}
-	if _, err := s.CreateToken(ctx, store.Token{Name: "dup", Subject: "x", Role: "admin", Hash: "sha256:aa", CreatedAt: t0}); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.CreateToken(ctx, store.Token{Name: "dup", Subject: "x", Role: "admin", Hash: "sha256:aa", CreatedAt: t0}, setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("CreateToken with a duplicate hash: err = %v, want ErrConflict", err)
 	}
 	if n, err := s.CountTokens(ctx); err != nil || n != 2 {
@@ -961,7 +965,7 @@ func testConcurrentCreate(t *testing.T, s store.Store) {
 				if i%5 == 0 {
 					p.IdempotencyKey = fmt.Sprintf("k%d", i)
 				}
-				j, created, err := s.CreateJob(context.Background(), p)
+				j, created, err := s.CreateJob(context.Background(), p, setupAudit)
 				if err != nil || !created {
 					errs <- fmt.Errorf("worker %d job %d: created=%v err=%v", w, i, created, err)
 					continue

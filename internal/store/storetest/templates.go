@@ -34,7 +34,7 @@ func storedTemplate(project, name string, version int) store.Template {
 
 func putTemplate(t *testing.T, s store.Store, tm store.Template) {
 	t.Helper()
-	if err := s.PutTemplate(context.Background(), tm); err != nil {
+	if err := s.PutTemplate(context.Background(), tm, setupAudit); err != nil {
 		t.Fatalf("PutTemplate(%q/%q v%d): %v", tm.Project, tm.Name, tm.Version, err)
 	}
 }
@@ -72,11 +72,11 @@ func testTemplatesVersions(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	putTemplate(t, s, storedTemplate("p", "t", 1))
 	for _, v := range []int{1, 3, 0} {
-		if err := s.PutTemplate(ctx, storedTemplate("p", "t", v)); !errors.Is(err, store.ErrConflict) {
+		if err := s.PutTemplate(ctx, storedTemplate("p", "t", v), setupAudit); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("PutTemplate version %d after version 1: err = %v, want ErrConflict", v, err)
 		}
 	}
-	if err := s.PutTemplate(ctx, storedTemplate("p", "new", 2)); !errors.Is(err, store.ErrConflict) {
+	if err := s.PutTemplate(ctx, storedTemplate("p", "new", 2), setupAudit); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutTemplate version 2 of a new template: err = %v, want ErrConflict", err)
 	}
 	v2 := storedTemplate("p", "t", 2)
@@ -129,12 +129,12 @@ func testTemplatesList(t *testing.T, s store.Store) {
 func testTemplatesAudited(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	rec := auditRec(1, "template.write", "template/vision/resnet")
-	if err := s.PutTemplate(store.WithAudit(ctx, rec), storedTemplate("vision", "resnet", 1)); err != nil {
+	if err := s.PutTemplate(ctx, storedTemplate("vision", "resnet", 1), rec); err != nil {
 		t.Fatal(err)
 	}
 	// A refused put records nothing.
-	if err := s.PutTemplate(store.WithAudit(ctx, auditRec(2, "template.write", "template/vision/resnet")),
-		storedTemplate("vision", "resnet", 5)); !errors.Is(err, store.ErrConflict) {
+	if err := s.PutTemplate(ctx,
+		storedTemplate("vision", "resnet", 5), auditRec(2, "template.write", "template/vision/resnet")); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutTemplate of a skipped version = %v, want ErrConflict", err)
 	}
 	recs := auditLog(t, s)
@@ -156,7 +156,7 @@ func testTemplatesConcurrentPut(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.PutTemplate(context.Background(), storedTemplate("p", "race", 1))
+			err := s.PutTemplate(context.Background(), storedTemplate("p", "race", 1), setupAudit)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -185,7 +185,7 @@ func testTemplatesInvalid(t *testing.T, s store.Store) {
 	} {
 		tm := storedTemplate("p", "t", 1)
 		edit(&tm)
-		if err := s.PutTemplate(ctx, tm); !errors.Is(err, store.ErrInvalid) {
+		if err := s.PutTemplate(ctx, tm, setupAudit); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: PutTemplate = %v, want ErrInvalid", name, err)
 		}
 	}
