@@ -43,8 +43,12 @@ type writeReq struct {
 	// (AppendAudit); newJob one that takes a preallocated job id.
 	ownAudit bool
 	newJob   bool
-	state    atomic.Int32
-	done     chan error // buffered, receives exactly one value once claimed
+	// fenced marks a write of leader term fence (store.WithFence): it
+	// commits only while that term holds a live lease.
+	fenced bool
+	fence  int64
+	state  atomic.Int32
+	done   chan error // buffered, receives exactly one value once claimed
 }
 
 // writeOpt marks what a request will need from its batch transaction.
@@ -264,6 +268,7 @@ func (s *Store) write(ctx context.Context, fn func(w *writer) error, opts ...wri
 		return errClosed
 	}
 	r := &writeReq{fn: fn, audit: store.AuditFrom(ctx), done: make(chan error, 1)}
+	r.fence, r.fenced = store.FenceFrom(ctx)
 	for _, o := range opts {
 		o(r)
 	}
