@@ -138,8 +138,16 @@ func (s *Store) Leader(ctx context.Context) (string, int64, error) {
 // fenceSQL reads the current term, locking its row FOR SHARE until the
 // write transaction ends: a new term cannot start (its UPDATE waits) between
 // this check and the commit, so the write commits within term epoch or not
-// at all.
-const fenceSQL = `SELECT epoch, replica, expires_at IS NOT NULL AND expires_at > clock_timestamp() FROM leader WHERE id = 1 FOR SHARE`
+// at all. So that a leader paused inside such a transaction cannot hold
+// the takeover off, the database ends the transaction once it idles for
+// fenceIdleTimeout.
+const fenceSQL = `SELECT epoch, replica, expires_at IS NOT NULL AND expires_at > clock_timestamp(),
+	set_config('idle_in_transaction_session_timeout', $1, true) FROM leader WHERE id = 1 FOR SHARE`
+
+// fenceIdleTimeout is how long a fenced write transaction may wait for its
+// client (milliseconds); the writer never pauses that long between its
+// round trips.
+const fenceIdleTimeout = "2000"
 
 // checkFence fails unless epoch is the current term with a live lease; w
 // is inside the write's transaction.
@@ -147,7 +155,7 @@ func (w *writer) checkFence(epoch int64) error {
 	var cur int64
 	var holder string
 	var live bool
-	err := w.queryRow(fenceSQL).Scan(&cur, &holder, &live)
+	err := w.queryRow(fenceSQL, fenceIdleTimeout).Scan(&cur, &holder, &live, new(string))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("write refused: leader term %d is not recorded (no replica has led this store); nothing was changed: %w", epoch, store.ErrConflict)
