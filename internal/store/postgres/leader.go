@@ -137,10 +137,10 @@ func (s *Store) Leader(ctx context.Context) (string, int64, error) {
 
 // fenceSQL reads the current term, locking its row FOR SHARE until the
 // write transaction ends: a new term cannot start (its UPDATE waits) between
-// this check and the commit, so the write commits within term epoch or not
-// at all. So that a leader paused inside such a transaction cannot hold
-// the takeover off, the database ends the transaction once it idles for
-// fenceIdleTimeout.
+// this read and the commit, so every fenced write of the transaction commits
+// within the term it checked or not at all. So that a leader paused inside
+// such a transaction cannot hold the takeover off, the database ends the
+// transaction once it idles for fenceIdleTimeout.
 const fenceSQL = `SELECT epoch, replica, expires_at IS NOT NULL AND expires_at > clock_timestamp(),
 	set_config('idle_in_transaction_session_timeout', $1, true) FROM leader WHERE id = 1 FOR SHARE`
 
@@ -149,22 +149,46 @@ const fenceSQL = `SELECT epoch, replica, expires_at IS NOT NULL AND expires_at >
 // round trips.
 const fenceIdleTimeout = "2000"
 
-// checkFence fails unless epoch is the current term with a live lease; w
-// is inside the write's transaction.
-func (w *writer) checkFence(epoch int64) error {
-	var cur int64
-	var holder string
-	var live bool
-	err := w.queryRow(fenceSQL, fenceIdleTimeout).Scan(&cur, &holder, &live, new(string))
+// fenceState is the leader term a write transaction read and locked.
+type fenceState struct {
+	read    bool
+	missing bool // no term recorded
+	epoch   int64
+	holder  string
+	live    bool
+}
+
+// readFence reads and locks the leader row for the transaction, once:
+// outside any request's savepoint, so the lock lasts until the commit.
+func (w *writer) readFence() error {
+	f := fenceState{read: true}
+	err := w.queryRow(fenceSQL, fenceIdleTimeout).Scan(&f.epoch, &f.holder, &f.live, new(string))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("write refused: leader term %d is not recorded (no replica has led this store); nothing was changed: %w", epoch, store.ErrConflict)
+		f.missing = true
 	case err != nil:
 		return interpretError("check the leader term", err)
-	case cur != epoch:
+	}
+	w.fence = f
+	return nil
+}
+
+// checkFence fails unless epoch is the current term with a live lease, as
+// the transaction read it.
+func (w *writer) checkFence(epoch int64) error {
+	if !w.fence.read {
+		if err := w.readFence(); err != nil {
+			return err
+		}
+	}
+	f := w.fence
+	switch {
+	case f.missing:
+		return fmt.Errorf("write refused: leader term %d is not recorded (no replica has led this store); nothing was changed: %w", epoch, store.ErrConflict)
+	case f.epoch != epoch:
 		return fmt.Errorf("write refused: leader term %d is over and term %d (replica %s) has begun; this replica no longer leads, and nothing was changed: %w",
-			epoch, cur, holder, store.ErrConflict)
-	case !live:
+			epoch, f.epoch, f.holder, store.ErrConflict)
+	case !f.live:
 		return fmt.Errorf("write refused: the lease of leader term %d expired (it was not renewed in time); this replica no longer leads, and nothing was changed: %w",
 			epoch, store.ErrConflict)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,7 @@ type writer struct {
 	materialized int  // times bulk rows became statements
 
 	audit auditState // the audit hook's state: see audit.go
+	fence fenceState // the leader term this transaction read: see leader.go
 	ids   []int64    // job ids preallocated for this batch's CreateJob requests
 }
 
@@ -416,7 +418,8 @@ func (w *writer) rollback() {
 func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool) (results []error, fatal error) {
 	w := s.w
 	w.optimistic, w.aborted = optimistic, false
-	if err := w.begin(jobs, audited); err != nil {
+	fenced := slices.ContainsFunc(claimed, func(r *writeReq) bool { return r.fenced })
+	if err := w.begin(jobs, audited, fenced); err != nil {
 		return nil, interpretError("begin write transaction", err)
 	}
 	results = make([]error, len(claimed))
@@ -451,14 +454,21 @@ const (
 
 // begin opens the batch transaction: it takes the audit lock and reads the
 // chain's head when a request will append audit records, and preallocates
-// jobs ids, in one round trip.
-func (w *writer) begin(jobs int, audited bool) error {
+// jobs ids, in one round trip; when a request is fenced, it first reads the
+// leader term (readFence) in the same round trip as BEGIN.
+func (w *writer) begin(jobs int, audited, fenced bool) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
 	w.pending = w.pending[:0]
 	w.queued, w.sent = 0, 0
 	w.bulk = bulk{}
+	w.fence = fenceState{}
 	w.queue("begin", "BEGIN")
+	if fenced {
+		if err := w.readFence(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case audited:
 		w.queue("take the audit lock", auditLockSQL)
