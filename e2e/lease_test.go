@@ -160,4 +160,23 @@ func TestLeaderFrozenIsReplacedWithinLease(t *testing.T) {
 		t.Errorf("a's log does not say it lost leadership after it resumed")
 	}
 	t.Logf("a's writes refused after it resumed: %d", strings.Count(logA, "write refused"))
+	for _, line := range strings.Split(logA, "\n") {
+		if strings.Contains(line, "write refused") || strings.Contains(line, "lost leadership") {
+			t.Logf("a: %s", line)
+		}
+	}
+
+	// A leader that shuts down gives its lease up: a leads well within
+	// the lease, not once it expires.
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	term := time.Now()
+	waitFor(t, 3*lease, "a to lead after b shut down", func() bool { return a.status(t).Leading })
+	handover := time.Since(term)
+	t.Logf("a led %v after b was told to shut down", handover.Round(time.Millisecond))
+	if handover >= lease {
+		t.Errorf("a led %v after b shut down; want b to give the lease up, well within the lease (%v)", handover, lease)
+	}
+	b.cmd.Wait()
 }

@@ -196,3 +196,57 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A fenced write transaction holds the leader row, so a new term cannot
+// start between its check and its commit; one whose client paused (a
+// leader frozen mid-transaction) is ended by the database after
+// fenceIdleTimeout, and the takeover goes through.
+func TestPausedFencedTransactionCannotHoldOffTakeover(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	epoch, ok, err := s.AcquireLease(ctx, "a", 200*time.Millisecond)
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease = %v %v", ok, err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx) // the frozen leader's write transaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur int64
+	var live bool
+	if err := tx.QueryRow(ctx, fenceSQL, fenceIdleTimeout).Scan(&cur, new(string), &live, new(string)); err != nil || cur != epoch || !live {
+		t.Fatalf("fence read = %d %v %v; want term %d, live", cur, live, err, epoch)
+	}
+	waitFor(t, 5*time.Second, "a's lease to expire", func() bool { name, _, _ := s.Leader(ctx); return name == "" })
+	start := time.Now()
+	got := make(chan error, 1)
+	go func() {
+		_, ok, err := s.AcquireLease(ctx, "b", time.Minute)
+		if err == nil && !ok {
+			err = errors.New("b found a live lease")
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("b took over %v after the lease expired, while a's fenced transaction was open (%v); want it to wait", time.Since(start), err)
+	case <-time.After(500 * time.Millisecond): // how long the takeover must at least wait
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("b's takeover: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b never took over: the paused transaction held the leader row")
+	}
+	t.Logf("takeover waited %v for the paused transaction", time.Since(start).Round(time.Millisecond))
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("the paused leader's transaction committed after the takeover")
+	}
+}
