@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"internal/diagnose":              {"internal/domain", "internal/logs"},
 	"internal/store":                 {"internal/domain"},
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
+	"internal/leader":                {"internal/store"},
 	"internal/store/column":          {"internal/store", "internal/domain"},
 	"internal/store/postgres":        {"internal/store", "internal/store/column", "internal/domain", "internal/audit", "github.com/jackc/pgx/v5"},
 	"internal/store/postgres/pgtest": {"github.com/jackc/pgx/v5"},

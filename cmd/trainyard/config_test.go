@@ -152,6 +152,8 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:1: code.max_files: must be a whole number, got "lots"`},
 		"bad value": {"fair_share_half_life: 24h\nretry_backoff: soon\n",
 			`server.yaml:2: retry_backoff: "soon" is not a positive duration`},
+		"leader lease too short": {"replica: a\nleader_lease: 500ms\n",
+			"server.yaml:2: leader_lease: 500ms is outside 1s..5m"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "server.yaml")

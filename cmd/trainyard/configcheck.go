@@ -18,6 +18,7 @@ import (
 	blobs3 "trainyard/internal/blob/s3"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor/local"
+	"trainyard/internal/leader"
 	"trainyard/internal/metrics/sample"
 	"trainyard/internal/service"
 	"trainyard/internal/yamlcheck"
@@ -126,17 +127,18 @@ func loadServerConfig(path string) (serverConfig, error) {
 type serverDurations struct {
 	retry, grace, halfLife, sampleEvery, logRetention time.Duration
 	maxGrace                                          time.Duration // the ceiling of policy.grace
+	leaderLease                                       time.Duration // the leader lease's TTL (replicas)
 }
 
 func parseDurations(cfg serverConfig) (serverDurations, error) {
 	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, maxGrace: domain.MaxGraceDefault, halfLife: 24 * time.Hour,
-		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention}
+		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention, leaderLease: leader.DefaultTTL}
 	for _, f := range []struct {
 		name string
 		s    string
 		v    *time.Duration
 	}{{"retry_backoff", cfg.RetryBackoff, &d.retry}, {"grace", cfg.Grace, &d.grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &d.halfLife},
-		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}, {"max_grace", cfg.MaxGrace, &d.maxGrace}} {
+		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}, {"max_grace", cfg.MaxGrace, &d.maxGrace}, {"leader_lease", cfg.LeaderLease, &d.leaderLease}} {
 		if f.s == "" {
 			continue
 		}
@@ -148,6 +150,9 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 	}
 	if d.grace > d.maxGrace {
 		return d, fmt.Errorf("server config grace (%s) is longer than max_grace (%s), which caps every job's grace period; raise max_grace or lower grace", domain.FormatDuration(d.grace), domain.FormatDuration(d.maxGrace))
+	}
+	if d.leaderLease < time.Second || d.leaderLease > 5*time.Minute {
+		return d, fmt.Errorf("server config leader_lease: %s is outside 1s..5m; a leader is replaced within about this long after it stops renewing (default 10s)", domain.FormatDuration(d.leaderLease))
 	}
 	// Log retention (docs/operator.md): 0 keeps logs forever.
 	if cfg.LogRetention != "" {

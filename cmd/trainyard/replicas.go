@@ -10,6 +10,7 @@ import (
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/control"
+	"trainyard/internal/leader"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/postgres"
@@ -28,11 +29,14 @@ func openStore(ctx context.Context, dsn string) (store.Store, error) {
 // leaderLoops runs the loops only the leader runs — the control loop, the
 // alert rules and log retention — for as long as this replica leads, and
 // campaigns again when it loses the lead. A store without elections
-// (SQLite, one process) leads from the start.
+// (SQLite, one process) leads from the start; on one with leases
+// (PostgreSQL) the loops write fenced by their term (store.WithFence).
 type leaderLoops struct {
 	st      store.Store
 	replica string
 	log     *slog.Logger
+	// leaseTTL is the leader lease's TTL (server config leader_lease).
+	leaseTTL time.Duration
 	// term starts the leader's loops with the term's fence check and
 	// returns its controller and a function that blocks until they stop.
 	term func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func())
@@ -100,8 +104,8 @@ func (l *leaderLoops) Queue(ctx context.Context, pool string) ([]service.QueueEn
 // Status describes this replica and the leader, for /readyz.
 func (l *leaderLoops) Status(ctx context.Context) apitypes.Status {
 	st := apitypes.Status{Replica: l.replica, Store: l.st.Kind()}
-	if el, ok := l.st.(store.Leadership); ok {
-		st.Leader, st.Epoch, _ = el.Leader(ctx)
+	if ls, ok := l.st.(store.Leases); ok {
+		st.Leader, st.Epoch, _ = ls.Leader(ctx)
 	} else if l.cur.Load() != nil {
 		st.Leader, st.Epoch = l.replica, 1
 	}
@@ -111,7 +115,7 @@ func (l *leaderLoops) Status(ctx context.Context) apitypes.Status {
 
 // Run leads whenever it can until ctx ends.
 func (l *leaderLoops) Run(ctx context.Context) {
-	el, elect := l.st.(store.Leadership)
+	ls, elect := l.st.(store.Leases)
 	if !elect {
 		ctl, wait := l.term(ctx, nil)
 		l.cur.Store(ctl)
@@ -119,10 +123,8 @@ func (l *leaderLoops) Run(ctx context.Context) {
 		return
 	}
 	for ctx.Err() == nil {
-		termCtx, end := context.WithCancel(ctx)
-		term, err := el.Lead(termCtx, l.replica)
+		term, err := leader.Lead(ctx, leader.Config{Leases: ls, Replica: l.replica, TTL: l.leaseTTL, Logger: l.log})
 		if err != nil {
-			end()
 			if ctx.Err() == nil {
 				l.log.Error("campaign for leadership", "err", err)
 				select {
@@ -132,24 +134,32 @@ func (l *leaderLoops) Run(ctx context.Context) {
 			}
 			continue
 		}
-		l.log.Info("leading: this replica runs the scheduler, alerts and retention", "replica", l.replica, "term", term.Epoch)
+		l.log.Info("leading: this replica runs the scheduler, alerts and retention", "replica", l.replica, "term", term.Epoch, "lease", l.leaseTTL)
+		// Every write of the leader's loops commits only within this term.
+		termCtx, end := context.WithCancel(store.WithFence(ctx, term.Epoch))
 		go func() {
 			select {
 			case <-term.Lost:
 				if termCtx.Err() == nil {
-					l.log.Error("lost leadership: the database connection holding it broke; stopping the leader's loops", "term", term.Epoch)
+					l.log.Error("lost leadership; stopping the leader's loops (another replica takes over)", "term", term.Epoch, "err", term.Err())
 				}
 			case <-termCtx.Done():
 			}
 			end()
 		}()
-		fence := func(ctx context.Context) error { return el.Fence(ctx, term.Epoch) }
+		// Launches follow a fenced commit and this local check: a term
+		// whose lease may have expired launches nothing.
+		fence := func(context.Context) error { return term.Check() }
 		ctl, wait := l.term(termCtx, fence)
 		l.cur.Store(ctl)
 		wait()
 		l.cur.Store(nil)
 		end()
-		<-term.Lost // the lock is given up before campaigning again
+		// The loops have stopped writing: give the lease up, so that on a
+		// shutdown another replica takes over at once.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		term.End(rctx)
+		cancel()
 	}
 }
 

@@ -116,6 +116,10 @@ type serverConfig struct {
 	// Replica names this server among replicas sharing a PostgreSQL store
 	// (default host:port).
 	Replica string `yaml:"replica"`
+	// LeaderLease is the TTL of the leader's lease among replicas sharing
+	// a PostgreSQL store (default 10s): a leader that stops renewing it is
+	// replaced within about this long.
+	LeaderLease string `yaml:"leader_lease"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 	// Isolation says whether jobs run as their projects' own unprivileged
@@ -462,7 +466,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		replica = host + ":" + portOf(ln.Addr().String())
 	}
 	var svc *service.Service // the control loop resolves secrets through it
-	loops := &leaderLoops{st: st, replica: replica, log: log}
+	loops := &leaderLoops{st: st, replica: replica, log: log, leaseTTL: durations.leaderLease}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
 		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,

@@ -101,9 +101,11 @@ type Config struct {
 	// idempotent): one a deposed leader launched after this leader's
 	// start. Default 30s.
 	AdoptAfter time.Duration
-	// Fence, when set, reports an error once this replica no longer leads
-	// (several replicas share a store): checked before launching, so a
-	// deposed leader never launches what it planned.
+	// Fence, when set, reports an error once this replica may no longer
+	// lead (several replicas share a store): checked after the plan's
+	// commit — itself fenced by the term in its transaction (the Run
+	// context's store.WithFence) — and before launching, so a deposed
+	// leader never launches what it planned.
 	Fence func(ctx context.Context) error
 	// CopyCheckpoints copies every registered checkpoint to Blobs (an
 	// object store), under checkpoints/<job>/<name>/.

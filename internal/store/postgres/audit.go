@@ -57,6 +57,11 @@ type auditHead struct {
 // rolls back both.
 func runRequest(w *writer, r *writeReq) error {
 	w.audit.id, w.audit.skip = 0, false
+	if r.fenced {
+		if err := w.checkFence(r.fence); err != nil {
+			return err
+		}
+	}
 	if err := r.fn(w); err != nil {
 		return err
 	}

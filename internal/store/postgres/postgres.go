@@ -53,6 +53,9 @@ type Store struct {
 	// them (for tests and benchmarks).
 	batches atomic.Int64
 	batched atomic.Int64
+
+	// leaderTable records that the leader table has its lease column.
+	leaderTable atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -42,8 +44,12 @@ type writeReq struct {
 	// (AppendAudit); newJob one that takes a preallocated job id.
 	ownAudit bool
 	newJob   bool
-	state    atomic.Int32
-	done     chan error // buffered, receives exactly one value once claimed
+	// fenced marks a write of leader term fence (store.WithFence): it
+	// commits only while that term holds a live lease.
+	fenced bool
+	fence  int64
+	state  atomic.Int32
+	done   chan error // buffered, receives exactly one value once claimed
 }
 
 // writeOpt marks what a request will need from its batch transaction.
@@ -90,6 +96,7 @@ type writer struct {
 	materialized int  // times bulk rows became statements
 
 	audit auditState // the audit hook's state: see audit.go
+	fence fenceState // the leader term this transaction read: see leader.go
 	ids   []int64    // job ids preallocated for this batch's CreateJob requests
 }
 
@@ -269,6 +276,7 @@ func (s *Store) write(ctx context.Context, fn func(w *writer) error, opts ...wri
 		return errClosed
 	}
 	r := &writeReq{fn: fn, done: make(chan error, 1)}
+	r.fence, r.fenced = store.FenceFrom(ctx)
 	for _, o := range opts {
 		o(r)
 	}
@@ -416,7 +424,8 @@ func (w *writer) rollback() {
 func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool) (results []error, fatal error) {
 	w := s.w
 	w.optimistic, w.aborted = optimistic, false
-	if err := w.begin(jobs, audited); err != nil {
+	fenced := slices.ContainsFunc(claimed, func(r *writeReq) bool { return r.fenced })
+	if err := w.begin(jobs, audited, fenced); err != nil {
 		return nil, interpretError("begin write transaction", err)
 	}
 	results = make([]error, len(claimed))
@@ -451,14 +460,21 @@ const (
 
 // begin opens the batch transaction: it takes the audit lock and reads the
 // chain's head when a request will append audit records, and preallocates
-// jobs ids, in one round trip.
-func (w *writer) begin(jobs int, audited bool) error {
+// jobs ids, in one round trip; when a request is fenced, it first reads the
+// leader term (readFence) in the same round trip as BEGIN.
+func (w *writer) begin(jobs int, audited, fenced bool) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
 	w.pending = w.pending[:0]
 	w.queued, w.sent = 0, 0
 	w.bulk = bulk{}
+	w.fence = fenceState{}
 	w.queue("begin", "BEGIN")
+	if fenced {
+		if err := w.readFence(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case audited:
 		w.queue("take the audit lock", auditLockSQL)
