@@ -44,7 +44,11 @@ type RetryNotice struct {
 // String renders the notice as one line for a person, e.g.
 // "store unavailable (503); retrying in 2s…".
 func (n RetryNotice) String() string {
-	return fmt.Sprintf("%s; retrying in %s…", n.Cause, n.Wait.Round(100*time.Millisecond))
+	d := n.Wait.Round(100 * time.Millisecond)
+	if d == 0 {
+		d = n.Wait.Round(time.Millisecond)
+	}
+	return fmt.Sprintf("%s; retrying in %s…", n.Cause, d)
 }
 
 // WithRetry makes the client repeat idempotent calls as r says. Without it

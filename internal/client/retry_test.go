@@ -116,6 +116,8 @@ func TestRetrySubmitWithIdempotencyKey(t *testing.T) {
 	}
 	if got := n.list(); len(got) != 2 || got[0].Wait != 10*time.Millisecond || got[1].Wait != 20*time.Millisecond {
 		t.Errorf("notices: %+v, want waits of 10ms then 20ms", got)
+	} else if got[1].String() != "store unavailable (503); retrying in 20ms…" {
+		t.Errorf("notice: %q", got[1])
 	}
 }
 
