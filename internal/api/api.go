@@ -179,7 +179,14 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := h.cfg.Ready(ctx); err != nil {
-		writeErr(w, http.StatusServiceUnavailable, "unavailable", "not ready: "+err.Error(), nil)
+		// The same answer as an API call during an outage (unavailable.go),
+		// with the cause for the operator who probes it.
+		code := "unavailable"
+		if isStoreUnavailable(err) {
+			code = "store_unavailable"
+		}
+		setRetryAfter(w, storeRetryAfter)
+		writeErr(w, http.StatusServiceUnavailable, code, "not ready: "+err.Error(), nil)
 		return
 	}
 	if h.cfg.Status == nil {
@@ -466,6 +473,8 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	switch {
+	case isStoreUnavailable(err):
+		h.writeStoreUnavailable(w, r, err) // unavailable.go
 	case errors.As(err, &fe):
 		fields := make([]apitypes.FieldError, len(fe))
 		for i, f := range fe {

@@ -290,7 +290,7 @@ func generateOpenAPI(t testing.TB, docs map[string]string) []byte {
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "An API token (trainyard token create; the server prints the first admin's token on first start) or, on the routes an attempt reports to, that attempt's job token."}},
 			"responses": map[string]any{"Error": map[string]any{
-				"description": "Any non-2xx answer. error.code is stable: invalid_spec, invalid_request (400), unauthorized (401), forbidden (403), not_found (404), conflict (409), too_large (413), rate_limited (429), internal (500), not_implemented (501), delivery_failed (502).",
+				"description": "Any non-2xx answer. error.code is stable: invalid_spec, invalid_request (400), unauthorized (401), forbidden (403), not_found (404), conflict (409), too_large (413), rate_limited (429), internal (500), not_implemented (501), delivery_failed (502), store_unavailable (503, with Retry-After).",
 				"content":     map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(apitypes.Error{}))}},
 			}},
 			"schemas": g.schemas,

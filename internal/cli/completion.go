@@ -95,7 +95,7 @@ func positional(n int, fn cobra.CompletionFunc) cobra.CompletionFunc {
 // completionClient is the client and a bounded context for one completion;
 // nil when no client can be built (no completions then, not an error).
 func (a *app) completionClient(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc) {
-	c, err := a.client()
+	c, err := a.probeClient()
 	if err != nil {
 		return nil, nil, nil
 	}

@@ -44,6 +44,7 @@ type env struct {
 	now          func() time.Time
 	pollInterval time.Duration
 	httpClient   *http.Client
+	retryFor     time.Duration // how long to retry an idempotent call (retry.go); 0: never
 	loadSpec     func(doc []byte, sets []string) (domain.Spec, error)
 	schema       func() []byte
 }
@@ -55,6 +56,7 @@ func defaultEnv() *env {
 		now:          time.Now,
 		pollInterval: time.Second,
 		httpClient:   http.DefaultClient,
+		retryFor:     client.DefaultRetryFor,
 		loadSpec:     jobspec.Load,
 		schema:       jobspec.Schema,
 	}
@@ -70,6 +72,7 @@ func isTerminal(w io.Writer) bool {
 type app struct {
 	info  BuildInfo
 	env   *env
+	root  *cobra.Command // for the stderr of notes printed while a call runs
 	flags struct {
 		server string
 		token  string
@@ -115,6 +118,7 @@ http://127.0.0.1:7070.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	a.root = root
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%v; see '%s --help'", err, cmd.CommandPath())
 	})
@@ -277,7 +281,11 @@ func (a *app) client() (*client.Client, error) {
 			return nil, err
 		}
 	}
-	return client.New(cfg.Server, cfg.Token, client.WithHTTPClient(hc), client.WithUserAgent(ua)), nil
+	retry, err := a.retryOption() // retry.go
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg.Server, cfg.Token, client.WithHTTPClient(hc), client.WithUserAgent(ua), retry), nil
 }
 
 // httpClientWithCA trusts the CA certificates in a PEM file (in addition to

@@ -28,7 +28,7 @@ func (a *app) versionCmd() *cobra.Command {
 			return err
 		}
 		v := versionOutput{Client: apitypes.Version{Version: dash(a.info.Version), Commit: a.info.Commit}}
-		c, err := a.client()
+		c, err := a.probeClient()
 		if err == nil {
 			v.ServerURL = c.BaseURL()
 			var sv apitypes.Version

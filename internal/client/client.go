@@ -3,7 +3,9 @@
 //
 // Every method takes a context and returns the apitypes wire types. A non-2xx
 // response becomes an *APIError; a server that cannot be reached becomes an
-// *UnreachableError that says how to start or point at one.
+// *UnreachableError that says how to start or point at one. With WithRetry,
+// idempotent calls are repeated while the server answers 503 or refuses
+// connections, and a call that never got through becomes a *RetryError.
 package client
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"trainyard/internal/api/apitypes"
 )
@@ -34,6 +37,7 @@ type Client struct {
 	token     string
 	hc        *http.Client
 	userAgent string
+	retry     Retry // retry.go; For 0: no retries
 }
 
 // Option configures a Client.
@@ -247,9 +251,20 @@ func (c *Client) doJSON(ctx context.Context, method, path string, q url.Values, 
 	return nil
 }
 
-// do sends one request and returns the response when its status is 2xx; else
-// it reads the body into an *APIError.
+// do sends a request and returns the response when its status is 2xx; else
+// it reads the body into an *APIError. An idempotent call is repeated as
+// c.retry says (retry.go).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, h http.Header, body io.Reader, accept string) (*http.Response, error) {
+	if c.retry.For <= 0 || c.base == "" || !idempotent(method, path, h) {
+		return c.doOnce(ctx, method, path, q, h, body, accept)
+	}
+	return c.doRetrying(ctx, method, path, func(body io.Reader) (*http.Response, error) {
+		return c.doOnce(ctx, method, path, q, h, body, accept)
+	}, body)
+}
+
+// doOnce sends one request: do without retries.
+func (c *Client) doOnce(ctx context.Context, method, path string, q url.Values, h http.Header, body io.Reader, accept string) (*http.Response, error) {
 	if c.base == "" {
 		return nil, errors.New("no server URL set: pass --server or set TRAINYARD_SERVER (e.g. http://127.0.0.1:7070)")
 	}
@@ -314,7 +329,7 @@ func isUnreachable(err error) bool {
 // message.
 func decodeError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &APIError{Status: resp.StatusCode}
+	e := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	var body apitypes.Error
 	if err := json.Unmarshal(raw, &body); err == nil && (body.Error.Code != "" || body.Error.Message != "") {
 		e.Code = body.Error.Code

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"trainyard/internal/api/apitypes"
 )
@@ -15,6 +16,9 @@ type APIError struct {
 	Code    string                // stable machine code: invalid_spec, not_found, ...
 	Message string                // what went wrong, from the server
 	Fields  []apitypes.FieldError // every invalid field, for invalid_spec / invalid_request
+	// RetryAfter is the wait the server asked for (Retry-After) with a
+	// 429 or 503; 0 when it named none.
+	RetryAfter time.Duration
 }
 
 // Error renders the message and then, one per line, every invalid field as

@@ -14,6 +14,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrForbidden    = errors.New("forbidden")
 	ErrInvalid      = errors.New("invalid")
+	// ErrUnavailable: a backing service (the metadata store) cannot be
+	// reached or is not serving now; the same call may succeed later.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // FieldError is one problem with one field of user input.

@@ -23,6 +23,11 @@ var (
 	ErrNotFound = domain.ErrNotFound
 	ErrConflict = domain.ErrConflict
 	ErrInvalid  = domain.ErrInvalid
+	// ErrUnavailable marks a failure to reach the database at all
+	// (connection refused or reset, a server shutting down or starting
+	// up, a lock or disk that does not answer): nothing was decided, and
+	// the call may be repeated once the database is back.
+	ErrUnavailable = domain.ErrUnavailable
 )
 
 // Store is a complete backend.

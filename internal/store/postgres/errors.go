@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,7 +24,9 @@ const (
 
 // interpretError maps driver errors to the store's sentinels and prefixes the
 // action that failed: no rows is store.ErrNotFound, a unique or primary-key
-// violation is store.ErrConflict. Other errors keep their driver text.
+// violation is store.ErrConflict, a database that cannot be reached or is not
+// serving is store.ErrUnavailable (see isUnavailable). Other errors keep
+// their driver text.
 func interpretError(action string, err error) error {
 	if err == nil {
 		return nil
@@ -30,6 +35,10 @@ func interpretError(action string, err error) error {
 		return err // interpreted where it was queued
 	}
 	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		return fmt.Errorf("%s: %w", action, err)
+	case isUnavailable(err):
+		return fmt.Errorf("%s: %w (%v)", action, store.ErrUnavailable, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w", action, err)
 	case errors.Is(err, pgx.ErrNoRows):
@@ -38,6 +47,45 @@ func interpretError(action string, err error) error {
 		return fmt.Errorf("%s: %w (%v)", action, store.ErrConflict, err)
 	}
 	return fmt.Errorf("%s: %w", action, err)
+}
+
+// SQLSTATEs of a server that is going away or not serving yet.
+const (
+	codeTooManyConnections = "53300" // too_many_connections
+	codeAdminShutdown      = "57P01" // admin_shutdown: terminating connection due to administrator command
+	codeCrashShutdown      = "57P02" // crash_shutdown
+	codeCannotConnectNow   = "57P03" // cannot_connect_now: the database system is starting up / shutting down
+)
+
+// isUnavailable reports whether err means the database could not be reached
+// or stopped serving: a failed connect (refused, timed out, the server
+// starting up or shutting down), a connection lost mid-call (reset, closed,
+// end of stream, a network timeout), a server terminating the connection
+// (SQLSTATE class 08, 57P01–57P03) or refusing more clients (53300). The
+// caller's own cancellation is not an outage, nor is its deadline, unless it
+// ran out while connecting (a pool that cannot get a connection).
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case codeTooManyConnections, codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true // dial, read or write on the connection failed
+	}
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY

@@ -27,11 +27,16 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"trainyard/internal/store"
 )
+
+// defaultConnectTimeout bounds one connection attempt unless the connection
+// string sets connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
 
 // errClosed is returned by every method called after Close.
 var errClosed = errors.New("postgres store is closed")
@@ -69,8 +74,9 @@ var _ store.Store = (*Store)(nil)
 // by default); add "&search_path=NAME" to the URL to use another (the schema
 // must exist). pgxpool settings such as "pool_max_conns=16" are honoured; the
 // default pool holds max(8, 2×GOMAXPROCS) connections, one of them kept by
-// the writer. A server wiring this backend behind a flag passes the flag's
-// value (e.g. `--store postgres://…`) here unchanged.
+// the writer; connect_timeout defaults to 5 seconds. A server wiring this
+// backend behind a flag passes the flag's value (e.g. `--store
+// postgres://…`) here unchanged.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	if dsn == "" {
 		return nil, errors.New("open postgres store: the connection string is empty; pass a URL such as postgres://user@host:5432/trainyard")
@@ -83,6 +89,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if !hasParam(dsn, "pool_max_conns") {
 		cfg.MaxConns = int32(max(8, 2*runtime.GOMAXPROCS(0)))
+	}
+	if !hasParam(dsn, "connect_timeout") {
+		// A database host that does not answer fails a call in seconds
+		// (store.ErrUnavailable) instead of holding it until the client
+		// gives up.
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -122,7 +122,9 @@ func (w *writer) connect() error {
 	defer cancel()
 	pc, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire the write connection: %w", err)
+		// The writer's context never ends: a deadline here is the
+		// connect timeout, an outage like any failed connect.
+		return fmt.Errorf("acquire the write connection: %w (%v)", store.ErrUnavailable, err)
 	}
 	// The statements that run while the transaction is aborted must not
 	// need preparing then: prepare them now, once per connection.
@@ -130,7 +132,7 @@ func (w *writer) connect() error {
 		for _, sql := range []string{"ROLLBACK TO " + name, "RELEASE " + name} {
 			if _, err := pc.Conn().Prepare(ctx, sql, sql); err != nil {
 				pc.Release()
-				return fmt.Errorf("prepare the write connection: %w", err)
+				return interpretError("prepare the write connection", err)
 			}
 		}
 	}
@@ -178,7 +180,7 @@ func (w *writer) roundTrip(sql string, args []any, read func(pgx.BatchResults) e
 	}
 	if w.conn == nil {
 		w.pending = w.pending[:0]
-		return errors.New("the write connection is gone")
+		return fmt.Errorf("the write connection is gone: %w", store.ErrUnavailable)
 	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(w.pending)+1)}
 	for _, p := range w.pending {
