@@ -15,6 +15,11 @@ import (
 // DefaultRetryFor is how long the CLI keeps retrying one call.
 const DefaultRetryFor = 30 * time.Second
 
+// DefaultRefusedFor is how long a refused connection is retried: long
+// enough for a server to restart, short enough that a command against a
+// server that is not running says so at once.
+const DefaultRefusedFor = 5 * time.Second
+
 // Retry says how a Client repeats a call the server could not serve for
 // now: a 503 answer (the store is unavailable, the server is not ready) or
 // a refused connection (the server is restarting). Only idempotent calls
@@ -26,6 +31,9 @@ type Retry struct {
 	// retries off. The last wait is cut to what is left, then the call is
 	// tried once more.
 	For time.Duration
+	// RefusedFor bounds, within For, how long refused connections are
+	// retried (default DefaultRefusedFor).
+	RefusedFor time.Duration
 	// Base is the first wait (default 500ms); each later one doubles, up
 	// to Max (default 8s). A Retry-After the server sends is waited at
 	// least, within For.
@@ -60,6 +68,9 @@ func WithRetry(r Retry) Option {
 		}
 		if r.Max <= 0 {
 			r.Max = 8 * time.Second
+		}
+		if r.RefusedFor <= 0 {
+			r.RefusedFor = DefaultRefusedFor
 		}
 		c.retry = r
 	}
@@ -120,6 +131,12 @@ func retryCause(err error) (cause string, after time.Duration, ok bool) {
 	return "", 0, false
 }
 
+// refused reports whether err is a refused connection.
+func refused(err error) bool {
+	var ue *UnreachableError
+	return errors.As(err, &ue) && errors.Is(ue.Err, syscall.ECONNREFUSED)
+}
+
 // doRetrying is do with c.retry for an idempotent call: it buffers the body
 // so every try sends it whole.
 func (c *Client) doRetrying(ctx context.Context, method, path string, try func(body io.Reader) (*http.Response, error), body io.Reader) (*http.Response, error) {
@@ -144,6 +161,9 @@ func (c *Client) doRetrying(ctx context.Context, method, path string, try func(b
 			return resp, err
 		}
 		left := time.Until(deadline)
+		if refused(err) {
+			left = min(left, time.Until(start.Add(c.retry.RefusedFor)))
+		}
 		if left <= 0 {
 			return nil, &RetryError{Tries: n, Took: time.Since(start), Err: err}
 		}

@@ -215,6 +215,15 @@ func TestRetryConnectionRefusedUntilTheServerIsBack(t *testing.T) {
 		t.Errorf("notices: %+v", got)
 	}
 
+	// A server that is not running is retried for RefusedFor only, not
+	// the whole budget a store outage gets.
+	c = New("http://"+closedAddr(t), "tok", WithRetry(Retry{For: time.Minute, RefusedFor: 200 * time.Millisecond, Base: 20 * time.Millisecond}))
+	_, err = c.GetJob(context.Background(), 7)
+	var re *RetryError
+	if !errors.As(err, &re) || re.Took >= 10*time.Second {
+		t.Errorf("refused connections with RefusedFor 200ms in a 1m budget: %v, want to give up after about 200ms", err)
+	}
+
 	// With nothing listening at all, the error names the server and how
 	// to start one.
 	c = New("http://"+closedAddr(t), "tok", WithRetry(Retry{For: 100 * time.Millisecond, Base: 20 * time.Millisecond}))
