@@ -203,27 +203,9 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		}
 		return deny(denyJobRead)
 	case JobCancel:
-		switch l := levelIn(p, r.Project); {
-		case l == levelLead:
-			return allow(reasonLead)
-		case r.Owner != "" && r.Owner == p.Subject:
-			if l == levelMember {
-				return allow(reasonMember)
-			}
-			return deny(denyJobCancelOwn)
-		}
-		return deny(denyJobCancel)
+		return ownJobOrLead(p, r, denyJobCancelOwn, denyJobCancel)
 	case JobHold:
-		switch l := levelIn(p, r.Project); {
-		case l == levelLead:
-			return allow(reasonLead)
-		case r.Owner != "" && r.Owner == p.Subject:
-			if l == levelMember {
-				return allow(reasonMember)
-			}
-			return deny(denyJobHoldOwn)
-		}
-		return deny(denyJobHold)
+		return ownJobOrLead(p, r, denyJobHoldOwn, denyJobHold)
 	case PoolRead, QuotaRead, ProjectRead:
 		switch {
 		case auditor:
@@ -326,6 +308,23 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		return deny(denyEnvWrite)
 	}
 	return deny(denyUnknown)
+}
+
+// ownJobOrLead is the rule of the actions that change a job's course: a
+// project lead on any of the project's jobs, a member on their own.
+// denyOwn says why the submitter, without that role, may not; denyOther
+// why anyone else may not.
+func ownJobOrLead(p Principal, r Resource, denyOwn, denyOther string) Decision {
+	switch l := levelIn(p, r.Project); {
+	case l == levelLead:
+		return allow(reasonLead)
+	case r.Owner != "" && r.Owner == p.Subject:
+		if l == levelMember {
+			return allow(reasonMember)
+		}
+		return deny(denyOwn)
+	}
+	return deny(denyOther)
 }
 
 // isOwnAttempt reports whether id names p's attempt ("42/1", as
