@@ -353,9 +353,10 @@ const releaseWait = 10 * time.Second
 // shim's own diagnostics (shim.log, named in Lost messages): its cgroups,
 // if the shim could not remove them; its HOME and tmp; the copy of the
 // job's code package unpacked for it (Launch.Code), when inside its
-// directory; and the shim's state files (shim.pid, child.pid, stop,
-// procs, code_dir, and the cgroup.json and master_port of attempts of
-// earlier versions). A working directory without a package stays: it
+// directory; and the shim's state files (child.pid, stop, procs,
+// code_dir, and the cgroup.json and master_port of attempts of earlier
+// versions). The claim (shim.pid) stays, so that no shim started late can
+// run the attempt again. A working directory without a package stays: it
 // holds what the job wrote there. Everything is removed through an os.Root at the attempt's
 // directory, so no link the job left is followed.
 //
@@ -408,7 +409,8 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 			errs = append(errs, err)
 		}
 	}
-	state := []string{shimPIDFile, childPIDFile, stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
+	// The claim stays: it keeps a shim started late off the attempt (claim).
+	state := []string{childPIDFile, stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
 	for _, name := range state {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)

@@ -2,10 +2,12 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -53,12 +55,12 @@ func TestReleaseRemovesWorkspace(t *testing.T) {
 	if err := ex.Release(context.Background(), l.Ref); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	for _, gone := range []string{homeDir, tmpDir, shimPIDFile, childPIDFile, legacyPortFile, procsFile, legacyCgroupFile} {
+	for _, gone := range []string{homeDir, tmpDir, childPIDFile, legacyPortFile, procsFile, legacyCgroupFile} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Release: %v, want it removed", gone, err)
 		}
 	}
-	for _, kept := range []string{exitFile, filepath.Base(l.LogPath), shimLogFile, metricsFile, workDirName + "/here"} {
+	for _, kept := range []string{exitFile, shimPIDFile, filepath.Base(l.LogPath), shimLogFile, metricsFile, workDirName + "/here"} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, kept)); err != nil {
 			t.Errorf("%s after Release: %v, want it kept", kept, err)
 		}
@@ -245,4 +247,68 @@ func (s *syncBuilder) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A shim that gets its launch record only after the attempt ran and was
+// released (its server was paused between starting it and sending the
+// record, while another replica ran the attempt) must not run it again:
+// the claim outlives the attempt. An attempt that ended before claims were
+// kept is refused by its exit record.
+func TestLateShimNeverRunsAnEndedAttempt(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	marker := filepath.Join(t.TempDir(), "ran")
+	l := h.Launch(t, shell("echo run >> "+marker), nil)
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt %s: %s", ev.State, ev.Message)
+	}
+	if err := ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatal(err)
+	}
+	lateShim := func() int {
+		t.Helper()
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := json.Marshal(launchRecord{JobID: l.JobID, Attempt: l.Attempt, Argv: shell("echo run >> " + marker),
+			Env: l.Env, WorkDir: l.Dir, LogPath: l.LogPath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self, "--dir", l.Dir)
+		cmd.ExtraFiles = []*os.File{nil, r} // fd 3: no events; fd 4: the launch record
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		w.Write(rec)
+		w.Close()
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if code := lateShim(); code != exitOwned {
+		t.Errorf("a late shim on a released attempt exited %d, want %d (owned)", code, exitOwned)
+	}
+	// As an attempt of an earlier version: released without its claim.
+	if err := os.Remove(filepath.Join(l.Dir, shimPIDFile)); err != nil {
+		t.Fatal(err)
+	}
+	if code := lateShim(); code != exitOwned {
+		t.Errorf("a late shim on an ended attempt without a claim exited %d, want %d", code, exitOwned)
+	}
+	if b, _ := os.ReadFile(marker); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("the attempt ran %d times, want once", strings.Count(string(b), "run"))
+	}
 }

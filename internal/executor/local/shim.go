@@ -218,8 +218,15 @@ func errOrNotDir(err error) error {
 
 // claim creates shim.pid exclusively: link(2) of a complete temporary file
 // fails with EEXIST when another shim owns the attempt, and readers never see
-// a partial file.
+// a partial file. The claim outlives the attempt (Release keeps it), so a
+// shim started late (by a server paused between starting it and sending
+// its launch record, while another one ran the attempt) never runs an
+// attempt again; one that ended before claims were kept is refused by its
+// exit record.
 func claim(dir string, c claimRecord) error {
+	if exists(filepath.Join(dir, exitFile)) {
+		return fmt.Errorf("claim attempt: it already ended: %w", os.ErrExist)
+	}
 	b, err := c.encode()
 	if err != nil {
 		return fmt.Errorf("claim attempt: %w", err)
