@@ -6,12 +6,28 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
+
+// AlertService lists, acknowledges and tests alerts.
+type AlertService struct {
+	*core
+	st AlertStore
+}
+
+// AlertStore is what the alert use cases read and write.
+type AlertStore interface {
+	AckAlert(ctx context.Context, id int64, by, reason string, at time.Time, audit domain.AuditRecord) (domain.Alert, error)
+	GetAlert(ctx context.Context, id int64) (domain.Alert, error)
+	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
+}
+
+var _ AlertStore = store.Store(nil)
 
 // AlertChannels sends test notifications (package alerting's Alerter).
 type AlertChannels interface {

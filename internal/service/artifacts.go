@@ -8,12 +8,34 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/store"
 )
+
+// ArtifactService reads jobs' outputs and checkpoints and applies garbage
+// collection and retention to finished jobs' files.
+type ArtifactService struct {
+	*core
+	st ArtifactStore
+}
+
+// ArtifactStore is what output, checkpoint, gc and retention use cases
+// read and write: jobs, their manifests and checkpoint records.
+type ArtifactStore interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
+	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
+}
+
+var _ ArtifactStore = store.Store(nil)
 
 // Manifest returns what the job's output directory held when an attempt
 // ended (attempt 0: the latest), with its lineage.

@@ -10,6 +10,25 @@ import (
 	"trainyard/internal/store"
 )
 
+// AuditService reads, exports and verifies the audit log and keeps its
+// witness.
+type AuditService struct {
+	*core
+	st AuditStore
+	// witness is the audit witness this server writes (auditwitness.go).
+	witness witnessKeeper
+}
+
+// AuditStore is what reading, exporting and verifying the audit log
+// needs: store.AuditRecords takes a store.Audits, so AppendAudit is part
+// of it, though these use cases only read.
+type AuditStore interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error)
+}
+
+var _ AuditStore = store.Store(nil)
+
 // Audit log use cases. Records are written by the mutations themselves (see
 // audited and appendAudit in authorize.go); these read, verify and export
 // them, for admins and auditors (authz.AuditRead).

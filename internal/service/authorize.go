@@ -8,6 +8,7 @@ import (
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
 
 // Principal is an authenticated caller (see domain.Principal).
@@ -27,6 +28,14 @@ func ClientFrom(ctx context.Context) string {
 	addr, _ := ctx.Value(clientKey{}).(string)
 	return addr
 }
+
+// auditAppender is the core's reach into the store: a denial is recorded
+// on its own, outside any change.
+type auditAppender interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+}
+
+var _ auditAppender = store.Store(nil)
 
 // appendAudit appends rec outside any change; a failure is logged, since the
 // request is refused either way.

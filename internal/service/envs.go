@@ -16,7 +16,24 @@ import (
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
+	"trainyard/internal/store"
 )
+
+// EnvService registers and resolves environments.
+type EnvService struct {
+	*core
+	st EnvStore
+}
+
+// EnvStore is what the environment use cases read and write.
+type EnvStore interface {
+	DeprecateEnv(ctx context.Context, name string, version int, reason string, at time.Time, audit domain.AuditRecord) ([]int, error)
+	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
+	ListEnvs(ctx context.Context, name string) ([]domain.Environment, error)
+	PutEnv(ctx context.Context, e domain.Environment, audit domain.AuditRecord) error
+}
+
+var _ EnvStore = store.Store(nil)
 
 // Limits on environment definitions.
 const (

@@ -14,6 +14,32 @@ import (
 	"trainyard/internal/store"
 )
 
+// IdentityService authenticates callers and manages users, roles and
+// tokens.
+type IdentityService struct {
+	*core
+	st IdentityStore
+}
+
+// IdentityStore is what authentication and identity administration read
+// and write: users, their roles and their tokens.
+type IdentityStore interface {
+	CountTokens(ctx context.Context) (int, error)
+	CreateToken(ctx context.Context, t store.Token, audit domain.AuditRecord) (store.Token, error)
+	CreateUser(ctx context.Context, u domain.User, audit domain.AuditRecord) (domain.User, error)
+	GetToken(ctx context.Context, id int64) (store.Token, error)
+	GetUser(ctx context.Context, name string) (domain.User, error)
+	GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time, audit domain.AuditRecord) (created bool, err error)
+	ListTokens(ctx context.Context, subject string) ([]store.Token, error)
+	ListUsers(ctx context.Context) ([]domain.User, error)
+	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
+	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error)
+	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
+	TokenByHash(ctx context.Context, hash string) (store.Token, error)
+}
+
+var _ IdentityStore = store.Store(nil)
+
 // Token is a stored API token (its Hash is blanked in every answer).
 type Token = store.Token
 

@@ -15,6 +15,37 @@ import (
 	"trainyard/internal/store"
 )
 
+// JobService submits, inspects, lists, cancels, holds, releases, explains
+// and re-runs jobs, reads their logs and metrics and keeps their code
+// packages.
+type JobService struct {
+	*core
+	st        JobStore
+	envs      *EnvService
+	secrets   *SecretService
+	templates *TemplateService
+	pools     *PoolService
+}
+
+// JobStore is what the job use cases read and write: jobs, their attempts,
+// events and state changes, and, for why, their health, metrics, alerts
+// and checkpoints.
+type JobStore interface {
+	AppendPoints(ctx context.Context, points []domain.MetricPoint) error
+	Apply(ctx context.Context, changes []store.Change) ([]error, error)
+	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
+	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
+	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
+	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	QueryMetrics(ctx context.Context, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error)
+}
+
+var _ JobStore = store.Store(nil)
+
 // SubmitInput is a submit request.
 type SubmitInput struct {
 	Doc            []byte   // spec document, YAML or JSON

@@ -7,10 +7,40 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
+
+// PoolService manages pools, quotas, projects and compute requests, shows
+// the queue, and admits submitted jobs against them.
+type PoolService struct {
+	*core
+	st PoolStore
+}
+
+// PoolStore is what pool, quota, project and compute-request
+// administration, and admission, read and write.
+type PoolStore interface {
+	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
+	CreateRequest(ctx context.Context, r domain.QuotaRequest, audit domain.AuditRecord) (domain.QuotaRequest, error)
+	DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string, audit domain.AuditRecord) (domain.QuotaRequest, error)
+	DeleteQuota(ctx context.Context, project, pool string, audit domain.AuditRecord) error
+	GetPool(ctx context.Context, name string) (domain.Pool, error)
+	GetProject(ctx context.Context, name string) (domain.Project, error)
+	GetRequest(ctx context.Context, id int64) (domain.QuotaRequest, error)
+	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ListProjects(ctx context.Context) ([]domain.Project, error)
+	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
+	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
+	PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRecord) (domain.Pool, error)
+	PutProject(ctx context.Context, p domain.Project, audit domain.AuditRecord) error
+	PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error
+}
+
+var _ PoolStore = store.Store(nil)
 
 // nameRule is the rule for pool, node and project names: lowercase letters,
 // digits and inner dashes, 1 to 63 characters (a DNS label).

@@ -17,6 +17,24 @@ import (
 	"trainyard/internal/store"
 )
 
+// SecretService keeps sealed secrets and resolves them for jobs.
+type SecretService struct {
+	*core
+	st SecretStore
+}
+
+// SecretStore is what the secret use cases read and write: sealed
+// secret versions.
+type SecretStore interface {
+	DeleteSecret(ctx context.Context, project, name string, audit domain.AuditRecord) error
+	LatestSecret(ctx context.Context, project, name string) (store.Secret, error)
+	ListSecrets(ctx context.Context) ([]store.Secret, error)
+	PutSecret(ctx context.Context, s store.Secret, audit domain.AuditRecord) error
+	RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error), audit domain.AuditRecord) (int, error)
+}
+
+var _ SecretStore = store.Store(nil)
+
 // Limits on secret values.
 const (
 	// MinSecretLen is the shortest value accepted: the log redaction leaves

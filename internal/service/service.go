@@ -101,8 +101,8 @@ type Service struct {
 // Invalidate drops.
 type core struct {
 	cfg     Config
-	st      store.Store // appends denial records (authorize.go)
-	limiter failLimiter // failed authentications per client address and token prefix
+	st      auditAppender // appends denials outside any change (authorize.go)
+	limiter failLimiter   // failed authentications per client address and token prefix
 	// auth caches authenticated tokens (hash → authEntry). authGen is bumped
 	// after every change to tokens and roles; an entry read under an older
 	// generation is not trusted, so a revocation or a grant made through this
@@ -117,73 +117,6 @@ type core struct {
 	// envCache holds environments by name for submit (envVersions).
 	envCache sync.Map
 	envGen   atomic.Uint64
-}
-
-// JobService submits, inspects, lists, cancels, holds, releases, explains
-// and re-runs jobs, reads their logs and metrics and keeps their code
-// packages.
-type JobService struct {
-	*core
-	st        store.Store
-	envs      *EnvService
-	secrets   *SecretService
-	templates *TemplateService
-	pools     *PoolService
-}
-
-// IdentityService authenticates callers and manages users, roles and
-// tokens.
-type IdentityService struct {
-	*core
-	st store.Store
-}
-
-// PoolService manages pools, quotas, projects and compute requests, shows
-// the queue, and admits submitted jobs against them.
-type PoolService struct {
-	*core
-	st store.Store
-}
-
-// ArtifactService reads jobs' outputs and checkpoints and applies garbage
-// collection and retention to finished jobs' files.
-type ArtifactService struct {
-	*core
-	st store.Store
-}
-
-// EnvService registers and resolves environments.
-type EnvService struct {
-	*core
-	st store.Store
-}
-
-// TemplateService keeps job templates and expands them for submit.
-type TemplateService struct {
-	*core
-	st   store.Store
-	envs *EnvService
-}
-
-// SecretService keeps sealed secrets and resolves them for jobs.
-type SecretService struct {
-	*core
-	st store.Store
-}
-
-// AlertService lists, acknowledges and tests alerts.
-type AlertService struct {
-	*core
-	st store.Store
-}
-
-// AuditService reads, exports and verifies the audit log and keeps its
-// witness.
-type AuditService struct {
-	*core
-	st store.Store
-	// witness is the audit witness this server writes (auditwitness.go).
-	witness witnessKeeper
 }
 
 // authEntry is one cached authentication.
@@ -208,7 +141,10 @@ func New(cfg Config) *Service {
 	if cfg.Files == nil {
 		cfg.Files = noFiles{}
 	}
+	// Each service gets the store only as its own interface; the core
+	// keeps no way to the whole of it (see TestServicesReachStoreThroughInterfaces).
 	st := cfg.Store
+	cfg.Store = nil
 	c := &core{cfg: cfg, st: st}
 	s := &Service{core: c,
 		IdentityService: &IdentityService{core: c, st: st},

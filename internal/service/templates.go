@@ -15,6 +15,22 @@ import (
 	"trainyard/internal/store"
 )
 
+// TemplateService keeps job templates and expands them for submit.
+type TemplateService struct {
+	*core
+	st   TemplateStore
+	envs *EnvService
+}
+
+// TemplateStore is what the template use cases read and write.
+type TemplateStore interface {
+	GetTemplate(ctx context.Context, project, name string, version int) (store.Template, error)
+	ListTemplates(ctx context.Context, project string) ([]store.Template, error)
+	PutTemplate(ctx context.Context, t store.Template, audit domain.AuditRecord) error
+}
+
+var _ TemplateStore = store.Store(nil)
+
 // TemplateInfo is one version of a job template.
 type TemplateInfo struct {
 	Project     string
