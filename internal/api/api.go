@@ -140,7 +140,7 @@ func (h *handler) auth(next authedFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(service.WithClient(r.Context(), clientAddr(r)))
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		p, err := h.svc.Authenticate(r.Context(), strings.TrimSpace(secret))
+		p, err := h.svc.Identity.Authenticate(r.Context(), strings.TrimSpace(secret))
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -148,7 +148,7 @@ func (h *handler) auth(next authedFunc) http.Handler {
 		if p.IsJob() {
 			action, declared := routeActions[r.Pattern]
 			if !declared || action != "" {
-				if err := h.svc.CheckRoute(r.Context(), p, action, r.Pattern); err != nil {
+				if err := h.svc.Identity.CheckRoute(r.Context(), p, action, r.Pattern); err != nil {
 					h.writeError(w, r, err)
 					return
 				}
@@ -231,7 +231,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the job spec as an object or as the text of a spec file"}})
 		return
 	}
-	job, created, err := h.svc.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	job, created, err := h.svc.Jobs.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)}) // Code: code.go
 	if err != nil {
 		h.writeError(w, r, err)
@@ -279,7 +279,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
-	jobs, more, err := h.svc.List(r.Context(), p, o)
+	jobs, more, err := h.svc.Jobs.List(r.Context(), p, o)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -300,7 +300,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
-	d, err := h.svc.Get(r.Context(), p, id)
+	d, err := h.svc.Jobs.Get(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -321,7 +321,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Princ
 			return
 		}
 	}
-	job, err := h.svc.Cancel(r.Context(), p, id, req.Reason)
+	job, err := h.svc.Jobs.Cancel(r.Context(), p, id, req.Reason)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -355,7 +355,7 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
-	stream, err := h.svc.OpenLogs(r.Context(), p, id, req)
+	stream, err := h.svc.Jobs.OpenLogs(r.Context(), p, id, req)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -380,7 +380,7 @@ func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
-	why, err := h.svc.Explain(r.Context(), p, id)
+	why, err := h.svc.Jobs.Explain(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

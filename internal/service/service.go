@@ -2,6 +2,36 @@
 // cancel jobs, read their logs, explain them, and authenticate callers. Each use
 // case runs in the order authenticate → validate → one store transaction →
 // wake the control loop. It never talks to executors: the control loop does.
+//
+// The use cases are split by aggregate. New returns a Service, which composes
+// one small service per aggregate, each in its own files, and adds only
+// Invalidate and Now, which concern them all:
+//
+//	Jobs      *JobService       submit, get, list, cancel, hold/release, why, logs, rerun,
+//	                            metrics, code packages
+//	Identity  *IdentityService  authentication, users, roles, tokens, bootstrap, whoami
+//	Pools     *PoolService      pools, quotas, projects, queue, compute requests, admission
+//	Artifacts *ArtifactService  outputs, checkpoints, gc, log retention
+//	Envs      *EnvService       environments
+//	Templates *TemplateService  job templates
+//	Secrets   *SecretService    secrets
+//	Alerts    *AlertService     alerts
+//	Audit     *AuditService     the audit log and its witness
+//
+// Each aggregate's type and store interface open its first file (jobs.go,
+// identity.go, pools.go, artifacts.go, envs.go, templates.go, secrets.go,
+// alerts.go, audit.go); its other files hold only its methods and helpers.
+//
+// Callers name the aggregate: svc.Jobs.Cancel(ctx, p, id, reason). Every
+// aggregate service embeds a pointer to the one shared core: the Config, the
+// clock, the authorizer and auditor (authorize, audited, auditedAs) and the
+// caches that Invalidate drops. Each reaches the store only through the
+// interface declared beside it (JobStore, IdentityStore, …), which lists what
+// its use cases call; New hands each its interface and keeps no reference to
+// the whole store.Store (TestServicesReachStoreThroughInterfaces). A use case
+// that needs another aggregate (submit resolving environments, secrets,
+// templates and admission) calls that aggregate's service, which its service
+// holds by name.
 package service
 
 import (
@@ -83,15 +113,15 @@ type Config struct {
 // the shared core and reaches the store only through its own store
 // interface. Safe for concurrent use.
 type Service struct {
-	*JobService
-	*IdentityService
-	*PoolService
-	*ArtifactService
-	*EnvService
-	*TemplateService
-	*SecretService
-	*AlertService
-	*AuditService
+	Jobs      *JobService
+	Identity  *IdentityService
+	Pools     *PoolService
+	Artifacts *ArtifactService
+	Envs      *EnvService
+	Templates *TemplateService
+	Secrets   *SecretService
+	Alerts    *AlertService
+	Audit     *AuditService
 
 	core *core
 }
@@ -147,17 +177,17 @@ func New(cfg Config) *Service {
 	cfg.Store = nil
 	c := &core{cfg: cfg, st: st}
 	s := &Service{core: c,
-		IdentityService: &IdentityService{core: c, st: st},
-		PoolService:     &PoolService{core: c, st: st},
-		ArtifactService: &ArtifactService{core: c, st: st},
-		EnvService:      &EnvService{core: c, st: st},
-		SecretService:   &SecretService{core: c, st: st},
-		AlertService:    &AlertService{core: c, st: st},
-		AuditService:    &AuditService{core: c, st: st},
+		Identity:  &IdentityService{core: c, st: st},
+		Pools:     &PoolService{core: c, st: st},
+		Artifacts: &ArtifactService{core: c, st: st},
+		Envs:      &EnvService{core: c, st: st},
+		Secrets:   &SecretService{core: c, st: st},
+		Alerts:    &AlertService{core: c, st: st},
+		Audit:     &AuditService{core: c, st: st},
 	}
-	s.TemplateService = &TemplateService{core: c, st: st, envs: s.EnvService}
-	s.JobService = &JobService{core: c, st: st, envs: s.EnvService, secrets: s.SecretService,
-		templates: s.TemplateService, pools: s.PoolService}
+	s.Templates = &TemplateService{core: c, st: st, envs: s.Envs}
+	s.Jobs = &JobService{core: c, st: st, envs: s.Envs, secrets: s.Secrets,
+		templates: s.Templates, pools: s.Pools}
 	return s
 }
 
