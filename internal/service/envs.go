@@ -483,7 +483,7 @@ func (s *EnvService) envVersions(ctx context.Context, name string) ([]domain.Env
 
 // envsChanged drops the cached environments here and on other replicas.
 func (s *EnvService) envsChanged() {
-	s.Invalidate("envs")
+	s.invalidate("envs")
 	if s.cfg.Broadcast != nil {
 		s.cfg.Broadcast("envs")
 	}

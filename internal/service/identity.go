@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -246,7 +249,7 @@ func (s *IdentityService) authenticate(ctx context.Context, secret string, now t
 // The cache is emptied too, so entries of tokens never used again (job
 // tokens of ended attempts) do not pile up.
 func (s *IdentityService) identityChanged() {
-	s.Invalidate("auth")
+	s.invalidate("auth")
 	if s.cfg.Broadcast != nil {
 		s.cfg.Broadcast("auth")
 	}
@@ -596,4 +599,19 @@ func (s *IdentityService) CheckRoute(ctx context.Context, p Principal, action, r
 		action = "route.call"
 	}
 	return s.authorize(ctx, p, authz.Action(action), authz.Resource{Kind: "route", ID: route})
+}
+
+// HashToken returns the stored form of a token secret.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// NewTokenSecret returns a fresh random token secret.
+func NewTokenSecret() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("read random bytes: %v", err)) // the OS RNG does not fail
+	}
+	return "ty_" + hex.EncodeToString(b)
 }

@@ -36,9 +36,6 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -215,24 +212,16 @@ func (noFiles) LogsExpired(context.Context, int64) (executor.LogExpiry, bool) {
 	return executor.LogExpiry{}, false
 }
 
-// HashToken returns the stored form of a token secret.
-func HashToken(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// NewTokenSecret returns a fresh random token secret.
-func NewTokenSecret() string {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("read random bytes: %v", err)) // the OS RNG does not fail
-	}
-	return "ty_" + hex.EncodeToString(b)
-}
-
 // Invalidate forgets cached state another replica changed: "auth" (tokens,
 // users, roles), "sched" (pools, quotas, grants) or "envs" (environments).
-func (s *core) Invalidate(topic string) {
+func (s *Service) Invalidate(topic string) { s.core.invalidate(topic) }
+
+// Now is the service's current time (for views that depend on it, such as
+// whether a grant has expired).
+func (s *Service) Now() time.Time { return s.core.cfg.Clock.Now() }
+
+// invalidate drops the caches of topic (see Service.Invalidate).
+func (s *core) invalidate(topic string) {
 	switch topic {
 	case "auth":
 		s.authGen.Add(1)
@@ -244,14 +233,3 @@ func (s *core) Invalidate(topic string) {
 		s.envCache.Clear()
 	}
 }
-
-// Now is the service's current time (for views that depend on it, such as
-// whether a grant has expired).
-func (s *core) Now() time.Time { return s.cfg.Clock.Now() }
-
-// Invalidate forgets cached state another replica changed (see
-// core.Invalidate).
-func (s *Service) Invalidate(topic string) { s.core.Invalidate(topic) }
-
-// Now is the service's current time (see core.Now).
-func (s *Service) Now() time.Time { return s.core.Now() }
