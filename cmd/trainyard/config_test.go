@@ -40,7 +40,7 @@ func TestSampleServerConfig(t *testing.T) {
 	if err := applyScheduling(context.Background(), svc, cfg.schedulingConfig, executor.Inventory{}, quiet); err != nil {
 		t.Fatal(err)
 	}
-	pools, _ := svc.ListPools(context.Background(), system)
+	pools, _ := svc.Pools.ListPools(context.Background(), system)
 	var names []string
 	for _, p := range pools {
 		names = append(names, p.Name)
@@ -48,7 +48,7 @@ func TestSampleServerConfig(t *testing.T) {
 	if strings.Join(names, ",") != "priority,scratch,standard" {
 		t.Fatalf("pools = %v", names)
 	}
-	quotas, _ := svc.ListQuotas(context.Background(), system, "vision", "standard")
+	quotas, _ := svc.Pools.ListQuotas(context.Background(), system, "vision", "standard")
 	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
 		t.Fatalf("vision's standard quota = %+v", quotas)
 	}
@@ -80,11 +80,11 @@ func TestDefaultPoolFromInventory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pools, _ := svc.ListPools(context.Background(), system)
+	pools, _ := svc.Pools.ListPools(context.Background(), system)
 	if len(pools) != 1 || pools[0].Name != "default" || pools[0].Nodes[0].Name != "host-example" || len(pools[0].Nodes[0].GPUs) != 2 {
 		t.Fatalf("pools = %+v", pools)
 	}
-	if q, _ := svc.ListQuotas(context.Background(), system, "", ""); len(q) != 0 {
+	if q, _ := svc.Pools.ListQuotas(context.Background(), system, "", ""); len(q) != 0 {
 		t.Fatalf("quotas = %+v, want none (an open pool)", q)
 	}
 }

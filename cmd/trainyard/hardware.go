@@ -121,7 +121,7 @@ func (h hardware) warn(log *slog.Logger, inventory *executor.Node, pools []domai
 
 // poolsNow lists the pools for status; an error leaves the line out.
 func poolsNow(ctx context.Context, svc *service.Service) []domain.Pool {
-	pools, err := svc.ListPools(ctx, system)
+	pools, err := svc.Pools.ListPools(ctx, system)
 	if err != nil {
 		return nil
 	}

@@ -59,7 +59,7 @@ func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingCo
 		}
 		p, err := api.PoolFromDTO(in)
 		if err == nil {
-			_, _, err = svc.PutPool(ctx, system, p)
+			_, _, err = svc.Pools.PutPool(ctx, system, p)
 		}
 		if err != nil {
 			return fmt.Errorf("server config pools[%d] (line %d): %w", i, cfg.Pools[i].Line, err)
@@ -70,7 +70,7 @@ func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingCo
 		if err := decodeAPI(&cfg.Projects[i], &in); err != nil {
 			return fmt.Errorf("server config projects[%d] (line %d): %w", i, cfg.Projects[i].Line, err)
 		}
-		if _, err := svc.SetProject(ctx, system, domain.Project{Name: in.Name, Shares: in.Shares}); err != nil {
+		if _, err := svc.Pools.SetProject(ctx, system, domain.Project{Name: in.Name, Shares: in.Shares}); err != nil {
 			return fmt.Errorf("server config projects[%d] (line %d): %w", i, cfg.Projects[i].Line, err)
 		}
 	}
@@ -81,13 +81,13 @@ func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingCo
 		}
 		q, err := api.QuotaFromDTO(in)
 		if err == nil {
-			_, err = svc.SetQuota(ctx, system, q)
+			_, err = svc.Pools.SetQuota(ctx, system, q)
 		}
 		if err != nil {
 			return fmt.Errorf("server config quotas[%d] (line %d): %w", i, cfg.Quotas[i].Line, err)
 		}
 	}
-	pools, err := svc.ListPools(ctx, system)
+	pools, err := svc.Pools.ListPools(ctx, system)
 	if err != nil || len(pools) > 0 {
 		return err
 	}
@@ -95,7 +95,7 @@ func applyScheduling(ctx context.Context, svc *service.Service, cfg schedulingCo
 	for _, n := range inv.Nodes {
 		def.Nodes = append(def.Nodes, domain.Node{Name: nodeName(n.Name), CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
 	}
-	if _, _, err := svc.PutPool(ctx, system, def); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, system, def); err != nil {
 		return fmt.Errorf("create the default pool from this machine's inventory: %w", err)
 	}
 	capacity := def.Capacity()

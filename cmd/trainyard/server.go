@@ -472,7 +472,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
-				return svc.ResolveSecrets(ctx, project, names)
+				return svc.Secrets.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
 			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard}
@@ -498,7 +498,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			defer wg.Done()
 			t := time.NewTicker(24 * time.Hour)
 			defer t.Stop()
-			svc.RunLogRetention(ctx, logRetention, t.C, nil)
+			svc.Artifacts.RunLogRetention(ctx, logRetention, t.C, nil)
 		}()
 		return ctl, wg.Wait
 	}
@@ -507,10 +507,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
 		MultiNode: func(name string) bool { return name == service.ExecutorLocal && ex.Capabilities().MultiNode }})
-	if err := svc.LoadAuditWitness(); err != nil {
+	if err := svc.Audit.LoadAuditWitness(); err != nil {
 		return fmt.Errorf("server config audit_witness: %w", err)
 	}
-	if err := svc.CheckSecretKeys(ctx); err != nil {
+	if err := svc.Secrets.CheckSecretKeys(ctx); err != nil {
 		log.Error("stored secrets cannot be opened; jobs that name them will fail to launch", "err", err)
 	}
 	inv, err := ex.Inventory(ctx)
@@ -538,7 +538,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := bootstrap(ctx, svc, cfg.Data, url, cfg.TLSCert); err != nil {
 		return err
 	}
-	if err := svc.EnsureHostEnv(ctx); err != nil { // the built-in environment host@1
+	if err := svc.Envs.EnsureHostEnv(ctx); err != nil { // the built-in environment host@1
 		return err
 	}
 
@@ -574,7 +574,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		defer close(witnessDone)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		svc.RunAuditWitness(witnessCtx, t.C)
+		svc.Audit.RunAuditWitness(witnessCtx, t.C)
 	}()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
@@ -646,7 +646,7 @@ func under(root, p string) bool {
 // the server's certificate as the CLI's ca_file, so the CLI on this machine
 // trusts a self-signed or privately issued certificate.
 func bootstrap(ctx context.Context, svc *service.Service, data, url, tlsCert string) error {
-	secret, err := svc.Bootstrap(ctx)
+	secret, err := svc.Identity.Bootstrap(ctx)
 	if err != nil || secret == "" {
 		return err
 	}
@@ -726,11 +726,11 @@ func loadKeyring(cfg serverConfig, log *slog.Logger) (*secrets.Keyring, error) {
 type jobTokens struct{ svc **service.Service }
 
 func (j jobTokens) Issue(ctx context.Context, jobID int64, attempt int) (string, error) {
-	return (*j.svc).IssueJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+	return (*j.svc).Identity.IssueJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
 }
 
 func (j jobTokens) Revoke(ctx context.Context, jobID int64, attempt int) error {
-	return (*j.svc).RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+	return (*j.svc).Identity.RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
 }
 
 // parseMetricsAuth reads who may read GET /metrics from metrics.auth and

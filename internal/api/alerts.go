@@ -39,7 +39,7 @@ func (h *handler) ackAlert(w http.ResponseWriter, r *http.Request, p service.Pri
 			return
 		}
 	}
-	a, err := h.svc.AckAlert(r.Context(), p, id, body.Reason)
+	a, err := h.svc.Alerts.AckAlert(r.Context(), p, id, body.Reason)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -70,7 +70,7 @@ func (h *handler) listAlerts(w http.ResponseWriter, r *http.Request, p service.P
 		h.writeError(w, r, err)
 		return
 	}
-	as, err := h.svc.ListAlerts(r.Context(), p, o)
+	as, err := h.svc.Alerts.ListAlerts(r.Context(), p, o)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -90,7 +90,7 @@ func (h *handler) testAlert(w http.ResponseWriter, r *http.Request, p service.Pr
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.svc.TestAlertChannel(r.Context(), p, body.Channel); err != nil {
+	if err := h.svc.Alerts.TestAlertChannel(r.Context(), p, body.Channel); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -56,17 +56,17 @@ func newEnvFiles(t testing.TB, st store.Store, files executor.Files) *env {
 		files = local.NewReader(runs)
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs}, Files: files})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil || token == "" {
 		t.Fatalf("bootstrap: %q %v", token, err)
 	}
 	admin := service.Principal{Subject: "admin", Role: "admin"}
 	pool := domain.Pool{Name: "default", Borrowing: true,
 		Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func (h *handler) gc(w http.ResponseWriter, r *http.Request, p service.Principal
 		h.writeError(w, r, err)
 		return
 	}
-	rep, err := h.svc.GC(r.Context(), p, req.DryRun)
+	rep, err := h.svc.Artifacts.GC(r.Context(), p, req.DryRun)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -72,7 +72,7 @@ func (h *handler) manifest(w http.ResponseWriter, r *http.Request, p service.Pri
 			return
 		}
 	}
-	m, err := h.svc.Manifest(r.Context(), p, id, attempt)
+	m, err := h.svc.Artifacts.Manifest(r.Context(), p, id, attempt)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -94,7 +94,7 @@ func (h *handler) artifact(w http.ResponseWriter, r *http.Request, p service.Pri
 		h.writeError(w, r, err)
 		return
 	}
-	a, err := h.svc.OpenArtifact(r.Context(), p, id, r.PathValue("path"))
+	a, err := h.svc.Artifacts.OpenArtifact(r.Context(), p, id, r.PathValue("path"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -116,7 +116,7 @@ func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, err)
 		return
 	}
-	cs, err := h.svc.Checkpoints(r.Context(), p, id)
+	cs, err := h.svc.Artifacts.Checkpoints(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -148,7 +148,7 @@ func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p s
 		h.writeError(w, r, err)
 		return
 	}
-	c, err := h.svc.CompleteCheckpoint(r.Context(), p, id, n, req.Name)
+	c, err := h.svc.Artifacts.CompleteCheckpoint(r.Context(), p, id, n, req.Name)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -158,7 +158,7 @@ func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p s
 
 // checkpointUsage serves GET /api/v1/checkpoints/usage[?project=P].
 func (h *handler) checkpointUsage(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	us, err := h.svc.CheckpointUsage(r.Context(), p, r.URL.Query().Get("project"))
+	us, err := h.svc.Artifacts.CheckpointUsage(r.Context(), p, r.URL.Query().Get("project"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -180,7 +180,7 @@ func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p se
 		return
 	}
 	name := r.PathValue("name")
-	c, err := h.svc.OpenCheckpoint(r.Context(), p, id, name)
+	c, err := h.svc.Artifacts.OpenCheckpoint(r.Context(), p, id, name)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -64,7 +64,7 @@ func (h *handler) listAudit(w http.ResponseWriter, r *http.Request, p service.Pr
 		h.writeError(w, r, err)
 		return
 	}
-	recs, more, err := h.svc.ListAudit(r.Context(), p, aq)
+	recs, more, err := h.svc.Audit.ListAudit(r.Context(), p, aq)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -91,7 +91,7 @@ func (h *handler) verifyAudit(w http.ResponseWriter, r *http.Request, p service.
 			return
 		}
 	}
-	rep, err := h.svc.VerifyAudit(r.Context(), p, req.Witness)
+	rep, err := h.svc.Audit.VerifyAudit(r.Context(), p, req.Witness)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -109,7 +109,7 @@ func (h *handler) verifyAudit(w http.ResponseWriter, r *http.Request, p service.
 // auditWitness serves GET /api/v1/audit/witness: the server's witness file
 // as it is, to keep elsewhere and give back to POST /api/v1/audit/verify.
 func (h *handler) auditWitness(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	b, err := h.svc.AuditWitness(r.Context(), p)
+	b, err := h.svc.Audit.AuditWitness(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -133,7 +133,7 @@ func (h *handler) exportAudit(w http.ResponseWriter, r *http.Request, p service.
 	flusher, _ := w.(http.Flusher)
 	started := false
 	n := 0
-	err := h.svc.ExportAudit(r.Context(), p, after, func(rec domain.AuditRecord) error {
+	err := h.svc.Audit.ExportAudit(r.Context(), p, after, func(rec domain.AuditRecord) error {
 		if !started {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)

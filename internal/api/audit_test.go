@@ -143,7 +143,7 @@ func TestAuditVerifyWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), AuditWitness: filepath.Join(dir, "audit-witness")})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +151,11 @@ func TestAuditVerifyWitness(t *testing.T) {
 	t.Cleanup(func() { e.srv.Close(); st.Close() })
 	admin := service.Principal{Subject: "admin", Role: "admin"}
 	for i := range 6 {
-		if _, err := svc.CreateUser(context.Background(), admin, "u"+jsonInt(int64(i))); err != nil {
+		if _, err := svc.Identity.CreateUser(context.Background(), admin, "u"+jsonInt(int64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	head, err := svc.UpdateAuditWitness(context.Background())
+	head, err := svc.Audit.UpdateAuditWitness(context.Background())
 	if err != nil || head.Seq < 6 {
 		t.Fatalf("UpdateAuditWitness = %d, %v", head.Seq, err)
 	}

@@ -20,7 +20,7 @@ func (h *handler) codeRoutes(mux *http.ServeMux) {
 }
 
 func (h *handler) headCode(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	info, err := h.svc.StatCode(r.Context(), p, r.PathValue("hash"))
+	info, err := h.svc.Jobs.StatCode(r.Context(), p, r.PathValue("hash"))
 	if err != nil {
 		h.codeError(w, r, err)
 		return
@@ -30,7 +30,7 @@ func (h *handler) headCode(w http.ResponseWriter, r *http.Request, p service.Pri
 }
 
 func (h *handler) putCode(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	info, created, err := h.svc.PutCode(r.Context(), p, r.PathValue("hash"), r.Body, r.ContentLength)
+	info, created, err := h.svc.Jobs.PutCode(r.Context(), p, r.PathValue("hash"), r.Body, r.ContentLength)
 	if err != nil {
 		h.codeError(w, r, err)
 		return

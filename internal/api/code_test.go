@@ -47,16 +47,16 @@ func newCodeEnv(t *testing.T) *codeEnv {
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Logs: logs.Layout{Root: filepath.Join(dir, "runs")}, Blobs: bs, MaxCodeBytes: 64 << 10})
-	token, err := svc.Bootstrap(ctx)
+	token, err := svc.Identity.Bootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := service.Principal{Subject: "admin", Role: "admin"}
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}

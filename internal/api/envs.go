@@ -63,7 +63,7 @@ func (h *handler) registerEnv(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, err)
 		return
 	}
-	env, created, err := h.svc.RegisterEnv(r.Context(), p, service.EnvDefinition{Name: req.Name, Image: req.Image,
+	env, created, err := h.svc.Envs.RegisterEnv(r.Context(), p, service.EnvDefinition{Name: req.Name, Image: req.Image,
 		PathPrefix: req.PathPrefix, Vars: req.Vars, Check: req.Check, Description: req.Description})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -80,7 +80,7 @@ func (h *handler) registerEnv(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *handler) listEnvs(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	list, err := h.svc.ListEnvs(r.Context(), p, r.PathValue("name"))
+	list, err := h.svc.Envs.ListEnvs(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -94,7 +94,7 @@ func (h *handler) getEnv(w http.ResponseWriter, r *http.Request, p service.Princ
 		h.writeError(w, r, err)
 		return
 	}
-	env, err := h.svc.GetEnv(r.Context(), p, r.PathValue("name"), version)
+	env, err := h.svc.Envs.GetEnv(r.Context(), p, r.PathValue("name"), version)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -115,7 +115,7 @@ func (h *handler) deprecateEnv(w http.ResponseWriter, r *http.Request, p service
 			return
 		}
 	}
-	list, err := h.svc.DeprecateEnv(r.Context(), p, r.PathValue("name"), version, req.Reason)
+	list, err := h.svc.Envs.DeprecateEnv(r.Context(), p, r.PathValue("name"), version, req.Reason)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

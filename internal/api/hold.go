@@ -20,7 +20,7 @@ func (h *handler) hold(w http.ResponseWriter, r *http.Request, p service.Princip
 			return
 		}
 	}
-	job, err := h.svc.Hold(r.Context(), p, id, req.Reason)
+	job, err := h.svc.Jobs.Hold(r.Context(), p, id, req.Reason)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -34,7 +34,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, p service.Prin
 		h.writeError(w, r, err)
 		return
 	}
-	job, err := h.svc.Release(r.Context(), p, id)
+	job, err := h.svc.Jobs.Release(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -135,7 +135,7 @@ func tokenDTO(t service.Token) apitypes.Token {
 }
 
 func (h *handler) whoami(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id, err := h.svc.Whoami(r.Context(), p)
+	id, err := h.svc.Identity.Whoami(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -155,7 +155,7 @@ func (h *handler) whoami(w http.ResponseWriter, r *http.Request, p service.Princ
 }
 
 func (h *handler) listUsers(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	users, err := h.svc.ListUsers(r.Context(), p)
+	users, err := h.svc.Identity.ListUsers(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -175,7 +175,7 @@ func (h *handler) createUser(w http.ResponseWriter, r *http.Request, p service.P
 		h.writeError(w, r, err)
 		return
 	}
-	u, err := h.svc.CreateUser(r.Context(), p, req.Name)
+	u, err := h.svc.Identity.CreateUser(r.Context(), p, req.Name)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -191,7 +191,7 @@ func (h *handler) grantRole(w http.ResponseWriter, r *http.Request, p service.Pr
 		return
 	}
 	user := r.PathValue("name")
-	created, err := h.svc.GrantRole(r.Context(), p, user, domain.RoleBinding{Role: domain.Role(req.Role), Project: req.Project})
+	created, err := h.svc.Identity.GrantRole(r.Context(), p, user, domain.RoleBinding{Role: domain.Role(req.Role), Project: req.Project})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -208,7 +208,7 @@ func (h *handler) revokeRole(w http.ResponseWriter, r *http.Request, p service.P
 	q := r.URL.Query()
 	b := apitypes.RoleBinding{Role: q.Get("role"), Project: q.Get("project")}
 	user := r.PathValue("name")
-	if err := h.svc.RevokeRole(r.Context(), p, user, domain.RoleBinding{Role: domain.Role(b.Role), Project: b.Project}); err != nil {
+	if err := h.svc.Identity.RevokeRole(r.Context(), p, user, domain.RoleBinding{Role: domain.Role(b.Role), Project: b.Project}); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -218,7 +218,7 @@ func (h *handler) revokeRole(w http.ResponseWriter, r *http.Request, p service.P
 // listTokens takes ?user=U or ?all=true; without either, the caller's own.
 func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := r.URL.Query()
-	toks, err := h.svc.ListTokens(r.Context(), p, q.Get("user"), truthy(q.Get("all")))
+	toks, err := h.svc.Identity.ListTokens(r.Context(), p, q.Get("user"), truthy(q.Get("all")))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -243,7 +243,7 @@ func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, domain.FieldErrors{{Path: "expires", Message: err.Error()}})
 		return
 	}
-	secret, tok, err := h.svc.CreateToken(r.Context(), p, service.TokenInput{User: req.User, Name: req.Name, TTL: ttl})
+	secret, tok, err := h.svc.Identity.CreateToken(r.Context(), p, service.TokenInput{User: req.User, Name: req.Name, TTL: ttl})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -261,7 +261,7 @@ func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, domain.FieldErrors{{Path: "id", Message: strconv.Quote(v) + " is not a token id; ids are positive whole numbers"}})
 		return
 	}
-	tok, err := h.svc.RevokeToken(r.Context(), p, id)
+	tok, err := h.svc.Identity.RevokeToken(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

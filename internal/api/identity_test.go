@@ -41,7 +41,7 @@ func newAuthzEnv(t *testing.T) *authzEnv {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: filepath.Join(dir, "runs")}})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func newAuthzEnv(t *testing.T) *authzEnv {
 		json.Unmarshal(b, &j)
 		e.jobs[scope] = j.ID
 	}
-	jobTok, err := svc.IssueJobToken(context.Background(), service.AttemptRef{JobID: e.jobs["own"], Attempt: 1})
+	jobTok, err := svc.Identity.IssueJobToken(context.Background(), service.AttemptRef{JobID: e.jobs["own"], Attempt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

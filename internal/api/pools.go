@@ -24,7 +24,7 @@ func (h *handler) poolRoutes(mux *http.ServeMux) {
 }
 
 func (h *handler) listPools(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	pools, err := h.svc.ListPools(r.Context(), p)
+	pools, err := h.svc.Pools.ListPools(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -37,7 +37,7 @@ func (h *handler) listPools(w http.ResponseWriter, r *http.Request, p service.Pr
 }
 
 func (h *handler) getPool(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	pool, err := h.svc.GetPool(r.Context(), p, r.PathValue("name"))
+	pool, err := h.svc.Pools.GetPool(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -62,7 +62,7 @@ func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		h.writeError(w, r, err)
 		return
 	}
-	stored, created, err := h.svc.PutPool(r.Context(), p, pool)
+	stored, created, err := h.svc.Pools.PutPool(r.Context(), p, pool)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -77,7 +77,7 @@ func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Prin
 
 func (h *handler) listQuotas(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := r.URL.Query()
-	quotas, err := h.svc.ListQuotas(r.Context(), p, q.Get("project"), q.Get("pool"))
+	quotas, err := h.svc.Pools.ListQuotas(r.Context(), p, q.Get("project"), q.Get("pool"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -113,7 +113,7 @@ func (h *handler) putQuota(w http.ResponseWriter, r *http.Request, p service.Pri
 		h.writeError(w, r, err)
 		return
 	}
-	stored, err := h.svc.SetQuota(r.Context(), p, q)
+	stored, err := h.svc.Pools.SetQuota(r.Context(), p, q)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -122,7 +122,7 @@ func (h *handler) putQuota(w http.ResponseWriter, r *http.Request, p service.Pri
 }
 
 func (h *handler) deleteQuota(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	if err := h.svc.DeleteQuota(r.Context(), p, r.PathValue("project"), r.PathValue("pool")); err != nil {
+	if err := h.svc.Pools.DeleteQuota(r.Context(), p, r.PathValue("project"), r.PathValue("pool")); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -130,7 +130,7 @@ func (h *handler) deleteQuota(w http.ResponseWriter, r *http.Request, p service.
 }
 
 func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	projects, err := h.svc.ListProjects(r.Context(), p)
+	projects, err := h.svc.Pools.ListProjects(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -153,7 +153,7 @@ func (h *handler) putProject(w http.ResponseWriter, r *http.Request, p service.P
 		h.writeError(w, r, err)
 		return
 	}
-	pr, err := h.svc.SetProject(r.Context(), p, domain.Project{Name: name, Shares: req.Shares})
+	pr, err := h.svc.Pools.SetProject(r.Context(), p, domain.Project{Name: name, Shares: req.Shares})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -162,7 +162,7 @@ func (h *handler) putProject(w http.ResponseWriter, r *http.Request, p service.P
 }
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	entries, err := h.svc.Queue(r.Context(), p, r.URL.Query().Get("pool"))
+	entries, err := h.svc.Pools.Queue(r.Context(), p, r.URL.Query().Get("pool"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -188,7 +188,7 @@ func checkPathName(field, inBody, inPath string) domain.FieldErrors {
 // poolDTO is the wire form of p, compared with this machine's hardware.
 func (h *handler) poolDTO(ctx context.Context, p domain.Pool) apitypes.Pool {
 	out := poolDTO(p)
-	out.Open, _ = h.svc.PoolOpen(ctx, p.Name) // the pool was just read: a failure here only hides the mark
+	out.Open, _ = h.svc.Pools.PoolOpen(ctx, p.Name) // the pool was just read: a failure here only hides the mark
 	if h.cfg.PoolHardware != nil {
 		out.BeyondHardware, out.Simulated = h.cfg.PoolHardware(p)
 	}

@@ -25,7 +25,7 @@ func newQueueEnv(t *testing.T, queue service.QueueFunc) *env {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st, Queue: queue})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil || token == "" {
 		t.Fatalf("bootstrap: %q %v", token, err)
 	}

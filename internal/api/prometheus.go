@@ -30,7 +30,7 @@ func (h *handler) promMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(service.WithClient(r.Context(), clientAddr(r)))
 	secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	err := h.svc.AuthorizeMetrics(r.Context(), strings.TrimSpace(secret), h.cfg.MetricsToken)
+	err := h.svc.Identity.AuthorizeMetrics(r.Context(), strings.TrimSpace(secret), h.cfg.MetricsToken)
 	switch {
 	case err == nil:
 		h.cfg.Metrics.ServeHTTP(w, r)

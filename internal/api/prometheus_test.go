@@ -52,18 +52,18 @@ func newMetricsEnv(t *testing.T) *metricsEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &metricsEnv{svc: service.New(service.Config{Store: st}), st: st}
-	if e.admin, err = e.svc.Bootstrap(context.Background()); err != nil {
+	if e.admin, err = e.svc.Identity.Bootstrap(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	root := service.Principal{Subject: "admin", Role: domain.RoleAdmin}
 	for name, b := range map[string]domain.RoleBinding{"audrey": {Role: domain.RoleAuditor}, "bob": {Role: domain.RoleMember, Project: "vision"}} {
-		if _, err := e.svc.CreateUser(context.Background(), root, name); err != nil {
+		if _, err := e.svc.Identity.CreateUser(context.Background(), root, name); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.svc.GrantRole(context.Background(), root, name, b); err != nil {
+		if _, err := e.svc.Identity.GrantRole(context.Background(), root, name, b); err != nil {
 			t.Fatal(err)
 		}
-		secret, _, err := e.svc.CreateToken(context.Background(), root, service.TokenInput{User: name})
+		secret, _, err := e.svc.Identity.CreateToken(context.Background(), root, service.TokenInput{User: name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func (h *handler) createRequest(w http.ResponseWriter, r *http.Request, p servic
 			return
 		}
 	}
-	out, err := h.svc.RequestQuota(r.Context(), p, req)
+	out, err := h.svc.Pools.RequestQuota(r.Context(), p, req)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -43,7 +43,7 @@ func (h *handler) createRequest(w http.ResponseWriter, r *http.Request, p servic
 
 func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, p service.Principal) {
 	q := r.URL.Query()
-	reqs, err := h.svc.ListRequests(r.Context(), p, q.Get("project"), q.Get("pool"))
+	reqs, err := h.svc.Pools.ListRequests(r.Context(), p, q.Get("project"), q.Get("pool"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -69,7 +69,7 @@ func (h *handler) decideRequest(approve bool) authedFunc {
 				return
 			}
 		}
-		out, err := h.svc.DecideRequest(r.Context(), p, id, approve, d.Note)
+		out, err := h.svc.Pools.DecideRequest(r.Context(), p, id, approve, d.Note)
 		if err != nil {
 			h.writeError(w, r, err)
 			return

@@ -32,7 +32,7 @@ func (h *handler) rerun(w http.ResponseWriter, r *http.Request, p service.Princi
 			return
 		}
 	}
-	job, created, err := h.svc.Rerun(r.Context(), p, id, service.RerunInput{
+	job, created, err := h.svc.Jobs.Rerun(r.Context(), p, id, service.RerunInput{
 		Env: req.Env, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	var fe domain.FieldErrors
 	if errors.As(err, &fe) {

@@ -22,7 +22,7 @@ func secretDTO(s service.SecretInfo) apitypes.Secret {
 }
 
 func (h *handler) listSecrets(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	list, err := h.svc.ListSecrets(r.Context(), p, r.URL.Query().Get("project"))
+	list, err := h.svc.Secrets.ListSecrets(r.Context(), p, r.URL.Query().Get("project"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -40,7 +40,7 @@ func (h *handler) putSecret(w http.ResponseWriter, r *http.Request, p service.Pr
 		h.writeError(w, r, err)
 		return
 	}
-	info, err := h.svc.SetSecret(r.Context(), p, r.URL.Query().Get("project"), r.PathValue("name"), []byte(req.Value))
+	info, err := h.svc.Secrets.SetSecret(r.Context(), p, r.URL.Query().Get("project"), r.PathValue("name"), []byte(req.Value))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -53,7 +53,7 @@ func (h *handler) putSecret(w http.ResponseWriter, r *http.Request, p service.Pr
 }
 
 func (h *handler) deleteSecret(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	if err := h.svc.DeleteSecret(r.Context(), p, r.URL.Query().Get("project"), r.PathValue("name")); err != nil {
+	if err := h.svc.Secrets.DeleteSecret(r.Context(), p, r.URL.Query().Get("project"), r.PathValue("name")); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -66,7 +66,7 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, p service.Pr
 		h.writeError(w, r, err)
 		return
 	}
-	res, err := h.svc.RotateMasterKey(r.Context(), p, req.NewKeyFile)
+	res, err := h.svc.Secrets.RotateMasterKey(r.Context(), p, req.NewKeyFile)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -30,7 +30,7 @@ func newSecretEnv(t *testing.T) *env {
 	}
 	key, _ := secrets.NewKey(bytes.Repeat([]byte{1}, secrets.KeySize))
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Keyring: secrets.NewKeyring(key)})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

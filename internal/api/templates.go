@@ -39,7 +39,7 @@ func (h *handler) createTemplate(w http.ResponseWriter, r *http.Request, p servi
 		h.writeError(w, r, err)
 		return
 	}
-	info, created, err := h.svc.CreateTemplate(r.Context(), p, req.Project, req.Name, []byte(req.Body))
+	info, created, err := h.svc.Templates.CreateTemplate(r.Context(), p, req.Project, req.Name, []byte(req.Body))
 	var fe domain.FieldErrors
 	if errors.As(err, &fe) {
 		fields := make([]apitypes.FieldError, len(fe))
@@ -65,7 +65,7 @@ func (h *handler) createTemplate(w http.ResponseWriter, r *http.Request, p servi
 }
 
 func (h *handler) listTemplates(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	list, err := h.svc.ListTemplates(r.Context(), p, r.URL.Query().Get("project"))
+	list, err := h.svc.Templates.ListTemplates(r.Context(), p, r.URL.Query().Get("project"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -88,7 +88,7 @@ func (h *handler) getTemplate(w http.ResponseWriter, r *http.Request, p service.
 		}
 		version = n
 	}
-	info, err := h.svc.GetTemplate(r.Context(), p, q.Get("project"), r.PathValue("name"), version)
+	info, err := h.svc.Templates.GetTemplate(r.Context(), p, q.Get("project"), r.PathValue("name"), version)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

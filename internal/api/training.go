@@ -36,7 +36,7 @@ func (h *handler) reportMetrics(w http.ResponseWriter, r *http.Request, p servic
 	for i, pt := range req.Points {
 		in[i] = service.MetricsInput{Step: pt.Step, Metrics: pt.Metrics}
 	}
-	stored, err := h.svc.ReportMetrics(r.Context(), p, id, n, in)
+	stored, err := h.svc.Jobs.ReportMetrics(r.Context(), p, id, n, in)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -58,7 +58,7 @@ func (h *handler) getMetrics(w http.ResponseWriter, r *http.Request, p service.P
 			return
 		}
 	}
-	series, err := h.svc.Metrics(r.Context(), p, id, q.Get("key"), maxPoints)
+	series, err := h.svc.Jobs.Metrics(r.Context(), p, id, q.Get("key"), maxPoints)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -42,25 +42,25 @@ func newRealAudit(t *testing.T) *realAudit {
 	witness := filepath.Join(dir, "audit-witness")
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), AuditWitness: witness,
 		Logger: slog.New(slog.DiscardHandler)})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := service.Principal{Subject: "admin", Role: domain.RoleAdmin}
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity()}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 25 {
-		if _, _, err := svc.Submit(context.Background(), admin, service.SubmitInput{Doc: fmt.Appendf(nil, "name: j%d\nentrypoint: [true]\n", i)}); err != nil {
+		if _, _, err := svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: fmt.Appendf(nil, "name: j%d\nentrypoint: [true]\n", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := svc.UpdateAuditWitness(context.Background()); err != nil {
+	if _, err := svc.Audit.UpdateAuditWitness(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.Handler(api.Config{Service: svc}))
@@ -328,10 +328,10 @@ func TestAuditWitnessKeptElsewhere(t *testing.T) {
 
 	// The log grows; then the server's witness file is put back to the
 	// older copy, as after a restore of the whole machine.
-	if _, err := r.svc.CreateUser(context.Background(), service.Principal{Subject: "admin", Role: domain.RoleAdmin}, "late"); err != nil {
+	if _, err := r.svc.Identity.CreateUser(context.Background(), service.Principal{Subject: "admin", Role: domain.RoleAdmin}, "late"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.svc.UpdateAuditWitness(context.Background()); err != nil {
+	if _, err := r.svc.Audit.UpdateAuditWitness(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	res = r.h.run("audit", "witness")

@@ -41,7 +41,7 @@ func newContractHarness(t *testing.T) *harness {
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Keyring: secrets.NewKeyring(key), Logger: slog.New(slog.DiscardHandler)})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func newRealHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st})
-	token, err := svc.Bootstrap(context.Background())
+	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,10 +68,10 @@ func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	r := &rig{t: t, st: st, svc: svc, ex: ex, dir: dir}
 	pool := domain.Pool{Name: "default", Executor: "local", Nodes: []domain.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
 	j := r.submit("name: ck\nentrypoint: [train]\ncheckpoint: {keep: 2}\ninputs: [{name: imagenet, path: " + filepath.Join(dir, "datasets", "imagenet") + ", version: v2}]\n")

@@ -71,10 +71,10 @@ func newCodeRig(t *testing.T, ex *executortest.Fake, opts ...func(*control.Confi
 	})
 	pool := domain.Pool{Name: "default", Executor: "local",
 		Nodes: []domain.Node{{Name: "fake", CPUs: 8, Memory: 64 << 30, GPUs: []int{0, 1, 2, 3}}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func (r *codeRig) upload(files map[string]string) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if _, _, err := r.svc.PutCode(context.Background(), admin, pkg.SHA256, &buf, int64(buf.Len())); err != nil {
+	if _, _, err := r.svc.Jobs.PutCode(context.Background(), admin, pkg.SHA256, &buf, int64(buf.Len())); err != nil {
 		r.t.Fatal(err)
 	}
 	return pkg.SHA256
@@ -105,7 +105,7 @@ func (r *codeRig) upload(files map[string]string) string {
 
 func (r *codeRig) submitCode(spec string, code *domain.CodeRef) domain.Job {
 	r.t.Helper()
-	j, _, err := r.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte(spec), Code: code})
+	j, _, err := r.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte(spec), Code: code})
 	if err != nil {
 		r.t.Fatal(err)
 	}

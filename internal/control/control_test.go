@@ -64,10 +64,10 @@ func newTunedRig(t *testing.T, ex *executortest.Fake, tune func(*control.Config)
 	for _, n := range inv.Nodes {
 		pool.Nodes = append(pool.Nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
 	}
-	if _, _, err := r.svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := r.svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := r.svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func (r *rig) restart() {
 
 func (r *rig) submit(spec string) domain.Job {
 	r.t.Helper()
-	j, _, err := r.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte(spec)})
+	j, _, err := r.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte(spec)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestCancelRunningStopsTheAttempt(t *testing.T) {
 	r := newRig(t, ex)
 	j := r.submit("name: long\nentrypoint: [x]\n")
 	r.wait(j.ID, domain.JobRunning)
-	if _, err := r.svc.Cancel(context.Background(), admin, j.ID, "enough"); err != nil {
+	if _, err := r.svc.Jobs.Cancel(context.Background(), admin, j.ID, "enough"); err != nil {
 		t.Fatal(err)
 	}
 	final := r.wait(j.ID, domain.JobCanceled)

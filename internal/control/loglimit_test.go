@@ -23,7 +23,7 @@ func (r *rig) setPoolLogLimit(limit domain.ByteSize) {
 		r.t.Fatal(err)
 	}
 	p.LogLimit = limit
-	if _, _, err := r.svc.PutPool(context.Background(), admin, p); err != nil {
+	if _, _, err := r.svc.Pools.PutPool(context.Background(), admin, p); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -35,7 +35,7 @@ func secretRig(t *testing.T, ex *executortest.Fake, resolve func(context.Context
 	var svc *service.Service
 	if resolve == nil {
 		resolve = func(ctx context.Context, project string, names []string) ([]string, []string, error) {
-			return svc.ResolveSecrets(ctx, project, names)
+			return svc.Secrets.ResolveSecrets(ctx, project, names)
 		}
 	}
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
@@ -58,10 +58,10 @@ func secretRig(t *testing.T, ex *executortest.Fake, resolve func(context.Context
 	for _, n := range inv.Nodes {
 		pool.Nodes = append(pool.Nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: n.GPUs})
 	}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSecretsInjectedAndRedacted(t *testing.T) {
 	for _, s := range []struct{ project, name, value string }{
 		{"", "TOKEN", "global-token"}, {"default", "TOKEN", "project-token"}, {"", "OTHER", "other-value"},
 	} {
-		if _, err := r.svc.SetSecret(ctx, admin, s.project, s.name, []byte(s.value)); err != nil {
+		if _, err := r.svc.Secrets.SetSecret(ctx, admin, s.project, s.name, []byte(s.value)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,7 +98,7 @@ func TestSecretsUnresolvableFailTheLaunch(t *testing.T) {
 	r := secretRig(t, &executortest.Fake{}, func(context.Context, string, []string) ([]string, []string, error) {
 		return nil, nil, errors.New("secret TOKEN no longer exists")
 	})
-	if _, err := r.svc.SetSecret(context.Background(), admin, "", "TOKEN", []byte("the-value")); err != nil {
+	if _, err := r.svc.Secrets.SetSecret(context.Background(), admin, "", "TOKEN", []byte("the-value")); err != nil {
 		t.Fatal(err)
 	}
 	j := r.wait(r.submit("name: s\nentrypoint: [x]\nsecrets: [TOKEN]\n").ID, domain.JobFailed)

@@ -41,7 +41,7 @@ func TestCancelStopRequestNamesWho(t *testing.T) {
 	r := newRig(t, ex)
 	j := r.submit("name: long\nentrypoint: [x]\n")
 	r.wait(j.ID, domain.JobRunning)
-	if _, err := r.svc.Cancel(context.Background(), admin, j.ID, "enough"); err != nil {
+	if _, err := r.svc.Jobs.Cancel(context.Background(), admin, j.ID, "enough"); err != nil {
 		t.Fatal(err)
 	}
 	r.wait(j.ID, domain.JobCanceled)

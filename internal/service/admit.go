@@ -14,7 +14,7 @@ import (
 // admit rejects at submit what could never run: an unknown pool, a request
 // shape or priority the pool or the project's quota does not accept, or no
 // quota where the pool lends nothing. A job is never left pending forever.
-func (s *Service) admit(ctx context.Context, spec domain.Spec) error {
+func (s *PoolService) admit(ctx context.Context, spec domain.Spec) error {
 	v, err := s.admission(ctx)
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func (v *admissionView) open(pool string, now time.Time) bool {
 
 // PoolOpen reports whether no project has a quota in the pool (an open
 // pool: every project may run any job there; docs/pools.md).
-func (s *Service) PoolOpen(ctx context.Context, pool string) (bool, error) {
+func (s *PoolService) PoolOpen(ctx context.Context, pool string) (bool, error) {
 	v, err := s.admission(ctx)
 	if err != nil {
 		return false, err
@@ -80,21 +80,21 @@ func (s *Service) PoolOpen(ctx context.Context, pool string) (bool, error) {
 }
 
 // admission returns the current admission view, loading it when stale.
-func (s *Service) admission(ctx context.Context) (*admissionView, error) {
+func (s *PoolService) admission(ctx context.Context) (*admissionView, error) {
 	gen := s.schedGen.Load()
 	now := s.cfg.Clock.Now()
 	if v := s.admitView.Load(); v != nil && v.gen == gen && (s.cfg.CacheTTL <= 0 || now.Sub(v.loaded) < s.cfg.CacheTTL) {
 		return v, nil
 	}
 	v := &admissionView{gen: gen, pools: map[string]domain.Pool{}, quotas: map[string][]domain.Quota{}, quotaPools: map[string]bool{}, loaded: now}
-	pools, err := s.cfg.Store.ListPools(ctx)
+	pools, err := s.st.ListPools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load pools: %w", err)
 	}
 	for _, p := range pools {
 		v.pools[p.Name] = p
 	}
-	quotas, err := s.cfg.Store.ListQuotas(ctx, "", "")
+	quotas, err := s.st.ListQuotas(ctx, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("load quotas: %w", err)
 	}
@@ -103,7 +103,7 @@ func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 		v.quotas[k] = append(v.quotas[k], q)
 		v.quotaPools[q.Pool] = true
 	}
-	if v.grants, err = s.cfg.Store.ActiveGrants(ctx, s.cfg.Clock.Now()); err != nil {
+	if v.grants, err = s.st.ActiveGrants(ctx, s.cfg.Clock.Now()); err != nil {
 		return nil, fmt.Errorf("load compute grants: %w", err)
 	}
 	s.admitView.Store(v)
@@ -112,7 +112,7 @@ func (s *Service) admission(ctx context.Context) (*admissionView, error) {
 
 // schedulingChanged marks the admission view stale after a change to pools,
 // quotas, projects or grants, and wakes the control loop.
-func (s *Service) schedulingChanged() {
+func (s *PoolService) schedulingChanged() {
 	s.schedGen.Add(1)
 	if s.cfg.Broadcast != nil {
 		s.cfg.Broadcast("sched")

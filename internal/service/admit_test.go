@@ -28,10 +28,10 @@ func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
 			ArtifactsRoot: filepath.Join(dir, "artifacts"),
 			MultiNode:     func(executor string) bool { asked = append(asked, executor); return multi }})
 		pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}, {Name: "n2", CPUs: 8, Memory: 32 << 30}}}
-		if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+		if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: gang\nentrypoint: [true]\nresources: {cpus: 1, memory: 1GiB, nodes: 2}\n")})
+		_, _, err = svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: gang\nentrypoint: [true]\nresources: {cpus: 1, memory: 1GiB, nodes: 2}\n")})
 		refused := err != nil && strings.Contains(err.Error(), "runs single-node jobs")
 		if refused == multi {
 			t.Errorf("multi-node executor %v: submit of 2 nodes = %v", multi, err)

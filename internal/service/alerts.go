@@ -6,12 +6,28 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
+
+// AlertService lists, acknowledges and tests alerts.
+type AlertService struct {
+	*core
+	st AlertStore
+}
+
+// AlertStore is what the alert use cases read and write.
+type AlertStore interface {
+	AckAlert(ctx context.Context, id int64, by, reason string, at time.Time, audit domain.AuditRecord) (domain.Alert, error)
+	GetAlert(ctx context.Context, id int64) (domain.Alert, error)
+	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
+}
+
+var _ AlertStore = store.Store(nil)
 
 // AlertChannels sends test notifications (package alerting's Alerter).
 type AlertChannels interface {
@@ -31,7 +47,7 @@ type AlertListOptions struct {
 
 // ListAlerts returns alerts newest first: every alert for admins, auditors
 // and resource admins; for others the alerts about jobs they may read.
-func (s *Service) ListAlerts(ctx context.Context, p Principal, o AlertListOptions) ([]domain.Alert, error) {
+func (s *AlertService) ListAlerts(ctx context.Context, p Principal, o AlertListOptions) ([]domain.Alert, error) {
 	var errs domain.FieldErrors
 	if o.State != "" && o.State != domain.AlertFiring && o.State != domain.AlertResolved {
 		errs.Add("state", "unknown alert state %q; use firing or resolved", o.State)
@@ -53,7 +69,7 @@ func (s *Service) ListAlerts(ctx context.Context, p Principal, o AlertListOption
 	if !v.All {
 		f.Limit = 10 * o.Limit // filtered below; a page may come out short
 	}
-	all, err := s.cfg.Store.ListAlerts(ctx, f)
+	all, err := s.st.ListAlerts(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +86,7 @@ func (s *Service) ListAlerts(ctx context.Context, p Principal, o AlertListOption
 }
 
 // TestAlertChannel sends a test notification to one channel (admins only).
-func (s *Service) TestAlertChannel(ctx context.Context, p Principal, channel string) error {
+func (s *AlertService) TestAlertChannel(ctx context.Context, p Principal, channel string) error {
 	if err := s.authorize(ctx, p, authz.AlertTest, authz.Resource{Kind: "alert", ID: channel}); err != nil {
 		return err
 	}
@@ -102,7 +118,7 @@ const maxAckReason = 1000
 // not notified again (its resolution still is). Whoever may cancel the
 // alert's job may acknowledge it (admins any alert); the acknowledgement
 // is audited (alert.ack).
-func (s *Service) AckAlert(ctx context.Context, p Principal, id int64, reason string) (domain.Alert, error) {
+func (s *AlertService) AckAlert(ctx context.Context, p Principal, id int64, reason string) (domain.Alert, error) {
 	reason = strings.TrimSpace(reason)
 	var errs domain.FieldErrors
 	if len(reason) > maxAckReason || !utf8.ValidString(reason) {
@@ -112,7 +128,7 @@ func (s *Service) AckAlert(ctx context.Context, p Principal, id int64, reason st
 		return domain.Alert{}, err
 	}
 	missing := domain.Errorf(domain.ErrNotFound, "alert %d does not exist; list alerts with: trainyard alerts ls", id)
-	a, err := s.cfg.Store.GetAlert(ctx, id)
+	a, err := s.st.GetAlert(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Alert{}, missing
 	}
@@ -135,7 +151,7 @@ func (s *Service) AckAlert(ctx context.Context, p Principal, id int64, reason st
 	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: "alert.ack",
 		Target: "alert/" + strconv.FormatInt(id, 10), Before: summary(map[string]string{"key": a.Key, "state": string(a.State)}),
 		After: summary(map[string]string{"reason": reason}), Result: domain.AuditOK, Client: ClientFrom(ctx)}
-	out, err := s.cfg.Store.AckAlert(ctx, id, p.Actor(), reason, now, rec)
+	out, err := s.st.AckAlert(ctx, id, p.Actor(), reason, now, rec)
 	if err != nil {
 		return domain.Alert{}, err
 	}

@@ -42,18 +42,18 @@ func TestAckAlert(t *testing.T) {
 	}
 	id := stored[0].ID
 	outsider := service.Principal{Subject: "eve", Projects: []domain.ProjectRole{{Project: "audio", Role: domain.RoleMember}}}
-	if _, err := svc.AckAlert(ctx, outsider, id, ""); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := svc.Alerts.AckAlert(ctx, outsider, id, ""); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("ack by someone who may not read the job: %v, want not found", err)
 	}
 	viewer := service.Principal{Subject: "val", Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleViewer}}}
-	if _, err := svc.AckAlert(ctx, viewer, id, ""); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := svc.Alerts.AckAlert(ctx, viewer, id, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Fatalf("ack by a viewer of the project: %v, want forbidden", err)
 	}
-	if _, err := svc.AckAlert(ctx, admin, id+1, ""); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := svc.Alerts.AckAlert(ctx, admin, id+1, ""); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("ack of a missing alert: %v, want not found", err)
 	}
 	owner := service.Principal{Subject: "alice", Projects: []domain.ProjectRole{{Project: "vision", Role: domain.RoleMember}}}
-	a, err := svc.AckAlert(ctx, owner, id, "  fixing the image  ")
+	a, err := svc.Alerts.AckAlert(ctx, owner, id, "  fixing the image  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestAckAlert(t *testing.T) {
 	if len(acks.keys) != 1 || acks.keys[0] != "start_failure/job=5" {
 		t.Errorf("the Alerter was told %v, want the alert's key", acks.keys)
 	}
-	if _, err := svc.AckAlert(ctx, admin, id, ""); !errors.Is(err, domain.ErrConflict) {
+	if _, err := svc.Alerts.AckAlert(ctx, admin, id, ""); !errors.Is(err, domain.ErrConflict) {
 		t.Fatalf("second ack: %v, want conflict", err)
 	}
 	recs, err := st.ListAudit(ctx, store.AuditFilter{Action: "alert.ack"})

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -15,14 +16,35 @@ import (
 	"trainyard/internal/store"
 )
 
+// ArtifactService reads jobs' outputs and checkpoints and applies garbage
+// collection and retention to finished jobs' files.
+type ArtifactService struct {
+	*core
+	st ArtifactStore
+}
+
+// ArtifactStore is what output, checkpoint, gc and retention use cases
+// read and write: jobs, their manifests and checkpoint records.
+type ArtifactStore interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
+	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
+}
+
+var _ ArtifactStore = store.Store(nil)
+
 // Manifest returns what the job's output directory held when an attempt
 // ended (attempt 0: the latest), with its lineage.
-func (s *Service) Manifest(ctx context.Context, p Principal, id int64, attempt int) (domain.Manifest, error) {
+func (s *ArtifactService) Manifest(ctx context.Context, p Principal, id int64, attempt int) (domain.Manifest, error) {
 	job, err := s.readableJob(ctx, p, id)
 	if err != nil {
 		return domain.Manifest{}, err
 	}
-	m, err := s.cfg.Store.GetManifest(ctx, job.ID, attempt)
+	m, err := s.st.GetManifest(ctx, job.ID, attempt)
 	if errors.Is(err, store.ErrNotFound) {
 		if attempt > 0 {
 			return m, domain.Errorf(domain.ErrNotFound, "job %d has no manifest for attempt %d; see: trainyard artifacts ls %d", id, attempt, id)
@@ -45,13 +67,13 @@ type OutputFile = executor.OutputFile
 
 // openOutputs opens the output tree of job through the executor's read
 // side (Config.Files); the caller closes it.
-func (s *Service) openOutputs(ctx context.Context, job domain.Job) (executor.Outputs, error) {
+func (s *ArtifactService) openOutputs(ctx context.Context, job domain.Job) (executor.Outputs, error) {
 	return s.cfg.Files.Outputs(ctx, job.OutputDir)
 }
 
 // OpenArtifact opens one file of the job's latest manifest. The caller
 // closes File.
-func (s *Service) OpenArtifact(ctx context.Context, p Principal, id int64, rel string) (Artifact, error) {
+func (s *ArtifactService) OpenArtifact(ctx context.Context, p Principal, id int64, rel string) (Artifact, error) {
 	m, err := s.Manifest(ctx, p, id, 0)
 	if err != nil {
 		return Artifact{}, err
@@ -60,7 +82,7 @@ func (s *Service) OpenArtifact(ctx context.Context, p Principal, id int64, rel s
 	if !found {
 		return Artifact{}, domain.Errorf(domain.ErrNotFound, "job %d's outputs have no file %q; see: trainyard artifacts ls %d", id, rel, id)
 	}
-	job, err := s.cfg.Store.GetJob(ctx, id)
+	job, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		return Artifact{}, jobErr(id, err)
 	}
@@ -86,12 +108,12 @@ func (s *Service) OpenArtifact(ctx context.Context, p Principal, id int64, rel s
 }
 
 // Checkpoints returns a job's registered checkpoints, oldest first.
-func (s *Service) Checkpoints(ctx context.Context, p Principal, id int64) ([]domain.CheckpointRecord, error) {
+func (s *ArtifactService) Checkpoints(ctx context.Context, p Principal, id int64) ([]domain.CheckpointRecord, error) {
 	job, err := s.readableJob(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListCheckpoints(ctx, job.ID, false)
+	return s.st.ListCheckpoints(ctx, job.ID, false)
 }
 
 // CheckpointUsage is the space checkpoints take, per job.
@@ -104,11 +126,11 @@ type CheckpointUsage struct {
 
 // CheckpointUsage sums the kept checkpoints per job, for the jobs p may
 // read (of one project when project is not empty), largest first.
-func (s *Service) CheckpointUsage(ctx context.Context, p Principal, project string) ([]CheckpointUsage, error) {
+func (s *ArtifactService) CheckpointUsage(ctx context.Context, p Principal, project string) ([]CheckpointUsage, error) {
 	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job", Project: project}); err != nil {
 		return nil, err
 	}
-	all, err := s.cfg.Store.ListCheckpoints(ctx, 0, false)
+	all, err := s.st.ListCheckpoints(ctx, 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +140,7 @@ func (s *Service) CheckpointUsage(ctx context.Context, p Principal, project stri
 	for _, c := range all {
 		u := by[c.JobID]
 		if u == nil {
-			job, err := s.cfg.Store.GetJob(ctx, c.JobID)
+			job, err := s.st.GetJob(ctx, c.JobID)
 			if err != nil || (project != "" && job.Project != project) ||
 				(!v.All && job.Submitter != v.Submitter && !slices.Contains(v.Projects, job.Project)) {
 				by[c.JobID] = &CheckpointUsage{JobID: -1}
@@ -148,8 +170,8 @@ func (s *Service) CheckpointUsage(ctx context.Context, p Principal, project stri
 // (a directory gets its marker inside, a single file its NAME.complete
 // beside it) and registers it with its digest; the job token of the
 // attempt calls it (the SDK's checkpoint_done).
-func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64, attempt int, name string) (domain.CheckpointRecord, error) {
-	job, err := s.cfg.Store.GetJob(ctx, id)
+func (s *ArtifactService) CompleteCheckpoint(ctx context.Context, p Principal, id int64, attempt int, name string) (domain.CheckpointRecord, error) {
+	job, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		return domain.CheckpointRecord{}, jobErr(id, err)
 	}
@@ -202,15 +224,15 @@ func (s *Service) CompleteCheckpoint(ctx context.Context, p Principal, id int64,
 	}
 	rec := c.Record(id, attempt)
 	rec.At = s.cfg.Clock.Now().UTC() // registered now, by this call
-	if _, err := s.cfg.Store.RecordCheckpoint(ctx, rec); err != nil {
+	if _, err := s.st.RecordCheckpoint(ctx, rec); err != nil {
 		return rec, err
 	}
 	return rec, nil
 }
 
 // readableJob returns the job when p may read it.
-func (s *Service) readableJob(ctx context.Context, p Principal, id int64) (domain.Job, error) {
-	job, err := s.cfg.Store.GetJob(ctx, id)
+func (s *ArtifactService) readableJob(ctx context.Context, p Principal, id int64) (domain.Job, error) {
+	job, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		return domain.Job{}, jobErr(id, err)
 	}
@@ -229,12 +251,12 @@ type Checkpoint struct {
 }
 
 // OpenCheckpoint opens a kept checkpoint of the job, for download.
-func (s *Service) OpenCheckpoint(ctx context.Context, p Principal, id int64, name string) (Checkpoint, error) {
+func (s *ArtifactService) OpenCheckpoint(ctx context.Context, p Principal, id int64, name string) (Checkpoint, error) {
 	job, err := s.readableJob(ctx, p, id)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	cs, err := s.cfg.Store.ListCheckpoints(ctx, job.ID, false)
+	cs, err := s.st.ListCheckpoints(ctx, job.ID, false)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -39,7 +39,7 @@ func TestCompleteCheckpointLeavesAPlantedMarkerLinkAlone(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(ck, ".complete")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.CompleteCheckpoint(ctx, admin, id, 1, "x")
+	_, err = e.svc.Artifacts.CompleteCheckpoint(ctx, admin, id, 1, "x")
 	if b, _ := os.ReadFile(victim); string(b) != "precious" {
 		t.Fatalf("the file the marker links to now holds %q (err %v)", b, err)
 	}
@@ -65,13 +65,13 @@ func TestGCRemovesLinksNotTheirTargets(t *testing.T) {
 		Files: local.NewReader(filepath.Join(dir, "runs")), Retention: []artifacts.Policy{{Checkpoints: day, Reports: day}}})
 	ctx := context.Background()
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
-	job, _, err := svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: old\nentrypoint: [true]\n")})
+	job, _, err := svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: old\nentrypoint: [true]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +97,11 @@ func TestGCRemovesLinksNotTheirTargets(t *testing.T) {
 	if _, err := st.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: 1, Name: "ck", Path: filepath.Join(out, "checkpoints", "ck"), At: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Cancel(ctx, admin, job.ID, ""); err != nil {
+	if _, err := svc.Jobs.Cancel(ctx, admin, job.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(48 * time.Hour)
-	rep, err := svc.GC(ctx, admin, false)
+	rep, err := svc.Artifacts.GC(ctx, admin, false)
 	if err != nil || len(rep.Deletions) != 2 || len(rep.Failed) != 0 {
 		t.Fatalf("gc = %+v, %v; want the report and the checkpoint removed", rep, err)
 	}

@@ -10,6 +10,25 @@ import (
 	"trainyard/internal/store"
 )
 
+// AuditService reads, exports and verifies the audit log and keeps its
+// witness.
+type AuditService struct {
+	*core
+	st AuditStore
+	// witness is the audit witness this server writes (auditwitness.go).
+	witness witnessKeeper
+}
+
+// AuditStore is what reading, exporting and verifying the audit log
+// needs: store.AuditRecords takes a store.Audits, so AppendAudit is part
+// of it, though these use cases only read.
+type AuditStore interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error)
+}
+
+var _ AuditStore = store.Store(nil)
+
 // Audit log use cases. Records are written by the mutations themselves (see
 // audited and appendAudit in authorize.go); these read, verify and export
 // them, for admins and auditors (authz.AuditRead).
@@ -40,7 +59,7 @@ func (q AuditQuery) filter() store.AuditFilter {
 
 // ListAudit returns one page of audit records in log order, and whether
 // more match (continue with AfterSeq set to the last Seq returned).
-func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (recs []domain.AuditRecord, more bool, err error) {
+func (s *AuditService) ListAudit(ctx context.Context, p Principal, q AuditQuery) (recs []domain.AuditRecord, more bool, err error) {
 	var errs domain.FieldErrors
 	if q.Limit < 0 || q.Limit > maxAuditLimit {
 		errs.Add("limit", "must be between 1 and %d (got %d)", maxAuditLimit, q.Limit)
@@ -59,7 +78,7 @@ func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (rec
 	}
 	f := q.filter()
 	f.Limit = q.Limit + 1
-	recs, err = s.cfg.Store.ListAudit(ctx, f)
+	recs, err = s.st.ListAudit(ctx, f)
 	if err != nil {
 		return nil, false, fmt.Errorf("list audit records: %w", err)
 	}
@@ -72,14 +91,14 @@ func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (rec
 // ExportAudit calls emit with every record after afterSeq (0: all), in log
 // order, reading the log a page at a time. It stops at the first error from
 // emit or the store.
-func (s *Service) ExportAudit(ctx context.Context, p Principal, afterSeq int64, emit func(domain.AuditRecord) error) error {
+func (s *AuditService) ExportAudit(ctx context.Context, p Principal, afterSeq int64, emit func(domain.AuditRecord) error) error {
 	if afterSeq < 0 {
 		return domain.FieldErrors{{Path: "after", Message: fmt.Sprintf("must be a record number, 0 or more (got %d)", afterSeq)}}
 	}
 	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
 		return err
 	}
-	for rec, err := range store.AuditRecords(ctx, s.cfg.Store, afterSeq, auditPage) {
+	for rec, err := range store.AuditRecords(ctx, s.st, afterSeq, auditPage) {
 		if err != nil {
 			return fmt.Errorf("export the audit log: %w", err)
 		}

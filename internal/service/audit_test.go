@@ -36,10 +36,10 @@ func newAuditEnv(t *testing.T) auditEnv {
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts")})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ resources: {cpus: 1, memory: 1GiB}
 func TestSubmitAuditRecordHoldsNoSpecValues(t *testing.T) {
 	e := newAuditEnv(t)
 	ctx := service.WithClient(context.Background(), "192.0.2.10")
-	job, created, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(specWithValues)})
+	job, created, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(specWithValues)})
 	if err != nil || !created {
 		t.Fatalf("Submit: created=%v, %v", created, err)
 	}
@@ -97,7 +97,7 @@ func TestSubmitAuditRecordHoldsNoSpecValues(t *testing.T) {
 
 	// A replay with the same idempotency key changes nothing: no record.
 	for range 2 {
-		if _, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(specWithValues), IdempotencyKey: "k"}); err != nil {
+		if _, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(specWithValues), IdempotencyKey: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestFailedSubmitLeavesNoRecord(t *testing.T) {
 	e := newAuditEnv(t)
 	before := len(e.records(t, ""))
 	svc := service.New(service.Config{Store: failingCreate{e.st}, Clock: e.clk, ArtifactsRoot: t.TempDir()})
-	if _, _, err := svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: f\nentrypoint: [true]\n")}); err == nil {
+	if _, _, err := svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: f\nentrypoint: [true]\n")}); err == nil {
 		t.Fatal("Submit succeeded though the store failed")
 	}
 	if jobs, err := e.st.ListJobs(context.Background(), store.JobFilter{}); err != nil || len(jobs) != 0 {
@@ -129,10 +129,10 @@ func TestFailedSubmitLeavesNoRecord(t *testing.T) {
 		t.Errorf("a failed submit grew the log by %d records, want 0", got-before)
 	}
 	// The next change continues the chain without a gap.
-	if _, _, err := e.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: g\nentrypoint: [true]\n")}); err != nil {
+	if _, _, err := e.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: g\nentrypoint: [true]\n")}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.svc.VerifyAudit(context.Background(), admin, nil)
+	rep, err := e.svc.Audit.VerifyAudit(context.Background(), admin, nil)
 	if err != nil || !rep.OK() || rep.Records != int64(before+1) {
 		t.Fatalf("VerifyAudit = %+v, %v; want %d intact records", rep, err, before+1)
 	}
@@ -140,15 +140,15 @@ func TestFailedSubmitLeavesNoRecord(t *testing.T) {
 
 func TestCancelAuditRecord(t *testing.T) {
 	e := newAuditEnv(t)
-	job, _, err := e.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: c\nentrypoint: [true]\n")})
+	job, _, err := e.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: c\nentrypoint: [true]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Cancel(context.Background(), admin, job.ID, "wrong data"); err != nil {
+	if _, err := e.svc.Jobs.Cancel(context.Background(), admin, job.ID, "wrong data"); err != nil {
 		t.Fatal(err)
 	}
 	// Canceling again changes nothing and records nothing.
-	if _, err := e.svc.Cancel(context.Background(), admin, job.ID, ""); err != nil {
+	if _, err := e.svc.Jobs.Cancel(context.Background(), admin, job.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	recs := e.records(t, "job.cancel")
@@ -165,14 +165,14 @@ func TestQuotaAuditRecords(t *testing.T) {
 	e := newAuditEnv(t)
 	ctx := context.Background()
 	q := domain.Quota{Project: "vision", Pool: "default", Guaranteed: domain.Limits{GPUs: 0, CPUs: 2, Memory: 4 << 30, Jobs: 3}}
-	if _, err := e.svc.SetQuota(ctx, admin, q); err != nil {
+	if _, err := e.svc.Pools.SetQuota(ctx, admin, q); err != nil {
 		t.Fatal(err)
 	}
 	q.Guaranteed.CPUs = 4
-	if _, err := e.svc.SetQuota(ctx, admin, q); err != nil {
+	if _, err := e.svc.Pools.SetQuota(ctx, admin, q); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteQuota(ctx, admin, "vision", "default"); err != nil {
+	if err := e.svc.Pools.DeleteQuota(ctx, admin, "vision", "default"); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := e.st.ListAudit(ctx, store.AuditFilter{Target: "quota/vision/default"})
@@ -207,34 +207,34 @@ func TestListVerifyExportAudit(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5 {
 		e.clk.Advance(time.Minute)
-		if _, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: j" + strconv.Itoa(i) + "\nentrypoint: [true]\n")}); err != nil {
+		if _, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: j" + strconv.Itoa(i) + "\nentrypoint: [true]\n")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	all := e.records(t, "")
 	auditor := service.Principal{Subject: "audrey", Role: domain.RoleAuditor}
 
-	page, more, err := e.svc.ListAudit(ctx, auditor, service.AuditQuery{Action: "job.submit", Limit: 3})
+	page, more, err := e.svc.Audit.ListAudit(ctx, auditor, service.AuditQuery{Action: "job.submit", Limit: 3})
 	if err != nil || len(page) != 3 || !more {
 		t.Fatalf("ListAudit first page: %d records, more=%v, %v; want 3 and more", len(page), more, err)
 	}
-	rest, more, err := e.svc.ListAudit(ctx, auditor, service.AuditQuery{Action: "job.submit", AfterSeq: page[2].Seq})
+	rest, more, err := e.svc.Audit.ListAudit(ctx, auditor, service.AuditQuery{Action: "job.submit", AfterSeq: page[2].Seq})
 	if err != nil || len(rest) != 2 || more {
 		t.Fatalf("ListAudit second page: %d records, more=%v, %v; want 2 and no more", len(rest), more, err)
 	}
 	for _, bad := range []service.AuditQuery{{Limit: -1}, {Limit: 1001}, {AfterSeq: -1}} {
-		if _, _, err := e.svc.ListAudit(ctx, auditor, bad); err == nil {
+		if _, _, err := e.svc.Audit.ListAudit(ctx, auditor, bad); err == nil {
 			t.Errorf("ListAudit(%+v) succeeded, want a field error", bad)
 		}
 	}
 
-	rep, err := e.svc.VerifyAudit(ctx, auditor, nil)
+	rep, err := e.svc.Audit.VerifyAudit(ctx, auditor, nil)
 	if err != nil || !rep.OK() || rep.Records != int64(len(all)) || rep.LastHash != all[len(all)-1].Hash {
 		t.Fatalf("VerifyAudit = %+v, %v; want %d intact records", rep, err, len(all))
 	}
 
 	var exported []domain.AuditRecord
-	if err := e.svc.ExportAudit(ctx, auditor, 0, func(r domain.AuditRecord) error {
+	if err := e.svc.Audit.ExportAudit(ctx, auditor, 0, func(r domain.AuditRecord) error {
 		exported = append(exported, r)
 		return nil
 	}); err != nil {
@@ -244,7 +244,7 @@ func TestListVerifyExportAudit(t *testing.T) {
 		t.Errorf("export: %d records, verify %+v %v; want all %d, intact", len(exported), got, err, len(all))
 	}
 	stop := errors.New("stop")
-	if err := e.svc.ExportAudit(ctx, auditor, 0, func(domain.AuditRecord) error { return stop }); !errors.Is(err, stop) {
+	if err := e.svc.Audit.ExportAudit(ctx, auditor, 0, func(domain.AuditRecord) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("ExportAudit with a failing writer = %v, want its error", err)
 	}
 }
@@ -253,13 +253,13 @@ func TestAuditReadNeedsAuditRole(t *testing.T) {
 	e := newAuditEnv(t)
 	ctx := context.Background()
 	member := service.Principal{Subject: "bob", Projects: []domain.ProjectRole{{Project: "default", Role: domain.RoleMember}}}
-	if _, _, err := e.svc.ListAudit(ctx, member, service.AuditQuery{}); !errors.Is(err, domain.ErrForbidden) {
+	if _, _, err := e.svc.Audit.ListAudit(ctx, member, service.AuditQuery{}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("ListAudit as a member = %v, want ErrForbidden", err)
 	}
-	if _, err := e.svc.VerifyAudit(ctx, member, nil); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Audit.VerifyAudit(ctx, member, nil); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("VerifyAudit as a member = %v, want ErrForbidden", err)
 	}
-	if err := e.svc.ExportAudit(ctx, member, 0, func(domain.AuditRecord) error { return nil }); !errors.Is(err, domain.ErrForbidden) {
+	if err := e.svc.Audit.ExportAudit(ctx, member, 0, func(domain.AuditRecord) error { return nil }); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("ExportAudit as a member = %v, want ErrForbidden", err)
 	}
 	denied, err := e.st.ListAudit(ctx, store.AuditFilter{Action: "audit.read", Actor: "user:bob"})

@@ -99,7 +99,7 @@ func writeWitnessFile(path string, w audit.Witness) error {
 // witness, written at once, so that a path that cannot be written fails the
 // start rather than going unnoticed. A file that is not a witness is an
 // error: it may be the evidence of tampering, so it is never overwritten.
-func (s *Service) LoadAuditWitness() error {
+func (s *AuditService) LoadAuditWitness() error {
 	if s.cfg.AuditWitness == "" {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (s *Service) LoadAuditWitness() error {
 	return s.loadWitnessLocked()
 }
 
-func (s *Service) loadWitnessLocked() error {
+func (s *AuditService) loadWitnessLocked() error {
 	k, path := &s.witness, s.cfg.AuditWitness
 	w, ok, err := readWitnessFile(path)
 	if err != nil {
@@ -131,7 +131,7 @@ func (s *Service) loadWitnessLocked() error {
 // the witnessed chain (its newest records were removed or replaced) the
 // witness stays where it is, and the *audit.Problem is returned and logged
 // once. Other errors are reading the log or writing the file.
-func (s *Service) UpdateAuditWitness(ctx context.Context) (audit.Witness, error) {
+func (s *AuditService) UpdateAuditWitness(ctx context.Context) (audit.Witness, error) {
 	if s.cfg.AuditWitness == "" {
 		return audit.Witness{}, nil
 	}
@@ -145,7 +145,7 @@ func (s *Service) UpdateAuditWitness(ctx context.Context) (audit.Witness, error)
 	}
 	w, problem, readErr := k.w, error(nil), error(nil)
 	for {
-		recs, err := s.cfg.Store.ListAudit(ctx, store.AuditFilter{AfterSeq: max(w.Seq-1, 0), Limit: auditPage})
+		recs, err := s.st.ListAudit(ctx, store.AuditFilter{AfterSeq: max(w.Seq-1, 0), Limit: auditPage})
 		if len(recs) > 0 || err == nil {
 			if w, problem = w.Extend(recs); problem != nil {
 				break
@@ -184,7 +184,7 @@ func (s *Service) UpdateAuditWitness(ctx context.Context) (audit.Witness, error)
 // RunAuditWitness updates the witness now, on every tick and once more when
 // ctx ends (the server ticks every second). Failures are logged (a problem
 // with the log once, until it changes) and retried on the next tick.
-func (s *Service) RunAuditWitness(ctx context.Context, ticks <-chan time.Time) {
+func (s *AuditService) RunAuditWitness(ctx context.Context, ticks <-chan time.Time) {
 	if s.cfg.AuditWitness == "" {
 		return
 	}
@@ -217,7 +217,7 @@ func (s *Service) RunAuditWitness(ctx context.Context, ticks <-chan time.Time) {
 // server's witness file as it is on disk and, when this server follows the
 // log, the witness it last wrote. replaced is a problem with the file
 // itself: missing, damaged, or older than what this server wrote.
-func (s *Service) serverWitnesses() (ws []audit.Witness, file *audit.Witness, replaced *audit.Problem) {
+func (s *AuditService) serverWitnesses() (ws []audit.Witness, file *audit.Witness, replaced *audit.Problem) {
 	if s.cfg.AuditWitness == "" {
 		return nil, nil, nil
 	}
@@ -261,7 +261,7 @@ type AuditVerification struct {
 // backwards are not errors: they are the report's Problem, the first found.
 // The error is for a log that could not be read, or a kept witness that is
 // not one.
-func (s *Service) VerifyAudit(ctx context.Context, p Principal, kept []byte) (AuditVerification, error) {
+func (s *AuditService) VerifyAudit(ctx context.Context, p Principal, kept []byte) (AuditVerification, error) {
 	var keptW *audit.Witness
 	if len(kept) > 0 {
 		w, err := audit.ParseWitness(kept)
@@ -280,7 +280,7 @@ func (s *Service) VerifyAudit(ctx context.Context, p Principal, kept []byte) (Au
 	if keptW != nil {
 		ws = append(ws, *keptW)
 	}
-	rep, err := audit.Verify(store.AuditRecords(ctx, s.cfg.Store, 0, auditPage), ws...)
+	rep, err := audit.Verify(store.AuditRecords(ctx, s.st, 0, auditPage), ws...)
 	if err != nil {
 		return AuditVerification{}, fmt.Errorf("verify the audit log: %w", err)
 	}
@@ -295,7 +295,7 @@ func (s *Service) VerifyAudit(ctx context.Context, p Principal, kept []byte) (Au
 
 // AuditWitness returns the server's witness file as it is on disk, for an
 // operator to keep elsewhere (trainyard audit witness).
-func (s *Service) AuditWitness(ctx context.Context, p Principal) ([]byte, error) {
+func (s *AuditService) AuditWitness(ctx context.Context, p Principal) ([]byte, error) {
 	if err := s.authorize(ctx, p, authz.AuditRead, authz.Resource{Kind: "audit"}); err != nil {
 		return nil, err
 	}

@@ -66,19 +66,19 @@ func newWitnessEnv(t *testing.T, n int) *witnessEnv {
 	e.st = st
 	e.clk = clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	e.svc = e.newService()
-	if err := e.svc.LoadAuditWitness(); err != nil {
+	if err := e.svc.Audit.LoadAuditWitness(); err != nil {
 		t.Fatal(err)
 	}
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := e.svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := e.svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := e.svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
 	e.submit(t, n)
-	if w, err := e.svc.UpdateAuditWitness(context.Background()); err != nil || w.Seq != int64(n+2) {
+	if w, err := e.svc.Audit.UpdateAuditWitness(context.Background()); err != nil || w.Seq != int64(n+2) {
 		t.Fatalf("UpdateAuditWitness = head %d, %v; want %d", w.Seq, err, n+2)
 	}
 	e.db, err = sql.Open("sqlite", "file:"+e.storeAt)
@@ -101,7 +101,7 @@ func (e *witnessEnv) submit(t *testing.T, n int) {
 	t.Helper()
 	for i := range n {
 		e.clk.Advance(time.Second)
-		if _, _, err := e.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: w" + strconv.Itoa(i) + "\nentrypoint: [true]\n")}); err != nil {
+		if _, _, err := e.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: w" + strconv.Itoa(i) + "\nentrypoint: [true]\n")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func (e *witnessEnv) rehashFrom(t *testing.T, seq int64) {
 
 func (e *witnessEnv) verify(t *testing.T, svc *service.Service, kept []byte) service.AuditVerification {
 	t.Helper()
-	rep, err := svc.VerifyAudit(context.Background(), admin, kept)
+	rep, err := svc.Audit.VerifyAudit(context.Background(), admin, kept)
 	if err != nil {
 		t.Fatalf("VerifyAudit: %v", err)
 	}
@@ -175,7 +175,7 @@ func TestAuditWitnessFollowsTheLog(t *testing.T) {
 	}
 	// It keeps following.
 	e.submit(t, 3)
-	if w, err := e.svc.UpdateAuditWitness(context.Background()); err != nil || w.Seq != 35 {
+	if w, err := e.svc.Audit.UpdateAuditWitness(context.Background()); err != nil || w.Seq != 35 {
 		t.Fatalf("UpdateAuditWitness = %d, %v; want 35", w.Seq, err)
 	}
 }
@@ -230,7 +230,7 @@ func TestAuditWitnessCatchesTampering(t *testing.T) {
 			// evidence, and the problem is logged once.
 			for range 2 {
 				var p *audit.Problem
-				if w, err := e.svc.UpdateAuditWitness(context.Background()); !errors.As(err, &p) || w.Seq != 32 {
+				if w, err := e.svc.Audit.UpdateAuditWitness(context.Background()); !errors.As(err, &p) || w.Seq != 32 {
 					t.Fatalf("UpdateAuditWitness after tampering = %d, %v; want a problem and the witness at 32", w.Seq, err)
 				}
 			}
@@ -249,7 +249,7 @@ func TestAuditWitnessMovedBackwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.submit(t, 5)
-	if _, err := e.svc.UpdateAuditWitness(context.Background()); err != nil {
+	if _, err := e.svc.Audit.UpdateAuditWitness(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	kept, err := os.ReadFile(e.path) // the operator's copy, at record 17
@@ -301,7 +301,7 @@ func TestAuditWitnessFileProblems(t *testing.T) {
 		t.Fatalf("problem = %+v; want the damaged witness reported", rep.Problem)
 	}
 	// A restart refuses to overwrite it: it may be evidence.
-	err := e.newService().LoadAuditWitness()
+	err := e.newService().Audit.LoadAuditWitness()
 	if err == nil || !strings.Contains(err.Error(), "move it aside") {
 		t.Fatalf("LoadAuditWitness of a damaged file = %v; want an error saying to move it aside", err)
 	}
@@ -309,12 +309,12 @@ func TestAuditWitnessFileProblems(t *testing.T) {
 		t.Errorf("the damaged witness was overwritten: %q", b)
 	}
 	// A witness the caller gives must be one.
-	if _, err := e.svc.VerifyAudit(context.Background(), admin, []byte(`{"seq": 3}`)); !errors.As(err, new(domain.FieldErrors)) {
+	if _, err := e.svc.Audit.VerifyAudit(context.Background(), admin, []byte(`{"seq": 3}`)); !errors.As(err, new(domain.FieldErrors)) {
 		t.Errorf("VerifyAudit with a bad witness = %v; want a field error", err)
 	}
 	// A path that cannot be written fails at load, not later.
 	bad := service.New(service.Config{Store: e.st, AuditWitness: filepath.Join(t.TempDir(), "missing", "w")})
-	if err := bad.LoadAuditWitness(); err == nil || !strings.Contains(err.Error(), "audit_witness") {
+	if err := bad.Audit.LoadAuditWitness(); err == nil || !strings.Contains(err.Error(), "audit_witness") {
 		t.Errorf("LoadAuditWitness in a missing directory = %v; want an error naming audit_witness", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
 
 // Principal is an authenticated caller (see domain.Principal).
@@ -28,10 +29,18 @@ func ClientFrom(ctx context.Context) string {
 	return addr
 }
 
+// auditAppender is the core's reach into the store: a denial is recorded
+// on its own, outside any change.
+type auditAppender interface {
+	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
+}
+
+var _ auditAppender = store.Store(nil)
+
 // appendAudit appends rec outside any change; a failure is logged, since the
 // request is refused either way.
-func (s *Service) appendAudit(ctx context.Context, rec domain.AuditRecord) {
-	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
+func (s *core) appendAudit(ctx context.Context, rec domain.AuditRecord) {
+	if err := s.st.AppendAudit(context.WithoutCancel(ctx), rec); err != nil {
 		s.cfg.Logger.Error("append audit record", "action", rec.Action, "target", rec.Target, "result", rec.Result, "err", err)
 	}
 }
@@ -40,7 +49,7 @@ func (s *Service) appendAudit(ctx context.Context, rec domain.AuditRecord) {
 // audit log. It returns nil when allowed; otherwise an error matching
 // domain.ErrForbidden (or domain.ErrNotFound for a resource the caller may not
 // even see).
-func (s *Service) authorize(ctx context.Context, p Principal, a authz.Action, r authz.Resource) error {
+func (s *core) authorize(ctx context.Context, p Principal, a authz.Action, r authz.Resource) error {
 	d := authz.Decide(p, a, r)
 	if d.Allow {
 		return nil
@@ -97,12 +106,12 @@ func jobResource(j domain.Job) authz.Resource {
 // mutating store call that makes the change to append in the same
 // transaction. before and after are summarised as compact JSON; nil means
 // none.
-func (s *Service) audited(ctx context.Context, p Principal, a authz.Action, target string, before, after any) domain.AuditRecord {
+func (s *core) audited(ctx context.Context, p Principal, a authz.Action, target string, before, after any) domain.AuditRecord {
 	return s.auditedAs(ctx, p.Actor(), a, target, before, after)
 }
 
 // auditedAs is audited for an actor that is not a caller ("system:control").
-func (s *Service) auditedAs(ctx context.Context, actor string, a authz.Action, target string, before, after any) domain.AuditRecord {
+func (s *core) auditedAs(ctx context.Context, actor string, a authz.Action, target string, before, after any) domain.AuditRecord {
 	return domain.AuditRecord{
 		At: s.cfg.Clock.Now(), Actor: actor, Action: string(a), Target: target,
 		Before: summary(before), After: summary(after), Result: domain.AuditOK, Client: ClientFrom(ctx),
@@ -119,19 +128,4 @@ func summary(v any) string {
 		return `{"error":` + strconv.Quote(err.Error()) + `}`
 	}
 	return string(b)
-}
-
-// CheckRoute is the API's early check of a job token on a route: such a
-// token may call only routes that report for an attempt (the concrete
-// attempt is checked by the use case). action is the route's declared
-// action ("" when it declares none). Other principals pass: the use case
-// authorizes them against the resource.
-func (s *Service) CheckRoute(ctx context.Context, p Principal, action, route string) error {
-	if !p.IsJob() || authz.Action(action) == authz.AttemptReport {
-		return nil
-	}
-	if action == "" {
-		action = "route.call"
-	}
-	return s.authorize(ctx, p, authz.Action(action), authz.Resource{Kind: "route", ID: route})
 }

@@ -55,7 +55,7 @@ type CodeInfo struct {
 }
 
 // maxCode is the largest code package accepted.
-func (s *Service) maxCode() int64 {
+func (s *JobService) maxCode() int64 {
 	if s.cfg.MaxCodeBytes > 0 {
 		return s.cfg.MaxCodeBytes
 	}
@@ -64,7 +64,7 @@ func (s *Service) maxCode() int64 {
 
 // authorizeCode lets through callers who may submit a job in at least one
 // project (and admins); others are refused and the denial is audited.
-func (s *Service) authorizeCode(ctx context.Context, p Principal) error {
+func (s *JobService) authorizeCode(ctx context.Context, p Principal) error {
 	for _, pr := range p.Projects {
 		if authz.Decide(p, authz.JobSubmit, authz.Resource{Kind: "job", Project: pr.Project}).Allow {
 			return nil
@@ -74,7 +74,7 @@ func (s *Service) authorizeCode(ctx context.Context, p Principal) error {
 }
 
 // codeKey checks hash and returns its blob key.
-func (s *Service) codeKey(hash string) (string, error) {
+func (s *JobService) codeKey(hash string) (string, error) {
 	if _, err := codepkg.ParseHash(hash); err != nil {
 		return "", domain.FieldErrors{{Path: "hash", Message: err.Error()}}
 	}
@@ -86,7 +86,7 @@ func (s *Service) codeKey(hash string) (string, error) {
 
 // StatCode reports whether the code package with this hash is stored; a
 // missing one is an error matching domain.ErrNotFound.
-func (s *Service) StatCode(ctx context.Context, p Principal, hash string) (CodeInfo, error) {
+func (s *JobService) StatCode(ctx context.Context, p Principal, hash string) (CodeInfo, error) {
 	if err := s.authorizeCode(ctx, p); err != nil {
 		return CodeInfo{}, err
 	}
@@ -109,7 +109,7 @@ func (s *Service) StatCode(ctx context.Context, p Principal, hash string) (CodeI
 // again (created is false). Content that does not hash to hash is refused
 // with an error matching ErrCodeMismatch, a body over the server's limit
 // with one matching ErrCodeTooLarge; in both cases nothing is stored.
-func (s *Service) PutCode(ctx context.Context, p Principal, hash string, body io.Reader, size int64) (info CodeInfo, created bool, err error) {
+func (s *JobService) PutCode(ctx context.Context, p Principal, hash string, body io.Reader, size int64) (info CodeInfo, created bool, err error) {
 	if err := s.authorizeCode(ctx, p); err != nil {
 		return CodeInfo{}, false, err
 	}
@@ -170,7 +170,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 
 // checkCode validates a submit's code reference: a well-formed hash of a
 // package stored on this server and a commit that looks like one.
-func (s *Service) checkCode(ctx context.Context, c *domain.CodeRef) error {
+func (s *JobService) checkCode(ctx context.Context, c *domain.CodeRef) error {
 	if c == nil {
 		return nil
 	}

@@ -16,7 +16,24 @@ import (
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
+	"trainyard/internal/store"
 )
+
+// EnvService registers and resolves environments.
+type EnvService struct {
+	*core
+	st EnvStore
+}
+
+// EnvStore is what the environment use cases read and write.
+type EnvStore interface {
+	DeprecateEnv(ctx context.Context, name string, version int, reason string, at time.Time, audit domain.AuditRecord) ([]int, error)
+	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
+	ListEnvs(ctx context.Context, name string) ([]domain.Environment, error)
+	PutEnv(ctx context.Context, e domain.Environment, audit domain.AuditRecord) error
+}
+
+var _ EnvStore = store.Store(nil)
 
 // Limits on environment definitions.
 const (
@@ -147,7 +164,7 @@ func checkEnvDefinition(d EnvDefinition) domain.FieldErrors {
 // version already has d's definition (see domain.EnvDigest), nothing is
 // stored and that version is returned with created false; when that
 // version is deprecated, registering is refused.
-func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition) (env domain.Environment, created bool, err error) {
+func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition) (env domain.Environment, created bool, err error) {
 	if err := checkEnvDefinition(d).Err(); err != nil {
 		return domain.Environment{}, false, err
 	}
@@ -177,7 +194,7 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 	}
 	rec.Digest = domain.EnvDigest(rec)
 	for range 5 { // another register of the same name may take our version
-		versions, err := s.cfg.Store.ListEnvs(ctx, d.Name)
+		versions, err := s.st.ListEnvs(ctx, d.Name)
 		if err != nil {
 			return domain.Environment{}, false, fmt.Errorf("read environment %s: %w", d.Name, err)
 		}
@@ -213,7 +230,7 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 			after["path_prefix"] = rec.PathPrefix
 		}
 		actx := s.audited(ctx, p, authz.EnvWrite, envTarget(d.Name, 0), before, after)
-		err = s.cfg.Store.PutEnv(ctx, rec, actx)
+		err = s.st.PutEnv(ctx, rec, actx)
 		if errors.Is(err, domain.ErrConflict) {
 			continue
 		}
@@ -228,14 +245,14 @@ func (s *Service) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition)
 
 // ListEnvs returns every version of environment name ("" for all),
 // ordered by name then version.
-func (s *Service) ListEnvs(ctx context.Context, p Principal, name string) ([]domain.Environment, error) {
+func (s *EnvService) ListEnvs(ctx context.Context, p Principal, name string) ([]domain.Environment, error) {
 	if name != "" && !domain.ValidEnvName(name) {
 		return nil, domain.FieldErrors{{Path: "name", Message: fmt.Sprintf("%q is not a valid environment name", name)}}
 	}
 	if err := s.authorize(ctx, p, authz.EnvRead, authz.Resource{Kind: "env"}); err != nil {
 		return nil, err
 	}
-	list, err := s.cfg.Store.ListEnvs(ctx, name)
+	list, err := s.st.ListEnvs(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("list environments: %w", err)
 	}
@@ -250,7 +267,7 @@ func (s *Service) ListEnvs(ctx context.Context, p Principal, name string) ([]dom
 
 // GetEnv returns version of environment name (0: the latest, deprecated
 // or not).
-func (s *Service) GetEnv(ctx context.Context, p Principal, name string, version int) (domain.Environment, error) {
+func (s *EnvService) GetEnv(ctx context.Context, p Principal, name string, version int) (domain.Environment, error) {
 	if err := checkEnvRef(name, version); err != nil {
 		return domain.Environment{}, err
 	}
@@ -261,11 +278,11 @@ func (s *Service) GetEnv(ctx context.Context, p Principal, name string, version 
 }
 
 // getEnv reads one version, with errors that say what exists.
-func (s *Service) getEnv(ctx context.Context, name string, version int) (domain.Environment, error) {
-	e, err := s.cfg.Store.GetEnv(ctx, name, version)
+func (s *EnvService) getEnv(ctx context.Context, name string, version int) (domain.Environment, error) {
+	e, err := s.st.GetEnv(ctx, name, version)
 	if errors.Is(err, domain.ErrNotFound) {
 		if version > 0 {
-			if latest, lerr := s.cfg.Store.GetEnv(ctx, name, 0); lerr == nil {
+			if latest, lerr := s.st.GetEnv(ctx, name, 0); lerr == nil {
 				return domain.Environment{}, domain.Errorf(domain.ErrNotFound, "environment %s has no version %d; the latest is %s (see trainyard env show %s)", name, version, latest.Ref(), name)
 			}
 		}
@@ -296,7 +313,7 @@ func checkEnvRef(name string, version int) error {
 // version). Jobs can no longer be submitted with a deprecated version;
 // jobs already submitted keep it. It returns the versions concerned, as
 // stored afterwards; deprecating a deprecated version changes nothing.
-func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, version int, reason string) ([]domain.Environment, error) {
+func (s *EnvService) DeprecateEnv(ctx context.Context, p Principal, name string, version int, reason string) ([]domain.Environment, error) {
 	if err := checkEnvRef(name, version); err != nil {
 		return nil, err
 	}
@@ -314,7 +331,7 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 		return nil, err
 	}
 	concerned := func() ([]domain.Environment, error) {
-		all, err := s.cfg.Store.ListEnvs(ctx, name)
+		all, err := s.st.ListEnvs(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("read environment %s: %w", name, err)
 		}
@@ -335,7 +352,7 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 	}
 	actx := s.audited(ctx, p, authz.EnvWrite, envTarget(name, version), nil,
 		map[string]any{"deprecated": pending, "reason": reason})
-	if _, err := s.cfg.Store.DeprecateEnv(ctx, name, version, reason, s.cfg.Clock.Now(), actx); err != nil {
+	if _, err := s.st.DeprecateEnv(ctx, name, version, reason, s.cfg.Clock.Now(), actx); err != nil {
 		return nil, fmt.Errorf("deprecate %s: %w", envTarget(name, version), err)
 	}
 	s.envsChanged()
@@ -344,8 +361,8 @@ func (s *Service) DeprecateEnv(ctx context.Context, p Principal, name string, ve
 
 // EnsureHostEnv stores the built-in environment host@1 when it is missing
 // (a fresh install). The server calls it at start.
-func (s *Service) EnsureHostEnv(ctx context.Context) error {
-	_, err := s.cfg.Store.GetEnv(ctx, domain.HostEnv, 1)
+func (s *EnvService) EnsureHostEnv(ctx context.Context) error {
+	_, err := s.st.GetEnv(ctx, domain.HostEnv, 1)
 	if err == nil {
 		return nil
 	}
@@ -355,7 +372,7 @@ func (s *Service) EnsureHostEnv(ctx context.Context) error {
 	host := domain.HostEnvironment(s.cfg.Clock.Now())
 	actx := s.auditedAs(ctx, "system:bootstrap", authz.EnvWrite, envTarget(host.Name, 0), nil,
 		map[string]any{"version": host.Version, "digest": host.Digest})
-	err = s.cfg.Store.PutEnv(ctx, host, actx)
+	err = s.st.PutEnv(ctx, host, actx)
 	if err != nil && !errors.Is(err, domain.ErrConflict) { // ErrConflict: another server stored it
 		return fmt.Errorf("store the built-in environment host@1: %w", err)
 	}
@@ -375,7 +392,7 @@ func deprecationNote(e domain.Environment) string {
 // "name@N" must exist and not be deprecated; "name" resolves to its latest
 // version that is not deprecated. spec.Env becomes "name@N", so the stored
 // spec records what the job runs in. Problems are field errors on env.
-func (s *Service) resolveSpecEnv(ctx context.Context, spec *domain.Spec) error {
+func (s *EnvService) resolveSpecEnv(ctx context.Context, spec *domain.Spec) error {
 	e, err := s.ResolveEnv(ctx, spec.Env)
 	if err != nil {
 		return err
@@ -389,7 +406,7 @@ func (s *Service) resolveSpecEnv(ctx context.Context, spec *domain.Spec) error {
 // that is not deprecated); "" means host. Host resolves to the built-in
 // host@1 until a host environment is stored. A refusal is a field error on
 // env that says what to use instead.
-func (s *Service) ResolveEnv(ctx context.Context, ref string) (domain.Environment, error) {
+func (s *EnvService) ResolveEnv(ctx context.Context, ref string) (domain.Environment, error) {
 	if ref == "" {
 		ref = domain.HostEnv
 	}
@@ -449,14 +466,14 @@ type envCacheEntry struct {
 
 // envVersions returns name's versions, cached until an environment changes
 // (here, or on another replica: Invalidate("envs")) or Config.CacheTTL.
-func (s *Service) envVersions(ctx context.Context, name string) ([]domain.Environment, error) {
+func (s *EnvService) envVersions(ctx context.Context, name string) ([]domain.Environment, error) {
 	gen, now := s.envGen.Load(), s.cfg.Clock.Now()
 	if e, ok := s.envCache.Load(name); ok {
 		if ce := e.(envCacheEntry); ce.gen == gen && (s.cfg.CacheTTL <= 0 || now.Sub(ce.at) < s.cfg.CacheTTL) {
 			return ce.versions, nil
 		}
 	}
-	versions, err := s.cfg.Store.ListEnvs(ctx, name)
+	versions, err := s.st.ListEnvs(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -465,8 +482,8 @@ func (s *Service) envVersions(ctx context.Context, name string) ([]domain.Enviro
 }
 
 // envsChanged drops the cached environments here and on other replicas.
-func (s *Service) envsChanged() {
-	s.Invalidate("envs")
+func (s *EnvService) envsChanged() {
+	s.invalidate("envs")
 	if s.cfg.Broadcast != nil {
 		s.cfg.Broadcast("envs")
 	}

@@ -21,7 +21,7 @@ func torchDef(image string) service.EnvDefinition {
 
 func (e auditEnv) register(t *testing.T, d service.EnvDefinition) domain.Environment {
 	t.Helper()
-	env, created, err := e.svc.RegisterEnv(context.Background(), admin, d)
+	env, created, err := e.svc.Envs.RegisterEnv(context.Background(), admin, d)
 	if err != nil || !created {
 		t.Fatalf("RegisterEnv(%s) = created %v, %v", d.Name, created, err)
 	}
@@ -48,7 +48,7 @@ func TestRegisterEnvVersionsAndIdenticalDefinitions(t *testing.T) {
 	// The same definition (a new description does not count) is version 1.
 	same := torchDef("reg/torch:2.4")
 	same.Description = "other words"
-	got, created, err := e.svc.RegisterEnv(ctx, admin, same)
+	got, created, err := e.svc.Envs.RegisterEnv(ctx, admin, same)
 	if err != nil || created || got.Version != 1 || got.Description != "PyTorch" {
 		t.Fatalf("identical RegisterEnv = %+v, created %v, %v; want version 1 unchanged", got, created, err)
 	}
@@ -57,17 +57,17 @@ func TestRegisterEnvVersionsAndIdenticalDefinitions(t *testing.T) {
 		t.Fatalf("second definition got version %d, want 2", v2.Version)
 	}
 	// Going back to the first definition returns version 1 again.
-	if got, created, err := e.svc.RegisterEnv(ctx, admin, torchDef("reg/torch:2.4")); err != nil || created || got.Version != 1 {
+	if got, created, err := e.svc.Envs.RegisterEnv(ctx, admin, torchDef("reg/torch:2.4")); err != nil || created || got.Version != 1 {
 		t.Errorf("re-registering version 1's definition = %+v, created %v, %v", got, created, err)
 	}
 	if n := len(e.records(t, "env.write")); n != 2 {
 		t.Errorf("%d env.write records, want 2 (identical registrations record nothing)", n)
 	}
 	// Once version 1 is deprecated, its definition cannot come back.
-	if _, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 1, "CVE in base image"); err != nil {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 1, "CVE in base image"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.RegisterEnv(ctx, admin, torchDef("reg/torch:2.4"))
+	_, _, err = e.svc.Envs.RegisterEnv(ctx, admin, torchDef("reg/torch:2.4"))
 	if !errors.Is(err, domain.ErrConflict) || !strings.Contains(err.Error(), "pytorch@1, which is deprecated (reason: CVE in base image)") {
 		t.Errorf("registering a deprecated definition = %v, want a conflict naming pytorch@1 and the reason", err)
 	}
@@ -96,13 +96,13 @@ func TestRegisterEnvValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := torchDef("reg/torch:2.4")
 			tc.edit(&d)
-			_, _, err := e.svc.RegisterEnv(context.Background(), admin, d)
+			_, _, err := e.svc.Envs.RegisterEnv(context.Background(), admin, d)
 			if got := fieldPaths(t, err); !slices.Equal(got, tc.paths) {
 				t.Errorf("field paths = %v, want %v (%v)", got, tc.paths, err)
 			}
 		})
 	}
-	if list, err := e.svc.ListEnvs(context.Background(), admin, ""); err != nil || len(list) != 0 {
+	if list, err := e.svc.Envs.ListEnvs(context.Background(), admin, ""); err != nil || len(list) != 0 {
 		t.Errorf("after refused registrations: ListEnvs = %+v, %v; want none", list, err)
 	}
 }
@@ -113,23 +113,23 @@ func TestEnvAuthorization(t *testing.T) {
 	member := service.Principal{Subject: "alice", Projects: []domain.ProjectRole{{Project: "default", Role: domain.RoleMember}}}
 	resAdmin := service.Principal{Subject: "ops", Roles: []domain.Role{domain.RoleResourceAdmin}}
 	nobody := service.Principal{Subject: "nobody"}
-	if _, _, err := e.svc.RegisterEnv(ctx, member, torchDef("reg/t:1")); !errors.Is(err, domain.ErrForbidden) ||
+	if _, _, err := e.svc.Envs.RegisterEnv(ctx, member, torchDef("reg/t:1")); !errors.Is(err, domain.ErrForbidden) ||
 		!strings.Contains(err.Error(), "needs role admin or resource-admin") {
 		t.Errorf("member registers: %v, want forbidden naming the roles", err)
 	}
-	if _, _, err := e.svc.RegisterEnv(ctx, resAdmin, torchDef("reg/t:1")); err != nil {
+	if _, _, err := e.svc.Envs.RegisterEnv(ctx, resAdmin, torchDef("reg/t:1")); err != nil {
 		t.Errorf("resource-admin registers: %v", err)
 	}
-	if _, err := e.svc.DeprecateEnv(ctx, member, "pytorch", 1, ""); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, member, "pytorch", 1, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("member deprecates: %v, want forbidden", err)
 	}
-	if list, err := e.svc.ListEnvs(ctx, member, ""); err != nil || len(list) != 1 {
+	if list, err := e.svc.Envs.ListEnvs(ctx, member, ""); err != nil || len(list) != 1 {
 		t.Errorf("member lists: %+v, %v; want the one version", list, err)
 	}
-	if _, err := e.svc.GetEnv(ctx, member, "pytorch", 1); err != nil {
+	if _, err := e.svc.Envs.GetEnv(ctx, member, "pytorch", 1); err != nil {
 		t.Errorf("member shows: %v", err)
 	}
-	if _, err := e.svc.ListEnvs(ctx, nobody, ""); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Envs.ListEnvs(ctx, nobody, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("a user without a role lists: %v, want forbidden", err)
 	}
 	if n := len(e.records(t, "env.write")); n != 3 { // the version, then two denials
@@ -145,7 +145,7 @@ func TestSubmitPinsAndRefusesEnvironments(t *testing.T) {
 		if env != "" {
 			doc += "env: " + env + "\n"
 		}
-		j, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(doc)})
+		j, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(doc)})
 		return j, err
 	}
 	// host resolves to the built-in host@1 even before it is stored.
@@ -153,7 +153,7 @@ func TestSubmitPinsAndRefusesEnvironments(t *testing.T) {
 	if err != nil || j.Spec.Env != "host@1" {
 		t.Fatalf("default env: job env %q, %v; want host@1", j.Spec.Env, err)
 	}
-	if err := e.svc.EnsureHostEnv(ctx); err != nil {
+	if err := e.svc.Envs.EnsureHostEnv(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if j, err := submit("host"); err != nil || j.Spec.Env != "host@1" {
@@ -179,7 +179,7 @@ func TestSubmitPinsAndRefusesEnvironments(t *testing.T) {
 		t.Errorf("non-numeric version: %q", msg)
 	}
 	e.register(t, torchDef("reg/torch:2.5"))
-	if _, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 1, "CVE in base image"); err != nil {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 1, "CVE in base image"); err != nil {
 		t.Fatal(err)
 	}
 	want := "environment pytorch@1 is deprecated (reason: CVE in base image); use pytorch@2, or see trainyard env ls"
@@ -201,32 +201,32 @@ func TestResolveEnvByName(t *testing.T) {
 	ctx := context.Background()
 	e.register(t, torchDef("reg/torch:2.4"))
 	e.register(t, torchDef("reg/torch:2.5"))
-	if got, err := e.svc.ResolveEnv(ctx, "pytorch"); err != nil || got.Ref() != "pytorch@2" {
+	if got, err := e.svc.Envs.ResolveEnv(ctx, "pytorch"); err != nil || got.Ref() != "pytorch@2" {
 		t.Errorf("ResolveEnv(pytorch) = %s, %v; want the latest, pytorch@2", got.Ref(), err)
 	}
-	if _, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 2, "broken CUDA"); err != nil {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 2, "broken CUDA"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.svc.ResolveEnv(ctx, "pytorch"); err != nil || got.Ref() != "pytorch@1" {
+	if got, err := e.svc.Envs.ResolveEnv(ctx, "pytorch"); err != nil || got.Ref() != "pytorch@1" {
 		t.Errorf("ResolveEnv(pytorch) with 2 deprecated = %s, %v; want pytorch@1", got.Ref(), err)
 	}
-	list, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 0, "retired")
+	list, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 0, "retired")
 	if err != nil || len(list) != 2 || !list[0].Deprecated || list[0].DeprecatedReason != "retired" || list[1].DeprecatedReason != "broken CUDA" {
 		t.Fatalf("DeprecateEnv(all) = %+v, %v", list, err)
 	}
-	msg := envMessage(t, second(e.svc.ResolveEnv(ctx, "pytorch")))
+	msg := envMessage(t, second(e.svc.Envs.ResolveEnv(ctx, "pytorch")))
 	if !strings.Contains(msg, "environment pytorch is deprecated (pytorch@2: reason: broken CUDA)") || !strings.Contains(msg, "every version of pytorch is deprecated") {
 		t.Errorf("all deprecated: %q", msg)
 	}
 	// Deprecating again records nothing more.
 	before := len(e.records(t, "env.write"))
-	if _, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 1, "again"); err != nil {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 1, "again"); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(e.records(t, "env.write")); got != before {
 		t.Errorf("a repeated deprecation added %d audit records", got-before)
 	}
-	if _, err := e.svc.DeprecateEnv(ctx, admin, "pytorch", 9, ""); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.svc.Envs.DeprecateEnv(ctx, admin, "pytorch", 9, ""); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deprecating a missing version: %v, want not found", err)
 	}
 }
@@ -235,11 +235,11 @@ func TestEnsureHostEnv(t *testing.T) {
 	e := newAuditEnv(t)
 	ctx := context.Background()
 	for range 2 {
-		if err := e.svc.EnsureHostEnv(ctx); err != nil {
+		if err := e.svc.Envs.EnsureHostEnv(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	list, err := e.svc.ListEnvs(ctx, admin, "")
+	list, err := e.svc.Envs.ListEnvs(ctx, admin, "")
 	if err != nil || len(list) != 1 || list[0].Ref() != "host@1" || list[0].Image != "" || list[0].Check != nil {
 		t.Fatalf("environments after EnsureHostEnv twice = %+v, %v; want host@1 alone", list, err)
 	}
@@ -274,13 +274,13 @@ func TestRegisterEnvChecksLocalDirectories(t *testing.T) {
 	}
 	defer st.Close()
 	svc := service.New(service.Config{Store: st, LocalEnvs: true})
-	_, _, err = svc.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{"/opt/no-such-torch/bin"}})
+	_, _, err = svc.Envs.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{"/opt/no-such-torch/bin"}})
 	var fe domain.FieldErrors
 	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Path != "path_prefix[0]" || !strings.Contains(fe[0].Message, "not a directory on the server's machine") {
 		t.Fatalf("RegisterEnv with a missing directory = %v; want a field error on path_prefix[0]", err)
 	}
 	dir := t.TempDir()
-	if _, created, err := svc.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{dir}}); err != nil || !created {
+	if _, created, err := svc.Envs.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: "torch", PathPrefix: []string{dir}}); err != nil || !created {
 		t.Fatalf("RegisterEnv with an existing directory = created %v, %v", created, err)
 	}
 }

@@ -26,7 +26,7 @@ type GCReport struct {
 // checkpoints and report files of finished jobs past their age. With
 // dryRun it removes nothing and returns the same list a real run made now
 // would remove. Every deletion is audited.
-func (s *Service) GC(ctx context.Context, p Principal, dryRun bool) (GCReport, error) {
+func (s *ArtifactService) GC(ctx context.Context, p Principal, dryRun bool) (GCReport, error) {
 	if err := s.authorize(ctx, p, authz.ArtifactGC, authz.Resource{Kind: "artifacts"}); err != nil {
 		return GCReport{}, err
 	}
@@ -52,15 +52,15 @@ func (s *Service) GC(ctx context.Context, p Principal, dryRun bool) (GCReport, e
 }
 
 // gcPlan lists what gc removes now, leaving out what is already gone.
-func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]string, error) {
+func (s *ArtifactService) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]string, error) {
 	if len(s.cfg.Retention) == 0 {
 		return nil, nil, nil
 	}
-	jobs, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobSucceeded, domain.JobFailed, domain.JobCanceled}, Ascending: true})
+	jobs, err := s.st.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobSucceeded, domain.JobFailed, domain.JobCanceled}, Ascending: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	ckpts, err := s.cfg.Store.ListCheckpoints(ctx, 0, false)
+	ckpts, err := s.st.ListCheckpoints(ctx, 0, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Service) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]s
 			continue
 		}
 		fj := artifacts.FinishedJob{ID: j.ID, Project: j.Project, Pool: j.Pool, FinishedAt: j.FinishedAt, Checkpoints: byJob[j.ID]}
-		if m, err := s.cfg.Store.GetManifest(ctx, j.ID, 0); err == nil {
+		if m, err := s.st.GetManifest(ctx, j.ID, 0); err == nil {
 			fj.Outputs = m.Files
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, nil, err
@@ -106,7 +106,7 @@ func gcTarget(d artifacts.Deletion) string {
 // output tree: a regular file, or something else there (a directory, a
 // link the job left: Open refuses it as not regular, so it is there). A
 // path through a link leading out of the tree is not.
-func (s *Service) gcTargetExists(ctx context.Context, outputDir string, d artifacts.Deletion) bool {
+func (s *ArtifactService) gcTargetExists(ctx context.Context, outputDir string, d artifacts.Deletion) bool {
 	o, err := s.cfg.Files.Outputs(ctx, outputDir)
 	if err != nil {
 		return false
@@ -123,7 +123,7 @@ func (s *Service) gcTargetExists(ctx context.Context, outputDir string, d artifa
 // gcDelete removes one planned file or checkpoint and audits it. The
 // executor removes it inside the job's output tree: a link the job left
 // there is removed, never followed.
-func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
+func (s *ArtifactService) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
 	o, err := s.cfg.Files.Outputs(ctx, outputDir)
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func (s *Service) gcDelete(ctx context.Context, p Principal, d artifacts.Deletio
 		Target: "job/" + strconv.FormatInt(d.JobID, 10) + "/" + d.Kind + "s/" + d.Path,
 		Before: summary(map[string]any{"bytes": d.Bytes}), Result: domain.AuditOK, Detail: d.Reason, Client: ClientFrom(ctx)}
 	if d.Kind == "checkpoint" {
-		return s.cfg.Store.MarkCheckpointDeleted(ctx, d.JobID, d.Path, s.cfg.Clock.Now(), &rec)
+		return s.st.MarkCheckpointDeleted(ctx, d.JobID, d.Path, s.cfg.Clock.Now(), &rec)
 	}
-	return s.cfg.Store.AppendAudit(ctx, rec)
+	return s.st.AppendAudit(ctx, rec)
 }

@@ -15,7 +15,7 @@ import (
 // Hold keeps a queued job out of scheduling (state held, reason Held)
 // until Release. Holding a held job changes nothing; a job that is no
 // longer queued cannot be held (it is placed, running or done).
-func (s *Service) Hold(ctx context.Context, p Principal, id int64, reason string) (domain.Job, error) {
+func (s *JobService) Hold(ctx context.Context, p Principal, id int64, reason string) (domain.Job, error) {
 	if msg := domain.TextProblem(reason, false); msg != "" {
 		return domain.Job{}, domain.FieldErrors{{Path: "reason", Message: msg}}
 	}
@@ -28,18 +28,18 @@ func (s *Service) Hold(ctx context.Context, p Principal, id int64, reason string
 
 // Release puts a held job back in the queue, where it keeps its place by
 // priority and submit time. Releasing a queued job changes nothing.
-func (s *Service) Release(ctx context.Context, p Principal, id int64) (domain.Job, error) {
+func (s *JobService) Release(ctx context.Context, p Principal, id int64) (domain.Job, error) {
 	return s.holdOrRelease(ctx, p, id, domain.MoveRelease(), domain.ReasonReleased, "released by "+p.Subject)
 }
 
-func (s *Service) holdOrRelease(ctx context.Context, p Principal, id int64, mv domain.Move, reason domain.Reason, msg string) (domain.Job, error) {
+func (s *JobService) holdOrRelease(ctx context.Context, p Principal, id int64, mv domain.Move, reason domain.Reason, msg string) (domain.Job, error) {
 	verb := "hold"
 	if mv.To() == domain.JobQueued {
 		verb = "release"
 	}
 	now := s.cfg.Clock.Now()
 	for i := range 3 { // the job may move between our read and our guarded write
-		job, err := s.cfg.Store.GetJob(ctx, id)
+		job, err := s.st.GetJob(ctx, id)
 		if err != nil {
 			return domain.Job{}, jobErr(id, err)
 		}
@@ -57,7 +57,7 @@ func (s *Service) holdOrRelease(ctx context.Context, p Principal, id int64, mv d
 		ch := store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now}
 		ch.Audit = new(s.audited(ctx, p, authz.JobHold, "job/"+strconv.FormatInt(id, 10),
 			map[string]any{"state": job.State}, map[string]any{"state": mv.To()}))
-		errs, err := s.cfg.Store.Apply(ctx, []store.Change{ch})
+		errs, err := s.st.Apply(ctx, []store.Change{ch})
 		if err != nil {
 			return domain.Job{}, fmt.Errorf("%s job %d: %w", verb, id, err)
 		}
@@ -68,7 +68,7 @@ func (s *Service) holdOrRelease(ctx context.Context, p Principal, id int64, mv d
 			return domain.Job{}, jobErr(id, errs[0])
 		}
 		s.cfg.Wake()
-		return s.cfg.Store.GetJob(ctx, id)
+		return s.st.GetJob(ctx, id)
 	}
 	return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d kept changing state; try again", id)
 }

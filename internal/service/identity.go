@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +16,32 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
+
+// IdentityService authenticates callers and manages users, roles and
+// tokens.
+type IdentityService struct {
+	*core
+	st IdentityStore
+}
+
+// IdentityStore is what authentication and identity administration read
+// and write: users, their roles and their tokens.
+type IdentityStore interface {
+	CountTokens(ctx context.Context) (int, error)
+	CreateToken(ctx context.Context, t store.Token, audit domain.AuditRecord) (store.Token, error)
+	CreateUser(ctx context.Context, u domain.User, audit domain.AuditRecord) (domain.User, error)
+	GetToken(ctx context.Context, id int64) (store.Token, error)
+	GetUser(ctx context.Context, name string) (domain.User, error)
+	GrantRole(ctx context.Context, user string, b domain.RoleBinding, at time.Time, audit domain.AuditRecord) (created bool, err error)
+	ListTokens(ctx context.Context, subject string) ([]store.Token, error)
+	ListUsers(ctx context.Context) ([]domain.User, error)
+	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
+	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error)
+	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
+	TokenByHash(ctx context.Context, hash string) (store.Token, error)
+}
+
+var _ IdentityStore = store.Store(nil)
 
 // Token is a stored API token (its Hash is blanked in every answer).
 type Token = store.Token
@@ -145,7 +174,7 @@ func (l *failLimiter) fail(now time.Time, keys []failKey) {
 // fails answers *RateLimitedError (not audited) until the bucket refills. A
 // valid token is checked first and always passes, so the limits never lock
 // out a user or a job's reports.
-func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+func (s *IdentityService) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	now := s.cfg.Clock.Now()
 	p, actor, err := s.authenticate(ctx, secret, now)
 	if err == nil || !errors.Is(err, domain.ErrUnauthorized) {
@@ -164,7 +193,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, e
 
 // authenticate does the work of Authenticate; actor names the caller for the
 // audit record of a failure.
-func (s *Service) authenticate(ctx context.Context, secret string, now time.Time) (p Principal, actor string, err error) {
+func (s *IdentityService) authenticate(ctx context.Context, secret string, now time.Time) (p Principal, actor string, err error) {
 	actor = "anonymous"
 	if secret == "" {
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
@@ -178,7 +207,7 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 		}
 		s.auth.Delete(hash)
 	}
-	tok, err := s.cfg.Store.TokenByHash(ctx, hash)
+	tok, err := s.st.TokenByHash(ctx, hash)
 	if errors.Is(err, domain.ErrNotFound) {
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token is not known; check TRAINYARD_TOKEN or your config file")
 	}
@@ -201,7 +230,7 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 		s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen, at: now})
 		return p, actor, nil
 	}
-	u, err := s.cfg.Store.GetUser(ctx, tok.Subject)
+	u, err := s.st.GetUser(ctx, tok.Subject)
 	if errors.Is(err, domain.ErrNotFound) {
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "the token's user %q no longer exists; ask an admin for a new token", tok.Subject)
 	}
@@ -219,25 +248,10 @@ func (s *Service) authenticate(ctx context.Context, secret string, now time.Time
 //
 // The cache is emptied too, so entries of tokens never used again (job
 // tokens of ended attempts) do not pile up.
-func (s *Service) identityChanged() {
-	s.Invalidate("auth")
+func (s *IdentityService) identityChanged() {
+	s.invalidate("auth")
 	if s.cfg.Broadcast != nil {
 		s.cfg.Broadcast("auth")
-	}
-}
-
-// Invalidate forgets cached state another replica changed: "auth" (tokens,
-// users, roles), "sched" (pools, quotas, grants) or "envs" (environments).
-func (s *Service) Invalidate(topic string) {
-	switch topic {
-	case "auth":
-		s.authGen.Add(1)
-		s.auth.Clear()
-	case "sched":
-		s.schedGen.Add(1)
-	case "envs":
-		s.envGen.Add(1)
-		s.envCache.Clear()
 	}
 }
 
@@ -265,23 +279,23 @@ func principalOf(u domain.User, tokenID int64) Principal {
 // Bootstrap creates, on a store without tokens, the user "admin" holding the
 // global role admin and a token for it, and returns the token's secret; it
 // returns "" when tokens already exist.
-func (s *Service) Bootstrap(ctx context.Context) (string, error) {
-	n, err := s.cfg.Store.CountTokens(ctx)
+func (s *IdentityService) Bootstrap(ctx context.Context) (string, error) {
+	n, err := s.st.CountTokens(ctx)
 	if err != nil || n > 0 {
 		return "", err
 	}
 	now := s.cfg.Clock.Now()
-	if _, err := s.cfg.Store.CreateUser(ctx,
+	if _, err := s.st.CreateUser(ctx,
 		domain.User{Name: BootstrapUser, CreatedAt: now}, s.auditedAs(ctx, "system:bootstrap", authz.UserWrite, "user/"+BootstrapUser, nil, userSummary{Name: BootstrapUser})); err != nil && !errors.Is(err, domain.ErrConflict) {
 		return "", fmt.Errorf("create the bootstrap user: %w", err)
 	}
 	admin := domain.RoleBinding{Role: domain.RoleAdmin}
-	if _, err := s.cfg.Store.GrantRole(ctx,
+	if _, err := s.st.GrantRole(ctx,
 		BootstrapUser, admin, now, s.auditedAs(ctx, "system:bootstrap", authz.RoleWrite, "user/"+BootstrapUser, nil, admin.String())); err != nil {
 		return "", fmt.Errorf("grant the bootstrap user role admin: %w", err)
 	}
 	secret := NewTokenSecret()
-	if _, err := s.cfg.Store.CreateToken(ctx,
+	if _, err := s.st.CreateToken(ctx,
 		store.Token{Name: "bootstrap", Subject: BootstrapUser, Hash: HashToken(secret), CreatedAt: now}, s.auditedAs(ctx, "system:bootstrap", authz.TokenCreate, "user/"+BootstrapUser, nil, tokenSummary{Name: "bootstrap"})); err != nil {
 		return "", fmt.Errorf("create bootstrap token: %w", err)
 	}
@@ -295,10 +309,10 @@ type Identity struct {
 }
 
 // Whoami returns the caller's identity: user, roles and token.
-func (s *Service) Whoami(ctx context.Context, p Principal) (Identity, error) {
+func (s *IdentityService) Whoami(ctx context.Context, p Principal) (Identity, error) {
 	id := Identity{Principal: p}
 	if p.TokenID != 0 {
-		tok, err := s.cfg.Store.GetToken(ctx, p.TokenID)
+		tok, err := s.st.GetToken(ctx, p.TokenID)
 		if err != nil {
 			return Identity{}, fmt.Errorf("read the caller's token: %w", err)
 		}
@@ -309,15 +323,15 @@ func (s *Service) Whoami(ctx context.Context, p Principal) (Identity, error) {
 }
 
 // ListUsers returns every user with its roles.
-func (s *Service) ListUsers(ctx context.Context, p Principal) ([]domain.User, error) {
+func (s *IdentityService) ListUsers(ctx context.Context, p Principal) ([]domain.User, error) {
 	if err := s.authorize(ctx, p, authz.UserRead, authz.Resource{Kind: "user"}); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListUsers(ctx)
+	return s.st.ListUsers(ctx)
 }
 
 // CreateUser creates a user without roles.
-func (s *Service) CreateUser(ctx context.Context, p Principal, name string) (domain.User, error) {
+func (s *IdentityService) CreateUser(ctx context.Context, p Principal, name string) (domain.User, error) {
 	var errs domain.FieldErrors
 	checkName(&errs, "name", name)
 	if err := errs.Err(); err != nil {
@@ -326,7 +340,7 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, name string) (dom
 	if err := s.authorize(ctx, p, authz.UserWrite, authz.Resource{Kind: "user", ID: name}); err != nil {
 		return domain.User{}, err
 	}
-	u, err := s.cfg.Store.CreateUser(ctx,
+	u, err := s.st.CreateUser(ctx,
 		domain.User{Name: name, CreatedAt: s.cfg.Clock.Now()}, s.audited(ctx, p, authz.UserWrite, "user/"+name, nil, userSummary{Name: name}))
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.User{}, domain.Errorf(domain.ErrConflict, "user %q already exists; list users with: trainyard user ls", name)
@@ -354,14 +368,14 @@ func checkBinding(b domain.RoleBinding) error {
 }
 
 // GrantRole gives user the role b. created is false when the user held it.
-func (s *Service) GrantRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) (created bool, err error) {
+func (s *IdentityService) GrantRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) (created bool, err error) {
 	if err := checkBinding(b); err != nil {
 		return false, err
 	}
 	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
 		return false, err
 	}
-	created, err = s.cfg.Store.GrantRole(ctx, user, b, s.cfg.Clock.Now(), s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()))
+	created, err = s.st.GrantRole(ctx, user, b, s.cfg.Clock.Now(), s.audited(ctx, p, authz.RoleWrite, "user/"+user, nil, b.String()))
 	s.identityChanged()
 	if errors.Is(err, domain.ErrNotFound) {
 		return false, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", user, user)
@@ -371,14 +385,14 @@ func (s *Service) GrantRole(ctx context.Context, p Principal, user string, b dom
 
 // RevokeRole takes the role b away from user; it takes effect on the user's
 // next request.
-func (s *Service) RevokeRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) error {
+func (s *IdentityService) RevokeRole(ctx context.Context, p Principal, user string, b domain.RoleBinding) error {
 	if err := checkBinding(b); err != nil {
 		return err
 	}
 	if err := s.authorize(ctx, p, authz.RoleWrite, authz.Resource{Kind: "role", ID: user, Project: b.Project, Owner: user}); err != nil {
 		return err
 	}
-	err := s.cfg.Store.RevokeRole(ctx, user, b, s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil))
+	err := s.st.RevokeRole(ctx, user, b, s.audited(ctx, p, authz.RoleWrite, "user/"+user, b.String(), nil))
 	s.identityChanged() // also on failure: the role may be gone either way
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "user %q does not hold role %s; see their roles with: trainyard user ls", user, b)
@@ -398,7 +412,7 @@ const maxTokenName = 100
 
 // CreateToken creates a token for in.User and returns its secret (shown
 // once; only its hash is stored) and the stored token without the hash.
-func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (secret string, tok store.Token, err error) {
+func (s *IdentityService) CreateToken(ctx context.Context, p Principal, in TokenInput) (secret string, tok store.Token, err error) {
 	if in.User == "" {
 		in.User = p.Subject
 	}
@@ -420,7 +434,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 	if err := s.authorize(ctx, p, authz.TokenCreate, authz.Resource{Kind: "token", Owner: in.User}); err != nil {
 		return "", store.Token{}, err
 	}
-	if _, err := s.cfg.Store.GetUser(ctx, in.User); err != nil {
+	if _, err := s.st.GetUser(ctx, in.User); err != nil {
 		if errors.Is(err, domain.ErrNotFound) {
 			return "", store.Token{}, domain.Errorf(domain.ErrNotFound, "user %q does not exist; create it with: trainyard user create %s", in.User, in.User)
 		}
@@ -433,7 +447,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		tok.ExpiresAt = now.Add(in.TTL)
 	}
 	sum := tokenSummary{Name: in.Name, User: in.User, ExpiresAt: tok.ExpiresAt}
-	tok, err = s.cfg.Store.CreateToken(ctx, tok, s.audited(ctx, p, authz.TokenCreate, "user/"+in.User, nil, sum))
+	tok, err = s.st.CreateToken(ctx, tok, s.audited(ctx, p, authz.TokenCreate, "user/"+in.User, nil, sum))
 	if err != nil {
 		return "", store.Token{}, fmt.Errorf("store token: %w", err)
 	}
@@ -443,7 +457,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 
 // ListTokens returns the tokens of user ("" means the caller; all means
 // every user's, for admins and auditors), without their hashes.
-func (s *Service) ListTokens(ctx context.Context, p Principal, user string, all bool) ([]store.Token, error) {
+func (s *IdentityService) ListTokens(ctx context.Context, p Principal, user string, all bool) ([]store.Token, error) {
 	if user == "" && !all {
 		user = p.Subject
 	}
@@ -453,7 +467,7 @@ func (s *Service) ListTokens(ctx context.Context, p Principal, user string, all 
 	if err := s.authorize(ctx, p, authz.TokenRead, authz.Resource{Kind: "token", Owner: user}); err != nil {
 		return nil, err
 	}
-	toks, err := s.cfg.Store.ListTokens(ctx, user)
+	toks, err := s.st.ListTokens(ctx, user)
 	if err != nil {
 		return nil, err
 	}
@@ -464,9 +478,9 @@ func (s *Service) ListTokens(ctx context.Context, p Principal, user string, all 
 }
 
 // RevokeToken revokes a token; it stops working on its next use.
-func (s *Service) RevokeToken(ctx context.Context, p Principal, id int64) (store.Token, error) {
+func (s *IdentityService) RevokeToken(ctx context.Context, p Principal, id int64) (store.Token, error) {
 	ids := strconv.FormatInt(id, 10)
-	tok, err := s.cfg.Store.GetToken(ctx, id)
+	tok, err := s.st.GetToken(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return store.Token{}, domain.Errorf(domain.ErrNotFound, "token %s does not exist; list yours with: trainyard token ls", ids)
 	}
@@ -480,7 +494,7 @@ func (s *Service) RevokeToken(ctx context.Context, p Principal, id int64) (store
 		tok.Hash = ""
 		return tok, nil
 	}
-	tok, err = s.cfg.Store.RevokeToken(ctx, id, s.cfg.Clock.Now(), s.audited(ctx, p, authz.TokenRevoke, "token/"+ids,
+	tok, err = s.st.RevokeToken(ctx, id, s.cfg.Clock.Now(), s.audited(ctx, p, authz.TokenRevoke, "token/"+ids,
 		map[string]string{"revoked": "no"}, map[string]string{"revoked": "yes"}))
 	if err != nil {
 		return store.Token{}, err
@@ -501,13 +515,13 @@ type AttemptRef struct {
 // resource ID "<job>/<attempt>"); the control loop passes it to the
 // attempt's process as TRAINYARD_JOB_TOKEN and revokes it with
 // RevokeJobToken when the attempt ends.
-func (s *Service) IssueJobToken(ctx context.Context, ref AttemptRef) (string, error) {
+func (s *IdentityService) IssueJobToken(ctx context.Context, ref AttemptRef) (string, error) {
 	if ref.JobID <= 0 || ref.Attempt <= 0 {
 		return "", fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
 	}
 	secret := NewTokenSecret()
 	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.cfg.Store.CreateToken(ctx,
+	_, err := s.st.CreateToken(ctx,
 		store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
 			Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()}, s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}))
 	if err != nil {
@@ -518,9 +532,9 @@ func (s *Service) IssueJobToken(ctx context.Context, ref AttemptRef) (string, er
 
 // RevokeJobToken revokes every token of one attempt; revoking none is not an
 // error (the attempt may never have had one).
-func (s *Service) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
+func (s *IdentityService) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
 	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.cfg.Store.RevokeSubjectTokens(ctx,
+	_, err := s.st.RevokeSubjectTokens(ctx,
 		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.cfg.Clock.Now(), s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil))
 	if err != nil {
 		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
@@ -570,4 +584,34 @@ func poolSum(p domain.Pool) poolSummary {
 	c := p.Capacity()
 	return poolSummary{Nodes: len(p.Nodes), GPUs: c.GPUs, CPUs: c.CPUs, Memory: int64(c.Memory),
 		MaxRunning: p.MaxRunning, Borrowing: p.Borrowing, Preemption: p.Preemption}
+}
+
+// CheckRoute is the API's early check of a job token on a route: such a
+// token may call only routes that report for an attempt (the concrete
+// attempt is checked by the use case). action is the route's declared
+// action ("" when it declares none). Other principals pass: the use case
+// authorizes them against the resource.
+func (s *IdentityService) CheckRoute(ctx context.Context, p Principal, action, route string) error {
+	if !p.IsJob() || authz.Action(action) == authz.AttemptReport {
+		return nil
+	}
+	if action == "" {
+		action = "route.call"
+	}
+	return s.authorize(ctx, p, authz.Action(action), authz.Resource{Kind: "route", ID: route})
+}
+
+// HashToken returns the stored form of a token secret.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// NewTokenSecret returns a fresh random token secret.
+func NewTokenSecret() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("read random bytes: %v", err)) // the OS RNG does not fail
+	}
+	return "ty_" + hex.EncodeToString(b)
 }

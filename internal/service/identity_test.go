@@ -67,11 +67,11 @@ func newIDEnv(t *testing.T) idEnv {
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	svc := service.New(service.Config{Store: spy, Clock: clk})
 	ctx := service.WithClient(context.Background(), "192.0.2.7")
-	secret, err := svc.Bootstrap(ctx)
+	secret, err := svc.Identity.Bootstrap(ctx)
 	if err != nil || secret == "" {
 		t.Fatalf("Bootstrap = %q, %v", secret, err)
 	}
-	p, err := svc.Authenticate(ctx, secret)
+	p, err := svc.Identity.Authenticate(ctx, secret)
 	if err != nil {
 		t.Fatalf("authenticate the bootstrap token: %v", err)
 	}
@@ -81,15 +81,15 @@ func newIDEnv(t *testing.T) idEnv {
 // user creates name with roles and returns a token secret for it.
 func (e idEnv) user(t *testing.T, name string, roles ...domain.RoleBinding) string {
 	t.Helper()
-	if _, err := e.svc.CreateUser(e.ctx, e.admin, name); err != nil {
+	if _, err := e.svc.Identity.CreateUser(e.ctx, e.admin, name); err != nil {
 		t.Fatalf("CreateUser(%s): %v", name, err)
 	}
 	for _, b := range roles {
-		if _, err := e.svc.GrantRole(e.ctx, e.admin, name, b); err != nil {
+		if _, err := e.svc.Identity.GrantRole(e.ctx, e.admin, name, b); err != nil {
 			t.Fatalf("GrantRole(%s, %s): %v", name, b, err)
 		}
 	}
-	secret, _, err := e.svc.CreateToken(e.ctx, e.admin, service.TokenInput{User: name, TTL: time.Hour})
+	secret, _, err := e.svc.Identity.CreateToken(e.ctx, e.admin, service.TokenInput{User: name, TTL: time.Hour})
 	if err != nil {
 		t.Fatalf("CreateToken(%s): %v", name, err)
 	}
@@ -101,7 +101,7 @@ func TestBootstrapAdminPrincipal(t *testing.T) {
 	if e.admin.Subject != "admin" || !e.admin.HasGlobal(domain.RoleAdmin) || e.admin.Role != domain.RoleAdmin || e.admin.TokenID == 0 {
 		t.Errorf("bootstrap principal = %+v", e.admin)
 	}
-	if again, err := e.svc.Bootstrap(e.ctx); err != nil || again != "" {
+	if again, err := e.svc.Identity.Bootstrap(e.ctx); err != nil || again != "" {
 		t.Errorf("second Bootstrap = %q, %v; want nothing", again, err)
 	}
 }
@@ -109,14 +109,14 @@ func TestBootstrapAdminPrincipal(t *testing.T) {
 func TestRevokedTokenStopsAtOnce(t *testing.T) {
 	e := newIDEnv(t)
 	secret := e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"})
-	p, err := e.svc.Authenticate(e.ctx, secret)
+	p, err := e.svc.Identity.Authenticate(e.ctx, secret)
 	if err != nil {
 		t.Fatalf("Authenticate: %v", err)
 	}
-	if _, err := e.svc.RevokeToken(e.ctx, p, p.TokenID); err != nil { // users revoke their own tokens
+	if _, err := e.svc.Identity.RevokeToken(e.ctx, p, p.TokenID); err != nil { // users revoke their own tokens
 		t.Fatalf("RevokeToken: %v", err)
 	}
-	_, err = e.svc.Authenticate(e.ctx, secret)
+	_, err = e.svc.Identity.Authenticate(e.ctx, secret)
 	if !errors.Is(err, domain.ErrUnauthorized) || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("Authenticate right after revoke = %v, want unauthorized: revoked", err)
 	}
@@ -125,15 +125,15 @@ func TestRevokedTokenStopsAtOnce(t *testing.T) {
 func TestExpiredTokenStopsAtOnce(t *testing.T) {
 	e := newIDEnv(t)
 	secret := e.user(t, "alice") // expires in an hour
-	if _, err := e.svc.Authenticate(e.ctx, secret); err != nil {
+	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); err != nil {
 		t.Fatalf("Authenticate: %v", err)
 	}
 	e.clk.Advance(time.Hour - time.Nanosecond)
-	if _, err := e.svc.Authenticate(e.ctx, secret); err != nil {
+	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); err != nil {
 		t.Fatalf("Authenticate just before expiry: %v", err)
 	}
 	e.clk.Advance(time.Nanosecond)
-	if _, err := e.svc.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) || !strings.Contains(err.Error(), "expired") {
+	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("Authenticate at expiry = %v, want unauthorized: expired", err)
 	}
 }
@@ -142,14 +142,14 @@ func TestRevokedRoleStopsAtOnce(t *testing.T) {
 	e := newIDEnv(t)
 	lead := domain.RoleBinding{Role: domain.RoleLead, Project: "vision"}
 	secret := e.user(t, "lee", lead)
-	p, _ := e.svc.Authenticate(e.ctx, secret)
+	p, _ := e.svc.Identity.Authenticate(e.ctx, secret)
 	if len(p.ProjectRoles("vision")) != 1 {
 		t.Fatalf("principal = %+v, want lead of vision", p)
 	}
-	if err := e.svc.RevokeRole(e.ctx, e.admin, "lee", lead); err != nil {
+	if err := e.svc.Identity.RevokeRole(e.ctx, e.admin, "lee", lead); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.svc.Authenticate(e.ctx, secret)
+	p, err := e.svc.Identity.Authenticate(e.ctx, secret)
 	if err != nil || len(p.Projects) != 0 {
 		t.Errorf("after revoking the role: %+v, %v; want no project roles", p, err)
 	}
@@ -158,7 +158,7 @@ func TestRevokedRoleStopsAtOnce(t *testing.T) {
 func TestFailedAuthLimitedPerAddressForBadTokensOnly(t *testing.T) {
 	e := newIDEnv(t)
 	good := e.user(t, "alice")
-	job, err := e.svc.IssueJobToken(e.ctx, service.AttemptRef{JobID: 7, Attempt: 1})
+	job, err := e.svc.Identity.IssueJobToken(e.ctx, service.AttemptRef{JobID: 7, Attempt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,29 +166,29 @@ func TestFailedAuthLimitedPerAddressForBadTokensOnly(t *testing.T) {
 	// spends that address's budget.
 	local := service.WithClient(context.Background(), "127.0.0.1")
 	for i := range 10 {
-		if _, err := e.svc.Authenticate(local, fmt.Sprintf("ty_wrong%04d", i)); !errors.Is(err, domain.ErrUnauthorized) {
+		if _, err := e.svc.Identity.Authenticate(local, fmt.Sprintf("ty_wrong%04d", i)); !errors.Is(err, domain.ErrUnauthorized) {
 			t.Fatalf("failure %d: %v, want unauthorized", i+1, err)
 		}
 	}
-	_, err = e.svc.Authenticate(local, "ty_wrong9999")
+	_, err = e.svc.Identity.Authenticate(local, "ty_wrong9999")
 	var rl *service.RateLimitedError
 	if !errors.As(err, &rl) || rl.Scope != "address" || rl.RetryAfter <= 0 || rl.RetryAfter > 6*time.Second ||
 		!strings.Contains(err.Error(), "not known") || !strings.Contains(err.Error(), "from this address") {
 		t.Fatalf("11th bad token = %v, want RateLimitedError for the address, with the reason and a wait up to 6s", err)
 	}
 	// Valid tokens from the same address pass: a user's, and a job's reports.
-	if p, err := e.svc.Authenticate(local, good); err != nil || p.Subject != "alice" {
+	if p, err := e.svc.Identity.Authenticate(local, good); err != nil || p.Subject != "alice" {
 		t.Errorf("valid user token after the flood: %+v, %v", p, err)
 	}
-	if p, err := e.svc.Authenticate(local, job); err != nil || p.JobID != 7 || p.Attempt != 1 {
+	if p, err := e.svc.Identity.Authenticate(local, job); err != nil || p.JobID != 7 || p.Attempt != 1 {
 		t.Errorf("valid job token after the flood: %+v, %v", p, err)
 	}
 	// Other addresses are not affected.
-	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "198.51.100.10"), "ty_other"); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := e.svc.Identity.Authenticate(service.WithClient(context.Background(), "198.51.100.10"), "ty_other"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("bad token from another address: %v, want unauthorized (not limited)", err)
 	}
 	e.clk.Advance(rl.RetryAfter)
-	if _, err := e.svc.Authenticate(local, "ty_wrong9999"); !errors.Is(err, domain.ErrUnauthorized) || errors.As(err, &rl) {
+	if _, err := e.svc.Identity.Authenticate(local, "ty_wrong9999"); !errors.Is(err, domain.ErrUnauthorized) || errors.As(err, &rl) {
 		t.Errorf("after Retry-After: %v, want unauthorized", err)
 	}
 	_, appended := e.spy.records()
@@ -216,37 +216,37 @@ func TestFailedAuthLimitedPerTokenPrefix(t *testing.T) {
 		return service.WithClient(context.Background(), fmt.Sprintf("203.0.113.%d", i)), prefix + fmt.Sprintf("%039d", i)
 	}
 	for i := range 10 {
-		if _, err := e.svc.Authenticate(guess(i)); !errors.Is(err, domain.ErrUnauthorized) {
+		if _, err := e.svc.Identity.Authenticate(guess(i)); !errors.Is(err, domain.ErrUnauthorized) {
 			t.Fatalf("guess %d: %v, want unauthorized", i+1, err)
 		}
 	}
-	_, err := e.svc.Authenticate(guess(10))
+	_, err := e.svc.Identity.Authenticate(guess(10))
 	var rl *service.RateLimitedError
 	if !errors.As(err, &rl) || rl.Scope != "token" || !strings.Contains(err.Error(), "tokens starting like this one") {
 		t.Fatalf("11th guess = %v, want RateLimitedError for the token prefix", err)
 	}
 	// Another prefix from a fresh address is not limited, and the real
 	// token still passes.
-	if _, err := e.svc.Authenticate(service.WithClient(context.Background(), "203.0.113.200"), "ty_elsewhere"); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := e.svc.Identity.Authenticate(service.WithClient(context.Background(), "203.0.113.200"), "ty_elsewhere"); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("another prefix: %v, want unauthorized (not limited)", err)
 	}
-	if p, err := e.svc.Authenticate(service.WithClient(context.Background(), "203.0.113.201"), good); err != nil || p.Subject != "alice" {
+	if p, err := e.svc.Identity.Authenticate(service.WithClient(context.Background(), "203.0.113.201"), good); err != nil || p.Subject != "alice" {
 		t.Errorf("the valid token with the limited prefix: %+v, %v", p, err)
 	}
 }
 
 func TestQuotaChangeAuditedWithBeforeAfter(t *testing.T) {
 	e := newIDEnv(t)
-	if _, _, err := e.svc.PutPool(e.ctx, e.admin, validPool()); err != nil {
+	if _, _, err := e.svc.Pools.PutPool(e.ctx, e.admin, validPool()); err != nil {
 		t.Fatal(err)
 	}
-	ops, _ := e.svc.Authenticate(e.ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
+	ops, _ := e.svc.Identity.Authenticate(e.ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
 	q := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 1}}
-	if _, err := e.svc.SetQuota(e.ctx, ops, q); err != nil {
+	if _, err := e.svc.Pools.SetQuota(e.ctx, ops, q); err != nil {
 		t.Fatalf("resource-admin SetQuota: %v", err)
 	}
 	q.Guaranteed.GPUs = 3
-	if _, err := e.svc.SetQuota(e.ctx, ops, q); err != nil {
+	if _, err := e.svc.Pools.SetQuota(e.ctx, ops, q); err != nil {
 		t.Fatalf("resource-admin SetQuota: %v", err)
 	}
 	attached, _ := e.spy.records()
@@ -272,7 +272,7 @@ func TestQuotaChangeAuditedWithBeforeAfter(t *testing.T) {
 
 func TestDenialsAuditedAndWorded(t *testing.T) {
 	e := newIDEnv(t)
-	if _, _, err := e.svc.PutPool(e.ctx, e.admin, validPool()); err != nil {
+	if _, _, err := e.svc.Pools.PutPool(e.ctx, e.admin, validPool()); err != nil {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
@@ -283,8 +283,8 @@ func TestDenialsAuditedAndWorded(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, _ := e.svc.Authenticate(e.ctx, e.user(t, name, tc.roles...))
-			_, err := e.svc.SetQuota(e.ctx, p, domain.Quota{Project: "vision", Pool: "standard"})
+			p, _ := e.svc.Identity.Authenticate(e.ctx, e.user(t, name, tc.roles...))
+			_, err := e.svc.Pools.SetQuota(e.ctx, p, domain.Quota{Project: "vision", Pool: "standard"})
 			if !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "resource-admin") {
 				t.Errorf("SetQuota by %s = %v, want forbidden naming resource-admin", name, err)
 			}
@@ -302,11 +302,11 @@ func TestDenialsAuditedAndWorded(t *testing.T) {
 
 func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	e := newIDEnv(t)
-	secret, err := e.svc.IssueJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2})
+	secret, err := e.svc.Identity.IssueJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.svc.Authenticate(e.ctx, secret)
+	p, err := e.svc.Identity.Authenticate(e.ctx, secret)
 	if err != nil || p.JobID != 42 || p.Attempt != 2 || p.Subject != "" || p.Actor() != "job:42/2" {
 		t.Fatalf("job principal = %+v, %v", p, err)
 	}
@@ -316,40 +316,40 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	if d := authz.Decide(p, authz.AttemptReport, authz.Resource{Kind: "attempt", ID: "42/1"}); d.Allow {
 		t.Error("job token may report for another attempt")
 	}
-	if _, err := e.svc.ListPools(e.ctx, p); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Pools.ListPools(e.ctx, p); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("job token ListPools = %v, want forbidden", err)
 	}
-	if _, _, err := e.svc.CreateToken(e.ctx, p, service.TokenInput{}); !errors.Is(err, domain.ErrForbidden) {
+	if _, _, err := e.svc.Identity.CreateToken(e.ctx, p, service.TokenInput{}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("job token CreateToken = %v, want forbidden", err)
 	}
-	if err := e.svc.RevokeJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2}); err != nil {
+	if err := e.svc.Identity.RevokeJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
+	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("job token after RevokeJobToken: %v, want unauthorized", err)
 	}
 }
 
 func TestTokensOfOthers(t *testing.T) {
 	e := newIDEnv(t)
-	alice, _ := e.svc.Authenticate(e.ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
+	alice, _ := e.svc.Identity.Authenticate(e.ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
 	bobSecret := e.user(t, "bob")
-	bob, _ := e.svc.Authenticate(e.ctx, bobSecret)
-	if _, _, err := e.svc.CreateToken(e.ctx, alice, service.TokenInput{User: "bob"}); !errors.Is(err, domain.ErrForbidden) {
+	bob, _ := e.svc.Identity.Authenticate(e.ctx, bobSecret)
+	if _, _, err := e.svc.Identity.CreateToken(e.ctx, alice, service.TokenInput{User: "bob"}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("alice creating bob's token = %v, want forbidden", err)
 	}
-	_, err := e.svc.RevokeToken(e.ctx, alice, bob.TokenID)
+	_, err := e.svc.Identity.RevokeToken(e.ctx, alice, bob.TokenID)
 	if !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("alice revoking bob's token = %v, want not found", err)
 	}
-	toks, err := e.svc.ListTokens(e.ctx, alice, "", false)
+	toks, err := e.svc.Identity.ListTokens(e.ctx, alice, "", false)
 	if err != nil || len(toks) != 1 || toks[0].Subject != "alice" || toks[0].Hash != "" {
 		t.Errorf("alice's tokens = %+v, %v", toks, err)
 	}
-	if _, err := e.svc.ListTokens(e.ctx, alice, "", true); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Identity.ListTokens(e.ctx, alice, "", true); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("alice listing every token = %v, want forbidden", err)
 	}
-	if _, err := e.svc.Authenticate(e.ctx, bobSecret); err != nil {
+	if _, err := e.svc.Identity.Authenticate(e.ctx, bobSecret); err != nil {
 		t.Errorf("bob's token stopped working: %v", err)
 	}
 }
@@ -368,13 +368,13 @@ func TestGrantRoleValidation(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.svc.GrantRole(e.ctx, e.admin, "alice", tc.b)
+			_, err := e.svc.Identity.GrantRole(e.ctx, e.admin, "alice", tc.b)
 			if paths := fieldPaths(t, err); len(paths) != 1 || paths[0] != tc.want {
 				t.Errorf("paths = %v, want [%s]", paths, tc.want)
 			}
 		})
 	}
-	if _, err := e.svc.GrantRole(e.ctx, e.admin, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.svc.Identity.GrantRole(e.ctx, e.admin, "ghost", domain.RoleBinding{Role: domain.RoleAdmin}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("grant to a missing user = %v, want not found", err)
 	}
 }
@@ -391,25 +391,25 @@ func TestAuditTrailInStore(t *testing.T) {
 	lister := st
 	svc := service.New(service.Config{Store: st})
 	ctx := service.WithClient(context.Background(), "203.0.113.5")
-	secret, _ := svc.Bootstrap(ctx)
-	admin, _ := svc.Authenticate(ctx, secret)
-	if _, _, err := svc.PutPool(ctx, admin, validPool()); err != nil {
+	secret, _ := svc.Identity.Bootstrap(ctx)
+	admin, _ := svc.Identity.Authenticate(ctx, secret)
+	if _, _, err := svc.Pools.PutPool(ctx, admin, validPool()); err != nil {
 		t.Fatal(err)
 	}
 	e := idEnv{svc: svc, admin: admin, ctx: ctx}
-	ops, _ := svc.Authenticate(ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
-	alice, _ := svc.Authenticate(ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
+	ops, _ := svc.Identity.Authenticate(ctx, e.user(t, "ops", domain.RoleBinding{Role: domain.RoleResourceAdmin}))
+	alice, _ := svc.Identity.Authenticate(ctx, e.user(t, "alice", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}))
 	q := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 1}}
 	for _, gpus := range []int{1, 2} {
 		q.Guaranteed.GPUs = gpus
-		if _, err := svc.SetQuota(ctx, ops, q); err != nil {
+		if _, err := svc.Pools.SetQuota(ctx, ops, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := svc.SetQuota(ctx, alice, q); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := svc.Pools.SetQuota(ctx, alice, q); !errors.Is(err, domain.ErrForbidden) {
 		t.Fatalf("member SetQuota = %v, want forbidden", err)
 	}
-	if _, err := svc.Authenticate(ctx, "ty_not-a-token"); err == nil {
+	if _, err := svc.Identity.Authenticate(ctx, "ty_not-a-token"); err == nil {
 		t.Fatal("a wrong token authenticated")
 	}
 	recs, err := lister.ListAudit(ctx, store.AuditFilter{Action: "quota.write"})
@@ -443,14 +443,14 @@ func TestAuditTrailInStore(t *testing.T) {
 func TestGrantedRoleCountsAtOnce(t *testing.T) {
 	e := newIDEnv(t)
 	secret := e.user(t, "gina")
-	p, err := e.svc.Authenticate(e.ctx, secret)
+	p, err := e.svc.Identity.Authenticate(e.ctx, secret)
 	if err != nil || len(p.Projects) != 0 {
 		t.Fatalf("before the grant: %+v, %v", p, err)
 	}
-	if _, err := e.svc.GrantRole(e.ctx, e.admin, "gina", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}); err != nil {
+	if _, err := e.svc.Identity.GrantRole(e.ctx, e.admin, "gina", domain.RoleBinding{Role: domain.RoleMember, Project: "vision"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err = e.svc.Authenticate(e.ctx, secret)
+	p, err = e.svc.Identity.Authenticate(e.ctx, secret)
 	if err != nil || len(p.Projects) != 1 || p.Projects[0].Role != domain.RoleMember {
 		t.Fatalf("after the grant: %+v, %v; want member of vision", p, err)
 	}

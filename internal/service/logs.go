@@ -58,7 +58,7 @@ func (r LogRequest) filters(now time.Time) (*regexp.Regexp, time.Time, error) {
 
 // LogStream is an opened log, ready to copy.
 type LogStream struct {
-	s       *Service
+	s       *JobService
 	jobID   int64
 	attempt int
 	req     LogRequest
@@ -71,8 +71,8 @@ func (l *LogStream) Attempt() int { return l.attempt }
 
 // OpenLogs checks that the job and attempt exist. A job with no attempt yet
 // is an error unless following, in which case the stream waits for attempt 1.
-func (s *Service) OpenLogs(ctx context.Context, p Principal, id int64, req LogRequest) (*LogStream, error) {
-	job, err := s.cfg.Store.GetJob(ctx, id)
+func (s *JobService) OpenLogs(ctx context.Context, p Principal, id int64, req LogRequest) (*LogStream, error) {
+	job, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		return nil, jobErr(id, err)
 	}
@@ -130,12 +130,12 @@ func (l *LogStream) waitStart(ctx context.Context) (bool, error) {
 	t := time.NewTicker(startPoll)
 	defer t.Stop()
 	for {
-		job, err := l.s.cfg.Store.GetJob(ctx, l.jobID)
+		job, err := l.s.st.GetJob(ctx, l.jobID)
 		if err != nil {
 			return false, err
 		}
 		if job.Attempts >= l.attempt {
-			atts, err := l.s.cfg.Store.ListAttempts(ctx, l.jobID)
+			atts, err := l.s.st.ListAttempts(ctx, l.jobID)
 			if err != nil {
 				return false, err
 			}

@@ -17,7 +17,7 @@ import (
 // while either is over the limit; a valid token is never refused for
 // others' failures. A user token without the role is an audited denial
 // (domain.ErrForbidden).
-func (s *Service) AuthorizeMetrics(ctx context.Context, secret, metricsToken string) error {
+func (s *IdentityService) AuthorizeMetrics(ctx context.Context, secret, metricsToken string) error {
 	if metricsToken != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(metricsToken)) == 1 {
 		return nil
 	}

@@ -69,10 +69,10 @@ func newFakeEnv(t *testing.T, retention ...artifacts.Policy) fakeEnv {
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Files: fake, Retention: retention})
 	ctx := context.Background()
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
 	return fakeEnv{svc: svc, st: st, clk: clk, fake: fake}
@@ -83,7 +83,7 @@ func newFakeEnv(t *testing.T, retention ...artifacts.Policy) fakeEnv {
 func (e fakeEnv) job(t *testing.T, steps ...executortest.Step) domain.Job {
 	t.Helper()
 	ctx := context.Background()
-	job, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: remote\nentrypoint: [true]\n")})
+	job, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: remote\nentrypoint: [true]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a, err := e.svc.OpenArtifact(ctx, admin, job.ID, "model.bin")
+	a, err := e.svc.Artifacts.OpenArtifact(ctx, admin, job.ID, "model.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +127,14 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 	if string(b) != "weights" || a.File.Size != 7 || a.File.ModTime.IsZero() || a.SHA256 != fileSum("weights") {
 		t.Errorf("model.bin: %q, size %d, mod time %v, sha256 %s", b, a.File.Size, a.File.ModTime, a.SHA256)
 	}
-	if _, err := e.svc.OpenArtifact(ctx, admin, job.ID, "gone.txt"); !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "no longer on disk") {
+	if _, err := e.svc.Artifacts.OpenArtifact(ctx, admin, job.ID, "gone.txt"); !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "no longer on disk") {
 		t.Errorf("a listed file the executor lacks: %v, want not found, no longer on disk", err)
 	}
 
 	if _, err := e.st.RecordCheckpoint(ctx, domain.CheckpointRecord{JobID: job.ID, Attempt: 1, Name: "step-1", Size: 6, Files: 2, At: e.clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.svc.OpenCheckpoint(ctx, admin, job.ID, "step-1")
+	c, err := e.svc.Artifacts.OpenCheckpoint(ctx, admin, job.ID, "step-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 	}
 
 	// Marking a checkpoint complete writes its marker through the executor.
-	rec, err := e.svc.CompleteCheckpoint(ctx, admin, job.ID, 1, "step-2")
+	rec, err := e.svc.Artifacts.CompleteCheckpoint(ctx, admin, job.ID, 1, "step-2")
 	registered := err == nil
 	o, oerr := e.fake.Outputs(ctx, job.OutputDir)
 	if oerr != nil {
@@ -171,15 +171,15 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 	}
 
 	// gc removes a report and a checkpoint through the executor.
-	if _, err := e.svc.Cancel(ctx, admin, job.ID, ""); err != nil {
+	if _, err := e.svc.Jobs.Cancel(ctx, admin, job.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.clk.Advance(48 * time.Hour)
-	dry, err := e.svc.GC(ctx, admin, true)
+	dry, err := e.svc.Artifacts.GC(ctx, admin, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.svc.GC(ctx, admin, false)
+	rep, err := e.svc.Artifacts.GC(ctx, admin, false)
 	if err != nil || len(rep.Failed) != 0 || fmt.Sprint(rep.Deletions) != fmt.Sprint(dry.Deletions) {
 		t.Fatalf("gc = %+v, %v; dry run %+v", rep, err, dry)
 	}
@@ -207,7 +207,7 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 	} else {
 		f.Close()
 	}
-	if again, err := e.svc.GC(ctx, admin, true); err != nil || len(again.Deletions) != 0 {
+	if again, err := e.svc.Artifacts.GC(ctx, admin, true); err != nil || len(again.Deletions) != 0 {
 		t.Errorf("gc after gc plans %+v, %v; want nothing", again.Deletions, err)
 	}
 }
@@ -240,7 +240,7 @@ func TestCompleteCheckpoint(t *testing.T) {
 	write("last.pt", "whole")
 
 	t.Run("directory", func(t *testing.T) {
-		rec, err := e.svc.CompleteCheckpoint(ctx, admin, id, 1, "step-1")
+		rec, err := e.svc.Artifacts.CompleteCheckpoint(ctx, admin, id, 1, "step-1")
 		if fi, err := os.Lstat(filepath.Join(ckpts, "step-1", domain.CheckpointMarker)); err != nil || !fi.Mode().IsRegular() {
 			t.Fatalf("no marker in step-1: %v", err)
 		}
@@ -252,13 +252,13 @@ func TestCompleteCheckpoint(t *testing.T) {
 		if rec != want {
 			t.Errorf("recorded %+v, want %+v", rec, want)
 		}
-		cs, err := e.svc.Checkpoints(ctx, admin, id)
+		cs, err := e.svc.Artifacts.Checkpoints(ctx, admin, id)
 		if err != nil || len(cs) != 1 || cs[0].Name != "step-1" || cs[0].Size != 11 || cs[0].Files != 3 {
 			t.Errorf("checkpoints = %+v, %v", cs, err)
 		}
 	})
 	t.Run("file", func(t *testing.T) {
-		rec, err := e.svc.CompleteCheckpoint(ctx, admin, id, 1, "last.pt")
+		rec, err := e.svc.Artifacts.CompleteCheckpoint(ctx, admin, id, 1, "last.pt")
 		if fi, err := os.Lstat(filepath.Join(ckpts, "last.pt"+domain.CheckpointMarker)); err != nil || !fi.Mode().IsRegular() {
 			t.Fatalf("no marker beside last.pt: %v", err)
 		}
@@ -277,14 +277,14 @@ func TestCompleteCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"missing", "link", "fifo"} {
-			_, err := e.svc.CompleteCheckpoint(ctx, admin, id, 1, name)
+			_, err := e.svc.Artifacts.CompleteCheckpoint(ctx, admin, id, 1, name)
 			want := fmt.Sprintf("no checkpoint %q under TRAINYARD_CHECKPOINT_DIR of job %d (a directory or a regular file, not a link); write it first, then mark it complete", name, id)
 			if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %v, want not found: %s", name, err, want)
 			}
 		}
 		for _, name := range []string{"", "a/b", ".hidden", "x.tmp", "last.pt" + domain.CheckpointMarker, "..", "."} {
-			_, err := e.svc.CompleteCheckpoint(ctx, admin, id, 1, name)
+			_, err := e.svc.Artifacts.CompleteCheckpoint(ctx, admin, id, 1, name)
 			var fe domain.FieldErrors
 			if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Path != "name" || !strings.Contains(fe[0].Message, "is not a checkpoint name") {
 				t.Errorf("name %q: %v, want a field error at name", name, err)

@@ -130,7 +130,7 @@ func (r InputRoots) forJob(project, pool string) []dataRoot {
 // user-given outputs.path must lie in the project's own directory under
 // the artifact root, and every input under a directory data_roots allows
 // for the job's project or pool.
-func (s *Service) checkPaths(spec domain.Spec) error {
+func (s *JobService) checkPaths(spec domain.Spec) error {
 	var errs domain.FieldErrors
 	s.checkOutputPath(&errs, spec)
 	s.checkInputPaths(&errs, spec)
@@ -143,7 +143,7 @@ func (s *Service) checkPaths(spec domain.Spec) error {
 // has a directory of its own: no job's directory lies inside another's,
 // whose path holds its id as a number), and no symbolic link among the
 // directories that exist already.
-func (s *Service) checkOutputPath(errs *domain.FieldErrors, spec domain.Spec) {
+func (s *JobService) checkOutputPath(errs *domain.FieldErrors, spec domain.Spec) {
 	p := spec.Outputs.Path
 	if p == "" {
 		return
@@ -209,7 +209,7 @@ func fileKind(m fs.FileMode) string {
 // checkInputPaths checks that every input lies under a root data_roots
 // allows for the job, before and after resolving symbolic links, and
 // never in the data directory.
-func (s *Service) checkInputPaths(errs *domain.FieldErrors, spec domain.Spec) {
+func (s *JobService) checkInputPaths(errs *domain.FieldErrors, spec domain.Spec) {
 	if len(spec.Inputs) == 0 {
 		return
 	}

@@ -39,10 +39,10 @@ func newPathEnv(t *testing.T, roots service.DataRoots) pathEnv {
 	}
 	e.svc = service.New(service.Config{Store: st, ArtifactsRoot: e.art, InputRoots: in})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := e.svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := e.svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := e.svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestOutputPathMustLieInTheProjectsDirectory(t *testing.T) {
 		filepath.Join(project, "x", "run-{job_id}"):               "inside a directory name",
 		filepath.Join(project, "link", "{job_id}"):                "symbolic link",
 	} {
-		_, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\noutputs: {path: \"" + path + "\"}\n")})
+		_, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\noutputs: {path: \"" + path + "\"}\n")})
 		msg := fieldErr(t, err, "outputs.path")
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s: %q, want it to say %q", path, msg, want)
@@ -101,7 +101,7 @@ func TestOutputPathMustLieInTheProjectsDirectory(t *testing.T) {
 		}
 	}
 	for _, path := range []string{filepath.Join(project, "shared", "{job_id}"), filepath.Join(project, "sweep", "{job_id}", "out")} {
-		job, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\noutputs: {path: \"" + path + "\"}\n")})
+		job, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\noutputs: {path: \"" + path + "\"}\n")})
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -118,7 +118,7 @@ func TestOutputPathMustLieInTheProjectsDirectory(t *testing.T) {
 func TestInputsMustLieUnderDataRoots(t *testing.T) {
 	ctx := context.Background()
 	submit := func(e pathEnv, path string) error {
-		_, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\ninputs: [{name: d, path: \"" + path + "\", version: v1}]\n")})
+		_, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\ninputs: [{name: d, path: \"" + path + "\", version: v1}]\n")})
 		return err
 	}
 	none := newPathEnv(t, service.DataRoots{})
@@ -187,7 +187,7 @@ func TestDataRootsNeverIncludeTheDataDirectory(t *testing.T) {
 		t.Errorf("relative root: %v", err)
 	}
 	e := newPathEnv(t, service.DataRoots{Default: []string{"/"}})
-	_, _, err := e.svc.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\ninputs: [{name: d, path: \"" + filepath.Join(e.data, "master.key") + "\", version: v1}]\n")})
+	_, _, err := e.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\ninputs: [{name: d, path: \"" + filepath.Join(e.data, "master.key") + "\", version: v1}]\n")})
 	if msg := fieldErr(t, err, "inputs[0].path"); !strings.Contains(msg, "data directory") {
 		t.Errorf("input in the data directory under root /: %q", msg)
 	}
@@ -197,20 +197,20 @@ func TestDataRootsNeverIncludeTheDataDirectory(t *testing.T) {
 func TestRerunAndTemplatesCheckPaths(t *testing.T) {
 	e := newPathEnv(t, service.DataRoots{})
 	ctx := context.Background()
-	job, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\n")})
+	job, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: a\nentrypoint: [true]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.Rerun(ctx, admin, job.ID, service.RerunInput{Set: []string{"outputs.path=" + filepath.Join(e.data, "runs", "{job_id}")}})
+	_, _, err = e.svc.Jobs.Rerun(ctx, admin, job.ID, service.RerunInput{Set: []string{"outputs.path=" + filepath.Join(e.data, "runs", "{job_id}")}})
 	fieldErr(t, err, "outputs.path")
-	if _, _, err := e.svc.CreateTemplate(ctx, admin, "default", "t", []byte("name: t\nentrypoint: [true]\noutputs: {path: \"/{job_id}\"}\n")); err != nil {
+	if _, _, err := e.svc.Templates.CreateTemplate(ctx, admin, "default", "t", []byte("name: t\nentrypoint: [true]\noutputs: {path: \"/{job_id}\"}\n")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.Submit(ctx, admin, service.SubmitInput{Template: "t"})
+	_, _, err = e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Template: "t"})
 	fieldErr(t, err, "outputs.path")
-	if _, _, err := e.svc.CreateTemplate(ctx, admin, "default", "u", []byte("name: u\nentrypoint: [true]\ninputs: [{name: d, path: /data/x, version: v1}]\n")); err != nil {
+	if _, _, err := e.svc.Templates.CreateTemplate(ctx, admin, "default", "u", []byte("name: u\nentrypoint: [true]\ninputs: [{name: d, path: /data/x, version: v1}]\n")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.Submit(ctx, admin, service.SubmitInput{Template: "u"})
+	_, _, err = e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Template: "u"})
 	fieldErr(t, err, "inputs[0].path")
 }

@@ -7,10 +7,40 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
+
+// PoolService manages pools, quotas, projects and compute requests, shows
+// the queue, and admits submitted jobs against them.
+type PoolService struct {
+	*core
+	st PoolStore
+}
+
+// PoolStore is what pool, quota, project and compute-request
+// administration, and admission, read and write.
+type PoolStore interface {
+	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
+	CreateRequest(ctx context.Context, r domain.QuotaRequest, audit domain.AuditRecord) (domain.QuotaRequest, error)
+	DecideRequest(ctx context.Context, id int64, to domain.RequestState, decider string, at time.Time, note string, audit domain.AuditRecord) (domain.QuotaRequest, error)
+	DeleteQuota(ctx context.Context, project, pool string, audit domain.AuditRecord) error
+	GetPool(ctx context.Context, name string) (domain.Pool, error)
+	GetProject(ctx context.Context, name string) (domain.Project, error)
+	GetRequest(ctx context.Context, id int64) (domain.QuotaRequest, error)
+	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ListProjects(ctx context.Context) ([]domain.Project, error)
+	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
+	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
+	PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRecord) (domain.Pool, error)
+	PutProject(ctx context.Context, p domain.Project, audit domain.AuditRecord) error
+	PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error
+}
+
+var _ PoolStore = store.Store(nil)
 
 // nameRule is the rule for pool, node and project names: lowercase letters,
 // digits and inner dashes, 1 to 63 characters (a DNS label).
@@ -25,19 +55,19 @@ const maxShares = 1000
 const ExecutorLocal = "local"
 
 // ListPools returns every pool, sorted by name.
-func (s *Service) ListPools(ctx context.Context, p Principal) ([]domain.Pool, error) {
+func (s *PoolService) ListPools(ctx context.Context, p Principal) ([]domain.Pool, error) {
 	if err := s.authorize(ctx, p, authz.PoolRead, authz.Resource{Kind: "pool"}); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListPools(ctx)
+	return s.st.ListPools(ctx)
 }
 
 // GetPool returns the named pool.
-func (s *Service) GetPool(ctx context.Context, p Principal, name string) (domain.Pool, error) {
+func (s *PoolService) GetPool(ctx context.Context, p Principal, name string) (domain.Pool, error) {
 	if err := s.authorize(ctx, p, authz.PoolRead, authz.Resource{Kind: "pool", ID: name}); err != nil {
 		return domain.Pool{}, err
 	}
-	pool, err := s.cfg.Store.GetPool(ctx, name)
+	pool, err := s.st.GetPool(ctx, name)
 	if err != nil {
 		return domain.Pool{}, poolErr(name, err)
 	}
@@ -47,7 +77,7 @@ func (s *Service) GetPool(ctx context.Context, p Principal, name string) (domain
 // PutPool validates the pool and creates it, or replaces the pool with the
 // same name (its creation time is kept). An empty Executor means "local".
 // created reports whether the pool is new.
-func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (stored domain.Pool, created bool, err error) {
+func (s *PoolService) PutPool(ctx context.Context, p Principal, pool domain.Pool) (stored domain.Pool, created bool, err error) {
 	if pool.Executor == "" {
 		pool.Executor = ExecutorLocal
 	}
@@ -57,7 +87,7 @@ func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (s
 	if err := s.authorize(ctx, p, authz.PoolWrite, authz.Resource{Kind: "pool", ID: pool.Name}); err != nil {
 		return domain.Pool{}, false, err
 	}
-	old, err := s.cfg.Store.GetPool(ctx, pool.Name)
+	old, err := s.st.GetPool(ctx, pool.Name)
 	var before any
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -69,7 +99,7 @@ func (s *Service) PutPool(ctx context.Context, p Principal, pool domain.Pool) (s
 	}
 	now := s.cfg.Clock.Now()
 	pool.CreatedAt, pool.UpdatedAt = now, now
-	stored, err = s.cfg.Store.PutPool(ctx, pool, s.audited(ctx, p, authz.PoolWrite, "pool/"+pool.Name, before, poolSum(pool)))
+	stored, err = s.st.PutPool(ctx, pool, s.audited(ctx, p, authz.PoolWrite, "pool/"+pool.Name, before, poolSum(pool)))
 	if err != nil {
 		return domain.Pool{}, false, fmt.Errorf("store pool %q: %w", pool.Name, err)
 	}
@@ -145,7 +175,7 @@ func ValidatePool(pool domain.Pool) error {
 
 // SetQuota validates the quota and creates or replaces it. The pool must
 // exist.
-func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (domain.Quota, error) {
+func (s *PoolService) SetQuota(ctx context.Context, p Principal, q domain.Quota) (domain.Quota, error) {
 	var errs domain.FieldErrors
 	checkName(&errs, "project", q.Project)
 	checkName(&errs, "pool", q.Pool)
@@ -160,7 +190,7 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 	if err := s.authorize(ctx, p, authz.QuotaWrite, quotaResource(q.Project, q.Pool)); err != nil {
 		return domain.Quota{}, err
 	}
-	if _, err := s.cfg.Store.GetPool(ctx, q.Pool); err != nil {
+	if _, err := s.st.GetPool(ctx, q.Pool); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err)
 	}
 	before, err := s.quotaBefore(ctx, q.Project, q.Pool)
@@ -168,7 +198,7 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 		return domain.Quota{}, err
 	}
 	q.UpdatedAt = s.cfg.Clock.Now()
-	if err := s.cfg.Store.PutQuota(ctx, q, s.audited(ctx, p, authz.QuotaWrite, "quota/"+q.Project+"/"+q.Pool, before, quotaSum(q))); err != nil {
+	if err := s.st.PutQuota(ctx, q, s.audited(ctx, p, authz.QuotaWrite, "quota/"+q.Project+"/"+q.Pool, before, quotaSum(q))); err != nil {
 		return domain.Quota{}, poolErr(q.Pool, err) // the pool may have gone in between
 	}
 	s.schedulingChanged()
@@ -177,15 +207,15 @@ func (s *Service) SetQuota(ctx context.Context, p Principal, q domain.Quota) (do
 
 // ListQuotas returns quotas sorted by project then pool, filtered by project
 // and/or pool when they are not empty.
-func (s *Service) ListQuotas(ctx context.Context, p Principal, project, pool string) ([]domain.Quota, error) {
+func (s *PoolService) ListQuotas(ctx context.Context, p Principal, project, pool string) ([]domain.Quota, error) {
 	if err := s.authorize(ctx, p, authz.QuotaRead, authz.Resource{Kind: "quota", Project: project}); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListQuotas(ctx, project, pool)
+	return s.st.ListQuotas(ctx, project, pool)
 }
 
 // DeleteQuota removes the quota of project in pool.
-func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool string) error {
+func (s *PoolService) DeleteQuota(ctx context.Context, p Principal, project, pool string) error {
 	if err := s.authorize(ctx, p, authz.QuotaWrite, quotaResource(project, pool)); err != nil {
 		return err
 	}
@@ -193,7 +223,7 @@ func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool st
 	if err != nil {
 		return err
 	}
-	err = s.cfg.Store.DeleteQuota(ctx, project, pool, s.audited(ctx, p, authz.QuotaWrite, "quota/"+project+"/"+pool, before, nil))
+	err = s.st.DeleteQuota(ctx, project, pool, s.audited(ctx, p, authz.QuotaWrite, "quota/"+project+"/"+pool, before, nil))
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "project %q has no quota in pool %q; list quotas with: trainyard quota ls", project, pool)
 	}
@@ -206,7 +236,7 @@ func (s *Service) DeleteQuota(ctx context.Context, p Principal, project, pool st
 
 // SetProject creates the project or updates its shares (more than 0, at most
 // 1000) and returns it as stored.
-func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Project) (domain.Project, error) {
+func (s *PoolService) SetProject(ctx context.Context, p Principal, proj domain.Project) (domain.Project, error) {
 	var errs domain.FieldErrors
 	checkName(&errs, "name", proj.Name)
 	if !(proj.Shares > 0) || proj.Shares > maxShares {
@@ -219,26 +249,26 @@ func (s *Service) SetProject(ctx context.Context, p Principal, proj domain.Proje
 		return domain.Project{}, err
 	}
 	var before any
-	if old, err := s.cfg.Store.GetProject(ctx, proj.Name); err == nil {
+	if old, err := s.st.GetProject(ctx, proj.Name); err == nil {
 		before = map[string]float64{"shares": old.Shares}
 	} else if !errors.Is(err, domain.ErrNotFound) {
 		return domain.Project{}, err
 	}
 	proj.CreatedAt = s.cfg.Clock.Now()
 	rec := s.audited(ctx, p, authz.ProjectWrite, "project/"+proj.Name, before, map[string]float64{"shares": proj.Shares})
-	if err := s.cfg.Store.PutProject(ctx, proj, rec); err != nil {
+	if err := s.st.PutProject(ctx, proj, rec); err != nil {
 		return domain.Project{}, fmt.Errorf("store project %q: %w", proj.Name, err)
 	}
 	s.schedulingChanged()
-	return s.cfg.Store.GetProject(ctx, proj.Name)
+	return s.st.GetProject(ctx, proj.Name)
 }
 
 // ListProjects returns every project with stored shares, sorted by name.
-func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Project, error) {
+func (s *PoolService) ListProjects(ctx context.Context, p Principal) ([]domain.Project, error) {
 	if err := s.authorize(ctx, p, authz.ProjectRead, authz.Resource{Kind: "project"}); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListProjects(ctx)
+	return s.st.ListProjects(ctx)
 }
 
 // Queue returns the waiting jobs of pool (every pool when pool is ""), in
@@ -246,7 +276,7 @@ func (s *Service) ListProjects(ctx context.Context, p Principal) ([]domain.Proje
 // control loop the queue is empty. An unknown pool with nothing queued in it
 // is ErrNotFound, so a mistyped name does not look like an empty queue.
 // The caller gets only the jobs it may list (authz.VisibleJobs).
-func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueEntry, error) {
+func (s *PoolService) Queue(ctx context.Context, p Principal, pool string) ([]QueueEntry, error) {
 	if err := s.authorize(ctx, p, authz.QueueRead, authz.Resource{Kind: "queue", ID: pool}); err != nil {
 		return nil, err
 	}
@@ -261,7 +291,7 @@ func (s *Service) Queue(ctx context.Context, p Principal, pool string) ([]QueueE
 		}
 	}
 	if pool != "" && len(entries) == 0 {
-		if _, err := s.cfg.Store.GetPool(ctx, pool); err != nil {
+		if _, err := s.st.GetPool(ctx, pool); err != nil {
 			return nil, poolErr(pool, err)
 		}
 	}
@@ -287,8 +317,8 @@ func quotaResource(project, pool string) authz.Resource {
 
 // quotaBefore summarises the quota of project in pool before a change (nil
 // when there is none).
-func (s *Service) quotaBefore(ctx context.Context, project, pool string) (any, error) {
-	qs, err := s.cfg.Store.ListQuotas(ctx, project, pool)
+func (s *PoolService) quotaBefore(ctx context.Context, project, pool string) (any, error) {
+	qs, err := s.st.ListQuotas(ctx, project, pool)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func TestPutPoolValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := validPool()
 			tc.edit(&p)
-			_, _, err := e.svc.PutPool(context.Background(), admin, p)
+			_, _, err := e.svc.Pools.PutPool(context.Background(), admin, p)
 			if !errors.Is(err, domain.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid", err)
 			}
@@ -100,7 +100,7 @@ func TestPutPoolValidation(t *testing.T) {
 			}
 		})
 	}
-	if ps, err := e.svc.ListPools(context.Background(), admin); err != nil || len(ps) != 0 {
+	if ps, err := e.svc.Pools.ListPools(context.Background(), admin); err != nil || len(ps) != 0 {
 		t.Errorf("invalid pools were stored: %v, %v", ps, err)
 	}
 }
@@ -109,7 +109,7 @@ func TestPutPoolCreateAndReplace(t *testing.T) {
 	ctx := context.Background()
 	e := newPoolEnv(t, nil)
 	created0 := e.clk.Now()
-	got, created, err := e.svc.PutPool(ctx, admin, validPool())
+	got, created, err := e.svc.Pools.PutPool(ctx, admin, validPool())
 	if err != nil || !created {
 		t.Fatalf("PutPool: created %v, %v", created, err)
 	}
@@ -123,14 +123,14 @@ func TestPutPoolCreateAndReplace(t *testing.T) {
 	e.clk.Advance(time.Hour)
 	p := validPool()
 	p.MaxRunning = 9
-	got, created, err = e.svc.PutPool(ctx, admin, p)
+	got, created, err = e.svc.Pools.PutPool(ctx, admin, p)
 	if err != nil || created {
 		t.Fatalf("PutPool (replace): created %v, %v", created, err)
 	}
 	if got.MaxRunning != 9 || !got.CreatedAt.Equal(created0) || !got.UpdatedAt.Equal(created0.Add(time.Hour)) {
 		t.Errorf("replaced pool = %+v", got)
 	}
-	read, err := e.svc.GetPool(ctx, admin, "standard")
+	read, err := e.svc.Pools.GetPool(ctx, admin, "standard")
 	if err != nil || read.MaxRunning != 9 || read.Capacity().GPUs != 3 {
 		t.Errorf("GetPool = %+v, %v", read, err)
 	}
@@ -139,15 +139,15 @@ func TestPutPoolCreateAndReplace(t *testing.T) {
 func TestPoolNotFoundMessages(t *testing.T) {
 	ctx := context.Background()
 	e := newPoolEnv(t, nil)
-	_, err := e.svc.GetPool(ctx, admin, "gpu")
+	_, err := e.svc.Pools.GetPool(ctx, admin, "gpu")
 	if !errors.Is(err, domain.ErrNotFound) || err.Error() != `pool "gpu" does not exist; list pools with: trainyard pool ls` {
 		t.Errorf("GetPool: %v", err)
 	}
-	_, err = e.svc.SetQuota(ctx, admin, domain.Quota{Project: "vision", Pool: "gpu"})
+	_, err = e.svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "vision", Pool: "gpu"})
 	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), `pool "gpu" does not exist`) {
 		t.Errorf("SetQuota in a missing pool: %v", err)
 	}
-	err = e.svc.DeleteQuota(ctx, admin, "vision", "gpu")
+	err = e.svc.Pools.DeleteQuota(ctx, admin, "vision", "gpu")
 	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), `project "vision" has no quota in pool "gpu"`) {
 		t.Errorf("DeleteQuota of a missing quota: %v", err)
 	}
@@ -156,7 +156,7 @@ func TestPoolNotFoundMessages(t *testing.T) {
 func TestQuotas(t *testing.T) {
 	ctx := context.Background()
 	e := newPoolEnv(t, nil)
-	if _, _, err := e.svc.PutPool(ctx, admin, validPool()); err != nil {
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, validPool()); err != nil {
 		t.Fatal(err)
 	}
 	invalid := map[string]struct {
@@ -170,7 +170,7 @@ func TestQuotas(t *testing.T) {
 	}
 	for name, tc := range invalid {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.svc.SetQuota(ctx, admin, tc.q)
+			_, err := e.svc.Pools.SetQuota(ctx, admin, tc.q)
 			if got := strings.Join(fieldPaths(t, err), " "); got != strings.Join(tc.paths, " ") {
 				t.Errorf("paths = %q, want %q", got, strings.Join(tc.paths, " "))
 			}
@@ -178,21 +178,21 @@ func TestQuotas(t *testing.T) {
 	}
 	q := domain.Quota{Project: "vision", Pool: "standard", Guaranteed: domain.Limits{GPUs: 2, CPUs: 8, Memory: 32 << 30, Jobs: 2},
 		Borrow: domain.Limits{GPUs: 1}, MaxPriority: domain.PriorityHigh}
-	got, err := e.svc.SetQuota(ctx, admin, q)
+	got, err := e.svc.Pools.SetQuota(ctx, admin, q)
 	if err != nil {
 		t.Fatalf("SetQuota: %v", err)
 	}
 	if !got.UpdatedAt.Equal(e.clk.Now()) {
 		t.Errorf("UpdatedAt = %v, want the clock's %v", got.UpdatedAt, e.clk.Now())
 	}
-	qs, err := e.svc.ListQuotas(ctx, admin, "vision", "")
+	qs, err := e.svc.Pools.ListQuotas(ctx, admin, "vision", "")
 	if err != nil || len(qs) != 1 || qs[0].Guaranteed != q.Guaranteed || qs[0].Borrow != q.Borrow || qs[0].MaxPriority != "high" {
 		t.Fatalf("ListQuotas = %+v, %v", qs, err)
 	}
-	if err := e.svc.DeleteQuota(ctx, admin, "vision", "standard"); err != nil {
+	if err := e.svc.Pools.DeleteQuota(ctx, admin, "vision", "standard"); err != nil {
 		t.Fatalf("DeleteQuota: %v", err)
 	}
-	if qs, _ := e.svc.ListQuotas(ctx, admin, "", ""); len(qs) != 0 {
+	if qs, _ := e.svc.Pools.ListQuotas(ctx, admin, "", ""); len(qs) != 0 {
 		t.Errorf("quotas after delete: %+v", qs)
 	}
 }
@@ -202,25 +202,25 @@ func TestSetProject(t *testing.T) {
 	e := newPoolEnv(t, nil)
 	for name, shares := range map[string]float64{"zero": 0, "negative": -1, "too many": 1001} {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.svc.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: shares})
+			_, err := e.svc.Pools.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: shares})
 			if got := strings.Join(fieldPaths(t, err), " "); got != "shares" {
 				t.Errorf("paths = %q, want shares", got)
 			}
 		})
 	}
-	if _, err := e.svc.SetProject(ctx, admin, domain.Project{Name: "Vision", Shares: 1}); err == nil {
+	if _, err := e.svc.Pools.SetProject(ctx, admin, domain.Project{Name: "Vision", Shares: 1}); err == nil {
 		t.Error("SetProject with an invalid name succeeded")
 	}
-	p, err := e.svc.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: 2})
+	p, err := e.svc.Pools.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: 2})
 	if err != nil || p.Shares != 2 || !p.CreatedAt.Equal(e.clk.Now()) {
 		t.Fatalf("SetProject = %+v, %v", p, err)
 	}
 	e.clk.Advance(time.Minute)
-	p, err = e.svc.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: 1000})
+	p, err = e.svc.Pools.SetProject(ctx, admin, domain.Project{Name: "vision", Shares: 1000})
 	if err != nil || p.Shares != 1000 || !p.CreatedAt.Equal(e.clk.Now().Add(-time.Minute)) {
 		t.Fatalf("SetProject (update) = %+v, %v; want shares 1000 and the first CreatedAt", p, err)
 	}
-	ps, err := e.svc.ListProjects(ctx, admin)
+	ps, err := e.svc.Pools.ListProjects(ctx, admin)
 	if err != nil || len(ps) != 1 || ps[0].Name != "vision" {
 		t.Errorf("ListProjects = %+v, %v", ps, err)
 	}
@@ -230,7 +230,7 @@ func TestQueue(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no control loop", func(t *testing.T) {
 		e := newPoolEnv(t, nil)
-		q, err := e.svc.Queue(ctx, admin, "")
+		q, err := e.svc.Pools.Queue(ctx, admin, "")
 		if err != nil || q == nil || len(q) != 0 {
 			t.Errorf("Queue = %#v, %v; want an empty, non-nil queue", q, err)
 		}
@@ -241,26 +241,26 @@ func TestQueue(t *testing.T) {
 			asked = pool
 			return []service.QueueEntry{{JobID: 7, Pool: pool, Position: 1}}, nil
 		})
-		q, err := e.svc.Queue(ctx, admin, "standard")
+		q, err := e.svc.Pools.Queue(ctx, admin, "standard")
 		if err != nil || asked != "standard" || len(q) != 1 || q[0].JobID != 7 {
 			t.Errorf("Queue = %+v, %v (asked for %q)", q, err, asked)
 		}
 	})
 	t.Run("unknown empty pool", func(t *testing.T) {
 		e := newPoolEnv(t, func(context.Context, string) ([]service.QueueEntry, error) { return nil, nil })
-		if _, err := e.svc.Queue(ctx, admin, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := e.svc.Pools.Queue(ctx, admin, "nope"); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("Queue of an unknown pool: err = %v, want ErrNotFound", err)
 		}
-		if _, _, err := e.svc.PutPool(ctx, admin, validPool()); err != nil {
+		if _, _, err := e.svc.Pools.PutPool(ctx, admin, validPool()); err != nil {
 			t.Fatal(err)
 		}
-		if q, err := e.svc.Queue(ctx, admin, "standard"); err != nil || len(q) != 0 {
+		if q, err := e.svc.Pools.Queue(ctx, admin, "standard"); err != nil || len(q) != 0 {
 			t.Errorf("Queue of an existing empty pool = %+v, %v", q, err)
 		}
 	})
 	t.Run("error", func(t *testing.T) {
 		e := newPoolEnv(t, func(context.Context, string) ([]service.QueueEntry, error) { return nil, errors.New("loop stopped") })
-		if _, err := e.svc.Queue(ctx, admin, ""); err == nil || !strings.Contains(err.Error(), "loop stopped") {
+		if _, err := e.svc.Pools.Queue(ctx, admin, ""); err == nil || !strings.Contains(err.Error(), "loop stopped") {
 			t.Errorf("Queue error = %v", err)
 		}
 	})
@@ -279,7 +279,7 @@ func TestQueueShowsOnlyListableJobs(t *testing.T) {
 	})
 	ids := func(p service.Principal) []int64 {
 		t.Helper()
-		q, err := e.svc.Queue(ctx, p, "")
+		q, err := e.svc.Pools.Queue(ctx, p, "")
 		if err != nil {
 			t.Fatalf("Queue as %s: %v", p.Subject, err)
 		}
@@ -305,7 +305,7 @@ func TestQueueShowsOnlyListableJobs(t *testing.T) {
 			t.Errorf("queue as %s = %v, want %v", tc.p.Subject, got, tc.want)
 		}
 	}
-	q, _ := e.svc.Queue(ctx, member, "")
+	q, _ := e.svc.Pools.Queue(ctx, member, "")
 	if len(q) != 1 || q[0].Position != 2 {
 		t.Errorf("member's entry = %+v, want position 2 (one hidden job ahead)", q)
 	}

@@ -11,17 +11,13 @@ import (
 	"trainyard/internal/domain"
 )
 
-// Now is the service's current time (for views that depend on it, such as
-// whether a grant has expired).
-func (s *Service) Now() time.Time { return s.cfg.Clock.Now() }
-
 // maxGrant bounds how long a compute request may ask for.
 const maxGrant = 366 * 24 * time.Hour
 
 // RequestQuota files a compute request (R37): more of a pool for a project,
 // until a date, with a reason. It waits for a resource admin (or an admin)
 // other than the requester.
-func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaRequest) (domain.QuotaRequest, error) {
+func (s *PoolService) RequestQuota(ctx context.Context, p Principal, r domain.QuotaRequest) (domain.QuotaRequest, error) {
 	now := s.cfg.Clock.Now()
 	var errs domain.FieldErrors
 	checkName(&errs, "project", r.Project)
@@ -53,7 +49,7 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 	r.Decider, r.DecidedAt, r.Note = "", time.Time{}, ""
 	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaRequest),
 		Target: fmt.Sprintf("quota/%s/%s", r.Project, r.Pool), After: requestSummary(r), Result: domain.AuditOK}
-	out, err := s.cfg.Store.CreateRequest(ctx, r, rec)
+	out, err := s.st.CreateRequest(ctx, r, rec)
 	if err != nil {
 		return domain.QuotaRequest{}, poolErr(r.Pool, err)
 	}
@@ -64,8 +60,8 @@ func (s *Service) RequestQuota(ctx context.Context, p Principal, r domain.QuotaR
 // request raises the project's quota in the pool at once, until its date.
 // Resource admins decide, but nobody their own request unless they are a
 // global admin (authz.QuotaApprove); a refusal is audited.
-func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, approve bool, note string) (domain.QuotaRequest, error) {
-	r, err := s.cfg.Store.GetRequest(ctx, id)
+func (s *PoolService) DecideRequest(ctx context.Context, p Principal, id int64, approve bool, note string) (domain.QuotaRequest, error) {
+	r, err := s.st.GetRequest(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.QuotaRequest{}, domain.Errorf(domain.ErrNotFound, "compute request %d does not exist; list them with: trainyard quota requests", id)
 	}
@@ -94,9 +90,9 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 	rec := domain.AuditRecord{At: now, Actor: p.Actor(), Action: string(authz.QuotaApprove),
 		Target: fmt.Sprintf("request/%d", id), Before: requestSummary(r), After: requestSummary(after), Result: domain.AuditOK,
 		Detail: action}
-	out, err := s.cfg.Store.DecideRequest(ctx, id, to, p.Subject, now, note, rec)
+	out, err := s.st.DecideRequest(ctx, id, to, p.Subject, now, note, rec)
 	if errors.Is(err, domain.ErrConflict) {
-		cur, _ := s.cfg.Store.GetRequest(ctx, id)
+		cur, _ := s.st.GetRequest(ctx, id)
 		return domain.QuotaRequest{}, domain.Errorf(domain.ErrConflict, "compute request %d was already %s by %s", id, cur.State, cur.Decider)
 	}
 	if err != nil {
@@ -109,11 +105,11 @@ func (s *Service) DecideRequest(ctx context.Context, p Principal, id int64, appr
 }
 
 // ListRequests returns compute requests newest first.
-func (s *Service) ListRequests(ctx context.Context, p Principal, project, pool string) ([]domain.QuotaRequest, error) {
+func (s *PoolService) ListRequests(ctx context.Context, p Principal, project, pool string) ([]domain.QuotaRequest, error) {
 	if err := s.authorize(ctx, p, authz.QuotaRead, authz.Resource{Kind: "request", Project: project}); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListRequests(ctx, project, pool)
+	return s.st.ListRequests(ctx, project, pool)
 }
 
 // requestSummary is the audit summary of a request (no free text beyond the

@@ -26,8 +26,8 @@ type RerunInput struct {
 // (overrides, validation, secrets, admission, audit) and runs from the
 // original's code package, if it had one. created is false when
 // IdempotencyKey matched an earlier submit by the same principal.
-func (s *Service) Rerun(ctx context.Context, p Principal, id int64, in RerunInput) (job domain.Job, created bool, err error) {
-	orig, err := s.cfg.Store.GetJob(ctx, id)
+func (s *JobService) Rerun(ctx context.Context, p Principal, id int64, in RerunInput) (job domain.Job, created bool, err error) {
+	orig, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		return domain.Job{}, false, jobErr(id, err)
 	}

@@ -40,7 +40,7 @@ func newRerunEnv(t *testing.T) auditEnv {
 	t.Helper()
 	e := newAuditEnv(t)
 	for _, name := range []string{"pytorch-2.4", "pytorch-2.5"} {
-		if _, _, err := e.svc.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: name, PathPrefix: []string{"/opt/" + name + "/bin"}}); err != nil {
+		if _, _, err := e.svc.Envs.RegisterEnv(context.Background(), admin, service.EnvDefinition{Name: name, PathPrefix: []string{"/opt/" + name + "/bin"}}); err != nil {
 			t.Fatalf("RegisterEnv(%s): %v", name, err)
 		}
 	}
@@ -49,7 +49,7 @@ func newRerunEnv(t *testing.T) auditEnv {
 
 func submitJob(t *testing.T, svc *service.Service, p service.Principal, doc string) domain.Job {
 	t.Helper()
-	job, created, err := svc.Submit(context.Background(), p, service.SubmitInput{Doc: []byte(doc)})
+	job, created, err := svc.Jobs.Submit(context.Background(), p, service.SubmitInput{Doc: []byte(doc)})
 	if err != nil || !created {
 		t.Fatalf("Submit: created=%v, %v", created, err)
 	}
@@ -68,7 +68,7 @@ func jobCount(t *testing.T, st store.Store) int {
 func TestRerunUnchangedReusesTheSnapshot(t *testing.T) {
 	e := newRerunEnv(t)
 	orig := submitJob(t, e.svc, admin, rerunSpec)
-	job, created, err := e.svc.Rerun(context.Background(), admin, orig.ID, service.RerunInput{})
+	job, created, err := e.svc.Jobs.Rerun(context.Background(), admin, orig.ID, service.RerunInput{})
 	if err != nil || !created {
 		t.Fatalf("Rerun: created=%v, %v", created, err)
 	}
@@ -100,7 +100,7 @@ func TestRerunUnchangedReusesTheSnapshot(t *testing.T) {
 func TestRerunAppliesOverridesAndKeepsTheRest(t *testing.T) {
 	e := newRerunEnv(t)
 	orig := submitJob(t, e.svc, admin, rerunSpec)
-	job, _, err := e.svc.Rerun(context.Background(), admin, orig.ID, service.RerunInput{
+	job, _, err := e.svc.Jobs.Rerun(context.Background(), admin, orig.ID, service.RerunInput{
 		Env: "pytorch-2.5@1",
 		Set: []string{"params.lr=0.2", "labels.sweep=b"},
 	})
@@ -162,7 +162,7 @@ func TestRerunRefusesInvalidChangesAndStoresNothing(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := e.svc.Rerun(context.Background(), admin, orig.ID, c.in)
+			_, _, err := e.svc.Jobs.Rerun(context.Background(), admin, orig.ID, c.in)
 			var fe domain.FieldErrors
 			if !errors.As(err, &fe) {
 				t.Fatalf("Rerun: %v; want field errors", err)
@@ -219,7 +219,7 @@ func TestRerunAuthorization(t *testing.T) {
 		"a viewer, missing job too":  {viewer, orig.ID + 100, domain.ErrNotFound},
 		"the member's own job is ok": {alice, orig.ID, nil},
 	} {
-		_, _, err := e.svc.Rerun(ctx, c.p, c.id, service.RerunInput{})
+		_, _, err := e.svc.Jobs.Rerun(ctx, c.p, c.id, service.RerunInput{})
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, c.want)
 		}
@@ -228,7 +228,7 @@ func TestRerunAuthorization(t *testing.T) {
 		t.Errorf("%d jobs created, want only alice's re-run", n-before)
 	}
 	// Overrides may not move a job to a project the caller cannot submit in.
-	_, _, err := e.svc.Rerun(ctx, alice, orig.ID, service.RerunInput{Set: []string{"project=vision"}})
+	_, _, err := e.svc.Jobs.Rerun(ctx, alice, orig.ID, service.RerunInput{Set: []string{"project=vision"}})
 	if !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("re-run into another project: err = %v, want forbidden", err)
 	}
@@ -238,11 +238,11 @@ func TestRerunIdempotencyKey(t *testing.T) {
 	e := newRerunEnv(t)
 	orig := submitJob(t, e.svc, admin, rerunSpec)
 	in := service.RerunInput{Set: []string{"params.lr=0.3"}, IdempotencyKey: "sweep-0.3"}
-	first, created, err := e.svc.Rerun(context.Background(), admin, orig.ID, in)
+	first, created, err := e.svc.Jobs.Rerun(context.Background(), admin, orig.ID, in)
 	if err != nil || !created {
 		t.Fatalf("Rerun: created=%v, %v", created, err)
 	}
-	again, created, err := e.svc.Rerun(context.Background(), admin, orig.ID, in)
+	again, created, err := e.svc.Jobs.Rerun(context.Background(), admin, orig.ID, in)
 	if err != nil || created || again.ID != first.ID || again.RerunOf != orig.ID {
 		t.Errorf("replay: job %d created=%v RerunOf=%d err=%v; want job %d, created=false, RerunOf=%d",
 			again.ID, created, again.RerunOf, err, first.ID, orig.ID)
@@ -261,15 +261,15 @@ func TestRerunKeepsTheCodePackage(t *testing.T) {
 	body := []byte("not really a tar.gz; the store keeps bytes by their hash")
 	sum := sha256.Sum256(body)
 	hash := "sha256:" + hex.EncodeToString(sum[:])
-	if _, _, err := svc.PutCode(ctx, admin, hash, bytes.NewReader(body), int64(len(body))); err != nil {
+	if _, _, err := svc.Jobs.PutCode(ctx, admin, hash, bytes.NewReader(body), int64(len(body))); err != nil {
 		t.Fatalf("PutCode: %v", err)
 	}
 	code := &domain.CodeRef{SHA256: hash, Commit: "0123456789abcdef0123456789abcdef01234567"}
-	orig, _, err := svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(rerunSpec), Code: code})
+	orig, _, err := svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(rerunSpec), Code: code})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, _, err := svc.Rerun(ctx, admin, orig.ID, service.RerunInput{Set: []string{"params.lr=0.2"}})
+	job, _, err := svc.Jobs.Rerun(ctx, admin, orig.ID, service.RerunInput{Set: []string{"params.lr=0.2"}})
 	if err != nil {
 		t.Fatalf("Rerun: %v", err)
 	}

@@ -23,7 +23,7 @@ const retentionPage = 500
 // reading those logs says they expired. Job rows, events and audit records
 // are never touched. It returns how many jobs' logs it deleted; keep <= 0
 // deletes nothing.
-func (s *Service) ExpireLogs(ctx context.Context, keep time.Duration) (int, error) {
+func (s *ArtifactService) ExpireLogs(ctx context.Context, keep time.Duration) (int, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
@@ -33,7 +33,7 @@ func (s *Service) ExpireLogs(ctx context.Context, keep time.Duration) (int, erro
 	var errs []error
 	f := store.JobFilter{States: []domain.JobState{domain.JobSucceeded, domain.JobFailed, domain.JobCanceled}, Limit: retentionPage}
 	for {
-		jobs, err := s.cfg.Store.ListJobs(ctx, f)
+		jobs, err := s.st.ListJobs(ctx, f)
 		if err != nil {
 			return n, err
 		}
@@ -60,7 +60,7 @@ func (s *Service) ExpireLogs(ctx context.Context, keep time.Duration) (int, erro
 // RunLogRetention expires logs once now and again on every tick until ctx
 // ends (the server ticks daily). Failures are logged and retried on the next
 // tick; done, if set, is called after each pass (tests wait on it).
-func (s *Service) RunLogRetention(ctx context.Context, keep time.Duration, ticks <-chan time.Time, done func(expired int)) {
+func (s *ArtifactService) RunLogRetention(ctx context.Context, keep time.Duration, ticks <-chan time.Time, done func(expired int)) {
 	if keep <= 0 {
 		return
 	}

@@ -37,10 +37,10 @@ func newLogEnv(t *testing.T) logEnv {
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: layout, Files: local.NewReader(layout.Root)})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "default", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func newLogEnv(t *testing.T) logEnv {
 func (e logEnv) job(t *testing.T, name string, cancel bool) int64 {
 	t.Helper()
 	ctx := context.Background()
-	job, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: " + name + "\nentrypoint: [true]\n")})
+	job, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: " + name + "\nentrypoint: [true]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func (e logEnv) job(t *testing.T, name string, cancel bool) int64 {
 		t.Fatal(err)
 	}
 	if cancel {
-		if _, err := e.svc.Cancel(ctx, admin, job.ID, ""); err != nil {
+		if _, err := e.svc.Jobs.Cancel(ctx, admin, job.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,11 +90,11 @@ func TestExpireLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if n, err := e.svc.ExpireLogs(ctx, 0); n != 0 || err != nil || !e.hasLogs(old) {
+	if n, err := e.svc.Artifacts.ExpireLogs(ctx, 0); n != 0 || err != nil || !e.hasLogs(old) {
 		t.Fatalf("retention 0 = %d, %v; it must delete nothing", n, err)
 	}
 	e.clk.Advance(11 * 24 * time.Hour) // old finished 31 days ago, recent 11
-	n, err := e.svc.ExpireLogs(ctx, keep)
+	n, err := e.svc.Artifacts.ExpireLogs(ctx, keep)
 	if err != nil || n != 1 {
 		t.Fatalf("ExpireLogs = %d, %v; want 1 job", n, err)
 	}
@@ -109,18 +109,18 @@ func TestExpireLogs(t *testing.T) {
 		t.Errorf("audit records %d → %d (%v); retention must not touch them", len(auditBefore), len(auditAfter), err)
 	}
 
-	_, err = e.svc.OpenLogs(ctx, admin, old, service.LogRequest{})
+	_, err = e.svc.Jobs.OpenLogs(ctx, admin, old, service.LogRequest{})
 	if !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("logs of an expired job: %v, want not found", err)
 	}
 	if want := "the logs of job 1 expired under the server's log retention (30d)"; err.Error() != want {
 		t.Errorf("error = %q, want %q", err, want)
 	}
-	if _, err := e.svc.OpenLogs(ctx, admin, recent, service.LogRequest{}); err == nil || strings.Contains(err.Error(), "expired") {
+	if _, err := e.svc.Jobs.OpenLogs(ctx, admin, recent, service.LogRequest{}); err == nil || strings.Contains(err.Error(), "expired") {
 		t.Errorf("logs of a recent job (no attempt row): %v, want the no-attempt error, not expiry", err)
 	}
 	// A second pass finds nothing new.
-	if n, err := e.svc.ExpireLogs(ctx, keep); n != 0 || err != nil {
+	if n, err := e.svc.Artifacts.ExpireLogs(ctx, keep); n != 0 || err != nil {
 		t.Errorf("second pass = %d, %v", n, err)
 	}
 }
@@ -137,7 +137,7 @@ func TestRunLogRetention(t *testing.T) {
 	passes := make(chan int)
 	stopped := make(chan struct{})
 	go func() {
-		e.svc.RunLogRetention(ctx, keep, ticks, func(n int) { passes <- n })
+		e.svc.Artifacts.RunLogRetention(ctx, keep, ticks, func(n int) { passes <- n })
 		close(stopped)
 	}()
 	// The first pass runs at start.
@@ -172,7 +172,7 @@ func TestLogFilterValidation(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.svc.OpenLogs(ctx, admin, id, tt.req)
+			_, err := e.svc.Jobs.OpenLogs(ctx, admin, id, tt.req)
 			if tt.path == "" {
 				// The job has no attempt: a valid filter gets that far.
 				var fe domain.FieldErrors

@@ -17,6 +17,24 @@ import (
 	"trainyard/internal/store"
 )
 
+// SecretService keeps sealed secrets and resolves them for jobs.
+type SecretService struct {
+	*core
+	st SecretStore
+}
+
+// SecretStore is what the secret use cases read and write: sealed
+// secret versions.
+type SecretStore interface {
+	DeleteSecret(ctx context.Context, project, name string, audit domain.AuditRecord) error
+	LatestSecret(ctx context.Context, project, name string) (store.Secret, error)
+	ListSecrets(ctx context.Context) ([]store.Secret, error)
+	PutSecret(ctx context.Context, s store.Secret, audit domain.AuditRecord) error
+	RekeySecrets(ctx context.Context, reseal func(store.Secret) (store.Secret, error), audit domain.AuditRecord) (int, error)
+}
+
+var _ SecretStore = store.Store(nil)
+
 // Limits on secret values.
 const (
 	// MinSecretLen is the shortest value accepted: the log redaction leaves
@@ -89,7 +107,7 @@ func checkSecretRef(project, name string) domain.FieldErrors {
 }
 
 // keyring returns the configured keyring or an error saying there is none.
-func (s *Service) keyring() (*secrets.Keyring, error) {
+func (s *SecretService) keyring() (*secrets.Keyring, error) {
 	if s.cfg.Keyring == nil {
 		return nil, errors.New("this server has no master key configured, so it cannot store or read secrets")
 	}
@@ -99,7 +117,7 @@ func (s *Service) keyring() (*secrets.Keyring, error) {
 // SetSecret stores value as a new version of the secret (version 1 when it
 // is new). project "" sets a global secret. The value never appears in an
 // error, a log line or an audit record.
-func (s *Service) SetSecret(ctx context.Context, p Principal, project, name string, value []byte) (SecretInfo, error) {
+func (s *SecretService) SetSecret(ctx context.Context, p Principal, project, name string, value []byte) (SecretInfo, error) {
 	errs := checkSecretRef(project, name)
 	switch {
 	case len(value) < MinSecretLen:
@@ -120,7 +138,7 @@ func (s *Service) SetSecret(ctx context.Context, p Principal, project, name stri
 		return SecretInfo{}, err
 	}
 	for range 5 { // another set of the same secret may take our version
-		latest, err := s.cfg.Store.LatestSecret(ctx, project, name)
+		latest, err := s.st.LatestSecret(ctx, project, name)
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
 			latest = store.Secret{}
@@ -141,7 +159,7 @@ func (s *Service) SetSecret(ctx context.Context, p Principal, project, name stri
 			}
 			actx := s.audited(ctx, p, authz.SecretWrite, secretTarget(project, name), before,
 				map[string]any{"version": rec.Version, "key_id": rec.KeyID})
-			return s.cfg.Store.PutSecret(ctx, rec, actx)
+			return s.st.PutSecret(ctx, rec, actx)
 		})
 		if errors.Is(err, domain.ErrConflict) {
 			continue
@@ -162,14 +180,14 @@ func infoOf(r store.Secret) SecretInfo {
 // sorted by project ("" first) then name. project "" lists every secret;
 // otherwise the project's secrets and the global ones it sees, with global
 // ones it overrides marked Shadowed.
-func (s *Service) ListSecrets(ctx context.Context, p Principal, project string) ([]SecretInfo, error) {
+func (s *SecretService) ListSecrets(ctx context.Context, p Principal, project string) ([]SecretInfo, error) {
 	if project != "" && !projectNameRE.MatchString(project) {
 		return nil, domain.FieldErrors{{Path: "project", Message: fmt.Sprintf("%q is not a valid project name: 1–63 lowercase letters, digits and '-'", project)}}
 	}
 	if err := s.authorize(ctx, p, authz.SecretRead, authz.Resource{Kind: "secret", Project: project}); err != nil {
 		return nil, err
 	}
-	all, err := s.cfg.Store.ListSecrets(ctx)
+	all, err := s.st.ListSecrets(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
@@ -194,14 +212,14 @@ func (s *Service) ListSecrets(ctx context.Context, p Principal, project string) 
 // DeleteSecret removes every version of a secret. Jobs that name it and
 // have not started yet fail at launch unless a global secret of the same
 // name remains.
-func (s *Service) DeleteSecret(ctx context.Context, p Principal, project, name string) error {
+func (s *SecretService) DeleteSecret(ctx context.Context, p Principal, project, name string) error {
 	if err := checkSecretRef(project, name).Err(); err != nil {
 		return err
 	}
 	if err := s.authorize(ctx, p, authz.SecretWrite, authz.Resource{Kind: "secret", ID: name, Project: project}); err != nil {
 		return err
 	}
-	latest, err := s.cfg.Store.LatestSecret(ctx, project, name)
+	latest, err := s.st.LatestSecret(ctx, project, name)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "%s does not exist; list secrets with: trainyard secret ls%s", secretLabel(project, name), projectFlag(project))
 	}
@@ -209,7 +227,7 @@ func (s *Service) DeleteSecret(ctx context.Context, p Principal, project, name s
 		return fmt.Errorf("read %s: %w", secretLabel(project, name), err)
 	}
 	actx := s.audited(ctx, p, authz.SecretWrite, secretTarget(project, name), map[string]any{"version": latest.Version}, map[string]any{"deleted": true})
-	err = s.cfg.Store.DeleteSecret(ctx, project, name, actx)
+	err = s.st.DeleteSecret(ctx, project, name, actx)
 	if errors.Is(err, domain.ErrNotFound) {
 		return domain.Errorf(domain.ErrNotFound, "%s does not exist; list secrets with: trainyard secret ls%s", secretLabel(project, name), projectFlag(project))
 	}
@@ -232,7 +250,7 @@ func projectFlag(project string) string {
 // the new key are kept, so repeating an interrupted rotation is safe. The
 // operator must then configure the server to load the new key at its next
 // start (docs/secrets.md).
-func (s *Service) RotateMasterKey(ctx context.Context, p Principal, newKeyFile string) (RotateResult, error) {
+func (s *SecretService) RotateMasterKey(ctx context.Context, p Principal, newKeyFile string) (RotateResult, error) {
 	if newKeyFile == "" {
 		return RotateResult{}, domain.FieldErrors{{Path: "new_key_file", Message: "is required: the path, on the server's machine, of a file holding the new 32-byte key (mode 0600)"}}
 	}
@@ -254,7 +272,7 @@ func (s *Service) RotateMasterKey(ctx context.Context, p Principal, newKeyFile s
 			return domain.Errorf(domain.ErrInvalid, "the new key %s is the key in use; generate a fresh one with: head -c 32 /dev/urandom > new.key", next.ID())
 		}
 		actx := s.audited(ctx, p, authz.SecretRotate, "secrets", map[string]any{"key_id": cur.ID()}, map[string]any{"key_id": next.ID()})
-		n, err := s.cfg.Store.RekeySecrets(ctx, func(r store.Secret) (store.Secret, error) {
+		n, err := s.st.RekeySecrets(ctx, func(r store.Secret) (store.Secret, error) {
 			if r.KeyID == next.ID() {
 				return r, nil
 			}
@@ -281,19 +299,19 @@ func (s *Service) RotateMasterKey(ctx context.Context, p Principal, newKeyFile s
 
 // findSecret returns the newest version of name as project sees it: the
 // project's own secret, else the global one.
-func (s *Service) findSecret(ctx context.Context, project, name string) (store.Secret, error) {
+func (s *SecretService) findSecret(ctx context.Context, project, name string) (store.Secret, error) {
 	if project != "" {
-		r, err := s.cfg.Store.LatestSecret(ctx, project, name)
+		r, err := s.st.LatestSecret(ctx, project, name)
 		if !errors.Is(err, domain.ErrNotFound) {
 			return r, err
 		}
 	}
-	return s.cfg.Store.LatestSecret(ctx, "", name)
+	return s.st.LatestSecret(ctx, "", name)
 }
 
 // checkSpecSecrets reports, as field errors, the secrets a spec names that
 // neither its project nor the global scope holds.
-func (s *Service) checkSpecSecrets(ctx context.Context, spec domain.Spec) error {
+func (s *SecretService) checkSpecSecrets(ctx context.Context, spec domain.Spec) error {
 	var errs domain.FieldErrors
 	for i, name := range spec.Secrets {
 		_, err := s.findSecret(ctx, spec.Project, name)
@@ -314,7 +332,7 @@ func (s *Service) checkSpecSecrets(ctx context.Context, spec domain.Spec) error 
 // values, for log redaction. It is the control loop's view and takes no
 // principal: submit already checked the job. Errors name secrets and keys,
 // never values.
-func (s *Service) ResolveSecrets(ctx context.Context, project string, names []string) (env, values []string, err error) {
+func (s *SecretService) ResolveSecrets(ctx context.Context, project string, names []string) (env, values []string, err error) {
 	ring, err := s.keyring()
 	if err != nil {
 		return nil, nil, err
@@ -350,12 +368,12 @@ func (s *Service) ResolveSecrets(ctx context.Context, project string, names []st
 // open because another key sealed them: the server logs it at start, so a
 // forgotten key change after a rotation shows at once rather than at a
 // job's launch.
-func (s *Service) CheckSecretKeys(ctx context.Context) error {
+func (s *SecretService) CheckSecretKeys(ctx context.Context) error {
 	ring, err := s.keyring()
 	if err != nil {
 		return err
 	}
-	all, err := s.cfg.Store.ListSecrets(ctx)
+	all, err := s.st.ListSecrets(ctx)
 	if err != nil {
 		return fmt.Errorf("list secrets: %w", err)
 	}

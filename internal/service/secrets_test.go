@@ -48,7 +48,7 @@ func newSecretEnv(t *testing.T) secretEnv {
 
 func (e secretEnv) set(t *testing.T, project, name, value string) service.SecretInfo {
 	t.Helper()
-	info, err := e.svc.SetSecret(context.Background(), admin, project, name, []byte(value))
+	info, err := e.svc.Secrets.SetSecret(context.Background(), admin, project, name, []byte(value))
 	if err != nil {
 		t.Fatalf("SetSecret(%q, %q): %v", project, name, err)
 	}
@@ -82,7 +82,7 @@ func TestSetSecretValidation(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.svc.SetSecret(context.Background(), admin, tc.project, tc.name, []byte(tc.value))
+			_, err := e.svc.Secrets.SetSecret(context.Background(), admin, tc.project, tc.name, []byte(tc.value))
 			if got := fieldPaths(t, err); !slices.Contains(got, tc.wantPath) {
 				t.Errorf("field errors %v, want one at %q", got, tc.wantPath)
 			}
@@ -118,7 +118,7 @@ func TestSetSecretVersionsAndList(t *testing.T) {
 		}
 		return out
 	}
-	all, err := e.svc.ListSecrets(context.Background(), admin, "")
+	all, err := e.svc.Secrets.ListSecrets(context.Background(), admin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestSetSecretVersionsAndList(t *testing.T) {
 	if got := rows(all); !slices.Equal(got, want) {
 		t.Errorf("ListSecrets all = %v, want %v", got, want)
 	}
-	vision, err := e.svc.ListSecrets(context.Background(), admin, "vision")
+	vision, err := e.svc.Secrets.ListSecrets(context.Background(), admin, "vision")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestResolveSecretsProjectShadowsGlobal(t *testing.T) {
 	e.set(t, "", "SHARED", "shared-value")
 	e.set(t, "vision", "TOKEN", "vision-value-1")
 	e.set(t, "vision", "TOKEN", "vision-value-2")
-	env, values, err := e.svc.ResolveSecrets(ctx, "vision", []string{"TOKEN", "SHARED"})
+	env, values, err := e.svc.Secrets.ResolveSecrets(ctx, "vision", []string{"TOKEN", "SHARED"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +153,11 @@ func TestResolveSecretsProjectShadowsGlobal(t *testing.T) {
 	if want := []string{"vision-value-2", "shared-value"}; !slices.Equal(values, want) {
 		t.Errorf("values = %q, want %q", values, want)
 	}
-	env, _, err = e.svc.ResolveSecrets(ctx, "audio", []string{"TOKEN"})
+	env, _, err = e.svc.Secrets.ResolveSecrets(ctx, "audio", []string{"TOKEN"})
 	if err != nil || !slices.Equal(env, []string{"TOKEN=global-value"}) {
 		t.Errorf("audio sees %q, %v; want the global value", env, err)
 	}
-	_, _, err = e.svc.ResolveSecrets(ctx, "audio", []string{"MISSING"})
+	_, _, err = e.svc.Secrets.ResolveSecrets(ctx, "audio", []string{"MISSING"})
 	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "trainyard secret set MISSING") {
 		t.Errorf("missing secret: err = %v, want ErrNotFound saying how to set it", err)
 	}
@@ -168,14 +168,14 @@ func TestResolveSecretsWrongKeyNamesKeys(t *testing.T) {
 	e.set(t, "", "TOKEN", secretValue)
 	other, _ := secrets.NewKey(bytes.Repeat([]byte{2}, secrets.KeySize))
 	svc := service.New(service.Config{Store: e.st, Keyring: secrets.NewKeyring(other)})
-	_, _, err := svc.ResolveSecrets(context.Background(), "vision", []string{"TOKEN"})
+	_, _, err := svc.Secrets.ResolveSecrets(context.Background(), "vision", []string{"TOKEN"})
 	if !errors.Is(err, secrets.ErrWrongKey) || !strings.Contains(err.Error(), e.ring.Current().ID()) || !strings.Contains(err.Error(), other.ID()) {
 		t.Errorf("err = %v, want ErrWrongKey naming both keys", err)
 	}
-	if err := svc.CheckSecretKeys(context.Background()); !errors.Is(err, secrets.ErrWrongKey) || !strings.Contains(err.Error(), e.ring.Current().ID()) {
+	if err := svc.Secrets.CheckSecretKeys(context.Background()); !errors.Is(err, secrets.ErrWrongKey) || !strings.Contains(err.Error(), e.ring.Current().ID()) {
 		t.Errorf("CheckSecretKeys = %v, want ErrWrongKey naming the sealing key", err)
 	}
-	if err := e.svc.CheckSecretKeys(context.Background()); err != nil {
+	if err := e.svc.Secrets.CheckSecretKeys(context.Background()); err != nil {
 		t.Errorf("CheckSecretKeys with the right key = %v", err)
 	}
 }
@@ -184,7 +184,7 @@ func TestSubmitChecksSecretsExist(t *testing.T) {
 	e := newSecretEnv(t)
 	ctx := context.Background()
 	spec := "name: s\nproject: vision\nentrypoint: [\"true\"]\nsecrets: [GLOBAL_ONE, VISION_ONE, MISSING]\n"
-	_, _, err := e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(spec)})
+	_, _, err := e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(spec)})
 	var fe domain.FieldErrors
 	if !errors.As(err, &fe) {
 		t.Fatalf("Submit = %v, want field errors", err)
@@ -202,7 +202,7 @@ func TestSubmitChecksSecretsExist(t *testing.T) {
 	e.set(t, "", "GLOBAL_ONE", secretValue)
 	e.set(t, "vision", "VISION_ONE", secretValue)
 	e.set(t, "audio", "MISSING", secretValue) // another project's secret does not count
-	_, _, err = e.svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte(spec)})
+	_, _, err = e.svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte(spec)})
 	if got := fieldPaths(t, err); !slices.Equal(got, []string{"secrets[2]"}) {
 		t.Errorf("after setting two: field errors %v, want only secrets[2]", got)
 	}
@@ -213,15 +213,15 @@ func TestDeleteSecret(t *testing.T) {
 	ctx := context.Background()
 	e.set(t, "vision", "TOKEN", secretValue)
 	e.set(t, "", "TOKEN", "global-value")
-	if err := e.svc.DeleteSecret(ctx, admin, "vision", "TOKEN"); err != nil {
+	if err := e.svc.Secrets.DeleteSecret(ctx, admin, "vision", "TOKEN"); err != nil {
 		t.Fatal(err)
 	}
 	// The global one now shows through.
-	env, _, err := e.svc.ResolveSecrets(ctx, "vision", []string{"TOKEN"})
+	env, _, err := e.svc.Secrets.ResolveSecrets(ctx, "vision", []string{"TOKEN"})
 	if err != nil || !slices.Equal(env, []string{"TOKEN=global-value"}) {
 		t.Errorf("after delete: %q, %v; want the global value", env, err)
 	}
-	err = e.svc.DeleteSecret(ctx, admin, "vision", "TOKEN")
+	err = e.svc.Secrets.DeleteSecret(ctx, admin, "vision", "TOKEN")
 	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "trainyard secret ls --project vision") {
 		t.Errorf("second delete: err = %v, want ErrNotFound with a hint", err)
 	}
@@ -231,16 +231,16 @@ func TestSecretsNeedPermission(t *testing.T) {
 	e := newSecretEnv(t)
 	ctx := context.Background()
 	nobody := service.Principal{Subject: "bob"}
-	if _, err := e.svc.SetSecret(ctx, nobody, "vision", "TOKEN", []byte(secretValue)); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Secrets.SetSecret(ctx, nobody, "vision", "TOKEN", []byte(secretValue)); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("SetSecret by a stranger: err = %v, want ErrForbidden", err)
 	}
-	if err := e.svc.DeleteSecret(ctx, nobody, "", "TOKEN"); !errors.Is(err, domain.ErrForbidden) {
+	if err := e.svc.Secrets.DeleteSecret(ctx, nobody, "", "TOKEN"); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("DeleteSecret by a stranger: err = %v, want ErrForbidden", err)
 	}
-	if _, err := e.svc.RotateMasterKey(ctx, nobody, "/nonexistent"); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Secrets.RotateMasterKey(ctx, nobody, "/nonexistent"); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("RotateMasterKey by a stranger: err = %v, want ErrForbidden", err)
 	}
-	if all, err := e.svc.ListSecrets(ctx, admin, ""); err != nil || len(all) != 0 {
+	if all, err := e.svc.Secrets.ListSecrets(ctx, admin, ""); err != nil || len(all) != 0 {
 		t.Errorf("a refused set stored something: %v, %v", all, err)
 	}
 }
@@ -268,17 +268,17 @@ func TestRotateMasterKey(t *testing.T) {
 	old := e.ring.Current()
 
 	loose, _ := writeKeyFile(t, t.TempDir(), 3, 0o644)
-	if _, err := e.svc.RotateMasterKey(ctx, admin, loose); !errors.Is(err, secrets.ErrKeyFileMode) && !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := e.svc.Secrets.RotateMasterKey(ctx, admin, loose); !errors.Is(err, secrets.ErrKeyFileMode) && !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("rotate to a world-readable key: err = %v, want a permissions error", err)
 	}
 	same := filepath.Join(t.TempDir(), "same.key")
 	os.WriteFile(same, bytes.Repeat([]byte{1}, secrets.KeySize), 0o600)
-	if _, err := e.svc.RotateMasterKey(ctx, admin, same); !errors.Is(err, domain.ErrInvalid) {
+	if _, err := e.svc.Secrets.RotateMasterKey(ctx, admin, same); !errors.Is(err, domain.ErrInvalid) {
 		t.Errorf("rotate to the key in use: err = %v, want ErrInvalid", err)
 	}
 
 	path, next := writeKeyFile(t, t.TempDir(), 4, 0o600)
-	res, err := e.svc.RotateMasterKey(ctx, admin, path)
+	res, err := e.svc.Secrets.RotateMasterKey(ctx, admin, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +288,11 @@ func TestRotateMasterKey(t *testing.T) {
 	if e.ring.Current().ID() != next.ID() {
 		t.Errorf("the server still uses key %s", e.ring.Current().ID())
 	}
-	env, _, err := e.svc.ResolveSecrets(ctx, "vision", []string{"A", "B"})
+	env, _, err := e.svc.Secrets.ResolveSecrets(ctx, "vision", []string{"A", "B"})
 	if err != nil || !slices.Equal(env, []string{"A=value-a-2", "B=value-b"}) {
 		t.Errorf("after rotation: %q, %v", env, err)
 	}
-	list, _ := e.svc.ListSecrets(ctx, admin, "")
+	list, _ := e.svc.Secrets.ListSecrets(ctx, admin, "")
 	for _, i := range list {
 		if i.KeyID != next.ID() {
 			t.Errorf("%s/%s still sealed with %s", i.Project, i.Name, i.KeyID)
@@ -300,12 +300,12 @@ func TestRotateMasterKey(t *testing.T) {
 	}
 	// The old key opens nothing any more.
 	oldSvc := service.New(service.Config{Store: e.st, Keyring: secrets.NewKeyring(old)})
-	if _, _, err := oldSvc.ResolveSecrets(ctx, "", []string{"A"}); !errors.Is(err, secrets.ErrWrongKey) {
+	if _, _, err := oldSvc.Secrets.ResolveSecrets(ctx, "", []string{"A"}); !errors.Is(err, secrets.ErrWrongKey) {
 		t.Errorf("old key after rotation: err = %v, want ErrWrongKey", err)
 	}
 	// Repeating the rotation with the new key, from a server still holding
 	// the old key (restarted before its config changed), is safe.
-	if _, err := oldSvc.RotateMasterKey(ctx, admin, path); err != nil {
+	if _, err := oldSvc.Secrets.RotateMasterKey(ctx, admin, path); err != nil {
 		t.Errorf("repeated rotation: %v", err)
 	}
 	// New values are sealed with the new key.
@@ -319,11 +319,11 @@ func TestSecretAuditRecordsHoldNoValue(t *testing.T) {
 	ctx := context.Background()
 	e.set(t, "vision", "TOKEN", secretValue)
 	e.set(t, "vision", "TOKEN", secretValue+"x")
-	if err := e.svc.DeleteSecret(ctx, admin, "vision", "TOKEN"); err != nil {
+	if err := e.svc.Secrets.DeleteSecret(ctx, admin, "vision", "TOKEN"); err != nil {
 		t.Fatal(err)
 	}
 	path, _ := writeKeyFile(t, t.TempDir(), 9, 0o600)
-	if _, err := e.svc.RotateMasterKey(ctx, admin, path); err != nil {
+	if _, err := e.svc.Secrets.RotateMasterKey(ctx, admin, path); err != nil {
 		t.Fatal(err)
 	}
 	all, err := e.st.ListAudit(ctx, store.AuditFilter{})

@@ -15,6 +15,22 @@ import (
 	"trainyard/internal/store"
 )
 
+// TemplateService keeps job templates and expands them for submit.
+type TemplateService struct {
+	*core
+	st   TemplateStore
+	envs *EnvService
+}
+
+// TemplateStore is what the template use cases read and write.
+type TemplateStore interface {
+	GetTemplate(ctx context.Context, project, name string, version int) (store.Template, error)
+	ListTemplates(ctx context.Context, project string) ([]store.Template, error)
+	PutTemplate(ctx context.Context, t store.Template, audit domain.AuditRecord) error
+}
+
+var _ TemplateStore = store.Store(nil)
+
 // TemplateInfo is one version of a job template.
 type TemplateInfo struct {
 	Project     string
@@ -51,7 +67,7 @@ func templateInfo(t store.Template) (TemplateInfo, *jobspec.Template, error) {
 // document is checked first: variables, references, no credentials, and a
 // valid spec with the variables' defaults (docs/templates.md). When doc is
 // byte for byte the latest version, nothing is stored and created is false.
-func (s *Service) CreateTemplate(ctx context.Context, p Principal, project, name string, doc []byte) (info TemplateInfo, created bool, err error) {
+func (s *TemplateService) CreateTemplate(ctx context.Context, p Principal, project, name string, doc []byte) (info TemplateInfo, created bool, err error) {
 	var errs domain.FieldErrors
 	if msg := jobspec.CheckTemplateName(name); msg != "" {
 		errs.Add("name", "%s", msg)
@@ -87,7 +103,7 @@ func (s *Service) CreateTemplate(ctx context.Context, p Principal, project, name
 	}
 	hash := jobspec.TemplateHash(doc)
 	for range 5 { // another create of the same template may take our version
-		latest, err := s.cfg.Store.GetTemplate(ctx, project, name, 0)
+		latest, err := s.st.GetTemplate(ctx, project, name, 0)
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
 			latest = store.Template{}
@@ -105,7 +121,7 @@ func (s *Service) CreateTemplate(ctx context.Context, p Principal, project, name
 		}
 		actx := s.audited(ctx, p, authz.TemplateWrite, templateTarget(project, name), before,
 			map[string]any{"version": rec.Version, "hash": hash})
-		err = s.cfg.Store.PutTemplate(ctx, rec, actx)
+		err = s.st.PutTemplate(ctx, rec, actx)
 		if errors.Is(err, domain.ErrConflict) {
 			continue
 		}
@@ -121,14 +137,14 @@ func (s *Service) CreateTemplate(ctx context.Context, p Principal, project, name
 
 // ListTemplates returns the latest version of every template of project
 // ("" for every project), ordered by project then name, without bodies.
-func (s *Service) ListTemplates(ctx context.Context, p Principal, project string) ([]TemplateInfo, error) {
+func (s *TemplateService) ListTemplates(ctx context.Context, p Principal, project string) ([]TemplateInfo, error) {
 	if project != "" && !projectNameRE.MatchString(project) {
 		return nil, domain.FieldErrors{{Path: "project", Message: fmt.Sprintf("%q is not a valid project name: 1–63 lowercase letters, digits and '-'", project)}}
 	}
 	if err := s.authorize(ctx, p, authz.TemplateRead, authz.Resource{Kind: "template", Project: project}); err != nil {
 		return nil, err
 	}
-	list, err := s.cfg.Store.ListTemplates(ctx, project)
+	list, err := s.st.ListTemplates(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("list templates: %w", err)
 	}
@@ -147,13 +163,13 @@ func (s *Service) ListTemplates(ctx context.Context, p Principal, project string
 // GetTemplate returns version of template name (0: the latest). project ""
 // finds the template in whichever project has one of that name, and is an
 // error when several do.
-func (s *Service) GetTemplate(ctx context.Context, p Principal, project, name string, version int) (TemplateInfo, error) {
+func (s *TemplateService) GetTemplate(ctx context.Context, p Principal, project, name string, version int) (TemplateInfo, error) {
 	info, _, err := s.findTemplate(ctx, p, project, name, version)
 	return info, err
 }
 
 // findTemplate reads a template version and parses it.
-func (s *Service) findTemplate(ctx context.Context, p Principal, project, name string, version int) (TemplateInfo, *jobspec.Template, error) {
+func (s *TemplateService) findTemplate(ctx context.Context, p Principal, project, name string, version int) (TemplateInfo, *jobspec.Template, error) {
 	var errs domain.FieldErrors
 	if msg := jobspec.CheckTemplateName(name); msg != "" {
 		errs.Add("template", "%s", msg)
@@ -171,7 +187,7 @@ func (s *Service) findTemplate(ctx context.Context, p Principal, project, name s
 		return TemplateInfo{}, nil, err
 	}
 	if project == "" {
-		all, err := s.cfg.Store.ListTemplates(ctx, "")
+		all, err := s.st.ListTemplates(ctx, "")
 		if err != nil {
 			return TemplateInfo{}, nil, fmt.Errorf("list templates: %w", err)
 		}
@@ -191,10 +207,10 @@ func (s *Service) findTemplate(ctx context.Context, p Principal, project, name s
 				"is required: template %s exists in projects %s; choose one with --project", name, strings.Join(in, ", "))}}
 		}
 	}
-	t, err := s.cfg.Store.GetTemplate(ctx, project, name, version)
+	t, err := s.st.GetTemplate(ctx, project, name, version)
 	if errors.Is(err, domain.ErrNotFound) {
 		if version > 0 {
-			if latest, lerr := s.cfg.Store.GetTemplate(ctx, project, name, 0); lerr == nil {
+			if latest, lerr := s.st.GetTemplate(ctx, project, name, 0); lerr == nil {
 				return TemplateInfo{}, nil, domain.Errorf(domain.ErrNotFound, "template %s of project %s has no version %d; the latest is %d", name, project, version, latest.Version)
 			}
 		}
@@ -209,7 +225,7 @@ func (s *Service) findTemplate(ctx context.Context, p Principal, project, name s
 // submitSpec loads the spec of a submit request: the document, or the
 // template's expansion. A job from a template runs in the template's
 // project and carries the label trainyard.template=name@version.
-func (s *Service) submitSpec(ctx context.Context, p Principal, in SubmitInput) (domain.Spec, error) {
+func (s *TemplateService) submitSpec(ctx context.Context, p Principal, in SubmitInput) (domain.Spec, error) {
 	if in.Template == "" {
 		var errs domain.FieldErrors
 		if len(in.Vars) > 0 {

@@ -44,10 +44,10 @@ func newTemplateEnv(t *testing.T) templateEnv {
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(context.Background(), admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(context.Background(), admin, domain.Quota{Project: "vision", Pool: "default",
+	if _, err := svc.Pools.SetQuota(context.Background(), admin, domain.Quota{Project: "vision", Pool: "default",
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func inProject(subject, project string, role domain.Role) service.Principal {
 
 func (e templateEnv) create(t *testing.T, p service.Principal, project, name, doc string) (service.TemplateInfo, bool) {
 	t.Helper()
-	info, created, err := e.svc.CreateTemplate(context.Background(), p, project, name, []byte(doc))
+	info, created, err := e.svc.Templates.CreateTemplate(context.Background(), p, project, name, []byte(doc))
 	if err != nil {
 		t.Fatalf("CreateTemplate(%q, %q): %v", project, name, err)
 	}
@@ -85,7 +85,7 @@ func TestCreateTemplateVersionsAndAudit(t *testing.T) {
 		t.Errorf("changed create = version %d created %v, want version 2", v2.Version, created)
 	}
 	// Versions are immutable: version 1 still reads as it was stored.
-	got, err := e.svc.GetTemplate(ctx, alice, "vision", "train", 1)
+	got, err := e.svc.Templates.GetTemplate(ctx, alice, "vision", "train", 1)
 	if err != nil || string(got.Body) != trainTemplate {
 		t.Errorf("version 1 = %q, %v", got.Body, err)
 	}
@@ -100,22 +100,22 @@ func TestCreateTemplateVersionsAndAudit(t *testing.T) {
 
 	// A viewer may read but not create; the denial is audited.
 	vic := inProject("vic", "vision", domain.RoleViewer)
-	_, _, err = e.svc.CreateTemplate(ctx, vic, "vision", "other", []byte(trainTemplate))
+	_, _, err = e.svc.Templates.CreateTemplate(ctx, vic, "vision", "other", []byte(trainTemplate))
 	if !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "member or lead") {
 		t.Errorf("viewer create = %v, want forbidden naming member or lead", err)
 	}
-	if _, err := e.svc.GetTemplate(ctx, vic, "vision", "train", 0); err != nil {
+	if _, err := e.svc.Templates.GetTemplate(ctx, vic, "vision", "train", 0); err != nil {
 		t.Errorf("viewer read: %v", err)
 	}
 	// A member of another project may read it too (any role reads), but not write there.
 	bob := inProject("bob", "audio", domain.RoleMember)
-	if list, err := e.svc.ListTemplates(ctx, bob, ""); err != nil || len(list) != 1 || list[0].Version != 2 || list[0].Body != nil {
+	if list, err := e.svc.Templates.ListTemplates(ctx, bob, ""); err != nil || len(list) != 1 || list[0].Version != 2 || list[0].Body != nil {
 		t.Errorf("ListTemplates = %+v, %v; want train v2 without its body", list, err)
 	}
-	if _, _, err := e.svc.CreateTemplate(ctx, bob, "vision", "train", []byte(trainTemplate)); !errors.Is(err, domain.ErrForbidden) {
+	if _, _, err := e.svc.Templates.CreateTemplate(ctx, bob, "vision", "train", []byte(trainTemplate)); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("member of audio creating in vision = %v, want forbidden", err)
 	}
-	if _, err := e.svc.ListTemplates(ctx, service.Principal{Subject: "nobody"}, ""); !errors.Is(err, domain.ErrForbidden) {
+	if _, err := e.svc.Templates.ListTemplates(ctx, service.Principal{Subject: "nobody"}, ""); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("user without a role listing = %v, want forbidden", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestCreateTemplateRefusals(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := e.svc.CreateTemplate(ctx, admin, tc.project, tc.name, []byte(tc.doc))
+			_, _, err := e.svc.Templates.CreateTemplate(ctx, admin, tc.project, tc.name, []byte(tc.doc))
 			var fe domain.FieldErrors
 			if !errors.As(err, &fe) {
 				t.Fatalf("err = %v, want field errors", err)
@@ -157,7 +157,7 @@ func TestCreateTemplateRefusals(t *testing.T) {
 			}
 		})
 	}
-	if list, _ := e.svc.ListTemplates(ctx, admin, ""); len(list) != 0 {
+	if list, _ := e.svc.Templates.ListTemplates(ctx, admin, ""); len(list) != 0 {
 		t.Errorf("refused templates were stored: %+v", list)
 	}
 	// The document's project is the default project of the template.
@@ -178,11 +178,11 @@ func TestSubmitFromTemplate(t *testing.T) {
 	e.create(t, alice, "vision", "train", trainTemplate)
 	e.create(t, alice, "vision", "train", strings.Replace(trainTemplate, "train.py", "train2.py", 1))
 
-	job, created, err := e.svc.Submit(ctx, alice, service.SubmitInput{Template: "train@1", Vars: map[string]string{"steps": "10"}})
+	job, created, err := e.svc.Jobs.Submit(ctx, alice, service.SubmitInput{Template: "train@1", Vars: map[string]string{"steps": "10"}})
 	if err != nil || !created {
 		t.Fatalf("Submit from train@1: %v", err)
 	}
-	got, err := e.svc.Get(ctx, alice, job.ID)
+	got, err := e.svc.Jobs.Get(ctx, alice, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,23 +191,23 @@ func TestSubmitFromTemplate(t *testing.T) {
 		spec.Labels[jobspec.TemplateLabel] != "train@1" || spec.Labels["profile"] != "dev" {
 		t.Errorf("spec from train@1 = %+v", spec)
 	}
-	job, _, err = e.svc.Submit(ctx, alice, service.SubmitInput{Template: "train", Project: "vision",
+	job, _, err = e.svc.Jobs.Submit(ctx, alice, service.SubmitInput{Template: "train", Project: "vision",
 		Vars: map[string]string{"steps": "99", "profile": "prod"}, Set: []string{"params.lr=0.3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ = e.svc.Get(ctx, alice, job.ID)
+	got, _ = e.svc.Jobs.Get(ctx, alice, job.ID)
 	if spec := got.Job.Spec; spec.Name != "train-prod" || spec.Entrypoint[1] != "train2.py" || spec.Params["lr"] != "0.3" ||
 		spec.Labels[jobspec.TemplateLabel] != "train@2" {
 		t.Errorf("spec from train (latest) = %+v", spec)
 	}
 	// A re-run of a template's job keeps its provenance label.
-	again, _, err := e.svc.Rerun(ctx, alice, job.ID, service.RerunInput{})
+	again, _, err := e.svc.Jobs.Rerun(ctx, alice, job.ID, service.RerunInput{})
 	if err != nil || again.Spec.Labels[jobspec.TemplateLabel] != "train@2" {
 		t.Errorf("rerun of a template's job: %v, labels %v", err, again.Spec.Labels)
 	}
 	// ... and may not change it.
-	_, _, err = e.svc.Rerun(ctx, alice, job.ID, service.RerunInput{Set: []string{"labels.trainyard.template=train@1"}})
+	_, _, err = e.svc.Jobs.Rerun(ctx, alice, job.ID, service.RerunInput{Set: []string{"labels.trainyard.template=train@1"}})
 	var fe domain.FieldErrors
 	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Path != "labels.trainyard.template" || !strings.Contains(fe[0].Message, `"train@2"`) {
 		t.Errorf("rerun changing the template label: %v; want a field error naming the label and the kept value", err)
@@ -236,7 +236,7 @@ func TestSubmitFromTemplate(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := e.svc.Submit(ctx, tc.p, tc.in)
+			_, _, err := e.svc.Jobs.Submit(ctx, tc.p, tc.in)
 			if err == nil {
 				t.Fatal("Submit succeeded")
 			}
@@ -273,7 +273,7 @@ func TestSubmitFromTemplate(t *testing.T) {
 
 	// The same name in two projects needs a project.
 	e.create(t, admin, "audio", "train", trainTemplate)
-	_, _, err = e.svc.Submit(ctx, alice, service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}})
+	_, _, err = e.svc.Jobs.Submit(ctx, alice, service.SubmitInput{Template: "train", Vars: map[string]string{"steps": "1"}})
 	fe = nil
 	if !errors.As(err, &fe) || fe[0].Path != "project" || !strings.Contains(fe[0].Message, "audio, vision") {
 		t.Errorf("ambiguous name: err = %v, want project required naming audio, vision", err)

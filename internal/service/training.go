@@ -31,8 +31,8 @@ const (
 // report also counts as the attempt's progress for its health checks.
 // Metric reports are telemetry: they are not written to the audit log
 // (a refused report is). It returns how many values were stored.
-func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, attempt int, in []MetricsInput) (int, error) {
-	job, err := s.cfg.Store.GetJob(ctx, jobID)
+func (s *JobService) ReportMetrics(ctx context.Context, p Principal, jobID int64, attempt int, in []MetricsInput) (int, error) {
+	job, err := s.st.GetJob(ctx, jobID)
 	if err != nil {
 		return 0, jobErr(jobID, err)
 	}
@@ -93,7 +93,7 @@ func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, a
 		return 0, err
 	}
 	// Storing the points also records the attempt's progress.
-	if err := s.cfg.Store.AppendPoints(ctx, points); err != nil {
+	if err := s.st.AppendPoints(ctx, points); err != nil {
 		return 0, err
 	}
 	return len(points), nil
@@ -101,8 +101,8 @@ func (s *Service) ReportMetrics(ctx context.Context, p Principal, jobID int64, a
 
 // Metrics returns a job's metric series (one key, or every key when key is
 // ""), each downsampled to at most about maxPoints points (0: the default).
-func (s *Service) Metrics(ctx context.Context, p Principal, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error) {
-	job, err := s.cfg.Store.GetJob(ctx, jobID)
+func (s *JobService) Metrics(ctx context.Context, p Principal, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error) {
+	job, err := s.st.GetJob(ctx, jobID)
 	if err != nil {
 		return nil, jobErr(jobID, err)
 	}
@@ -115,5 +115,5 @@ func (s *Service) Metrics(ctx context.Context, p Principal, jobID int64, key str
 	case maxPoints < 3 || maxPoints > MaxMetricPoints:
 		return nil, domain.FieldErrors{{Path: "max", Message: "must be between 3 and " + strconv.Itoa(MaxMetricPoints) + ", got " + strconv.Itoa(maxPoints)}}
 	}
-	return s.cfg.Store.QueryMetrics(ctx, jobID, key, maxPoints)
+	return s.st.QueryMetrics(ctx, jobID, key, maxPoints)
 }

@@ -33,7 +33,7 @@ const diagnoseLines = 200
 
 // Explain returns why a job is where it is: the scheduler's pending reason
 // with its numbers, or the failing attempt's reason, exit code and log tail.
-func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, error) {
+func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, error) {
 	d, err := s.Get(ctx, p, id)
 	if err != nil {
 		return Why{}, err
@@ -52,7 +52,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 				w.Evidence = append(w.Evidence, fmt.Sprintf("estimated start %s, from the running jobs' time limits",
 					e.EstimatedStart.UTC().Format("2006-01-02 15:04:05 UTC")))
 			}
-		} else if ahead, err := s.cfg.Store.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobQueued}, Ascending: true}); err == nil {
+		} else if ahead, err := s.st.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobQueued}, Ascending: true}); err == nil {
 			n := 0
 			for _, j := range ahead {
 				if j.ID == id {
@@ -65,7 +65,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 			w.Evidence = append(w.Evidence, fmt.Sprintf("%d queued job(s) at the same or higher priority are ahead of it", n))
 		}
 		w.Evidence = append(w.Evidence, fmt.Sprintf("requests %s", describeResources(job.Spec.Resources)))
-		if open, err := s.PoolOpen(ctx, job.Pool); err == nil && open {
+		if open, err := s.pools.PoolOpen(ctx, job.Pool); err == nil && open {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("pool %s is open (no project has a quota there): every project shares it by fair share, and higher priority goes first", job.Pool))
 		}
 		switch job.Reason {
@@ -119,8 +119,8 @@ func (s *Service) Explain(ctx context.Context, p Principal, id int64) (Why, erro
 
 // resumeNotes says which checkpoint the latest attempt resumed from and
 // which checkpoints resuming skips, set aside after a failed resume.
-func (s *Service) resumeNotes(ctx context.Context, id int64, latest int) []string {
-	recs, err := s.cfg.Store.ListCheckpoints(ctx, id, false)
+func (s *JobService) resumeNotes(ctx context.Context, id int64, latest int) []string {
+	recs, err := s.st.ListCheckpoints(ctx, id, false)
 	if err != nil {
 		return nil
 	}
@@ -141,8 +141,8 @@ func (s *Service) resumeNotes(ctx context.Context, id int64, latest int) []strin
 // heldFromPreemption says until when and why the control loop holds the
 // job from preemption, from its firing preemption_thrash alert (stored, so
 // every replica can tell), or "" when it is not held or the rule is off.
-func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
-	firing, err := s.cfg.Store.ListAlerts(ctx, store.AlertFilter{State: domain.AlertFiring, JobID: id})
+func (s *JobService) heldFromPreemption(ctx context.Context, id int64) string {
+	firing, err := s.st.ListAlerts(ctx, store.AlertFilter{State: domain.AlertFiring, JobID: id})
 	if err != nil {
 		return ""
 	}
@@ -157,7 +157,7 @@ func (s *Service) heldFromPreemption(ctx context.Context, id int64) string {
 // logLimitNote says, when an attempt's log reached its limit, how much of
 // it was dropped (so far, while running); "" otherwise. It reads the
 // attempt's log directory once.
-func (s *Service) logLimitNote(ctx context.Context, jobID int64, attempt int, running bool) string {
+func (s *JobService) logLimitNote(ctx context.Context, jobID int64, attempt int, running bool) string {
 	st, err := s.cfg.Files.LogState(ctx, executor.Ref{JobID: jobID, Attempt: attempt})
 	if err != nil || !st.Limited {
 		return ""
@@ -183,7 +183,7 @@ const ruleThrash = "preemption_thrash"
 // explainFailure classifies a failed job from its last attempt's exit facts
 // and log. The attempt's facts are always evidence; the log lines that
 // decided the class follow, or, when no line did, the log's last lines.
-func (s *Service) explainFailure(ctx context.Context, w *Why, last *domain.Attempt) {
+func (s *JobService) explainFailure(ctx context.Context, w *Why, last *domain.Attempt) {
 	job := w.Job
 	ev := diagnose.Evidence{JobID: job.ID, State: job.State, Reason: job.Reason, Message: job.Message,
 		Resources: job.Spec.Resources, Env: job.Spec.Env, Entrypoint: job.Spec.Entrypoint}
@@ -221,8 +221,8 @@ func (s *Service) explainFailure(ctx context.Context, w *Why, last *domain.Attem
 // runningFlags points out what looks wrong with a running attempt: no
 // progress (stalled, or none since it started), idle GPUs, memory near its
 // limit, or training far slower than the job's earlier attempts.
-func (s *Service) runningFlags(ctx context.Context, job domain.Job, a domain.Attempt) []string {
-	h, err := s.cfg.Store.AttemptHealth(ctx, job.ID, a.Number)
+func (s *JobService) runningFlags(ctx context.Context, job domain.Job, a domain.Attempt) []string {
+	h, err := s.st.AttemptHealth(ctx, job.ID, a.Number)
 	if err != nil || h.StartedAt.IsZero() {
 		return nil
 	}
@@ -251,8 +251,8 @@ const rateWindow = 10 * time.Minute
 // rateWindow) and the best speed of the job's earlier attempts, in steps
 // per second, from one metric series ("loss" when reported, else the first
 // key); zeros when unknown.
-func (s *Service) stepRates(ctx context.Context, jobID int64, attempt int) (now, earlier float64) {
-	series, err := s.cfg.Store.QueryMetrics(ctx, jobID, "", 0)
+func (s *JobService) stepRates(ctx context.Context, jobID int64, attempt int) (now, earlier float64) {
+	series, err := s.st.QueryMetrics(ctx, jobID, "", 0)
 	if err != nil || len(series) == 0 {
 		return 0, 0
 	}
@@ -277,7 +277,7 @@ func (s *Service) stepRates(ctx context.Context, jobID int64, attempt int) (now,
 // logTail is the program's last n lines of output (the supervisor's own
 // notes left out: the attempt's facts already say them), as one evidence
 // entry, or "" when it printed nothing.
-func (s *Service) logTail(ctx context.Context, id int64, attempt, n int) string {
+func (s *JobService) logTail(ctx context.Context, id int64, attempt, n int) string {
 	lines, err := s.tailLines(ctx, id, attempt, n*4)
 	if err != nil {
 		return ""
@@ -328,7 +328,7 @@ func orDash(s string) string {
 }
 
 // queueEntry is the job's place in the scheduler's last queue, when known.
-func (s *Service) queueEntry(ctx context.Context, job domain.Job) (domain.QueueEntry, bool) {
+func (s *JobService) queueEntry(ctx context.Context, job domain.Job) (domain.QueueEntry, bool) {
 	if s.cfg.Queue == nil {
 		return domain.QueueEntry{}, false
 	}
@@ -346,7 +346,7 @@ func (s *Service) queueEntry(ctx context.Context, job domain.Job) (domain.QueueE
 
 // tailLines is the last n lines of an attempt's log, the supervisor's
 // included, read through the executor.
-func (s *Service) tailLines(ctx context.Context, id int64, attempt, n int) ([]logs.Line, error) {
+func (s *JobService) tailLines(ctx context.Context, id int64, attempt, n int) ([]logs.Line, error) {
 	var b bytes.Buffer
 	err := s.cfg.Files.Logs(ctx, executor.Ref{JobID: id, Attempt: attempt}, executor.LogQuery{Tail: n, Timestamps: true}, &b)
 	if err != nil {

@@ -77,7 +77,7 @@ func TestWhySaysTheLogReachedItsLimit(t *testing.T) {
 	}
 	note := func(job domain.Job) string {
 		t.Helper()
-		w, err := svc.Explain(ctx, admin, job.ID)
+		w, err := svc.Jobs.Explain(ctx, admin, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

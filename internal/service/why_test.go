@@ -38,7 +38,7 @@ func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 	}
 	held := func() bool {
 		t.Helper()
-		w, err := svc.Explain(ctx, admin, job.ID)
+		w, err := svc.Jobs.Explain(ctx, admin, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,20 +65,20 @@ func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 	st := openWhyStore(t)
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity()}); err != nil {
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default", Guaranteed: pool.Capacity()}); err != nil {
 		t.Fatal(err)
 	}
-	job, _, err := svc.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: j\nentrypoint: [\"true\"]\n")})
+	job, _, err := svc.Jobs.Submit(ctx, admin, service.SubmitInput{Doc: []byte("name: j\nentrypoint: [\"true\"]\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Cancel(ctx, admin, job.ID, "wrong lr"); err != nil {
+	if _, err := svc.Jobs.Cancel(ctx, admin, job.ID, "wrong lr"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := svc.Explain(ctx, admin, job.ID)
+	w, err := svc.Jobs.Explain(ctx, admin, job.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	st := openWhyStore(t)
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Executor: service.ExecutorLocal, Nodes: []domain.Node{{Name: "n1", CPUs: 2, Memory: 4 << 30}}}
-	if _, _, err := svc.PutPool(ctx, admin, pool); err != nil {
+	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
 	spec := domain.Spec{Name: "plain", Project: "vision", Pool: "default", Entrypoint: []string{"train"},
@@ -102,7 +102,7 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	job := storeJob(t, st, spec)
 	open := func() bool {
 		t.Helper()
-		w, err := svc.Explain(ctx, admin, job.ID)
+		w, err := svc.Jobs.Explain(ctx, admin, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	if !open() {
 		t.Fatal("why does not say pool default is open")
 	}
-	if _, err := svc.SetQuota(ctx, admin, domain.Quota{Project: "nlp", Pool: "default", Guaranteed: domain.Limits{CPUs: 1}}); err != nil {
+	if _, err := svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "nlp", Pool: "default", Guaranteed: domain.Limits{CPUs: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if open() {

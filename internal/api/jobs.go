@@ -1,0 +1,197 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
+)
+
+func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	var req apitypes.SubmitRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	doc := []byte(req.Spec)
+	if len(doc) > 0 && doc[0] == '"' {
+		var text string
+		if err := json.Unmarshal(doc, &text); err != nil {
+			h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "must be a spec object or a string holding the spec document"}})
+			return
+		}
+		doc = []byte(text)
+	}
+	if string(doc) == "null" {
+		doc = nil
+	}
+	if len(doc) == 0 && req.Template == "" {
+		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the job spec as an object or as the text of a spec file"}})
+		return
+	}
+	job, created, err := h.svc.Jobs.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)}) // Code: code.go
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := jobDTO(job)
+	out.Created = &created
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	} else if h.cfg.Metrics != nil {
+		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
+	}
+	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
+	writeJSON(w, status, out)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	q := r.URL.Query()
+	var o service.ListOptions
+	var errs domain.FieldErrors
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				o.States = append(o.States, domain.JobState(s))
+			}
+		}
+	}
+	o.Project = q.Get("project")
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs.Add("limit", "must be a whole number, got %q", v)
+		}
+		o.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs.Add("cursor", "is not a cursor from a previous page: %q", v)
+		}
+		o.BeforeID = n
+	}
+	if err := errs.Err(); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	jobs, more, err := h.svc.Jobs.List(r.Context(), p, o)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := apitypes.JobList{Jobs: make([]apitypes.Job, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = jobDTO(j)
+	}
+	if more {
+		out.NextCursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	d, err := h.svc.Jobs.Get(r.Context(), p, id)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, detailDTO(d))
+}
+
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req apitypes.CancelRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(w, r, &req); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	job, err := h.svc.Jobs.Cancel(r.Context(), p, id, req.Reason)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobDTO(job))
+}
+
+func (h *handler) logs(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	var req service.LogRequest
+	var errs domain.FieldErrors
+	if v := q.Get("attempt"); v != "" {
+		if req.Attempt, err = strconv.Atoi(v); err != nil || req.Attempt < 1 {
+			errs.Add("attempt", "must be an attempt number (1 or more), got %q", v)
+		}
+	}
+	if v := q.Get("tail"); v != "" {
+		if req.Tail, err = strconv.Atoi(v); err != nil || req.Tail < 0 {
+			errs.Add("tail", "must be a number of lines (0 or more), got %q", v)
+		}
+	}
+	req.Follow = truthy(q.Get("follow"))
+	req.Timestamps = truthy(q.Get("timestamps"))
+	req.Grep, req.Since = q.Get("grep"), q.Get("since") // validated by the service
+	if err := errs.Err(); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	stream, err := h.svc.Jobs.OpenLogs(r.Context(), p, id, req)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Trainyard-Attempt", strconv.Itoa(stream.Attempt()))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if err := stream.Copy(r.Context(), w, flush); err != nil && r.Context().Err() == nil {
+		h.log.Warn("copy log", "job", id, "err", err)
+	}
+}
+
+func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	why, err := h.svc.Jobs.Explain(r.Context(), p, id)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	msg := why.Job.Message
+	if why.Summary != "" {
+		msg = why.Summary // the diagnosis; the exit message is among the evidence
+	}
+	writeJSON(w, http.StatusOK, apitypes.Why{ID: why.Job.ID, State: string(why.Job.State), Reason: string(why.Job.Reason),
+		Message: msg, Evidence: why.Evidence, Hint: why.Hint, Class: string(why.Class)})
+}
