@@ -172,7 +172,10 @@ func TestFencedWrites(t *testing.T) {
 	// A refused write in a batch leaves the others in it alone.
 	errs := make(chan error, 2)
 	go func() { errs <- setMessage(a, store.WithFence(ctx, epochA), "deposed again") }()
-	go func() { _, _, err := a.CreateJob(ctx, testNewJob(t, "beside"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); errs <- err }()
+	go func() {
+		_, _, err := a.CreateJob(ctx, testNewJob(t, "beside"), domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
+		errs <- err
+	}()
 	var conflicts int
 	for range 2 {
 		if err := <-errs; errors.Is(err, store.ErrConflict) {
