@@ -2,10 +2,7 @@ package service
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-	"strconv"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -38,39 +35,16 @@ func (s *JobService) holdOrRelease(ctx context.Context, p Principal, id int64, m
 		verb = "release"
 	}
 	now := s.cfg.Clock.Now()
-	for i := range 3 { // the job may move between our read and our guarded write
-		job, err := s.st.GetJob(ctx, id)
-		if err != nil {
-			return domain.Job{}, jobErr(id, err)
-		}
-		if i == 0 { // a job's project and submitter never change
-			if err := s.authorize(ctx, p, authz.JobHold, jobResource(job)); err != nil {
-				return domain.Job{}, err
-			}
-		}
+	return s.changeJob(ctx, p, id, authz.JobHold, verb, func(job domain.Job) (*store.Change, any, error) {
 		if job.State == mv.To() {
-			return job, nil // already where it was asked to go
+			return nil, nil, nil // already where it was asked to go
 		}
 		if !slices.Contains(mv.From(), job.State) {
-			return domain.Job{}, notMovable(id, job, verb)
+			return nil, nil, notMovable(id, job, verb)
 		}
-		ch := store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now}
-		ch.Audit = new(s.audited(ctx, p, authz.JobHold, "job/"+strconv.FormatInt(id, 10),
-			map[string]any{"state": job.State}, map[string]any{"state": mv.To()}))
-		errs, err := s.st.Apply(ctx, []store.Change{ch})
-		if err != nil {
-			return domain.Job{}, fmt.Errorf("%s job %d: %w", verb, id, err)
-		}
-		if errors.Is(errs[0], domain.ErrConflict) {
-			continue
-		}
-		if errs[0] != nil {
-			return domain.Job{}, jobErr(id, errs[0])
-		}
-		s.cfg.Wake()
-		return s.st.GetJob(ctx, id)
-	}
-	return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d kept changing state; try again", id)
+		return &store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now},
+			map[string]any{"state": mv.To()}, nil
+	})
 }
 
 // notMovable explains why job cannot be held or released now.

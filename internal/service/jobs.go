@@ -220,40 +220,49 @@ func (s *JobService) Cancel(ctx context.Context, p Principal, id int64, reason s
 		msg += ": " + reason
 	}
 	now := s.cfg.Clock.Now()
-	for i := range 3 { // the job may move between our read and our guarded write
+	return s.changeJob(ctx, p, id, authz.JobCancel, "cancel", func(job domain.Job) (*store.Change, any, error) {
+		switch {
+		case job.State == domain.JobCanceled:
+			return nil, nil, nil
+		case job.State.Terminal():
+			return nil, nil, domain.Errorf(domain.ErrConflict, "job %d already %s; there is nothing to cancel", id, job.State)
+		case job.State == domain.JobQueued || job.State == domain.JobHeld:
+			return &store.Change{JobID: id, Move: domain.MoveCancel().Only(job.State),
+				Reason: domain.ReasonCanceledByUser, Message: msg, Actor: p.Actor(), At: now}, map[string]any{"state": domain.JobCanceled}, nil
+		case job.CancelRequested:
+			return nil, nil, nil
+		}
+		return &store.Change{JobID: id, In: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
+				Reason: domain.ReasonCanceledByUser, Message: "cancel requested; " + msg, Actor: p.Actor(), At: now},
+			map[string]any{"state": job.State, "cancel_requested": true}, nil
+	})
+}
+
+// changeJob makes one guarded change to job id: decide, given the job as
+// read, returns the change and the audit record's "after" (or no change,
+// when the job is already where the caller wants it: changeJob returns it
+// as is). The caller must be allowed action on the job. A job that moved
+// between the read and the guarded write is read again, up to three times.
+func (s *JobService) changeJob(ctx context.Context, p Principal, id int64, action authz.Action, verb string,
+	decide func(job domain.Job) (*store.Change, any, error)) (domain.Job, error) {
+	for i := range 3 {
 		job, err := s.st.GetJob(ctx, id)
 		if err != nil {
 			return domain.Job{}, jobErr(id, err)
 		}
 		if i == 0 { // a job's project and submitter never change
-			if err := s.authorize(ctx, p, authz.JobCancel, jobResource(job)); err != nil {
+			if err := s.authorize(ctx, p, action, jobResource(job)); err != nil {
 				return domain.Job{}, err
 			}
 		}
-		var ch store.Change
-		switch {
-		case job.State == domain.JobCanceled:
-			return job, nil
-		case job.State.Terminal():
-			return domain.Job{}, domain.Errorf(domain.ErrConflict, "job %d already %s; there is nothing to cancel", id, job.State)
-		case job.State == domain.JobQueued || job.State == domain.JobHeld:
-			ch = store.Change{JobID: id, Move: domain.MoveCancel().Only(job.State),
-				Reason: domain.ReasonCanceledByUser, Message: msg, Actor: p.Actor(), At: now}
-		default:
-			if job.CancelRequested {
-				return job, nil
-			}
-			ch = store.Change{JobID: id, In: []domain.JobState{job.State}, RequestCancel: true, SetReason: true,
-				Reason: domain.ReasonCanceledByUser, Message: "cancel requested; " + msg, Actor: p.Actor(), At: now}
+		ch, after, err := decide(job)
+		if err != nil || ch == nil {
+			return job, err
 		}
-		after := map[string]any{"state": ch.To()}
-		if ch.RequestCancel {
-			after = map[string]any{"state": job.State, "cancel_requested": true}
-		}
-		ch.Audit = new(s.audited(ctx, p, authz.JobCancel, "job/"+strconv.FormatInt(id, 10), map[string]any{"state": job.State}, after))
-		errs, err := s.st.Apply(ctx, []store.Change{ch})
+		ch.Audit = new(s.audited(ctx, p, action, "job/"+strconv.FormatInt(id, 10), map[string]any{"state": job.State}, after))
+		errs, err := s.st.Apply(ctx, []store.Change{*ch})
 		if err != nil {
-			return domain.Job{}, fmt.Errorf("cancel job %d: %w", id, err)
+			return domain.Job{}, fmt.Errorf("%s job %d: %w", verb, id, err)
 		}
 		if errors.Is(errs[0], domain.ErrConflict) {
 			continue
