@@ -54,7 +54,15 @@ func launchOf(t *testing.T, ex *executortest.Fake, ref executor.Ref, nth int) ex
 func TestLaunchGetsThePoolsLogLimit(t *testing.T) {
 	const server = 1 << 30
 	r := newTunedRig(t, &executortest.Fake{}, func(c *control.Config) { c.LogLimit = server })
+	settle := func() {
+		// A cycle that began before a change may launch with the limit it
+		// read then; two jobs run to the end put a whole cycle after it.
+		for range 2 {
+			r.wait(r.submit("name: settle\nentrypoint: [x]\n").ID, domain.JobSucceeded)
+		}
+	}
 	r.setPoolLogLimit(8 << 20)
+	settle()
 	for _, tc := range []struct {
 		policy string
 		want   int64
@@ -70,11 +78,7 @@ func TestLaunchGetsThePoolsLogLimit(t *testing.T) {
 		}
 	}
 	r.setPoolLogLimit(0)
-	// A cycle that began before the change may launch with the limit it
-	// read then; two jobs run to the end put a whole cycle after it.
-	for range 2 {
-		r.wait(r.submit("name: settle\nentrypoint: [x]\n").ID, domain.JobSucceeded)
-	}
+	settle()
 	j := r.submit("name: logs\nentrypoint: [x]\npolicy: {log_limit: 4GiB}\n")
 	r.wait(j.ID, domain.JobSucceeded)
 	if got := launchOf(t, r.ex, executor.Ref{JobID: j.ID, Attempt: 1}, 1).LogLimit; got != server {
