@@ -335,3 +335,11 @@ func (q *queue) remove(pd *Pending) bool {
 	}
 	return true
 }
+
+// shapeID is a request as map key (integers hash faster than floats).
+type shapeID struct {
+	gpus  int
+	cpus  uint64
+	mem   int64
+	nodes int
+}
