@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/audit":                 {"internal/domain"},
 	"internal/secrets":               {},
 	"internal/scheduler":             {"internal/domain"},
+	"internal/scheduler/incremental": {"internal/scheduler", "internal/domain"},
 	"internal/yamlcheck":             {"internal/domain", "go.yaml.in/yaml/v3"},
 	"internal/jobspec":               {"internal/domain", "internal/yamlcheck", "go.yaml.in/yaml/v3"},
 	"internal/logs":                  {"internal/domain"},

@@ -27,6 +27,7 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	"trainyard/internal/store"
 )
 
@@ -166,7 +167,7 @@ type Controller struct {
 	stopping map[executor.Ref]bool
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
-	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
+	sched    incremental.Scheduler // reuses the queue order between passes; loop goroutine only
 	usageAt  time.Time
 	// view is every live job as of the last cycle, by id; viewIDs its
 	// ids ascending. It is read in full every Resync (viewAt) and kept
@@ -176,7 +177,7 @@ type Controller struct {
 	cursor  store.JobCursor
 	viewAt  time.Time
 	// What changed since the snapshot of the last pass, for
-	// Incremental.ScheduleChanged: the jobs the view took in (hintIDs),
+	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
 	// or, after a full read or too many changes, everything (hintFull);
 	// and that pass's running allocations (hintRun), which also depend on
 	// attempts.

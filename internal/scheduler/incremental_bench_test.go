@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	. "trainyard/internal/scheduler/schedtest"
 )
 
@@ -29,7 +30,7 @@ func settled(n int) (scheduler.Snapshot, int) {
 	}
 }
 
-// BenchmarkIncremental is a pass through Incremental after one submit or
+// BenchmarkIncremental is a pass through incremental.Scheduler after one submit or
 // one finish. Each iteration alternates between a base snapshot and the
 // changed one, so every pass sees one change.
 //
@@ -69,7 +70,7 @@ func BenchmarkIncremental(b *testing.B) {
 						name += "-told"
 					}
 					b.Run(name, func(b *testing.B) {
-						var inc scheduler.Incremental
+						var inc incremental.Scheduler
 						inc.Schedule(base, scheduler.Config{})
 						for i := 0; b.Loop(); i++ {
 							s := base

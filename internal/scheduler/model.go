@@ -24,13 +24,12 @@ type pass struct {
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
-	// waitBuf, when large enough, is reused for plan.Waiting (Incremental
-	// keeps it between passes).
+	// waitBuf, when large enough, is reused for plan.Waiting (Kept.Waiting).
 	waitBuf []Waiting
 	// changed, when told is set, lists (ascending) the ids of the pending
-	// and running jobs that may differ from the previous pass's
-	// (Incremental.ScheduleChanged); a running job not in it holds what it
-	// held, so its resolved allocation is reused.
+	// and running jobs that may differ from the previous pass's (Kept); a
+	// running job not in it holds what it held, so its resolved allocation
+	// is reused.
 	changed []int64
 	told    bool
 	// Scratch reused by every pool's walk.

@@ -123,7 +123,7 @@ func (p *pass) run() Plan {
 }
 
 // runQueues decides every pool from queues kept between passes (see
-// Incremental): every pending job is in a queue of a pool in the snapshot,
+// ScheduleQueues): every pending job is in a queue of a pool in the snapshot,
 // and none is running.
 func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation) {
@@ -264,4 +264,16 @@ func (ps *poolState) walk(q *queue) {
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)
+}
+
+// increasing reports whether key strictly increases along xs (running jobs
+// by id, as a store lists them; GPU indices as nodes list them), which
+// lets a pass skip sorting.
+func increasing[T any, K cmp.Ordered](xs []T, key func(T) K) bool {
+	for i := 1; i < len(xs); i++ {
+		if key(xs[i]) <= key(xs[i-1]) {
+			return false
+		}
+	}
+	return true
 }

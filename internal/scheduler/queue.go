@@ -13,7 +13,7 @@ import (
 // job is a pending job prepared for ordering: a compact, pointer-free
 // record, so that walking a long queue reads one small record per job
 // rather than each Pending (a cache miss per job), and so that a queue can
-// be kept between passes (see Incremental).
+// be kept between passes (see Queues).
 type job struct {
 	id      int64
 	sec     int64 // submit time: nanoseconds since queue.base when queue.packed, else Unix seconds
