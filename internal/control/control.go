@@ -168,6 +168,7 @@ type Controller struct {
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
 	sched    incremental.Scheduler // reuses the queue order between passes; loop goroutine only
+	lastPlan scheduler.Plan        // the last pass's, handed back to sched at the next
 	usageAt  time.Time
 	// view is every live job as of the last cycle, by id; viewIDs its
 	// ids ascending. It is read in full every Resync (viewAt) and kept
@@ -719,6 +720,9 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 // schedule runs the pass, telling the scheduler which jobs changed since
 // the last one when the view knows.
 func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
+	// The last pass's plan is applied and done with: its storage serves
+	// this one.
+	c.sched.Recycle(c.lastPlan)
 	var plan scheduler.Plan
 	if c.hintFull {
 		plan = c.sched.Schedule(snap, c.cfg.Scheduler)
@@ -732,6 +736,7 @@ func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
 	// The snapshot's node lists are built afresh each cycle, so keeping
 	// them needs no copy.
 	c.hintRun = append(c.hintRun[:0], snap.Running...)
+	c.lastPlan = plan
 	return plan
 }
 

@@ -71,17 +71,19 @@ func BenchmarkIncremental(b *testing.B) {
 					}
 					b.Run(name, func(b *testing.B) {
 						var inc incremental.Scheduler
-						inc.Schedule(base, scheduler.Config{})
+						inc.Recycle(inc.Schedule(base, scheduler.Config{}))
 						for i := 0; b.Loop(); i++ {
 							s := base
 							if i%2 == 0 {
 								s = c.s
 							}
+							var p scheduler.Plan
 							if told {
-								inc.ScheduleChanged(s, scheduler.Config{}, c.changed)
+								p = inc.ScheduleChanged(s, scheduler.Config{}, c.changed)
 							} else {
-								inc.Schedule(s, scheduler.Config{})
+								p = inc.Schedule(s, scheduler.Config{})
 							}
+							inc.Recycle(p) // as the control loop does once a pass is applied
 						}
 					})
 				}

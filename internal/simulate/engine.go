@@ -238,8 +238,13 @@ func newSim(w Workload, opt Options) *sim {
 		now:      Epoch,
 		end:      Epoch.Add(w.Duration.D()),
 	}
+	var last scheduler.Plan
 	s.schedule = func(snap scheduler.Snapshot, changed []int64) scheduler.Plan {
-		return s.sched.ScheduleChanged(snap, s.cfg, changed)
+		// The last pass's plan is applied and done with: its storage
+		// serves this one.
+		s.sched.Recycle(last)
+		last = s.sched.ScheduleChanged(snap, s.cfg, changed)
+		return last
 	}
 	hl := s.cfg.FairShareHalfLife
 	if hl <= 0 {

@@ -24,16 +24,17 @@ import (
 //
 // It keeps copies of the pending jobs it has seen, so callers may reuse
 // or modify a snapshot's slices after a call returns. A returned Plan is
-// valid only until the next call: the next pass reuses its storage (copy
-// what must outlive it). The zero value is ready to use. A Scheduler is
-// not safe for concurrent use.
+// the caller's: nothing it holds is kept or written by a later pass,
+// unless the caller hands it back with Recycle. The zero value is ready
+// to use. A Scheduler is not safe for concurrent use.
 type Scheduler struct {
 	prev   []*scheduler.Pending // the last pass's pending jobs, by id ascending (owned copies)
 	ids    []int64              // their ids, so that lookups need not follow the pointers
 	runIDs []int64              // scratch: running job ids (usable)
 	queues *scheduler.Queues
 	spare  []*scheduler.Pending // the list before prev, reused as the next one
-	// waiting is the last plan's Waiting storage, reused by the next pass.
+	// waiting is storage handed back by Recycle, for the next pass's
+	// Waiting.
 	waiting []scheduler.Waiting
 }
 
@@ -90,16 +91,28 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 		in.reset()
 		return scheduler.Schedule(s, cfg)
 	}
-	k := scheduler.Kept{Waiting: in.waiting}
+	buf := in.waiting
+	in.waiting = nil // the plan's now, if the pass writes to it
+	k := scheduler.Kept{Waiting: buf}
 	if told {
 		k.Told, k.Changed = true, changed
 	}
 	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
-	if n := len(plan.Waiting); n < len(in.waiting) {
-		clear(in.waiting[n:]) // let the last plan's messages go
+	if n := len(plan.Waiting); n < len(buf) {
+		clear(buf[n:]) // let the recycled plan's messages go
 	}
-	in.waiting = plan.Waiting
 	return plan
+}
+
+// Recycle hands back a plan that this Scheduler returned, once the caller
+// reads none of it any more: the next pass may write its Waiting entries
+// over the plan's, instead of allocating a list as long as the queue. A
+// caller that keeps its plans simply does not call it. Hand a plan back
+// once at most.
+func (in *Scheduler) Recycle(p scheduler.Plan) {
+	if cap(p.Waiting) > cap(in.waiting) {
+		in.waiting = p.Waiting
+	}
 }
 
 func (in *Scheduler) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
