@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/audit":                 {"internal/domain"},
 	"internal/secrets":               {},
 	"internal/scheduler":             {"internal/domain"},
+	"internal/scheduler/incremental": {"internal/scheduler", "internal/domain"},
 	"internal/yamlcheck":             {"internal/domain", "go.yaml.in/yaml/v3"},
 	"internal/jobspec":               {"internal/domain", "internal/yamlcheck", "go.yaml.in/yaml/v3"},
 	"internal/logs":                  {"internal/domain"},
@@ -66,7 +67,114 @@ var allowed = map[string][]string{
 }
 
 // pure packages may not read the clock, randomness or the environment.
-var pure = []string{"internal/domain", "internal/scheduler"}
+var pure = []string{"internal/domain", "internal/scheduler", "internal/scheduler/incremental"}
+
+// Layers that decide rather than act — the scheduler (and the packages
+// below it), the domain types, authorization and the alert engine — take
+// the world as input: they reach no files, processes, network or clock of
+// their own, and share no memory between goroutines except where a file
+// says why. TestDecidingLayersStdlib checks every non-test file of these
+// packages, by its imports and its calls, against the lists below.
+var decidingLayers = []string{"internal/scheduler", "internal/domain", "internal/authz", "internal/alerts"}
+
+// layerBannedImports are the standard-library packages the deciding
+// layers may not import, each with what to do instead.
+var layerBannedImports = map[string]string{
+	"os":       "take what it reads (files, environment, arguments) from the caller, as a value or an interface",
+	"net":      "leave connections to the server's wiring (internal/service, internal/api, cmd); take an interface",
+	"net/http": "leave HTTP to the server's wiring (internal/api, internal/alerting); take an interface or an *http.Client from the caller",
+	"os/exec":  "leave processes to the executors (internal/executor/...)",
+	"syscall":  "leave the operating system to the executors (internal/executor/...)",
+	"unsafe":   "use ordinary Go; these layers need no pointer arithmetic",
+}
+
+// layerClockFuncs are the functions of package time that read the wall
+// clock; the deciding layers take the time (a now argument, a Now func)
+// from their caller instead.
+var layerClockFuncs = []string{"Now", "Since", "Until"}
+
+// layerImportAllowed lists, by file, the banned imports it may use and
+// why: a real need of the design, not a shortcut. An entry no longer
+// needed fails the test, so the list only shrinks.
+var layerImportAllowed = map[string]map[string]string{
+	"internal/alerts/channel.go": {"net/http": "the webhook and Slack channels post notifications over HTTP, with the *http.Client the server passes to NewRoutes; the engine (engine.go) decides which alerts fire without it"},
+}
+
+// layerSyncAllowed lists the files of the deciding layers that may import
+// sync (or sync/atomic), and why. Everything else in those layers runs
+// on its caller's goroutine.
+var layerSyncAllowed = map[string]string{
+	"internal/alerts/dispatcher.go": "each channel's delivery queue is filled by Submit on the caller's goroutine and drained by that channel's Run goroutine",
+}
+
+func TestDecidingLayersStdlib(t *testing.T) {
+	used := map[string]bool{} // "file import" entries of the allowlists that were needed
+	for _, dir := range decidingLayers {
+		var files []string
+		err := filepath.WalkDir(filepath.Join("..", dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			rel, _ := filepath.Rel("..", path)
+			rel = filepath.ToSlash(rel)
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				line := fset.Position(imp.Pos()).Line
+				if p == "sync" || p == "sync/atomic" {
+					if _, ok := layerSyncAllowed[rel]; ok {
+						used[rel+" sync"] = true
+						continue
+					}
+					t.Errorf("%s:%d: imports %s: the deciding layers run on their caller's goroutine and share no memory;"+
+						" keep state per call (or in a value the caller owns), or, if the file must synchronise goroutines, add it to layerSyncAllowed in deps_test.go with the reason", rel, line, p)
+					continue
+				}
+				fix, banned := layerBannedImports[p]
+				if !banned {
+					continue
+				}
+				if _, ok := layerImportAllowed[rel][p]; ok {
+					used[rel+" "+p] = true
+					continue
+				}
+				t.Errorf("%s:%d: imports %s, which the %s layer may not: %s."+
+					" If this is a real need of the design, allowlist it in layerImportAllowed in deps_test.go with the reason", rel, line, p, dir, fix)
+			}
+			for _, v := range bannedUses(t, path, "time", layerClockFuncs) {
+				t.Errorf("%s:%d: uses %s, which reads the wall clock: take the time from the caller instead (a now argument, or a Now func in the options, as alerts.DispatcherOptions.Now)", rel, v.line, v.what)
+			}
+		}
+	}
+	for f, imps := range layerImportAllowed {
+		for imp, why := range imps {
+			if !used[f+" "+imp] {
+				t.Errorf("%s is allowlisted for %s (%s) but no longer imports it: remove the entry from layerImportAllowed", f, imp, why)
+			}
+		}
+	}
+	for f, why := range layerSyncAllowed {
+		if !used[f+" sync"] {
+			t.Errorf("%s is allowlisted for sync (%s) but no longer imports it: remove the entry from layerSyncAllowed", f, why)
+		}
+	}
+}
 
 func TestImportRules(t *testing.T) {
 	root, err := filepath.Abs("..")

@@ -494,7 +494,7 @@ func TestDispatcherTest(t *testing.T) {
 	if err == nil || err.Error() != `no alert channel named "pager"; known channels: hook, server-log` {
 		t.Errorf("Test(pager) = %v", err)
 	}
-	if err := NewDispatcher(nil, DispatcherOptions{}).Test(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "none is configured") {
+	if err := NewDispatcher(nil, DispatcherOptions{Now: time.Now}).Test(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "none is configured") {
 		t.Errorf("Test without channels = %v", err)
 	}
 }
@@ -513,7 +513,7 @@ func TestDispatcherDropsAcknowledgedFirings(t *testing.T) {
 	r := newReceiver(t)
 	routes := []Route{{Channel: webhook(t, r.URL, FormatJSON), MinSeverity: SeverityInfo},
 		{Channel: webhook(t, r.URL, FormatSlack), MinSeverity: SeverityInfo}}
-	d := NewDispatcher(routes, DispatcherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d := NewDispatcher(routes, DispatcherOptions{Now: time.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	other := stalledAlert
 	other.Key = "stalled/job=43"
 	resolvedAlert := stalledAlert

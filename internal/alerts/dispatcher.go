@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// DispatcherOptions configures a Dispatcher. Only Delivery is usually set
-// besides the callbacks; Now and After exist for tests.
+// DispatcherOptions configures a Dispatcher: Now, Delivery and the
+// callbacks; After exists for tests.
 type DispatcherOptions struct {
 	// Delivery bounds retries; zero fields take their defaults.
 	Delivery DeliveryConfig
@@ -30,7 +30,8 @@ type DispatcherOptions struct {
 	Skip func(alertKey string, status Status) bool
 	// Logger receives retries (Warn) and give-ups (Error); nil: slog.Default().
 	Logger *slog.Logger
-	// Now reads the clock (default time.Now).
+	// Now reads the clock (required: the package reads none of its own;
+	// the server passes its clock's Now).
 	Now func() time.Time
 	// After waits like time.After (the default).
 	After func(time.Duration) <-chan time.Time
@@ -67,7 +68,11 @@ type pending struct {
 }
 
 // NewDispatcher returns a dispatcher over routes. Nothing is sent until Run.
+// It panics when opts.Now is nil.
 func NewDispatcher(routes []Route, opts DispatcherOptions) *Dispatcher {
+	if opts.Now == nil {
+		panic("alerts: DispatcherOptions.Now is required")
+	}
 	d := &opts.Delivery
 	if d.MaxTries <= 0 {
 		d.MaxTries = DefaultMaxTries
@@ -75,9 +80,6 @@ func NewDispatcher(routes []Route, opts DispatcherOptions) *Dispatcher {
 	setDur(&d.MaxAge, DefaultMaxAge)
 	setDur(&d.Backoff, DefaultBackoff)
 	setDur(&d.MaxBackoff, DefaultMaxBackoff)
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.After == nil {
 		opts.After = time.After
 	}

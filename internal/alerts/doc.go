@@ -48,6 +48,7 @@
 //	eng.Restore(firingAlertsFromStore)              // nothing is re-sent
 //	routes, _ := alerts.NewRoutes(cfg.Alerts, logger, nil)
 //	disp := alerts.NewDispatcher(routes, alerts.DispatcherOptions{
+//		Now:         clock.Now,
 //		Delivery:    cfg.Alerts.Delivery,
 //		Logger:      logger,
 //		OnDelivered: func(key, channel string, s alerts.Status) { /* store it */ },

@@ -27,6 +27,7 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/logs"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	"trainyard/internal/store"
 )
 
@@ -168,7 +169,8 @@ type Controller struct {
 	stopping map[executor.Ref]bool
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
-	sched    scheduler.Incremental // reuses the queue order between passes; loop goroutine only
+	sched    incremental.Scheduler // reuses the queue order between passes; loop goroutine only
+	lastPlan scheduler.Plan        // the last pass's, handed back to sched at the next
 	usageAt  time.Time
 	// view is every live job as of the last cycle, by id; viewIDs its
 	// ids ascending. It is read in full every Resync (viewAt) and kept
@@ -178,7 +180,7 @@ type Controller struct {
 	cursor  store.JobCursor
 	viewAt  time.Time
 	// What changed since the snapshot of the last pass, for
-	// Incremental.ScheduleChanged: the jobs the view took in (hintIDs),
+	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
 	// or, after a full read or too many changes, everything (hintFull);
 	// and that pass's running allocations (hintRun), which also depend on
 	// attempts.
@@ -720,6 +722,9 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 // schedule runs the pass, telling the scheduler which jobs changed since
 // the last one when the view knows.
 func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
+	// The last pass's plan is applied and done with: its storage serves
+	// this one.
+	c.sched.Recycle(c.lastPlan)
 	var plan scheduler.Plan
 	if c.hintFull {
 		plan = c.sched.Schedule(snap, c.cfg.Scheduler)
@@ -733,6 +738,7 @@ func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
 	// The snapshot's node lists are built afresh each cycle, so keeping
 	// them needs no copy.
 	c.hintRun = append(c.hintRun[:0], snap.Running...)
+	c.lastPlan = plan
 	return plan
 }
 

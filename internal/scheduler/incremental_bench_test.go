@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	. "trainyard/internal/scheduler/schedtest"
 )
 
@@ -29,7 +30,7 @@ func settled(n int) (scheduler.Snapshot, int) {
 	}
 }
 
-// BenchmarkIncremental is a pass through Incremental after one submit or
+// BenchmarkIncremental is a pass through incremental.Scheduler after one submit or
 // one finish. Each iteration alternates between a base snapshot and the
 // changed one, so every pass sees one change.
 //
@@ -69,18 +70,20 @@ func BenchmarkIncremental(b *testing.B) {
 						name += "-told"
 					}
 					b.Run(name, func(b *testing.B) {
-						var inc scheduler.Incremental
-						inc.Schedule(base, scheduler.Config{})
+						var inc incremental.Scheduler
+						inc.Recycle(inc.Schedule(base, scheduler.Config{}))
 						for i := 0; b.Loop(); i++ {
 							s := base
 							if i%2 == 0 {
 								s = c.s
 							}
+							var p scheduler.Plan
 							if told {
-								inc.ScheduleChanged(s, scheduler.Config{}, c.changed)
+								p = inc.ScheduleChanged(s, scheduler.Config{}, c.changed)
 							} else {
-								inc.Schedule(s, scheduler.Config{})
+								p = inc.Schedule(s, scheduler.Config{})
 							}
+							inc.Recycle(p) // as the control loop does once a pass is applied
 						}
 					})
 				}

@@ -11,6 +11,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	. "trainyard/internal/scheduler/schedtest"
 )
 
@@ -65,7 +66,7 @@ func mutate(r *rand.Rand, h *Harness, next *int64) string {
 }
 
 // TestIncrementalMatchesSchedule runs random sequences of small changes
-// through one Incremental and checks every plan against the pure Schedule
+// through one incremental.Scheduler and checks every plan against the pure Schedule
 // of the same snapshot, byte for byte.
 func TestIncrementalMatchesSchedule(t *testing.T) {
 	iterations := 300
@@ -77,7 +78,7 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 		h := randomWorld(r, true)
 		var next int64
 		randomJobs(r, h, &next, r.IntN(30))
-		var inc scheduler.Incremental
+		var inc incremental.Scheduler
 		var hint hinted
 		for step := range 30 {
 			what := "none"
@@ -106,7 +107,7 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 }
 
 // mutateMix applies one change drawn from a mix that stresses what
-// Incremental keeps between passes: many finishes, many submits, pool and
+// incremental.Scheduler keeps between passes: many finishes, many submits, pool and
 // quota edits, or time advancing across backoffs, timeouts and stops.
 func mutateMix(r *rand.Rand, h *Harness, next *int64, mix string) string {
 	s := &h.Snap
@@ -193,7 +194,7 @@ func TestIncrementalMatchesScheduleMixes(t *testing.T) {
 				h := randomWorld(r, true)
 				var next int64 = 1 << 20
 				randomJobs(r, h, &next, 10+r.IntN(40))
-				var inc scheduler.Incremental
+				var inc incremental.Scheduler
 				for step := range 40 {
 					what := "none"
 					for range r.IntN(3) {
@@ -216,7 +217,7 @@ func TestIncrementalMatchesScheduleMixes(t *testing.T) {
 }
 
 // TestIncrementalMatchesScheduleLargeDeltas runs a few thousand pending
-// jobs through one Incremental with changes of every size: one job, a few
+// jobs through one incremental.Scheduler with changes of every size: one job, a few
 // (edited in place), more than 64 (merged in one sweep) and more than the
 // rebuild threshold, plus passes whose pending list is out of id order.
 // Each plan is compared with the pure Schedule's before the next call,
@@ -231,7 +232,7 @@ func TestIncrementalMatchesScheduleLargeDeltas(t *testing.T) {
 		h := randomWorld(r, true)
 		var next int64 = 1 << 24
 		randomJobs(r, h, &next, 2000+r.IntN(3000))
-		var inc scheduler.Incremental
+		var inc incremental.Scheduler
 		for step := range 24 {
 			size := []int{1, 3, 40, 150, 700, 5000}[r.IntN(6)]
 			s := &h.Snap
@@ -279,12 +280,12 @@ func TestIncrementalMatchesScheduleLargeDeltas(t *testing.T) {
 	}
 }
 
-// hinted runs its own Incremental through ScheduleChanged with the exact
+// hinted runs its own incremental.Scheduler through ScheduleChanged with the exact
 // ids of the pending jobs that changed since the last snapshot it saw, as
 // a control loop that keeps its view of the queue would. Snapshots whose
 // pending list is not in id order are skipped (the method requires it).
 type hinted struct {
-	inc     scheduler.Incremental
+	inc     incremental.Scheduler
 	prev    []scheduler.Pending
 	prevRun []scheduler.Allocation
 	seen    bool

@@ -158,7 +158,7 @@ func (ps *poolState) memoIndex(j *job, allowDefer bool) int {
 
 // stillValid reports whether a decision made at an earlier state — of this
 // pass, or of an earlier pass over the same pool definition, quotas and
-// config (see Incremental) — holds at this one, and if so marks it
+// config (see Queues) — holds at this one, and if so marks it
 // confirmed by this pass.
 func (ps *poolState) stillValid(j *job, d *decision) bool {
 	switch d.kind {

@@ -10,6 +10,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 	. "trainyard/internal/scheduler/schedtest"
 )
 
@@ -126,7 +127,7 @@ func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
 			projects = append(projects, p.Name)
 		}
 		next := int64(1_000_000)
-		var inc scheduler.Incremental
+		var inc incremental.Scheduler
 		var hint hinted
 		for step := range 40 {
 			what := "none"
@@ -201,7 +202,7 @@ func TestKeptDecisionNeedsTheSameBudget(t *testing.T) {
 		Job(2).Pool("p").Project("other").GPUs(4).Priority(Low).Preemptible().Running(T0, On("n1", Span(0, 4)...)))
 	h.Submit(Job(3).Pool("p").Project("speech").GPUs(4).Priority(Urgent).Obj(),
 		Job(4).Pool("p").Project("vision").GPUs(4).Priority(High).Obj())
-	var inc scheduler.Incremental
+	var inc incremental.Scheduler
 	for pass := range 2 {
 		want := scheduler.Schedule(h.Snap, h.Config)
 		got := inc.Schedule(h.Snap, h.Config)

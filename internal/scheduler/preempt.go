@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"trainyard/internal/domain"
 )
 
 // preemptKey memoises failed victim searches: within a pass, capacity only
@@ -367,3 +369,41 @@ func (n *nodeState) victimBound(rank int, reclaim bool) deficit {
 }
 
 func (d deficit) plus(r req) deficit { return deficit{g: d.g + r.g, c: d.c + r.c, m: d.m + r.m} }
+
+// unplace undoes this pass's placement of h, a job chosen as a victim for
+// j: rather than start it and stop it again in the next pass, the pass does
+// not start it, and it waits, saying for whom it gave way. Its resources are
+// free at once.
+func (ps *poolState) unplace(h *holder, j *Pending) {
+	i := slices.IndexFunc(ps.plan.Start, func(pl Placement) bool { return pl.JobID == h.id })
+	pl := ps.plan.Start[i]
+	for k, n := range h.nodes {
+		for _, id := range pl.Nodes[k].GPUs {
+			if x := slices.Index(n.gpuIDs, id); x >= 0 {
+				n.gpuUsed[x] = false
+			}
+		}
+		n.usedG -= h.res.g
+		n.usedC -= h.res.c
+		n.usedM -= h.res.m
+		n.holders = slices.DeleteFunc(n.holders, func(x *holder) bool { return x == h })
+		n.boundOK = false
+		ps.ix.move(n)
+	}
+	ps.plan.Start = slices.Delete(ps.plan.Start, i, i+1)
+	ps.running--
+	pr := ps.project(h.project)
+	pr.holders = slices.DeleteFunc(pr.holders, func(x *holder) bool { return x == h })
+	pr.used = pr.used.minus(h.gang)
+	pr.addUse(h, -1)
+	pr.alloc -= h.cost
+	pr.usedVer++
+	pr.stopVer++
+	pr.msgs = nil
+	h.nodes, h.placed, h.stopping = nil, false, true // gone: never a victim again
+	ps.version++
+	ps.stateVer++
+	ps.waiting++
+	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: h.id, Reason: domain.ReasonWaitingForCapacity, Position: ps.waiting,
+		Message: fmt.Sprintf("gave way to job %d (priority %s), which needs the room in pool %s; it did not start", j.JobID, j.Priority, ps.pool.Name)})
+}

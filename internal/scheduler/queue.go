@@ -13,7 +13,7 @@ import (
 // job is a pending job prepared for ordering: a compact, pointer-free
 // record, so that walking a long queue reads one small record per job
 // rather than each Pending (a cache miss per job), and so that a queue can
-// be kept between passes (see Incremental).
+// be kept between passes (see Queues).
 type job struct {
 	id      int64
 	sec     int64 // submit time: nanoseconds since queue.base when queue.packed, else Unix seconds
@@ -334,4 +334,12 @@ func (q *queue) remove(pd *Pending) bool {
 		q.beneficiaries--
 	}
 	return true
+}
+
+// shapeID is a request as map key (integers hash faster than floats).
+type shapeID struct {
+	gpus  int
+	cpus  uint64
+	mem   int64
+	nodes int
 }

@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"trainyard/internal/domain"
 )
@@ -125,4 +127,100 @@ func (r quotaRule) ceilingText() string {
 	default:
 		return "quota"
 	}
+}
+
+// markBorrowed decides, from the current allocation, which running jobs
+// are borrowed: for each project, its running jobs that are not stopping,
+// by priority (highest first), then start time (earliest first), then id,
+// fill its guarantee first-fit; those that do not fit are borrowed. So
+// "borrowed" never depends on the order jobs arrived in: a project back
+// under its guarantee has no borrowed job left, and only borrowed jobs of
+// another project may be reclaimed or preempted for it (as in Kueue, where
+// capacity inside a ClusterQueue's nominal quota is reclaimed only by that
+// queue's own workloads). The snapshot's Allocation.Borrowed is ignored.
+func (ps *poolState) markBorrowed() {
+	for _, pr := range ps.projs {
+		ps.markProject(pr)
+	}
+}
+
+// markProject is markBorrowed for one project; nodes whose jobs change
+// sides have their victim bounds recomputed.
+func (ps *poolState) markProject(pr *projState) {
+	order := ps.markBuf[:0]
+	pr.borrowedHolders = 0
+	for _, h := range pr.holders {
+		if !h.stopping {
+			order = append(order, h)
+		}
+	}
+	slices.SortFunc(order, func(a, b *holder) int {
+		return cmp.Or(compareInt(b.rank, a.rank), a.start.Compare(b.start), compareInt64(a.id, b.id))
+	})
+	var fill limits
+	for _, h := range order {
+		was := h.borrowed
+		h.unentitled = !pr.rule.guaranteed.within(h.gang)
+		if next := fill.plus(h.gang); pr.rule.guaranteed.within(next) {
+			fill, h.borrowed = next, false
+		} else {
+			h.borrowed = true
+			pr.borrowedHolders++
+		}
+		if h.borrowed != was {
+			for _, n := range h.nodes {
+				n.boundOK = false
+			}
+		}
+	}
+	ps.markBuf = order
+}
+
+// claim counts need against the project's quota for the rest of the pass,
+// for a job that waits with room reserved for it.
+func (ps *poolState) claim(j *job, pr *projState, need limits) {
+	pr.claimed = pr.claimed.plus(need)
+	if pr.claimBy == 0 {
+		pr.claimBy = j.id
+	}
+	pr.usedVer++
+	pr.msgs = nil
+	ps.stateVer++
+}
+
+// usedFrom is what the project's running jobs (not stopping) and this
+// pass's placements of priority rank or higher use (all of them for an
+// unknown rank).
+func (pr *projState) usedFrom(rank int) limits {
+	if rank < 0 {
+		rank = 0
+	}
+	var u limits
+	for r := rank; r < len(pr.usedByRank); r++ {
+		u = u.plus(pr.usedByRank[r])
+	}
+	return u
+}
+
+// addUse adds (or, with sign -1, removes) a holder's use at its rank.
+func (pr *projState) addUse(h *holder, sign int) {
+	r := min(max(h.rank, 0), len(pr.usedByRank)-1)
+	if sign > 0 {
+		pr.usedByRank[r] = pr.usedByRank[r].plus(h.gang)
+	} else {
+		pr.usedByRank[r] = pr.usedByRank[r].minus(h.gang)
+	}
+}
+
+// holdQuota makes the project's first job blocked by its own quota ceiling
+// hold the quota it needs, if it could ever have it: later, smaller jobs of
+// the project may then use only what is left beside it, so it starts once
+// the project's running jobs have freed enough (they end within their
+// timeouts), instead of waiting behind a stream of small jobs for ever.
+func (ps *poolState) holdQuota(j *job, pr *projState, need limits) {
+	if pr.held || !pr.rule.ceiling.within(need) {
+		return
+	}
+	pr.held = true
+	ps.claim(j, pr, need)
 }

@@ -6,7 +6,7 @@
 // reads no wall time and never sleeps, and every random draw comes from the
 // workload's seed, so the same file gives the same report. Each scheduling
 // pass hands the scheduler a scheduler.Snapshot exactly as the control loop
-// would, through scheduler.Incremental told which jobs changed (as the
+// would, through incremental.Scheduler told which jobs changed (as the
 // control loop does), and applies the plan: placements start jobs,
 // preemptions stop them (they re-queue and resume from their last
 // checkpoint). With Options.Check it also checks the scheduler's invariants
@@ -26,6 +26,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
 )
 
 // Epoch is virtual time zero. Reports give times as offsets from it.
@@ -163,12 +164,12 @@ type sim struct {
 	running []*job // by id: running and stopping
 	// snapPending and snapRunning are pending and running as the scheduler
 	// sees them, index for index; changed lists the ids whose entries
-	// changed since the last pass (Incremental.ScheduleChanged). Keeping
+	// changed since the last pass (incremental.Scheduler.ScheduleChanged). Keeping
 	// them between passes makes a pass cost what changed, not the queue.
 	snapPending []scheduler.Pending
 	snapRunning []scheduler.Allocation
 	changed     []int64
-	sched       scheduler.Incremental
+	sched       incremental.Scheduler
 	// schedule decides a pass; tests replace it to feed the checks plans
 	// that break the invariants.
 	schedule func(scheduler.Snapshot, []int64) scheduler.Plan
@@ -237,8 +238,13 @@ func newSim(w Workload, opt Options) *sim {
 		now:      Epoch,
 		end:      Epoch.Add(w.Duration.D()),
 	}
+	var last scheduler.Plan
 	s.schedule = func(snap scheduler.Snapshot, changed []int64) scheduler.Plan {
-		return s.sched.ScheduleChanged(snap, s.cfg, changed)
+		// The last pass's plan is applied and done with: its storage
+		// serves this one.
+		s.sched.Recycle(last)
+		last = s.sched.ScheduleChanged(snap, s.cfg, changed)
+		return last
 	}
 	hl := s.cfg.FairShareHalfLife
 	if hl <= 0 {

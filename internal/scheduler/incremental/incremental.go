@@ -1,40 +1,50 @@
-package scheduler
+// Package incremental schedules a sequence of snapshots over the pure
+// scheduler: it keeps the sorted queues of pending jobs (and, with them,
+// the decisions the scheduler memoised) between passes, so that a pass
+// after a small change (a submit, a finish, a cancel) does not sort the
+// whole queue again nor decide again what did not change. Every Plan is
+// byte-identical to scheduler.Schedule's for the same snapshot and config.
+//
+// It works only through the scheduler's exported API: scheduler.Queues
+// and scheduler.ScheduleQueues are the hooks it keeps and runs, and
+// everything here is the bookkeeping of what changed between snapshots.
+package incremental
 
 import (
-	"trainyard/internal/domain"
-
 	"cmp"
 	"slices"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/scheduler"
 )
 
-// Incremental schedules a sequence of snapshots, keeping the sorted queues
-// of pending jobs between passes, so that a pass after a small change (a
-// submit, a finish, a cancel) does not sort the whole queue again. Every
-// Plan it returns is byte-identical to Schedule's for the same snapshot and
-// config; it falls back to a full pass whenever it cannot tell what changed.
+// Scheduler schedules a sequence of snapshots, keeping what it learned of
+// the pending jobs between passes. It falls back to a full
+// scheduler.Schedule whenever it cannot tell what changed.
 //
-// The queue keeps copies of the pending jobs it has seen, so callers may
-// reuse or modify a snapshot's slices after Schedule returns. A returned
-// Plan is valid only until the next call: the next pass reuses its storage
-// (copy what must outlive it). The zero value is ready to use. An
-// Incremental is not safe for concurrent use.
-type Incremental struct {
-	prev   []*Pending // the last pass's pending jobs, by id ascending (owned copies)
-	ids    []int64    // their ids, so that lookups need not follow the pointers
-	runIDs []int64    // scratch: running job ids (usable)
-	queues map[string]*queue
-	spare  []*Pending // the list before prev, reused as the next one
-	// waiting is the last plan's Waiting storage, reused by the next pass.
-	waiting []Waiting
+// It keeps copies of the pending jobs it has seen, so callers may reuse
+// or modify a snapshot's slices after a call returns. A returned Plan is
+// the caller's: nothing it holds is kept or written by a later pass,
+// unless the caller hands it back with Recycle. The zero value is ready
+// to use. A Scheduler is not safe for concurrent use.
+type Scheduler struct {
+	prev   []*scheduler.Pending // the last pass's pending jobs, by id ascending (owned copies)
+	ids    []int64              // their ids, so that lookups need not follow the pointers
+	runIDs []int64              // scratch: running job ids (usable)
+	queues *scheduler.Queues
+	spare  []*scheduler.Pending // the list before prev, reused as the next one
+	// waiting is storage handed back by Recycle, for the next pass's
+	// Waiting.
+	waiting []scheduler.Waiting
 }
 
 // maxDelta is the number of changed pending jobs above which a pass
 // rebuilds the queues instead of editing them.
 const maxDelta = 4096
 
-// Schedule decides one pass like Schedule(s, cfg), reusing what the last
-// call learned about the pending jobs that did not change.
-func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
+// Schedule decides one pass like scheduler.Schedule(s, cfg), reusing what
+// the last call learned about the pending jobs that did not change.
+func (in *Scheduler) Schedule(s scheduler.Snapshot, cfg scheduler.Config) scheduler.Plan {
 	return in.schedule(s, cfg, nil, false)
 }
 
@@ -45,12 +55,11 @@ func (in *Incremental) Schedule(s Snapshot, cfg Config) Plan {
 // compared, so a pass after a small change does not read the whole queue.
 // A changed list that cannot be right (the pending count does not match)
 // falls back to comparing everything.
-func (in *Incremental) ScheduleChanged(s Snapshot, cfg Config, changed []int64) Plan {
+func (in *Scheduler) ScheduleChanged(s scheduler.Snapshot, cfg scheduler.Config, changed []int64) scheduler.Plan {
 	return in.schedule(s, cfg, changed, true)
 }
 
-func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted bool) Plan {
-	cfg = cfg.withDefaults()
+func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, changed []int64, hinted bool) scheduler.Plan {
 	told := false // the hint held up: trust it for running jobs too
 	if hinted {
 		changed = slices.Compact(slices.Sorted(slices.Values(changed))) // each id once, ascending
@@ -67,41 +76,50 @@ func (in *Incremental) schedule(s Snapshot, cfg Config, changed []int64, hinted 
 		}
 		if r == applyUnordered {
 			in.reset()
-			return newPass(s, cfg).run()
+			return scheduler.Schedule(s, cfg)
 		}
 		if r == applyRebuild {
 			in.rebuild(s.Pending)
 		}
 	case !increasing(s.Pending, pendingID):
 		in.reset()
-		return newPass(s, cfg).run()
+		return scheduler.Schedule(s, cfg)
 	default:
 		in.rebuild(s.Pending)
 	}
 	if !in.usable(s, changed, told) {
 		in.reset()
-		return newPass(s, cfg).run()
+		return scheduler.Schedule(s, cfg)
 	}
-	p := newPass(s, cfg)
-	p.queues = in.queues
-	p.waitBuf = in.waiting
+	buf := in.waiting
+	in.waiting = nil // the plan's now, if the pass writes to it
+	k := scheduler.Kept{Waiting: buf}
 	if told {
-		p.told, p.changed = true, changed
+		k.Told, k.Changed = true, changed
 	}
-	plan := p.run()
-	if n := len(plan.Waiting); n < len(in.waiting) {
-		clear(in.waiting[n:]) // let the last plan's messages go
+	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
+	if n := len(plan.Waiting); n < len(buf) {
+		clear(buf[n:]) // let the recycled plan's messages go
 	}
-	in.waiting = plan.Waiting
 	return plan
 }
 
-func (in *Incremental) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
+// Recycle hands back a plan that this Scheduler returned, once the caller
+// reads none of it any more: the next pass may write its Waiting entries
+// over the plan's, instead of allocating a list as long as the queue. A
+// caller that keeps its plans simply does not call it. Hand a plan back
+// once at most.
+func (in *Scheduler) Recycle(p scheduler.Plan) {
+	if cap(p.Waiting) > cap(in.waiting) {
+		in.waiting = p.Waiting
+	}
+}
 
-// increasing reports whether key strictly increases along xs (pending or
-// running jobs by id, as a store lists them; GPU indices as nodes list
-// them), which lets a pass skip sorting, or compare with the last pass's
-// list in one sweep.
+func (in *Scheduler) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
+
+// increasing reports whether key strictly increases along xs (pending
+// jobs by id, as a store lists them), which lets a pass compare with the
+// last pass's list in one sweep.
 func increasing[T any, K cmp.Ordered](xs []T, key func(T) K) bool {
 	for i := 1; i < len(xs); i++ {
 		if key(xs[i]) <= key(xs[i-1]) {
@@ -111,28 +129,18 @@ func increasing[T any, K cmp.Ordered](xs []T, key func(T) K) bool {
 	return true
 }
 
-func pendingID(p Pending) int64 { return p.JobID }
+func pendingID(p scheduler.Pending) int64 { return p.JobID }
 
 // rebuild copies pending and sorts every pool's queue.
-func (in *Incremental) rebuild(pending []Pending) {
+func (in *Scheduler) rebuild(pending []scheduler.Pending) {
 	own := slices.Clone(pending)
-	in.prev = make([]*Pending, len(own))
+	in.prev = make([]*scheduler.Pending, len(own))
 	in.ids = make([]int64, len(own))
 	for i := range own {
 		in.prev[i] = &own[i]
 		in.ids[i] = own[i].JobID
 	}
-	byPool := slices.Clone(in.prev)
-	slices.SortStableFunc(byPool, func(a, b *Pending) int { return cmp.Compare(a.Pool, b.Pool) })
-	in.queues = map[string]*queue{}
-	for i := 0; i < len(byPool); {
-		j := i
-		for j < len(byPool) && byPool[j].Pool == byPool[i].Pool {
-			j++
-		}
-		in.queues[byPool[i].Pool] = buildQueue(byPool[i:j:j])
-		i = j
-	}
+	in.queues = scheduler.NewQueues(in.prev)
 }
 
 // Results of apply.
@@ -145,21 +153,21 @@ const (
 
 // change is one pending job that differs from the last pass.
 type change struct {
-	old *Pending // removed (or replaced)
-	new int      // index into pending of an added (or replacing) job; -1: none
-	pd  *Pending // the queue's copy of pending[new]
+	old *scheduler.Pending // removed (or replaced)
+	new int                // index into pending of an added (or replacing) job; -1: none
+	pd  *scheduler.Pending // the queue's copy of pending[new]
 }
 
 // applyChanged edits the queues for the jobs named in changed (ascending,
 // each once) only (see ScheduleChanged).
-func (in *Incremental) applyChanged(pending []Pending, changed []int64) int {
+func (in *Scheduler) applyChanged(pending []scheduler.Pending, changed []int64) int {
 	if len(changed) > maxDelta {
 		return applyUnknown
 	}
 	var changes []change
 	n := len(in.prev)
 	for _, id := range changed {
-		i, isNew := slices.BinarySearchFunc(pending, id, func(p Pending, id int64) int { return cmp.Compare(p.JobID, id) })
+		i, isNew := slices.BinarySearchFunc(pending, id, func(p scheduler.Pending, id int64) int { return cmp.Compare(p.JobID, id) })
 		k, wasOld := slices.BinarySearch(in.ids, id)
 		switch {
 		case isNew && wasOld:
@@ -183,7 +191,7 @@ func (in *Incremental) applyChanged(pending []Pending, changed []int64) int {
 // apply edits the queues from the last pass's pending jobs to these. It
 // checks the ids' order in the same sweep that finds the changes, and
 // edits nothing when they are out of order.
-func (in *Incremental) apply(pending []Pending) int {
+func (in *Scheduler) apply(pending []scheduler.Pending) int {
 	// One sweep over both id-ordered lists finds the changes.
 	var changes []change
 	prev := in.prev
@@ -231,28 +239,19 @@ func (in *Incremental) apply(pending []Pending) int {
 }
 
 // edit applies changes (in id order) to the queues and the id-ordered list.
-func (in *Incremental) edit(pending []Pending, changes []change) int {
+func (in *Scheduler) edit(pending []scheduler.Pending, changes []change) int {
 	if len(changes) == 0 {
 		return applyDone
 	}
 	for x := range changes {
 		c := &changes[x]
-		if c.old != nil {
-			q := in.queues[c.old.Pool]
-			if q == nil || !q.remove(c.old) {
-				return applyRebuild
-			}
+		if c.old != nil && !in.queues.Remove(c.old) {
+			return applyRebuild
 		}
 		if c.new >= 0 {
-			c.pd = new(Pending)
+			c.pd = new(scheduler.Pending)
 			*c.pd = pending[c.new]
-			q := in.queues[c.pd.Pool]
-			if q == nil {
-				q = buildQueue(nil)
-				q.packed, q.base = true, c.pd.SubmittedAt.Unix()
-				in.queues[c.pd.Pool] = q
-			}
-			if !q.insert(c.pd) {
+			if !in.queues.Insert(c.pd) {
 				return applyRebuild
 			}
 		}
@@ -283,7 +282,7 @@ func (in *Incremental) edit(pending []Pending, changes []change) int {
 	}
 	next := in.spare[:0]
 	if cap(next) < len(pending) {
-		next = make([]*Pending, 0, len(pending)+len(pending)/8)
+		next = make([]*scheduler.Pending, 0, len(pending)+len(pending)/8)
 	}
 	ci, k := 0, 0
 	for i := range pending {
@@ -320,11 +319,8 @@ func (in *Incremental) edit(pending []Pending, changes []change) int {
 //
 // Told what changed (and the last pass having used the queues, so that no
 // pending job was running then), only a changed job can be both.
-func (in *Incremental) usable(s Snapshot, changed []int64, told bool) bool {
-	for name, q := range in.queues {
-		if len(q.jobs) == 0 {
-			continue
-		}
+func (in *Scheduler) usable(s scheduler.Snapshot, changed []int64, told bool) bool {
+	for name := range in.queues.Pools() {
 		if !slices.ContainsFunc(s.Pools, func(p domain.Pool) bool { return p.Name == name }) {
 			return false
 		}
@@ -332,7 +328,7 @@ func (in *Incremental) usable(s Snapshot, changed []int64, told bool) bool {
 	if told && len(changed) <= 16 { // a few: each scans the running list
 		for _, id := range changed {
 			if _, pending := slices.BinarySearch(in.ids, id); pending &&
-				slices.ContainsFunc(s.Running, func(a Allocation) bool { return a.JobID == id }) {
+				slices.ContainsFunc(s.Running, func(a scheduler.Allocation) bool { return a.JobID == id }) {
 				return false
 			}
 		}
