@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
 )
 
 // defaultConnectTimeout bounds one connection attempt unless the connection
@@ -44,6 +45,8 @@ var errClosed = errors.New("postgres store is closed")
 // Store is the PostgreSQL metadata store. It is safe for concurrent use.
 // Create one with Open and release it with Close.
 type Store struct {
+	sqlstore.Shared // the methods whose SQL both engines share
+
 	pool *pgxpool.Pool
 	w    *writer
 
@@ -116,6 +119,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: %w", where, err)
 	}
+	s.Shared = sqlstore.New(sqlstore.Postgres, backend{s})
 	go s.runWriter()
 	return s, nil
 }

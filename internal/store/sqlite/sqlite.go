@@ -34,6 +34,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
 )
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by another
@@ -47,6 +48,8 @@ var errClosed = errors.New("sqlite store is closed")
 // Store is the SQLite metadata store. It is safe for concurrent use. Create
 // one with Open and release it with Close.
 type Store struct {
+	sqlstore.Shared // the methods whose SQL both engines share
+
 	path string
 
 	writeDB *sql.DB // exactly one connection, owned by the writer goroutine
@@ -140,6 +143,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
+	s.Shared = sqlstore.New(sqlstore.SQLite, backend{s})
 	go s.runWriter()
 	return s, nil
 }
