@@ -26,6 +26,8 @@ func (b backend) Reader() (sqlstore.Reader, error) {
 
 func (backend) Interpret(action string, err error) error { return interpretError(action, err) }
 
+func (backend) IsUniqueViolation(err error) bool { return isUniqueViolation(err) }
+
 // sharedExec runs shared statements through the writer's pipeline: queued
 // statements travel with the next one that needs an answer.
 type sharedExec struct{ w *writer }

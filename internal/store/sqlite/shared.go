@@ -25,6 +25,8 @@ func (b backend) Reader() (sqlstore.Reader, error) {
 
 func (backend) Interpret(action string, err error) error { return interpretError(action, err) }
 
+func (backend) IsUniqueViolation(err error) bool { return isUniqueViolation(err) }
+
 // sharedExec runs shared statements on the writer's connection; queued
 // statements run at once.
 type sharedExec struct{ w *writer }

@@ -121,6 +121,9 @@ type Backend interface {
 	// Interpret maps a driver error to the store's sentinels, prefixed by
 	// the action that failed (nil stays nil).
 	Interpret(action string, err error) error
+	// IsUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY
+	// constraint failure.
+	IsUniqueViolation(err error) bool
 }
 
 // Shared implements the parts of store.Store whose SQL the engines share.
