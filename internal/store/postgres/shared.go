@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,6 +28,8 @@ func (b backend) Reader() (sqlstore.Reader, error) {
 func (backend) Interpret(action string, err error) error { return interpretError(action, err) }
 
 func (backend) IsUniqueViolation(err error) bool { return isUniqueViolation(err) }
+
+func (backend) IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // sharedExec runs shared statements through the writer's pipeline: queued
 // statements travel with the next one that needs an answer.

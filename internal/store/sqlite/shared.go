@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"database/sql"
 
 	"trainyard/internal/domain"
@@ -26,6 +27,8 @@ func (b backend) Reader() (sqlstore.Reader, error) {
 func (backend) Interpret(action string, err error) error { return interpretError(action, err) }
 
 func (backend) IsUniqueViolation(err error) bool { return isUniqueViolation(err) }
+
+func (backend) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // sharedExec runs shared statements on the writer's connection; queued
 // statements run at once.

@@ -37,14 +37,24 @@ type Query struct{ text [engines]string }
 func (q Query) SQL(e Engine) string { return q.text[e] }
 
 // Q builds a statement written with ? placeholders in SQLite's form. For
-// PostgreSQL each ? becomes $1, $2, … in order, and each {C} becomes
-// COLLATE "C", so text orders by bytes as SQLite's default collation does;
-// SQLite drops {C}. Quoted text is copied as it is.
-func Q(sqliteText string) Query {
-	return Query{text: [engines]string{
-		SQLite:   strings.ReplaceAll(sqliteText, "{C}", ""),
-		Postgres: numbered(sqliteText),
-	}}
+// PostgreSQL each ? becomes $1, $2, … in order, and each marker becomes its
+// PostgreSQL text (see pgMarkers); SQLite drops the markers. Quoted text is
+// copied as it is.
+func Q(text string) Query {
+	lite := text
+	for _, m := range pgMarkers {
+		lite = strings.ReplaceAll(lite, m.marker, "")
+	}
+	return Query{text: [engines]string{SQLite: lite, Postgres: numbered(text)}}
+}
+
+// pgMarkers are the clauses only PostgreSQL needs.
+var pgMarkers = []struct{ marker, text string }{
+	// Order text by bytes, as SQLite's default collation does.
+	{"{C}", ` COLLATE "C"`},
+	// Lock the rows read until the transaction ends (SQLite has one
+	// writer, so its reads inside a write are stable already).
+	{"{FOR UPDATE}", ` FOR UPDATE`},
 }
 
 // Each builds a statement whose text differs beyond placeholders, given in
@@ -53,8 +63,8 @@ func Each(sqliteText, postgresText string) Query {
 	return Query{text: [engines]string{SQLite: sqliteText, Postgres: postgresText}}
 }
 
-// numbered rewrites the ? placeholders of text as $n and {C} as COLLATE "C",
-// outside quoted strings and identifiers.
+// numbered rewrites the ? placeholders of text as $n and the markers as
+// their PostgreSQL text, outside quoted strings and identifiers.
 func numbered(text string) string {
 	var b strings.Builder
 	n := 0
@@ -72,14 +82,25 @@ func numbered(text string) string {
 			n++
 			b.WriteString("$" + strconv.Itoa(n))
 			continue
-		case strings.HasPrefix(text[i:], "{C}"):
-			b.WriteString(` COLLATE "C"`)
-			i += len("{C}") - 1
-			continue
+		case c == '{':
+			if m, ok := markerAt(text[i:]); ok {
+				b.WriteString(m.text)
+				i += len(m.marker) - 1
+				continue
+			}
 		}
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+func markerAt(text string) (m struct{ marker, text string }, ok bool) {
+	for _, m := range pgMarkers {
+		if strings.HasPrefix(text, m.marker) {
+			return m, true
+		}
+	}
+	return m, false
 }
 
 // Row is one result row: a database/sql Row or Rows, or a pgx Row or Rows.
@@ -124,6 +145,8 @@ type Backend interface {
 	// IsUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY
 	// constraint failure.
 	IsUniqueViolation(err error) bool
+	// IsNoRows reports whether err says a query returned no row.
+	IsNoRows(err error) bool
 }
 
 // Shared implements the parts of store.Store whose SQL the engines share.

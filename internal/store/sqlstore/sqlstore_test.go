@@ -7,6 +7,7 @@ func TestQ(t *testing.T) {
 		{`SELECT a FROM t WHERE b = ? AND c = ?`, `SELECT a FROM t WHERE b = ? AND c = ?`, `SELECT a FROM t WHERE b = $1 AND c = $2`},
 		{`SELECT '?', "a?" FROM t WHERE b = ?`, `SELECT '?', "a?" FROM t WHERE b = ?`, `SELECT '?', "a?" FROM t WHERE b = $1`},
 		{`SELECT a FROM t ORDER BY a{C}, b`, `SELECT a FROM t ORDER BY a, b`, `SELECT a FROM t ORDER BY a COLLATE "C", b`},
+		{`SELECT a FROM t WHERE id = ?{FOR UPDATE}`, `SELECT a FROM t WHERE id = ?`, `SELECT a FROM t WHERE id = $1 FOR UPDATE`},
 		{`SELECT 'it''s' WHERE x = ?`, `SELECT 'it''s' WHERE x = ?`, `SELECT 'it''s' WHERE x = $1`},
 	} {
 		q := Q(c.in)
