@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store/sqlstore"
@@ -37,6 +38,11 @@ type sharedExec struct{ w *writer }
 
 func (x sharedExec) Queue(action string, q sqlstore.Query, args ...any) error {
 	x.w.queue(action, q.SQL(sqlstore.Postgres), args...)
+	return nil
+}
+
+func (x sharedExec) QueueCheck(check func(int64, error) error, q sqlstore.Query, args ...any) error {
+	x.w.queueCheck(func(tag pgconn.CommandTag, err error) error { return check(tag.RowsAffected(), err) }, q.SQL(sqlstore.Postgres), args...)
 	return nil
 }
 

@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store/sqlstore"
@@ -37,6 +37,10 @@ type sharedExec struct{ w *writer }
 func (x sharedExec) Queue(action string, q sqlstore.Query, args ...any) error {
 	_, err := x.w.exec(q.SQL(sqlstore.SQLite), args...)
 	return interpretError(action, err)
+}
+
+func (x sharedExec) QueueCheck(check func(int64, error) error, q sqlstore.Query, args ...any) error {
+	return check(x.Exec(q, args...))
 }
 
 func (x sharedExec) Exec(q sqlstore.Query, args ...any) (int64, error) {

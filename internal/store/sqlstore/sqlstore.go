@@ -117,6 +117,10 @@ type Exec interface {
 	// pipelines them, and then Queue returns nil and the failure ends the
 	// request later) or run it at once (SQLite).
 	Queue(action string, q Query, args ...any) error
+	// QueueCheck is Queue for a statement whose outcome check judges,
+	// given the number of rows it changed and its error; check's error
+	// is the request's.
+	QueueCheck(check func(rows int64, err error) error, q Query, args ...any) error
 	// Exec runs a statement and returns the number of rows it changed.
 	Exec(q Query, args ...any) (int64, error)
 	// QueryRow runs a statement whose one row Scan reads.
