@@ -45,8 +45,6 @@ var errClosed = errors.New("postgres store is closed")
 // Store is the PostgreSQL metadata store. It is safe for concurrent use.
 // Create one with Open and release it with Close.
 type Store struct {
-	sqlstore.Shared // the methods whose SQL both engines share
-
 	pool *pgxpool.Pool
 	w    *writer
 
@@ -64,6 +62,11 @@ type Store struct {
 
 	// leaderTable records that the leader table has its lease column.
 	leaderTable atomic.Bool
+
+	// Shared holds the methods whose SQL both engines share. It comes
+	// last, so the fields the writer and its callers touch keep their
+	// layout.
+	sqlstore.Shared
 }
 
 var _ store.Store = (*Store)(nil)

@@ -48,8 +48,6 @@ var errClosed = errors.New("sqlite store is closed")
 // Store is the SQLite metadata store. It is safe for concurrent use. Create
 // one with Open and release it with Close.
 type Store struct {
-	sqlstore.Shared // the methods whose SQL both engines share
-
 	path string
 
 	writeDB *sql.DB // exactly one connection, owned by the writer goroutine
@@ -70,6 +68,11 @@ type Store struct {
 	batched atomic.Int64
 
 	readStmts sync.Map // SQL text → *sql.Stmt prepared on readDB
+
+	// Shared holds the methods whose SQL both engines share. It comes
+	// last, so the fields the writer and its callers touch keep their
+	// layout.
+	sqlstore.Shared
 }
 
 var _ store.Store = (*Store)(nil)
