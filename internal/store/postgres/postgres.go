@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
 )
 
 // defaultConnectTimeout bounds one connection attempt unless the connection
@@ -61,6 +62,11 @@ type Store struct {
 
 	// leaderTable records that the leader table has its lease column.
 	leaderTable atomic.Bool
+
+	// Shared holds the methods whose SQL both engines share. It comes
+	// last, so the fields the writer and its callers touch keep their
+	// layout.
+	sqlstore.Shared
 }
 
 var _ store.Store = (*Store)(nil)
@@ -116,6 +122,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: %w", where, err)
 	}
+	s.Shared = sqlstore.New(sqlstore.Postgres, backend{s})
 	go s.runWriter()
 	return s, nil
 }

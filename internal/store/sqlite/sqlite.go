@@ -34,6 +34,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
 )
 
 // busyTimeoutMS bounds how long a connection waits for a lock held by another
@@ -67,6 +68,11 @@ type Store struct {
 	batched atomic.Int64
 
 	readStmts sync.Map // SQL text → *sql.Stmt prepared on readDB
+
+	// Shared holds the methods whose SQL both engines share. It comes
+	// last, so the fields the writer and its callers touch keep their
+	// layout.
+	sqlstore.Shared
 }
 
 var _ store.Store = (*Store)(nil)
@@ -140,6 +146,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
+	s.Shared = sqlstore.New(sqlstore.SQLite, backend{s})
 	go s.runWriter()
 	return s, nil
 }
