@@ -6,15 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"trainyard/internal/audit"
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 	"trainyard/internal/store/column"
 )
 
@@ -22,11 +19,8 @@ import (
 // only by the writer, inside the transaction of the change they describe,
 // after the transaction took the audit lock (auditLockSQL) and read the
 // chain's head: transactions that append are serialized across replicas, so
-// Seq has no gaps and a change that rolls back leaves no record.
-
-const (
-	auditCols = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
-)
+// Seq has no gaps and a change that rolls back leaves no record. Reads are
+// shared (sqlstore.Shared.ListAudit).
 
 // auditState is the audit hook's state in the writer: what the running
 // request tells the hook (id and skip, reset by runRequest before each
@@ -131,81 +125,4 @@ func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) err
 		w.audit.skip = true // the attached records, if any, are not ours to write
 		return w.appendAudit(recs)
 	}, appendsAudit)
-}
-
-// ListAudit returns the records f selects in Seq order.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list audit records: limit %d is negative; use 0 for no limit: %w", f.Limit, store.ErrInvalid)
-	}
-	query, args := listAuditQuery(f)
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, interpretError("list audit records", err)
-	}
-	defer rows.Close()
-	out := make([]domain.AuditRecord, 0, min(max(f.Limit, 16), 1024))
-	for rows.Next() {
-		var (
-			r      domain.AuditRecord
-			at     int64
-			result string
-		)
-		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Target, &r.Before, &r.After, &result,
-			&r.Detail, &r.Client, &r.PrevHash, &r.Hash); err != nil {
-			return nil, interpretError("list audit records", err)
-		}
-		r.At, r.Result = unixNano(at), result
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError("list audit records", err)
-	}
-	return out, nil
-}
-
-// listAuditQuery builds the SQL for f. The text depends only on which fields
-// are set, so prepared statements are reused.
-func listAuditQuery(f store.AuditFilter) (string, []any) {
-	var (
-		conds []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if f.Actor != "" {
-		conds = append(conds, "actor = "+arg(f.Actor))
-	}
-	if f.Action != "" {
-		conds = append(conds, "action = "+arg(f.Action))
-	}
-	switch {
-	case f.Target == "":
-	case strings.HasSuffix(f.Target, "/"):
-		// A prefix as a range: "job/" ≤ t < "job0". COLLATE "C" compares
-		// bytes, as the range assumes.
-		conds = append(conds, `target COLLATE "C" >= `+arg(f.Target)+` AND target COLLATE "C" < `+arg(f.Target[:len(f.Target)-1]+"0"))
-	default:
-		conds = append(conds, "target = "+arg(f.Target))
-	}
-	if !f.Since.IsZero() {
-		conds = append(conds, "at >= "+arg(f.Since.UnixNano()))
-	}
-	if f.AfterSeq > 0 {
-		conds = append(conds, "seq > "+arg(f.AfterSeq))
-	}
-	q := "SELECT " + auditCols + " FROM audit"
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
-	q += " ORDER BY seq"
-	if f.Limit > 0 {
-		q += " LIMIT " + arg(f.Limit)
-	}
-	return q, args
 }

@@ -27,9 +27,6 @@ func timeOf(n pgtype.Int8) time.Time {
 	return time.Unix(0, n.Int64).UTC()
 }
 
-// unixNano is the time.Time of a NOT NULL nanosecond column.
-func unixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
-
 // normTime is t as it reads back from the database.
 func normTime(t time.Time) time.Time {
 	if t.IsZero() {

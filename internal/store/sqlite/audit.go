@@ -7,25 +7,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"trainyard/internal/audit"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/store"
 	"trainyard/internal/store/column"
 )
 
 // The audit log lives in table audit (migration 0004). Records are appended
 // only by the writer goroutine, which assigns Seq, PrevHash and Hash inside
 // the transaction of the change they describe, so Seq has no gaps and a
-// change that rolls back leaves no record.
+// change that rolls back leaves no record. Reads are shared
+// (sqlstore.Shared.ListAudit).
 
 const (
 	auditHeadSQL   = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
-	insertAuditSQL = `INSERT INTO audit (seq, at, actor, action, target, before_json, after_json, result,
-		detail, client, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	auditCols = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
+	auditCols      = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
+	insertAuditSQL = `INSERT INTO audit (` + auditCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // auditState is the audit hook's state in the writer: what the running
@@ -127,111 +125,4 @@ func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) err
 		w.audit.skip = true // the attached records, if any, are not ours to write
 		return w.appendAudit(recs)
 	})
-}
-
-// ListAudit returns the records f selects in Seq order. A record whose time
-// column holds something other than an integer (the store never writes one)
-// ends the list: the records before it come back with a
-// *domain.AuditRecordError naming it.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]domain.AuditRecord, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list audit records: limit %d is negative; use 0 for no limit: %w", f.Limit, store.ErrInvalid)
-	}
-	query, args := listAuditQuery(f)
-	st, err := s.readStmt(ctx, query)
-	if err != nil {
-		return nil, interpretError("list audit records", err)
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, interpretError("list audit records", err)
-	}
-	defer rows.Close()
-	out := make([]domain.AuditRecord, 0, min(max(f.Limit, 16), 1024))
-	for rows.Next() {
-		var (
-			r  domain.AuditRecord
-			at any // an integer, unless someone stored something else
-		)
-		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Target, &r.Before, &r.After, &r.Result,
-			&r.Detail, &r.Client, &r.PrevHash, &r.Hash); err != nil {
-			return nil, interpretError("list audit records", err)
-		}
-		ns, ok := at.(int64)
-		if !ok {
-			return out, &domain.AuditRecordError{Seq: r.Seq, Reason: fmt.Sprintf("its time (at) is %s, not Unix nanoseconds", describeValue(at))}
-		}
-		r.At = time.Unix(0, ns).UTC()
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError("list audit records", err)
-	}
-	return out, nil
-}
-
-// listAuditQuery builds the SQL for f. The text depends only on which fields
-// are set, so prepared statements are reused.
-func listAuditQuery(f store.AuditFilter) (string, []any) {
-	var (
-		conds []string
-		args  []any
-	)
-	if f.Actor != "" {
-		conds = append(conds, "actor = ?")
-		args = append(args, f.Actor)
-	}
-	if f.Action != "" {
-		conds = append(conds, "action = ?")
-		args = append(args, f.Action)
-	}
-	switch {
-	case f.Target == "":
-	case strings.HasSuffix(f.Target, "/"):
-		// A prefix as a range, so the index serves it: "job/" ≤ t < "job0".
-		conds = append(conds, "target >= ? AND target < ?")
-		args = append(args, f.Target, f.Target[:len(f.Target)-1]+"0")
-	default:
-		conds = append(conds, "target = ?")
-		args = append(args, f.Target)
-	}
-	if !f.Since.IsZero() {
-		conds = append(conds, "at >= ?")
-		args = append(args, f.Since.UnixNano())
-	}
-	if f.AfterSeq > 0 {
-		conds = append(conds, "seq > ?")
-		args = append(args, f.AfterSeq)
-	}
-	q := "SELECT " + auditCols + " FROM audit"
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
-	q += " ORDER BY seq"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
-	return q, args
-}
-
-// describeValue quotes a column value that is not what the store writes, for
-// a message: at most 40 bytes of it.
-func describeValue(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "NULL"
-	case []byte:
-		return describeValue(string(v))
-	case string:
-		if len(v) > 40 {
-			return fmt.Sprintf("%q…", v[:40])
-		}
-		return fmt.Sprintf("%q", v)
-	default:
-		return fmt.Sprintf("%v", v)
-	}
 }

@@ -1,6 +1,11 @@
 package sqlstore
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"trainyard/internal/store"
+)
 
 func TestQ(t *testing.T) {
 	for _, c := range []struct{ in, sqlite, postgres string }{
@@ -17,5 +22,21 @@ func TestQ(t *testing.T) {
 		if got := q.SQL(Postgres); got != c.postgres {
 			t.Errorf("Q(%q) for PostgreSQL = %q, want %q", c.in, got, c.postgres)
 		}
+	}
+}
+
+// TestListAuditQuery checks that each engine gets the text its backend wrote
+// before the read was shared: a target prefix compares bytes on PostgreSQL.
+func TestListAuditQuery(t *testing.T) {
+	q, args := listAuditQuery(store.AuditFilter{Actor: "user:a", Target: "job/", AfterSeq: 7, Limit: 10})
+	const cols = `SELECT ` + auditColumns + ` FROM audit WHERE `
+	if got, want := q.SQL(SQLite), cols+`actor = ? AND target >= ? AND target < ? AND seq > ? ORDER BY seq LIMIT ?`; got != want {
+		t.Errorf("SQLite text = %q, want %q", got, want)
+	}
+	if got, want := q.SQL(Postgres), cols+`actor = $1 AND target COLLATE "C" >= $2 AND target COLLATE "C" < $3 AND seq > $4 ORDER BY seq LIMIT $5`; got != want {
+		t.Errorf("PostgreSQL text = %q, want %q", got, want)
+	}
+	if want := []any{"user:a", "job/", "job0", int64(7), 10}; fmt.Sprint(args) != fmt.Sprint(want) {
+		t.Errorf("args = %v, want %v", args, want)
 	}
 }
