@@ -113,23 +113,11 @@ func (s Shared) RecordAlerts(ctx context.Context, transitions []store.AlertTrans
 
 // ListAlerts returns alerts, newest first.
 func (s Shared) ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	var out []domain.Alert
-	if err := r.Query(ctx, func(row Row) error {
-		a, err := scanAlert(row)
-		out = append(out, a)
-		return err
-	}, qAlertList, string(f.State), string(f.State), f.JobID, f.JobID, limit); err != nil {
-		return nil, s.err("list alerts", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list alerts", func(row Row) (domain.Alert, error) { return scanAlert(row) }, qAlertList, string(f.State), string(f.State), f.JobID, f.JobID, limit)
 }
 
 // PendingNotifications returns undelivered notifications, oldest first.

@@ -81,20 +81,7 @@ func (s Shared) GetEnv(ctx context.Context, name string, version int) (domain.En
 // ListEnvs returns every version of name ("" for all), ordered by name and
 // version.
 func (s Shared) ListEnvs(ctx context.Context, name string) ([]domain.Environment, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []domain.Environment
-	err = r.Query(ctx, func(row Row) error {
-		e, err := scanEnv(row)
-		out = append(out, e)
-		return err
-	}, qEnvList, name, name)
-	if err != nil {
-		return nil, s.err("list environments", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list environments", scanEnv, qEnvList, name, name)
 }
 
 // DeprecateEnv marks one version (or, for 0, every version) deprecated;

@@ -226,19 +226,7 @@ func (s Shared) GetToken(ctx context.Context, id int64) (store.Token, error) {
 
 // ListTokens returns the tokens of subject ("" for all), by id.
 func (s Shared) ListTokens(ctx context.Context, subject string) ([]store.Token, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Token
-	if err := r.Query(ctx, func(row Row) error {
-		t, err := scanToken(row)
-		out = append(out, t)
-		return err
-	}, qTokenList, subject, subject); err != nil {
-		return nil, s.err("list tokens", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list tokens", scanToken, qTokenList, subject, subject)
 }
 
 // RevokeToken marks the token revoked (keeping an earlier revocation time).

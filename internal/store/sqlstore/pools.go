@@ -135,19 +135,7 @@ func (s Shared) GetPool(ctx context.Context, name string) (domain.Pool, error) {
 
 // ListPools returns every pool, sorted by name.
 func (s Shared) ListPools(ctx context.Context) ([]domain.Pool, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []domain.Pool
-	if err := r.Query(ctx, func(row Row) error {
-		p, err := scanPool(row)
-		out = append(out, p)
-		return err
-	}, qPoolList); err != nil {
-		return nil, s.err("list pools", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list pools", scanPool, qPoolList)
 }
 
 // PutQuota creates or replaces the quota of (q.Project, q.Pool); the pool
@@ -265,17 +253,5 @@ func (s Shared) GetProject(ctx context.Context, name string) (domain.Project, er
 
 // ListProjects returns every project, sorted by name.
 func (s Shared) ListProjects(ctx context.Context) ([]domain.Project, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []domain.Project
-	if err := r.Query(ctx, func(row Row) error {
-		p, err := scanProject(row)
-		out = append(out, p)
-		return err
-	}, qProjectList); err != nil {
-		return nil, s.err("list projects", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list projects", scanProject, qProjectList)
 }

@@ -164,3 +164,24 @@ type Shared struct {
 func New(e Engine, b Backend) Shared { return Shared{b: b, e: e} }
 
 func (s Shared) err(action string, err error) error { return s.b.Interpret(action, err) }
+
+// queryAll reads every row of q with scan, in order; action names the read
+// in its error.
+func queryAll[T any](ctx context.Context, s Shared, action string, scan func(Row) (T, error), q Query, args ...any) ([]T, error) {
+	r, err := s.b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	if err := r.Query(ctx, func(row Row) error {
+		v, err := scan(row)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, q, args...); err != nil {
+		return nil, s.err(action, err)
+	}
+	return out, nil
+}

@@ -74,20 +74,7 @@ func (s Shared) GetTemplate(ctx context.Context, project, name string, version i
 // ListTemplates returns the latest version of every template of project
 // ("" for all), ordered by project then name.
 func (s Shared) ListTemplates(ctx context.Context, project string) ([]store.Template, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Template
-	err = r.Query(ctx, func(row Row) error {
-		t, err := scanTemplate(row)
-		out = append(out, t)
-		return err
-	}, qTemplateList, project, project)
-	if err != nil {
-		return nil, s.err("list templates", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list templates", scanTemplate, qTemplateList, project, project)
 }
 
 // scanTemplate reads one templates row.

@@ -266,17 +266,5 @@ func (s Shared) AttemptHealth(ctx context.Context, jobID int64, attempt int) (st
 
 // ActiveHealth returns the health state of every active attempt.
 func (s Shared) ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	var out []store.AttemptHealth
-	if err := r.Query(ctx, func(row Row) error {
-		h, err := scanHealth(row)
-		out = append(out, h)
-		return err
-	}, qHealthActive, string(domain.AttemptStarting), string(domain.AttemptRunning)); err != nil {
-		return nil, s.err("list attempt health", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, "list attempt health", scanHealth, qHealthActive, string(domain.AttemptStarting), string(domain.AttemptRunning))
 }
