@@ -40,16 +40,7 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 		h.writeError(w, r, err)
 		return
 	}
-	out := jobDTO(job)
-	out.Created = &created
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	} else if h.cfg.Metrics != nil {
-		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
-	}
-	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
-	writeJSON(w, status, out)
+	h.writeSubmitted(w, job, created)
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -194,4 +185,19 @@ func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principa
 	}
 	writeJSON(w, http.StatusOK, apitypes.Why{ID: why.Job.ID, State: string(why.Job.State), Reason: string(why.Job.Reason),
 		Message: msg, Evidence: why.Evidence, Hint: why.Hint, Class: string(why.Class)})
+}
+
+// writeSubmitted answers a submit or re-run: 201 with the new job (counted
+// in the metrics), or 200 with the one an idempotent repeat found.
+func (h *handler) writeSubmitted(w http.ResponseWriter, job domain.Job, created bool) {
+	out := jobDTO(job)
+	out.Created = &created
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	} else if h.cfg.Metrics != nil {
+		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
+	}
+	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
+	writeJSON(w, status, out)
 }

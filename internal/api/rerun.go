@@ -49,14 +49,5 @@ func (h *handler) rerun(w http.ResponseWriter, r *http.Request, p service.Princi
 		h.writeError(w, r, err)
 		return
 	}
-	out := jobDTO(job)
-	out.Created = &created
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	} else if h.cfg.Metrics != nil {
-		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
-	}
-	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
-	writeJSON(w, status, out)
+	h.writeSubmitted(w, job, created)
 }
