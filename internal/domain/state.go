@@ -112,6 +112,10 @@ func (m Move) Name() string { return m.name }
 // From lists the states the move leaves.
 func (m Move) From() []JobState { return append([]JobState(nil), m.from...) }
 
+// Leaves reports whether the move takes a job in state s (without the
+// copy From makes).
+func (m Move) Leaves(s JobState) bool { return slices.Contains(m.from, s) }
+
 // To is the state the move reaches; "" for the zero Move.
 func (m Move) To() JobState { return m.to }
 

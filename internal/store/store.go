@@ -13,6 +13,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"trainyard/internal/domain"
@@ -188,6 +189,17 @@ func (c Change) Guard() []domain.JobState {
 	}
 	return c.In
 }
+
+// Applies reports whether the change's guard holds for a job in state s.
+func (c Change) Applies(s domain.JobState) bool {
+	if !c.Move.IsZero() {
+		return c.Move.Leaves(s)
+	}
+	return slices.Contains(c.In, s)
+}
+
+// Guarded reports whether the change names states to guard on at all.
+func (c Change) Guarded() bool { return !c.Move.IsZero() || len(c.In) > 0 }
 
 // To is the state the change moves the job to; "" when it moves none.
 func (c Change) To() domain.JobState { return c.Move.To() }

@@ -110,8 +110,8 @@ const (
 // abort the transaction. The guard read is the only round trip before the
 // change's updates, which travel together when the savepoint ends.
 func applyChange(w *writer, c *store.Change) error {
-	from, to := c.Guard(), c.To()
-	if len(from) == 0 {
+	to := c.To()
+	if !c.Guarded() {
 		return guardf(domain.ErrInvalid, "job %d: change has no states to guard on; give it a Move, or the states the job must be in (In)", c.JobID)
 	}
 	var (
@@ -125,8 +125,8 @@ func applyChange(w *writer, c *store.Change) error {
 		return interpretError(fmt.Sprintf("read job %d", c.JobID), err)
 	}
 	cur := domain.JobState(state)
-	if !slices.Contains(from, cur) {
-		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, from)
+	if !c.Applies(cur) {
+		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, c.Guard())
 	}
 
 	if to != "" {
