@@ -38,7 +38,7 @@ func FindShim(self string) (cmd []string, why string) {
 		return fallback, fmt.Sprintf("no %s beside %s; each attempt re-executes the server binary instead (install both: go install ./cmd/...)", ShimBinary, self)
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fallback, fmt.Sprintf("%s is not an executable file; using %s shim", cand, self)
+		return fallback, fmt.Sprintf("%s is not an executable file, so each attempt re-executes %s instead; make it executable (chmod 0755) or reinstall both binaries", cand, self)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,7 +47,7 @@ func FindShim(self string) (cmd []string, why string) {
 		if err != nil {
 			got = err.Error()
 		}
-		return fallback, fmt.Sprintf("%s does not speak protocol %d (it answered %q): it is from another build; reinstall both binaries together", cand, ShimProtocol, got)
+		return fallback, fmt.Sprintf("%s does not speak protocol %d (it answered %q): it is from another build, so each attempt re-executes %s instead; reinstall both binaries together", cand, ShimProtocol, got, self)
 	}
 	return []string{cand}, ""
 }
