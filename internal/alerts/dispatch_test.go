@@ -532,3 +532,46 @@ func TestDispatcherDropsAcknowledgedFirings(t *testing.T) {
 		t.Fatalf("Pending after the resolution = %d, want 4", n)
 	}
 }
+
+// ctxChannel fails every send once ctx is done, as a webhook does when
+// its request is cancelled; before then it blocks.
+type ctxChannel struct{ sends atomic.Int64 }
+
+func (c *ctxChannel) Name() string { return "slow" }
+
+func (c *ctxChannel) Send(ctx context.Context, _ Notification) error {
+	c.sends.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Run returns when its context ends even while a notification is due:
+// the send cancelled by the shutdown is not retried in a loop.
+func TestDispatcherStopsWithADueNotification(t *testing.T) {
+	ch := &ctxChannel{}
+	d := NewDispatcher([]Route{{Channel: ch, MinSeverity: SeverityInfo}}, DispatcherOptions{
+		Now: time.Now, After: time.After, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d.Submit(Transition{stalledAlert})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for ch.sends.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the notification was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Run did not return within 10s of its context ending (%d sends)", ch.sends.Load())
+	}
+	if d.Pending() != 1 {
+		t.Errorf("Pending = %d, want the unsent notification kept", d.Pending())
+	}
+}

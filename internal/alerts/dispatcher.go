@@ -163,7 +163,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 func (d *Dispatcher) work(ctx context.Context, q *queue) {
-	for {
+	for ctx.Err() == nil {
 		p, wait := q.next(d.opts.Now())
 		if p != nil {
 			d.try(ctx, q, p)
