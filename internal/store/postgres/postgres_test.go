@@ -102,7 +102,7 @@ func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Rollback(ctx)
-	if _, err := slow.Exec(ctx, setReasonSQL, string(domain.ReasonQuotaExceeded), "slow", a.ID, string(domain.JobQueued)); err != nil {
+	if _, err := slow.Exec(ctx, `UPDATE jobs SET changed_xid = pg_current_xact_id(), reason = $1, message = $2 WHERE id = $3 AND state = $4`, string(domain.ReasonQuotaExceeded), "slow", a.ID, string(domain.JobQueued)); err != nil {
 		t.Fatal(err)
 	}
 	// A fast writer updates job b and commits first.

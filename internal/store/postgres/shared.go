@@ -19,6 +19,10 @@ func (b backend) Write(ctx context.Context, fn func(sqlstore.Exec) error, audit 
 	return b.s.write(ctx, func(w *writer) error { return fn(sharedExec{w}) }, withAudit(audit...))
 }
 
+func (b backend) WriteAuditing(ctx context.Context, fn func(sqlstore.Exec) error) error {
+	return b.s.write(ctx, func(w *writer) error { return fn(sharedExec{w}) }, appendsAudit)
+}
+
 func (b backend) Reader() (sqlstore.Reader, error) {
 	if err := b.s.checkOpen(); err != nil {
 		return nil, err
@@ -58,6 +62,12 @@ func (x sharedExec) QueryRow(q sqlstore.Query, args ...any) sqlstore.Row {
 func (x sharedExec) Query(fn func(sqlstore.Row) error, q sqlstore.Query, args ...any) error {
 	return x.w.queryRows(func(rows pgx.Rows) error { return fn(rows) }, q.SQL(sqlstore.Postgres), args...)
 }
+
+func (x sharedExec) Savepoint(fn func() error) (err, fatal error) {
+	return x.w.runInSavepoint("change", func(*writer) error { return fn() })
+}
+
+func (x sharedExec) AppendAudit(recs []domain.AuditRecord) error { return x.w.appendAudit(recs) }
 
 // sharedReader runs shared reads on the pool.
 type sharedReader struct{ s *Store }

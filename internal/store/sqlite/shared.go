@@ -17,6 +17,10 @@ func (b backend) Write(ctx context.Context, fn func(sqlstore.Exec) error, audit 
 	return b.s.write(ctx, func(w *writer) error { return fn(sharedExec{w}) }, withAudit(audit...))
 }
 
+func (b backend) WriteAuditing(ctx context.Context, fn func(sqlstore.Exec) error) error {
+	return b.s.write(ctx, func(w *writer) error { return fn(sharedExec{w}) })
+}
+
 func (b backend) Reader() (sqlstore.Reader, error) {
 	if err := b.s.checkOpen(); err != nil {
 		return nil, err
@@ -34,8 +38,17 @@ func (backend) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 // statements run at once.
 type sharedExec struct{ w *writer }
 
+// args are the arguments of q: a statement that stamps job rows takes the
+// transaction's revision first.
+func (x sharedExec) args(q sqlstore.Query, args []any) []any {
+	if !q.Revised() {
+		return args
+	}
+	return append([]any{x.w.rev}, args...)
+}
+
 func (x sharedExec) Queue(action string, q sqlstore.Query, args ...any) error {
-	_, err := x.w.exec(q.SQL(sqlstore.SQLite), args...)
+	_, err := x.w.exec(q.SQL(sqlstore.SQLite), x.args(q, args)...)
 	return interpretError(action, err)
 }
 
@@ -44,7 +57,7 @@ func (x sharedExec) QueueCheck(check func(int64, error) error, q sqlstore.Query,
 }
 
 func (x sharedExec) Exec(q sqlstore.Query, args ...any) (int64, error) {
-	res, err := x.w.exec(q.SQL(sqlstore.SQLite), args...)
+	res, err := x.w.exec(q.SQL(sqlstore.SQLite), x.args(q, args)...)
 	if err != nil {
 		return 0, err
 	}
@@ -52,16 +65,22 @@ func (x sharedExec) Exec(q sqlstore.Query, args ...any) (int64, error) {
 }
 
 func (x sharedExec) QueryRow(q sqlstore.Query, args ...any) sqlstore.Row {
-	return x.w.queryRow(q.SQL(sqlstore.SQLite), args...)
+	return x.w.queryRow(q.SQL(sqlstore.SQLite), x.args(q, args)...)
 }
 
 func (x sharedExec) Query(fn func(sqlstore.Row) error, q sqlstore.Query, args ...any) error {
-	rows, err := x.w.query(q.SQL(sqlstore.SQLite), args...)
+	rows, err := x.w.query(q.SQL(sqlstore.SQLite), x.args(q, args)...)
 	if err != nil {
 		return err
 	}
 	return eachRow(rows, fn)
 }
+
+func (x sharedExec) Savepoint(fn func() error) (err, fatal error) {
+	return runInSavepoint(x.w, "change", func(*writer) error { return fn() })
+}
+
+func (x sharedExec) AppendAudit(recs []domain.AuditRecord) error { return x.w.appendAudit(recs) }
 
 // sharedReader runs shared reads on the read pool, through its prepared
 // statements.

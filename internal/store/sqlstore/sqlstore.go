@@ -31,30 +31,51 @@ const (
 
 // Query is one statement in the text of each engine, built at package
 // initialization.
-type Query struct{ text [engines]string }
+type Query struct {
+	text [engines]string
+	// rev marks a statement that stamps the job rows it writes with the
+	// transaction's revision ({REV}): SQLite passes the revision as the
+	// statement's first argument (see Revised).
+	rev bool
+}
 
 // SQL returns q's text for engine e.
 func (q Query) SQL(e Engine) string { return q.text[e] }
 
+// Revised reports whether q's SQLite text takes the writer's revision as
+// its first argument, before the ones the caller passes.
+func (q Query) Revised() bool { return q.rev }
+
 // Q builds a statement written with ? placeholders in SQLite's form. For
-// PostgreSQL each ? becomes $1, $2, … in order, and each marker becomes its
-// PostgreSQL text (see pgMarkers); SQLite drops the markers. Quoted text is
-// copied as it is.
+// PostgreSQL each ? becomes $1, $2, … in order; each marker becomes its
+// engine's text (see markers). Quoted text is copied as it is.
 func Q(text string) Query {
-	lite := text
-	for _, m := range pgMarkers {
-		lite = strings.ReplaceAll(lite, m.marker, "")
+	q := Query{text: [engines]string{SQLite: translate(text, SQLite), Postgres: translate(text, Postgres)}}
+	if i := strings.Index(text, revMarker); i >= 0 {
+		if strings.Contains(text[:i], "?") {
+			panic("sqlstore: " + revMarker + " must come before every ? of " + text)
+		}
+		q.rev = true
 	}
-	return Query{text: [engines]string{SQLite: lite, Postgres: numbered(text)}}
+	return q
 }
 
-// pgMarkers are the clauses only PostgreSQL needs.
-var pgMarkers = []struct{ marker, text string }{
+// revMarker sets the revision columns of a job row: SQLite numbers write
+// transactions in commit order (one writer), PostgreSQL records the
+// writing transaction's id, whose snapshot order ChangedJobs follows.
+const revMarker = "{REV}"
+
+// markers are the clauses whose text differs between the engines.
+var markers = []struct {
+	marker string
+	text   [engines]string
+}{
 	// Order text by bytes, as SQLite's default collation does.
-	{"{C}", ` COLLATE "C"`},
+	{"{C}", [engines]string{SQLite: "", Postgres: ` COLLATE "C"`}},
 	// Lock the rows read until the transaction ends (SQLite has one
 	// writer, so its reads inside a write are stable already).
-	{"{FOR UPDATE}", ` FOR UPDATE`},
+	{"{FOR UPDATE}", [engines]string{SQLite: "", Postgres: ` FOR UPDATE`}},
+	{revMarker, [engines]string{SQLite: "rev = ?", Postgres: "changed_xid = pg_current_xact_id()"}},
 }
 
 // Each builds a statement whose text differs beyond placeholders, given in
@@ -63,9 +84,10 @@ func Each(sqliteText, postgresText string) Query {
 	return Query{text: [engines]string{SQLite: sqliteText, Postgres: postgresText}}
 }
 
-// numbered rewrites the ? placeholders of text as $n and the markers as
-// their PostgreSQL text, outside quoted strings and identifiers.
-func numbered(text string) string {
+// translate writes text in engine e's form: markers become their text and,
+// for PostgreSQL, ? placeholders become $n, outside quoted strings and
+// identifiers.
+func translate(text string, e Engine) string {
 	var b strings.Builder
 	n := 0
 	var quote byte
@@ -78,13 +100,13 @@ func numbered(text string) string {
 			}
 		case c == '\'' || c == '"':
 			quote = c
-		case c == '?':
+		case c == '?' && e == Postgres:
 			n++
 			b.WriteString("$" + strconv.Itoa(n))
 			continue
 		case c == '{':
 			if m, ok := markerAt(text[i:]); ok {
-				b.WriteString(m.text)
+				b.WriteString(m.text[e]) // PostgreSQL's hold no placeholder
 				i += len(m.marker) - 1
 				continue
 			}
@@ -94,8 +116,11 @@ func numbered(text string) string {
 	return b.String()
 }
 
-func markerAt(text string) (m struct{ marker, text string }, ok bool) {
-	for _, m := range pgMarkers {
+func markerAt(text string) (m struct {
+	marker string
+	text   [engines]string
+}, ok bool) {
+	for _, m := range markers {
 		if strings.HasPrefix(text, m.marker) {
 			return m, true
 		}
@@ -127,6 +152,15 @@ type Exec interface {
 	QueryRow(q Query, args ...any) Row
 	// Query runs a statement and passes each of its rows to fn.
 	Query(fn func(Row) error, q Query, args ...any) error
+	// Savepoint runs fn inside a savepoint: when fn fails, what it wrote
+	// is undone, its error is returned as err and the transaction goes
+	// on. fatal reports that the savepoint could not be managed, which
+	// leaves the whole transaction unusable. The statements fn queued
+	// have run when Savepoint returns.
+	Savepoint(fn func() error) (err, fatal error)
+	// AppendAudit chains recs to the audit log in the transaction. It is
+	// the request's last statement (see Backend.WriteAuditing).
+	AppendAudit(recs []domain.AuditRecord) error
 }
 
 // Reader runs the queries of reads, outside the writer.
@@ -140,6 +174,12 @@ type Backend interface {
 	// Write runs fn as one write request of the backend's writer; once fn
 	// succeeds, audit is appended in the same transaction.
 	Write(ctx context.Context, fn func(Exec) error, audit ...domain.AuditRecord) error
+	// WriteAuditing is Write for a request whose fn appends its own audit
+	// records (Exec.AppendAudit), once it knows which: the backend
+	// prepares for them before the transaction takes any row lock
+	// (PostgreSQL takes the audit lock first, so that replicas cannot
+	// deadlock over it).
+	WriteAuditing(ctx context.Context, fn func(Exec) error) error
 	// Reader returns the reader of the store, or the error every call
 	// returns after Close.
 	Reader() (Reader, error)

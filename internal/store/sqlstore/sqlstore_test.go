@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"trainyard/internal/store"
@@ -14,6 +15,8 @@ func TestQ(t *testing.T) {
 		{`SELECT a FROM t ORDER BY a{C}, b`, `SELECT a FROM t ORDER BY a, b`, `SELECT a FROM t ORDER BY a COLLATE "C", b`},
 		{`SELECT a FROM t WHERE id = ?{FOR UPDATE}`, `SELECT a FROM t WHERE id = ?`, `SELECT a FROM t WHERE id = $1 FOR UPDATE`},
 		{`SELECT 'it''s' WHERE x = ?`, `SELECT 'it''s' WHERE x = ?`, `SELECT 'it''s' WHERE x = $1`},
+		{`UPDATE jobs SET {REV}, a = ? WHERE id = ?`, `UPDATE jobs SET rev = ?, a = ? WHERE id = ?`,
+			`UPDATE jobs SET changed_xid = pg_current_xact_id(), a = $1 WHERE id = $2`},
 	} {
 		q := Q(c.in)
 		if got := q.SQL(SQLite); got != c.sqlite {
@@ -22,7 +25,21 @@ func TestQ(t *testing.T) {
 		if got := q.SQL(Postgres); got != c.postgres {
 			t.Errorf("Q(%q) for PostgreSQL = %q, want %q", c.in, got, c.postgres)
 		}
+		if got, want := q.Revised(), strings.Contains(c.in, "{REV}"); got != want {
+			t.Errorf("Q(%q).Revised() = %v, want %v", c.in, got, want)
+		}
 	}
+}
+
+// The revision is SQLite's first argument, so no placeholder may come
+// before its marker.
+func TestQRevisionFirst(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Q accepted {REV} after a placeholder")
+		}
+	}()
+	Q(`UPDATE jobs SET a = ?, {REV} WHERE id = ?`)
 }
 
 // TestListAuditQuery checks that each engine gets the text its backend wrote

@@ -1,0 +1,268 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/column"
+)
+
+// Apply applies changes in order in one transaction. A change whose guard
+// does not hold is rolled back on its own (its savepoint) and its slot holds
+// store.ErrConflict, store.ErrNotFound or, for a malformed change,
+// domain.ErrInvalid; the others commit. The audit record of each change
+// that applied (Change.Audit) is appended in the same transaction.
+//
+// Each change reads its job's row locked (FOR UPDATE on PostgreSQL; SQLite
+// has one writer), so no other writer can move the job between the guard
+// and the update.
+func (s Shared) Apply(ctx context.Context, changes []store.Change) ([]error, error) {
+	if len(changes) == 0 {
+		if _, err := s.b.Reader(); err != nil {
+			return nil, err
+		}
+		return []error{}, nil
+	}
+	var slots []error
+	fn := func(x Exec) error {
+		slots = make([]error, len(changes))
+		for i := range changes {
+			c := &changes[i]
+			err, fatal := x.Savepoint(func() error { return s.applyChange(x, c) })
+			if fatal != nil {
+				return fmt.Errorf("apply changes: %w", fatal)
+			}
+			if err != nil {
+				var ge guardError
+				if !errors.As(err, &ge) {
+					return fmt.Errorf("apply change %d of %d: %w", i+1, len(changes), err)
+				}
+				slots[i] = ge.err
+			}
+		}
+		// Each applied change's audit record, after every change.
+		var recs []domain.AuditRecord
+		for i := range changes {
+			if slots[i] == nil && changes[i].Audit != nil {
+				recs = append(recs, *changes[i].Audit)
+			}
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		return x.AppendAudit(recs)
+	}
+	var err error
+	if slices.ContainsFunc(changes, func(c store.Change) bool { return c.Audit != nil }) {
+		err = s.b.WriteAuditing(ctx, fn)
+	} else {
+		err = s.b.Write(ctx, fn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return slots, nil
+}
+
+// guardError marks a per-change outcome (a guard that did not hold, or a
+// malformed change) as opposed to a failure of the transaction itself.
+type guardError struct{ err error }
+
+func (e guardError) Error() string { return e.err.Error() }
+func (e guardError) Unwrap() error { return e.err }
+
+func guardf(sentinel error, format string, args ...any) error {
+	return guardError{fmt.Errorf(format+": %w", append(args, sentinel)...)}
+}
+
+var (
+	qJobGuard   = Q(`SELECT state, attempts FROM jobs WHERE id = ?{FOR UPDATE}`)
+	qTransition = Q(`UPDATE jobs SET {REV}, state = ?, reason = ?, message = ?, updated_at = ?,
+		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
+		cancel_requested = CASE WHEN CAST(? AS INTEGER) = 2 THEN cancel_requested ELSE CAST(? AS INTEGER) END,
+		preempt_requested = 0, preemptions = preemptions + ?,
+		next_attempt_at = ?
+		WHERE id = ? AND state = ?`)
+	qSetReason      = Q(`UPDATE jobs SET {REV}, reason = ?, message = ? WHERE id = ? AND state = ?`)
+	qRequestCancel  = Q(`UPDATE jobs SET {REV}, cancel_requested = 1 WHERE id = ? AND state = ?`)
+	qRequestPreempt = Q(`UPDATE jobs SET {REV}, preempt_requested = 1 WHERE id = ? AND state = ?`)
+	qBumpAttempts   = Q(`UPDATE jobs SET {REV}, attempts = attempts + 1 WHERE id = ? AND attempts = ?`)
+	qEventInsert    = Q(`INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	qAttemptInsert = Q(`INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
+		created_at, started_at, finished_at, borrowed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qAttemptGuard  = Q(`SELECT state FROM attempts WHERE job_id = ? AND number = ?{FOR UPDATE}`)
+	qAttemptUpdate = Q(`UPDATE attempts SET state = ?, reason = ?, message = ?,
+		exit_code = COALESCE(?, exit_code),
+		node = CASE WHEN CAST(? AS TEXT) = '' THEN node ELSE CAST(? AS TEXT) END,
+		gpus = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS TEXT) ELSE gpus END,
+		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
+		cpu_seconds = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS DOUBLE PRECISION) ELSE cpu_seconds END,
+		max_rss = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS BIGINT) ELSE max_rss END
+		WHERE job_id = ? AND number = ? AND state = ?`)
+)
+
+// What a transition does to cancel_requested (the values qTransition
+// understands).
+const (
+	cancelClear = 0
+	cancelSet   = 1
+	cancelKeep  = 2
+)
+
+// applyChange applies one change. It returns a guardError for an outcome that
+// belongs in the change's slot and any other error for a failure that must
+// abort the transaction. The guard read is the only statement that waits
+// for an answer before the change's updates, which PostgreSQL sends
+// together when the savepoint ends.
+func (s Shared) applyChange(x Exec, c *store.Change) error {
+	to := c.To()
+	if !c.Guarded() {
+		return guardf(domain.ErrInvalid, "job %d: change has no states to guard on; give it a Move, or the states the job must be in (In)", c.JobID)
+	}
+	var (
+		state    string
+		attempts int
+	)
+	if err := x.QueryRow(qJobGuard, c.JobID).Scan(&state, &attempts); err != nil {
+		if s.b.IsNoRows(err) {
+			return guardf(store.ErrNotFound, "job %d does not exist", c.JobID)
+		}
+		return s.err(fmt.Sprintf("read job %d", c.JobID), err)
+	}
+	cur := domain.JobState(state)
+	if !c.Applies(cur) {
+		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, c.Guard())
+	}
+
+	if to != "" {
+		var started, finished any
+		if to == domain.JobRunning {
+			started = TimeArg(c.At)
+		}
+		if to.Terminal() {
+			finished = TimeArg(c.At)
+		}
+		cancel := cancelKeep
+		switch {
+		case to.Terminal() || to == domain.JobQueued:
+			cancel = cancelClear
+		case c.RequestCancel:
+			cancel = cancelSet
+		}
+		if err := s.queueOneRow(x, fmt.Sprintf("move job %d from %s to %s", c.JobID, cur, to), qTransition,
+			string(to), string(c.Reason), c.Message, TimeArg(c.At), started, finished, cancel, cancel,
+			BoolArg(c.CountPreemption), TimeArg(c.NextAttempt), c.JobID, state); err != nil {
+			return err
+		}
+		attempt := 0
+		if c.Attempt != nil {
+			attempt = c.Attempt.Number
+		}
+		if err := x.Queue(fmt.Sprintf("record event of job %d", c.JobID), qEventInsert, c.JobID, attempt, TimeArg(c.At),
+			state, string(to), c.Actor, string(c.Reason), c.Message); err != nil {
+			return err
+		}
+	} else {
+		if c.SetReason {
+			if err := s.queueOneRow(x, fmt.Sprintf("set reason of job %d", c.JobID), qSetReason, string(c.Reason), c.Message, c.JobID, state); err != nil {
+				return err
+			}
+		}
+		if c.RequestCancel {
+			if err := s.queueOneRow(x, fmt.Sprintf("request cancel of job %d", c.JobID), qRequestCancel, c.JobID, state); err != nil {
+				return err
+			}
+		}
+		if c.RequestPreempt {
+			if err := s.queueOneRow(x, fmt.Sprintf("request preemption of job %d", c.JobID), qRequestPreempt, c.JobID, state); err != nil {
+				return err
+			}
+		}
+	}
+
+	if c.Attempt != nil {
+		return s.applyAttempt(x, c, attempts)
+	}
+	return nil
+}
+
+// applyAttempt creates or updates the attempt of a change whose job guard
+// held. jobAttempts is the job's attempt count before the change.
+func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int) error {
+	a := c.Attempt
+	if a.To == "" {
+		return guardf(domain.ErrInvalid, "job %d attempt %d: change has no target state", c.JobID, a.Number)
+	}
+	var started, finished any
+	if a.To == domain.AttemptRunning {
+		started = TimeArg(c.At)
+	}
+	if a.To.Terminal() {
+		finished = TimeArg(c.At)
+	}
+	if a.Create {
+		if a.Number != jobAttempts+1 {
+			return guardf(store.ErrConflict, "job %d: cannot create attempt %d, the next attempt is %d", c.JobID, a.Number, jobAttempts+1)
+		}
+		if err := x.QueueCheck(func(_ int64, err error) error {
+			if s.b.IsUniqueViolation(err) {
+				return guardf(store.ErrConflict, "job %d: attempt %d already exists", c.JobID, a.Number)
+			}
+			return s.err(fmt.Sprintf("create attempt %d of job %d", a.Number, c.JobID), err)
+		}, qAttemptInsert, c.JobID, a.Number, string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
+			a.Node, column.GPUs(a.GPUs), TimeArg(c.At), started, finished, BoolArg(a.Borrowed)); err != nil {
+			return err
+		}
+		return s.queueOneRow(x, fmt.Sprintf("count attempt %d of job %d", a.Number, c.JobID), qBumpAttempts, c.JobID, jobAttempts)
+	}
+	if len(a.From) == 0 {
+		return guardf(domain.ErrInvalid, "job %d attempt %d: change has no From states; name the states the attempt must be in", c.JobID, a.Number)
+	}
+	var state string
+	if err := x.QueryRow(qAttemptGuard, c.JobID, a.Number).Scan(&state); err != nil {
+		if s.b.IsNoRows(err) {
+			return guardf(store.ErrNotFound, "job %d has no attempt %d", c.JobID, a.Number)
+		}
+		return s.err(fmt.Sprintf("read attempt %d of job %d", a.Number, c.JobID), err)
+	}
+	cur := domain.AttemptState(state)
+	if !slices.Contains(a.From, cur) {
+		return guardf(store.ErrConflict, "job %d attempt %d is %s, not %v", c.JobID, a.Number, cur, a.From)
+	}
+	var u domain.Usage
+	if a.Usage != nil {
+		u = *a.Usage
+	}
+	return s.queueOneRow(x, fmt.Sprintf("move job %d attempt %d from %s to %s", c.JobID, a.Number, cur, a.To), qAttemptUpdate,
+		string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
+		a.Node, a.Node, BoolArg(a.GPUs != nil), column.GPUs(a.GPUs),
+		started, finished, BoolArg(a.Usage != nil), u.CPUSeconds, BoolArg(a.Usage != nil), int64(u.MaxRSS),
+		c.JobID, a.Number, state)
+}
+
+// queueOneRow queues a guarded UPDATE that must change exactly one row; any
+// other count is a guard conflict. The guard read locked the row, so this
+// only fails if the guard and the update disagree.
+func (s Shared) queueOneRow(x Exec, action string, q Query, args ...any) error {
+	return x.QueueCheck(func(n int64, err error) error {
+		if err != nil {
+			return s.err(action, err)
+		}
+		if n != 1 {
+			return guardError{fmt.Errorf("%s: the row changed underneath (%d rows matched the guard): %w", action, n, store.ErrConflict)}
+		}
+		return nil
+	}, q, args...)
+}
+
+func exitCodeArg(code *int) any {
+	if code == nil {
+		return nil
+	}
+	return int64(*code)
+}
