@@ -1,18 +1,13 @@
 package postgres
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"trainyard/internal/audit"
 	"trainyard/internal/domain"
 	"trainyard/internal/store/column"
+	"trainyard/internal/store/sqlstore"
 )
 
 // The audit log lives in table audit (migration 0004). Records are appended
@@ -69,11 +64,6 @@ func runRequest(w *writer, r *writeReq) error {
 // inserts. The head it advances is restored by the batch when the request
 // fails.
 func (w *writer) appendAudit(recs []domain.AuditRecord) error {
-	for _, rec := range recs {
-		if err := column.CheckAudit(rec); err != nil {
-			return fmt.Errorf("append audit: %w", err)
-		}
-	}
 	if !w.audit.locked {
 		// Requests announce their records, so begin took the lock; this
 		// is the fallback for one that did not.
@@ -85,44 +75,17 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 		h.known = true
 		w.audit.head, w.audit.locked = h, true
 	}
-	seq, head := w.audit.head.seq, w.audit.head.hash
-	var buf []byte
-	for _, rec := range recs {
-		if rec.At.IsZero() {
-			rec.At = time.Now()
-		}
-		rec.At = normTime(rec.At)
-		rec.Seq, rec.PrevHash = seq+1, head
-		buf = audit.AppendCanonical(buf[:0], rec)
-		sum := sha256.Sum256(buf)
-		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
-		b := &w.bulk
+	b := &w.bulk
+	seq, head, err := sqlstore.ChainAudit(w.audit.head.seq, w.audit.head.hash, recs, func(rec domain.AuditRecord) error {
 		b.auSeq, b.auAt, b.auActor = append(b.auSeq, rec.Seq), append(b.auAt, rec.At.UnixNano()), append(b.auActor, rec.Actor)
 		b.auAction, b.auTarget, b.auBefore = append(b.auAction, rec.Action), append(b.auTarget, rec.Target), append(b.auBefore, rec.Before)
 		b.auAfter, b.auResult, b.auDetail = append(b.auAfter, rec.After), append(b.auResult, rec.Result), append(b.auDetail, rec.Detail)
 		b.auClient, b.auPrev, b.auHash = append(b.auClient, rec.Client), append(b.auPrev, rec.PrevHash), append(b.auHash, rec.Hash)
-		seq, head = rec.Seq, rec.Hash
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	w.audit.head = auditHead{seq: seq, hash: head, known: true}
 	return nil
-}
-
-// AppendAudit appends recs on their own, in order, in one transaction: for
-// denials and failures that change nothing else. Seq, PrevHash and Hash are
-// assigned here; a zero At is the current time. An actor, an action and a
-// result of ok, denied or failed are required (store.ErrInvalid otherwise,
-// and nothing is written).
-func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
-	for _, rec := range recs {
-		if err := column.CheckAudit(rec); err != nil {
-			return fmt.Errorf("append audit: %w", err)
-		}
-	}
-	if len(recs) == 0 {
-		return s.checkOpen()
-	}
-	return s.write(ctx, func(w *writer) error {
-		w.audit.skip = true // the attached records, if any, are not ours to write
-		return w.appendAudit(recs)
-	}, appendsAudit)
 }

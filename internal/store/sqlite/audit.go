@@ -1,17 +1,13 @@
 package sqlite
 
 import (
-	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
-	"trainyard/internal/audit"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store/column"
+	"trainyard/internal/store/sqlstore"
 )
 
 // The audit log lives in table audit (migration 0004). Records are appended
@@ -68,11 +64,6 @@ func runRequest(w *writer, r *writeReq) error {
 // appendAudit chains recs to the newest stored record and inserts them. It
 // runs in the writer goroutine, inside the caller's savepoint.
 func (w *writer) appendAudit(recs []domain.AuditRecord) error {
-	for _, rec := range recs {
-		if err := column.CheckAudit(rec); err != nil {
-			return fmt.Errorf("append audit: %w", err)
-		}
-	}
 	if !w.audit.head.known {
 		var h auditHead
 		if err := w.queryRow(auditHeadSQL).Scan(&h.seq, &h.hash); err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -81,22 +72,13 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 		h.known = true
 		w.audit.head = h
 	}
-	seq, head := w.audit.head.seq, w.audit.head.hash
-	var buf []byte
-	for _, rec := range recs {
-		if rec.At.IsZero() {
-			rec.At = time.Now()
-		}
-		rec.At = normTime(rec.At)
-		rec.Seq, rec.PrevHash = seq+1, head
-		buf = audit.AppendCanonical(buf[:0], rec)
-		sum := sha256.Sum256(buf)
-		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
-		if _, err := w.exec(insertAuditSQL, rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
-			rec.Before, rec.After, rec.Result, rec.Detail, rec.Client, rec.PrevHash, rec.Hash); err != nil {
-			return interpretError(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), err)
-		}
-		seq, head = rec.Seq, rec.Hash
+	seq, head, err := sqlstore.ChainAudit(w.audit.head.seq, w.audit.head.hash, recs, func(rec domain.AuditRecord) error {
+		_, err := w.exec(insertAuditSQL, rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
+			rec.Before, rec.After, rec.Result, rec.Detail, rec.Client, rec.PrevHash, rec.Hash)
+		return interpretError(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), err)
+	})
+	if err != nil {
+		return err
 	}
 	// Only now, with every insert done: a failure above rolls the
 	// request's savepoint back and must leave the cached head as it was.
@@ -105,24 +87,4 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 	// ends; commitBatch forgets it when the next transaction begins.
 	w.audit.head = auditHead{seq: seq, hash: head, known: true}
 	return nil
-}
-
-// AppendAudit appends recs on their own, in order, in one transaction: for
-// denials and failures that change nothing else. Seq, PrevHash and Hash are
-// assigned here; a zero At is the current time. An actor, an action and a
-// result of ok, denied or failed are required (store.ErrInvalid otherwise,
-// and nothing is written).
-func (s *Store) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
-	for _, rec := range recs {
-		if err := column.CheckAudit(rec); err != nil {
-			return fmt.Errorf("append audit: %w", err)
-		}
-	}
-	if len(recs) == 0 {
-		return s.checkOpen()
-	}
-	return s.write(ctx, func(w *writer) error {
-		w.audit.skip = true // the attached records, if any, are not ours to write
-		return w.appendAudit(recs)
-	})
 }

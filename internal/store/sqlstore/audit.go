@@ -2,17 +2,69 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
+	"trainyard/internal/audit"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/column"
 )
 
 // The audit log lives in table audit. Appending, which chains each record to
-// the newest one inside the writer's transaction, stays in the backends;
-// reading it is shared.
+// the newest one inside the writer's transaction, is the backends' (SQLite
+// inserts each record, PostgreSQL bulk-inserts them under a lock), over
+// the one chaining rule, ChainAudit; reading it is shared.
+
+// AppendAudit appends recs on their own, in order, in one transaction: for
+// denials and failures that change nothing else. Seq, PrevHash and Hash are
+// assigned here; a zero At is the current time. An actor, an action and a
+// result of ok, denied or failed are required (store.ErrInvalid otherwise,
+// and nothing is written).
+func (s Shared) AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error {
+	for _, rec := range recs {
+		if err := column.CheckAudit(rec); err != nil {
+			return fmt.Errorf("append audit: %w", err)
+		}
+	}
+	if len(recs) == 0 {
+		_, err := s.b.Reader()
+		return err
+	}
+	return s.b.WriteAuditing(ctx, func(x Exec) error { return x.AppendAudit(recs) })
+}
+
+// ChainAudit chains recs after the record (seq, hash), the newest stored:
+// each gets the next Seq, the previous record's hash as PrevHash, and the
+// hash of its canonical form; a zero At becomes the current time. It checks
+// every record first (nothing is inserted if one is malformed), then passes
+// each to insert in order, and returns the new head.
+func ChainAudit(seq int64, hash string, recs []domain.AuditRecord, insert func(domain.AuditRecord) error) (int64, string, error) {
+	for _, rec := range recs {
+		if err := column.CheckAudit(rec); err != nil {
+			return seq, hash, fmt.Errorf("append audit: %w", err)
+		}
+	}
+	var buf []byte
+	for _, rec := range recs {
+		if rec.At.IsZero() {
+			rec.At = time.Now()
+		}
+		rec.At = NormTime(rec.At)
+		rec.Seq, rec.PrevHash = seq+1, hash
+		buf = audit.AppendCanonical(buf[:0], rec)
+		sum := sha256.Sum256(buf)
+		rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
+		if err := insert(rec); err != nil {
+			return seq, hash, err
+		}
+		seq, hash = rec.Seq, rec.Hash
+	}
+	return seq, hash, nil
+}
 
 const auditColumns = `seq, at, actor, action, target, before_json, after_json, result, detail, client, prev_hash, hash`
 
