@@ -114,8 +114,15 @@ func TestChangedJobsSeesWritesThatCommitLate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) != 1 || seen[0].ID != b.ID || seen[0].Message != "fast" {
-		t.Fatalf("ChangedJobs while the slow writer is open = %+v, want job %d only", seen, b.ID)
+	// The cursor may repeat jobs (another session's open transaction on
+	// the server holds the snapshot's xmin back), never miss or leak one.
+	fast, leaked := false, false
+	for _, j := range seen {
+		fast = fast || (j.ID == b.ID && j.Message == "fast")
+		leaked = leaked || j.Message == "slow"
+	}
+	if !fast || leaked {
+		t.Fatalf("ChangedJobs while the slow writer is open = %+v, want job %d with the fast write and no uncommitted one", seen, b.ID)
 	}
 	if err := slow.Commit(ctx); err != nil {
 		t.Fatal(err)
