@@ -5,12 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"trainyard/internal/store/sqlstore"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -18,42 +15,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema change, numbered by its file name prefix
-// ("0001_init.sql" is version 1). The numbers and names match the SQLite
-// backend's.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read embedded migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		name := e.Name()
-		prefix, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(prefix)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("embedded migration %q is not named NNNN_description.sql", name)
-		}
-		body, err := fs.ReadFile(migrationFS, path.Join("migrations", name))
-		if err != nil {
-			return nil, fmt.Errorf("read embedded migration %s: %w", name, err)
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("embedded migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
-		}
-	}
-	return ms, nil
+func migrations() ([]sqlstore.Migration, error) {
+	return sqlstore.Migrations(migrationFS, "migrations")
 }
 
 // migrationLockSQL takes a session-level advisory lock on a fixed key per
@@ -116,32 +80,32 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	if err := rows.Err(); err != nil {
 		return interpretError("read schema versions", err)
 	}
-	known := ms[len(ms)-1].version
+	known := ms[len(ms)-1].Version
 	for v := range applied {
 		if v > known {
 			return fmt.Errorf("database schema version %d is newer than this build supports (%d); run a newer trainyard release", v, known)
 		}
 	}
 	for _, m := range ms {
-		if applied[m.version] {
+		if applied[m.Version] {
 			continue
 		}
 		tx, err := conn.Begin(ctx)
 		if err != nil {
-			return interpretError("begin migration "+m.name, err)
+			return interpretError("begin migration "+m.Name, err)
 		}
 		// The simple protocol runs the file's several statements at once.
-		if _, err := tx.Conn().PgConn().Exec(ctx, m.sql).ReadAll(); err != nil {
+		if _, err := tx.Conn().PgConn().Exec(ctx, m.SQL).ReadAll(); err != nil {
 			_ = tx.Rollback(context.Background())
-			return interpretError("apply migration "+m.name, err)
+			return interpretError("apply migration "+m.Name, err)
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-			m.version, m.name, time.Now().UTC().UnixNano()); err != nil {
+			m.Version, m.Name, time.Now().UTC().UnixNano()); err != nil {
 			_ = tx.Rollback(context.Background())
-			return interpretError("record migration "+m.name, err)
+			return interpretError("record migration "+m.Name, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return interpretError("commit migration "+m.name, err)
+			return interpretError("commit migration "+m.Name, err)
 		}
 	}
 	return nil
