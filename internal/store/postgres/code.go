@@ -7,13 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/store/sqlstore"
 )
 
 // A job's code package lives in its own table (migration 0011), one row per
 // job that has one, so the jobs row and its hot queries stay as they are.
-const (
-	jobCodeSQL = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = $1`
-)
+var jobCodeSQL = sqlstore.QJobCode.SQL(sqlstore.Postgres)
 
 // jobCodeIn reads the code package of job id inside a write (nil: none).
 func (w *writer) jobCodeIn(id int64) (*domain.CodeRef, error) {

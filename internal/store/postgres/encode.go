@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Times are stored as BIGINT Unix nanoseconds in UTC, and the zero time as
@@ -17,14 +15,6 @@ func timeArg(t time.Time) *int64 {
 	}
 	n := t.UnixNano()
 	return &n
-}
-
-// timeOf is the time.Time of a column value written by timeArg.
-func timeOf(n pgtype.Int8) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
 }
 
 // normTime is t as it reads back from the database.
@@ -47,14 +37,6 @@ func exitCodeArg(code *int) any {
 		return nil
 	}
 	return int64(*code)
-}
-
-func exitCodeOf(n pgtype.Int8) *int {
-	if !n.Valid {
-		return nil
-	}
-	c := int(n.Int64)
-	return &c
 }
 
 // rowScanner is a pgx.Row or pgx.Rows.

@@ -1,20 +1,20 @@
 package sqlite
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/store/sqlstore"
 )
 
 // A job's code package lives in its own table (migration 0011), one row per
 // job that has one, so the jobs row and its hot queries stay as they are.
-const (
-	insertJobCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty) VALUES (?, ?, ?, ?)`
-	jobCodeSQL       = `SELECT sha256, git_commit, dirty FROM job_code WHERE job_id = ?`
-)
+const insertJobCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty) VALUES (?, ?, ?, ?)`
+
+// jobCodeSQL reads a job's code package inside a write.
+var jobCodeSQL = sqlstore.QJobCode.SQL(sqlstore.SQLite)
 
 // insertJobCode records the code package of the new job id, in the job's
 // transaction; nil records nothing.
@@ -31,15 +31,6 @@ func (w *writer) insertJobCode(id int64, c *domain.CodeRef) error {
 // jobCodeIn reads the code package of job id inside a write (nil: none).
 func (w *writer) jobCodeIn(id int64) (*domain.CodeRef, error) {
 	return scanCode(w.queryRow(jobCodeSQL, id), id)
-}
-
-// jobCode reads the code package of job id (nil: none).
-func (s *Store) jobCode(ctx context.Context, id int64) (*domain.CodeRef, error) {
-	st, err := s.readStmt(ctx, jobCodeSQL)
-	if err != nil {
-		return nil, interpretError(fmt.Sprintf("get code package of job %d", id), err)
-	}
-	return scanCode(st.QueryRowContext(ctx, id), id)
 }
 
 func scanCode(row *sql.Row, id int64) (*domain.CodeRef, error) {

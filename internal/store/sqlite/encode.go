@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"time"
 )
 
@@ -14,14 +13,6 @@ func timeArg(t time.Time) any {
 		return nil
 	}
 	return t.UnixNano()
-}
-
-// timeOf is the time.Time of a column value written by timeArg.
-func timeOf(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
 }
 
 // normTime is t as it reads back from the database.
@@ -53,12 +44,4 @@ func exitCodeArg(code *int) any {
 		return nil
 	}
 	return int64(*code)
-}
-
-func exitCodeOf(n sql.NullInt64) *int {
-	if !n.Valid {
-		return nil
-	}
-	c := int(n.Int64)
-	return &c
 }
