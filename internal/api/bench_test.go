@@ -23,6 +23,10 @@ import (
 // concurrent clients (spec parsing, validation, store commit, JSON answer).
 func BenchmarkSubmit(b *testing.B) { submitFrom(b, newEnv(b), 4) }
 
+// BenchmarkSubmit64 is BenchmarkSubmit from 64 concurrent clients, where
+// submits share the writer's transactions.
+func BenchmarkSubmit64(b *testing.B) { submitFrom(b, newEnv(b), 64) }
+
 // submitFrom submits b.N jobs from the given number of concurrent clients
 // and reports jobs/s.
 func submitFrom(b *testing.B, e *env, clients int) {
