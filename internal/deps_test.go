@@ -40,7 +40,9 @@ var allowed = map[string][]string{
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
 	"internal/leader":                {"internal/store"},
 	"internal/store/column":          {"internal/store", "internal/domain"},
-	"internal/store/sqlstore":        {"internal/store", "internal/store/column", "internal/domain", "internal/audit"},
+	// pgtype only for its scanner interfaces (sqlstore.NullInt), so that
+	// shared scan targets take pgx's fast path rather than sql.Scanner.
+	"internal/store/sqlstore":        {"internal/store", "internal/store/column", "internal/domain", "internal/audit", "github.com/jackc/pgx/v5/pgtype"},
 	"internal/store/postgres":        {"internal/store", "internal/store/column", "internal/store/sqlstore", "internal/domain", "internal/audit", "github.com/jackc/pgx/v5"},
 	"internal/store/postgres/pgtest": {"github.com/jackc/pgx/v5"},
 	"internal/store/sqlite":          {"internal/store", "internal/store/column", "internal/store/sqlstore", "internal/domain", "internal/audit", "modernc.org/sqlite"},
