@@ -31,7 +31,10 @@ type Pool struct {
 	// LogLimit bounds the log of one attempt of a job in the pool: the
 	// default for jobs without policy.log_limit and the ceiling for those
 	// with one (see EffectiveLogLimit). 0: the server's log_limit.
-	LogLimit  ByteSize
+	LogLimit ByteSize
+	// Rates price what the pool's jobs hold (per GPU-, CPU- and GiB-hour)
+	// and what they store; zero rates are free.
+	Rates     Rates
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
