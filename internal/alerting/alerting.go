@@ -75,6 +75,11 @@ type Alerter struct {
 	builtAt time.Time
 	ids     map[string]int64 // alert key → id of its latest stored alert
 	kick    chan struct{}
+	// marks carries what Run's context carries to the deliveries'
+	// records (the leader's fence), without its cancellation: a delivery
+	// made as the loop stops is still recorded. Set by Run before the
+	// dispatcher starts.
+	marks context.Context
 }
 
 // attemptKey names one attempt of a job.
@@ -115,7 +120,7 @@ func New(cfg Config) (*Alerter, error) {
 		return nil, err
 	}
 	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, held: map[int64]alerts.HeldJob{},
-		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1)}
+		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1), marks: context.Background()}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
 		OnDelivered: func(key, channel string, s alerts.Status) {
@@ -248,6 +253,7 @@ func (a *Alerter) Run(ctx context.Context) error {
 	if err := a.restore(ctx); err != nil {
 		a.log.Error("restore alerts", "err", err)
 	}
+	a.marks = context.WithoutCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.disp.Run(ctx) }()
 	defer func() { <-done }()
@@ -401,7 +407,7 @@ func (a *Alerter) mark(key, channel string, s alerts.Status, r store.Notificatio
 	if id == 0 {
 		return
 	}
-	if err := a.cfg.Store.MarkNotification(context.Background(), id, channel, domain.AlertState(s), r); err != nil {
+	if err := a.cfg.Store.MarkNotification(a.marks, id, channel, domain.AlertState(s), r); err != nil {
 		a.log.Warn("record alert delivery", "alert", key, "channel", channel, "err", err)
 	}
 }

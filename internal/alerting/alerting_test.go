@@ -271,3 +271,57 @@ func openStore(t *testing.T) *sqlite.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// fenceSpy records the leader fence each delivery record was written with.
+type fenceSpy struct {
+	*sqlite.Store
+	mu     sync.Mutex
+	fences []int64
+}
+
+func (f *fenceSpy) MarkNotification(ctx context.Context, alertID int64, channel string, status domain.AlertState, r store.NotificationResult) error {
+	epoch, ok := store.FenceFrom(ctx)
+	if !ok {
+		epoch = -1
+	}
+	f.mu.Lock()
+	f.fences = append(f.fences, epoch)
+	f.mu.Unlock()
+	return f.Store.MarkNotification(ctx, alertID, channel, status, r)
+}
+
+// A leader's Alerter records deliveries within its term, like every other
+// write of the leader's loops: a deposed leader's record is refused.
+func TestDeliveryRecordsCarryTheLeadersFence(t *testing.T) {
+	st := &fenceSpy{Store: openStore(t)}
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	a, err := alerting.New(alerting.Config{Store: st, Interval: 10 * time.Millisecond, Alerts: alerts.Config{
+		Channels: []alerts.ChannelConfig{{Name: "hook", Type: alerts.TypeWebhook, URL: srv.URL}},
+		Delivery: alerts.DeliveryConfig{MaxTries: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(store.WithFence(context.Background(), 42))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	job := domain.Job{ID: 7, Name: "typo", Project: "vision", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
+	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound,
+		FinishedAt: time.Now()})
+	waitFor(t, "the delivery to be recorded", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.fences) > 0
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, f := range st.fences {
+		if f != 42 {
+			t.Fatalf("delivery recorded with fence %d, want the term's 42 (fences %v)", f, st.fences)
+		}
+	}
+}
