@@ -96,6 +96,7 @@ func Handler(cfg Config) http.Handler {
 		mux.HandleFunc("GET /metrics", h.promMetrics)
 	}
 	mux.Handle("POST /api/v1/jobs", h.auth(h.submit))
+	mux.Handle("POST /api/v1/jobs/preview", h.auth(h.preview))
 	mux.Handle("GET /api/v1/jobs", h.auth(h.list))
 	mux.Handle("GET /api/v1/jobs/{id}", h.auth(h.get))
 	mux.Handle("POST /api/v1/jobs/{id}/cancel", h.auth(h.cancel))

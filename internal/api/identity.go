@@ -20,6 +20,7 @@ import (
 // tokens.
 var routeActions = map[string]string{
 	"POST /api/v1/jobs":                                "job.submit",
+	"POST /api/v1/jobs/preview":                        "job.submit",
 	"HEAD /api/v1/code/{hash}":                         "job.submit",
 	"PUT /api/v1/code/{hash}":                          "job.submit",
 	"GET /api/v1/alerts":                               "job.read",

@@ -9,10 +9,21 @@ import (
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
+	"trainyard/internal/jobspec"
 	"trainyard/internal/service"
 )
 
 func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.submitOrPreview(w, r, p, false)
+}
+
+// preview answers POST /api/v1/jobs/preview: a submit's checks and what it
+// would store, with nothing stored (submit --dry-run).
+func (h *handler) preview(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	h.submitOrPreview(w, r, p, true)
+}
+
+func (h *handler) submitOrPreview(w http.ResponseWriter, r *http.Request, p service.Principal, preview bool) {
 	var req apitypes.SubmitRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		h.writeError(w, r, err)
@@ -34,13 +45,43 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p service.Princ
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the job spec as an object or as the text of a spec file"}})
 		return
 	}
-	job, created, err := h.svc.Jobs.Submit(r.Context(), p, service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)}) // Code: code.go
+	in := service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)} // Code: code.go
+	if preview {
+		h.writePreview(w, r, p, in)
+		return
+	}
+	job, created, err := h.svc.Jobs.Submit(r.Context(), p, in)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	h.writeSubmitted(w, job, created)
+}
+
+// writePreview previews the submit in.
+func (h *handler) writePreview(w http.ResponseWriter, r *http.Request, p service.Principal, in service.SubmitInput) {
+	pv, err := h.svc.Jobs.Preview(r.Context(), p, in)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	specJSON, _ := jobspec.Canonical(pv.Spec)
+	res := pv.Spec.Resources
+	out := apitypes.SubmitPreview{DryRun: true, Name: pv.Spec.Name, Project: pv.Spec.Project, Pool: pv.Spec.Pool,
+		Priority: string(pv.Spec.Policy.Priority), SpecHash: pv.SpecHash, Spec: specJSON,
+		Resources: apitypes.Resources{GPUs: res.GPUs, CPUs: res.CPUs, Memory: res.Memory.String(), Nodes: res.Nodes}}
+	if t := pv.Spec.Policy.Timeout; t > 0 {
+		out.Timeout = t.String()
+	}
+	if pv.QueueKnown {
+		out.Queue = &apitypes.PreviewQueue{Waiting: pv.Waiting, Ahead: pv.Ahead}
+		if !pv.AheadStart.IsZero() {
+			at := pv.AheadStart.UTC()
+			out.Queue.AheadStart = &at
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Principal) {

@@ -63,6 +63,8 @@ var apiRoutes = map[string]apiRoute{
 
 	"POST /api/v1/jobs": {id: "submitJob", summary: "Submit a job: a spec (object or spec file text) or a template. 201 with the new job, 200 when an Idempotency-Key matched an earlier submit.",
 		headers: []apiParam{hIdem}, body: apitypes.SubmitRequest{}, resp: apitypes.Job{}, status: []int{201, 200}},
+	"POST /api/v1/jobs/preview": {id: "previewSubmit", summary: "Run every check of a submit and answer what it would store and where the job would wait; nothing is stored (submit --dry-run).",
+		body: apitypes.SubmitRequest{}, resp: apitypes.SubmitPreview{}},
 	"GET /api/v1/jobs": {id: "listJobs", summary: "List jobs, newest first; next_cursor is set when more remain.", resp: apitypes.JobList{},
 		query: []apiParam{{"state", "string", "comma-separated states"}, qProject, qLimit, {"cursor", "string", "next_cursor of the previous page"}}},
 	"GET /api/v1/jobs/{id}":         {id: "getJob", summary: "One job with its spec snapshot, attempts and transitions.", resp: apitypes.Job{}},

@@ -24,6 +24,7 @@ func (a *app) submitCmd() *cobra.Command {
 		key    string
 		wait   bool
 		follow bool
+		dryRun bool
 		// --template: templates.go
 		template, project string
 		contextDir        string // --context: code.go
@@ -52,10 +53,15 @@ tree was dirty. See docs/code.md.
 
 --wait polls until the job ends and prints its final state on stderr; --follow
 also streams the logs of each attempt to stdout. Both exit 0 when the job
-succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
+succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.
+
+--dry-run runs every check of a submit (spec, permission, environment,
+secrets, paths, admission to the pool) and prints what would be submitted and
+where it would wait in the pool's queue; nothing is stored.`,
 		Example: `  trainyard submit train.yaml
   trainyard submit train.yaml --set params.lr=0.2 --set resources.gpus=2
   trainyard submit train.yaml --idempotency-key nightly-2026-01-31 --follow
+  trainyard submit train.yaml --dry-run
   cat train.yaml | trainyard submit -
   trainyard submit train.yaml --context .
   trainyard submit --template resnet --set profile=prod --set gpus=8`,
@@ -65,6 +71,7 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated submit with the same key returns the first job instead of creating another")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the job ends; exit like --wait")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the submit and show what it would do; submit nothing")
 	cmd.Flags().StringVar(&template, "template", "", "submit from this job template, NAME or NAME@VERSION, instead of a file")
 	cmd.Flags().StringVarP(&project, "project", "p", "", "with --template: the template's project (default: the one project that has it)")
 	cmd.Flags().StringVar(&contextDir, "context", "", "package this directory as the job's code and run each attempt in a fresh copy (docs/code.md)")
@@ -78,6 +85,9 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 		}
 		if wait && follow {
 			return usageErrorf("--wait and --follow cannot be used together (--follow also waits)")
+		}
+		if dryRun && (wait || follow) {
+			return usageErrorf("--dry-run submits nothing, so there is nothing to --wait for or --follow")
 		}
 		if err := checkSets(sets); err != nil {
 			return err
@@ -104,6 +114,20 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 			if req, err = templateSubmitRequest(ctx, c, template, project, sets); err != nil {
 				return err
 			}
+		}
+		if dryRun {
+			if contextDir != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: --context %s is not packaged or uploaded in a dry run\n", contextDir)
+			}
+			pv, err := c.PreviewSubmit(ctx, req)
+			if err != nil {
+				return err
+			}
+			if structured(*output) {
+				_, err := writeStructured(cmd.OutOrStdout(), *output, pv)
+				return err
+			}
+			return writePreview(cmd.OutOrStdout(), pv, a.env.now())
 		}
 		if req.Code, err = a.uploadContext(ctx, c, cmd.ErrOrStderr(), contextDir, req); err != nil { // --context: code.go
 			return err
@@ -151,6 +175,40 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.`,
 		return nil
 	}
 	return cmd
+}
+
+// writePreview prints a dry-run submit for people.
+func writePreview(w io.Writer, pv apitypes.SubmitPreview, now time.Time) error {
+	r := pv.Resources
+	req := fmt.Sprintf("%s, %s CPUs, %s, %s", countOf(r.GPUs, "GPU"), formatFloat(r.CPUs), r.Memory, countOf(r.Nodes, "node"))
+	if pv.Timeout != "" {
+		req += "; timeout " + pv.Timeout
+	} else {
+		req += "; no timeout"
+	}
+	queue := "not known (no scheduler is running)"
+	if q := pv.Queue; q != nil {
+		queue = fmt.Sprintf("%s waiting, %d at priority %s or above", countOf(q.Waiting, "job"), q.Ahead, pv.Priority)
+		if q.AheadStart != nil {
+			queue += fmt.Sprintf("; the last of them expected to start %s (in %s)", q.AheadStart.Local().Format("2006-01-02 15:04"),
+				domain.FormatDuration(q.AheadStart.Sub(now).Round(time.Minute)))
+		}
+	}
+	_, err := fmt.Fprintf(w, "dry run: nothing was submitted\n"+
+		"job      %s (project %s, priority %s)\n"+
+		"pool     %s\n"+
+		"request  %s\n"+
+		"queue    %s\n"+
+		"spec     %s\n", oneLine(pv.Name), pv.Project, pv.Priority, pv.Pool, req, queue, pv.SpecHash)
+	return err
+}
+
+// countOf writes n things: "1 GPU", "2 GPUs".
+func countOf(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // checkSets rejects overrides that are not key=value.

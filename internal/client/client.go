@@ -118,6 +118,14 @@ func (c *Client) Submit(ctx context.Context, req apitypes.SubmitRequest, idempot
 	return job, err
 }
 
+// PreviewSubmit runs a submit's checks and reports what it would store and
+// where the job would wait, storing nothing (submit --dry-run).
+func (c *Client) PreviewSubmit(ctx context.Context, req apitypes.SubmitRequest) (apitypes.SubmitPreview, error) {
+	var pv apitypes.SubmitPreview
+	err := c.doJSON(ctx, http.MethodPost, "/api/v1/jobs/preview", nil, nil, req, &pv)
+	return pv, err
+}
+
 // GetJob returns one job with its spec, attempts and transitions.
 func (c *Client) GetJob(ctx context.Context, id int64) (apitypes.Job, error) {
 	var job apitypes.Job

@@ -64,35 +64,46 @@ type SubmitInput struct {
 	rerunTemplate string
 }
 
-// Submit validates the spec and stores the job in state queued. created is
-// false when IdempotencyKey matched an earlier submit by the same principal;
-// that job is returned unchanged.
-func (s *JobService) Submit(ctx context.Context, p Principal, in SubmitInput) (job domain.Job, created bool, err error) {
+// prepare resolves and checks what a submit asks for, everything but
+// storing it: the spec (from its document or template), the permission, its
+// environment, secrets, code and paths, and its admission to the pool.
+func (s *JobService) prepare(ctx context.Context, p Principal, in SubmitInput) (domain.Spec, error) {
 	if len(in.IdempotencyKey) > 200 {
-		return domain.Job{}, false, domain.FieldErrors{{Path: "Idempotency-Key", Message: "must be at most 200 characters"}}
+		return domain.Spec{}, domain.FieldErrors{{Path: "Idempotency-Key", Message: "must be at most 200 characters"}}
 	}
 	spec, err := s.templates.submitSpec(ctx, p, in) // a spec document or a template: templates.go
 	if err != nil {
-		return domain.Job{}, false, err
+		return domain.Spec{}, err
 	}
 	if err := s.authorize(ctx, p, authz.JobSubmit, authz.Resource{Kind: "job", Project: spec.Project}); err != nil {
-		return domain.Job{}, false, submitHint(err, p, spec.Project)
+		return domain.Spec{}, submitHint(err, p, spec.Project)
 	}
 	if err := s.envs.resolveSpecEnv(ctx, &spec); err != nil { // pins spec.Env to name@N: envs.go
-		return domain.Job{}, false, err
+		return domain.Spec{}, err
 	}
 	// A secret missing now would fail the job late and obscurely: refuse it
 	// with the way to create it (secrets.go).
 	if err := s.secrets.checkSpecSecrets(ctx, spec); err != nil {
-		return domain.Job{}, false, err
+		return domain.Spec{}, err
 	}
 	if err := s.checkCode(ctx, in.Code); err != nil { // code.go
-		return domain.Job{}, false, err
+		return domain.Spec{}, err
 	}
 	if err := s.checkPaths(spec); err != nil { // outputs.path and inputs: paths.go
-		return domain.Job{}, false, err
+		return domain.Spec{}, err
 	}
 	if err := s.pools.admit(ctx, spec); err != nil {
+		return domain.Spec{}, err
+	}
+	return spec, nil
+}
+
+// Submit validates the spec and stores the job in state queued. created is
+// false when IdempotencyKey matched an earlier submit by the same principal;
+// that job is returned unchanged.
+func (s *JobService) Submit(ctx context.Context, p Principal, in SubmitInput) (job domain.Job, created bool, err error) {
+	spec, err := s.prepare(ctx, p, in)
+	if err != nil {
 		return domain.Job{}, false, err
 	}
 	specJSON, hash := jobspec.Canonical(spec)

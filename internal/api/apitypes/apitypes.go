@@ -554,3 +554,28 @@ type Status struct {
 	// (inventory.simulated), else a warning.
 	Hardware string `json:"hardware,omitempty"`
 }
+
+// SubmitPreview answers POST /api/v1/jobs/preview: what the submit
+// would store and where the job would wait. Nothing was stored.
+type SubmitPreview struct {
+	DryRun    bool            `json:"dry_run"` // always true
+	Name      string          `json:"name"`
+	Project   string          `json:"project"`
+	Pool      string          `json:"pool"`
+	Priority  string          `json:"priority"`
+	Resources Resources       `json:"resources"`
+	Timeout   string          `json:"timeout,omitempty"` // e.g. "24h"; empty: none
+	SpecHash  string          `json:"spec_hash"`
+	Spec      json.RawMessage `json:"spec"`            // the canonical snapshot the job would run
+	Queue     *PreviewQueue   `json:"queue,omitempty"` // absent when no scheduler orders the queue
+}
+
+// PreviewQueue is where a previewed job would stand in its pool's queue.
+type PreviewQueue struct {
+	// Waiting jobs in the pool, and those of them at the job's priority or
+	// above, which go first (fair share aside).
+	Waiting int `json:"waiting"`
+	Ahead   int `json:"ahead"`
+	// AheadStart is when the last job ahead is expected to start.
+	AheadStart *time.Time `json:"ahead_start,omitempty"`
+}
