@@ -9,7 +9,6 @@ import (
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
-	"trainyard/internal/jobspec"
 	"trainyard/internal/service"
 )
 
@@ -51,12 +50,12 @@ func (h *handler) submitOrPreview(w http.ResponseWriter, r *http.Request, p serv
 		h.writePreview(w, r, p, in)
 		return
 	}
-	job, created, err := h.svc.Jobs.Submit(r.Context(), p, in)
+	res, err := h.svc.Jobs.Submission(r.Context(), p, in)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.writeSubmitted(w, job, created)
+	h.writeSubmitted(w, res.Job, res.Created, res.Warnings...)
 }
 
 // writePreview previews the submit in.
@@ -66,10 +65,9 @@ func (h *handler) writePreview(w http.ResponseWriter, r *http.Request, p service
 		h.writeError(w, r, err)
 		return
 	}
-	specJSON, _ := jobspec.Canonical(pv.Spec)
 	res := pv.Spec.Resources
 	out := apitypes.SubmitPreview{DryRun: true, Name: pv.Spec.Name, Project: pv.Spec.Project, Pool: pv.Spec.Pool,
-		Priority: string(pv.Spec.Policy.Priority), SpecHash: pv.SpecHash, Spec: specJSON,
+		Priority: string(pv.Spec.Policy.Priority), SpecHash: pv.SpecHash, Spec: pv.SpecJSON,
 		Resources: apitypes.Resources{GPUs: res.GPUs, CPUs: res.CPUs, Memory: res.Memory.String(), Nodes: res.Nodes}}
 	if t := pv.Spec.Policy.Timeout; t > 0 {
 		out.Timeout = t.String()
@@ -230,9 +228,9 @@ func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principa
 
 // writeSubmitted answers a submit or re-run: 201 with the new job (counted
 // in the metrics), or 200 with the one an idempotent repeat found.
-func (h *handler) writeSubmitted(w http.ResponseWriter, job domain.Job, created bool) {
+func (h *handler) writeSubmitted(w http.ResponseWriter, job domain.Job, created bool, warnings ...string) {
 	out := jobDTO(job)
-	out.Created = &created
+	out.Created, out.Warnings = &created, warnings
 	status := http.StatusCreated
 	if !created {
 		status = http.StatusOK

@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"trainyard/internal/api/apitypes"
@@ -42,5 +44,31 @@ func TestDryRunSubmitStoresNothing(t *testing.T) {
 	}
 	if n, _ := e.st.CountJobs(context.Background()); n["queued"] != 1 {
 		t.Fatalf("jobs after the refused dry runs: %v, want the one real submit", n)
+	}
+}
+
+// A submit that repeats a live job of the same user and spec is stored,
+// with a warning naming the earlier job and how to cancel the new one; a
+// replay by Idempotency-Key and a different spec are not warned about.
+func TestRepeatedSubmitWarns(t *testing.T) {
+	e := newEnv(t)
+	const spec = "name: sweep\nentrypoint: [python3, train.py]\n"
+	code, first := e.submit(spec, "Idempotency-Key", "k1")
+	if code != 201 || len(first.Warnings) != 0 {
+		t.Fatalf("first submit: %d %+v", code, first)
+	}
+	code, second := e.submit(spec)
+	if code != 201 || len(second.Warnings) != 1 {
+		t.Fatalf("repeat: %d, warnings %q; want 201 and one warning", code, second.Warnings)
+	}
+	want := fmt.Sprintf("job %d has the same spec as your job %d (queued, submitted ", second.ID, first.ID)
+	if w := second.Warnings[0]; !strings.HasPrefix(w, want) || !strings.HasSuffix(w, fmt.Sprintf("cancel it with: trainyard cancel %d", second.ID)) {
+		t.Errorf("warning = %q, want it to start %q and say how to cancel job %d", w, want, second.ID)
+	}
+	if code, replay := e.submit(spec, "Idempotency-Key", "k1"); code != 200 || replay.ID != first.ID || len(replay.Warnings) != 0 {
+		t.Errorf("replay: %d id %d warnings %q; want 200, job %d, none", code, replay.ID, replay.Warnings, first.ID)
+	}
+	if code, other := e.submit("name: sweep\nentrypoint: [python3, train.py]\nparams: {lr: '0.2'}\n"); code != 201 || len(other.Warnings) != 0 {
+		t.Errorf("another spec: %d, warnings %q; want none", code, other.Warnings)
 	}
 }

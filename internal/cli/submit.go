@@ -138,6 +138,9 @@ where it would wait in the pool's queue; nothing is stored.`,
 		}
 
 		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		for _, w := range job.Warnings {
+			fmt.Fprintln(stderr, "warning: "+w)
+		}
 		if !structured(*output) {
 			fmt.Fprintln(stdout, job.ID)
 		} else if !wait && !follow {

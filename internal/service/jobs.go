@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -36,6 +37,7 @@ type JobStore interface {
 	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
 	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) ([]domain.Job, error)
 	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
 	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
@@ -106,6 +108,65 @@ func (s *JobService) Submit(ctx context.Context, p Principal, in SubmitInput) (j
 	if err != nil {
 		return domain.Job{}, false, err
 	}
+	return s.storeJob(ctx, p, in, spec)
+}
+
+// SubmitResult is a stored submit: the job, whether this call created it,
+// and what its submitter should know about it.
+type SubmitResult struct {
+	Job      domain.Job
+	Created  bool
+	Warnings []string
+}
+
+// DuplicateWindow is how long after a submit the same user's submit of the
+// same spec is flagged as a likely repeat; a live job of that spec is
+// flagged however old.
+const DuplicateWindow = 10 * time.Minute
+
+// Submission is Submit for a person at a client: a new job that repeats a
+// live or recent job of the same user and spec (the same snapshot hash)
+// is stored, with a warning naming the earlier jobs and how to cancel it.
+func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput) (SubmitResult, error) {
+	spec, err := s.prepare(ctx, p, in)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	_, hash := jobspec.Canonical(spec)
+	now := s.cfg.Clock.Now()
+	same, err := s.st.SameSpecJobs(ctx, p.Subject, hash, now.Add(-DuplicateWindow))
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("look for repeated submits: %w", err)
+	}
+	job, created, err := s.storeJob(ctx, p, in, spec)
+	if err != nil || !created {
+		return SubmitResult{Job: job, Created: created}, err
+	}
+	r := SubmitResult{Job: job, Created: true}
+	if len(same) > 0 {
+		r.Warnings = append(r.Warnings, duplicateWarning(job, same, now))
+	}
+	return r, nil
+}
+
+// duplicateWarning tells the submitter of job that it repeats same (newest
+// first, never empty).
+func duplicateWarning(job domain.Job, same []domain.Job, now time.Time) string {
+	var names []string
+	for i, j := range same {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(same)-3))
+			break
+		}
+		names = append(names, fmt.Sprintf("job %d (%s, submitted %s ago)", j.ID, j.State,
+			domain.FormatDuration(now.Sub(j.SubmittedAt).Round(time.Second))))
+	}
+	return fmt.Sprintf("job %d has the same spec as your %s; if it is a repeat, cancel it with: trainyard cancel %d",
+		job.ID, strings.Join(names, ", "), job.ID)
+}
+
+// storeJob stores the job of a prepared submit.
+func (s *JobService) storeJob(ctx context.Context, p Principal, in SubmitInput, spec domain.Spec) (job domain.Job, created bool, err error) {
 	specJSON, hash := jobspec.Canonical(spec)
 	// The store fills "{id}" with the new job's id. The record names the
 	// spec by its hash: the spec itself may carry values that are no

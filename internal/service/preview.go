@@ -13,6 +13,7 @@ import (
 // and where it would stand in that pool's queue.
 type SubmitPreview struct {
 	Spec     domain.Spec
+	SpecJSON []byte // the canonical snapshot the job would run
 	SpecHash string
 	Pool     domain.Pool
 	// Waiting counts the jobs waiting in the pool as the scheduler last
@@ -34,8 +35,8 @@ func (s *JobService) Preview(ctx context.Context, p Principal, in SubmitInput) (
 	if err != nil {
 		return SubmitPreview{}, err
 	}
-	_, hash := jobspec.Canonical(spec)
-	pv := SubmitPreview{Spec: spec, SpecHash: hash}
+	specJSON, hash := jobspec.Canonical(spec)
+	pv := SubmitPreview{Spec: spec, SpecJSON: specJSON, SpecHash: hash}
 	if v, err := s.pools.admission(ctx); err == nil {
 		pv.Pool = v.pools[spec.Pool] // admit found it
 	}

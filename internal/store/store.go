@@ -98,6 +98,10 @@ type JobFilter struct {
 type JobCursor uint64
 
 // Jobs stores jobs, their attempts and their transition events.
+// DuplicateScan bounds how many of a submitter's newest jobs SameSpecJobs
+// looks at.
+const DuplicateScan = 200
+
 type Jobs interface {
 	// CreateJob stores the job in state queued, its config snapshot and a
 	// submit event, in one transaction.
@@ -106,6 +110,11 @@ type Jobs interface {
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
 	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
+	// SameSpecJobs returns submitter's jobs of snapshot specHash that are
+	// live (held included) or were submitted at or after since, newest first (cheap rows),
+	// looking at the submitter's newest DuplicateScan jobs only, so a
+	// submit pays a bounded cost however many jobs its user has.
+	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) ([]domain.Job, error)
 	// LiveJobs returns every live job (queued, starting or running; cheap
 	// rows, by id ascending) and a cursor for ChangedJobs, read at one
 	// moment: a write the list does not show comes back from

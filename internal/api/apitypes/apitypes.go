@@ -61,6 +61,9 @@ type Job struct {
 	Transitions []Transition    `json:"transitions,omitempty"`
 	// Created is false when an Idempotency-Key matched an earlier submit.
 	Created *bool `json:"created,omitempty"`
+	// Warnings, in a submit's answer, tell the submitter what to check
+	// (a repeat of a live or recent job of the same spec).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Resources is a job's request, in display units.

@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"AttemptSpans":                testAttemptSpans,
 		"PreemptedAttempts":           testPreemptedAttempts,
 		"Requests":                    testRequests,
+		"SameSpecJobs":                testSameSpecJobs,
 	}
 	// Pools, quotas and projects: see pools.go.
 	maps.Copy(tests, poolTests)
