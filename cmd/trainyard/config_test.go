@@ -48,6 +48,9 @@ func TestSampleServerConfig(t *testing.T) {
 	if strings.Join(names, ",") != "priority,scratch,standard" {
 		t.Fatalf("pools = %v", names)
 	}
+	if r := pools[2].Rates; r.GPUHour != 2_100_000 || r.ObjectGiBMonth != 23_000 || cfg.Currency != "USD" {
+		t.Fatalf("standard's rates = %+v in %q", r, cfg.Currency)
+	}
 	quotas, _ := svc.Pools.ListQuotas(context.Background(), system, "vision", "standard")
 	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
 		t.Fatalf("vision's standard quota = %+v", quotas)
