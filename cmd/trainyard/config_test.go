@@ -48,6 +48,9 @@ func TestSampleServerConfig(t *testing.T) {
 	if strings.Join(names, ",") != "priority,scratch,standard" {
 		t.Fatalf("pools = %v", names)
 	}
+	if r := pools[2].Rates; r.GPUHour != 2_100_000 || r.ObjectGiBMonth != 23_000 || cfg.Currency != "USD" {
+		t.Fatalf("standard's rates = %+v in %q", r, cfg.Currency)
+	}
 	quotas, _ := svc.Pools.ListQuotas(context.Background(), system, "vision", "standard")
 	if len(quotas) != 1 || quotas[0].Guaranteed.GPUs != 2 || quotas[0].Borrow.GPUs != 2 || quotas[0].MaxPriority != domain.PriorityHigh {
 		t.Fatalf("vision's standard quota = %+v", quotas)
@@ -148,6 +151,16 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:5: pools[1].nodes[0].gpus[0]: must be a whole number, got "zero"`},
 		"pool log limit too small": {"pools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    log_limit: 64KiB\n",
 			"server.yaml:4: pools[0].log_limit: must be 0 (the server's log_limit) or at least 1MiB, got 64KiB"},
+		"bad pool rate": {"pools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    rates:\n      gpu_hour: 2.10\n      cpu_hour: lots\n",
+			`server.yaml:6: pools[0].rates.cpu_hour: "lots" is not an amount; write a decimal such as 2.10`},
+		"negative pool rate": {"pools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    rates: {local_gib_month: -0.1}\n",
+			"server.yaml:4: pools[0].rates.local_gib_month: is -0.10; a rate cannot be negative"},
+		"unknown rate": {"pools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    rates: {gpu_hours: 1}\n",
+			"server.yaml:4: pools[0].rates.gpu_hours: unknown field; did you mean gpu_hour?"},
+		"pool rates in another currency": {"currency: EUR\npools:\n  - name: a\n    nodes: [{name: n, cpus: 1, memory: 1GiB}]\n    rates: {currency: USD, gpu_hour: 1}\n",
+			`server.yaml:5: pools[0].rates.currency: rates are in the server's currency, EUR, not "USD"`},
+		"bad currency": {"currency: usd\n",
+			`server.yaml:1: currency: "usd" is not a currency code; use three uppercase letters such as USD (the default) or EUR`},
 		"wrong type at the top": {"code: {max_files: lots}\n",
 			`server.yaml:1: code.max_files: must be a whole number, got "lots"`},
 		"bad value": {"fair_share_half_life: 24h\nretry_backoff: soon\n",

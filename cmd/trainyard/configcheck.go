@@ -182,6 +182,18 @@ func parseLogLimit(s string) (domain.ByteSize, error) {
 	return b, nil
 }
 
+// parseCurrency reads the server config's currency; "" is
+// domain.DefaultCurrency.
+func parseCurrency(s string) (string, error) {
+	if s == "" {
+		return domain.DefaultCurrency, nil
+	}
+	if err := domain.CheckCurrency(s); err != nil {
+		return "", fmt.Errorf("server config currency: %q is not a currency code; use three uppercase letters such as USD (the default) or EUR", s)
+	}
+	return s, nil
+}
+
 // validateServerConfig checks what the server would refuse at start, as far
 // as that is possible without the store, the data directory's contents or
 // the network: every problem, each with its path and line.
@@ -195,6 +207,8 @@ func validateServerConfig(cfg serverConfig) error {
 	_, err := parseDurations(cfg)
 	add(err)
 	_, err = parseLogLimit(cfg.LogLimit)
+	add(err)
+	currency, err := parseCurrency(cfg.Currency)
 	add(err)
 	_, err = parseMetricsAuth(cfg)
 	add(err)
@@ -252,6 +266,10 @@ func validateServerConfig(cfg serverConfig) error {
 			continue // loadServerConfig reported it
 		}
 		p, err := api.PoolFromDTO(in)
+		if c := in.Rates.Currency; c != "" && currency != "" && c != currency {
+			err = domain.FieldErrors{{Path: "rates.currency", Message: fmt.Sprintf(
+				"rates are in the server's currency, %s, not %q; leave currency out, or set the top-level currency", currency, c)}}
+		}
 		if err == nil {
 			if p.Executor == "" {
 				p.Executor = service.ExecutorLocal // as PutPool does

@@ -107,6 +107,10 @@ type serverConfig struct {
 	// LogLimit bounds the log of one attempt (default 1GiB; 0: no limit):
 	// the default and the ceiling of policy.log_limit. See docs/operator.md.
 	LogLimit string `yaml:"log_limit"`
+	// Currency is what pool rates and costs are in: a three-letter code
+	// such as USD (the default) or EUR. It labels amounts; nothing is
+	// converted, so changing it relabels every rate.
+	Currency string `yaml:"currency"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
 	// ObjectStore, when set, is an S3-compatible store for code packages
@@ -308,6 +312,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	retry, grace, halfLife, sampleEvery, logRetention := durations.retry, durations.grace, durations.halfLife, durations.sampleEvery, durations.logRetention
 	logLimit, err := parseLogLimit(cfg.LogLimit)
+	if err != nil {
+		return err
+	}
+	currency, err := parseCurrency(cfg.Currency)
 	if err != nil {
 		return err
 	}
@@ -558,7 +566,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				}
 				return st
 			},
-			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth, PoolHardware: poolHardware}),
+			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth, PoolHardware: poolHardware,
+			Currency: currency}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())

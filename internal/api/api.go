@@ -52,6 +52,17 @@ type Config struct {
 	// jobs: what they declare beyond it ("" when they fit) and whether the
 	// server config marks that as simulated. Nil: pools are not compared.
 	PoolHardware func(domain.Pool) (beyond string, simulated bool)
+	// Currency is the server-wide currency of pool rates, shown with them
+	// ("": domain.DefaultCurrency).
+	Currency string
+}
+
+// currency is the server's currency of pool rates.
+func (c Config) currency() string {
+	if c.Currency == "" {
+		return domain.DefaultCurrency
+	}
+	return c.Currency
 }
 
 // MetricsAuth says who may read GET /metrics (docs/observability.md).

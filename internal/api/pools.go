@@ -57,6 +57,11 @@ func (h *handler) putPool(w http.ResponseWriter, r *http.Request, p service.Prin
 		return
 	}
 	req.Name = name
+	if c := req.Rates.Currency; c != "" && c != h.cfg.currency() {
+		h.writeError(w, r, domain.FieldErrors{{Path: "rates.currency", Message: fmt.Sprintf(
+			"rates are in the server's currency, %s, not %q; leave currency out, or change the server config's currency", h.cfg.currency(), c)}})
+		return
+	}
 	pool, err := PoolFromDTO(req)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -188,6 +193,7 @@ func checkPathName(field, inBody, inPath string) domain.FieldErrors {
 // poolDTO is the wire form of p, compared with this machine's hardware.
 func (h *handler) poolDTO(ctx context.Context, p domain.Pool) apitypes.Pool {
 	out := poolDTO(p)
+	out.Rates.Currency = h.cfg.currency()
 	out.Open, _ = h.svc.Pools.PoolOpen(ctx, p.Name) // the pool was just read: a failure here only hides the mark
 	if h.cfg.PoolHardware != nil {
 		out.BeyondHardware, out.Simulated = h.cfg.PoolHardware(p)
@@ -210,6 +216,7 @@ func poolDTO(p domain.Pool) apitypes.Pool {
 	if p.LogLimit > 0 {
 		out.LogLimit = p.LogLimit.String()
 	}
+	out.Rates = ratesDTO(p.Rates)
 	for i, n := range p.Nodes {
 		gpus := n.GPUs
 		if gpus == nil {
@@ -244,10 +251,41 @@ func PoolFromDTO(in apitypes.Pool) (domain.Pool, error) {
 		p.MaxTimeout = domain.Duration(d)
 	}
 	p.LogLimit = parseSize(&errs, "log_limit", in.LogLimit)
+	p.Rates = ratesFromDTO(&errs, in.Rates)
 	for _, pr := range in.Priorities {
 		p.Priorities = append(p.Priorities, domain.Priority(pr))
 	}
 	return p, errs.Err()
+}
+
+// ratesDTO writes each rate as a decimal, leaving free ones out.
+func ratesDTO(r domain.Rates) apitypes.PoolRates {
+	text := func(m domain.Money) apitypes.Amount {
+		if m == 0 {
+			return ""
+		}
+		return apitypes.Amount(m.String())
+	}
+	return apitypes.PoolRates{GPUHour: text(r.GPUHour), CPUHour: text(r.CPUHour), MemoryGiBHour: text(r.MemoryGiBHour),
+		LocalGiBMonth: text(r.LocalGiBMonth), ObjectGiBMonth: text(r.ObjectGiBMonth)}
+}
+
+// ratesFromDTO parses each rate; "" is free. A bad amount is added to errs
+// under rates.NAME. Negative amounts parse: the service refuses them.
+func ratesFromDTO(errs *domain.FieldErrors, in apitypes.PoolRates) domain.Rates {
+	parse := func(name string, s apitypes.Amount) domain.Money {
+		if s == "" {
+			return 0
+		}
+		m, err := domain.ParseMoney(string(s))
+		if err != nil {
+			errs.Add("rates."+name, "%v", err)
+		}
+		return m
+	}
+	return domain.Rates{GPUHour: parse("gpu_hour", in.GPUHour), CPUHour: parse("cpu_hour", in.CPUHour),
+		MemoryGiBHour: parse("memory_gib_hour", in.MemoryGiBHour), LocalGiBMonth: parse("local_gib_month", in.LocalGiBMonth),
+		ObjectGiBMonth: parse("object_gib_month", in.ObjectGiBMonth)}
 }
 
 func quotaDTO(q domain.Quota) apitypes.Quota {

@@ -40,7 +40,7 @@ const poolBody = `{
             {"name": "node-b", "cpus": 8, "memory": "32GiB", "gpus": []}],
   "max_gpus_per_job": 4, "max_timeout": "24h", "max_running": 8,
   "priorities": ["normal", "high"], "borrowing": true, "preemption": true,
-  "log_limit": "2GiB"
+  "log_limit": "2GiB", "rates": {"gpu_hour": "2.1", "object_gib_month": 0.023}
 }`
 
 func decodeInto[T any](t *testing.T, b []byte) T {
@@ -64,6 +64,7 @@ func TestPoolsCreateGetList(t *testing.T) {
 			{Name: "node-b", CPUs: 8, Memory: "32GiB", GPUs: []int{}}},
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
 		Borrowing: true, Preemption: true, LogLimit: "2GiB",
+		Rates:    apitypes.PoolRates{Currency: "USD", GPUHour: "2.10", ObjectGiBMonth: "0.023"},
 		Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}, Open: true}
 	if p.CreatedAt.IsZero() || !p.UpdatedAt.Equal(p.CreatedAt) {
 		t.Errorf("times: created %v updated %v", p.CreatedAt, p.UpdatedAt)
@@ -139,6 +140,12 @@ func TestPoolsErrors(t *testing.T) {
 		"shares":          {"PUT", "/api/v1/projects/vision", `{"shares": 0}`, 400, "invalid_request", []string{"shares"}, ""},
 		"project name":    {"PUT", "/api/v1/projects/Vision", `{"shares": 1}`, 400, "invalid_request", []string{"name"}, ""},
 		"queue no pool":   {"GET", "/api/v1/queue?pool=nope", "", 404, "not_found", nil, `pool "nope" does not exist`},
+		"bad rate": {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "rates": {"gpu_hour": "$2", "cpu_hour": "0.0000001"}}`,
+			400, "invalid_request", []string{"rates.gpu_hour", "rates.cpu_hour"}, ""},
+		"negative rate": {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "rates": {"memory_gib_hour": "-0.01"}}`,
+			400, "invalid_request", []string{"rates.memory_gib_hour"}, ""},
+		"other currency": {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "rates": {"currency": "EUR", "gpu_hour": "1"}}`,
+			400, "invalid_request", []string{"rates.currency"}, ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -263,4 +270,69 @@ func TestQueueAPI(t *testing.T) {
 	if code != 200 || !strings.Contains(string(b), `"entries": []`) {
 		t.Errorf("queue without a control loop: %d %s", code, b)
 	}
+}
+
+// Rates set through the API read back exactly, in the server's currency,
+// appear before and after in the pool's audit record, and a bad rate is
+// refused without changing the pool or writing a record.
+func TestPoolRatesAPI(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(service.Config{Store: st})
+	token, err := svc.Identity.Bootstrap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler(api.Config{Service: svc, Ready: st.Ping, Currency: "EUR"}))
+	t.Cleanup(func() { srv.Close(); st.Close() })
+	e := &env{t: t, srv: srv, st: st, token: token}
+
+	if code, b := e.do("PUT", "/api/v1/pools/standard", e.token, poolBody); code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	code, b := e.do("GET", "/api/v1/pools/standard", e.token, nil)
+	p := decodeInto[apitypes.Pool](t, b)
+	if want := (apitypes.PoolRates{Currency: "EUR", GPUHour: "2.10", ObjectGiBMonth: "0.023"}); code != 200 || p.Rates != want {
+		t.Fatalf("get: %d rates %+v, want %+v", code, p.Rates, want)
+	}
+
+	// A partial change: GET's body back with one rate changed and one added.
+	p.Rates.GPUHour, p.Rates.CPUHour = "3.000125", "0.04"
+	if code, b := e.do("PUT", "/api/v1/pools/standard", e.token, p); code != 200 {
+		t.Fatalf("update: %d %s", code, b)
+	}
+	recs := poolAudit(t, e)
+	last := recs[len(recs)-1]
+	if !strings.Contains(last.Before, `"rates":{"gpu_hour":"2.10","object_gib_month":"0.023"}`) ||
+		!strings.Contains(last.After, `"rates":{"gpu_hour":"3.000125","cpu_hour":"0.04","object_gib_month":"0.023"}`) {
+		t.Errorf("audit record: before %s after %s", last.Before, last.After)
+	}
+
+	bad := p
+	bad.Rates.GPUHour = "-1"
+	code, b = e.do("PUT", "/api/v1/pools/standard", e.token, bad)
+	if eb := decodeErr(t, b); code != 400 || len(eb.Fields) != 1 || eb.Fields[0].Path != "rates.gpu_hour" ||
+		!strings.Contains(eb.Fields[0].Message, "is -1.00; a rate cannot be negative") {
+		t.Errorf("negative rate: %d %s", code, b)
+	}
+	code, b = e.do("GET", "/api/v1/pools/standard", e.token, nil)
+	if got := decodeInto[apitypes.Pool](t, b).Rates; code != 200 || got.GPUHour != "3.000125" || got.CPUHour != "0.04" {
+		t.Errorf("after a refused change: %d %+v", code, got)
+	}
+	if n := len(poolAudit(t, e)); n != len(recs) {
+		t.Errorf("a refused change left %d pool records, want %d", n, len(recs))
+	}
+}
+
+func poolAudit(t *testing.T, e *env) []apitypes.AuditRecord {
+	t.Helper()
+	code, b := e.do("GET", "/api/v1/audit?action=pool.write&target=pool/standard", e.token, nil)
+	recs := decodeInto[apitypes.AuditList](t, b).Records
+	if code != 200 || len(recs) == 0 {
+		t.Fatalf("audit: %d %s", code, b)
+	}
+	return recs
 }

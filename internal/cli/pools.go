@@ -39,7 +39,9 @@ func (a *app) poolLsCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List pools",
 		Long: `List pools as a table: NAME, NODES, GPUS, CPUS, MEMORY (the pool's
-capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
+capacity), MAX RUNNING ("-" when uncapped), BORROWING, PREEMPTION and
+GPU-HOUR (the rate per GPU-hour, in the server's currency; "-" when free;
+pool show lists every rate).`,
 		Example: `  trainyard pool ls
   trainyard pool ls -o yaml`,
 		Args: exactArgs(0),
@@ -66,10 +68,11 @@ capacity), MAX RUNNING ("-" when uncapped), BORROWING and PREEMPTION.`,
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "NAME\tNODES\tGPUS\tCPUS\tMEMORY\tMAX RUNNING\tBORROWING\tPREEMPTION")
+		fmt.Fprintln(tw, "NAME\tNODES\tGPUS\tCPUS\tMEMORY\tMAX RUNNING\tBORROWING\tPREEMPTION\tGPU-HOUR")
 		for _, p := range pools {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
-				formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Name), len(p.Nodes), p.Capacity.GPUs,
+				formatFloat(p.Capacity.CPUs), memText(p.Capacity.Memory), limit(p.MaxRunning), yesNo(p.Borrowing), yesNo(p.Preemption),
+				cell(rateText(p.Rates.GPUHour, p.Rates.Currency)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -146,6 +149,7 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 		logLimit = p.LogLimit + " per attempt (default and ceiling of policy.log_limit)"
 	}
 	kv("Log limit", logLimit)
+	kv("Rates", ratesText(p.Rates))
 	prios := "all"
 	if len(p.Priorities) > 0 {
 		prios = strings.Join(p.Priorities, ", ")
@@ -197,6 +201,42 @@ type poolFlags struct {
 	preemption     bool
 	gpuType        string
 	logLimit       string
+	rates          [len(rateFlags)]string
+}
+
+// rateFlags are the pool flags that set one rate each, with what they
+// price, in the order pool show lists them.
+var rateFlags = [...]struct {
+	name, unit string
+	field      func(*apitypes.PoolRates) *apitypes.Amount
+}{
+	{"rate-gpu-hour", "GPU-hour", func(r *apitypes.PoolRates) *apitypes.Amount { return &r.GPUHour }},
+	{"rate-cpu-hour", "CPU-hour", func(r *apitypes.PoolRates) *apitypes.Amount { return &r.CPUHour }},
+	{"rate-memory-gib-hour", "GiB-hour of memory", func(r *apitypes.PoolRates) *apitypes.Amount { return &r.MemoryGiBHour }},
+	{"rate-local-gib-month", "GiB-month stored locally", func(r *apitypes.PoolRates) *apitypes.Amount { return &r.LocalGiBMonth }},
+	{"rate-object-gib-month", "GiB-month in object storage", func(r *apitypes.PoolRates) *apitypes.Amount { return &r.ObjectGiBMonth }},
+}
+
+// rateText is one rate with its currency, "-" when it is free.
+func rateText(a apitypes.Amount, currency string) string {
+	if a == "" {
+		return "-"
+	}
+	return strings.TrimSpace(string(a) + " " + currency)
+}
+
+// ratesText lists a pool's rates for pool show.
+func ratesText(r apitypes.PoolRates) string {
+	var parts []string
+	for _, rf := range rateFlags {
+		if a := *rf.field(&r); a != "" {
+			parts = append(parts, rateText(a, r.Currency)+" per "+rf.unit)
+		}
+	}
+	if len(parts) == 0 {
+		return "none: using the pool is free"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (f *poolFlags) register(cmd *cobra.Command, update bool) {
@@ -215,6 +255,9 @@ func (f *poolFlags) register(cmd *cobra.Command, update bool) {
 	fl.BoolVar(&f.preemption, "preemption", false, "let the scheduler preempt lower-priority or borrowing work")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, for information, e.g. a100-80g")
 	fl.StringVar(&f.logLimit, "log-limit", "", "log limit per attempt, e.g. 2GiB: the default and ceiling of jobs' policy.log_limit (0: the server's log_limit)")
+	for i, rf := range rateFlags {
+		fl.StringVar(&f.rates[i], rf.name, "", "price per "+rf.unit+" in the server's currency, e.g. 2.10 (0: free)")
+	}
 }
 
 // apply sets the fields of p whose flags were given; it reports whether any
@@ -256,6 +299,27 @@ func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, e
 			}
 			p.LogLimit = b.String()
 		}
+	}
+	for i, rf := range rateFlags {
+		if !set(rf.name) {
+			continue
+		}
+		var m domain.Money
+		var err error
+		if v := strings.TrimSpace(f.rates[i]); v != "" {
+			m, err = domain.ParseMoney(v)
+		}
+		if err == nil && m < 0 {
+			err = fmt.Errorf("a rate cannot be negative")
+		}
+		if err != nil {
+			return false, usageErrorf("invalid --%s: %v; give an amount such as --%s 2.10, or 0 for free", rf.name, err, rf.name)
+		}
+		*rf.field(&p.Rates) = ""
+		if m != 0 {
+			*rf.field(&p.Rates) = apitypes.Amount(m.String())
+		}
+		changed = true
 	}
 	if set("priorities") {
 		p.Priorities = nil
@@ -304,7 +368,7 @@ comma-separated key=value pairs: name, cpus, memory and gpus (GPU indices as a
 list or ranges: gpus=0-3, gpus=0,2, or none). GPU indices must be unique within
 the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 		Example: `  trainyard pool create standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
-    --max-gpus-per-job 4 --max-running 8 --borrowing --preemption
+    --max-gpus-per-job 4 --max-running 8 --borrowing --preemption --rate-gpu-hour 2.10
   trainyard pool create cpu --node name=local,cpus=8,memory=16GiB --priorities low,normal`,
 		Args: exactArgs(1),
 	}
@@ -350,6 +414,7 @@ take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
 --priorities "" remove those limits.`,
 		Example: `  trainyard pool update standard --max-running 16
   trainyard pool update standard --borrowing=false
+  trainyard pool update standard --rate-gpu-hour 2.10 --rate-object-gib-month 0.023
   trainyard pool update standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
     --node name=node-b,cpus=32,memory=256GiB,gpus=4-7`,
 		Args: exactArgs(1),

@@ -16,7 +16,8 @@ func standardPool() apitypes.Pool {
 			{Name: "node-b", CPUs: 16, Memory: "128GiB", GPUs: []int{4, 6}},
 		},
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
-		Borrowing: true, Preemption: true, LogLimit: "4GiB"}
+		Borrowing: true, Preemption: true, LogLimit: "4GiB",
+		Rates: apitypes.PoolRates{Currency: "EUR", GPUHour: "2.10", CPUHour: "0.04", ObjectGiBMonth: "0.023"}}
 }
 
 func TestPoolLs(t *testing.T) {
@@ -24,9 +25,9 @@ func TestPoolLs(t *testing.T) {
 	pf.addPool(standardPool())
 	pf.addPool(apitypes.Pool{Name: "cpu", Nodes: []apitypes.Node{{Name: "local", CPUs: 7.5, Memory: "16GiB", GPUs: []int{}}}})
 	r := h.mustRun(0, "pool", "ls")
-	want := `NAME      NODES  GPUS  CPUS  MEMORY  MAX RUNNING  BORROWING  PREEMPTION
-cpu       1      0     7.5   16GiB   -            no         no
-standard  2      6     48    384GiB  8            yes        yes
+	want := `NAME      NODES  GPUS  CPUS  MEMORY  MAX RUNNING  BORROWING  PREEMPTION  GPU-HOUR
+cpu       1      0     7.5   16GiB   -            no         no          -
+standard  2      6     48    384GiB  8            yes        yes         2.10 EUR
 `
 	if r.stdout != want {
 		t.Errorf("pool ls =\n%s\nwant\n%s", r.stdout, want)
@@ -67,6 +68,7 @@ func TestPoolShow(t *testing.T) {
 		"Priorities:         normal, high",
 		"Borrowing:          yes",
 		"Log limit:          4GiB per attempt (default and ceiling of policy.log_limit)",
+		"Rates:              2.10 EUR per GPU-hour, 0.04 EUR per CPU-hour, 0.023 EUR per GiB-month in object storage",
 		"(2d ago)",
 		"  node-a  32    256GiB  0-3",
 		"  node-b  16    128GiB  4,6",
@@ -77,7 +79,8 @@ func TestPoolShow(t *testing.T) {
 		}
 	}
 	pf.addPool(apitypes.Pool{Name: "cpu", Nodes: []apitypes.Node{{Name: "local", CPUs: 1, Memory: "1GiB", GPUs: []int{}}}})
-	if r := h.mustRun(0, "pool", "show", "cpu"); !strings.Contains(r.stdout, "Log limit:          the server's log_limit") {
+	if r := h.mustRun(0, "pool", "show", "cpu"); !strings.Contains(r.stdout, "Log limit:          the server's log_limit") ||
+		!strings.Contains(r.stdout, "Rates:              none: using the pool is free") {
 		t.Errorf("pool show of a pool without a log limit:\n%s", r.stdout)
 	}
 	r = h.mustRun(ExitNotFound, "pool", "show", "gpu")
@@ -93,7 +96,8 @@ func TestPoolCreate(t *testing.T) {
 		"--node", "name=node-b,cpus=8,mem=32Gi,gpus=4,6",
 		"--node", "name=node-c,cpus=2,memory=4096MiB",
 		"--max-gpus-per-job", "4", "--max-timeout", "2d", "--max-running", "8",
-		"--priorities", "low,normal,high", "--borrowing", "--gpu-type", "a100-80g", "--log-limit", "2048Mi")
+		"--priorities", "low,normal,high", "--borrowing", "--gpu-type", "a100-80g", "--log-limit", "2048Mi",
+		"--rate-gpu-hour", "2.1", "--rate-memory-gib-hour", "0.000125", "--rate-local-gib-month", "0")
 	if r.stdout != "created pool standard: 3 node(s), 6 GPUs, 42 CPUs, 292GiB memory\n" {
 		t.Errorf("stdout = %q", r.stdout)
 	}
@@ -110,7 +114,7 @@ func TestPoolCreate(t *testing.T) {
 			{Name: "node-c", CPUs: 2, Memory: "4GiB", GPUs: []int{}},
 		},
 		MaxGPUsPerJob: 4, MaxTimeout: "48h", MaxRunning: 8, Priorities: []string{"low", "normal", "high"}, Borrowing: true,
-		LogLimit: "2GiB"}
+		LogLimit: "2GiB", Rates: apitypes.PoolRates{GPUHour: "2.10", MemoryGiBHour: "0.000125"}}
 	if g, w := mustMarshal(t, sent), mustMarshal(t, want); g != w {
 		t.Errorf("sent\n%s\nwant\n%s", g, w)
 	}
@@ -152,6 +156,12 @@ func TestPoolCreateUsageErrors(t *testing.T) {
 		"bad log limit": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--log-limit", "big"}, "invalid --log-limit"},
 		"small log limit": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--log-limit", "100KiB"},
 			`invalid --log-limit "100KiB": give at least 1MiB`},
+		"bad rate": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--rate-gpu-hour", "$2"},
+			`invalid --rate-gpu-hour: "$2" is not an amount; write a decimal such as 2.10; give an amount such as --rate-gpu-hour 2.10, or 0 for free`},
+		"negative rate": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--rate-object-gib-month", "-0.1"},
+			`invalid --rate-object-gib-month: a rate cannot be negative; give an amount such as --rate-object-gib-month 2.10`},
+		"too precise rate": {[]string{"pool", "create", "p", "--node", "name=a,cpus=1,memory=1GiB", "--rate-cpu-hour", "0.0000001"},
+			`invalid --rate-cpu-hour: "0.0000001" has more than 6 decimal places`},
 		"no name":    {[]string{"pool", "create"}, "takes 1 argument(s)"},
 		"bad output": {[]string{"pool", "ls", "-o", "xml"}, `invalid --output "xml": want one of table, wide, json, yaml`},
 	}
@@ -181,7 +191,7 @@ func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	h, pf := newPoolHarness(t)
 	pf.addPool(standardPool())
 	r := h.mustRun(0, "pool", "update", "standard", "--max-running", "16", "--borrowing=false", "--priorities", "", "--max-timeout", "0",
-		"--log-limit", "0")
+		"--log-limit", "0", "--rate-gpu-hour", "3", "--rate-cpu-hour", "0", "--rate-local-gib-month", "0.1")
 	if !strings.HasPrefix(r.stdout, "updated pool standard: 2 node(s), 6 GPUs") {
 		t.Errorf("stdout = %q", r.stdout)
 	}
@@ -190,6 +200,8 @@ func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	want := standardPool()
 	want.MaxRunning, want.Borrowing, want.Priorities, want.MaxTimeout = 16, false, nil, ""
 	want.LogLimit = "" // --log-limit 0: the server's
+	// Only the rates given change; --rate-cpu-hour 0 makes it free.
+	want.Rates.GPUHour, want.Rates.CPUHour, want.Rates.LocalGiBMonth = "3.00", "", "0.10"
 	sent.Capacity, sent.CreatedAt, sent.UpdatedAt = apitypes.PoolCapacity{}, time.Time{}, time.Time{}
 	if g, w := mustMarshal(t, sent), mustMarshal(t, want); g != w {
 		t.Errorf("sent\n%s\nwant\n%s", g, w)

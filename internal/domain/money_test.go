@@ -61,3 +61,16 @@ func TestRatesCheck(t *testing.T) {
 		t.Errorf("negative rate: %v", err)
 	}
 }
+
+func TestCheckCurrency(t *testing.T) {
+	for _, ok := range []string{"USD", "EUR", DefaultCurrency} {
+		if err := CheckCurrency(ok); err != nil {
+			t.Errorf("CheckCurrency(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "usd", "US", "USDT", "U$D"} {
+		if err := CheckCurrency(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckCurrency(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

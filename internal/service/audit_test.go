@@ -270,3 +270,42 @@ func TestAuditReadNeedsAuditRole(t *testing.T) {
 		t.Errorf("denials recorded: %+v; want 3 audit.read records with result denied", denied)
 	}
 }
+
+// A rate change is audited with the rates before and after, as the API
+// writes them, and a negative rate is refused without a record.
+func TestAuditPoolRates(t *testing.T) {
+	e := newAuditEnv(t)
+	ctx := context.Background()
+	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}},
+		Rates: domain.Rates{GPUHour: 2_100_000, ObjectGiBMonth: 23_000}}
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	recs := e.records(t, "pool.write")
+	r := recs[len(recs)-1]
+	if strings.Contains(r.Before, "rates") || !strings.Contains(r.After, `"rates":{"gpu_hour":"2.10","object_gib_month":"0.023"}`) {
+		t.Errorf("rates set: before %s after %s", r.Before, r.After)
+	}
+
+	pool.Rates.GPUHour = -1
+	_, _, err := e.svc.Pools.PutPool(ctx, admin, pool)
+	if !errors.Is(err, domain.ErrInvalid) || !strings.Contains(err.Error(), "rates.gpu_hour: is -0.000001; a rate cannot be negative") {
+		t.Fatalf("negative rate: %v", err)
+	}
+	if n := len(e.records(t, "pool.write")); n != len(recs) {
+		t.Errorf("a refused rate left %d pool records, want %d", n, len(recs))
+	}
+	if got, err := e.svc.Pools.GetPool(ctx, admin, "default"); err != nil || got.Rates.GPUHour != 2_100_000 {
+		t.Errorf("after a refused change the pool's rates are %+v, %v", got.Rates, err)
+	}
+
+	pool.Rates = domain.Rates{CPUHour: 50_000}
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	recs = e.records(t, "pool.write")
+	r = recs[len(recs)-1]
+	if !strings.Contains(r.Before, `"rates":{"gpu_hour":"2.10","object_gib_month":"0.023"}`) || !strings.Contains(r.After, `"rates":{"cpu_hour":"0.05"}`) {
+		t.Errorf("rates changed: before %s after %s", r.Before, r.After)
+	}
+}

@@ -572,6 +572,8 @@ type (
 		MaxRunning int     `json:"max_running"`
 		Borrowing  bool    `json:"borrowing"`
 		Preemption bool    `json:"preemption"`
+		// Rates, so a price change shows what it was and became.
+		Rates domain.Rates `json:"rates,omitzero"`
 	}
 )
 
@@ -583,7 +585,7 @@ func quotaSum(q domain.Quota) quotaSummary {
 func poolSum(p domain.Pool) poolSummary {
 	c := p.Capacity()
 	return poolSummary{Nodes: len(p.Nodes), GPUs: c.GPUs, CPUs: c.CPUs, Memory: int64(c.Memory),
-		MaxRunning: p.MaxRunning, Borrowing: p.Borrowing, Preemption: p.Preemption}
+		MaxRunning: p.MaxRunning, Borrowing: p.Borrowing, Preemption: p.Preemption, Rates: p.Rates}
 }
 
 // CheckRoute is the API's early check of a job token on a route: such a

@@ -159,6 +159,7 @@ func ValidatePool(pool domain.Pool) error {
 		errs.Add("log_limit", "must be 0 (the server's log_limit) or at least %s, got %s; give a size such as 2GiB",
 			domain.ByteSize(domain.MinLogLimit), l)
 	}
+	checkRates(&errs, pool.Rates)
 	seen := map[domain.Priority]bool{}
 	for i, pr := range pool.Priorities {
 		path := fmt.Sprintf("priorities[%d]", i)
@@ -343,6 +344,23 @@ func checkName(errs *domain.FieldErrors, path, name string) {
 		errs.Add(path, "is required; %s", nameRuleText)
 	case !nameRule.MatchString(name):
 		errs.Add(path, "%q is not a valid name; %s", name, nameRuleText)
+	}
+}
+
+// checkRates reports every negative rate (domain.Rates.Check stops at the
+// first), each under its own path.
+func checkRates(errs *domain.FieldErrors, r domain.Rates) {
+	if r.Check() == nil {
+		return
+	}
+	for _, f := range []struct {
+		name string
+		v    domain.Money
+	}{{"gpu_hour", r.GPUHour}, {"cpu_hour", r.CPUHour}, {"memory_gib_hour", r.MemoryGiBHour},
+		{"local_gib_month", r.LocalGiBMonth}, {"object_gib_month", r.ObjectGiBMonth}} {
+		if f.v < 0 {
+			errs.Add("rates."+f.name, "is %s; a rate cannot be negative: give an amount such as 2.10, or 0 for free", f.v)
+		}
 	}
 }
 

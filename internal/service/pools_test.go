@@ -82,7 +82,9 @@ func TestPutPoolValidation(t *testing.T) {
 		"negative limit": {func(p *domain.Pool) { p.MaxRunning = -1; p.MaxGPUsPerJob = -2 }, []string{"max_gpus_per_job", "max_running"}},
 		"timeout":        {func(p *domain.Pool) { p.MaxTimeout = -1 }, []string{"max_timeout"}},
 		"log limit":      {func(p *domain.Pool) { p.LogLimit = domain.MinLogLimit - 1 }, []string{"log_limit"}},
-		"priority":       {func(p *domain.Pool) { p.Priorities = []domain.Priority{"normal", "top", "normal"} }, []string{"priorities[1]", "priorities[2]"}},
+		"rates": {func(p *domain.Pool) { p.Rates = domain.Rates{GPUHour: -1, CPUHour: 1, ObjectGiBMonth: -2} },
+			[]string{"rates.gpu_hour", "rates.object_gib_month"}},
+		"priority": {func(p *domain.Pool) { p.Priorities = []domain.Priority{"normal", "top", "normal"} }, []string{"priorities[1]", "priorities[2]"}},
 		"many at once": {func(p *domain.Pool) { p.Name = "X"; p.Nodes[1].CPUs = -1; p.Nodes[1].GPUs = []int{0} },
 			[]string{"name", "nodes[1].cpus", "nodes[1].gpus"}},
 	}

@@ -7,6 +7,7 @@ package apitypes
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -187,7 +188,10 @@ type Pool struct {
 	// LogLimit bounds the log of one attempt of a job in the pool, e.g.
 	// "2GiB": the default for jobs without policy.log_limit and the
 	// ceiling for those with one. Empty or "0": the server's log_limit.
-	LogLimit string       `json:"log_limit,omitempty"`
+	LogLimit string `json:"log_limit,omitempty"`
+	// Rates price the pool's use in the server's currency; absent rates
+	// are free.
+	Rates    PoolRates    `json:"rates,omitzero"`
 	Capacity PoolCapacity `json:"capacity,omitzero"`
 	// BeyondHardware, set by the server, says what the pool's nodes declare
 	// beyond the hardware detected on the machine that runs its jobs, e.g.
@@ -210,6 +214,45 @@ type Node struct {
 	CPUs   float64 `json:"cpus"`
 	Memory string  `json:"memory"` // e.g. "256GiB"
 	GPUs   []int   `json:"gpus"`   // device indices
+}
+
+// PoolRates are a pool's prices as decimal amounts ("2.10", at most six
+// decimal places, 0 or more); an absent or empty rate is free.
+type PoolRates struct {
+	// Currency, set by the server, is the server-wide currency the rates
+	// are in (server config currency, default USD). On PUT it may be left
+	// out; any other value than the server's is refused, as rates cannot
+	// be in another currency.
+	Currency      string `json:"currency,omitempty"`
+	GPUHour       Amount `json:"gpu_hour,omitempty"`        // per GPU per hour held
+	CPUHour       Amount `json:"cpu_hour,omitempty"`        // per CPU per hour held
+	MemoryGiBHour Amount `json:"memory_gib_hour,omitempty"` // per GiB of memory per hour held
+	// Stored outputs and checkpoints per GiB-month, per storage tier.
+	LocalGiBMonth  Amount `json:"local_gib_month,omitempty"`
+	ObjectGiBMonth Amount `json:"object_gib_month,omitempty"`
+}
+
+// Amount is a decimal amount of money as text ("2.10"). The server writes
+// it as a JSON string; it also reads a JSON number, keeping its digits
+// exactly as written, so config files may say gpu_hour: 2.10.
+type Amount string
+
+// UnmarshalJSON reads a string, or a number's literal text.
+func (a *Amount) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*a = Amount(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("an amount must be a decimal such as 2.10, got %s", b)
+	}
+	*a = Amount(n)
+	return nil
 }
 
 // PoolCapacity is the sum of a pool's nodes.

@@ -70,6 +70,42 @@ func Nodes(nodes []domain.Node) (string, error) {
 	return string(b), err
 }
 
+// rates is the stored form of domain.Rates: each rate in micros (integer
+// millionths of the currency unit), so the column stays exact whatever
+// Money's text form becomes; a zero rate is left out.
+type rates struct {
+	GPUHour        int64 `json:"gpu_hour,omitempty"`
+	CPUHour        int64 `json:"cpu_hour,omitempty"`
+	MemoryGiBHour  int64 `json:"memory_gib_hour,omitempty"`
+	LocalGiBMonth  int64 `json:"local_gib_month,omitempty"`
+	ObjectGiBMonth int64 `json:"object_gib_month,omitempty"`
+}
+
+// Rates encodes a pool's rates as a JSON object of micros; no rates is "".
+func Rates(r domain.Rates) string {
+	if r.IsZero() {
+		return ""
+	}
+	b, _ := json.Marshal(rates{int64(r.GPUHour), int64(r.CPUHour), int64(r.MemoryGiBHour),
+		int64(r.LocalGiBMonth), int64(r.ObjectGiBMonth)})
+	return string(b)
+}
+
+// ParseRates decodes a value written by Rates; "" (rows from before rates)
+// is no rates.
+func ParseRates(s string) (domain.Rates, error) {
+	if s == "" {
+		return domain.Rates{}, nil
+	}
+	var in rates
+	if err := json.Unmarshal([]byte(s), &in); err != nil {
+		return domain.Rates{}, fmt.Errorf("stored rates are malformed: %w", err)
+	}
+	return domain.Rates{GPUHour: domain.Money(in.GPUHour), CPUHour: domain.Money(in.CPUHour),
+		MemoryGiBHour: domain.Money(in.MemoryGiBHour), LocalGiBMonth: domain.Money(in.LocalGiBMonth),
+		ObjectGiBMonth: domain.Money(in.ObjectGiBMonth)}, nil
+}
+
 // ParseNodes decodes a value written by Nodes; an empty list is nil.
 func ParseNodes(s string) ([]domain.Node, error) {
 	var in []node

@@ -31,6 +31,18 @@ func TestRoundTrips(t *testing.T) {
 	if got, err := ParseNodes(s); err != nil || !reflect.DeepEqual(got, nodes) {
 		t.Errorf("nodes round-trip to %+v, %v", got, err)
 	}
+	rates := domain.Rates{GPUHour: 2_100_000, MemoryGiBHour: 125, ObjectGiBMonth: 23_000}
+	if rs := Rates(rates); rs != `{"gpu_hour":2100000,"memory_gib_hour":125,"object_gib_month":23000}` {
+		t.Errorf("the stored rates format changed: %s (rows stored by earlier versions must still read)", rs)
+	} else if got, err := ParseRates(rs); err != nil || got != rates {
+		t.Errorf("rates round-trip to %+v, %v", got, err)
+	}
+	if got, err := ParseRates(Rates(domain.Rates{})); err != nil || !got.IsZero() || Rates(domain.Rates{}) != "" {
+		t.Errorf("no rates round-trip to %+v, %v", got, err)
+	}
+	if _, err := ParseRates("{"); err == nil {
+		t.Error("malformed rates read without an error")
+	}
 	ps := []domain.Priority{domain.PriorityLow, domain.PriorityUrgent}
 	if got := ParsePriorities(Priorities(ps)); !reflect.DeepEqual(got, ps) || ParsePriorities("") != nil {
 		t.Errorf("priorities round-trip to %v", got)

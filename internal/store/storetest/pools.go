@@ -36,7 +36,10 @@ func testPool(name string) domain.Pool {
 		MaxRunning: 8,
 		Priorities: []domain.Priority{domain.PriorityLow, domain.PriorityNormal, domain.PriorityHigh},
 		Borrowing:  true, Preemption: true,
-		LogLimit:  3 << 30,
+		LogLimit: 3 << 30,
+		// Micros that no float would keep exactly.
+		Rates: domain.Rates{GPUHour: 2_100_000, CPUHour: 48_001, MemoryGiBHour: 1,
+			LocalGiBMonth: 100_000, ObjectGiBMonth: 1<<53 + 1},
 		CreatedAt: at(1), UpdatedAt: at(1),
 	}
 }
@@ -85,8 +88,9 @@ func testPoolsReplaceKeepsCreated(t *testing.T, s store.Store) {
 	second.Priorities = nil
 	second.Borrowing, second.Preemption = false, false
 	second.MaxRunning = 0
-	second.LogLimit = 2 << 20 // a replace updates the limit too
-	second.CreatedAt = at(50) // ignored: the first write's CreatedAt stays
+	second.LogLimit = 2 << 20                       // a replace updates the limit too
+	second.Rates = domain.Rates{GPUHour: 3_500_000} // and the rates, dropping those not given
+	second.CreatedAt = at(50)                       // ignored: the first write's CreatedAt stays
 	second.UpdatedAt = at(50)
 	got := putPool(t, s, second)
 
