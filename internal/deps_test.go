@@ -76,8 +76,8 @@ var pure = []string{"internal/domain", "internal/scheduler", "internal/scheduler
 // Layers that decide rather than act — the scheduler (and the packages
 // below it), the domain types, authorization, pricing and the alert
 // engine — take the world as input: they reach no files, processes,
-// network or clock of their own, and share no memory between goroutines except where a file
-// says why. TestDecidingLayersStdlib checks every non-test file of these
+// network or clock of their own, and share no memory between goroutines
+// except where a file says why. TestDecidingLayersStdlib checks every non-test file of these
 // packages, by its imports and its calls, against the lists below.
 var decidingLayers = []string{"internal/scheduler", "internal/domain", "internal/authz", "internal/alerts", "internal/cost"}
 
