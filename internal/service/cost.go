@@ -44,6 +44,9 @@ type CostQuery struct {
 // CostReport is spend over a window, by group (see cost.Summary).
 type CostReport = cost.Summary
 
+// CostLine is one group's spend (see cost.Line).
+type CostLine = cost.Line
+
 // CostGroupings are the values CostQuery.By accepts.
 func CostGroupings() []string { return cost.Groupings }
 
