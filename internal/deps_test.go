@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/scheduler/schedtest":   {"internal/scheduler", "internal/domain"},
 	"internal/simulate":              {"internal/scheduler", "internal/domain", "internal/yamlcheck", "go.yaml.in/yaml/v3"},
 	"internal/authz":                 {"internal/domain"},
+	"internal/cost":                  {"internal/domain"},
 	"internal/audit":                 {"internal/domain"},
 	"internal/secrets":               {},
 	"internal/scheduler":             {"internal/domain"},
@@ -50,7 +51,7 @@ var allowed = map[string][]string{
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},
 	"internal/executor/local/cgroup": {"golang.org/x/sys"},
 	"internal/executor/local":        {"internal/executor", "internal/domain", "internal/logs", "internal/artifacts", "internal/codepkg", "internal/executor/local/cgroup", "golang.org/x/sys"},
-	"internal/service":               {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg"},
+	"internal/service":               {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg", "internal/cost"},
 	"internal/metrics/sample":        {},
 	"internal/metrics":               {"internal/domain", "internal/metrics/sample", "github.com/prometheus"},
 	"internal/alerts":                {"internal/domain"},
@@ -70,15 +71,15 @@ var allowed = map[string][]string{
 }
 
 // pure packages may not read the clock, randomness or the environment.
-var pure = []string{"internal/domain", "internal/scheduler", "internal/scheduler/incremental"}
+var pure = []string{"internal/domain", "internal/scheduler", "internal/scheduler/incremental", "internal/cost"}
 
 // Layers that decide rather than act — the scheduler (and the packages
-// below it), the domain types, authorization and the alert engine — take
-// the world as input: they reach no files, processes, network or clock of
-// their own, and share no memory between goroutines except where a file
-// says why. TestDecidingLayersStdlib checks every non-test file of these
+// below it), the domain types, authorization, pricing and the alert
+// engine — take the world as input: they reach no files, processes,
+// network or clock of their own, and share no memory between goroutines
+// except where a file says why. TestDecidingLayersStdlib checks every non-test file of these
 // packages, by its imports and its calls, against the lists below.
-var decidingLayers = []string{"internal/scheduler", "internal/domain", "internal/authz", "internal/alerts"}
+var decidingLayers = []string{"internal/scheduler", "internal/domain", "internal/authz", "internal/alerts", "internal/cost"}
 
 // layerBannedImports are the standard-library packages the deciding
 // layers may not import, each with what to do instead.

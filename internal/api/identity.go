@@ -19,6 +19,7 @@ import (
 // routes that report for an attempt. A route missing here is closed to job
 // tokens.
 var routeActions = map[string]string{
+	"GET /api/v1/cost":                                 "cost.read",
 	"POST /api/v1/jobs":                                "job.submit",
 	"POST /api/v1/jobs/preview":                        "job.submit",
 	"HEAD /api/v1/code/{hash}":                         "job.submit",

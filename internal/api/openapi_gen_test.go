@@ -154,6 +154,11 @@ var apiRoutes = map[string]apiRoute{
 	"GET /api/v1/audit/export": {id: "exportAudit", summary: "Every record as one AuditRecord JSON object per line, streamed.",
 		query: []apiParam{{"after", "integer", "only records after this sequence number"}}, resp: apitypes.AuditRecord{}, respMedia: "application/x-ndjson"},
 
+	"GET /api/v1/cost": {id: "costReport", summary: "Spend of attempts over a window, by group, priced at the pools' rates; running attempts count up to now.",
+		resp: apitypes.CostReport{}, query: []apiParam{{"project", "string", "only this project (default: every project the caller has a role in)"},
+			{"since", "string", "start of the window: a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339); default 30d"},
+			{"by", "string", "group by project (default), pool, user, job or day (UTC)"}}},
+
 	"POST /api/v1/templates": {id: "createTemplate", summary: "Add a template version: 201 when new, 200 when the body equals the latest version.",
 		body: apitypes.CreateTemplate{}, resp: apitypes.Template{}, status: []int{201, 200}},
 	"GET /api/v1/templates": {id: "listTemplates", summary: "Templates (latest versions, without bodies).", query: []apiParam{qProject}, resp: apitypes.TemplateList{}},

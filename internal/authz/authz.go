@@ -54,6 +54,8 @@ const (
 
 	EnvRead  Action = "env.read"  // list and show software environments
 	EnvWrite Action = "env.write" // register a version, deprecate
+
+	CostRead Action = "cost.read" // spend of a project's attempts
 )
 
 // Resource is what an action applies to. Empty fields mean "not specific"
@@ -79,7 +81,7 @@ type Decision struct {
 const (
 	reasonAdmin        = "admin may do everything"
 	reasonAuditorRead  = "auditor reads everything"
-	reasonResourceRead = "resource-admin reads pools, quotas, projects, the queue and jobs"
+	reasonResourceRead = "resource-admin reads pools, quotas, projects, the queue, jobs and spend"
 	reasonResource     = "resource-admin manages pools, quotas and projects"
 	reasonLead         = "lead of the project"
 	reasonMember       = "member of the project"
@@ -112,6 +114,7 @@ const (
 	denyUnknown       = "unknown action"
 	denyTemplateWrite = "creating templates needs role member or lead in the project"
 	denyEnvWrite      = "registering or deprecating environments needs role admin or resource-admin"
+	denyCostRead      = "reading a project's spend needs a role in the project (viewer, member or lead)"
 )
 
 func allow(reason string) Decision { return Decision{Allow: true, Reason: reason} }
@@ -306,6 +309,27 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonResource)
 		}
 		return deny(denyEnvWrite)
+	case CostRead:
+		// Spend is the project's, not the submitter's: every role in the
+		// project reads all of it. A report over all projects (r.Project
+		// empty) is filtered with VisibleCost.
+		switch {
+		case auditor:
+			return allow(reasonAuditorRead)
+		case resAdmin:
+			return allow(reasonResourceRead)
+		case r.Project == "" && hasAnyRole(p):
+			return allow(reasonAnyRole)
+		}
+		switch levelIn(p, r.Project) {
+		case levelLead:
+			return allow(reasonLead)
+		case levelMember:
+			return allow(reasonMember)
+		case levelViewer:
+			return allow(reasonViewer)
+		}
+		return deny(denyCostRead)
 	}
 	return deny(denyUnknown)
 }
@@ -377,5 +401,27 @@ func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
 		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest, ArtifactGC,
-		TemplateRead, TemplateWrite, EnvRead, EnvWrite}
+		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead}
+}
+
+// VisibleCost returns the spend-report filter for p: All for admins,
+// resource-admins and auditors, else the projects p holds any role in
+// (a member sees the whole project's spend, not only their own jobs').
+func VisibleCost(p Principal) Visible {
+	if p.IsJob() {
+		return Visible{}
+	}
+	if p.HasGlobal(domain.RoleAdmin) || p.HasGlobal(domain.RoleAuditor) || p.HasGlobal(domain.RoleResourceAdmin) {
+		return Visible{All: true}
+	}
+	var v Visible
+	for _, pr := range p.Projects {
+		if pr.Role != domain.RoleLead && pr.Role != domain.RoleMember && pr.Role != domain.RoleViewer {
+			continue
+		}
+		if !slices.Contains(v.Projects, pr.Project) {
+			v.Projects = append(v.Projects, pr.Project)
+		}
+	}
+	return v
 }

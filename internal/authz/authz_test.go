@@ -96,6 +96,8 @@ var allowed = map[Action]map[string][]string{
 	TemplateWrite: {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead", "member"}, otherProject: {"admin"}},
 	EnvRead:       {own: withRole, otherMember: withRole, otherProject: withRole},
 	EnvWrite:      {own: resources, otherMember: resources, otherProject: resources},
+	CostRead: {own: withRole, otherMember: withRole,
+		otherProject: {"admin", "resource-admin", "auditor"}},
 }
 
 func TestDecideMatrix(t *testing.T) {
@@ -228,5 +230,27 @@ func BenchmarkDecide(b *testing.B) {
 				_ = Decide(c.p, c.a, c.r)
 			}
 		})
+	}
+}
+
+// TestVisibleCost: global readers see every project's spend; others the
+// projects they hold any role in, members included; job tokens none.
+func TestVisibleCost(t *testing.T) {
+	ps := matrixPrincipals()
+	for name, want := range map[string]string{
+		"admin": "all", "resource-admin": "all", "auditor": "all",
+		"lead": "[vision]", "member": "[vision]", "viewer": "[vision]", "none": "[]", "job": "[]",
+	} {
+		v := VisibleCost(ps[name])
+		got := "all"
+		if !v.All {
+			got = "[" + strings.Join(v.Projects, " ") + "]"
+		}
+		if got != want {
+			t.Errorf("%s sees %s, want %s", name, got, want)
+		}
+		if v.Submitter != "" {
+			t.Errorf("%s: the spend filter goes by project, not submitter: %+v", name, v)
+		}
 	}
 }

@@ -104,6 +104,7 @@ func TestOutputContract(t *testing.T) {
 		"trainyard audit ls":       func() []string { return nil },
 		"trainyard audit verify":   func() []string { return nil },
 		"trainyard checkpoints du": func() []string { return nil },
+		"trainyard cost":           func() []string { return []string{"--since", "1d", "--by", "day"} },
 		"trainyard checkpoints ls": func() []string { return []string{"1"} },
 		"trainyard env ls":         func() []string { return nil },
 		"trainyard env show":       func() []string { return []string{"py"} },

@@ -148,6 +148,7 @@ http://127.0.0.1:7070.`,
 		a.loginCmd(),       // identity.go
 		a.whoamiCmd(),      // identity.go
 		a.auditCmd(),       // audit.go
+		a.costCmd(),        // cost.go
 		a.alertsCmd(),      // alerts.go
 		a.artifactsCmd(),   // artifacts.go
 		a.checkpointsCmd(), // artifacts.go

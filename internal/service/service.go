@@ -17,10 +17,11 @@
 //	Secrets   *SecretService    secrets
 //	Alerts    *AlertService     alerts
 //	Audit     *AuditService     the audit log and its witness
+//	Cost      *CostService      spend reports from attempt history
 //
 // Each aggregate's type and store interface open its first file (jobs.go,
 // identity.go, pools.go, artifacts.go, envs.go, templates.go, secrets.go,
-// alerts.go, audit.go); its other files hold only its methods and helpers.
+// alerts.go, audit.go, cost.go); its other files hold only its methods and helpers.
 //
 // Callers name the aggregate: svc.Jobs.Cancel(ctx, p, id, reason). Every
 // aggregate service embeds a pointer to the one shared core: the Config, the
@@ -119,6 +120,7 @@ type Service struct {
 	Secrets   *SecretService
 	Alerts    *AlertService
 	Audit     *AuditService
+	Cost      *CostService
 
 	core *core
 }
@@ -181,6 +183,7 @@ func New(cfg Config) *Service {
 		Secrets:   &SecretService{core: c, st: st},
 		Alerts:    &AlertService{core: c, st: st},
 		Audit:     &AuditService{core: c, st: st},
+		Cost:      &CostService{core: c, st: st},
 	}
 	s.Templates = &TemplateService{core: c, st: st, envs: s.Envs}
 	s.Jobs = &JobService{core: c, st: st, envs: s.Envs, secrets: s.Secrets,

@@ -132,8 +132,9 @@ type Jobs interface {
 	// (job id, number) order.
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
 	// AttemptSpans returns every attempt that started and had not finished
-	// before since (running ones included), with its job's project, pool
-	// and request — the input of fair-share usage. Ordered by (job, attempt).
+	// before since (running ones included), with its job's project, pool,
+	// request, submitter and name and the attempt's state — the input of
+	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
 	// PreemptedAttempts returns every attempt that ended preempted at or
 	// after since, by FinishedAt (then job, number): the recent history
@@ -241,6 +242,13 @@ type AttemptSpan struct {
 	Resources  domain.Resources
 	StartedAt  time.Time
 	FinishedAt time.Time // zero while it runs
+	// For spend reports: who submitted the job, its name, and how the
+	// attempt ended (running while it runs), which says whether its spend
+	// was wasted.
+	Submitter string
+	JobName   string
+	State     domain.AttemptState
+	Reason    domain.Reason
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is

@@ -45,7 +45,8 @@ func testPreemption(t *testing.T, s store.Store) {
 }
 
 // testAttemptSpans: attempts that ran since a time, running ones included,
-// with their job's project, pool and request.
+// with their job's project, pool, request, submitter and name and the
+// attempt's state and reason (a spend report's waste).
 func testAttemptSpans(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	old := startJob(t, s, "old", nil)
@@ -65,12 +66,27 @@ func testAttemptSpans(t *testing.T, s store.Store) {
 	if sp.Project != "p" || sp.Pool != old.Pool || sp.Resources != old.Spec.Resources || !sp.StartedAt.Equal(at(2)) || !sp.FinishedAt.Equal(at(5)) {
 		t.Errorf("span = %+v", sp)
 	}
-	if !spans[1].FinishedAt.IsZero() {
-		t.Errorf("running span has an end: %+v", spans[1])
+	if sp.Submitter != "alice" || sp.JobName != "old" || sp.State != domain.AttemptSucceeded {
+		t.Errorf("span submitter, name, state = %q, %q, %s; want alice, old, succeeded", sp.Submitter, sp.JobName, sp.State)
+	}
+	if !spans[1].FinishedAt.IsZero() || spans[1].State != domain.AttemptRunning || spans[1].JobName != "running" {
+		t.Errorf("running span has an end or another state: %+v", spans[1])
 	}
 	later, err := s.AttemptSpans(ctx, at(6))
 	if err != nil || len(later) != 1 || later[0].JobID != running.ID {
 		t.Fatalf("spans since after the first ended = %+v, %v; want only the running one", later, err)
+	}
+
+	failed := startJob(t, s, "failed", nil)
+	mustApply(t, s, store.Change{JobID: failed.ID, Move: domain.MoveFail().Only(domain.JobRunning), At: at(7),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed,
+			Reason: domain.ReasonOOMKilled, ExitCode: ptr(137)}})
+	last, err := s.AttemptSpans(ctx, at(6))
+	if err != nil || len(last) != 2 || last[1].JobID != failed.ID {
+		t.Fatalf("spans since hour 6 = %+v, %v; want the running and the failed one", last, err)
+	}
+	if f := last[1]; f.State != domain.AttemptFailed || f.Reason != domain.ReasonOOMKilled || !f.FinishedAt.Equal(at(7)) {
+		t.Errorf("failed span = %+v, want state failed, reason %s, end at(7)", f, domain.ReasonOOMKilled)
 	}
 }
 

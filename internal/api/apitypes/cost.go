@@ -1,0 +1,30 @@
+package apitypes
+
+import "time"
+
+// CostReport is the body of GET /api/v1/cost: spend over a window, by
+// group. Amounts are exact decimals in the server's currency ("23.46",
+// "0.0025"); each attempt is priced once and rounded to a millionth.
+type CostReport struct {
+	By    string    `json:"by"` // project, pool, user, job or day
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"` // the server's now: running attempts count up to it
+	// Currency is the server's currency code; empty when none is configured.
+	Currency string     `json:"currency,omitempty"`
+	Lines    []CostLine `json:"lines"` // highest cost first (by day: in date order)
+	Total    CostLine   `json:"total"`
+}
+
+// CostLine is the spend of one group.
+type CostLine struct {
+	Group    string  `json:"group"`
+	GPUHours float64 `json:"gpu_hours"`
+	CPUHours float64 `json:"cpu_hours"`
+	Cost     string  `json:"cost"`
+	// Waste is the part of Cost spent on attempts that were preempted,
+	// failed, timed out or lost.
+	Waste    string `json:"waste"`
+	Attempts int    `json:"attempts"`
+	// RunningPerHour is what the group's running attempts cost per hour.
+	RunningPerHour string `json:"running_per_hour"`
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/client"
+	"trainyard/internal/domain"
+)
+
+// costGroupings are the --by values the server accepts.
+var costGroupings = []string{"project", "pool", "user", "job", "day"}
+
+func (a *app) costCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "Show what attempts cost, by project, pool, user, job or day",
+		Long: `Show spend over a window: every attempt's allocation (GPUs, CPUs and memory,
+times its nodes) at its pool's rates, for the time it ran inside the window;
+running attempts count up to now. Preempted, failed, timed-out and lost
+attempts count too, and their spend is shown again as WASTE. RUNNING/H is
+what the group's running attempts cost per hour now.
+
+Without --project the report covers every project you hold a role in
+(admins, resource-admins and auditors: all). --since takes a duration back
+from now (30d, 12h) or a time (2026-03-01, RFC 3339); --by day groups by
+UTC day. -o json prints the API's exact amounts; -o csv one row per group
+and a total row, for spreadsheets. See docs/cost.md.`,
+		Example: `  trainyard cost
+  trainyard cost --project vision --since 7d --by user
+  trainyard cost --by day -o csv > spend.csv`,
+		Args: exactArgs(0),
+	}
+	var opts client.CostOptions
+	cmd.Flags().StringVar(&opts.Project, "project", "", "only this project (default: every project you hold a role in)")
+	cmd.Flags().StringVar(&opts.Since, "since", "30d", "start of the window: a duration back from now (30d, 12h) or a time (2026-03-01)")
+	cmd.Flags().StringVar(&opts.By, "by", "project", "group by "+strings.Join(costGroupings, "|"))
+	_ = cmd.RegisterFlagCompletionFunc("by", completeFrom(costGroupings))
+	output, checkOutput := outputFlag(cmd, formatCSV)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(); err != nil {
+			return err
+		}
+		if !slices.Contains(costGroupings, opts.By) {
+			return usageErrorf("invalid --by %q: want one of %s", opts.By, strings.Join(costGroupings, ", "))
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		rep, err := c.Cost(cmd.Context(), opts)
+		if err != nil {
+			return err
+		}
+		if rep.Lines == nil {
+			rep.Lines = []apitypes.CostLine{}
+		}
+		out := cmd.OutOrStdout()
+		if *output == formatCSV {
+			return writeCostCSV(out, rep)
+		}
+		if ok, err := writeStructured(out, *output, rep); ok {
+			return err
+		}
+		if len(rep.Lines) == 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "no attempts ran since %s\n", rep.Since.UTC().Format("2006-01-02 15:04 MST"))
+			return nil
+		}
+		return writeCostTable(out, rep)
+	}
+	return cmd
+}
+
+// cents shows an exact amount from the server to the cent, half away from
+// zero; what does not parse is shown as it is.
+func cents(s string) string {
+	m, err := domain.ParseMoney(s)
+	if err != nil {
+		return s
+	}
+	return m.Cents()
+}
+
+func hours(h float64) string { return strconv.FormatFloat(h, 'f', 1, 64) }
+
+func writeCostTable(w io.Writer, rep apitypes.CostReport) error {
+	unit := ""
+	if rep.Currency != "" {
+		unit = " (" + rep.Currency + ")"
+	}
+	tw := newTable(w)
+	fmt.Fprintf(tw, "%s\tGPU-H\tCPU-H\tCOST%s\tWASTE\tRUNNING/H\tATTEMPTS\n", strings.ToUpper(rep.By), unit)
+	total := rep.Total
+	total.Group = "TOTAL"
+	for _, l := range append(rep.Lines, total) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(l.Group), hours(l.GPUHours), hours(l.CPUHours),
+			cents(l.Cost), cents(l.Waste), cents(l.RunningPerHour), l.Attempts)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "since %s, until %s\n", rep.Since.UTC().Format("2006-01-02 15:04 MST"), rep.Until.UTC().Format("2006-01-02 15:04 MST"))
+	return err
+}
+
+// writeCostCSV writes one row per group and a total row, amounts exact
+// as the server sent them.
+func writeCostCSV(w io.Writer, rep apitypes.CostReport) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{rep.By, "gpu_hours", "cpu_hours", "cost", "waste", "running_per_hour", "attempts", "currency"})
+	for _, l := range append(rep.Lines, rep.Total) {
+		_ = cw.Write([]string{l.Group, strconv.FormatFloat(l.GPUHours, 'f', -1, 64), strconv.FormatFloat(l.CPUHours, 'f', -1, 64),
+			l.Cost, l.Waste, l.RunningPerHour, strconv.Itoa(l.Attempts), rep.Currency})
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,106 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/cost"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// CostService reports what attempts cost: their allocation at their
+// pool's rates over the time they held it (internal/cost).
+type CostService struct {
+	*core
+	st CostStore
+}
+
+// CostStore is what a spend report reads: the attempt history and the
+// pools' rates.
+type CostStore interface {
+	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	ListPools(ctx context.Context) ([]domain.Pool, error)
+}
+
+var _ CostStore = store.Store(nil)
+
+// DefaultCostWindow is how far back a report looks when the caller names
+// no start.
+const DefaultCostWindow = 30 * 24 * time.Hour
+
+// CostQuery selects a spend report.
+type CostQuery struct {
+	Project string // "": every project the caller may read
+	// Since starts the window; zero: Window before now, or the default.
+	Since  time.Time
+	Window time.Duration
+	By     string // one of cost.Groupings; "": project
+}
+
+// CostReport is spend over a window, by group (see cost.Summary).
+type CostReport = cost.Summary
+
+// CostLine is one group's spend (see cost.Line).
+type CostLine = cost.Line
+
+// CostGroupings are the values CostQuery.By accepts.
+func CostGroupings() []string { return cost.Groupings }
+
+// Report prices every attempt of the projects p may read (or of
+// q.Project) that held resources in the window, grouped as q asks.
+// Spend is a project's, so every role in a project reads all of it.
+func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (CostReport, error) {
+	now := s.cfg.Clock.Now()
+	var errs domain.FieldErrors
+	if q.By == "" {
+		q.By = "project"
+	}
+	if cost.CheckBy(q.By) != nil {
+		errs.Add("by", "cannot group by %q; choose one of %s", q.By, strings.Join(cost.Groupings, ", "))
+	}
+	since := q.Since
+	switch {
+	case q.Window < 0:
+		errs.Add("since", "must be a positive duration such as 30d or 12h (got %s)", q.Window)
+	case since.IsZero() && q.Window > 0:
+		since = now.Add(-q.Window)
+	case since.IsZero():
+		since = now.Add(-DefaultCostWindow)
+	}
+	if since.After(now) {
+		errs.Add("since", "%s is in the future; name a past time or a duration such as 30d", since.Format(time.RFC3339))
+	}
+	if err := errs.Err(); err != nil {
+		return CostReport{}, err
+	}
+	if err := s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: q.Project}); err != nil {
+		return CostReport{}, err
+	}
+	vis := authz.VisibleCost(p)
+	spans, err := s.st.AttemptSpans(ctx, since)
+	if err != nil {
+		return CostReport{}, fmt.Errorf("read attempt history: %w", err)
+	}
+	pools, err := s.st.ListPools(ctx)
+	if err != nil {
+		return CostReport{}, fmt.Errorf("read pool rates: %w", err)
+	}
+	rates := make(map[string]domain.Rates, len(pools))
+	for _, pl := range pools {
+		rates[pl.Name] = pl.Rates
+	}
+	in := make([]cost.Span, 0, len(spans))
+	for _, sp := range spans {
+		if q.Project != "" && sp.Project != q.Project || !vis.Sees(sp.Project, "") {
+			continue
+		}
+		in = append(in, cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
+			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
+			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State})
+	}
+	return cost.Report(in, rates, now, since, q.By), nil
+}
