@@ -37,7 +37,7 @@ type JobStore interface {
 	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
 	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
-	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) ([]domain.Job, error)
+	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
 	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
 	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
@@ -134,7 +134,7 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 	}
 	_, hash := jobspec.Canonical(spec)
 	now := s.cfg.Clock.Now()
-	same, err := s.st.SameSpecJobs(ctx, p.Subject, hash, now.Add(-DuplicateWindow))
+	same, more, err := s.st.SameSpecJobs(ctx, p.Subject, hash, now.Add(-DuplicateWindow))
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("look for repeated submits: %w", err)
 	}
@@ -144,22 +144,21 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 	}
 	r := SubmitResult{Job: job, Created: true}
 	if len(same) > 0 {
-		r.Warnings = append(r.Warnings, duplicateWarning(job, same, now))
+		r.Warnings = append(r.Warnings, duplicateWarning(job, same, more, now))
 	}
 	return r, nil
 }
 
 // duplicateWarning tells the submitter of job that it repeats same (newest
-// first, never empty).
-func duplicateWarning(job domain.Job, same []domain.Job, now time.Time) string {
+// first, never empty), and more when there are more.
+func duplicateWarning(job domain.Job, same []domain.Job, more bool, now time.Time) string {
 	var names []string
-	for i, j := range same {
-		if i == 3 {
-			names = append(names, fmt.Sprintf("and %d more", len(same)-3))
-			break
-		}
+	for _, j := range same {
 		names = append(names, fmt.Sprintf("job %d (%s, submitted %s ago)", j.ID, j.State,
 			domain.FormatDuration(now.Sub(j.SubmittedAt).Round(time.Second))))
+	}
+	if more {
+		names = append(names, "and more")
 	}
 	return fmt.Sprintf("job %d has the same spec as your %s; if it is a repeat, cancel it with: trainyard cancel %d",
 		job.ID, strings.Join(names, ", "), job.ID)

@@ -99,8 +99,11 @@ type JobCursor uint64
 
 // Jobs stores jobs, their attempts and their transition events.
 // DuplicateScan bounds how many of a submitter's newest jobs SameSpecJobs
-// looks at.
-const DuplicateScan = 200
+// looks at; DuplicateShown, how many of those it returns.
+const (
+	DuplicateScan  = 200
+	DuplicateShown = 3
+)
 
 type Jobs interface {
 	// CreateJob stores the job in state queued, its config snapshot and a
@@ -110,11 +113,13 @@ type Jobs interface {
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
 	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
-	// SameSpecJobs returns submitter's jobs of snapshot specHash that are
-	// live (held included) or were submitted at or after since, newest first (cheap rows),
-	// looking at the submitter's newest DuplicateScan jobs only, so a
-	// submit pays a bounded cost however many jobs its user has.
-	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) ([]domain.Job, error)
+	// SameSpecJobs returns the newest DuplicateShown of submitter's jobs of
+	// snapshot specHash that are live (held included) or were submitted at
+	// or after since (id, submitter, spec hash, state and submit time
+	// only), newest first, and whether there are more, looking at the
+	// submitter's newest DuplicateScan jobs only, so a submit pays a small,
+	// bounded cost however many jobs its user has.
+	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
 	// LiveJobs returns every live job (queued, starting or running; cheap
 	// rows, by id ascending) and a cursor for ChangedJobs, read at one
 	// moment: a write the list does not show comes back from

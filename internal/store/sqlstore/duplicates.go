@@ -9,14 +9,30 @@ import (
 	"trainyard/internal/store"
 )
 
-// qSameSpec reads the submitter's newest jobs through the (submitter, id)
-// index, then keeps those of one snapshot that are live or recent.
-var qSameSpec = Q(`SELECT ` + ListCols + ` FROM (SELECT ` + ListCols + ` FROM jobs WHERE submitter = ?
-	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateScan) + `) AS newest
-	WHERE spec_hash = ? AND (state IN (?, ?, ?, ?) OR submitted_at >= ?) ORDER BY id DESC`)
+// qSameSpec finds the oldest of the submitter's newest DuplicateScan ids
+// on the (submitter, id) index alone, then walks the submitter's jobs of
+// the snapshot from the newest down to it on (submitter, spec_hash, id),
+// stopping after one more than it shows: a submit reads a handful of
+// rows, however many jobs of that spec there are.
+var qSameSpec = Q(`SELECT id, state, submitted_at FROM jobs
+	WHERE submitter = ? AND spec_hash = ? AND (state IN (?, ?, ?, ?) OR submitted_at >= ?)
+	AND id >= (SELECT COALESCE(MIN(id), 0) FROM (SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateScan) + `) AS newest)
+	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateShown+1))
 
 // SameSpecJobs implements store.Jobs.
-func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) ([]domain.Job, error) {
-	return queryAll(ctx, s, "list jobs of the same spec", func(row Row) (domain.Job, error) { return ScanJob(row, false) },
-		qSameSpec, submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting), string(domain.JobRunning), since.UnixNano())
+func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error) {
+	jobs, err := queryAll(ctx, s, "list jobs of the same spec", func(row Row) (domain.Job, error) {
+		j := domain.Job{Submitter: submitter, SpecHash: specHash}
+		var state string
+		var at int64
+		if err := row.Scan(&j.ID, &state, &at); err != nil {
+			return j, err
+		}
+		j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
+		return j, nil
+	}, qSameSpec, submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting), string(domain.JobRunning), since.UnixNano(), submitter)
+	if len(jobs) > store.DuplicateShown {
+		return jobs[:store.DuplicateShown], true, err
+	}
+	return jobs, false, err
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"trainyard/internal/domain"
@@ -10,8 +11,9 @@ import (
 )
 
 // testSameSpecJobs: a submitter's jobs of one snapshot that are live or
-// recent, newest first; other users' and other specs' are not, nor jobs
-// beyond the submitter's newest store.DuplicateScan.
+// recent, newest first, the newest store.DuplicateShown of them and
+// whether there are more; other users' and other specs' are not, nor jobs beyond the
+// submitter's newest store.DuplicateScan.
 func testSameSpecJobs(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	spec := testSpec("train", "p")
@@ -23,16 +25,22 @@ func testSameSpecJobs(t *testing.T, s store.Store) {
 
 	ids := func(since int) []int64 {
 		t.Helper()
-		jobs, err := s.SameSpecJobs(ctx, "alice", hash, at(since))
+		jobs, more, err := s.SameSpecJobs(ctx, "alice", hash, at(since))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(jobs) > store.DuplicateShown || more && len(jobs) != store.DuplicateShown {
+			t.Fatalf("SameSpecJobs returned %d jobs, more %v", len(jobs), more)
+		}
 		var out []int64
 		for _, j := range jobs {
-			if j.Submitter != "alice" || j.SpecHash != hash {
+			if j.Submitter != "alice" || j.SpecHash != hash || j.State == "" || j.SubmittedAt.IsZero() {
 				t.Fatalf("SameSpecJobs returned %+v", j)
 			}
 			out = append(out, j.ID)
+		}
+		if more {
+			out = append(out, -1)
 		}
 		return out
 	}
@@ -46,6 +54,16 @@ func testSameSpecJobs(t *testing.T, s store.Store) {
 	}
 	if got := ids(0); fmt.Sprint(got) != fmt.Sprint([]int64{second.ID, first.ID}) {
 		t.Fatalf("since its submit = %v, want %d, %d", got, second.ID, first.ID)
+	}
+	// The newest few are returned, and that there are more.
+	var more []int64
+	for i := range store.DuplicateShown + 2 {
+		more = append(more, create(t, s, newJob(t, spec, "alice", at(5+i))).ID)
+	}
+	slices.Reverse(more)
+	want := append(more[:store.DuplicateShown:store.DuplicateShown], -1)
+	if got := ids(0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("with %d more = %v, want %v", len(more), got, want)
 	}
 	// Only the submitter's newest jobs are looked at.
 	for i := range store.DuplicateScan {
