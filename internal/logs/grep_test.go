@@ -65,7 +65,7 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 	for range 3000 {
 		exprs = append(exprs, randExpr(r, 4))
 	}
-	exactCount := 0
+	exactCount, anchoredCount := 0, 0
 	for _, expr := range exprs {
 		re, err := regexp.Compile(expr)
 		if err != nil {
@@ -74,6 +74,9 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 		f := Options{Grep: re}.filter()
 		if f.exact != nil {
 			exactCount++
+		}
+		if f.anchored != nil {
+			anchoredCount++
 		}
 		for _, text := range texts {
 			want := re.MatchString(text)
@@ -97,6 +100,19 @@ func TestFilterMatchesAsExpression(t *testing.T) {
 	}
 	if exactCount < len(exprs)/10 {
 		t.Errorf("only %d of %d expressions decided without running them", exactCount, len(exprs))
+	}
+	if anchoredCount < len(exprs)/40 {
+		t.Errorf("only %d of %d expressions run anchored at their leading literal", anchoredCount, len(exprs))
+	}
+	for _, expr := range []string{`lr (\d+\.)+\d+ tokens`, `(loss (\d+)+x)`} {
+		if (Options{Grep: regexp.MustCompile(expr)}).filter().anchored == nil {
+			t.Errorf("%q is not run anchored at its leading literal", expr)
+		}
+	}
+	for _, expr := range []string{`(?i)lr (\d+\.)+`, `\x{FFFD}(a+)+b`, `.lr(a+)+`} {
+		if (Options{Grep: regexp.MustCompile(expr)}).filter().anchored != nil {
+			t.Errorf("%q is run anchored, though its matches need not start with its literal", expr)
+		}
 	}
 	for _, expr := range []string{`loss|nan`, `(?i)error|warn`, `\d{4}`, `step [0-9]+`, `a*`, `[0-9]+\.[0-9]+`,
 		`(?i)loss`, `(?i)CHECKPOINT`, `(?i)é`} {

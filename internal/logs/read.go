@@ -79,6 +79,7 @@ type filter struct {
 	checks     []litSet  // the sets a line is checked for before grep runs
 	find       *finder   // searches chunks for lits; nil: none
 	exact      *exact    // decides grep matches without running it; nil: none
+	anchored   *anchored // runs grep only where its leading literal is; nil: none
 	since      []byte    // the since time in TimeFormat; nil: none
 }
 
@@ -94,6 +95,9 @@ func (o Options) filter() *filter {
 	}
 	f.checks = slices.Clone(f.sets)
 	f.exact = newExact(o.Grep)
+	if f.exact == nil {
+		f.anchored = newAnchored(o.Grep)
+	}
 	if !o.Since.IsZero() {
 		f.since = []byte(o.Since.UTC().Format(TimeFormat))
 	}
@@ -372,6 +376,9 @@ func (f *filter) match(text []byte) bool {
 		if !s.in(text) {
 			return false
 		}
+	}
+	if f.anchored != nil {
+		return f.anchored.match(text)
 	}
 	return f.grep.Match(text)
 }
