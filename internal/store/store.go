@@ -301,6 +301,15 @@ type Pools interface {
 	// GetProject returns the named project or ErrNotFound.
 	GetProject(ctx context.Context, name string) (domain.Project, error)
 	ListProjects(ctx context.Context) ([]domain.Project, error)
+	// PutBudget creates or replaces the budget of b.Project.
+	PutBudget(ctx context.Context, b domain.Budget, audit domain.AuditRecord) error
+	// GetBudget returns the project's budget or ErrNotFound.
+	GetBudget(ctx context.Context, project string) (domain.Budget, error)
+	// ListBudgets returns every budget, by project.
+	ListBudgets(ctx context.Context) ([]domain.Budget, error)
+	// DeleteBudget removes the project's budget; ErrNotFound when there is
+	// none.
+	DeleteBudget(ctx context.Context, project string, audit domain.AuditRecord) error
 }
 
 // Requests stores compute requests and their decisions.

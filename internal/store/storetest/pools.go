@@ -22,6 +22,7 @@ var poolTests = map[string]func(t *testing.T, s store.Store){
 	"PoolsQuotaListFilters":    testPoolsQuotaListFilters,
 	"PoolsQuotaDelete":         testPoolsQuotaDelete,
 	"PoolsProjects":            testPoolsProjects,
+	"Budgets":                  testBudgets,
 }
 
 // testPool returns a pool with every field set.
