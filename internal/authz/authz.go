@@ -55,7 +55,8 @@ const (
 	EnvRead  Action = "env.read"  // list and show software environments
 	EnvWrite Action = "env.write" // register a version, deprecate
 
-	CostRead Action = "cost.read" // spend of a project's attempts
+	CostRead    Action = "cost.read"    // spend of a project's attempts, and its budget
+	BudgetWrite Action = "budget.write" // set or remove a project's money budget
 )
 
 // Resource is what an action applies to. Empty fields mean "not specific"
@@ -229,7 +230,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonAnyRole)
 		}
 		return deny(denyQueue)
-	case PoolWrite, QuotaWrite, ProjectWrite, ArtifactGC:
+	case PoolWrite, QuotaWrite, ProjectWrite, ArtifactGC, BudgetWrite:
 		if resAdmin {
 			return allow(reasonResource)
 		}
@@ -401,7 +402,7 @@ func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
 		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest, ArtifactGC,
-		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead}
+		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead, BudgetWrite}
 }
 
 // VisibleCost returns the spend-report filter for p: All for admins,

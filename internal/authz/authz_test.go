@@ -98,6 +98,7 @@ var allowed = map[Action]map[string][]string{
 	EnvWrite:      {own: resources, otherMember: resources, otherProject: resources},
 	CostRead: {own: withRole, otherMember: withRole,
 		otherProject: {"admin", "resource-admin", "auditor"}},
+	BudgetWrite: {own: resources, otherMember: resources, otherProject: resources},
 }
 
 func TestDecideMatrix(t *testing.T) {

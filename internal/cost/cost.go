@@ -35,6 +35,9 @@ type Span struct {
 	End       time.Time // zero: still running
 	// State is how the attempt ended (or running); Waste reads it.
 	State domain.AttemptState
+	// Timeout is how long the attempt may run (the job's policy.timeout;
+	// 0: unbounded): what a running attempt may still cost (Budget).
+	Timeout time.Duration
 }
 
 // Waste reports whether the attempt's spend bought nothing that lasts: it

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // pool's rates over the time they held it (internal/cost).
 type CostService struct {
 	*core
-	st CostStore
+	st BudgetStore
 }
 
 // CostStore is what a spend report reads: the attempt history and the
@@ -81,26 +80,16 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 		return CostReport{}, err
 	}
 	vis := authz.VisibleCost(p)
-	spans, err := s.st.AttemptSpans(ctx, since)
+	spans, rates, err := s.history(ctx, since)
 	if err != nil {
-		return CostReport{}, fmt.Errorf("read attempt history: %w", err)
+		return CostReport{}, err
 	}
-	pools, err := s.st.ListPools(ctx)
-	if err != nil {
-		return CostReport{}, fmt.Errorf("read pool rates: %w", err)
-	}
-	rates := make(map[string]domain.Rates, len(pools))
-	for _, pl := range pools {
-		rates[pl.Name] = pl.Rates
-	}
-	in := make([]cost.Span, 0, len(spans))
+	in := spans[:0]
 	for _, sp := range spans {
 		if q.Project != "" && sp.Project != q.Project || !vis.Sees(sp.Project, "") {
 			continue
 		}
-		in = append(in, cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
-			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
-			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State})
+		in = append(in, sp)
 	}
 	return cost.Report(in, rates, now, since, q.By), nil
 }

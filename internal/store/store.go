@@ -254,6 +254,9 @@ type AttemptSpan struct {
 	JobName   string
 	State     domain.AttemptState
 	Reason    domain.Reason
+	// Timeout is the job's policy.timeout: how long the attempt may run,
+	// which bounds what a running one may still cost.
+	Timeout domain.Duration
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is

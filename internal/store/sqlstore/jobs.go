@@ -50,7 +50,7 @@ var (
 	qEventsOfJob       = Q(`SELECT id, job_id, attempt, at, from_state, to_state, actor, reason, message
 		FROM events WHERE job_id = ? ORDER BY id`)
 	qAttemptSpans = Q(`SELECT a.job_id, a.number, j.project, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes,
-	a.started_at, a.finished_at, j.submitter, j.name, a.state, a.reason
+	a.started_at, a.finished_at, j.submitter, j.name, a.state, a.reason, j.req_timeout_ns
 	FROM attempts a JOIN jobs j ON j.id = a.job_id
 	WHERE a.started_at IS NOT NULL AND (a.finished_at IS NULL OR a.finished_at >= ?)
 	ORDER BY a.job_id, a.number`)
@@ -553,11 +553,13 @@ func (s Shared) AttemptSpans(ctx context.Context, since time.Time) ([]store.Atte
 		var (
 			sp                          store.AttemptSpan
 			number, gpus, memory, nodes int64
+			timeout                     int64
 			started, finished           NullInt
 			state, reason               string
 		)
 		err := row.Scan(&sp.JobID, &number, &sp.Project, &sp.Pool, &gpus, &sp.Resources.CPUs, &memory, &nodes,
-			&started, &finished, &sp.Submitter, &sp.JobName, &state, &reason)
+			&started, &finished, &sp.Submitter, &sp.JobName, &state, &reason, &timeout)
+		sp.Timeout = domain.Duration(timeout)
 		sp.State, sp.Reason = domain.AttemptState(state), domain.Reason(reason)
 		sp.Attempt = int(number)
 		sp.Resources.GPUs, sp.Resources.Memory, sp.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)

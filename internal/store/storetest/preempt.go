@@ -63,7 +63,8 @@ func testAttemptSpans(t *testing.T, s store.Store) {
 		t.Fatalf("spans since the start = %+v, want the finished and the running attempt", spans)
 	}
 	sp := spans[0]
-	if sp.Project != "p" || sp.Pool != old.Pool || sp.Resources != old.Spec.Resources || !sp.StartedAt.Equal(at(2)) || !sp.FinishedAt.Equal(at(5)) {
+	if sp.Project != "p" || sp.Pool != old.Pool || sp.Resources != old.Spec.Resources || !sp.StartedAt.Equal(at(2)) || !sp.FinishedAt.Equal(at(5)) ||
+		sp.Timeout != old.Spec.Policy.Timeout || sp.Timeout == 0 {
 		t.Errorf("span = %+v", sp)
 	}
 	if sp.Submitter != "alice" || sp.JobName != "old" || sp.State != domain.AttemptSucceeded {

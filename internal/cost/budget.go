@@ -1,0 +1,93 @@
+package cost
+
+import (
+	"fmt"
+	"time"
+
+	"trainyard/internal/domain"
+)
+
+// Use is a project's spend against its budget in the budget's period that
+// holds the time it was computed at.
+type Use struct {
+	Budget   domain.Budget
+	Period   string // the period's name: "2026-12", "2026-12-01..2026-12-15"
+	From, To time.Time
+	// Spent is what the project's attempts cost in the period so far.
+	Spent domain.Money
+	// Committed is Spent plus what the running attempts may still cost
+	// until their timeouts (within the period): what the project has
+	// committed to spend if nothing new starts. It is Unbounded when a
+	// running attempt has no timeout.
+	Committed domain.Money
+	Unbounded bool
+}
+
+// BudgetUse prices the spans of b's project (spans of other projects are
+// left out) in b's period holding now; ok is false when b is not in force
+// at now.
+func BudgetUse(b domain.Budget, spans []Span, rates map[string]domain.Rates, now time.Time) (u Use, ok bool) {
+	from, to, name, ok := b.Window(now)
+	if !ok {
+		return Use{}, false
+	}
+	u = Use{Budget: b, Period: name, From: from, To: to}
+	var c calc
+	for _, s := range spans {
+		if s.Project != b.Project {
+			continue
+		}
+		start, end, running, in := window(s, now, from)
+		if !in {
+			continue
+		}
+		r := rates[s.Pool]
+		u.Spent += c.of(s.Resources, r, end.Sub(start))
+		if !running {
+			continue
+		}
+		if s.Timeout <= 0 {
+			u.Unbounded = true
+			continue
+		}
+		// The rest of its run up to its timeout, inside the period.
+		stop := s.Start.Add(s.Timeout)
+		if stop.After(to) {
+			stop = to
+		}
+		if stop.After(now) {
+			u.Committed += c.of(s.Resources, r, stop.Sub(now))
+		}
+	}
+	u.Committed += u.Spent
+	return u, true
+}
+
+// WorstCase is the most a job of res may cost at rates r: its whole
+// timeout (0: unbounded, ok false).
+func WorstCase(res domain.Resources, r domain.Rates, timeout time.Duration) (m domain.Money, ok bool) {
+	if timeout <= 0 {
+		return 0, false
+	}
+	return Of(res, r, timeout), true
+}
+
+// Admit decides whether a job whose worst case is worst fits in u's budget
+// on top of the committed spend and extra (what was admitted since u was
+// computed). When it does not, why says so with the numbers, in currency.
+func Admit(u Use, extra, worst domain.Money, bounded bool, currency string) (ok bool, why string) {
+	committed := u.Committed + extra
+	b := u.Budget
+	switch {
+	case !bounded:
+		return false, fmt.Sprintf("project %s has a %s %s budget for %s and this job has no timeout, so its cost has no bound; set policy.timeout",
+			b.Project, b.Amount, currency, u.Period)
+	case u.Unbounded:
+		return false, fmt.Sprintf("project %s has a %s %s budget for %s and one of its running jobs has no timeout, so its committed spend has no bound; wait for it to end or raise the budget",
+			b.Project, b.Amount, currency, u.Period)
+	case committed+worst <= b.Amount:
+		return true, ""
+	}
+	return false, fmt.Sprintf("project %s has spent %s of its %s %s budget for %s (%s committed with its running jobs); this job may cost up to %s more (its timeout at its pool's rates); raise the budget, shorten policy.timeout, or wait for the period to end on %s",
+		b.Project, u.Spent, b.Amount, currency, u.Period, committed, worst, u.To.UTC().Format(time.DateOnly))
+}
