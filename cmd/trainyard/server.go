@@ -476,7 +476,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	var svc *service.Service // the control loop resolves secrets through it
 	loops := &leaderLoops{st: st, replica: replica, log: log, leaseTTL: durations.leaderLease}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
-		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout,
+		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {

@@ -115,6 +115,8 @@ type Config struct {
 	// preemption (guard.go). Zero: off; the server sets
 	// DefaultPreemptionGuard unless configured.
 	PreemptionGuard PreemptionGuard
+	// Currency names the server's currency in budget messages.
+	Currency string
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -221,6 +223,9 @@ type Controller struct {
 	// they last started (scheduler.Pending.Beneficiary). Loop goroutine
 	// only; a new leader starts without them.
 	beneficiaries map[int64]bool
+	// budget enforces the projects' money budgets (budget.go). Loop
+	// goroutine only.
+	budget *budgets
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -296,6 +301,7 @@ func New(cfg Config) *Controller {
 		recorded:      make(chan store.Change, 16),
 		known:         map[executor.Ref]bool{},
 		guard:         newGuard(cfg.PreemptionGuard),
+		budget:        newBudgets(),
 		beneficiaries: map[int64]bool{},
 		jobs:          map[int64]*jobInfo{},
 		stopping:      map[executor.Ref]bool{},
@@ -472,6 +478,17 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	next = c.checkHealth(ctx, now, atts, byID, next)
 	c.adoptStrays(ctx, now, atts, live)
 
+	releases, err := c.loadBudgets(ctx, now)
+	if err != nil {
+		c.log.Error("load budgets", "err", err)
+		return next
+	}
+	rates := make(map[string]domain.Rates, len(snap.Pools))
+	for _, p := range snap.Pools {
+		rates[p.Name] = p.Rates
+	}
+	c.suspendOverBudget(ctx, rates, now)
+
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
 	c.observePass(time.Since(passStart), snap, byID)
@@ -479,8 +496,16 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 
 	var changes []store.Change
 	var starts []scheduler.Placement
+	holds := releases // applied after the plan's own changes
 	for _, pl := range plan.Start {
 		j := byID[pl.JobID]
+		if ok, why := c.admit(ctx, j, rates, now); !ok {
+			if why != "" {
+				holds = append(holds, store.Change{JobID: pl.JobID, Move: domain.MoveHold().Only(domain.JobQueued),
+					Reason: domain.ReasonBudgetExceeded, Message: why, Actor: actorScheduler, At: now})
+			}
+			continue
+		}
 		names := make([]string, len(pl.Nodes))
 		for i, n := range pl.Nodes {
 			names[i] = n.Node
@@ -524,6 +549,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		changes = append(changes, store.Change{JobID: w.JobID, In: []domain.JobState{domain.JobQueued},
 			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
 	}
+	changes = append(changes, holds...)
 	if len(changes) == 0 {
 		return next
 	}
