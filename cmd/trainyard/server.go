@@ -510,7 +510,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}()
 		return ctl, wg.Wait
 	}
-	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true,
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency,
 		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,

@@ -26,6 +26,7 @@ type JobService struct {
 	secrets   *SecretService
 	templates *TemplateService
 	pools     *PoolService
+	cost      *CostService
 }
 
 // JobStore is what the job use cases read and write: jobs, their attempts,
