@@ -146,15 +146,24 @@ func (s *CostService) history(ctx context.Context, since time.Time) ([]cost.Span
 	if err != nil {
 		return nil, nil, fmt.Errorf("read attempt history: %w", err)
 	}
+	rates, err := s.rates(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return CostSpans(spans), rates, nil
+}
+
+// rates are every pool's rates, by pool.
+func (s *CostService) rates(ctx context.Context) (map[string]domain.Rates, error) {
 	pools, err := s.st.ListPools(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read pool rates: %w", err)
+		return nil, fmt.Errorf("read pool rates: %w", err)
 	}
 	rates := make(map[string]domain.Rates, len(pools))
 	for _, pl := range pools {
 		rates[pl.Name] = pl.Rates
 	}
-	return CostSpans(spans), rates, nil
+	return rates, nil
 }
 
 // CostSpans turns stored attempt spans into what package cost prices.

@@ -141,6 +141,11 @@ type Jobs interface {
 	// request, submitter and name and the attempt's state — the input of
 	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// SpendTotals sums, in the database, what attempts held between
+	// q.Since and q.Until, by q.By and by pool and resource shape (the
+	// input of spend reports, which price each row): one row per group,
+	// not per attempt.
+	SpendTotals(ctx context.Context, q SpendQuery) ([]SpendRow, error)
 	// PreemptedAttempts returns every attempt that ended preempted at or
 	// after since, by FinishedAt (then job, number): the recent history
 	// the control loop's preemption guard is rebuilt from when it starts.
@@ -257,6 +262,31 @@ type AttemptSpan struct {
 	// Timeout is the job's policy.timeout: how long the attempt may run,
 	// which bounds what a running one may still cost.
 	Timeout domain.Duration
+}
+
+// SpendQuery selects SpendTotals: the attempts that held resources in
+// [Since, Until], grouped by By ("project", "pool", "user" or "job"), of
+// the jobs of Projects only unless AllProjects.
+type SpendQuery struct {
+	Since, Until time.Time
+	By           string
+	AllProjects  bool
+	Projects     []string
+}
+
+// SpendRow sums the attempts of one group that held one shape of
+// resources in one pool, each clipped to the query's window: Held is the
+// sum of their times (each to the millisecond), Attempts how many there
+// were, Running how many of them still run. Waste rows hold the attempts
+// that were preempted, failed, timed out or lost.
+type SpendRow struct {
+	Group     string
+	Pool      string
+	Resources domain.Resources
+	Waste     bool
+	Attempts  int
+	Running   int
+	Held      time.Duration
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is

@@ -55,6 +55,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"PreemptedAttempts":           testPreemptedAttempts,
 		"Requests":                    testRequests,
 		"SameSpecJobs":                testSameSpecJobs,
+		"SpendTotals":                 testSpendTotals,
 	}
 	// Pools, quotas and projects: see pools.go.
 	maps.Copy(tests, poolTests)
