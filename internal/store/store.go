@@ -103,7 +103,19 @@ type JobCursor uint64
 const (
 	DuplicateScan  = 200
 	DuplicateShown = 3
+	// UsageRuns is how many recent runs RecentUsage returns.
+	UsageRuns = 3
 )
+
+// RunUsage is what one succeeded attempt held and used: its job's
+// request, how long it ran, its CPU time and its memory peak.
+type RunUsage struct {
+	JobID      int64
+	Request    domain.Resources
+	Ran        time.Duration
+	CPUSeconds float64
+	MaxRSS     domain.ByteSize
+}
 
 type Jobs interface {
 	// CreateJob stores the job in state queued, its config snapshot and a
@@ -120,6 +132,10 @@ type Jobs interface {
 	// submitter's newest DuplicateScan jobs only, so a submit pays a small,
 	// bounded cost however many jobs its user has.
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
+	// RecentUsage returns what the newest UsageRuns succeeded attempts of
+	// submitter's jobs named name used, newest first, looking at the
+	// submitter's newest DuplicateScan jobs only.
+	RecentUsage(ctx context.Context, submitter, name string) ([]RunUsage, error)
 	// LiveJobs returns every live job (queued, starting or running; cheap
 	// rows, by id ascending) and a cursor for ChangedJobs, read at one
 	// moment: a write the list does not show comes back from

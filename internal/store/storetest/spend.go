@@ -76,3 +76,45 @@ func testSpendTotals(t *testing.T, s store.Store) {
 		t.Error("SpendTotals by day: no error")
 	}
 }
+
+// testRecentUsage: the newest succeeded attempts of a user's jobs of one
+// name, with their request, run time, CPU time and memory peak; other
+// names, users and failed attempts are not.
+func testRecentUsage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	run := func(name, user string, from, to int, state domain.AttemptState, cpu float64) domain.Job {
+		t.Helper()
+		j := create(t, s, newJob(t, testSpec(name, "p"), user, t0))
+		mv := domain.MoveSucceed()
+		if state != domain.AttemptSucceeded {
+			mv = domain.MoveFail()
+		}
+		mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(from),
+			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting}},
+			store.Change{JobID: j.ID, Move: domain.MoveRun(), At: at(from),
+				Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}},
+			store.Change{JobID: j.ID, Move: mv.Only(domain.JobRunning), At: at(to),
+				Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: state,
+					Usage: &domain.Usage{CPUSeconds: cpu, MaxRSS: 3 << 30}}})
+		return j
+	}
+	first := run("train", "alice", 1, 61, domain.AttemptSucceeded, 30)
+	run("train", "bob", 1, 61, domain.AttemptSucceeded, 1)  // another user
+	run("eval", "alice", 1, 61, domain.AttemptSucceeded, 1) // another name
+	run("train", "alice", 1, 61, domain.AttemptFailed, 1)   // failed
+	second := run("train", "alice", 2, 32, domain.AttemptSucceeded, 15)
+	got, err := s.RecentUsage(ctx, "alice", "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].JobID != second.ID || got[1].JobID != first.ID {
+		t.Fatalf("RecentUsage = %+v; want jobs %d then %d", got, second.ID, first.ID)
+	}
+	u := got[1]
+	if u.CPUSeconds != 30 || u.MaxRSS != 3<<30 || u.Ran != at(61).Sub(at(1)) || u.Request != first.Spec.Resources {
+		t.Errorf("usage = %+v", u)
+	}
+	if got, err := s.RecentUsage(ctx, "carol", "train"); err != nil || len(got) != 0 {
+		t.Errorf("of a user without jobs = %+v, %v", got, err)
+	}
+}
