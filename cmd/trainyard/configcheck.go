@@ -219,6 +219,8 @@ func validateServerConfig(cfg serverConfig) error {
 	add(err)
 	_, err = cfg.PreemptionGuard.guard()
 	add(err)
+	_, err = cfg.RetryStorm.storm()
+	add(err)
 	if inv := cfg.Inventory; inv != nil && inv.Memory != "" {
 		if _, err := domain.ParseByteSize(inv.Memory); err != nil {
 			add(fmt.Errorf("server config inventory.memory: %w", err))

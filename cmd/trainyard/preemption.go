@@ -43,3 +43,31 @@ func (c preemptionGuardConfig) guard() (control.PreemptionGuard, error) {
 	}
 	return g, nil
 }
+
+// retryStormConfig is the server config's retry_storm: section
+// (docs/operator.md): once failures attempts of one project's jobs of one
+// name failed within window, their retries are paused (held). failures:
+// 0 turns the guard off.
+type retryStormConfig struct {
+	Failures *int   `yaml:"failures"` // default 10
+	Window   string `yaml:"window"`   // default 10m
+}
+
+// storm checks the section and returns the guard it sets.
+func (c retryStormConfig) storm() (control.RetryStorm, error) {
+	g := control.DefaultRetryStorm
+	if c.Failures != nil {
+		if *c.Failures < 0 {
+			return g, fmt.Errorf("server config retry_storm.failures: %d is negative; use a count such as 10, or 0 to turn the guard off", *c.Failures)
+		}
+		g.Failures = *c.Failures
+	}
+	if c.Window != "" {
+		v, err := domain.ParseDuration(c.Window)
+		if err != nil || v <= 0 {
+			return g, fmt.Errorf("server config retry_storm.window: %q is not a positive duration; use e.g. 10m or 1h", c.Window)
+		}
+		g.Window = v
+	}
+	return g, nil
+}

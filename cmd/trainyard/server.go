@@ -147,6 +147,9 @@ type serverConfig struct {
 	// PreemptionGuard holds a job preempted too often from further
 	// preemption (preemption.go, docs/scheduling.md).
 	PreemptionGuard preemptionGuardConfig `yaml:"preemption_guard"`
+	// RetryStorm pauses the retries of similar jobs failing together
+	// (preemption.go, docs/operator.md).
+	RetryStorm retryStormConfig `yaml:"retry_storm"`
 
 	src *configSource // the file and its lines; nil without --config
 }
@@ -327,6 +330,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
+	retryStorm, err := cfg.RetryStorm.storm()
+	if err != nil {
+		return err
+	}
 	preemptionGuard, err := cfg.PreemptionGuard.guard()
 	if err != nil {
 		return err
@@ -484,7 +491,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				return svc.Secrets.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
-			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard}
+			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }
 	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {

@@ -117,6 +117,10 @@ type Config struct {
 	PreemptionGuard PreemptionGuard
 	// Currency names the server's currency in budget messages.
 	Currency string
+	// RetryStorm pauses the retries of similar jobs failing together
+	// (storm.go). Zero: off; the server sets DefaultRetryStorm unless
+	// configured.
+	RetryStorm RetryStorm
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -226,6 +230,9 @@ type Controller struct {
 	// budget enforces the projects' money budgets (budget.go). Loop
 	// goroutine only.
 	budget *budgets
+	// storm pauses the retries of similar jobs failing together
+	// (storm.go). Loop goroutine only.
+	storm *storms
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -302,6 +309,7 @@ func New(cfg Config) *Controller {
 		known:         map[executor.Ref]bool{},
 		guard:         newGuard(cfg.PreemptionGuard),
 		budget:        newBudgets(),
+		storm:         newStorms(cfg.RetryStorm),
 		beneficiaries: map[int64]bool{},
 		jobs:          map[int64]*jobInfo{},
 		stopping:      map[executor.Ref]bool{},
@@ -434,6 +442,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		c.log.Info("preemption hold ended", "job", h.JobID, "held_since", h.At)
 		c.cfg.Observer.PreemptionReleased(h.JobID)
 	}
+	c.applyStormHolds(ctx, now) // before the snapshot, which then no longer queues them
 	snap, byID, atts, err := c.snapshot(ctx, now)
 	if err != nil {
 		c.log.Error("load scheduling snapshot", "err", err)

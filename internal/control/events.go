@@ -252,6 +252,11 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		ch.Move, ch.Reason = domain.MoveRequeue(), domain.ReasonRetrying
 		ch.NextAttempt = at.Add(delay)
 		ch.Message = fmt.Sprintf("%s; retry %d of %d in %s", outcome, ev.Attempt, spec.Policy.Retries, domain.FormatDuration(delay))
+		if msg, paused := c.storm.failed(job, at); paused {
+			// Requeued now, held before the next pass (applyStormHolds).
+			ch.NextAttempt = at.Add(max(delay, time.Minute))
+			ch.Message = outcome + "; " + msg
+		}
 	default:
 		ch.Move, ch.Reason, ch.Message = domain.MoveFail(), att.Reason, outcome
 		if spec.Policy.Retries > 0 {

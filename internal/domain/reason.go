@@ -29,6 +29,7 @@ const (
 	ReasonHeld               Reason = "Held"     // kept out of scheduling by a user or an admin
 	ReasonReleased           Reason = "Released" // back in the queue after a hold
 	ReasonRetrying           Reason = "Retrying"
+	ReasonRetryStorm         Reason = "RetryStorm" // retries paused: many similar jobs failed at once
 
 	// ReasonEnvironmentCheckFailed: the environment's check command failed
 	// before the entrypoint started (envs: see Environment.Check).
