@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/api/apitypes"
 )
@@ -74,5 +75,35 @@ pools:
 	}
 	if _, errOut, code := s.cli("budget", "rm", "vision"); code != 3 || !strings.Contains(errOut, `project "vision" has no budget`) {
 		t.Errorf("a second budget rm: exit %d, %s", code, errOut)
+	}
+}
+
+// A block budget end to end: a job whose worst case (1 CPU at 1.00 an
+// hour for its 2h timeout) would cross a budget of 1.00 is held with
+// reason BudgetExceeded, budget ls still shows nothing spent, and raising
+// the budget releases it to run.
+func TestBudgetBlocks(t *testing.T) {
+	s := startServer(t, serverOpts{extra: `
+currency: EUR
+pools:
+  - name: standard
+    nodes: [{name: s1, cpus: 2, memory: 4GiB}]
+    rates: {cpu_hour: "1.00"}
+`})
+	s.mustCLI("budget", "set", "vision", "--amount", "1", "--action", "block")
+	j := s.submit("name: capped\nproject: vision\npool: standard\nresources: {cpus: 1, memory: 1GiB}\npolicy: {timeout: 2h}\nentrypoint: [\"true\"]\n")
+	held := s.waitState(j.ID, 30*time.Second, "held", "running", "succeeded", "failed")
+	if held.State != "held" || held.Reason != "BudgetExceeded" || !strings.Contains(held.Message, "may cost up to 2.00 more") {
+		t.Fatalf("job under a 1.00 budget: %s (%s) %q, want held with reason BudgetExceeded and its worst case", held.State, held.Reason, held.Message)
+	}
+	var l apitypes.BudgetList
+	if err := json.Unmarshal([]byte(s.mustCLI("budget", "ls", "-o", "json")), &l); err != nil || len(l.Budgets) != 1 ||
+		l.Budgets[0].Spent != "0.00" || l.Budgets[0].Committed != "0.00" {
+		t.Errorf("budget ls with the job held: %v %+v", err, l.Budgets)
+	}
+
+	s.mustCLI("budget", "set", "vision", "--amount", "10")
+	if done := s.waitState(j.ID, 30*time.Second, "succeeded", "failed"); done.State != "succeeded" {
+		t.Fatalf("job after raising the budget: %s (%s) %q", done.State, done.Reason, done.Message)
 	}
 }
