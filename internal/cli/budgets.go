@@ -29,12 +29,13 @@ func (a *app) budgetCmd() *cobra.Command {
 		Short: "List, set and remove project budgets: money limits per month or period",
 		Long: `A budget limits what one project spends, in the server's currency, every
 calendar month (UTC) or once from a start to an end. Its action says what
-happens at the limit: notify only reports it; block holds the project's jobs
-whose worst-case cost (their timeout at their pool's rates) would take its
-committed spend past the budget, with reason BudgetExceeded, until the budget
-is raised or removed or the period rolls; suspend also stops the project's
-running preemptible jobs once spend reaches the budget (they checkpoint and
-wait held). See docs/cost.md#budgets.`,
+happens at the limit: notify limits nothing (budget ls shows the spend);
+block holds the project's jobs whose worst-case cost (their timeout at their
+pool's rates) would take its committed spend past the budget, with reason
+BudgetExceeded, until the budget is raised or removed or the period rolls;
+suspend also stops the project's running preemptible jobs once spend reaches
+the budget, as preemptions: they checkpoint and requeue, then wait held.
+See docs/cost.md#budgets.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
