@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 	"internal/executor/local":        {"internal/executor", "internal/domain", "internal/logs", "internal/artifacts", "internal/codepkg", "internal/executor/local/cgroup", "golang.org/x/sys"},
 	"internal/service":               {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg", "internal/cost"},
 	"internal/metrics/sample":        {},
-	"internal/metrics":               {"internal/domain", "internal/metrics/sample", "github.com/prometheus"},
+	"internal/metrics":               {"internal/domain", "internal/metrics/sample", "internal/cost", "github.com/prometheus"},
 	"internal/alerts":                {"internal/domain"},
 	"internal/artifacts":             {"internal/domain"},
 	"internal/alerting":              {"internal/alerts", "internal/domain", "internal/store", "internal/clock"},

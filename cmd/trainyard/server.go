@@ -446,8 +446,10 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 
 	// Prometheus series (docs/observability.md): fed by the control loop and
 	// the API, plus a sampler of running attempts' resources.
+	var svc *service.Service // the control loop resolves secrets through it, metrics read budgets
 	metricsReg := metrics.New(metrics.Config{CountJobs: st.CountJobs, AttemptDir: layout.AttemptDir,
-		GPU: sample.FindNvidiaSMI(), SampleInterval: sampleEvery, Logger: log})
+		GPU: sample.FindNvidiaSMI(), SampleInterval: sampleEvery, Logger: log,
+		Budgets: func(ctx context.Context) ([]metrics.Budget, error) { return budgetSeries(ctx, svc) }})
 
 	// Alerts (docs/observability.md): rules evaluated on what the control
 	// loop sees and the sampler's readings, delivered to the channels. The
@@ -473,7 +475,6 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		host, _ := os.Hostname()
 		replica = host + ":" + portOf(ln.Addr().String())
 	}
-	var svc *service.Service // the control loop resolves secrets through it
 	loops := &leaderLoops{st: st, replica: replica, log: log, leaseTTL: durations.leaderLease}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
 		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
@@ -510,7 +511,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}()
 		return ctl, wg.Wait
 	}
-	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true,
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency,
 		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
@@ -777,4 +778,23 @@ func warnPlaintext(log *slog.Logger, addr net.Addr) {
 // isPostgres reports whether store names a PostgreSQL store.
 func isPostgres(store string) bool {
 	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// budgetSeries are the budgets in force with their spend, for /metrics.
+func budgetSeries(ctx context.Context, svc *service.Service) ([]metrics.Budget, error) {
+	if svc == nil {
+		return nil, nil // the server is still starting
+	}
+	sts, err := svc.Cost.Budgets(ctx, service.Principal{Subject: "system:metrics", Role: "admin"}, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []metrics.Budget
+	for _, st := range sts {
+		if st.InForce {
+			out = append(out, metrics.Budget{Project: st.Budget.Project, Period: st.Use.Period,
+				Amount: st.Budget.Amount, Spent: st.Use.Spent, Committed: st.Use.Committed})
+		}
+	}
+	return out, nil
 }

@@ -72,6 +72,16 @@ func (h *handler) writePreview(w http.ResponseWriter, r *http.Request, p service
 	if t := pv.Spec.Policy.Timeout; t > 0 {
 		out.Timeout = t.String()
 	}
+	out.Currency = h.cfg.currency()
+	if pv.CostBounded {
+		out.WorstCaseCost = pv.WorstCase.String()
+	}
+	if b := pv.Budget; b != nil {
+		u := b.Status.Use
+		out.Budget = &apitypes.PreviewBudget{Amount: b.Status.Budget.Amount.String(), Period: u.Period,
+			Action: string(b.Status.Budget.Action), Spent: u.Spent.String(), Committed: u.Committed.String(),
+			CommittedUnbounded: u.Unbounded, Fits: b.Fits, Message: b.Why}
+	}
 	if pv.QueueKnown {
 		out.Queue = &apitypes.PreviewQueue{Waiting: pv.Waiting, Ahead: pv.Ahead}
 		if !pv.AheadStart.IsZero() {

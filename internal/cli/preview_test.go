@@ -16,7 +16,7 @@ func TestSubmitDryRun(t *testing.T) {
 	file := writeSpec(t, dir, "probe.yaml", "name: probe\nentrypoint: [\"true\"]\nresources: {gpus: 1, cpus: 2, memory: 4GiB}\npolicy: {timeout: 90m}\n")
 	r := h.mustRun(0, "submit", file, "--dry-run")
 	for _, want := range []string{"dry run: nothing was submitted", "job      probe (project default, priority normal)",
-		"pool     default", "request  1 GPU, 2 CPUs, 4GiB, 1 node; timeout 1h30m", "queue    not known", "spec     sha256:"} {
+		"pool     default", "request  1 GPU, 2 CPUs, 4GiB, 1 node; timeout 1h30m", "queue    not known", "cost     0.00 USD at most", "spec     sha256:"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
 		}

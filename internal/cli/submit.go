@@ -197,12 +197,32 @@ func writePreview(w io.Writer, pv apitypes.SubmitPreview, now time.Time) error {
 				domain.FormatDuration(q.AheadStart.Sub(now).Round(time.Minute)))
 		}
 	}
-	_, err := fmt.Fprintf(w, "dry run: nothing was submitted\n"+
+	worst := "no bound (no timeout)"
+	if pv.WorstCaseCost != "" {
+		worst = pv.WorstCaseCost + " " + pv.Currency + " at most (the pool's rates for the whole timeout)"
+	}
+	if _, err := fmt.Fprintf(w, "dry run: nothing was submitted\n"+
 		"job      %s (project %s, priority %s)\n"+
 		"pool     %s\n"+
 		"request  %s\n"+
 		"queue    %s\n"+
-		"spec     %s\n", oneLine(pv.Name), pv.Project, pv.Priority, pv.Pool, req, queue, pv.SpecHash)
+		"cost     %s\n", oneLine(pv.Name), pv.Project, pv.Priority, pv.Pool, req, queue, worst); err != nil {
+		return err
+	}
+	if b := pv.Budget; b != nil {
+		committed := b.Committed
+		if b.CommittedUnbounded {
+			committed += " or more"
+		}
+		line := fmt.Sprintf("%s spent of %s %s for %s (%s committed; %s)", b.Spent, b.Amount, pv.Currency, b.Period, committed, b.Action)
+		if !b.Fits {
+			line += "\n         would be held (BudgetExceeded): " + oneLine(b.Message)
+		}
+		if _, err := fmt.Fprintf(w, "budget   %s\n", line); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "spec     %s\n", pv.SpecHash)
 	return err
 }
 

@@ -216,8 +216,15 @@ func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, b
 			break
 		}
 	}
+	rep.finish()
+	return rep
+}
+
+// finish orders the lines (by day, or by cost, highest first, then by
+// group) and sums them into the total.
+func (rep *Summary) finish() {
 	slices.SortFunc(rep.Lines, func(a, b Line) int {
-		if by == "day" {
+		if rep.By == "day" {
 			return strings.Compare(a.Group, b.Group)
 		}
 		if a.Cost != b.Cost {
@@ -236,7 +243,6 @@ func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, b
 		rep.Total.Waste += l.Waste
 		rep.Total.RunningPerHour += l.RunningPerHour
 	}
-	return rep
 }
 
 // window is the part of s inside [since, now]; ok is false when none is.
@@ -269,4 +275,53 @@ func groupOf(s Span, by string) string {
 		return fmt.Sprintf("%d %s", s.JobID, s.JobName)
 	}
 	return s.Project
+}
+
+// Totals is what a database summed for Totals to price: the attempts of
+// one group that held one shape of resources in one pool, their held time
+// summed (store.SpendRow).
+type Totals struct {
+	Group     string
+	Pool      string
+	Resources domain.Resources
+	Waste     bool
+	Attempts  int
+	Running   int
+	Held      time.Duration
+}
+
+// ReportTotals is Report over sums instead of spans (any grouping but
+// "day", which splits attempts at midnight): each row is priced exactly
+// and rounded once, so a line is within half a micro per row of the sum
+// Report makes of the same attempts. Running attempts add their hourly
+// cost to the line's RunningPerHour.
+func ReportTotals(rows []Totals, rates map[string]domain.Rates, now, since time.Time, by string) Summary {
+	rep := Summary{By: by, Since: since, Until: now}
+	idx := map[string]int{}
+	var c calc
+	for _, t := range rows {
+		i, ok := idx[t.Group]
+		if !ok {
+			i = len(rep.Lines)
+			idx[t.Group] = i
+			rep.Lines = append(rep.Lines, Line{Group: t.Group})
+		}
+		l := &rep.Lines[i]
+		r := rates[t.Pool]
+		cost := c.of(t.Resources, r, t.Held)
+		nodes := float64(max(t.Resources.Nodes, 1))
+		l.GPUHours += float64(t.Resources.GPUs) * nodes * t.Held.Hours()
+		l.CPUHours += t.Resources.CPUs * nodes * t.Held.Hours()
+		l.Cost += cost
+		if t.Waste {
+			l.Waste += cost
+		}
+		l.Attempts += t.Attempts
+		rep.Total.Attempts += t.Attempts
+		if t.Running > 0 {
+			l.RunningPerHour += c.of(t.Resources, r, time.Hour) * domain.Money(t.Running)
+		}
+	}
+	rep.finish()
+	return rep
 }

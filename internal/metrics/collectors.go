@@ -4,10 +4,12 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/metrics/sample"
 )
 
@@ -21,6 +23,12 @@ var (
 	capMemDesc     = prometheus.NewDesc(PoolCapacityMemory, "Memory in the pool, in bytes.", []string{"pool"}, nil)
 	allocMemDesc   = prometheus.NewDesc(PoolAllocatedMemory, "Memory held by active attempts in the pool, in bytes.", []string{"pool"}, nil)
 	jobsDesc       = prometheus.NewDesc(Jobs, "Jobs by state, counted in the store at scrape time.", []string{"state"}, nil)
+	spendRateDesc  = prometheus.NewDesc(SpendRate, "What the running attempts cost per hour at their pool's rates, in the server's currency, as of the last pass.", []string{"pool", "project"}, nil)
+
+	budgetAmountDesc    = prometheus.NewDesc(BudgetAmount, "A project's budget for its current period, in the server's currency.", []string{"project", "period"}, nil)
+	budgetSpentDesc     = prometheus.NewDesc(BudgetSpent, "What a project's attempts cost so far in its budget's current period.", []string{"project", "period"}, nil)
+	budgetCommittedDesc = prometheus.NewDesc(BudgetCommitted, "A project's spend in the period plus what its running attempts may still cost until their timeouts.", []string{"project", "period"}, nil)
+	budgetUsedDesc      = prometheus.NewDesc(BudgetUsed, "A project's spend in the period over its budget (1 is the whole budget).", []string{"project", "period"}, nil)
 
 	attemptLabels   = []string{"job", "attempt", "project", "pool"}
 	gpuLabels       = append(append([]string{}, attemptLabels...), "gpu")
@@ -39,7 +47,7 @@ var (
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queueDepthDesc, runningDesc, capGPUsDesc, allocGPUsDesc, capCPUsDesc, allocCPUsDesc, capMemDesc, allocMemDesc} {
+	for _, d := range []*prometheus.Desc{queueDepthDesc, runningDesc, spendRateDesc, capGPUsDesc, allocGPUsDesc, capCPUsDesc, allocCPUsDesc, capMemDesc, allocMemDesc} {
 		ch <- d
 	}
 }
@@ -53,6 +61,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range st.running {
 		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(n), k.pool, k.project)
+	}
+	for k, m := range st.spendRate {
+		ch <- prometheus.MustNewConstMetric(spendRateDesc, prometheus.GaugeValue, units(m), k.pool, k.project)
 	}
 	for name, u := range st.pools {
 		for _, v := range []struct {
@@ -118,6 +129,57 @@ func (c sampleCollector) Collect(ch chan<- prometheus.Metric) {
 			if !math.IsNaN(g.Temperature) {
 				ch <- prometheus.MustNewConstMetric(gpuTempDesc, prometheus.GaugeValue, g.Temperature, glv...)
 			}
+		}
+	}
+}
+
+// units is m in units of currency.
+func units(m domain.Money) float64 { return float64(m) / float64(domain.MoneyUnit) }
+
+// Budget is one project's budget in force, with its spend in the
+// current period (Config.Budgets).
+type Budget struct {
+	Project, Period          string
+	Amount, Spent, Committed domain.Money
+}
+
+// BudgetRefresh is how long the budget series are reused between scrapes:
+// each reading prices the period's attempt history.
+const BudgetRefresh = 30 * time.Second
+
+// budgetCollector emits the projects' budgets and their use.
+type budgetCollector struct {
+	m    *Metrics
+	mu   sync.Mutex
+	at   time.Time
+	last []Budget
+}
+
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{budgetAmountDesc, budgetSpentDesc, budgetCommittedDesc, budgetUsedDesc} {
+		ch <- d
+	}
+}
+
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= BudgetRefresh {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		bs, err := c.m.cfg.Budgets(ctx)
+		cancel()
+		if err != nil {
+			c.m.cfg.Logger.Warn("read budgets for metrics; the budget series are from the last reading", "err", err)
+		} else {
+			c.at, c.last = time.Now(), bs
+		}
+	}
+	for _, b := range c.last {
+		ch <- prometheus.MustNewConstMetric(budgetAmountDesc, prometheus.GaugeValue, units(b.Amount), b.Project, b.Period)
+		ch <- prometheus.MustNewConstMetric(budgetSpentDesc, prometheus.GaugeValue, units(b.Spent), b.Project, b.Period)
+		ch <- prometheus.MustNewConstMetric(budgetCommittedDesc, prometheus.GaugeValue, units(b.Committed), b.Project, b.Period)
+		if b.Amount > 0 {
+			ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(b.Spent)/float64(b.Amount), b.Project, b.Period)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/metrics/sample"
 )
@@ -41,6 +42,10 @@ type Config struct {
 	// SampleInterval is how often running attempts are sampled (default
 	// sample.DefaultInterval, 15s).
 	SampleInterval time.Duration
+	// Budgets reports each project's budget in force with its spend in
+	// the current period, asked at most every BudgetRefresh at scrape
+	// time. nil: no budget series.
+	Budgets func(ctx context.Context) ([]Budget, error)
 	// ProcRoot and CgroupRoot override /proc and /sys/fs/cgroup (tests).
 	ProcRoot, CgroupRoot string
 	Logger               *slog.Logger
@@ -90,6 +95,11 @@ const (
 	AttemptGPUMemoryUsed = "trainyard_attempt_gpu_memory_used_bytes"
 	AttemptGPUMemory     = "trainyard_attempt_gpu_memory_total_bytes"
 	AttemptGPUTemp       = "trainyard_attempt_gpu_temperature_celsius"
+	SpendRate            = "trainyard_spend_rate_per_hour"
+	BudgetAmount         = "trainyard_budget_amount"
+	BudgetSpent          = "trainyard_budget_spent"
+	BudgetCommitted      = "trainyard_budget_committed"
+	BudgetUsed           = "trainyard_budget_used_ratio"
 )
 
 // New builds the registry. Call RunSampler to sample running attempts.
@@ -120,6 +130,9 @@ func New(cfg Config) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.CountJobs != nil {
 		m.reg.MustRegister(jobsCollector{m})
+	}
+	if cfg.Budgets != nil {
+		m.reg.MustRegister(&budgetCollector{m: m})
 	}
 	if cfg.AttemptDir != nil {
 		m.sampler = sample.New(sample.Config{Interval: cfg.SampleInterval, Targets: m.targets, GPU: cfg.GPU,
@@ -180,10 +193,13 @@ func (m *Metrics) AttemptEnded(project, pool string, state domain.AttemptState, 
 func (m *Metrics) Pass(took time.Duration, pools []domain.Pool, jobs map[int64]domain.Job, attempts []domain.Attempt) {
 	m.passSeconds.Observe(took.Seconds())
 	m.lastPass.SetToCurrentTime()
-	st := passState{queued: map[poolProject]int{}, running: map[poolProject]int{}, pools: make(map[string]*poolUse, len(pools))}
+	st := passState{queued: map[poolProject]int{}, running: map[poolProject]int{}, pools: make(map[string]*poolUse, len(pools)),
+		spendRate: poolProjectSpend{}}
+	rates := make(map[string]domain.Rates, len(pools))
 	for _, p := range pools {
 		c := p.Capacity()
 		st.pools[p.Name] = &poolUse{capacity: c}
+		rates[p.Name] = p.Rates
 	}
 	for _, j := range jobs {
 		if j.State == domain.JobQueued {
@@ -197,6 +213,9 @@ func (m *Metrics) Pass(took time.Duration, pools []domain.Pool, jobs map[int64]d
 			continue
 		}
 		st.running[poolProject{j.Pool, j.Project}]++
+		if r := rates[j.Pool]; r != (domain.Rates{}) {
+			st.spendRate[poolProject{j.Pool, j.Project}] += cost.Of(j.Resources, r, time.Hour)
+		}
 		pu := st.pools[j.Pool]
 		if pu == nil {
 			pu = &poolUse{}
@@ -229,10 +248,15 @@ type poolProject struct{ pool, project string }
 
 type poolUse struct{ capacity, allocated domain.Limits }
 
+// poolProjectSpend is what a project's running attempts in a pool cost
+// per hour.
+type poolProjectSpend map[poolProject]domain.Money
+
 // passState is what the last pass saw.
 type passState struct {
 	queued, running map[poolProject]int
 	pools           map[string]*poolUse
+	spendRate       poolProjectSpend
 	targets         []sample.Target
 }
 

@@ -46,8 +46,13 @@ func populated(t *testing.T) *Metrics {
 		},
 		AttemptDir: func(int64, int) string { return dir },
 		GPU:        fakeGPU{},
+		Budgets: func(context.Context) ([]Budget, error) {
+			return []Budget{{Project: "vision", Period: "2026-12", Amount: 1000 * domain.MoneyUnit, Spent: 250 * domain.MoneyUnit, Committed: 400 * domain.MoneyUnit}}, nil
+		},
 	})
-	pools := []domain.Pool{{Name: "a100", Nodes: []domain.Node{{Name: "n1", CPUs: 32, Memory: 256 << 30, GPUs: []int{0, 1}}}}}
+	// 1 GPU at 2.50 an hour and 4 CPUs at 0.25: 3.50 an hour.
+	pools := []domain.Pool{{Name: "a100", Nodes: []domain.Node{{Name: "n1", CPUs: 32, Memory: 256 << 30, GPUs: []int{0, 1}}},
+		Rates: domain.Rates{GPUHour: 2_500_000, CPUHour: 250_000}}}
 	jobs := map[int64]domain.Job{
 		1: {ID: 1, Project: "vision", Pool: "a100", State: domain.JobRunning, Attempts: 1, Resources: domain.Resources{GPUs: 1, CPUs: 4, Memory: 16 << 30}},
 		2: {ID: 2, Project: "vision", Pool: "a100", State: domain.JobQueued},
@@ -120,6 +125,11 @@ func TestExpositionHasEverySeries(t *testing.T) {
 		want   float64 // -1: any positive value
 	}{
 		QueueDepth:           {map[string]string{"pool": "a100", "project": "nlp"}, 1},
+		SpendRate:            {map[string]string{"pool": "a100", "project": "vision"}, 3.5},
+		BudgetAmount:         {map[string]string{"project": "vision", "period": "2026-12"}, 1000},
+		BudgetSpent:          {map[string]string{"project": "vision"}, 250},
+		BudgetCommitted:      {map[string]string{"project": "vision"}, 400},
+		BudgetUsed:           {map[string]string{"project": "vision"}, 0.25},
 		RunningJobs:          {map[string]string{"pool": "a100", "project": "vision"}, 1},
 		PoolCapacityGPUs:     {map[string]string{"pool": "a100"}, 2},
 		PoolAllocatedGPUs:    {map[string]string{"pool": "a100"}, 1},

@@ -146,15 +146,24 @@ func (s *CostService) history(ctx context.Context, since time.Time) ([]cost.Span
 	if err != nil {
 		return nil, nil, fmt.Errorf("read attempt history: %w", err)
 	}
+	rates, err := s.rates(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return CostSpans(spans), rates, nil
+}
+
+// rates are every pool's rates, by pool.
+func (s *CostService) rates(ctx context.Context) (map[string]domain.Rates, error) {
 	pools, err := s.st.ListPools(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read pool rates: %w", err)
+		return nil, fmt.Errorf("read pool rates: %w", err)
 	}
 	rates := make(map[string]domain.Rates, len(pools))
 	for _, pl := range pools {
 		rates[pl.Name] = pl.Rates
 	}
-	return CostSpans(spans), rates, nil
+	return rates, nil
 }
 
 // CostSpans turns stored attempt spans into what package cost prices.
@@ -197,4 +206,27 @@ func (s *CostService) budgetsChanged() {
 		s.cfg.Broadcast("sched")
 	}
 	s.cfg.Wake()
+}
+
+// preview says how a job whose worst case is worst stands against its
+// project's budget, for a dry run; nil when the project has no budget in
+// force or p may not read its spend. A failure to read is no reason to
+// refuse a preview: it is then nil too.
+func (s *CostService) preview(ctx context.Context, p Principal, project string, worst domain.Money, bounded bool) *PreviewBudget {
+	if s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: project}) != nil {
+		return nil
+	}
+	b, err := s.st.GetBudget(ctx, project)
+	if err != nil {
+		return nil
+	}
+	st, err := s.statuses(ctx, []domain.Budget{b})
+	if err != nil || !st[0].InForce {
+		return nil
+	}
+	pb := &PreviewBudget{Status: st[0], Fits: true}
+	if b.Action.Blocks() {
+		pb.Fits, pb.Why = cost.Admit(st[0].Use, 0, worst, bounded, s.cfg.Currency)
+	}
+	return pb
 }

@@ -81,3 +81,37 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("deleting a missing budget: %v", err)
 	}
 }
+
+// A dry run prices the job's worst case at its pool's rates and says how
+// it stands against its project's budget.
+func TestPreviewPricesTheWorstCaseAgainstTheBudget(t *testing.T) {
+	svc, _ := newCostEnv(t)
+	ctx := context.Background()
+	admin := service.Principal{Subject: "admin", Role: "admin"}
+	doc := []byte("name: probe\nproject: nlp\npool: gpu\nentrypoint: [train]\nresources: {gpus: 1, cpus: 1, memory: 1GiB}\npolicy: {timeout: 4h}\n")
+	pv, err := svc.Jobs.Preview(ctx, admin, service.SubmitInput{Doc: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 h × (2.10 + 0.04 + 0.005) = 8.58
+	if !pv.CostBounded || pv.WorstCase != mustMoney(t, "8.58") || pv.Budget != nil {
+		t.Fatalf("worst case %s (bounded %v), budget %+v; want 8.58 and no budget", pv.WorstCase, pv.CostBounded, pv.Budget)
+	}
+	// nlp spent 1.50 in March; a 10.00 block budget leaves room for 8.50.
+	if _, err := svc.Cost.SetBudget(ctx, admin, domain.Budget{Project: "nlp", Amount: mustMoney(t, "10"), Period: domain.BudgetMonthly, Action: domain.BudgetBlock}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err = svc.Jobs.Preview(ctx, admin, service.SubmitInput{Doc: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := pv.Budget; b == nil || b.Fits || b.Status.Use.Spent != mustMoney(t, "1.50") || !strings.Contains(b.Why, "up to 8.58 more") {
+		t.Fatalf("budget = %+v; want a refusal naming 8.58", b)
+	}
+	if _, err := svc.Cost.SetBudget(ctx, admin, domain.Budget{Project: "nlp", Amount: mustMoney(t, "10.08"), Period: domain.BudgetMonthly, Action: domain.BudgetBlock}); err != nil {
+		t.Fatal(err)
+	}
+	if pv, err = svc.Jobs.Preview(ctx, admin, service.SubmitInput{Doc: doc}); err != nil || pv.Budget == nil || !pv.Budget.Fits {
+		t.Fatalf("with room for it: %+v, %v; want it to fit", pv.Budget, err)
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type CostService struct {
 // pools' rates.
 type CostStore interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 }
 
@@ -80,6 +82,11 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 		return CostReport{}, err
 	}
 	vis := authz.VisibleCost(p)
+	if q.By != "day" {
+		return s.reportTotals(ctx, q, vis, since, now)
+	}
+	// By day an attempt is split at each midnight it ran across: priced
+	// from its span.
 	spans, rates, err := s.history(ctx, since)
 	if err != nil {
 		return CostReport{}, err
@@ -92,4 +99,30 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 		in = append(in, sp)
 	}
 	return cost.Report(in, rates, now, since, q.By), nil
+}
+
+// reportTotals is Report summed by the database, for every grouping but
+// day: it reads a row per group and resource shape, not per attempt.
+func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, since, now time.Time) (CostReport, error) {
+	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
+	if q.Project != "" {
+		sq.AllProjects, sq.Projects = false, nil
+		if vis.Sees(q.Project, "") {
+			sq.Projects = []string{q.Project}
+		}
+	}
+	rows, err := s.st.SpendTotals(ctx, sq)
+	if err != nil {
+		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
+	}
+	rates, err := s.rates(ctx)
+	if err != nil {
+		return CostReport{}, err
+	}
+	totals := make([]cost.Totals, len(rows))
+	for i, r := range rows {
+		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
+			Attempts: r.Attempts, Running: r.Running, Held: r.Held}
+	}
+	return cost.ReportTotals(totals, rates, now, since, q.By), nil
 }

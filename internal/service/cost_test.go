@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"trainyard/internal/clock"
+	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
@@ -224,6 +225,33 @@ func TestCostReportBadQuery(t *testing.T) {
 		_, err := svc.Cost.Report(context.Background(), admin, *q)
 		if !errors.Is(err, domain.ErrInvalid) || err.Error() != "1 invalid field(s): "+want {
 			t.Errorf("%+v: err = %v, want %q (invalid)", *q, err, want)
+		}
+	}
+}
+
+// The report the database sums equals, line by line, the report priced
+// from every attempt's span (cost.Report), for each grouping it serves.
+func TestReportTotalsMatchTheSpans(t *testing.T) {
+	svc, raw := newCostEnv(t)
+	ctx := context.Background()
+	admin := service.Principal{Subject: "admin", Role: "admin"}
+	since, now := costAt(1.75), costAt(10) // clips job 1's attempt
+	spans, err := raw.AttemptSpans(ctx, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]domain.Rates{
+		"gpu": {GPUHour: mustMoney(t, "2.10"), CPUHour: mustMoney(t, "0.04"), MemoryGiBHour: mustMoney(t, "0.005")},
+		"cpu": {CPUHour: mustMoney(t, "0.05")},
+	}
+	for _, by := range []string{"project", "pool", "user", "job"} {
+		got, err := svc.Cost.Report(ctx, admin, service.CostQuery{Since: since, By: by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cost.Report(service.CostSpans(spans), rates, now, since, by)
+		if lines(got) != lines(want) {
+			t.Errorf("by %s:\n summed %s\n priced %s", by, lines(got), lines(want))
 		}
 	}
 }

@@ -26,6 +26,7 @@ type JobService struct {
 	secrets   *SecretService
 	templates *TemplateService
 	pools     *PoolService
+	cost      *CostService
 }
 
 // JobStore is what the job use cases read and write: jobs, their attempts,
@@ -38,6 +39,7 @@ type JobStore interface {
 	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
+	RecentUsage(ctx context.Context, submitter, name string) ([]store.RunUsage, error)
 	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
 	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
@@ -145,6 +147,9 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 	r := SubmitResult{Job: job, Created: true}
 	if len(same) > 0 {
 		r.Warnings = append(r.Warnings, duplicateWarning(job, same, more, now))
+	}
+	if w := s.rightSizing(ctx, p, spec); w != "" {
+		r.Warnings = append(r.Warnings, w)
 	}
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
 )
@@ -25,6 +26,22 @@ type SubmitPreview struct {
 	// QueueKnown is false when no control loop orders the queue (the
 	// counts are then zero and mean nothing).
 	QueueKnown bool
+	// WorstCase is the most the job may cost: its pool's rates × its
+	// request × its timeout; CostBounded is false without a timeout.
+	WorstCase   domain.Money
+	CostBounded bool
+	// Budget is the project's budget in force and whether the job would
+	// fit in it now (nil: none, or the caller may not read it).
+	Budget *PreviewBudget
+}
+
+// PreviewBudget is how a previewed job stands against its project's
+// budget: Fits is false when a blocking budget would hold it, and Why
+// then says so with the numbers.
+type PreviewBudget struct {
+	Status BudgetStatus
+	Fits   bool
+	Why    string
 }
 
 // Preview checks a submit as Submit does (permission, spec, environment,
@@ -40,6 +57,8 @@ func (s *JobService) Preview(ctx context.Context, p Principal, in SubmitInput) (
 	if v, err := s.pools.admission(ctx); err == nil {
 		pv.Pool = v.pools[spec.Pool] // admit found it
 	}
+	pv.WorstCase, pv.CostBounded = cost.WorstCase(spec.Resources, pv.Pool.Rates, spec.Policy.Timeout.D())
+	pv.Budget = s.cost.preview(ctx, p, spec.Project, pv.WorstCase, pv.CostBounded)
 	if s.cfg.Queue == nil {
 		return pv, nil
 	}

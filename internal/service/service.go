@@ -60,6 +60,7 @@ type Config struct {
 	Store         store.Store
 	Clock         clock.Clock
 	Logger        *slog.Logger
+	Currency      string      // the server's currency, named in budget messages
 	ArtifactsRoot string      // outputs go to <root>/<project>/<name>/<job-id>/
 	Logs          logs.Layout // where attempt logs live
 	// Files reads the attempts' logs and the jobs' outputs: the executor's
@@ -187,7 +188,7 @@ func New(cfg Config) *Service {
 	}
 	s.Templates = &TemplateService{core: c, st: st, envs: s.Envs}
 	s.Jobs = &JobService{core: c, st: st, envs: s.Envs, secrets: s.Secrets,
-		templates: s.Templates, pools: s.Pools}
+		templates: s.Templates, pools: s.Pools, cost: s.Cost}
 	return s
 }
 

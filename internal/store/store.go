@@ -103,7 +103,19 @@ type JobCursor uint64
 const (
 	DuplicateScan  = 200
 	DuplicateShown = 3
+	// UsageRuns is how many recent runs RecentUsage returns.
+	UsageRuns = 3
 )
+
+// RunUsage is what one succeeded attempt held and used: its job's
+// request, how long it ran, its CPU time and its memory peak.
+type RunUsage struct {
+	JobID      int64
+	Request    domain.Resources
+	Ran        time.Duration
+	CPUSeconds float64
+	MaxRSS     domain.ByteSize
+}
 
 type Jobs interface {
 	// CreateJob stores the job in state queued, its config snapshot and a
@@ -120,6 +132,10 @@ type Jobs interface {
 	// submitter's newest DuplicateScan jobs only, so a submit pays a small,
 	// bounded cost however many jobs its user has.
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
+	// RecentUsage returns what the newest UsageRuns succeeded attempts of
+	// submitter's jobs named name used, newest first, looking at the
+	// submitter's newest DuplicateScan jobs only.
+	RecentUsage(ctx context.Context, submitter, name string) ([]RunUsage, error)
 	// LiveJobs returns every live job (queued, starting or running; cheap
 	// rows, by id ascending) and a cursor for ChangedJobs, read at one
 	// moment: a write the list does not show comes back from
@@ -141,6 +157,11 @@ type Jobs interface {
 	// request, submitter and name and the attempt's state — the input of
 	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// SpendTotals sums, in the database, what attempts held between
+	// q.Since and q.Until, by q.By and by pool and resource shape (the
+	// input of spend reports, which price each row): one row per group,
+	// not per attempt.
+	SpendTotals(ctx context.Context, q SpendQuery) ([]SpendRow, error)
 	// PreemptedAttempts returns every attempt that ended preempted at or
 	// after since, by FinishedAt (then job, number): the recent history
 	// the control loop's preemption guard is rebuilt from when it starts.
@@ -257,6 +278,31 @@ type AttemptSpan struct {
 	// Timeout is the job's policy.timeout: how long the attempt may run,
 	// which bounds what a running one may still cost.
 	Timeout domain.Duration
+}
+
+// SpendQuery selects SpendTotals: the attempts that held resources in
+// [Since, Until], grouped by By ("project", "pool", "user" or "job"), of
+// the jobs of Projects only unless AllProjects.
+type SpendQuery struct {
+	Since, Until time.Time
+	By           string
+	AllProjects  bool
+	Projects     []string
+}
+
+// SpendRow sums the attempts of one group that held one shape of
+// resources in one pool, each clipped to the query's window: Held is the
+// sum of their times (each to the millisecond), Attempts how many there
+// were, Running how many of them still run. Waste rows hold the attempts
+// that were preempted, failed, timed out or lost.
+type SpendRow struct {
+	Group     string
+	Pool      string
+	Resources domain.Resources
+	Waste     bool
+	Attempts  int
+	Running   int
+	Held      time.Duration
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is

@@ -614,6 +614,29 @@ type SubmitPreview struct {
 	SpecHash  string          `json:"spec_hash"`
 	Spec      json.RawMessage `json:"spec"`            // the canonical snapshot the job would run
 	Queue     *PreviewQueue   `json:"queue,omitempty"` // absent when no scheduler orders the queue
+	// WorstCaseCost is the most the job may cost (its pool's rates × its
+	// request × its timeout) in Currency; absent without a timeout.
+	WorstCaseCost string `json:"worst_case_cost,omitempty"`
+	Currency      string `json:"currency,omitempty"`
+	// Budget is the project's budget in force; absent when there is none
+	// or the caller may not read the project's spend.
+	Budget *PreviewBudget `json:"budget,omitempty"`
+}
+
+// PreviewBudget is how a previewed job stands against its project's
+// budget for the current period.
+type PreviewBudget struct {
+	Amount    string `json:"amount"`
+	Period    string `json:"period"` // "2026-12", or "2026-12-01..2026-12-15"
+	Action    string `json:"action"` // notify, block or suspend
+	Spent     string `json:"spent"`
+	Committed string `json:"committed"` // spent plus what running jobs may still cost
+	// CommittedUnbounded: a running job has no timeout, so Committed is a floor.
+	CommittedUnbounded bool `json:"committed_unbounded,omitempty"`
+	// Fits is false when the budget would hold the job (BudgetExceeded);
+	// Message then says why, with the numbers.
+	Fits    bool   `json:"fits"`
+	Message string `json:"message,omitempty"`
 }
 
 // PreviewQueue is where a previewed job would stand in its pool's queue.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,7 +16,8 @@ import (
 // store in a schema of its own (openTest).
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) store.Store { return openTest(b) }, storetest.BenchOptions{
-		Seed: seedJobs,
+		Seed:         seedJobs,
+		SeedAttempts: seedAttempts,
 		Batches: func(s store.Store) (int64, int64) {
 			st := s.(*Store)
 			return st.batches.Load(), st.batched.Load()
@@ -49,6 +51,22 @@ func seedJobs(b *testing.B, st store.Store, spec store.NewJob, jobs []storetest.
 		b.Fatalf("seed: copy %d jobs: %v", len(jobs), err)
 	}
 	if _, err := s.pool.Exec(ctx, `SELECT setval('jobs_id_seq', (SELECT MAX(id) FROM jobs)); ANALYZE jobs`); err != nil {
+		b.Fatalf("seed: %v", err)
+	}
+}
+
+// seedAttempts implements storetest.BenchOptions.SeedAttempts with one
+// INSERT from generate_series, then analyzes the table.
+func seedAttempts(b *testing.B, st store.Store, n, perJob int, from time.Time, step, held time.Duration) {
+	b.Helper()
+	s := st.(*Store)
+	ctx := context.Background()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO attempts (job_id, number, state, created_at, started_at, finished_at)
+		SELECT i / $2 + 1, i % $2 + 1, CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'succeeded' END, $3 + i * $4, $3 + i * $4, $3 + i * $4 + $5
+		FROM generate_series(0::bigint, $1::bigint - 1) AS i`, n, perJob, from.UnixNano(), int64(step), int64(held)); err != nil {
+		b.Fatalf("seed %d attempts: %v", n, err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE attempts`); err != nil {
 		b.Fatalf("seed: %v", err)
 	}
 }

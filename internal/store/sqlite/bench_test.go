@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"testing"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -12,7 +13,8 @@ import (
 // BenchmarkStore runs the shared store benchmarks on SQLite.
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) store.Store { return openTest(b) }, storetest.BenchOptions{
-		Seed: seedJobs,
+		Seed:         seedJobs,
+		SeedAttempts: seedAttempts,
 		Batches: func(s store.Store) (int64, int64) {
 			st := s.(*Store)
 			return st.batches.Load(), st.batched.Load()
@@ -45,5 +47,22 @@ func seedJobs(b *testing.B, st store.Store, spec store.NewJob, jobs []storetest.
 	})
 	if err != nil {
 		b.Fatalf("seed %d jobs: %v", len(jobs), err)
+	}
+}
+
+// seedAttempts implements storetest.BenchOptions.SeedAttempts with one
+// INSERT from a recursive count, in one write transaction.
+func seedAttempts(b *testing.B, st store.Store, n, perJob int, from time.Time, step, held time.Duration) {
+	b.Helper()
+	s := st.(*Store)
+	err := s.write(context.Background(), func(w *writer) error {
+		_, err := w.exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+			INSERT INTO attempts (job_id, number, state, created_at, started_at, finished_at)
+			SELECT i / ? + 1, i % ? + 1, CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'succeeded' END, ? + i * ?, ? + i * ?, ? + i * ? + ? FROM n`,
+			n, perJob, perJob, from.UnixNano(), int64(step), from.UnixNano(), int64(step), from.UnixNano(), int64(step), int64(held))
+		return err
+	})
+	if err != nil {
+		b.Fatalf("seed %d attempts: %v", n, err)
 	}
 }

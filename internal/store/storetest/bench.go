@@ -38,6 +38,12 @@ type BenchOptions struct {
 	// benchmarks report reqs/batch: how well concurrent submits share a
 	// transaction, which their throughput depends on.
 	Batches func(s store.Store) (batches, requests int64)
+	// SeedAttempts, when set, writes attempts straight into the attempts
+	// table of a store Seed filled: n attempts, perJob to each of jobs
+	// 1, 2, …, attempt i (from 0) of job i/perJob+1 numbered i%perJob+1,
+	// started at from + i×step and ended held later, failed when i%10 is
+	// 0 and succeeded otherwise. Without it the spend benchmark is skipped.
+	SeedAttempts func(b *testing.B, s store.Store, n, perJob int, from time.Time, step, held time.Duration)
 }
 
 // SeedJob is one job for BenchOptions.Seed to write: already in State,
@@ -77,6 +83,21 @@ func Benchmark(b *testing.B, open func(b *testing.B) store.Store, opts BenchOpti
 		b.Run("GetJob", func(b *testing.B) { benchGetJob(b, s, ids) })
 		b.Run("ListJobs", func(b *testing.B) { benchListJobs(b, s, historyFilters(ids)) })
 		b.Run("CountJobs", func(b *testing.B) { benchCountJobs(b, s) })
+	})
+	// Spend reports over a busy month: 1,000,000 attempts of 100,000 jobs
+	// over 40 days, summed over the last 30.
+	b.Run("Attempts1M", func(b *testing.B) {
+		if opts.Seed == nil || opts.SeedAttempts == nil {
+			b.Skip("needs BenchOptions.Seed and SeedAttempts")
+		}
+		s, _ := seedStore(b, open, opts.Seed, historyJobs())
+		start := time.Now()
+		opts.SeedAttempts(b, s, spendAttempts, spendAttempts/len(historyJobs()), spendNow.Add(-40*24*time.Hour),
+			40*24*time.Hour/spendAttempts, 50*time.Minute)
+		b.Logf("seeded %d attempts in %s", spendAttempts, time.Since(start).Round(time.Millisecond))
+		for _, by := range []string{"project", "user", "job"} {
+			b.Run("SpendTotals/by="+by, func(b *testing.B) { benchSpendTotals(b, s, by) })
+		}
 	})
 	// A deep backlog: 100,000 live jobs (mostly queued) among 150,000.
 	b.Run("Live100k", func(b *testing.B) {
@@ -524,6 +545,39 @@ func benchSnapshotLoad(b *testing.B, s store.Store, live int) {
 		lat.add(time.Since(start))
 		if len(jobs) != live {
 			b.Fatalf("LiveJobs returned %d jobs, want %d", len(jobs), live)
+		}
+	}
+	lat.report(b)
+}
+
+// spendAttempts and spendNow size Attempts1M.
+const spendAttempts = 1_000_000
+
+var spendNow = t0.Add(60 * 24 * time.Hour)
+
+// benchSpendTotals sums the last 30 days of Attempts1M by by, as a spend
+// report does, and checks the sums hold every attempt in the window.
+func benchSpendTotals(b *testing.B, s store.Store, by string) {
+	ctx := context.Background()
+	q := store.SpendQuery{Since: spendNow.Add(-30 * 24 * time.Hour), Until: spendNow, By: by, AllProjects: true}
+	var lat latencies
+	for b.Loop() {
+		start := time.Now()
+		rows, err := s.SpendTotals(ctx, q)
+		lat.add(time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, r := range rows {
+			n += r.Attempts
+		}
+		// Three quarters of the attempts started in the window; those
+		// that started in the 50 minutes before it ran into it.
+		lo := spendAttempts * 3 / 4
+		hi := lo + int(50*time.Minute/(40*24*time.Hour/spendAttempts)) + 1
+		if n < lo || n > hi {
+			b.Fatalf("the sums hold %d attempts, want %d to %d", n, lo, hi)
 		}
 	}
 	lat.report(b)

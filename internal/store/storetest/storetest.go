@@ -55,6 +55,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"PreemptedAttempts":           testPreemptedAttempts,
 		"Requests":                    testRequests,
 		"SameSpecJobs":                testSameSpecJobs,
+		"SpendTotals":                 testSpendTotals,
+		"RecentUsage":                 testRecentUsage,
 	}
 	// Pools, quotas and projects: see pools.go.
 	maps.Copy(tests, poolTests)
