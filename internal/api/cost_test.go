@@ -44,6 +44,64 @@ func (s ratedStore) ListPools(ctx context.Context) ([]domain.Pool, error) {
 // (running from hour 4) 1×2.10×6 = 12.60 and 2.10 an hour; job 3 (1 GPU,
 // hours 5–6, failed, project nlp) 2.10 of waste. Total 25.20, waste 6.30.
 func TestCostReport(t *testing.T) {
+	e, at := newCostEnv(t, "")
+	token := e.token
+	code, b := e.do("GET", "/api/v1/cost", token, nil)
+	var rep apitypes.CostReport
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil {
+		t.Fatalf("GET /api/v1/cost = %d %s", code, b)
+	}
+	var got []string
+	for _, l := range append(rep.Lines, rep.Total) {
+		got = append(got, fmt.Sprintf("%s %s %s %d %s %g", l.Group, l.Cost, l.Waste, l.Attempts, l.RunningPerHour, l.GPUHours))
+	}
+	want := "[vision 23.10 4.20 3 2.10 11 nlp 2.10 2.10 1 0.00 1 total 25.20 6.30 4 2.10 12]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("report:\n got %v\nwant %s", got, want)
+	}
+	if rep.By != "project" || !rep.Until.Equal(at(10)) || !rep.Since.Equal(at(10).Add(-30*24*time.Hour)) {
+		t.Errorf("by %s, window %s–%s; want project over the 30 days up to now", rep.By, rep.Since, rep.Until)
+	}
+
+	// From hour 5 by job: the retry's 5 h (10.50) and job 3's hour.
+	code, b = e.do("GET", "/api/v1/cost?since=5h&by=job&project=vision", token, nil)
+	rep = apitypes.CostReport{}
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil || len(rep.Lines) != 1 || rep.Lines[0].Group != "2 sweep" || rep.Lines[0].Cost != "10.50" {
+		t.Errorf("since=5h&by=job&project=vision = %d %s", code, b)
+	}
+	code, b = e.do("GET", "/api/v1/cost?since=2026-03-01T06:00:00Z&by=day", token, nil)
+	rep = apitypes.CostReport{}
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil || len(rep.Lines) != 1 ||
+		rep.Lines[0].Group != "2026-03-01" || rep.Lines[0].Cost != "8.40" || rep.Lines[0].GPUHours != 4 {
+		t.Errorf("since a time, by day = %d %s", code, b)
+	}
+
+	for query, want := range map[string]string{
+		"by=team":          `by: cannot group by "team"; choose one of project, pool, user, job, day`,
+		"since=sooner":     `since: must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got "sooner"`,
+		"since=-3d":        `since: must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got "-3d"`,
+		"since=2027-01-01": `since: 2027-01-01T00:00:00Z is in the future; name a past time or a duration such as 30d`,
+	} {
+		code, b := e.do("GET", "/api/v1/cost?"+query, token, nil)
+		if code != 400 {
+			t.Errorf("?%s = %d %s, want 400", query, code, b)
+			continue
+		}
+		fe := decodeErr(t, b).Fields
+		if len(fe) != 1 || fe[0].Path+": "+fe[0].Message != want {
+			t.Errorf("?%s: fields %+v, want %q", query, fe, want)
+		}
+	}
+	if code, _ := e.do("GET", "/api/v1/cost", "", nil); code != 401 {
+		t.Errorf("without a token: %d, want 401", code)
+	}
+}
+
+// newCostEnv is a server (in currency, "" for the default) on a store
+// with the history TestCostReport describes, its fake clock at hour 10 of
+// 2026-03-01 (at gives hour h), and e.token an admin's.
+func newCostEnv(t *testing.T, currency string) (*env, func(h float64) time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	at := func(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
@@ -98,57 +156,7 @@ func TestCostReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler(api.Config{Service: svc, Ready: raw.Ping}))
+	srv := httptest.NewServer(api.Handler(api.Config{Service: svc, Ready: raw.Ping, Currency: currency}))
 	t.Cleanup(func() { srv.Close(); raw.Close() })
-	e := &env{t: t, srv: srv, st: raw, token: token}
-
-	code, b := e.do("GET", "/api/v1/cost", token, nil)
-	var rep apitypes.CostReport
-	if err := json.Unmarshal(b, &rep); code != 200 || err != nil {
-		t.Fatalf("GET /api/v1/cost = %d %s", code, b)
-	}
-	var got []string
-	for _, l := range append(rep.Lines, rep.Total) {
-		got = append(got, fmt.Sprintf("%s %s %s %d %s %g", l.Group, l.Cost, l.Waste, l.Attempts, l.RunningPerHour, l.GPUHours))
-	}
-	want := "[vision 23.10 4.20 3 2.10 11 nlp 2.10 2.10 1 0.00 1 total 25.20 6.30 4 2.10 12]"
-	if fmt.Sprint(got) != want {
-		t.Errorf("report:\n got %v\nwant %s", got, want)
-	}
-	if rep.By != "project" || !rep.Until.Equal(at(10)) || !rep.Since.Equal(at(10).Add(-30*24*time.Hour)) {
-		t.Errorf("by %s, window %s–%s; want project over the 30 days up to now", rep.By, rep.Since, rep.Until)
-	}
-
-	// From hour 5 by job: the retry's 5 h (10.50) and job 3's hour.
-	code, b = e.do("GET", "/api/v1/cost?since=5h&by=job&project=vision", token, nil)
-	rep = apitypes.CostReport{}
-	if err := json.Unmarshal(b, &rep); code != 200 || err != nil || len(rep.Lines) != 1 || rep.Lines[0].Group != "2 sweep" || rep.Lines[0].Cost != "10.50" {
-		t.Errorf("since=5h&by=job&project=vision = %d %s", code, b)
-	}
-	code, b = e.do("GET", "/api/v1/cost?since=2026-03-01T06:00:00Z&by=day", token, nil)
-	rep = apitypes.CostReport{}
-	if err := json.Unmarshal(b, &rep); code != 200 || err != nil || len(rep.Lines) != 1 ||
-		rep.Lines[0].Group != "2026-03-01" || rep.Lines[0].Cost != "8.40" || rep.Lines[0].GPUHours != 4 {
-		t.Errorf("since a time, by day = %d %s", code, b)
-	}
-
-	for query, want := range map[string]string{
-		"by=team":          `by: cannot group by "team"; choose one of project, pool, user, job, day`,
-		"since=sooner":     `since: must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got "sooner"`,
-		"since=-3d":        `since: must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got "-3d"`,
-		"since=2027-01-01": `since: 2027-01-01T00:00:00Z is in the future; name a past time or a duration such as 30d`,
-	} {
-		code, b := e.do("GET", "/api/v1/cost?"+query, token, nil)
-		if code != 400 {
-			t.Errorf("?%s = %d %s, want 400", query, code, b)
-			continue
-		}
-		fe := decodeErr(t, b).Fields
-		if len(fe) != 1 || fe[0].Path+": "+fe[0].Message != want {
-			t.Errorf("?%s: fields %+v, want %q", query, fe, want)
-		}
-	}
-	if code, _ := e.do("GET", "/api/v1/cost", "", nil); code != 401 {
-		t.Errorf("without a token: %d, want 401", code)
-	}
+	return &env{t: t, srv: srv, st: raw, token: token}, at
 }

@@ -38,6 +38,7 @@ func TestBodyMustBeOneJSONObject(t *testing.T) {
 		{"POST", "/api/v1/tokens"},
 		{"POST", "/api/v1/users"},
 		{"POST", "/api/v1/quota-requests"},
+		{"PUT", "/api/v1/budgets/default"},
 	}
 	for _, rt := range routes {
 		for body, want := range map[string]string{

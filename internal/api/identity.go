@@ -20,6 +20,9 @@ import (
 // tokens.
 var routeActions = map[string]string{
 	"GET /api/v1/cost":                                 "cost.read",
+	"GET /api/v1/budgets":                              "cost.read",
+	"PUT /api/v1/budgets/{project}":                    "budget.write",
+	"DELETE /api/v1/budgets/{project}":                 "budget.write",
 	"POST /api/v1/jobs":                                "job.submit",
 	"POST /api/v1/jobs/preview":                        "job.submit",
 	"HEAD /api/v1/code/{hash}":                         "job.submit",

@@ -230,10 +230,17 @@ func TestHTTPAuthorizationMatrix(t *testing.T) {
 		}
 	}
 
-	// pool and quota writes: admin and resource-admin only.
+	// pool, quota and budget writes: admin and resource-admin only.
 	for _, row := range rows {
 		writeOK := row == "admin" || row == "resource-admin"
-		code, b := do("PUT", "/api/v1/quotas/default/default", e.tokens[row], apitypes.Quota{CPUs: 2, Memory: "8GiB"})
+		code, b := do("PUT", "/api/v1/budgets/default", e.tokens[row], apitypes.Budget{Amount: "100", Period: "month"})
+		if (code == 200) != writeOK || (!writeOK && code != 403) {
+			if code == 200 {
+				unexpectedAllows++
+			}
+			t.Errorf("budget write by %s: %d %s", row, code, b)
+		}
+		code, b = do("PUT", "/api/v1/quotas/default/default", e.tokens[row], apitypes.Quota{CPUs: 2, Memory: "8GiB"})
 		if (code == 200) != writeOK || (!writeOK && code != 403) {
 			t.Errorf("quota write by %s: %d %s", row, code, b)
 		}

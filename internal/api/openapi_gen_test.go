@@ -158,6 +158,11 @@ var apiRoutes = map[string]apiRoute{
 		resp: apitypes.CostReport{}, query: []apiParam{{"project", "string", "only this project (default: every project the caller has a role in)"},
 			{"since", "string", "start of the window: a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339); default 30d"},
 			{"by", "string", "group by project (default), pool, user, job or day (UTC)"}}},
+	"GET /api/v1/budgets": {id: "listBudgets", summary: "Project budgets with each one's spend in its period that holds now (committed: plus what running attempts may cost until their timeouts).",
+		resp: apitypes.BudgetList{}, query: []apiParam{{"project", "string", "only this project's (default: every project the caller may read the spend of)"}}},
+	"PUT /api/v1/budgets/{project}": {id: "putBudget", summary: "Create or replace a project's budget: amount, and period month or start and end; answers it with its spend.",
+		body: apitypes.Budget{}, resp: apitypes.Budget{}},
+	"DELETE /api/v1/budgets/{project}": {id: "deleteBudget", summary: "Remove a project's budget; jobs it held are released.", status: []int{204}},
 
 	"POST /api/v1/templates": {id: "createTemplate", summary: "Add a template version: 201 when new, 200 when the body equals the latest version.",
 		body: apitypes.CreateTemplate{}, resp: apitypes.Template{}, status: []int{201, 200}},

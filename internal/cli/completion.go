@@ -27,11 +27,11 @@ const completionJobs = 100
 var (
 	jobIDArg   = []string{"show", "logs", "cancel", "hold", "release", "why", "metrics", "rerun", "artifacts ls", "artifacts get", "checkpoints ls", "checkpoints get"}
 	poolArg    = []string{"pool show", "pool update"}
-	projectArg = []string{"project set"}
+	projectArg = []string{"project set", "budget set", "budget rm"}
 	// quota set|rm PROJECT POOL
 	projectPoolArgs = []string{"quota set", "quota rm"}
 	poolFlag        = []string{"queue", "quota ls", "quota request", "quota requests"}
-	projectFlag     = []string{"ls", "quota ls", "quota request", "quota requests", "checkpoints du", "secret ls", "secret set", "secret rm", "template ls", "template show", "template create", "submit"}
+	projectFlag     = []string{"ls", "quota ls", "budget ls", "cost", "quota request", "quota requests", "checkpoints du", "secret ls", "secret set", "secret rm", "template ls", "template show", "template create", "submit"}
 	stateFlag       = []string{"ls"}
 )
 

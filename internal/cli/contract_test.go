@@ -75,7 +75,7 @@ func newContractHarness(t *testing.T) *harness {
 // to one list or the other.
 var actionCommands = []string{
 	"trainyard", "trainyard alerts ack", "trainyard alerts test", "trainyard artifacts get", "trainyard audit export",
-	"trainyard audit witness", "trainyard cancel", "trainyard checkpoints get", "trainyard hold", "trainyard release",
+	"trainyard audit witness", "trainyard budget rm", "trainyard cancel", "trainyard checkpoints get", "trainyard hold", "trainyard release",
 	"trainyard env deprecate", "trainyard env register", "trainyard login", "trainyard logs",
 	"trainyard project set", "trainyard quota rm", "trainyard role grant", "trainyard role revoke",
 	"trainyard secret rm", "trainyard secret rotate-key", "trainyard secret set", "trainyard spec schema",
@@ -103,6 +103,8 @@ func TestOutputContract(t *testing.T) {
 		"trainyard artifacts ls":   func() []string { return []string{"1"} },
 		"trainyard audit ls":       func() []string { return nil },
 		"trainyard audit verify":   func() []string { return nil },
+		"trainyard budget ls":      func() []string { return nil },
+		"trainyard budget set":     func() []string { return []string{"default", "--amount", uniq()} },
 		"trainyard checkpoints du": func() []string { return nil },
 		"trainyard cost":           func() []string { return []string{"--since", "1d", "--by", "day"} },
 		"trainyard checkpoints ls": func() []string { return []string{"1"} },
