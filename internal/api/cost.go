@@ -38,7 +38,7 @@ func (h *handler) costReport(w http.ResponseWriter, r *http.Request, p service.P
 		h.writeError(w, r, err)
 		return
 	}
-	out := apitypes.CostReport{By: rep.By, Since: rep.Since, Until: rep.Until,
+	out := apitypes.CostReport{By: rep.By, Since: rep.Since, Until: rep.Until, Currency: h.cfg.currency(),
 		Lines: make([]apitypes.CostLine, len(rep.Lines)), Total: costLineDTO(rep.Total)}
 	for i, l := range rep.Lines {
 		out.Lines[i] = costLineDTO(l)

@@ -56,6 +56,10 @@ func TestBlockBudgetHoldsWhatWouldCrossIt(t *testing.T) {
 			t.Fatalf("held job: %s %q; want BudgetExceeded saying %q", held.Reason, held.Message, want)
 		}
 	}
+	why, err := r.svc.Jobs.Explain(context.Background(), admin, b.ID)
+	if err != nil || !strings.Contains(why.Hint, "trainyard budget set default") || !strings.Contains(strings.Join(why.Evidence, "; "), "up to 60.00 more") {
+		t.Fatalf("why = %+v, %v; want the budget's numbers and how to raise it", why, err)
+	}
 	// 1 GPU for 4 h (40.00) still fits beside a.
 	c := r.submit("name: c\nentrypoint: [train]\nresources: {gpus: 1}\npolicy: {timeout: 4h}\n")
 	r.wait(c.ID, domain.JobRunning)

@@ -1,6 +1,7 @@
 package control_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func TestRetryStormPausesRetries(t *testing.T) {
 	if held.Reason != domain.ReasonRetryStorm || !strings.Contains(held.Message, `3 attempts of project default's jobs named "flaky" failed within 1h`) ||
 		!strings.Contains(held.Message, "trainyard release") {
 		t.Fatalf("held: %s %q", held.Reason, held.Message)
+	}
+	if why, err := r.svc.Jobs.Explain(context.Background(), admin, j.ID); err != nil || !strings.Contains(why.Hint, "trainyard logs") {
+		t.Fatalf("why = %+v, %v; want a hint to read the logs and release", why, err)
 	}
 	if n := len(r.attempts(j.ID)); n != 3 {
 		t.Fatalf("%d attempts before the pause, want 3", n)

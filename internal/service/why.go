@@ -82,7 +82,16 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 		}
 	case domain.JobHeld:
 		w.Evidence = append(w.Evidence, "it is held: the scheduler does not consider it until it is released")
-		w.Hint = fmt.Sprintf("release it to queue it again: trainyard release %d", id)
+		switch job.Reason {
+		case domain.ReasonBudgetExceeded:
+			w.Evidence = append(w.Evidence, job.Message)
+			w.Hint = fmt.Sprintf("its project's budget holds it: raise the budget (trainyard budget set %s --amount …), shorten its policy.timeout and submit it again, or wait for the next period; releasing it only holds it again", job.Project)
+		case domain.ReasonRetryStorm:
+			w.Evidence = append(w.Evidence, job.Message)
+			w.Hint = fmt.Sprintf("fix what makes these jobs fail (trainyard logs %d), then: trainyard release %d", id, id)
+		default:
+			w.Hint = fmt.Sprintf("release it to queue it again: trainyard release %d", id)
+		}
 	case domain.JobFailed:
 		s.explainFailure(ctx, &w, last)
 	case domain.JobRunning, domain.JobStarting:
