@@ -194,6 +194,15 @@ func parseCurrency(s string) (string, error) {
 	return s, nil
 }
 
+// checkDuplicates checks the server config's duplicate_submits.
+func checkDuplicates(s string) error {
+	switch s {
+	case "", service.DuplicatesWarn, service.DuplicatesRefuse:
+		return nil
+	}
+	return fmt.Errorf("server config duplicate_submits: %q is not a policy; use warn (the default) or refuse", s)
+}
+
 // validateServerConfig checks what the server would refuse at start, as far
 // as that is possible without the store, the data directory's contents or
 // the network: every problem, each with its path and line.
@@ -210,6 +219,7 @@ func validateServerConfig(cfg serverConfig) error {
 	add(err)
 	currency, err := parseCurrency(cfg.Currency)
 	add(err)
+	add(checkDuplicates(cfg.DuplicateSubmits))
 	_, err = parseMetricsAuth(cfg)
 	add(err)
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {

@@ -111,6 +111,9 @@ type serverConfig struct {
 	// such as USD (the default) or EUR. It labels amounts; nothing is
 	// converted, so changing it relabels every rate.
 	Currency string `yaml:"currency"`
+	// DuplicateSubmits is what a submit repeating a live or recent job of
+	// the same user and spec does: warn (the default) or refuse.
+	DuplicateSubmits string `yaml:"duplicate_submits"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
 	// ObjectStore, when set, is an S3-compatible store for code packages
@@ -322,6 +325,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDuplicates(cfg.DuplicateSubmits); err != nil {
+		return err
+	}
 
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		return fmt.Errorf("server config %w", err)
@@ -518,7 +524,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}()
 		return ctl, wg.Wait
 	}
-	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency,
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
 		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,

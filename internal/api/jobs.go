@@ -45,7 +45,8 @@ func (h *handler) submitOrPreview(w http.ResponseWriter, r *http.Request, p serv
 		return
 	}
 	in := service.SubmitInput{Doc: doc, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code)} // Code: code.go
+		Template: req.Template, Project: req.Project, Vars: req.Vars, Code: codeRef(req.Code), // Code: code.go
+		AllowDuplicate: req.AllowDuplicate}
 	if preview {
 		h.writePreview(w, r, p, in)
 		return

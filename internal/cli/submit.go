@@ -25,6 +25,7 @@ func (a *app) submitCmd() *cobra.Command {
 		wait   bool
 		follow bool
 		dryRun bool
+		dup    bool
 		// --template: templates.go
 		template, project string
 		contextDir        string // --context: code.go
@@ -57,7 +58,12 @@ succeeded and 1 otherwise. An invalid spec prints every problem and exits 2.
 
 --dry-run runs every check of a submit (spec, permission, environment,
 secrets, paths, admission to the pool) and prints what would be submitted and
-where it would wait in the pool's queue; nothing is stored.`,
+where it would wait in the pool's queue; nothing is stored.
+
+A submit of the same spec as a live job of yours, or one you submitted in the
+last 10 minutes, is stored with a warning, or refused where the server is set
+to refuse repeats (duplicate_submits: refuse); --allow-duplicate submits it
+anyway.`,
 		Example: `  trainyard submit train.yaml
   trainyard submit train.yaml --set params.lr=0.2 --set resources.gpus=2
   trainyard submit train.yaml --idempotency-key nightly-2026-01-31 --follow
@@ -72,6 +78,7 @@ where it would wait in the pool's queue; nothing is stored.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the job ends; exit like --wait")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the submit and show what it would do; submit nothing")
+	cmd.Flags().BoolVar(&dup, "allow-duplicate", false, "submit even if a live or recent job of yours has the same spec")
 	cmd.Flags().StringVar(&template, "template", "", "submit from this job template, NAME or NAME@VERSION, instead of a file")
 	cmd.Flags().StringVarP(&project, "project", "p", "", "with --template: the template's project (default: the one project that has it)")
 	cmd.Flags().StringVar(&contextDir, "context", "", "package this directory as the job's code and run each attempt in a fresh copy (docs/code.md)")
@@ -115,6 +122,7 @@ where it would wait in the pool's queue; nothing is stored.`,
 				return err
 			}
 		}
+		req.AllowDuplicate = dup
 		if dryRun {
 			if contextDir != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: --context %s is not packaged or uploaded in a dry run\n", contextDir)

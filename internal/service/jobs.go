@@ -62,7 +62,10 @@ type SubmitInput struct {
 	Template string
 	Project  string
 	Vars     map[string]string
-	rerunOf  int64 // the job this submit re-runs (rerun.go); 0: none
+	// AllowDuplicate submits the job even when it repeats a live or recent
+	// job of the same user and spec on a server that refuses repeats.
+	AllowDuplicate bool
+	rerunOf        int64 // the job this submit re-runs (rerun.go); 0: none
 	// rerunTemplate is the original's trainyard.template label ("": none),
 	// which a re-run keeps and may not change.
 	rerunTemplate string
@@ -140,6 +143,9 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("look for repeated submits: %w", err)
 	}
+	if len(same) > 0 && s.cfg.DuplicateSubmits == DuplicatesRefuse && !in.AllowDuplicate && !retried(same, in.IdempotencyKey) {
+		return SubmitResult{}, duplicateRefusal(same, now)
+	}
 	job, created, err := s.storeJob(ctx, p, in, spec)
 	if err != nil || !created {
 		return SubmitResult{Job: job, Created: created}, err
@@ -152,6 +158,34 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 		r.Warnings = append(r.Warnings, w)
 	}
 	return r, nil
+}
+
+// Duplicate-submit policies (Config.DuplicateSubmits).
+const (
+	DuplicatesWarn   = "warn"   // store the job, with a warning (the default)
+	DuplicatesRefuse = "refuse" // refuse it unless the submit allows it
+)
+
+// retried reports whether one of same is the job an earlier try of this
+// keyed submit stored: that repeat answers with it, never a refusal.
+func retried(same []domain.Job, key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, j := range same {
+		if j.IdempotencyKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// duplicateRefusal says why a repeated submit was refused and how to
+// submit it anyway.
+func duplicateRefusal(same []domain.Job, now time.Time) error {
+	j := same[0]
+	return domain.Errorf(domain.ErrConflict, "not submitted: it has the same spec as your job %d (%s, submitted %s ago), and this server refuses repeated submits; cancel that one first (trainyard cancel %d), or submit again with --allow-duplicate if another run is meant",
+		j.ID, j.State, domain.FormatDuration(now.Sub(j.SubmittedAt).Round(time.Second)), j.ID)
 }
 
 // duplicateWarning tells the submitter of job that it repeats same (newest

@@ -57,12 +57,16 @@ import (
 
 // Config wires a Service.
 type Config struct {
-	Store         store.Store
-	Clock         clock.Clock
-	Logger        *slog.Logger
-	Currency      string      // the server's currency, named in budget messages
-	ArtifactsRoot string      // outputs go to <root>/<project>/<name>/<job-id>/
-	Logs          logs.Layout // where attempt logs live
+	Store    store.Store
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	Currency string // the server's currency, named in budget messages
+	// DuplicateSubmits is what a submit that repeats a live or recent job
+	// of the same user and spec does: DuplicatesWarn ("" too) or
+	// DuplicatesRefuse.
+	DuplicateSubmits string
+	ArtifactsRoot    string      // outputs go to <root>/<project>/<name>/<job-id>/
+	Logs             logs.Layout // where attempt logs live
 	// Files reads the attempts' logs and the jobs' outputs: the executor's
 	// read side. Nothing else here opens a job's files.
 	Files executor.Files

@@ -127,8 +127,8 @@ type Jobs interface {
 	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
 	// SameSpecJobs returns the newest DuplicateShown of submitter's jobs of
 	// snapshot specHash that are live (held included) or were submitted at
-	// or after since (id, submitter, spec hash, state and submit time
-	// only), newest first, and whether there are more, looking at the
+	// or after since (id, submitter, spec hash, state, submit time and
+	// idempotency key only), newest first, and whether there are more, looking at the
 	// submitter's newest DuplicateScan jobs only, so a submit pays a small,
 	// bounded cost however many jobs its user has.
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)

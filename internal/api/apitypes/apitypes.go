@@ -29,6 +29,9 @@ type SubmitRequest struct {
 	Vars     map[string]string `json:"vars,omitempty"`
 	// Code is the code package to run from (code.go); nil: none.
 	Code *CodeRef `json:"code,omitempty"`
+	// AllowDuplicate submits the job even when it repeats a live or recent
+	// job of the same user and spec on a server that refuses repeats.
+	AllowDuplicate bool `json:"allow_duplicate,omitempty"`
 }
 
 // Job is a job as the API shows it. List responses leave Spec, Attempts and

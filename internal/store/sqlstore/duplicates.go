@@ -14,7 +14,7 @@ import (
 // the snapshot from the newest down to it on (submitter, spec_hash, id),
 // stopping after one more than it shows: a submit reads a handful of
 // rows, however many jobs of that spec there are.
-var qSameSpec = Q(`SELECT id, state, submitted_at FROM jobs
+var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 	WHERE submitter = ? AND spec_hash = ? AND (state IN (?, ?, ?, ?) OR submitted_at >= ?)
 	AND id >= (SELECT COALESCE(MIN(id), 0) FROM (SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateScan) + `) AS newest)
 	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateShown+1))
@@ -25,7 +25,7 @@ func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, si
 		j := domain.Job{Submitter: submitter, SpecHash: specHash}
 		var state string
 		var at int64
-		if err := row.Scan(&j.ID, &state, &at); err != nil {
+		if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
 			return j, err
 		}
 		j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
