@@ -292,7 +292,7 @@ type SpendQuery struct {
 
 // SpendRow sums the attempts of one group that held one shape of
 // resources in one pool, each clipped to the query's window: Held is the
-// sum of their times (each to the millisecond), Attempts how many there
+// sum of their times (each to the microsecond), Attempts how many there
 // were, Running how many of them still run. Waste rows hold the attempts
 // that were preempted, failed, timed out or lost.
 type SpendRow struct {

@@ -21,7 +21,7 @@ var wasteStates = []domain.AttemptState{domain.AttemptPreempted, domain.AttemptF
 // SpendTotals implements store.Jobs: the database sums each group's held
 // time by pool and resource shape, so a report over a million attempts
 // reads a few rows. Each attempt's time is clipped to [Since, Until] and
-// counted in whole milliseconds; zero-length finished attempts count as
+// counted in whole microseconds; zero-length finished attempts count as
 // none, as in cost.Report.
 func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error) {
 	key, ok := spendKeys[q.By]
@@ -32,9 +32,10 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		return nil, nil
 	}
 	since, until := q.Since.UnixNano(), q.Until.UnixNano()
-	// Each attempt's time inside the window, in whole milliseconds.
+	// Each attempt's time inside the window, in whole microseconds (a
+	// month of 3 million attempts held at once still sums in 64 bits).
 	held := `((CASE WHEN a.finished_at IS NULL OR a.finished_at > ? THEN ? ELSE a.finished_at END)
-		- (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000000`
+		- (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000`
 	waste := `a.state IN (?, ?, ?, ?)`
 	var args []any
 	addWaste := func() {
@@ -46,9 +47,9 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	// key (no sort), then the jobs' sums by group and resource shape.
 	addWaste() // n_ok
 	addWaste() // n_waste
-	addWaste() // ms_ok
+	addWaste() // us_ok
 	args = append(args, until, until, since, since)
-	addWaste() // ms_waste
+	addWaste() // us_waste
 	args = append(args, until, until, since, since)
 	args = append(args, until, since) // the window
 	where := ""
@@ -65,13 +66,13 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	}
 	query := Q(`SELECT ` + key + `, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes,
 		CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),
-		CAST(SUM(x.ms_ok) AS BIGINT), CAST(SUM(x.ms_waste) AS BIGINT)
+		CAST(SUM(x.us_ok) AS BIGINT), CAST(SUM(x.us_waste) AS BIGINT)
 		FROM (SELECT a.job_id AS job_id,
 			SUM(CASE WHEN ` + waste + ` THEN 0 ELSE 1 END) AS n_ok,
 			SUM(CASE WHEN ` + waste + ` THEN 1 ELSE 0 END) AS n_waste,
 			SUM(CASE WHEN a.finished_at IS NULL THEN 1 ELSE 0 END) AS running,
-			SUM(CASE WHEN ` + waste + ` THEN 0 ELSE ` + held + ` END) AS ms_ok,
-			SUM(CASE WHEN ` + strings.Replace(waste, "a.state IN", "a.state NOT IN", 1) + ` THEN 0 ELSE ` + held + ` END) AS ms_waste
+			SUM(CASE WHEN ` + waste + ` THEN 0 ELSE ` + held + ` END) AS us_ok,
+			SUM(CASE WHEN ` + strings.Replace(waste, "a.state IN", "a.state NOT IN", 1) + ` THEN 0 ELSE ` + held + ` END) AS us_waste
 			FROM attempts a
 			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR (a.finished_at > ? AND a.finished_at > a.started_at))
 			GROUP BY a.job_id) AS x
@@ -84,7 +85,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		var (
 			r                                   store.SpendRow
 			gpus, memory, nodes                 int64
-			nOK, nWaste, running, msOK, msWaste int64
+			nOK, nWaste, running, usOK, usWaste int64
 			id                                  int64
 			name                                string
 		)
@@ -92,7 +93,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		if q.By == "job" {
 			dest = []any{&id, &name}
 		}
-		dest = append(dest, &r.Pool, &gpus, &r.Resources.CPUs, &memory, &nodes, &nOK, &nWaste, &running, &msOK, &msWaste)
+		dest = append(dest, &r.Pool, &gpus, &r.Resources.CPUs, &memory, &nodes, &nOK, &nWaste, &running, &usOK, &usWaste)
 		if err := row.Scan(dest...); err != nil {
 			return sums{}, err
 		}
@@ -104,8 +105,8 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		}
 		r.Resources.GPUs, r.Resources.Memory, r.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
 		w := r
-		r.Attempts, r.Running, r.Held = int(nOK), int(running), time.Duration(msOK)*time.Millisecond
-		w.Waste, w.Attempts, w.Held = true, int(nWaste), time.Duration(msWaste)*time.Millisecond
+		r.Attempts, r.Running, r.Held = int(nOK), int(running), time.Duration(usOK)*time.Microsecond
+		w.Waste, w.Attempts, w.Held = true, int(nWaste), time.Duration(usWaste)*time.Microsecond
 		return sums{r, w}, nil
 	}, query, args...)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 // testSpendTotals: the database's sums of held time by group, pool,
 // resource shape and waste, each attempt clipped to the window to the
-// millisecond, running ones counted, zero-length and out-of-window ones
+// microsecond, running ones counted, zero-length and out-of-window ones
 // left out, the project filter applied.
 func testSpendTotals(t *testing.T, s store.Store) {
 	ctx := context.Background()
@@ -54,7 +54,7 @@ func testSpendTotals(t *testing.T, s store.Store) {
 		slices.Sort(out)
 		return strings.Join(out, "; ")
 	}
-	// at(n) is n s + n ns: each clipped span is truncated to whole ms.
+	// at(n) is n s + n ns: each clipped span is truncated to whole µs.
 	want := "p standard 2gpu waste=false n=1 run=1 18s; p standard 2gpu waste=true n=1 run=0 6s; q standard 1gpu waste=false n=1 run=0 16s"
 	if got := rows(store.SpendQuery{By: "project", AllProjects: true}); got != want {
 		t.Errorf("by project:\n got %s\nwant %s", got, want)
