@@ -82,6 +82,13 @@ func BudgetFromDTO(in apitypes.Budget) (domain.Budget, error) {
 		}
 		b.Amount = m
 	}
+	if in.MaxRatePerHour != "" {
+		m, err := domain.ParseMoney(string(in.MaxRatePerHour))
+		if err != nil {
+			errs.Add("max_rate_per_hour", "%v", err)
+		}
+		b.MaxRate = m
+	}
 	b.Start = parseBudgetTime(&errs, "start", in.Start)
 	b.End = parseBudgetTime(&errs, "end", in.End)
 	return b, errs.Err()
@@ -108,6 +115,9 @@ func (h *handler) budgetDTO(st service.BudgetStatus) apitypes.Budget {
 	b := st.Budget
 	out := apitypes.Budget{Project: b.Project, Amount: apitypes.Amount(b.Amount.String()), Currency: h.cfg.currency(),
 		Period: b.Period, Thresholds: b.Thresholds, Action: string(b.Action), UpdatedAt: b.UpdatedAt, InForce: st.InForce}
+	if b.MaxRate > 0 {
+		out.MaxRatePerHour = apitypes.Amount(b.MaxRate.String())
+	}
 	if out.Thresholds == nil {
 		out.Thresholds = []int{}
 	}
@@ -120,6 +130,7 @@ func (h *handler) budgetDTO(st service.BudgetStatus) apitypes.Budget {
 	u := st.Use
 	out.PeriodName, out.PeriodStart, out.PeriodEnd = u.Period, timePtr(u.From.UTC()), timePtr(u.To.UTC())
 	out.Spent, out.Committed, out.CommittedUnbounded = apitypes.Amount(u.Spent.String()), apitypes.Amount(u.Committed.String()), u.Unbounded
+	out.RatePerHour = apitypes.Amount(u.Rate.String())
 	if b.Amount > 0 {
 		out.PercentUsed = math.Round(float64(u.Spent)*10000/float64(b.Amount)) / 100
 	}

@@ -18,6 +18,7 @@ func TestBudgets(t *testing.T) {
 	admin := e.token
 
 	code, b := e.do("PUT", "/api/v1/budgets/vision", admin, `{"amount": "100", "period": "month", "action": "block"}`)
+	// (The history's running 1-GPU attempt costs 2.10 an hour.)
 	if code != 200 {
 		t.Fatalf("PUT vision = %d %s", code, b)
 	}
@@ -28,7 +29,7 @@ func TestBudgets(t *testing.T) {
 	want := map[string]any{"project": "vision", "amount": "100.00", "currency": "EUR", "period": "month",
 		"thresholds": []any{50.0, 80.0, 100.0}, "action": "block", "updated_at": at(10).Format("2006-01-02T15:04:05Z"),
 		"in_force": true, "period_name": "2026-03", "period_start": "2026-03-01T00:00:00Z", "period_end": "2026-04-01T00:00:00Z",
-		"spent": "23.10", "committed": "23.10", "committed_unbounded": true, "percent_used": 23.1}
+		"spent": "23.10", "committed": "23.10", "committed_unbounded": true, "percent_used": 23.1, "rate_per_hour": "2.10"}
 	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
 		t.Errorf("PUT vision answered\n %s\nwant\n %s", g, w)
 	}
@@ -161,4 +162,19 @@ func (e *env) memberToken(t *testing.T, name, project string) string {
 		t.Fatalf("create token: %d %s", code, b)
 	}
 	return tok.Token
+}
+
+// A spend-rate limit round-trips as a decimal per hour; a negative one is
+// refused naming its field.
+func TestBudgetMaxRate(t *testing.T) {
+	e, _ := newCostEnv(t, "EUR")
+	code, b := e.do("PUT", "/api/v1/budgets/vision", e.token, `{"amount": "100", "period": "month", "action": "block", "max_rate_per_hour": "12.5"}`)
+	var got apitypes.Budget
+	if err := json.Unmarshal(b, &got); code != 200 || err != nil || got.MaxRatePerHour != "12.50" || got.RatePerHour != "2.10" {
+		t.Fatalf("PUT with a rate limit = %d %s", code, b)
+	}
+	code, b = e.do("PUT", "/api/v1/budgets/vision", e.token, `{"amount": "100", "period": "month", "max_rate_per_hour": "-1"}`)
+	if eb := decodeErr(t, b); code != 400 || len(eb.Fields) != 1 || eb.Fields[0].Path != "max_rate_per_hour" {
+		t.Fatalf("a negative limit = %d %s", code, b)
+	}
 }

@@ -93,17 +93,23 @@ func writeBudgetTable(w io.Writer, budgets []apitypes.Budget) error {
 		unit = " (" + c + ")"
 	}
 	tw := newTable(w)
-	fmt.Fprintf(tw, "PROJECT\tPERIOD\tAMOUNT%s\tSPENT\tCOMMITTED\tUSED%%\tACTION\tTHRESHOLDS\n", unit)
+	fmt.Fprintf(tw, "PROJECT\tPERIOD\tAMOUNT%s\tSPENT\tCOMMITTED\tUSED%%\tRATE/H\tACTION\tTHRESHOLDS\n", unit)
 	for _, b := range budgets {
-		spent, committed, used := "-", "-", "-"
+		spent, committed, used, rate := "-", "-", "-", "-"
 		if b.InForce {
 			spent, committed, used = cents(string(b.Spent)), cents(string(b.Committed)), strconv.FormatFloat(b.PercentUsed, 'f', 1, 64)+"%"
 			if b.CommittedUnbounded {
 				committed = "unbounded"
 			}
+			if b.RatePerHour != "" {
+				rate = cents(string(b.RatePerHour))
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(b.Project), cell(budgetPeriod(b)), cents(string(b.Amount)),
-			spent, committed, used, cell(b.Action), thresholdsText(b.Thresholds))
+		if b.MaxRatePerHour != "" {
+			rate += " of " + cents(string(b.MaxRatePerHour))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(b.Project), cell(budgetPeriod(b)), cents(string(b.Amount)),
+			spent, committed, used, rate, cell(b.Action), thresholdsText(b.Thresholds))
 	}
 	return tw.Flush()
 }
@@ -145,7 +151,7 @@ func thresholdsText(ts []int) string {
 }
 
 func (a *app) budgetSetCmd() *cobra.Command {
-	var amount, period, start, end, thresholds, action string
+	var amount, period, start, end, thresholds, action, maxRate string
 	cmd := &cobra.Command{
 		Use:   "set PROJECT",
 		Short: "Create or change a project's budget",
@@ -167,6 +173,7 @@ Jobs held for the budget are looked at again at the next scheduling pass.`,
 	fl.StringVar(&end, "end", "", "end of that period, exclusive: a date (2027-01-01) or an RFC 3339 time")
 	fl.StringVar(&thresholds, "thresholds", "", `percentages of the amount, rising, such as 80,100, or "none" (a new budget: 50,80,100)`)
 	fl.StringVar(&action, "action", "", "at the budget: notify, block or suspend (default notify for a new budget)")
+	fl.StringVar(&maxRate, "max-rate", "", "a spend-rate limit: what the project's running jobs may cost per hour together, e.g. 50; 0 for none")
 	_ = cmd.RegisterFlagCompletionFunc("action", completeFrom(budgetActions()))
 	_ = cmd.RegisterFlagCompletionFunc("period", completeFrom([]string{domain.BudgetMonthly}))
 	output, checkOutput := outputFlag(cmd)
@@ -190,6 +197,16 @@ Jobs held for the budget are looked at again at the next scheduling pass.`,
 				return usageErrorf("invalid --amount: %v; give an amount such as --amount 5000", err)
 			}
 			amount = m.String()
+		}
+		if set("max-rate") {
+			m, err := domain.ParseMoney(maxRate)
+			if err == nil && m < 0 {
+				err = fmt.Errorf("a limit cannot be negative")
+			}
+			if err != nil {
+				return usageErrorf("invalid --max-rate: %v; give an amount per hour such as --max-rate 50, or 0 for none", err)
+			}
+			maxRate = m.String()
 		}
 		for name, v := range map[string]*string{"start": &start, "end": &end} {
 			if set(name) {
@@ -259,6 +276,9 @@ Jobs held for the budget are looked at again at the next scheduling pass.`,
 		if set("action") {
 			b.Action = action
 		}
+		if set("max-rate") {
+			b.MaxRatePerHour = apitypes.Amount(maxRate)
+		}
 		stored, err := c.PutBudget(cmd.Context(), b)
 		if err != nil {
 			return err
@@ -279,7 +299,7 @@ func budgetRequest(e apitypes.Budget) apitypes.Budget {
 		ts = []int{}
 	}
 	return apitypes.Budget{Project: e.Project, Amount: e.Amount, Period: e.Period, Start: e.Start, End: e.End,
-		Thresholds: ts, Action: e.Action}
+		Thresholds: ts, Action: e.Action, MaxRatePerHour: e.MaxRatePerHour}
 }
 
 func writeBudgetSet(w io.Writer, b apitypes.Budget) error {

@@ -122,9 +122,9 @@ func TestBudgetSetLsRm(t *testing.T) {
 	bf.budgets["nlp"] = n
 	bf.mu.Unlock()
 	r = h.mustRun(0, "budget", "ls")
-	wantTable := `PROJECT  PERIOD                                 AMOUNT (EUR)  SPENT    COMMITTED  USED%  ACTION   THRESHOLDS
-nlp      2026-01-01..2026-02-01 (not in force)  1200.50       -        -          -      suspend  -
-vision   2026-01                                5000.00       1234.57  unbounded  24.7%  block    80,100
+	wantTable := `PROJECT  PERIOD                                 AMOUNT (EUR)  SPENT    COMMITTED  USED%  RATE/H  ACTION   THRESHOLDS
+nlp      2026-01-01..2026-02-01 (not in force)  1200.50       -        -          -      -       suspend  -
+vision   2026-01                                5000.00       1234.57  unbounded  24.7%  -       block    80,100
 `
 	if r.stdout != wantTable {
 		t.Errorf("ls:\n%s\nwant:\n%s", r.stdout, wantTable)

@@ -35,7 +35,7 @@ type budgets struct {
 type budgetUse struct {
 	at       time.Time
 	use      cost.Use
-	admitted domain.Money
+	admitted cost.Admitted
 }
 
 func newBudgets() *budgets {
@@ -100,6 +100,16 @@ func (c *Controller) loadBudgets(ctx context.Context, now time.Time) ([]store.Ch
 	return out, nil
 }
 
+// attemptEnded forgets the priced spend of project when its budget
+// limits the spend rate: the running jobs' rate fell, and a job waiting
+// for it should not wait for the next refresh. (Under an amount alone a
+// stale reading only counts the ended attempt at its worst case.)
+func (g *budgets) attemptEnded(project string) {
+	if b, ok := g.byProject[project]; ok && b.MaxRate > 0 {
+		delete(g.uses, project)
+	}
+}
+
 // use returns the project's current spend against b, reading the history
 // when what it has is older than budgetRefresh or of another period.
 func (c *Controller) budgetUse(ctx context.Context, b domain.Budget, rates map[string]domain.Rates, now time.Time) (*budgetUse, error) {
@@ -120,28 +130,30 @@ func (c *Controller) budgetUse(ctx context.Context, b domain.Budget, rates map[s
 }
 
 // admit decides whether job j may start under its project's budget, and
-// counts its worst case when it may. A job of a project without a
-// blocking budget in force always may. why is the hold message.
-func (c *Controller) admit(ctx context.Context, j domain.Job, rates map[string]domain.Rates, now time.Time) (ok bool, why string) {
+// counts its worst case and rate when it may. A job of a project without a
+// blocking budget in force always may. why is the message; wait says the
+// job waits queued for running jobs to end (a spend-rate limit) rather
+// than held until the budget changes.
+func (c *Controller) admit(ctx context.Context, j domain.Job, rates map[string]domain.Rates, now time.Time) (ok bool, why string, wait bool) {
 	b, has := c.budget.byProject[j.Project]
 	if !has || !b.Action.Blocks() {
-		return true, ""
+		return true, "", false
 	}
 	if _, _, _, in := b.Window(now); !in {
-		return true, ""
+		return true, "", false
 	}
 	u, err := c.budgetUse(ctx, b, rates, now)
 	if err != nil {
 		// Without the history the budget cannot be checked: the job waits
 		// for the next pass rather than spending past it.
 		c.log.Error("read attempt history for a budget", "project", j.Project, "err", err)
-		return false, ""
+		return false, "", true
 	}
-	worst, bounded := cost.WorstCase(j.Resources, rates[j.Pool], j.Timeout.D())
-	if ok, why = cost.Admit(u.use, u.admitted, worst, bounded, c.cfg.Currency); ok {
-		u.admitted += worst
+	jc := cost.JobCost(j.Resources, rates[j.Pool], j.Timeout.D())
+	if ok, why, wait = cost.Admit(u.use, u.admitted, jc, c.cfg.Currency); ok {
+		u.admitted.Add(jc)
 	}
-	return ok, why
+	return ok, why, wait
 }
 
 // suspendOverBudget stops, as preemptions, the running preemptible jobs of

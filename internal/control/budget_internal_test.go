@@ -66,7 +66,7 @@ func BenchmarkBudgetCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	refresh := time.Now()
-	if ok, why := c.admit(ctx, last, byPool, now); !ok {
+	if ok, why, _ := c.admit(ctx, last, byPool, now); !ok {
 		b.Fatalf("admit: %s", why)
 	}
 	refreshed := time.Since(refresh)

@@ -101,3 +101,39 @@ func TestSuspendBudgetStopsAndHoldsPreemptibleJobs(t *testing.T) {
 		t.Fatalf("stop requests = %+v", reqs)
 	}
 }
+
+// A spend-rate limit keeps a job queued, saying why, while the project's
+// running jobs cost too much per hour to add it, and starts it once one
+// of them ends.
+func TestSpendRateLimitWaitsForRunningJobs(t *testing.T) {
+	r := newRig(t, &executortest.Fake{Script: runForever})
+	r.rated()
+	if _, err := r.svc.Cost.SetBudget(context.Background(), admin, domain.Budget{Project: "default", Amount: 1000 * domain.MoneyUnit,
+		Period: domain.BudgetMonthly, Action: domain.BudgetBlock, MaxRate: 15 * domain.MoneyUnit}); err != nil {
+		t.Fatal(err)
+	}
+	a := r.submit("name: a\nentrypoint: [train]\nresources: {gpus: 1}\npolicy: {timeout: 5h}\n")
+	r.wait(a.ID, domain.JobRunning)
+	b := r.submit("name: b\nentrypoint: [train]\nresources: {gpus: 1}\npolicy: {timeout: 5h}\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, err := r.st.GetJob(context.Background(), b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State == domain.JobQueued && j.Reason == domain.ReasonBudgetExceeded {
+			if !strings.Contains(j.Message, "cost 10.00 USD an hour, and this job would add 10.00, past its limit of 15.00") {
+				t.Fatalf("waiting message %q", j.Message)
+			}
+			break
+		}
+		if j.State != domain.JobQueued || time.Now().After(deadline) {
+			t.Fatalf("b is %s (%s: %s), want queued for the rate limit", j.State, j.Reason, j.Message)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := r.svc.Jobs.Cancel(context.Background(), admin, a.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(b.ID, domain.JobRunning)
+}

@@ -266,6 +266,9 @@ func New(cfg Config) *Controller {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
+	if cfg.Currency == "" {
+		cfg.Currency = domain.DefaultCurrency
+	}
 	if cfg.MaxGrace <= 0 {
 		cfg.MaxGrace = domain.MaxGraceDefault
 	}
@@ -508,10 +511,17 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	holds := releases // applied after the plan's own changes
 	for _, pl := range plan.Start {
 		j := byID[pl.JobID]
-		if ok, why := c.admit(ctx, j, rates, now); !ok {
-			if why != "" {
+		if ok, why, wait := c.admit(ctx, j, rates, now); !ok {
+			key := pendingReason{domain.ReasonBudgetExceeded, why}
+			switch {
+			case why == "": // the budget could not be read: try again next pass
+			case !wait:
 				holds = append(holds, store.Change{JobID: pl.JobID, Move: domain.MoveHold().Only(domain.JobQueued),
 					Reason: domain.ReasonBudgetExceeded, Message: why, Actor: actorScheduler, At: now})
+			case c.reasons[pl.JobID] != key && (j.Reason != key.reason || j.Message != key.message):
+				c.reasons[pl.JobID] = key
+				holds = append(holds, store.Change{JobID: pl.JobID, In: []domain.JobState{domain.JobQueued},
+					SetReason: true, Reason: domain.ReasonBudgetExceeded, Message: why, At: now})
 			}
 			continue
 		}

@@ -111,6 +111,9 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 				c.forgetAttempt(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() { // Observer (metrics)
+				if j, ok := c.view[changes[i].JobID]; ok {
+					c.budget.attemptEnded(j.Project) // budget.go: the running rate fell
+				}
 				c.observeEnd(ctx, changes[i])
 				if outputsOwed {
 					c.outputs(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})

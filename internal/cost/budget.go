@@ -21,6 +21,8 @@ type Use struct {
 	// running attempt has no timeout.
 	Committed domain.Money
 	Unbounded bool
+	// Rate is what the running attempts cost per hour now.
+	Rate domain.Money
 }
 
 // BudgetUse prices the spans of b's project (spans of other projects are
@@ -46,6 +48,7 @@ func BudgetUse(b domain.Budget, spans []Span, rates map[string]domain.Rates, now
 		if !running {
 			continue
 		}
+		u.Rate += c.of(s.Resources, r, time.Hour)
 		if s.Timeout <= 0 {
 			u.Unbounded = true
 			continue
@@ -72,22 +75,50 @@ func WorstCase(res domain.Resources, r domain.Rates, timeout time.Duration) (m d
 	return Of(res, r, timeout), true
 }
 
-// Admit decides whether a job whose worst case is worst fits in u's budget
-// on top of the committed spend and extra (what was admitted since u was
-// computed). When it does not, why says so with the numbers, in currency.
-func Admit(u Use, extra, worst domain.Money, bounded bool, currency string) (ok bool, why string) {
-	committed := u.Committed + extra
+// Job is what admitting one job adds to a budget's use: its worst case
+// (Bounded false: it has no timeout) and its cost per hour.
+type Job struct {
+	Worst   domain.Money
+	Bounded bool
+	Rate    domain.Money
+}
+
+// JobCost is what a job of res with timeout (0: none) adds at rates r.
+func JobCost(res domain.Resources, r domain.Rates, timeout time.Duration) Job {
+	worst, bounded := WorstCase(res, r, timeout)
+	return Job{Worst: worst, Bounded: bounded, Rate: Of(res, r, time.Hour)}
+}
+
+// Admitted is what was admitted since a Use was computed: the jobs' worst
+// cases and rates, added to its committed spend and rate.
+type Admitted struct {
+	Worst, Rate domain.Money
+}
+
+// Add counts j as admitted.
+func (a *Admitted) Add(j Job) { a.Worst, a.Rate = a.Worst+j.Worst, a.Rate+j.Rate }
+
+// Admit decides whether job j fits in u's budget on top of the committed
+// spend and rate and what was admitted since u was computed. When it does
+// not, why says so with the numbers, in currency, and wait says the job
+// only has to wait for running jobs to end (the rate limit), not for the
+// budget to change.
+func Admit(u Use, since Admitted, j Job, currency string) (ok bool, why string, wait bool) {
+	committed := u.Committed + since.Worst
 	b := u.Budget
 	switch {
-	case !bounded:
+	case !j.Bounded:
 		return false, fmt.Sprintf("project %s has a %s %s budget for %s and this job has no timeout, so its cost has no bound; set policy.timeout",
-			b.Project, b.Amount, currency, u.Period)
+			b.Project, b.Amount, currency, u.Period), false
 	case u.Unbounded:
 		return false, fmt.Sprintf("project %s has a %s %s budget for %s and one of its running jobs has no timeout, so its committed spend has no bound; wait for it to end or raise the budget",
-			b.Project, b.Amount, currency, u.Period)
-	case committed+worst <= b.Amount:
-		return true, ""
+			b.Project, b.Amount, currency, u.Period), false
+	case committed+j.Worst > b.Amount:
+		return false, fmt.Sprintf("project %s has spent %s of its %s %s budget for %s (%s committed with its running jobs); this job may cost up to %s more (its timeout at its pool's rates); raise the budget, shorten policy.timeout, or wait for the period to end on %s",
+			b.Project, u.Spent, b.Amount, currency, u.Period, committed, j.Worst, u.To.UTC().Format(time.DateOnly)), false
+	case b.MaxRate > 0 && u.Rate+since.Rate+j.Rate > b.MaxRate:
+		return false, fmt.Sprintf("project %s's running jobs cost %s %s an hour, and this job would add %s, past its limit of %s an hour; it starts when enough of them end, or raise the limit (trainyard budget set %s --max-rate …)",
+			b.Project, u.Rate+since.Rate, currency, j.Rate, b.MaxRate, b.Project), true
 	}
-	return false, fmt.Sprintf("project %s has spent %s of its %s %s budget for %s (%s committed with its running jobs); this job may cost up to %s more (its timeout at its pool's rates); raise the budget, shorten policy.timeout, or wait for the period to end on %s",
-		b.Project, u.Spent, b.Amount, currency, u.Period, committed, worst, u.To.UTC().Format(time.DateOnly))
+	return true, "", false
 }

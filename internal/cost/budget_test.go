@@ -39,17 +39,36 @@ func TestBudgetUseByHand(t *testing.T) {
 	if worst != 56*domain.MoneyUnit || !bounded {
 		t.Fatalf("WorstCase = %s, %v; want 56.00", worst, bounded)
 	}
-	if ok, why := Admit(u, 0, worst, true, "USD"); !ok {
+	job := Job{Worst: worst, Bounded: true, Rate: 2 * domain.MoneyUnit}
+	if ok, why, _ := Admit(u, Admitted{}, job, "USD"); !ok {
 		t.Fatalf("a job that fills the budget exactly is refused: %s", why)
 	}
-	ok, why := Admit(u, domain.MoneyUnit/100, worst, true, "USD")
+	ok, why, wait := Admit(u, Admitted{Worst: domain.MoneyUnit / 100}, job, "USD")
+	if wait {
+		t.Error("a job over the budget waits for running jobs instead of being held")
+	}
 	for _, want := range []string{"spent 32.00 of its 100.00 USD budget for 2026-12", "44.01 committed", "up to 56.00 more", "2027-01-01"} {
 		if ok || !strings.Contains(why, want) {
 			t.Errorf("Admit a cent over = %v, %q; want a refusal saying %q", ok, why, want)
 		}
 	}
-	if ok, why := Admit(u, 0, 0, false, "USD"); ok || !strings.Contains(why, "policy.timeout") {
+	if ok, why, _ := Admit(u, Admitted{}, Job{}, "USD"); ok || !strings.Contains(why, "policy.timeout") {
 		t.Errorf("a job without timeout: %v, %q", ok, why)
+	}
+	// The running 2-GPU attempt costs 4.00 an hour; under a 5.00 limit a
+	// 1-GPU job (2.00) waits for running jobs to end, with the numbers.
+	if u.Rate != 4*domain.MoneyUnit {
+		t.Errorf("running rate %s, want 4.00", u.Rate)
+	}
+	limited := u
+	limited.Budget.MaxRate = 5 * domain.MoneyUnit
+	small := Job{Worst: domain.MoneyUnit, Bounded: true, Rate: 2 * domain.MoneyUnit}
+	ok, why, wait = Admit(limited, Admitted{}, small, "USD")
+	if ok || !wait || !strings.Contains(why, "cost 4.00 USD an hour, and this job would add 2.00, past its limit of 5.00") {
+		t.Errorf("past the rate limit: %v %v %q", ok, wait, why)
+	}
+	if ok, _, _ := Admit(limited, Admitted{}, Job{Worst: domain.MoneyUnit, Bounded: true, Rate: domain.MoneyUnit}, "USD"); !ok {
+		t.Error("a job within the rate limit is refused")
 	}
 	// A one-off period that has not begun is not in force.
 	once := domain.Budget{Project: "p", Amount: domain.MoneyUnit, Start: now.Add(time.Hour), End: now.Add(48 * time.Hour), Action: domain.BudgetBlock}

@@ -46,7 +46,11 @@ type Budget struct {
 	// fires once per period (100 is the budget itself).
 	Thresholds []int
 	Action     BudgetAction
-	UpdatedAt  time.Time
+	// MaxRate, when set, limits what the project's running jobs may cost
+	// per hour together (a spend-rate limit): a block or suspend budget
+	// holds a job that would take the rate past it.
+	MaxRate   Money
+	UpdatedAt time.Time
 }
 
 // Window returns the period of b that holds t, [start, end), and its name
@@ -83,6 +87,9 @@ func (b Budget) Check() FieldErrors {
 		}
 	default:
 		errs.Add("period", "unknown period %q; use month, or leave it out and give start and end", b.Period)
+	}
+	if b.MaxRate < 0 {
+		errs.Add("max_rate_per_hour", "must be a positive amount per hour, such as 50, or 0 for no limit")
 	}
 	if !slices.Contains(BudgetActions(), b.Action) {
 		errs.Add("action", "unknown action %q; use notify, block or suspend", b.Action)

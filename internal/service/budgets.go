@@ -208,11 +208,11 @@ func (s *CostService) budgetsChanged() {
 	s.cfg.Wake()
 }
 
-// preview says how a job whose worst case is worst stands against its
-// project's budget, for a dry run; nil when the project has no budget in
+// preview says how job j stands against its project's budget, for a dry
+// run; nil when the project has no budget in
 // force or p may not read its spend. A failure to read is no reason to
 // refuse a preview: it is then nil too.
-func (s *CostService) preview(ctx context.Context, p Principal, project string, worst domain.Money, bounded bool) *PreviewBudget {
+func (s *CostService) preview(ctx context.Context, p Principal, project string, j cost.Job) *PreviewBudget {
 	if s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: project}) != nil {
 		return nil
 	}
@@ -226,7 +226,7 @@ func (s *CostService) preview(ctx context.Context, p Principal, project string, 
 	}
 	pb := &PreviewBudget{Status: st[0], Fits: true}
 	if b.Action.Blocks() {
-		pb.Fits, pb.Why = cost.Admit(st[0].Use, 0, worst, bounded, s.cfg.Currency)
+		pb.Fits, pb.Why, _ = cost.Admit(st[0].Use, cost.Admitted{}, j, s.cfg.Currency)
 	}
 	return pb
 }

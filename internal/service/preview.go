@@ -57,8 +57,9 @@ func (s *JobService) Preview(ctx context.Context, p Principal, in SubmitInput) (
 	if v, err := s.pools.admission(ctx); err == nil {
 		pv.Pool = v.pools[spec.Pool] // admit found it
 	}
-	pv.WorstCase, pv.CostBounded = cost.WorstCase(spec.Resources, pv.Pool.Rates, spec.Policy.Timeout.D())
-	pv.Budget = s.cost.preview(ctx, p, spec.Project, pv.WorstCase, pv.CostBounded)
+	j := cost.JobCost(spec.Resources, pv.Pool.Rates, spec.Policy.Timeout.D())
+	pv.WorstCase, pv.CostBounded = j.Worst, j.Bounded
+	pv.Budget = s.cost.preview(ctx, p, spec.Project, j)
 	if s.cfg.Queue == nil {
 		return pv, nil
 	}

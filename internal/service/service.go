@@ -169,6 +169,9 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Currency == "" {
+		cfg.Currency = domain.DefaultCurrency
+	}
 	if cfg.Wake == nil {
 		cfg.Wake = func() {}
 	}

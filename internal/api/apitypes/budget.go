@@ -29,8 +29,12 @@ type Budget struct {
 	// (the default), block (hold jobs that would cross it, with reason
 	// BudgetExceeded) or suspend (block, and stop the project's running
 	// preemptible jobs). See docs/cost.md#budgets.
-	Action    string    `json:"action,omitempty"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	Action string `json:"action,omitempty"`
+	// MaxRatePerHour is a spend-rate limit: what the project's running jobs
+	// may cost per hour together; a block or suspend budget keeps a job
+	// queued while it would take them past it. Empty or "0": none.
+	MaxRatePerHour Amount    `json:"max_rate_per_hour,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
 
 	// InForce, set by the server, is false for a one-off period that has
 	// not begun or has ended; the period and spend fields below are then
@@ -52,6 +56,8 @@ type Budget struct {
 	CommittedUnbounded bool   `json:"committed_unbounded,omitempty"`
 	// PercentUsed is Spent as a percentage of Amount, to two decimals.
 	PercentUsed float64 `json:"percent_used"`
+	// RatePerHour is what the project's running jobs cost per hour now.
+	RatePerHour Amount `json:"rate_per_hour,omitempty"`
 }
 
 // BudgetList is the body of GET /api/v1/budgets, sorted by project.

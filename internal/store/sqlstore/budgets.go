@@ -10,13 +10,13 @@ import (
 	"trainyard/internal/store"
 )
 
-const budgetCols = `project, amount, period, start_at, end_at, thresholds, action, updated_at`
+const budgetCols = `project, amount, period, start_at, end_at, thresholds, action, max_rate, updated_at`
 
 var (
-	qBudgetUpsert = Q(`INSERT INTO budgets (` + budgetCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	qBudgetUpsert = Q(`INSERT INTO budgets (` + budgetCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project) DO UPDATE SET amount = excluded.amount, period = excluded.period,
 		start_at = excluded.start_at, end_at = excluded.end_at, thresholds = excluded.thresholds,
-		action = excluded.action, updated_at = excluded.updated_at`)
+		action = excluded.action, max_rate = excluded.max_rate, updated_at = excluded.updated_at`)
 	qBudgetGet    = Q(`SELECT ` + budgetCols + ` FROM budgets WHERE project = ?`)
 	qBudgetList   = Q(`SELECT ` + budgetCols + ` FROM budgets ORDER BY project{C}`)
 	qBudgetDelete = Q(`DELETE FROM budgets WHERE project = ?`)
@@ -25,14 +25,14 @@ var (
 func scanBudget(row Row) (domain.Budget, error) {
 	var (
 		b                       domain.Budget
-		amount                  int64
+		amount, maxRate         int64
 		start, end, updated     sql.NullInt64
 		thresholds, action, per string
 	)
-	if err := row.Scan(&b.Project, &amount, &per, &start, &end, &thresholds, &action, &updated); err != nil {
+	if err := row.Scan(&b.Project, &amount, &per, &start, &end, &thresholds, &action, &maxRate, &updated); err != nil {
 		return b, err
 	}
-	b.Amount, b.Period, b.Action = domain.Money(amount), per, domain.BudgetAction(action)
+	b.Amount, b.Period, b.Action, b.MaxRate = domain.Money(amount), per, domain.BudgetAction(action), domain.Money(maxRate)
 	b.Start, b.End, b.UpdatedAt = TimeOf(start), TimeOf(end), TimeOf(updated)
 	if err := json.Unmarshal([]byte(thresholds), &b.Thresholds); err != nil {
 		return b, fmt.Errorf("budget of project %q: thresholds %q: %w", b.Project, thresholds, err)
@@ -55,7 +55,7 @@ func (s Shared) PutBudget(ctx context.Context, b domain.Budget, audit domain.Aud
 	}
 	return s.b.Write(ctx, func(x Exec) error {
 		return x.Queue(action, qBudgetUpsert, b.Project, int64(b.Amount), b.Period, TimeArg(b.Start), TimeArg(b.End),
-			string(th), string(b.Action), TimeArg(b.UpdatedAt))
+			string(th), string(b.Action), int64(b.MaxRate), TimeArg(b.UpdatedAt))
 	}, audit)
 }
 

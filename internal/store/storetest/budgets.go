@@ -39,6 +39,7 @@ func testBudgets(t *testing.T, s store.Store) {
 	}
 	raised := monthly
 	raised.Amount, raised.Action, raised.Thresholds, raised.UpdatedAt = 8000*domain.MoneyUnit, domain.BudgetSuspend, []int{90}, at(3)
+	raised.MaxRate = 40*domain.MoneyUnit + 500_000
 	if err := s.PutBudget(ctx, raised, setupAudit); err != nil {
 		t.Fatal(err)
 	}
