@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,12 @@ pools:
 	got, err := domain.ParseMoney(l.Cost)
 	if err != nil || l.Attempts != 1 || got.Cents() != want.Cents() || got-want > 1 || want-got > 1 || rep.Total.Cost != l.Cost {
 		t.Fatalf("the job costs %s over %d attempts, want %s (2 CPUs × 36.00/h × %s)", l.Cost, l.Attempts, want, ran)
+	}
+	// show prices the job from its attempts, exactly.
+	if full.Cost != want.String() || full.CostPerHour != "0.00" || full.Currency != "USD" {
+		t.Errorf("job cost %q (%q an hour, %q), want %s", full.Cost, full.CostPerHour, full.Currency, want)
+	}
+	if out := s.mustCLI("show", fmt.Sprint(j.ID)); !strings.Contains(out, "Cost:") || !strings.Contains(out, want.Cents()+" USD") {
+		t.Errorf("show lacks the cost %s USD:\n%s", want.Cents(), out)
 	}
 }

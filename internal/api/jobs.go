@@ -149,7 +149,11 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, detailDTO(d))
+	out := detailDTO(d)
+	if d.Priced {
+		out.Cost, out.CostPerHour, out.Currency = d.Cost.String(), d.CostPerHour.String(), h.cfg.currency()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Principal) {

@@ -225,6 +225,13 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 		kv("Preemptions", strconv.Itoa(j.Preemptions))
 	}
 	kv("Resources", resources(j.Resources))
+	if j.Cost != "" {
+		c := cents(j.Cost) + " " + j.Currency
+		if j.CostPerHour != "" && j.CostPerHour != "0.00" {
+			c += " so far, " + cents(j.CostPerHour) + " " + j.Currency + " an hour while it runs"
+		}
+		kv("Cost", c)
+	}
 	kv("Output dir", cell(j.OutputDir))
 	kv("Spec hash", cell(j.SpecHash))
 	if j.RerunOf != 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"trainyard/internal/authz"
+	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
 	"trainyard/internal/store"
@@ -254,6 +255,11 @@ type JobDetail struct {
 	Job      domain.Job
 	Attempts []domain.Attempt
 	Events   []domain.Event
+	// Cost is what its attempts cost so far at its pool's rates, and
+	// CostPerHour what its running attempt costs per hour (0 when none
+	// runs); Priced is false when the pool has no rates.
+	Cost, CostPerHour domain.Money
+	Priced            bool
 }
 
 // Get returns one job in full.
@@ -273,7 +279,25 @@ func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail,
 	if err != nil {
 		return JobDetail{}, err
 	}
-	return JobDetail{Job: job, Attempts: atts, Events: evs}, nil
+	d := JobDetail{Job: job, Attempts: atts, Events: evs}
+	if v, err := s.pools.admission(ctx); err == nil {
+		if r := v.pools[job.Pool].Rates; !r.IsZero() {
+			d.Priced = true
+			now := s.cfg.Clock.Now()
+			for _, a := range atts {
+				if a.StartedAt.IsZero() {
+					continue
+				}
+				end := a.FinishedAt
+				if end.IsZero() {
+					end = now
+					d.CostPerHour += cost.Of(job.Resources, r, time.Hour)
+				}
+				d.Cost += cost.Of(job.Resources, r, end.Sub(a.StartedAt))
+			}
+		}
+	}
+	return d, nil
 }
 
 // ListOptions selects a page of jobs, newest first.

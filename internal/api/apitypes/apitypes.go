@@ -56,10 +56,16 @@ type Job struct {
 	AttemptCount    int  `json:"attempt_count"`
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// Preemptions counts how often the scheduler preempted the job.
-	Preemptions int             `json:"preemptions"`
-	SpecHash    string          `json:"spec_hash,omitempty"`
-	Code        *CodeRef        `json:"code,omitempty"` // the code package it runs from, in GET and submit answers
-	RerunOf     int64           `json:"rerun_of,omitempty"`
+	Preemptions int      `json:"preemptions"`
+	SpecHash    string   `json:"spec_hash,omitempty"`
+	Code        *CodeRef `json:"code,omitempty"` // the code package it runs from, in GET and submit answers
+	RerunOf     int64    `json:"rerun_of,omitempty"`
+	// Cost, in GET /jobs/{id} when its pool has rates, is what its attempts
+	// cost so far, and CostPerHour what its running attempt costs per hour
+	// ("0.00" when none runs), in Currency.
+	Cost        string          `json:"cost,omitempty"`
+	CostPerHour string          `json:"cost_per_hour,omitempty"`
+	Currency    string          `json:"currency,omitempty"`
 	Spec        json.RawMessage `json:"spec,omitempty"` // the immutable canonical snapshot
 	Attempts    []Attempt       `json:"attempts,omitempty"`
 	Transitions []Transition    `json:"transitions,omitempty"`
