@@ -8,7 +8,9 @@
 //
 // An Alerter is a control.Observer: the control loop tells it about every
 // pass (the queued and running jobs) and every attempt that ends; it
-// evaluates the rules every Interval on its own goroutine.
+// evaluates the rules every Interval on its own goroutine. The budgets and
+// their spend, for budget_threshold, it reads from the store itself, at
+// most every BudgetRefresh.
 package alerting
 
 import (
