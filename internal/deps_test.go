@@ -56,7 +56,7 @@ var allowed = map[string][]string{
 	"internal/metrics":               {"internal/domain", "internal/metrics/sample", "internal/cost", "github.com/prometheus"},
 	"internal/alerts":                {"internal/domain"},
 	"internal/artifacts":             {"internal/domain"},
-	"internal/alerting":              {"internal/alerts", "internal/domain", "internal/store", "internal/clock"},
+	"internal/alerting":              {"internal/alerts", "internal/domain", "internal/store", "internal/clock", "internal/cost"},
 	"internal/blob":                  {},
 	"internal/codepkg":               {},
 	"internal/blob/blobtest":         {"internal/blob"},

@@ -468,7 +468,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	// loop sees and the sampler's readings, delivered to the channels. The
 	// leader runs them; every replica can send a channel test.
 	newAlerter := func() (*alerting.Alerter, error) {
-		return alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{},
+		return alerting.New(alerting.Config{Store: st, Alerts: cfg.Alerts, Logger: log, Clock: clock.Real{}, Currency: currency,
 			Interval: cfg.Alerts.Interval.D(), Samples: func() []alerting.Sample { return alertSamples(metricsReg.Sampler().Latest()) },
 			LogDropped: func(job int64, attempt int) (int64, bool) {
 				_, dropped, ok := layout.LogLimited(job, attempt)

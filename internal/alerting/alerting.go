@@ -8,7 +8,9 @@
 //
 // An Alerter is a control.Observer: the control loop tells it about every
 // pass (the queued and running jobs) and every attempt that ends; it
-// evaluates the rules every Interval on its own goroutine.
+// evaluates the rules every Interval on its own goroutine. The budgets and
+// their spend, for budget_threshold, it reads from the store itself, at
+// most every BudgetRefresh.
 package alerting
 
 import (
@@ -44,6 +46,9 @@ type Config struct {
 	// attempt whose log reached its limit, before its log_truncated alert
 	// fires. Nil: not known, and the alert does not say.
 	LogDropped func(jobID int64, attempt int) (dropped int64, ok bool)
+	// Currency names the server's currency in budget alerts ("USD"); empty:
+	// amounts are shown without one.
+	Currency string
 	// HTTPClient sends webhooks (default: a client without redirects).
 	HTTPClient *http.Client
 	// After is time.After, replaceable in tests of delivery retries.
@@ -75,6 +80,11 @@ type Alerter struct {
 	builtAt time.Time
 	ids     map[string]int64 // alert key → id of its latest stored alert
 	kick    chan struct{}
+	// The last read of the budgets (budgetUses), touched by Run's
+	// goroutine only.
+	budgets     []alerts.BudgetUse
+	budgetsAt   time.Time
+	budgetsRead bool
 	// marks carries what Run's context carries to the deliveries'
 	// records (the leader's fence), without its cancellation: a delivery
 	// made as the loop stops is still recorded. Set by Run before the
@@ -365,6 +375,7 @@ func (a *Alerter) evaluate(ctx context.Context) {
 			obs.Canceled = append(obs.Canceled, id)
 		}
 	}
+	obs.Budgets, obs.BudgetsSeen = a.budgetUses(ctx, obs.Now)
 	ts := a.engine.Evaluate(obs)
 	if len(ts) == 0 {
 		return

@@ -22,6 +22,8 @@ const (
 	RuleArtifactWriteFailure Rule = "artifact_write_failure"
 	RulePreemptionThrash     Rule = "preemption_thrash"
 	RuleLogTruncated         Rule = "log_truncated"
+	// RuleBudgetThreshold is about a project, not a job: Labels.Job is 0.
+	RuleBudgetThreshold Rule = "budget_threshold"
 	// RuleTest marks the notification Dispatcher.Test sends.
 	RuleTest Rule = "test"
 )
@@ -29,7 +31,8 @@ const (
 // Rules lists every alerting rule in a stable order.
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
-		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated}
+		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated,
+		RuleBudgetThreshold}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when
@@ -82,7 +85,8 @@ const (
 	StatusTest     Status = "test"
 )
 
-// Labels identify what an alert is about. Attempt is 0 for a queued job.
+// Labels identify what an alert is about. Attempt is 0 for a queued job;
+// Job is 0 for an alert about a project (budget_threshold).
 type Labels struct {
 	Job     int64  `json:"job"`
 	JobName string `json:"job_name"`
@@ -153,8 +157,12 @@ func (r JobRef) labels(attempt int) Labels {
 	return Labels{Job: r.ID, JobName: r.Name, Attempt: attempt, Project: r.Project, Pool: r.Pool, Owner: r.Owner}
 }
 
-// title is "job 42 (resnet)", or "job 42" when the name is unknown.
+// title is "job 42 (resnet)", or "job 42" when the name is unknown, or
+// "project vision" for an alert about no job.
 func (l Labels) title() string {
+	if l.Job == 0 && l.Project != "" {
+		return "project " + l.Project
+	}
 	if l.JobName == "" {
 		return fmt.Sprintf("job %d", l.Job)
 	}

@@ -42,6 +42,17 @@ type RulesConfig struct {
 	// LogTruncated fires once per attempt whose log reached its limit
 	// (policy.log_limit, the pool's or the server's log_limit).
 	LogTruncated RuleBase `yaml:"log_truncated" json:"log_truncated"`
+	// BudgetThreshold fires once per period when a project's spend reaches
+	// a threshold of its budget.
+	BudgetThreshold BudgetRule `yaml:"budget_threshold" json:"budget_threshold"`
+}
+
+// BudgetRule is budget_threshold: Severity is that of thresholds under
+// 100% (default warning), ExceededSeverity that of 100% and more (default
+// critical: the budget is used up).
+type BudgetRule struct {
+	RuleBase         `yaml:",inline"`
+	ExceededSeverity Severity `yaml:"exceeded_severity" json:"exceeded_severity"`
 }
 
 // RuleBase holds what every rule has: an on/off switch (on unless
@@ -175,6 +186,8 @@ func (c *Config) Defaults() {
 	setSev(&r.ArtifactWriteFailure.Severity, SeverityCritical)
 	setSev(&r.PreemptionThrash.Severity, SeverityWarning)
 	setSev(&r.LogTruncated.Severity, SeverityWarning)
+	setSev(&r.BudgetThreshold.Severity, SeverityWarning)
+	setSev(&r.BudgetThreshold.ExceededSeverity, SeverityCritical)
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -249,6 +262,8 @@ func (c *Config) Validate() error {
 	sev("rules.artifact_write_failure.severity", r.ArtifactWriteFailure.Severity)
 	sev("rules.preemption_thrash.severity", r.PreemptionThrash.Severity)
 	sev("rules.log_truncated.severity", r.LogTruncated.Severity)
+	sev("rules.budget_threshold.severity", r.BudgetThreshold.Severity)
+	sev("rules.budget_threshold.exceeded_severity", r.BudgetThreshold.ExceededSeverity)
 	sev("rules.idle_gpu.severity", r.IdleGPU.Severity)
 	ratio("rules.idle_gpu.below", r.IdleGPU.Below)
 	if r.IdleGPU.Above != 0 {

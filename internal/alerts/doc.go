@@ -1,4 +1,5 @@
-// Package alerts raises alerts about jobs and delivers them to channels.
+// Package alerts raises alerts about jobs and project budgets and delivers
+// them to channels.
 //
 // Rules (each can be turned off with `enabled: false`):
 //
@@ -14,13 +15,18 @@
 //	                        (preempted too often: a preemption loop)
 //	log_truncated           an attempt's log reached its limit (once per     warning
 //	                        attempt)
+//	budget_threshold        a project's spend reached a threshold of its     warning,
+//	                        budget (once per period and threshold)          critical at 100%
 //
 // Each alert has a dedupe key (Key: "stalled/job=42",
 // "idle_gpu/job=42/attempt=2"); while it fires, the same condition does not
 // fire again. Condition alerts (queued_too_long, idle_gpu,
 // memory_near_limit, preemption_thrash, log_truncated) resolve when the
 // condition clears, the job leaves the queue / the attempt stops running,
-// or the hold ends. Event alerts (start_failure,
+// or the hold ends. A budget_threshold alert
+// ("budget_threshold/project=vision/period=2026-12/at=80", about a project:
+// its Labels.Job is 0) resolves when the spend is under the threshold again
+// (the budget was raised), the period ends or the budget is gone. Event alerts (start_failure,
 // interruption, stalled, artifact_write_failure) resolve when the job has a
 // newer attempt that started (running, or ended after starting), is re-run
 // (trainyard rerun), succeeds or is canceled, or after resolve_after (24h);
@@ -59,7 +65,8 @@
 //
 // and in the control loop, every few seconds (from one goroutine):
 //
-//	obs := alerts.Observation{Now: clock.Now(), Queued: ..., Running: ..., Ended: ..., Held: ..., LogLimited: ...}
+//	obs := alerts.Observation{Now: clock.Now(), Queued: ..., Running: ..., Ended: ..., Held: ..., LogLimited: ...,
+//		Budgets: ..., BudgetsSeen: true}
 //	for _, id := range eng.EventJobs() { /* add id to obs.Succeeded or obs.Canceled if so */ }
 //	ts := eng.Evaluate(obs)
 //	/* persist ts (upsert by Key), then */ disp.Submit(ts...)

@@ -40,6 +40,12 @@ type Observation struct {
 	// fires log_truncated once; the alert resolves when its attempt is
 	// in neither LogLimited nor Running (the attempt ended).
 	LogLimited []LimitedLog
+	// Budgets lists the spend of every budget in force, when BudgetsSeen:
+	// an alert about a budget not listed (or listed with another period)
+	// resolves. BudgetsSeen false: budgets were not read, and their alerts
+	// stay as they are.
+	Budgets     []BudgetUse
+	BudgetsSeen bool
 }
 
 // LimitedLog is an attempt whose log reached its limit At: the log keeps
@@ -167,7 +173,7 @@ func (e *Engine) EventJobs() []int64 {
 // Evaluate applies one observation and returns the alerts that fired or
 // resolved, in a stable order: fired event alerts, then resolutions of event
 // alerts, then queued, then running-attempt, then preemption-hold, then
-// log-limit alerts, each sorted by key.
+// log-limit, then budget alerts, each sorted by key.
 func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
@@ -400,7 +406,7 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 				a.Labels.Attempt, a.Labels.title(), a.Labels.Job)))
 		}
 	}
-	return out
+	return e.evaluateBudgets(out, obs)
 }
 
 // truncatedSummary says whose log reached what limit, what is kept and
@@ -495,6 +501,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.PreemptionThrash.On()
 	case RuleLogTruncated:
 		return rs.LogTruncated.On()
+	case RuleBudgetThreshold:
+		return rs.BudgetThreshold.On()
 	}
 	return false
 }

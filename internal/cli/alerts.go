@@ -18,7 +18,8 @@ func (a *app) alertsCmd() *cobra.Command {
 		Long: `The server raises alerts when a job waits in the queue too long, fails to
 start, is interrupted (preempted, node lost), stalls or fails its health
 check, leaves its GPUs idle, nears its memory limit, or cannot write its
-outputs. Each alert fires once and resolves once, and both reach the
+outputs, and when a project's spend reaches a threshold of its budget.
+Each alert fires once and resolves once, and both reach the
 channels configured under alerts in the server config (webhooks, the
 server log). See docs/observability.md.`,
 		Args: exactArgs(0),
@@ -35,8 +36,9 @@ func (a *app) alertsLsCmd() *cobra.Command {
 		Short:   "List alerts, newest first",
 		Long: `List alerts as a table: ID, STATE, SEVERITY, RULE, JOB, FIRED (how long
 ago) and SUMMARY. A firing alert someone acknowledged shows STATE
-"acknowledged" (by whom in -o json). Without a role that reads every job you see the alerts
-about the jobs you may read.`,
+"acknowledged" (by whom in -o json). An alert about a project's budget
+shows JOB "-". Without a role that reads every job you see the alerts
+about the jobs you may read and the budgets of your projects.`,
 		Example: `  trainyard alerts ls
   trainyard alerts ls --state firing
   trainyard alerts ls --job 42 -o json`,
@@ -115,7 +117,8 @@ func (a *app) alertsAckCmd() *cobra.Command {
 		Short: "Acknowledge a firing alert",
 		Long: `Acknowledge a firing alert: it is listed as acknowledged and its channels
 are not notified of it again (they still hear when it resolves). Whoever
-may cancel the alert's job may acknowledge it; the acknowledgement, with
+may cancel the alert's job may acknowledge it (admins any alert, such as
+one about a project's budget); the acknowledgement, with
 its reason, is recorded in the audit log (action alert.ack).`,
 		Example: `  trainyard alerts ack 17
   trainyard alerts ack 17 --reason "image being rebuilt, see OPS-123"`,

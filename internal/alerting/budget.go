@@ -1,0 +1,94 @@
+package alerting
+
+import (
+	"context"
+	"time"
+
+	"trainyard/internal/alerts"
+	"trainyard/internal/cost"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// BudgetRefresh is how often the budgets and their spend are read again;
+// between reads the rules see the last list.
+const BudgetRefresh = 30 * time.Second
+
+// budgetUses returns the spend of every budget in force at now, read again
+// when the last read is BudgetRefresh old; ok is false until a read
+// succeeded. Without budgets it costs one ListBudgets per refresh, and
+// nothing with budget_threshold disabled. Called from Run's goroutine only.
+func (a *Alerter) budgetUses(ctx context.Context, now time.Time) (uses []alerts.BudgetUse, ok bool) {
+	if !a.cfg.Alerts.Rules.BudgetThreshold.On() {
+		return nil, false
+	}
+	if a.budgetsRead && now.Sub(a.budgetsAt) < BudgetRefresh && !now.Before(a.budgetsAt) {
+		return a.budgets, true
+	}
+	a.budgetsAt = now // on an error too: try again at the next refresh
+	uses, err := a.readBudgets(ctx, now)
+	if err != nil {
+		a.log.Warn("read budgets for alerts; keeping the last read", "err", err)
+		return a.budgets, a.budgetsRead
+	}
+	a.budgets, a.budgetsRead = uses, true
+	return uses, true
+}
+
+// readBudgets prices every budget in force at now.
+func (a *Alerter) readBudgets(ctx context.Context, now time.Time) ([]alerts.BudgetUse, error) {
+	all, err := a.cfg.Store.ListBudgets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var inForce []domain.Budget
+	var since time.Time
+	for _, b := range all {
+		from, _, _, ok := b.Window(now)
+		if !ok {
+			continue
+		}
+		inForce = append(inForce, b)
+		if since.IsZero() || from.Before(since) {
+			since = from
+		}
+	}
+	if len(inForce) == 0 {
+		return nil, nil
+	}
+	spans, err := a.cfg.Store.AttemptSpans(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	pools, err := a.cfg.Store.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rates := make(map[string]domain.Rates, len(pools))
+	for _, p := range pools {
+		rates[p.Name] = p.Rates
+	}
+	priced := costSpans(spans)
+	uses := make([]alerts.BudgetUse, 0, len(inForce))
+	for _, b := range inForce {
+		u, ok := cost.BudgetUse(b, priced, rates, now)
+		if !ok {
+			continue
+		}
+		uses = append(uses, alerts.BudgetUse{Project: b.Project, Period: u.Period, End: u.To, Amount: b.Amount,
+			Spent: u.Spent, Thresholds: b.Thresholds, Currency: a.cfg.Currency})
+	}
+	return uses, nil
+}
+
+// costSpans turns stored attempt spans into what package cost prices (as
+// the control loop's budget check does).
+func costSpans(spans []store.AttemptSpan) []cost.Span {
+	out := make([]cost.Span, len(spans))
+	for i, sp := range spans {
+		out[i] = cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
+			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
+			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
+	}
+	return out
+}
