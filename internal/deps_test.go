@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"internal/jobspec":               {"internal/domain", "internal/yamlcheck", "go.yaml.in/yaml/v3"},
 	"internal/logs":                  {"internal/domain"},
 	"internal/diagnose":              {"internal/domain", "internal/logs"},
-	"internal/store":                 {"internal/domain"},
+	"internal/store":                 {"internal/domain", "internal/cost"},
 	"internal/store/storetest":       {"internal/store", "internal/domain"},
 	"internal/leader":                {"internal/store"},
 	"internal/store/column":          {"internal/store", "internal/domain"},

@@ -68,7 +68,7 @@ func (a *Alerter) readBudgets(ctx context.Context, now time.Time) ([]alerts.Budg
 	for _, p := range pools {
 		rates[p.Name] = p.Rates
 	}
-	priced := costSpans(spans)
+	priced := store.CostSpans(spans)
 	uses := make([]alerts.BudgetUse, 0, len(inForce))
 	for _, b := range inForce {
 		u, ok := cost.BudgetUse(b, priced, rates, now)
@@ -79,16 +79,4 @@ func (a *Alerter) readBudgets(ctx context.Context, now time.Time) ([]alerts.Budg
 			Spent: u.Spent, Thresholds: b.Thresholds, Currency: a.cfg.Currency})
 	}
 	return uses, nil
-}
-
-// costSpans turns stored attempt spans into what package cost prices (as
-// the control loop's budget check does).
-func costSpans(spans []store.AttemptSpan) []cost.Span {
-	out := make([]cost.Span, len(spans))
-	for i, sp := range spans {
-		out[i] = cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
-			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
-			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
-	}
-	return out
 }

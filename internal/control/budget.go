@@ -123,7 +123,7 @@ func (c *Controller) budgetUse(ctx context.Context, b domain.Budget, rates map[s
 	if err != nil {
 		return nil, err
 	}
-	use, _ := cost.BudgetUse(b, costSpans(spans), rates, now)
+	use, _ := cost.BudgetUse(b, store.CostSpans(spans), rates, now)
 	u = &budgetUse{at: now, use: use}
 	g.uses[b.Project] = u
 	return u, nil
@@ -219,15 +219,4 @@ func (c *Controller) suspendOverBudget(ctx context.Context, rates map[string]dom
 		c.stop(ctx, executor.Ref{JobID: j.ID, Attempt: j.Attempts},
 			executor.StopRequest{Reason: domain.ReasonPreempted, Message: changes[i].Message})
 	}
-}
-
-// costSpans turns stored attempt spans into what package cost prices.
-func costSpans(spans []store.AttemptSpan) []cost.Span {
-	out := make([]cost.Span, len(spans))
-	for i, sp := range spans {
-		out[i] = cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
-			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
-			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
-	}
-	return out
 }

@@ -150,7 +150,7 @@ func (s *CostService) history(ctx context.Context, since time.Time) ([]cost.Span
 	if err != nil {
 		return nil, nil, err
 	}
-	return CostSpans(spans), rates, nil
+	return store.CostSpans(spans), rates, nil
 }
 
 // rates are every pool's rates, by pool.
@@ -164,17 +164,6 @@ func (s *CostService) rates(ctx context.Context) (map[string]domain.Rates, error
 		rates[pl.Name] = pl.Rates
 	}
 	return rates, nil
-}
-
-// CostSpans turns stored attempt spans into what package cost prices.
-func CostSpans(spans []store.AttemptSpan) []cost.Span {
-	out := make([]cost.Span, len(spans))
-	for i, sp := range spans {
-		out[i] = cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
-			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
-			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
-	}
-	return out
 }
 
 func (s *CostService) budgetBefore(ctx context.Context, project string) (any, error) {

@@ -249,7 +249,7 @@ func TestReportTotalsMatchTheSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := cost.Report(service.CostSpans(spans), rates, now, since, by)
+		want := cost.Report(store.CostSpans(spans), rates, now, since, by)
 		if lines(got) != lines(want) {
 			t.Errorf("by %s:\n summed %s\n priced %s", by, lines(got), lines(want))
 		}
