@@ -61,15 +61,7 @@ func (s Shared) PutBudget(ctx context.Context, b domain.Budget, audit domain.Aud
 
 // GetBudget implements store.Pools.
 func (s Shared) GetBudget(ctx context.Context, project string) (domain.Budget, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return domain.Budget{}, err
-	}
-	b, err := scanBudget(r.QueryRow(ctx, qBudgetGet, project))
-	if err != nil {
-		return domain.Budget{}, s.err(fmt.Sprintf("get budget of project %q", project), err)
-	}
-	return b, nil
+	return queryOne(ctx, s, fmt.Sprintf("get budget of project %q", project), scanBudget, qBudgetGet, project)
 }
 
 // ListBudgets implements store.Pools.

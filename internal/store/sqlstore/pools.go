@@ -125,15 +125,7 @@ func cloneNodes(ns []domain.Node) []domain.Node {
 
 // GetPool returns the named pool or store.ErrNotFound.
 func (s Shared) GetPool(ctx context.Context, name string) (domain.Pool, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return domain.Pool{}, err
-	}
-	p, err := scanPool(r.QueryRow(ctx, qPoolGet, name))
-	if err != nil {
-		return domain.Pool{}, s.err(fmt.Sprintf("get pool %q", name), err)
-	}
-	return p, nil
+	return queryOne(ctx, s, fmt.Sprintf("get pool %q", name), scanPool, qPoolGet, name)
 }
 
 // ListPools returns every pool, sorted by name.
@@ -243,15 +235,7 @@ func scanProject(sc Row) (domain.Project, error) {
 
 // GetProject returns the named project or store.ErrNotFound.
 func (s Shared) GetProject(ctx context.Context, name string) (domain.Project, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return domain.Project{}, err
-	}
-	p, err := scanProject(r.QueryRow(ctx, qProjectGet, name))
-	if err != nil {
-		return domain.Project{}, s.err(fmt.Sprintf("get project %q", name), err)
-	}
-	return p, nil
+	return queryOne(ctx, s, fmt.Sprintf("get project %q", name), scanProject, qProjectGet, name)
 }
 
 // ListProjects returns every project, sorted by name.

@@ -205,6 +205,21 @@ func New(e Engine, b Backend) Shared { return Shared{b: b, e: e} }
 
 func (s Shared) err(action string, err error) error { return s.b.Interpret(action, err) }
 
+// queryOne reads the one row q selects with scan; no row is
+// store.ErrNotFound, named by action.
+func queryOne[T any](ctx context.Context, s Shared, action string, scan func(Row) (T, error), q Query, args ...any) (T, error) {
+	var zero T
+	r, err := s.b.Reader()
+	if err != nil {
+		return zero, err
+	}
+	v, err := scan(r.QueryRow(ctx, q, args...))
+	if err != nil {
+		return zero, s.err(action, err)
+	}
+	return v, nil
+}
+
 // queryAll reads every row of q with scan, in order; action names the read
 // in its error.
 func queryAll[T any](ctx context.Context, s Shared, action string, scan func(Row) (T, error), q Query, args ...any) ([]T, error) {
