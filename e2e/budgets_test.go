@@ -28,11 +28,11 @@ pools:
 	}
 	ls := s.mustCLI("budget", "ls")
 	lines := strings.Split(strings.TrimSpace(ls), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "PROJECT PERIOD AMOUNT (EUR) SPENT COMMITTED USED% ACTION THRESHOLDS" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "PROJECT PERIOD AMOUNT (EUR) SPENT COMMITTED USED% RATE/H ACTION THRESHOLDS" {
 		t.Fatalf("budget ls:\n%s", ls)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != "vision" || f[2] != "5000.00" || f[3] != "0.00" || f[4] != "0.00" ||
-		f[5] != "0.0%" || f[6] != "block" || f[7] != "50,80,100" {
+	if f := strings.Fields(lines[1]); len(f) != 9 || f[0] != "vision" || f[2] != "5000.00" || f[3] != "0.00" || f[4] != "0.00" ||
+		f[5] != "0.0%" || f[6] != "0.00" || f[7] != "block" || f[8] != "50,80,100" {
 		t.Errorf("budget ls row: %q", lines[1])
 	}
 
