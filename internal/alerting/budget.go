@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"trainyard/internal/alerts"
-	"trainyard/internal/cost"
-	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -41,37 +39,13 @@ func (a *Alerter) readBudgets(ctx context.Context, now time.Time) ([]alerts.Budg
 	if err != nil {
 		return nil, err
 	}
-	var inForce []domain.Budget
-	var since time.Time
+	byProject, err := store.BudgetUses(ctx, a.cfg.Store, all, now)
+	if err != nil {
+		return nil, err
+	}
+	uses := make([]alerts.BudgetUse, 0, len(byProject))
 	for _, b := range all {
-		from, _, _, ok := b.Window(now)
-		if !ok {
-			continue
-		}
-		inForce = append(inForce, b)
-		if since.IsZero() || from.Before(since) {
-			since = from
-		}
-	}
-	if len(inForce) == 0 {
-		return nil, nil
-	}
-	spans, err := a.cfg.Store.AttemptSpans(ctx, since)
-	if err != nil {
-		return nil, err
-	}
-	pools, err := a.cfg.Store.ListPools(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rates := make(map[string]domain.Rates, len(pools))
-	for _, p := range pools {
-		rates[p.Name] = p.Rates
-	}
-	priced := store.CostSpans(spans)
-	uses := make([]alerts.BudgetUse, 0, len(inForce))
-	for _, b := range inForce {
-		u, ok := cost.BudgetUse(b, priced, rates, now)
+		u, ok := byProject[b.Project]
 		if !ok {
 			continue
 		}

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"trainyard/internal/authz"
@@ -118,52 +117,16 @@ func noBudget(project string) error {
 
 // statuses prices each budget's period from one read of the history.
 func (s *CostService) statuses(ctx context.Context, bs []domain.Budget) ([]BudgetStatus, error) {
-	if len(bs) == 0 {
-		return nil, nil
-	}
-	now := s.cfg.Clock.Now()
-	since := now
-	for _, b := range bs {
-		if from, _, _, ok := b.Window(now); ok && from.Before(since) {
-			since = from
-		}
-	}
-	spans, rates, err := s.history(ctx, since)
+	uses, err := store.BudgetUses(ctx, s.st, bs, s.cfg.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
 	out := make([]BudgetStatus, len(bs))
 	for i, b := range bs {
 		out[i].Budget = b
-		out[i].Use, out[i].InForce = cost.BudgetUse(b, spans, rates, now)
+		out[i].Use, out[i].InForce = uses[b.Project]
 	}
 	return out, nil
-}
-
-// history reads the attempt spans since since and every pool's rates.
-func (s *CostService) history(ctx context.Context, since time.Time) ([]cost.Span, map[string]domain.Rates, error) {
-	spans, err := s.st.AttemptSpans(ctx, since)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read attempt history: %w", err)
-	}
-	rates, err := s.rates(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return store.CostSpans(spans), rates, nil
-}
-
-// rates are every pool's rates, by pool.
-func (s *CostService) rates(ctx context.Context) (map[string]domain.Rates, error) {
-	pools, err := s.st.ListPools(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read pool rates: %w", err)
-	}
-	rates := make(map[string]domain.Rates, len(pools))
-	for _, pl := range pools {
-		rates[pl.Name] = pl.Rates
-	}
-	return rates, nil
 }
 
 func (s *CostService) budgetBefore(ctx context.Context, project string) (any, error) {

@@ -87,7 +87,7 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 	}
 	// By day an attempt is split at each midnight it ran across: priced
 	// from its span.
-	spans, rates, err := s.history(ctx, since)
+	spans, rates, err := store.PricedHistory(ctx, s.st, since)
 	if err != nil {
 		return CostReport{}, err
 	}
@@ -115,7 +115,7 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	if err != nil {
 		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
 	}
-	rates, err := s.rates(ctx)
+	rates, err := store.PoolRates(ctx, s.st)
 	if err != nil {
 		return CostReport{}, err
 	}

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"time"
 
-	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 )
 
@@ -279,17 +278,6 @@ type AttemptSpan struct {
 	// Timeout is the job's policy.timeout: how long the attempt may run,
 	// which bounds what a running one may still cost.
 	Timeout domain.Duration
-}
-
-// CostSpans turns attempt spans into what package cost prices.
-func CostSpans(spans []AttemptSpan) []cost.Span {
-	out := make([]cost.Span, len(spans))
-	for i, sp := range spans {
-		out[i] = cost.Span{JobID: sp.JobID, Attempt: sp.Attempt, Project: sp.Project, Pool: sp.Pool,
-			User: sp.Submitter, JobName: sp.JobName, Resources: sp.Resources,
-			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
-	}
-	return out
 }
 
 // SpendQuery selects SpendTotals: the attempts that held resources in
