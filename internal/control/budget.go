@@ -22,9 +22,9 @@ const budgetRefresh = 15 * time.Second
 // Loop goroutine only.
 type budgets struct {
 	byProject map[string]domain.Budget // every budget, as of the last pass
-	// seen is each budget's version and period as of the last pass: a
-	// change releases the project's held jobs, to be admitted again.
-	seen      map[string]string
+	// seen is each budget's version as of the last pass: a change
+	// releases the project's held jobs, to be admitted again.
+	seen      map[string]budgetVersion
 	uses      map[string]*budgetUse
 	suspended map[int64]bool // jobs stopped for a suspend budget, not yet requeued
 	loaded    bool
@@ -39,14 +39,20 @@ type budgetUse struct {
 }
 
 func newBudgets() *budgets {
-	return &budgets{byProject: map[string]domain.Budget{}, seen: map[string]string{},
+	return &budgets{byProject: map[string]domain.Budget{}, seen: map[string]budgetVersion{},
 		uses: map[string]*budgetUse{}, suspended: map[int64]bool{}}
 }
 
-// version names what a budget change or a period roll changes.
-func budgetVersion(b domain.Budget, now time.Time) string {
-	_, _, period, ok := b.Window(now)
-	return fmt.Sprintf("%d/%s/%s/%v/%v", b.UpdatedAt.UnixNano(), b.Action, period, ok, b.Amount)
+// budgetVersion is what a budget change (every write sets UpdatedAt) or
+// a period roll changes; period is "" while the budget is not in force.
+type budgetVersion struct {
+	updated time.Time
+	period  string
+}
+
+func versionOf(b domain.Budget, now time.Time) budgetVersion {
+	_, _, period, _ := b.Window(now)
+	return budgetVersion{b.UpdatedAt, period}
 }
 
 // loadBudgets reads the budgets for this pass and returns the releases of
@@ -63,7 +69,7 @@ func (c *Controller) loadBudgets(ctx context.Context, now time.Time) ([]store.Ch
 	next := make(map[string]domain.Budget, len(bs))
 	for _, b := range bs {
 		next[b.Project] = b
-		v := budgetVersion(b, now)
+		v := versionOf(b, now)
 		if g.seen[b.Project] != v {
 			changed[b.Project] = true
 			g.seen[b.Project] = v
@@ -110,21 +116,20 @@ func (g *budgets) attemptEnded(project string) {
 	}
 }
 
-// use returns the project's current spend against b, reading the history
-// when what it has is older than budgetRefresh or of another period.
-func (c *Controller) budgetUse(ctx context.Context, b domain.Budget, rates map[string]domain.Rates, now time.Time) (*budgetUse, error) {
+// budgetUse returns the project's current spend against b (in force at
+// now), reading the history when what it has is older than budgetRefresh
+// or of another period.
+func (c *Controller) budgetUse(ctx context.Context, b domain.Budget, now time.Time) (*budgetUse, error) {
 	g := c.budget
 	u := g.uses[b.Project]
 	if u != nil && now.Sub(u.at) < budgetRefresh && now.Before(u.use.To) {
 		return u, nil
 	}
-	from, _, _, _ := b.Window(now)
-	spans, err := c.cfg.Store.AttemptSpans(ctx, from)
+	uses, err := store.BudgetUses(ctx, c.cfg.Store, []domain.Budget{b}, now)
 	if err != nil {
 		return nil, err
 	}
-	use, _ := cost.BudgetUse(b, store.CostSpans(spans), rates, now)
-	u = &budgetUse{at: now, use: use}
+	u = &budgetUse{at: now, use: uses[b.Project]}
 	g.uses[b.Project] = u
 	return u, nil
 }
@@ -142,7 +147,7 @@ func (c *Controller) admit(ctx context.Context, j domain.Job, rates map[string]d
 	if _, _, _, in := b.Window(now); !in {
 		return true, "", false
 	}
-	u, err := c.budgetUse(ctx, b, rates, now)
+	u, err := c.budgetUse(ctx, b, now)
 	if err != nil {
 		// Without the history the budget cannot be checked: the job waits
 		// for the next pass rather than spending past it.
@@ -159,7 +164,7 @@ func (c *Controller) admit(ctx context.Context, j domain.Job, rates map[string]d
 // suspendOverBudget stops, as preemptions, the running preemptible jobs of
 // projects whose suspend budget is spent: they checkpoint and requeue, and
 // admit holds them when they would start again.
-func (c *Controller) suspendOverBudget(ctx context.Context, rates map[string]domain.Rates, now time.Time) {
+func (c *Controller) suspendOverBudget(ctx context.Context, now time.Time) {
 	g := c.budget
 	for id := range g.suspended {
 		if j, ok := c.view[id]; !ok || j.State != domain.JobRunning && j.State != domain.JobStarting {
@@ -174,7 +179,7 @@ func (c *Controller) suspendOverBudget(ctx context.Context, rates map[string]dom
 		if _, _, _, in := b.Window(now); !in {
 			continue
 		}
-		u, err := c.budgetUse(ctx, b, rates, now)
+		u, err := c.budgetUse(ctx, b, now)
 		if err != nil {
 			c.log.Error("read attempt history for a budget", "project", b.Project, "err", err)
 			continue

@@ -74,7 +74,7 @@ func BenchmarkBudgetCycle(b *testing.B) {
 		if _, err := c.loadBudgets(ctx, now); err != nil {
 			b.Fatal(err)
 		}
-		c.suspendOverBudget(ctx, byPool, now)
+		c.suspendOverBudget(ctx, now)
 		c.admit(ctx, last, byPool, now)
 	}
 	b.ReportMetric(float64(refreshed.Microseconds())/1000, "refresh-ms")

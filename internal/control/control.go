@@ -445,7 +445,6 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		c.log.Info("preemption hold ended", "job", h.JobID, "held_since", h.At)
 		c.cfg.Observer.PreemptionReleased(h.JobID)
 	}
-	c.applyStormHolds(ctx, now) // before the snapshot, which then no longer queues them
 	snap, byID, atts, err := c.snapshot(ctx, now)
 	if err != nil {
 		c.log.Error("load scheduling snapshot", "err", err)
@@ -499,7 +498,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	for _, p := range snap.Pools {
 		rates[p.Name] = p.Rates
 	}
-	c.suspendOverBudget(ctx, rates, now)
+	c.suspendOverBudget(ctx, now)
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
@@ -508,7 +507,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 
 	var changes []store.Change
 	var starts []scheduler.Placement
-	holds := releases // applied after the plan's own changes
+	extra := releases // budget releases and holds, applied after the plan's own changes
 	for _, pl := range plan.Start {
 		j := byID[pl.JobID]
 		if ok, why, wait := c.admit(ctx, j, rates, now); !ok {
@@ -516,11 +515,11 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			switch {
 			case why == "": // the budget could not be read: try again next pass
 			case !wait:
-				holds = append(holds, store.Change{JobID: pl.JobID, Move: domain.MoveHold().Only(domain.JobQueued),
+				extra = append(extra, store.Change{JobID: pl.JobID, Move: domain.MoveHold().Only(domain.JobQueued),
 					Reason: domain.ReasonBudgetExceeded, Message: why, Actor: actorScheduler, At: now})
 			case c.reasons[pl.JobID] != key && (j.Reason != key.reason || j.Message != key.message):
 				c.reasons[pl.JobID] = key
-				holds = append(holds, store.Change{JobID: pl.JobID, In: []domain.JobState{domain.JobQueued},
+				extra = append(extra, store.Change{JobID: pl.JobID, In: []domain.JobState{domain.JobQueued},
 					SetReason: true, Reason: domain.ReasonBudgetExceeded, Message: why, At: now})
 			}
 			continue
@@ -568,7 +567,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		changes = append(changes, store.Change{JobID: w.JobID, In: []domain.JobState{domain.JobQueued},
 			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
 	}
-	changes = append(changes, holds...)
+	changes = append(changes, extra...)
 	if len(changes) == 0 {
 		return next
 	}

@@ -101,7 +101,14 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		c.log.Error("record executor events", "err", err)
 		return false
 	}
+	var paused []store.Change // requeued jobs a retry storm holds (storm.go)
 	for i, e := range errs {
+		if msg, ok := c.storm.holds[changes[i].JobID]; ok && changes[i].Attempt != nil && changes[i].Attempt.To.Terminal() {
+			delete(c.storm.holds, changes[i].JobID) // its end: requeued (then held) or moved on
+			if e == nil && changes[i].To() == domain.JobQueued {
+				paused = append(paused, stormHold(changes[i].JobID, msg, changes[i].At))
+			}
+		}
 		switch {
 		case e == nil:
 			if changes[i].To() == domain.JobRunning {
@@ -132,6 +139,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
 		}
 	}
+	c.holdPaused(ctx, paused)
 	return true
 }
 
@@ -256,8 +264,7 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		ch.NextAttempt = at.Add(delay)
 		ch.Message = fmt.Sprintf("%s; retry %d of %d in %s", outcome, ev.Attempt, spec.Policy.Retries, domain.FormatDuration(delay))
 		if msg, paused := c.storm.failed(job, at); paused {
-			// Requeued now, held before the next pass (applyStormHolds).
-			ch.NextAttempt = at.Add(max(delay, time.Minute))
+			// Requeued, then held as soon as that is recorded (apply).
 			ch.Message = outcome + "; " + msg
 		}
 	default:

@@ -28,7 +28,7 @@ var DefaultRetryStorm = RetryStorm{Failures: 10, Window: 10 * time.Minute}
 type storms struct {
 	cfg      RetryStorm
 	failures map[string][]time.Time // by group, oldest first, within the window
-	holds    map[int64]string       // job → hold message, applied at the next cycle
+	holds    map[int64]string       // job → hold message, applied once its requeue is recorded
 }
 
 func newStorms(cfg RetryStorm) *storms {
@@ -63,32 +63,28 @@ func (s *storms) failed(job domain.Job, at time.Time) (string, bool) {
 	return msg, true
 }
 
-// applyStormHolds holds the jobs whose retries a storm paused, before
-// the pass that could start them again.
-func (c *Controller) applyStormHolds(ctx context.Context, now time.Time) {
-	if len(c.storm.holds) == 0 {
+// stormHold is the change that holds a job whose retries a storm paused.
+func stormHold(id int64, msg string, at time.Time) store.Change {
+	return store.Change{JobID: id, Move: domain.MoveHold().Only(domain.JobQueued),
+		Reason: domain.ReasonRetryStorm, Message: msg, Actor: actorScheduler, At: at}
+}
+
+// holdPaused applies the holds of jobs whose requeue was just recorded,
+// before any pass could start them again (both run on the loop goroutine).
+func (c *Controller) holdPaused(ctx context.Context, holds []store.Change) {
+	if len(holds) == 0 {
 		return
 	}
-	var changes []store.Change
-	for id, msg := range c.storm.holds {
-		changes = append(changes, store.Change{JobID: id, Move: domain.MoveHold().Only(domain.JobQueued),
-			Reason: domain.ReasonRetryStorm, Message: msg, Actor: actorScheduler, At: now})
-	}
-	errs, err := c.cfg.Store.Apply(ctx, changes)
+	errs, err := c.cfg.Store.Apply(ctx, holds)
 	if err != nil {
-		c.log.Error("hold jobs of a retry storm", "err", err)
+		c.log.Error("hold the jobs of a retry storm; they retry instead", "err", err)
 		return
 	}
-	for i, ch := range changes {
+	for i, h := range holds {
 		if errs[i] != nil {
-			// Not queued yet (its end is still being recorded): try again
-			// at the next cycle; a job that moved on is left alone.
-			if j, err := c.cfg.Store.GetJob(ctx, ch.JobID); err == nil && (j.State == domain.JobRunning || j.State == domain.JobStarting) {
-				continue
-			}
-		} else {
-			c.log.Warn("retries paused by a retry storm", "job", ch.JobID, "why", ch.Message)
+			c.log.Error("hold a job of a retry storm; it retries instead", "job", h.JobID, "err", errs[i])
+			continue
 		}
-		delete(c.storm.holds, ch.JobID)
+		c.log.Warn("retries paused by a retry storm", "job", h.JobID, "why", h.Message)
 	}
 }
