@@ -282,19 +282,13 @@ func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail,
 	d := JobDetail{Job: job, Attempts: atts, Events: evs}
 	if v, err := s.pools.admission(ctx); err == nil {
 		if r := v.pools[job.Pool].Rates; !r.IsZero() {
-			d.Priced = true
-			now := s.cfg.Clock.Now()
-			for _, a := range atts {
-				if a.StartedAt.IsZero() {
-					continue
-				}
-				end := a.FinishedAt
-				if end.IsZero() {
-					end = now
-					d.CostPerHour += cost.Of(job.Resources, r, time.Hour)
-				}
-				d.Cost += cost.Of(job.Resources, r, end.Sub(a.StartedAt))
+			spans := make([]cost.Span, len(atts))
+			for i, a := range atts {
+				spans[i] = cost.Span{JobID: id, Attempt: a.Number, Pool: job.Pool, Resources: job.Resources,
+					Start: a.StartedAt, End: a.FinishedAt, State: a.State}
 			}
+			rep := cost.Report(spans, map[string]domain.Rates{job.Pool: r}, s.cfg.Clock.Now(), time.Time{}, "job")
+			d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
 		}
 	}
 	return d, nil
