@@ -40,16 +40,9 @@ type Span struct {
 	Timeout time.Duration
 }
 
-// Waste reports whether the attempt's spend bought nothing that lasts: it
-// was preempted, failed, timed out or lost. A canceled attempt was
-// stopped on purpose and a succeeded one finished its work.
-func (s Span) Waste() bool {
-	switch s.State {
-	case domain.AttemptPreempted, domain.AttemptFailed, domain.AttemptLost, domain.AttemptTimedOut:
-		return true
-	}
-	return false
-}
+// Waste reports whether the attempt's spend bought nothing that lasts
+// (domain.AttemptState.Wasted).
+func (s Span) Waste() bool { return s.State.Wasted() }
 
 // Fixed-point scales of the exact computation.
 const (

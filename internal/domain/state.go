@@ -184,3 +184,11 @@ const (
 func (s AttemptState) Terminal() bool {
 	return s != AttemptStarting && s != AttemptRunning
 }
+
+// WastedStates are the ends of attempts whose spend bought nothing that
+// lasts: preempted, failed, timed out or lost. A canceled attempt was
+// stopped on purpose and a succeeded one finished its work.
+var WastedStates = []AttemptState{AttemptPreempted, AttemptFailed, AttemptLost, AttemptTimedOut}
+
+// Wasted reports whether s is one of WastedStates.
+func (s AttemptState) Wasted() bool { return slices.Contains(WastedStates, s) }

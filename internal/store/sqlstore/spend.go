@@ -14,9 +14,15 @@ import (
 // spendKeys are the group columns of SpendTotals, by grouping.
 var spendKeys = map[string]string{"project": "j.project", "pool": "j.pool", "user": "j.submitter", "job": "j.id, j.name"}
 
-// wasteStates are the attempt states whose spend bought nothing that
-// lasts (cost.Span.Waste).
-var wasteStates = []domain.AttemptState{domain.AttemptPreempted, domain.AttemptFailed, domain.AttemptLost, domain.AttemptTimedOut}
+// waste holds for an attempt whose spend bought nothing that lasts
+// (domain.WastedStates, constants written into the statement).
+var waste = func() string {
+	states := make([]string, len(domain.WastedStates))
+	for i, st := range domain.WastedStates {
+		states[i] = "'" + string(st) + "'"
+	}
+	return "a.state IN (" + strings.Join(states, ", ") + ")"
+}()
 
 // SpendTotals implements store.Jobs: the database sums each group's held
 // time by pool and resource shape, so a report over a million attempts
@@ -36,22 +42,12 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	// month of 3 million attempts held at once still sums in 64 bits).
 	held := `((CASE WHEN a.finished_at IS NULL OR a.finished_at > ? THEN ? ELSE a.finished_at END)
 		- (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000`
-	waste := `a.state IN (?, ?, ?, ?)`
 	var args []any
-	addWaste := func() {
-		for _, st := range wasteStates {
-			args = append(args, string(st))
-		}
-	}
 	// The attempts are summed per job first, in the order of their primary
 	// key (no sort), then the jobs' sums by group and resource shape.
-	addWaste() // n_ok
-	addWaste() // n_waste
-	addWaste() // us_ok
-	args = append(args, until, until, since, since)
-	addWaste() // us_waste
-	args = append(args, until, until, since, since)
-	args = append(args, until, since) // the window
+	args = append(args, until, until, since, since) // us_ok
+	args = append(args, until, until, since, since) // us_waste
+	args = append(args, until, since)               // the window
 	where := ""
 	if !q.AllProjects {
 		where = ` WHERE j.project IN (?` + strings.Repeat(", ?", len(q.Projects)-1) + `)`
@@ -72,7 +68,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 			SUM(CASE WHEN ` + waste + ` THEN 1 ELSE 0 END) AS n_waste,
 			SUM(CASE WHEN a.finished_at IS NULL THEN 1 ELSE 0 END) AS running,
 			SUM(CASE WHEN ` + waste + ` THEN 0 ELSE ` + held + ` END) AS us_ok,
-			SUM(CASE WHEN ` + strings.Replace(waste, "a.state IN", "a.state NOT IN", 1) + ` THEN 0 ELSE ` + held + ` END) AS us_waste
+			SUM(CASE WHEN ` + waste + ` THEN ` + held + ` ELSE 0 END) AS us_waste
 			FROM attempts a
 			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR (a.finished_at > ? AND a.finished_at > a.started_at))
 			GROUP BY a.job_id) AS x
