@@ -128,17 +128,20 @@ type serverDurations struct {
 	retry, grace, halfLife, sampleEvery, logRetention time.Duration
 	maxGrace                                          time.Duration // the ceiling of policy.grace
 	leaderLease                                       time.Duration // the leader lease's TTL (replicas)
+	rightSizeMinRun                                   time.Duration // shorter runs are not judged by right-sizing
 }
 
 func parseDurations(cfg serverConfig) (serverDurations, error) {
 	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, maxGrace: domain.MaxGraceDefault, halfLife: 24 * time.Hour,
-		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention, leaderLease: leader.DefaultTTL}
+		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention, leaderLease: leader.DefaultTTL,
+		rightSizeMinRun: service.DefaultRightSizeMinRun}
 	for _, f := range []struct {
 		name string
 		s    string
 		v    *time.Duration
 	}{{"retry_backoff", cfg.RetryBackoff, &d.retry}, {"grace", cfg.Grace, &d.grace}, {"fair_share_half_life", cfg.FairShareHalfLife, &d.halfLife},
-		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}, {"max_grace", cfg.MaxGrace, &d.maxGrace}, {"leader_lease", cfg.LeaderLease, &d.leaderLease}} {
+		{"sample_interval", cfg.SampleInterval, &d.sampleEvery}, {"max_grace", cfg.MaxGrace, &d.maxGrace}, {"leader_lease", cfg.LeaderLease, &d.leaderLease},
+		{"right_size_min_run", cfg.RightSizeMinRun, &d.rightSizeMinRun}} {
 		if f.s == "" {
 			continue
 		}

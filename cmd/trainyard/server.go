@@ -114,6 +114,9 @@ type serverConfig struct {
 	// DuplicateSubmits is what a submit repeating a live or recent job of
 	// the same user and spec does: warn (the default) or refuse.
 	DuplicateSubmits string `yaml:"duplicate_submits"`
+	// RightSizeMinRun: runs shorter than this are not judged by the
+	// right-sizing warning at submit and trainyard report (default 1m).
+	RightSizeMinRun string `yaml:"right_size_min_run"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
 	// ObjectStore, when set, is an S3-compatible store for code packages
@@ -525,7 +528,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return ctl, wg.Wait
 	}
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
-		ArtifactsRoot: cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
+		RightSizeMinRun: durations.rightSizeMinRun,
+		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
 		MultiNode: func(name string) bool { return name == service.ExecutorLocal && ex.Capabilities().MultiNode }})

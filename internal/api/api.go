@@ -129,6 +129,7 @@ func Handler(cfg Config) http.Handler {
 	h.envRoutes(mux)      // software environments: envs.go
 	h.rerunRoutes(mux)    // re-runs: rerun.go
 	h.costRoutes(mux)     // spend reports: cost.go
+	h.reportRoutes(mux)   // review reports: report.go
 	h.budgetRoutes(mux)   // project budgets: budgets.go
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)

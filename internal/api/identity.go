@@ -20,6 +20,7 @@ import (
 // tokens.
 var routeActions = map[string]string{
 	"GET /api/v1/cost":                                 "cost.read",
+	"GET /api/v1/report":                               "cost.read",
 	"GET /api/v1/budgets":                              "cost.read",
 	"PUT /api/v1/budgets/{project}":                    "budget.write",
 	"DELETE /api/v1/budgets/{project}":                 "budget.write",

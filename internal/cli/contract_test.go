@@ -107,6 +107,7 @@ func TestOutputContract(t *testing.T) {
 		"trainyard budget set":     func() []string { return []string{"default", "--amount", uniq()} },
 		"trainyard checkpoints du": func() []string { return nil },
 		"trainyard cost":           func() []string { return []string{"--since", "1d", "--by", "day"} },
+		"trainyard report":         func() []string { return []string{"--since", "1d", "--by", "pool"} },
 		"trainyard checkpoints ls": func() []string { return []string{"1"} },
 		"trainyard env ls":         func() []string { return nil },
 		"trainyard env show":       func() []string { return []string{"py"} },

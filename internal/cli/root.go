@@ -149,6 +149,7 @@ http://127.0.0.1:7070.`,
 		a.whoamiCmd(),      // identity.go
 		a.auditCmd(),       // audit.go
 		a.costCmd(),        // cost.go
+		a.reportCmd(),      // report.go
 		a.budgetCmd(),      // budgets.go
 		a.alertsCmd(),      // alerts.go
 		a.artifactsCmd(),   // artifacts.go

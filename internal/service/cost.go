@@ -24,6 +24,7 @@ type CostService struct {
 type CostStore interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
+	ReportTotals(ctx context.Context, q store.ReportQuery) (store.ReportTotals, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 }
 

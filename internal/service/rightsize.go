@@ -17,8 +17,9 @@ const (
 	// rightSizeFraction: a request is far above use when every recent run
 	// used at most this fraction of it.
 	rightSizeFraction = 0.25
-	// rightSizeMinRun: runs shorter than this say little about use.
-	rightSizeMinRun = time.Minute
+	// DefaultRightSizeMinRun: runs shorter than this say little about use
+	// (Config.RightSizeMinRun).
+	DefaultRightSizeMinRun = time.Minute
 	// rightSizeMinCPUs and rightSizeMinMemory: smaller requests are not
 	// worth a warning.
 	rightSizeMinCPUs   = 2
@@ -38,16 +39,16 @@ func (s *JobService) rightSizing(ctx context.Context, p Principal, spec domain.S
 		s.cfg.Logger.Warn("read recent usage for a right-sizing check", "err", err)
 		return ""
 	}
-	return rightSize(spec.Name, spec.Resources, runs)
+	return rightSize(spec.Name, spec.Resources, runs, s.cfg.RightSizeMinRun)
 }
 
 // rightSize is rightSizing's decision over the runs.
-func rightSize(name string, req domain.Resources, usage []store.RunUsage) string {
+func rightSize(name string, req domain.Resources, usage []store.RunUsage, minRun time.Duration) string {
 	var usedCPUs float64
 	var peak domain.ByteSize
 	n := 0
 	for _, u := range usage {
-		if u.Ran < rightSizeMinRun {
+		if u.Ran < minRun {
 			continue
 		}
 		n++

@@ -32,7 +32,7 @@ func TestRightSize(t *testing.T) {
 		"one run used all": {[]store.RunUsage{run(time.Hour, 0.5*3600, 2<<30), run(time.Hour, 3.9*3600, 60<<30)}, nil},
 	}
 	for name, tt := range tests {
-		got := rightSize("train", req, tt.runs)
+		got := rightSize("train", req, tt.runs, DefaultRightSizeMinRun)
 		if len(tt.want) == 0 {
 			if got != "" {
 				t.Errorf("%s: warned %q", name, got)
@@ -46,7 +46,7 @@ func TestRightSize(t *testing.T) {
 		}
 	}
 	small := domain.Resources{CPUs: 1, Memory: 1 << 30}
-	if got := rightSize("train", small, []store.RunUsage{{Request: small, Ran: time.Hour}}); got != "" {
+	if got := rightSize("train", small, []store.RunUsage{{Request: small, Ran: time.Hour}}, DefaultRightSizeMinRun); got != "" {
 		t.Errorf("a small request warned %q", got)
 	}
 }

@@ -65,8 +65,12 @@ type Config struct {
 	// of the same user and spec does: DuplicatesWarn ("" too) or
 	// DuplicatesRefuse.
 	DuplicateSubmits string
-	ArtifactsRoot    string      // outputs go to <root>/<project>/<name>/<job-id>/
-	Logs             logs.Layout // where attempt logs live
+	// RightSizeMinRun: runs shorter than this are not judged by the
+	// right-sizing warning at submit and the review report (default
+	// DefaultRightSizeMinRun).
+	RightSizeMinRun time.Duration
+	ArtifactsRoot   string      // outputs go to <root>/<project>/<name>/<job-id>/
+	Logs            logs.Layout // where attempt logs live
 	// Files reads the attempts' logs and the jobs' outputs: the executor's
 	// read side. Nothing else here opens a job's files.
 	Files executor.Files
@@ -168,6 +172,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RightSizeMinRun <= 0 {
+		cfg.RightSizeMinRun = DefaultRightSizeMinRun
 	}
 	if cfg.Currency == "" {
 		cfg.Currency = domain.DefaultCurrency

@@ -162,6 +162,9 @@ type Jobs interface {
 	// input of spend reports, which price each row): one row per group,
 	// not per attempt.
 	SpendTotals(ctx context.Context, q SpendQuery) ([]SpendRow, error)
+	// ReportTotals sums, in the database, the activity of a review report
+	// (see ReportTotals): one row per group and two bounded lists of jobs.
+	ReportTotals(ctx context.Context, q ReportQuery) (ReportTotals, error)
 	// PreemptedAttempts returns every attempt that ended preempted at or
 	// after since, by FinishedAt (then job, number): the recent history
 	// the control loop's preemption guard is rebuilt from when it starts.

@@ -98,6 +98,10 @@ func Benchmark(b *testing.B, open func(b *testing.B) store.Store, opts BenchOpti
 		for _, by := range []string{"project", "user", "job"} {
 			b.Run("SpendTotals/by="+by, func(b *testing.B) { benchSpendTotals(b, s, by) })
 		}
+		for _, by := range []string{"project", "pool"} {
+			b.Run("ReportTotals/by="+by, func(b *testing.B) { benchReportTotals(b, s, by, false) })
+			b.Run("Report/by="+by, func(b *testing.B) { benchReportTotals(b, s, by, true) })
+		}
 	})
 	// A deep backlog: 100,000 live jobs (mostly queued) among 150,000.
 	b.Run("Live100k", func(b *testing.B) {
@@ -554,6 +558,40 @@ func benchSnapshotLoad(b *testing.B, s store.Store, live int) {
 const spendAttempts = 1_000_000
 
 var spendNow = t0.Add(60 * 24 * time.Hour)
+
+// benchReportTotals sums the last 30 days of Attempts1M by by, as a
+// review report does, and checks the sums hold every attempt that
+// started in the window. With spend, SpendTotals runs beside it, as the
+// report service runs both (service.CostService.Review): the latency of
+// the whole report's reads.
+func benchReportTotals(b *testing.B, s store.Store, by string, spend bool) {
+	ctx := context.Background()
+	q := store.ReportQuery{SpendQuery: store.SpendQuery{Since: spendNow.Add(-30 * 24 * time.Hour), Until: spendNow, By: by, AllProjects: true},
+		Under: 0.25, Near: 0.9, Limit: 20, MinRun: time.Minute, MinCPUs: 2}
+	var lat latencies
+	for b.Loop() {
+		start := time.Now()
+		var spendErr error
+		var wg sync.WaitGroup
+		if spend {
+			wg.Go(func() { _, spendErr = s.SpendTotals(ctx, q.SpendQuery) })
+		}
+		rep, err := s.ReportTotals(ctx, q)
+		wg.Wait()
+		lat.add(time.Since(start))
+		if err = errors.Join(err, spendErr); err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, r := range rep.Rows {
+			n += r.Started
+		}
+		if want := spendAttempts * 3 / 4; n < want-1 || n > want+1 {
+			b.Fatalf("the sums hold %d started attempts, want %d", n, want)
+		}
+	}
+	lat.report(b)
+}
 
 // benchSpendTotals sums the last 30 days of Attempts1M by by, as a spend
 // report does, and checks the sums hold every attempt in the window.

@@ -1,0 +1,273 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"trainyard/internal/authz"
+	"trainyard/internal/cost"
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// DefaultReviewWindow is how far back a review report looks when the
+// caller names no start.
+const DefaultReviewWindow = 7 * 24 * time.Hour
+
+// Right-sizing in review reports: a job is named as oversized when it used
+// under ReviewUnder of the CPUs it held, and as near its memory limit when
+// it peaked at ReviewNear of it or more; ReviewListLen of each.
+const (
+	ReviewUnder   = rightSizeFraction
+	ReviewNear    = 0.9
+	ReviewListLen = 20
+)
+
+// ReviewGroupings are the values ReviewQuery.By accepts.
+var ReviewGroupings = []string{"project", "pool"}
+
+// ReviewQuery selects a review report.
+type ReviewQuery struct {
+	Project string // "": every project the caller may read
+	// Since starts the window; zero: Window before now, or the default.
+	Since  time.Time
+	Window time.Duration
+	By     string // "project" (default) or "pool"
+}
+
+// Review is what happened over a window, by group: how long jobs waited,
+// how their attempts ended, what they held against what they used and
+// against the pools' capacity, and what it cost against budget.
+type Review struct {
+	By           string
+	Since, Until time.Time
+	Lines        []ReviewLine // by group name
+	// Total sums the lines; its Queue is empty (percentiles do not add).
+	Total ReviewLine
+	// Oversized are the jobs that used under Under of the CPUs they held,
+	// most idle CPU time first; NearMemory those that peaked at Near of
+	// their memory limit or more.
+	Oversized, NearMemory []ReviewJob
+	Under, Near           float64
+}
+
+// ReviewLine is one group's figures (see store.ReportRow for the counts).
+type ReviewLine struct {
+	store.ReportRow
+	// Failed counts the attempts that ended failed, timed out or lost.
+	Failed int
+	// GPUHours and CPUHours are what the group's attempts held in the
+	// window (cost.Line); CPUHoursUsed what those that ended used.
+	GPUHours, CPUHours, CPUHoursUsed float64
+	// CapacityGPUHours and CapacityCPUHours are the pool's capacity over
+	// the window (by pool, and their sum in the total; 0 by project).
+	CapacityGPUHours, CapacityCPUHours float64
+	Cost, Waste                        domain.Money
+	// Budget is the project's budget and its use in its current period
+	// (by project, for projects with one in force).
+	Budget *BudgetStatus
+}
+
+// FailureRate is the share of ended attempts that failed, timed out or
+// were lost (0 when none ended).
+func (l ReviewLine) FailureRate() float64 {
+	if l.Ended == 0 {
+		return 0
+	}
+	return float64(l.Failed) / float64(l.Ended)
+}
+
+// ReviewJob is a job named by right-sizing, with what its idle CPUs cost.
+type ReviewJob struct {
+	store.SizedJob
+	// UsedCPUs is the CPU time used per second held; IdleCost what the
+	// CPUs it held and did not use cost at its pool's rates.
+	UsedCPUs float64
+	IdleCost domain.Money
+}
+
+// Review reports the window of q over the projects p may read (or
+// q.Project). The database sums the history (store.ReportTotals and the
+// spend of CostService.Report, run at once); nothing is read per attempt.
+func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (Review, error) {
+	now := s.cfg.Clock.Now()
+	if q.By == "" {
+		q.By = "project"
+	}
+	var errs domain.FieldErrors
+	if !slices.Contains(ReviewGroupings, q.By) {
+		errs.Add("by", "cannot group a review by %q; choose project or pool", q.By)
+	}
+	since := q.Since
+	switch {
+	case q.Window < 0:
+		errs.Add("since", "must be a positive duration such as 7d or 12h (got %s)", q.Window)
+	case since.IsZero() && q.Window > 0:
+		since = now.Add(-q.Window)
+	case since.IsZero():
+		since = now.Add(-DefaultReviewWindow)
+	}
+	if since.After(now) {
+		errs.Add("since", "%s is in the future; name a past time or a duration such as 7d", since.Format(time.RFC3339))
+	}
+	if err := errs.Err(); err != nil {
+		return Review{}, err
+	}
+	if err := s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: q.Project}); err != nil {
+		return Review{}, err
+	}
+	vis := authz.VisibleCost(p)
+	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
+	if q.Project != "" {
+		sq.AllProjects, sq.Projects = false, nil
+		if vis.Sees(q.Project, "") {
+			sq.Projects = []string{q.Project}
+		}
+	}
+
+	var (
+		totals store.ReportTotals
+		spend  CostReport
+		pools  []domain.Pool
+	)
+	// The two sums each read the window's attempts once; they run at once.
+	var wg sync.WaitGroup
+	var errs3 [3]error
+	wg.Go(func() {
+		totals, errs3[0] = s.st.ReportTotals(ctx, store.ReportQuery{SpendQuery: sq, Under: ReviewUnder, Near: ReviewNear, Limit: ReviewListLen,
+			MinRun: s.cfg.RightSizeMinRun, MinCPUs: rightSizeMinCPUs})
+		if errs3[0] != nil {
+			errs3[0] = fmt.Errorf("sum the report's history: %w", errs3[0])
+		}
+	})
+	wg.Go(func() { spend, errs3[1] = s.reportTotals(ctx, CostQuery{Project: q.Project, By: q.By}, vis, since, now) })
+	wg.Go(func() { pools, errs3[2] = s.st.ListPools(ctx) })
+	wg.Wait()
+	if err := errors.Join(errs3[:]...); err != nil {
+		return Review{}, err
+	}
+
+	rep := Review{By: q.By, Since: since, Until: now, Under: ReviewUnder, Near: ReviewNear}
+	lines := map[string]*ReviewLine{}
+	line := func(group string) *ReviewLine {
+		l, ok := lines[group]
+		if !ok {
+			l = &ReviewLine{ReportRow: store.ReportRow{Group: group}}
+			lines[group] = l
+		}
+		return l
+	}
+	for _, r := range totals.Rows {
+		l := line(r.Group)
+		l.ReportRow = r
+		for _, f := range r.Failures {
+			if f.State != domain.AttemptPreempted && f.State != domain.AttemptCanceled {
+				l.Failed += f.N
+			}
+		}
+		l.CPUHoursUsed = r.CPUUsed.Hours()
+	}
+	for _, c := range spend.Lines {
+		l := line(c.Group)
+		l.GPUHours, l.CPUHours, l.Cost, l.Waste = c.GPUHours, c.CPUHours, c.Cost, c.Waste
+	}
+	rates := make(map[string]domain.Rates, len(pools))
+	span := now.Sub(since).Hours()
+	for _, pl := range pools {
+		rates[pl.Name] = pl.Rates
+		if q.By != "pool" {
+			continue
+		}
+		l, ok := lines[pl.Name]
+		if !ok {
+			continue // a pool nothing visible ran in
+		}
+		c := pl.Capacity()
+		l.CapacityGPUHours, l.CapacityCPUHours = float64(c.GPUs)*span, c.CPUs*span
+	}
+	if q.By == "project" && len(lines) > 0 {
+		budgets, err := s.Budgets(ctx, p, q.Project)
+		if err != nil {
+			return Review{}, err
+		}
+		for i := range budgets {
+			if l, ok := lines[budgets[i].Budget.Project]; ok && budgets[i].InForce {
+				l.Budget = &budgets[i]
+			}
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(lines)) {
+		l := *lines[name]
+		rep.Lines = append(rep.Lines, l)
+		t := &rep.Total
+		t.Submitted += l.Submitted
+		t.Started += l.Started
+		t.Retries += l.Retries
+		t.Ended += l.Ended
+		t.Succeeded += l.Succeeded
+		t.Preempted += l.Preempted
+		t.Failed += l.Failed
+		t.CPUUsed += l.CPUUsed
+		t.GPUHours += l.GPUHours
+		t.CPUHours += l.CPUHours
+		t.CPUHoursUsed += l.CPUHoursUsed
+		t.CapacityGPUHours += l.CapacityGPUHours
+		t.CapacityCPUHours += l.CapacityCPUHours
+		t.Cost += l.Cost
+		t.Waste += l.Waste
+		t.Failures = addFailures(t.Failures, l.Failures)
+	}
+	rep.Total.Group = "total"
+	rep.Oversized = reviewJobs(totals.Oversized, rates)
+	rep.NearMemory = reviewJobs(totals.NearMemory, rates)
+	return rep, nil
+}
+
+// addFailures merges counts into sum, most first then by state and reason.
+func addFailures(sum, counts []store.ReasonCount) []store.ReasonCount {
+	for _, c := range counts {
+		i := slices.IndexFunc(sum, func(s store.ReasonCount) bool { return s.State == c.State && s.Reason == c.Reason })
+		if i < 0 {
+			sum = append(sum, c)
+			continue
+		}
+		sum[i].N += c.N
+	}
+	slices.SortStableFunc(sum, func(a, b store.ReasonCount) int {
+		if a.N != b.N {
+			return b.N - a.N
+		}
+		if a.State != b.State {
+			return cmp.Compare(string(a.State), string(b.State))
+		}
+		return cmp.Compare(string(a.Reason), string(b.Reason))
+	})
+	return sum
+}
+
+// reviewJobs prices what each job's unused CPUs cost over the time it held
+// them.
+func reviewJobs(js []store.SizedJob, rates map[string]domain.Rates) []ReviewJob {
+	out := make([]ReviewJob, len(js))
+	for i, j := range js {
+		out[i].SizedJob = j
+		if j.Held <= 0 {
+			continue
+		}
+		nodes := max(j.Resources.Nodes, 1)
+		used := j.CPUUsed.Seconds() / j.Held.Seconds()
+		out[i].UsedCPUs = used
+		idle := j.Resources.CPUs*float64(nodes) - used
+		if idle > 0 {
+			out[i].IdleCost = cost.Of(domain.Resources{CPUs: idle, Nodes: 1}, rates[j.Pool], j.Held)
+		}
+	}
+	return out
+}
