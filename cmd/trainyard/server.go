@@ -476,6 +476,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			LogDropped: func(job int64, attempt int) (int64, bool) {
 				_, dropped, ok := layout.LogLimited(job, attempt)
 				return dropped, ok
+			},
+			Review: func(ctx context.Context, since, until time.Time, by string) (string, error) {
+				rep, err := svc.Cost.Review(ctx, service.Principal{Subject: "system:report", Role: "admin"},
+					service.ReviewQuery{Since: since, Until: until, By: by})
+				return rep.Summary(currency), err
 			}})
 	}
 	testAlerter, err := newAlerter()

@@ -49,6 +49,9 @@ type Config struct {
 	// Currency names the server's currency in budget alerts ("USD"); empty:
 	// amounts are shown without one.
 	Currency string
+	// Review writes the summary of the review of [since, until) grouped by
+	// by, for weekly_report; nil: the weekly report is never sent.
+	Review func(ctx context.Context, since, until time.Time, by string) (string, error)
 	// HTTPClient sends webhooks (default: a client without redirects).
 	HTTPClient *http.Client
 	// After is time.After, replaceable in tests of delivery retries.
@@ -85,6 +88,9 @@ type Alerter struct {
 	budgets     []alerts.BudgetUse
 	budgetsAt   time.Time
 	budgetsRead bool
+	// The weekly report last written (weeklyReport), touched by Run's
+	// goroutine only.
+	report weeklyReport
 	// marks carries what Run's context carries to the deliveries'
 	// records (the leader's fence), without its cancellation: a delivery
 	// made as the loop stops is still recorded. Set by Run before the
@@ -376,14 +382,21 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		}
 	}
 	obs.Budgets, obs.BudgetsSeen = a.budgetUses(ctx, obs.Now)
+	obs.Reports, obs.ReportsSeen = a.weeklyReport(ctx, obs.Now)
 	ts := a.engine.Evaluate(obs)
 	if len(ts) == 0 {
 		return
 	}
 	records := make([]store.AlertTransition, len(ts))
+	loud := ts[:0:0]
 	for i, t := range ts {
-		records[i] = store.AlertTransition{Alert: toDomain(t.Alert), Notify: a.channelsFor(t.Severity)}
+		records[i] = store.AlertTransition{Alert: toDomain(t.Alert)}
+		if !t.Quiet() {
+			records[i].Notify = a.channelsFor(t.Severity)
+			loud = append(loud, t)
+		}
 	}
+	ts = loud
 	stored, err := a.cfg.Store.RecordAlerts(ctx, records)
 	if err != nil {
 		a.log.Error("store alerts", "err", err)

@@ -45,6 +45,9 @@ type RulesConfig struct {
 	// BudgetThreshold fires once per period when a project's spend reaches
 	// a threshold of its budget.
 	BudgetThreshold BudgetRule `yaml:"budget_threshold" json:"budget_threshold"`
+	// WeeklyReport sends a review of the past week once a week (off unless
+	// enabled).
+	WeeklyReport ReportRule `yaml:"weekly_report" json:"weekly_report"`
 }
 
 // BudgetRule is budget_threshold: Severity is that of thresholds under
@@ -188,6 +191,16 @@ func (c *Config) Defaults() {
 	setSev(&r.LogTruncated.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.ExceededSeverity, SeverityCritical)
+	setSev(&r.WeeklyReport.Severity, SeverityInfo)
+	for _, f := range []struct {
+		v *string
+		d string
+	}{{&r.WeeklyReport.Day, DefaultReportDay},
+		{&r.WeeklyReport.At, DefaultReportAt}, {&r.WeeklyReport.By, DefaultReportBy}} {
+		if *f.v == "" {
+			*f.v = f.d
+		}
+	}
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -264,6 +277,8 @@ func (c *Config) Validate() error {
 	sev("rules.log_truncated.severity", r.LogTruncated.Severity)
 	sev("rules.budget_threshold.severity", r.BudgetThreshold.Severity)
 	sev("rules.budget_threshold.exceeded_severity", r.BudgetThreshold.ExceededSeverity)
+	sev("rules.weekly_report.severity", r.WeeklyReport.Severity)
+	r.WeeklyReport.check(bad)
 	sev("rules.idle_gpu.severity", r.IdleGPU.Severity)
 	ratio("rules.idle_gpu.below", r.IdleGPU.Below)
 	if r.IdleGPU.Above != 0 {

@@ -46,6 +46,10 @@ type Observation struct {
 	// stay as they are.
 	Budgets     []BudgetUse
 	BudgetsSeen bool
+	// Reports lists the weekly report due now, when ReportsSeen: it fires
+	// once; the report of a week no longer listed resolves quietly.
+	Reports     []Report
+	ReportsSeen bool
 }
 
 // LimitedLog is an attempt whose log reached its limit At: the log keeps
@@ -406,7 +410,8 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 				a.Labels.Attempt, a.Labels.title(), a.Labels.Job)))
 		}
 	}
-	return e.evaluateBudgets(out, obs)
+	out = e.evaluateBudgets(out, obs)
+	return e.evaluateReports(out, obs)
 }
 
 // truncatedSummary says whose log reached what limit, what is kept and
@@ -467,6 +472,12 @@ func (e *Engine) hold(out []Transition, key string, cond bool, at, now time.Time
 	return out
 }
 
+// Firing reports whether the alert of key is firing.
+func (e *Engine) Firing(key string) bool {
+	_, ok := e.active[key]
+	return ok
+}
+
 func (e *Engine) fire(a Alert, now time.Time) Transition {
 	a.Status, a.FiredAt = StatusFiring, now
 	e.active[a.Key] = a
@@ -503,6 +514,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.LogTruncated.On()
 	case RuleBudgetThreshold:
 		return rs.BudgetThreshold.On()
+	case RuleWeeklyReport:
+		return rs.WeeklyReport.On()
 	}
 	return false
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,10 +36,11 @@ var ReviewGroupings = []string{"project", "pool"}
 // ReviewQuery selects a review report.
 type ReviewQuery struct {
 	Project string // "": every project the caller may read
-	// Since starts the window; zero: Window before now, or the default.
-	Since  time.Time
-	Window time.Duration
-	By     string // "project" (default) or "pool"
+	// Since starts the window; zero: Window before its end, or the
+	// default. Until ends it; zero (or later than now): now.
+	Since, Until time.Time
+	Window       time.Duration
+	By           string // "project" (default) or "pool"
 }
 
 // Review is what happened over a window, by group: how long jobs waited,
@@ -96,7 +98,10 @@ type ReviewJob struct {
 // q.Project). The database sums the history (store.ReportTotals and the
 // spend of CostService.Report, run at once); nothing is read per attempt.
 func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (Review, error) {
-	now := s.cfg.Clock.Now()
+	until := s.cfg.Clock.Now()
+	if !q.Until.IsZero() && q.Until.Before(until) {
+		until = q.Until
+	}
 	if q.By == "" {
 		q.By = "project"
 	}
@@ -109,11 +114,11 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 	case q.Window < 0:
 		errs.Add("since", "must be a positive duration such as 7d or 12h (got %s)", q.Window)
 	case since.IsZero() && q.Window > 0:
-		since = now.Add(-q.Window)
+		since = until.Add(-q.Window)
 	case since.IsZero():
-		since = now.Add(-DefaultReviewWindow)
+		since = until.Add(-DefaultReviewWindow)
 	}
-	if since.After(now) {
+	if since.After(until) {
 		errs.Add("since", "%s is in the future; name a past time or a duration such as 7d", since.Format(time.RFC3339))
 	}
 	if err := errs.Err(); err != nil {
@@ -123,7 +128,7 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		return Review{}, err
 	}
 	vis := authz.VisibleCost(p)
-	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
+	sq := store.SpendQuery{Since: since, Until: until, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
 	if q.Project != "" {
 		sq.AllProjects, sq.Projects = false, nil
 		if vis.Sees(q.Project, "") {
@@ -146,14 +151,16 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 			errs3[0] = fmt.Errorf("sum the report's history: %w", errs3[0])
 		}
 	})
-	wg.Go(func() { spend, errs3[1] = s.reportTotals(ctx, CostQuery{Project: q.Project, By: q.By}, vis, since, now) })
+	wg.Go(func() {
+		spend, errs3[1] = s.reportTotals(ctx, CostQuery{Project: q.Project, By: q.By}, vis, since, until)
+	})
 	wg.Go(func() { pools, errs3[2] = s.st.ListPools(ctx) })
 	wg.Wait()
 	if err := errors.Join(errs3[:]...); err != nil {
 		return Review{}, err
 	}
 
-	rep := Review{By: q.By, Since: since, Until: now, Under: ReviewUnder, Near: ReviewNear}
+	rep := Review{By: q.By, Since: since, Until: until, Under: ReviewUnder, Near: ReviewNear}
 	lines := map[string]*ReviewLine{}
 	line := func(group string) *ReviewLine {
 		l, ok := lines[group]
@@ -178,7 +185,7 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		l.GPUHours, l.CPUHours, l.Cost, l.Waste = c.GPUHours, c.CPUHours, c.Cost, c.Waste
 	}
 	rates := make(map[string]domain.Rates, len(pools))
-	span := now.Sub(since).Hours()
+	span := until.Sub(since).Hours()
 	for _, pl := range pools {
 		rates[pl.Name] = pl.Rates
 		if q.By != "pool" {
@@ -270,4 +277,55 @@ func reviewJobs(js []store.SizedJob, rates map[string]domain.Rates) []ReviewJob 
 		}
 	}
 	return out
+}
+
+// Summary is the review in one paragraph, as the weekly report sends it:
+// the totals, the slowest queue, each budget's use, the waste and the jobs
+// named by right-sizing, and the command that shows the whole report.
+func (r Review) Summary(currency string) string {
+	t := r.Total
+	var b strings.Builder
+	money := func(m domain.Money) string {
+		if currency == "" {
+			return m.Cents()
+		}
+		return m.Cents() + " " + currency
+	}
+	fmt.Fprintf(&b, "Review of %s – %s UTC: %d jobs submitted; %d attempts started (%d retries), %d ended: %d failed (%.0f%%), %d preempted",
+		r.Since.UTC().Format("2006-01-02 15:04"), r.Until.UTC().Format("2006-01-02 15:04"), t.Submitted, t.Started, t.Retries,
+		t.Ended, t.Failed, 100*t.FailureRate(), t.Preempted)
+	var slow *ReviewLine
+	for i := range r.Lines {
+		if l := &r.Lines[i]; l.Queue.N > 0 && (slow == nil || l.Queue.P90 > slow.Queue.P90) {
+			slow = l
+		}
+	}
+	if slow != nil {
+		fmt.Fprintf(&b, "; longest queue: %s %s at p90", r.By, slow.Group)
+		fmt.Fprintf(&b, " (%s)", slow.Queue.P90.Round(time.Second))
+	}
+	fmt.Fprintf(&b, ". Held %.1f GPU-h and %.1f CPU-h", t.GPUHours, t.CPUHours)
+	if t.CPUHours > 0 {
+		fmt.Fprintf(&b, ", %.0f%% of the CPU time used", 100*t.CPUHoursUsed/t.CPUHours)
+	}
+	fmt.Fprintf(&b, ". Cost %s, of it waste %s.", money(t.Cost), money(t.Waste))
+	for _, l := range r.Lines {
+		if l.Budget != nil {
+			fmt.Fprintf(&b, " %s: %s of its %s budget (%s).", l.Group, money(l.Budget.Use.Spent), money(l.Budget.Budget.Amount), l.Budget.Use.Period)
+		}
+	}
+	if n := len(r.Oversized); n > 0 {
+		var idle domain.Money
+		for _, j := range r.Oversized {
+			idle += j.IdleCost
+		}
+		top := r.Oversized[0]
+		fmt.Fprintf(&b, " %d jobs used under %.0f%% of the CPUs they held (idle CPUs cost %s), the most job %d (%s, %s).",
+			n, 100*r.Under, money(idle), top.JobID, top.Name, top.Submitter)
+	}
+	if n := len(r.NearMemory); n > 0 {
+		fmt.Fprintf(&b, " %d jobs peaked at %.0f%% or more of their memory limit.", n, 100*r.Near)
+	}
+	fmt.Fprintf(&b, " Details: trainyard report --by %s --since %s", r.By, r.Since.UTC().Format(time.RFC3339))
+	return b.String()
 }
