@@ -31,6 +31,16 @@ pools:
 	full := s.job(j.ID)
 	at := full.Attempts[0]
 	held := at.FinishedAt.Sub(*at.StartedAt)
+	// show and why name it too.
+	if z := full.Sizing; z == nil || !z.Oversized || z.CPUs != 4 || z.UsedCPUs >= 1 || z.IdleCost == "" {
+		t.Errorf("sizing = %+v; want oversized: under 1 of 4 CPUs used, with an idle cost", z)
+	}
+	if out := s.mustCLI("show", fmt.Sprint(j.ID)); !regexp.MustCompile(`Used: +0\.\d of 4 CPUs \(\d+%\), memory peak .*; far fewer CPUs than it holds, the idle ones cost 0\.\d\d USD`).MatchString(out) {
+		t.Errorf("show lacks the sizing line:\n%s", out)
+	}
+	if out := s.mustCLI("why", fmt.Sprint(j.ID)); !regexp.MustCompile(`its attempts used 0\.\d of the 4 CPUs they held over \d+s; the idle CPUs cost 0\.\d\d USD: ask for less next time \(--set resources.cpus=1\)`).MatchString(out) {
+		t.Errorf("why lacks the sizing note:\n%s", out)
+	}
 
 	var rep apitypes.Report
 	if code := s.api("GET", "/api/v1/report?since=1h", nil, &rep); code != 200 {

@@ -153,6 +153,13 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 	if d.Priced {
 		out.Cost, out.CostPerHour, out.Currency = d.Cost.String(), d.CostPerHour.String(), h.cfg.currency()
 	}
+	if z := d.Sizing; z != nil {
+		out.Sizing = &apitypes.Sizing{HeldSeconds: z.Held.Seconds(), CPUs: z.CPUs, UsedCPUs: z.UsedCPUs,
+			Memory: int64(z.Memory), PeakMemory: int64(z.PeakMemory), Oversized: z.Oversized, NearMemory: z.NearMemory}
+		if d.Priced {
+			out.Sizing.IdleCost = z.IdleCost.String()
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -232,6 +232,9 @@ func (a *app) showJob(w io.Writer, j apitypes.Job) {
 		}
 		kv("Cost", c)
 	}
+	if z := j.Sizing; z != nil {
+		kv("Used", sizingLine(*z, j.Currency))
+	}
 	kv("Output dir", cell(j.OutputDir))
 	kv("Spec hash", cell(j.SpecHash))
 	if j.RerunOf != 0 {
@@ -470,4 +473,29 @@ func jobDuration(now time.Time, j apitypes.Job) string {
 		return "-"
 	}
 	return runDuration(now, j.StartedAt, j.FinishedAt)
+}
+
+// sizingLine says what a job used of what it held: "0.8 of 4 CPUs (20%),
+// memory peak 3.8GiB of 4GiB (95%)", and what that tells.
+func sizingLine(z apitypes.Sizing, currency string) string {
+	s := fmt.Sprintf("%.1f of %g CPUs", z.UsedCPUs, z.CPUs)
+	if z.CPUs > 0 {
+		s += fmt.Sprintf(" (%.0f%%)", 100*z.UsedCPUs/z.CPUs)
+	}
+	if z.Memory > 0 {
+		s += fmt.Sprintf(", memory peak %s of %s (%.0f%%)", domain.ByteSize(z.PeakMemory), domain.ByteSize(z.Memory),
+			100*float64(z.PeakMemory)/float64(z.Memory))
+	} else if z.PeakMemory > 0 {
+		s += fmt.Sprintf(", memory peak %s", domain.ByteSize(z.PeakMemory))
+	}
+	if z.Oversized {
+		s += "; far fewer CPUs than it holds"
+		if z.IdleCost != "" {
+			s += ", the idle ones cost " + cents(z.IdleCost) + " " + currency
+		}
+	}
+	if z.NearMemory {
+		s += "; close to its memory limit"
+	}
+	return s
 }

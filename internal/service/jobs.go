@@ -260,6 +260,9 @@ type JobDetail struct {
 	// runs); Priced is false when the pool has no rates.
 	Cost, CostPerHour domain.Money
 	Priced            bool
+	// Sizing is its request against what its ended attempts used (nil
+	// until one ran Config.RightSizeMinRun).
+	Sizing *Sizing
 }
 
 // Get returns one job in full.
@@ -290,6 +293,7 @@ func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail,
 			rep := cost.Report(spans, map[string]domain.Rates{job.Pool: r}, s.cfg.Clock.Now(), time.Time{}, "job")
 			d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
 		}
+		d.Sizing = sizing(job, atts, v.pools[job.Pool].Rates, s.cfg.RightSizeMinRun)
 	}
 	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
@@ -78,4 +79,67 @@ func rightSize(name string, req domain.Resources, usage []store.RunUsage, minRun
 	}
 	return fmt.Sprintf("your last %s of %q %s; ask for less with %s",
 		runs, name, strings.Join(asks, " and "), strings.Join(sets, " "))
+}
+
+// Sizing is a job's request against what its ended attempts used, as
+// show and why tell it: set on JobDetail once an attempt of
+// Config.RightSizeMinRun or more ended.
+type Sizing struct {
+	Held     time.Duration // the ended attempts' wall time
+	CPUs     float64       // requested, over all nodes
+	UsedCPUs float64       // CPU time used per second held
+	// IdleCost is what the CPUs held and not used cost at the pool's
+	// rates (0 without rates).
+	IdleCost           domain.Money
+	Memory, PeakMemory domain.ByteSize // the limit, and the highest peak of an attempt
+	// Oversized: the job used under a quarter of 2 or more CPUs (as the
+	// review report names it); NearMemory: it peaked at ReviewNear of its
+	// memory limit or more.
+	Oversized, NearMemory bool
+}
+
+// sizing judges the ended attempts of job; nil when none ran minRun.
+func sizing(job domain.Job, atts []domain.Attempt, rates domain.Rates, minRun time.Duration) *Sizing {
+	var sz Sizing
+	var cpu float64
+	for _, a := range atts {
+		if !a.State.Terminal() || a.StartedAt.IsZero() || !a.FinishedAt.After(a.StartedAt) {
+			continue
+		}
+		sz.Held += a.FinishedAt.Sub(a.StartedAt)
+		cpu += a.Usage.CPUSeconds
+		sz.PeakMemory = max(sz.PeakMemory, a.Usage.MaxRSS)
+	}
+	if sz.Held < minRun {
+		return nil
+	}
+	res := job.Resources
+	sz.CPUs = res.CPUs * float64(max(res.Nodes, 1))
+	sz.UsedCPUs = cpu / sz.Held.Seconds()
+	sz.Memory = res.Memory
+	sz.Oversized = sz.CPUs >= rightSizeMinCPUs && sz.UsedCPUs < sz.CPUs*ReviewUnder
+	sz.NearMemory = res.Memory > 0 && float64(sz.PeakMemory) >= float64(res.Memory)*ReviewNear
+	if idle := sz.CPUs - sz.UsedCPUs; idle > 0 {
+		sz.IdleCost = cost.Of(domain.Resources{CPUs: idle, Nodes: 1}, rates, sz.Held)
+	}
+	return &sz
+}
+
+// sizingNotes are why's lines about a job's sizing: what it used of what
+// it held, and what to ask for instead.
+func sizingNotes(sz *Sizing, currency string) (notes []string) {
+	if sz == nil {
+		return nil
+	}
+	if sz.Oversized {
+		note := fmt.Sprintf("its attempts used %.1f of the %g CPUs they held over %s", sz.UsedCPUs, sz.CPUs, sz.Held.Round(time.Second))
+		if sz.IdleCost > 0 {
+			note += fmt.Sprintf("; the idle CPUs cost %s %s", sz.IdleCost.Cents(), currency)
+		}
+		notes = append(notes, note+fmt.Sprintf(": ask for less next time (--set resources.cpus=%g)", max(1, math.Ceil(sz.UsedCPUs*1.5))))
+	}
+	if sz.NearMemory {
+		notes = append(notes, fmt.Sprintf("its memory peaked at %s of its %s limit: close to being OOMKilled; raise resources.memory", sz.PeakMemory, sz.Memory))
+	}
+	return notes
 }

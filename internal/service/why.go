@@ -123,6 +123,7 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
 	}
 	w.Evidence = append(w.Evidence, s.resumeNotes(ctx, id, job.Attempts)...)
+	w.Evidence = append(w.Evidence, sizingNotes(d.Sizing, s.cfg.Currency)...)
 	return w, nil
 }
 

@@ -63,9 +63,12 @@ type Job struct {
 	// Cost, in GET /jobs/{id} when its pool has rates, is what its attempts
 	// cost so far, and CostPerHour what its running attempt costs per hour
 	// ("0.00" when none runs), in Currency.
-	Cost        string          `json:"cost,omitempty"`
-	CostPerHour string          `json:"cost_per_hour,omitempty"`
-	Currency    string          `json:"currency,omitempty"`
+	Cost        string `json:"cost,omitempty"`
+	CostPerHour string `json:"cost_per_hour,omitempty"`
+	Currency    string `json:"currency,omitempty"`
+	// Sizing, in GET /jobs/{id} once an attempt of a minute or more ended,
+	// is its request against what its ended attempts used.
+	Sizing      *Sizing         `json:"sizing,omitempty"`
 	Spec        json.RawMessage `json:"spec,omitempty"` // the immutable canonical snapshot
 	Attempts    []Attempt       `json:"attempts,omitempty"`
 	Transitions []Transition    `json:"transitions,omitempty"`
@@ -656,4 +659,19 @@ type PreviewQueue struct {
 	Ahead   int `json:"ahead"`
 	// AheadStart is when the last job ahead is expected to start.
 	AheadStart *time.Time `json:"ahead_start,omitempty"`
+}
+
+// Sizing is a job's request against what its ended attempts used.
+type Sizing struct {
+	HeldSeconds float64 `json:"held_seconds"` // the ended attempts' wall time
+	CPUs        float64 `json:"cpus"`         // requested, over all nodes
+	UsedCPUs    float64 `json:"used_cpus"`    // CPU time used per second held
+	// IdleCost is what the CPUs held and not used cost ("" without rates).
+	IdleCost   string `json:"idle_cost,omitempty"`
+	Memory     int64  `json:"memory_bytes"`
+	PeakMemory int64  `json:"peak_memory_bytes"`
+	// Oversized: it used under a quarter of 2 or more CPUs; NearMemory: it
+	// peaked at 90% of its memory limit or more.
+	Oversized  bool `json:"oversized"`
+	NearMemory bool `json:"near_memory_limit"`
 }
