@@ -120,10 +120,16 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	if err != nil {
 		return CostReport{}, err
 	}
+	return cost.ReportTotals(costTotals(rows), rates, now, since, q.By), nil
+}
+
+// costTotals turns the database's spend sums into what package cost
+// prices.
+func costTotals(rows []store.SpendRow) []cost.Totals {
 	totals := make([]cost.Totals, len(rows))
 	for i, r := range rows {
 		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
 			Attempts: r.Attempts, Running: r.Running, Held: r.Held}
 	}
-	return cost.ReportTotals(totals, rates, now, since, q.By), nil
+	return totals
 }

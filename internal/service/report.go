@@ -3,12 +3,10 @@ package service
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"trainyard/internal/authz"
@@ -136,29 +134,22 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		}
 	}
 
-	var (
-		totals store.ReportTotals
-		spend  CostReport
-		pools  []domain.Pool
-	)
-	// The two sums each read the window's attempts once; they run at once.
-	var wg sync.WaitGroup
-	var errs3 [3]error
-	wg.Go(func() {
-		totals, errs3[0] = s.st.ReportTotals(ctx, store.ReportQuery{SpendQuery: sq, Under: ReviewUnder, Near: ReviewNear, Limit: ReviewListLen,
-			MinRun: s.cfg.RightSizeMinRun, MinCPUs: rightSizeMinCPUs})
-		if errs3[0] != nil {
-			errs3[0] = fmt.Errorf("sum the report's history: %w", errs3[0])
-		}
-	})
-	wg.Go(func() {
-		spend, errs3[1] = s.reportTotals(ctx, CostQuery{Project: q.Project, By: q.By}, vis, since, until)
-	})
-	wg.Go(func() { pools, errs3[2] = s.st.ListPools(ctx) })
-	wg.Wait()
-	if err := errors.Join(errs3[:]...); err != nil {
-		return Review{}, err
+	// One read of the window's history gives the counts, the spend sums
+	// (as trainyard cost's) and the right-sizing lists.
+	totals, err := s.st.ReportTotals(ctx, store.ReportQuery{SpendQuery: sq, Under: ReviewUnder, Near: ReviewNear, Limit: ReviewListLen,
+		MinRun: s.cfg.RightSizeMinRun, MinCPUs: rightSizeMinCPUs})
+	if err != nil {
+		return Review{}, fmt.Errorf("sum the report's history: %w", err)
 	}
+	pools, err := s.st.ListPools(ctx)
+	if err != nil {
+		return Review{}, fmt.Errorf("read pool rates: %w", err)
+	}
+	rates := make(map[string]domain.Rates, len(pools))
+	for _, pl := range pools {
+		rates[pl.Name] = pl.Rates
+	}
+	spend := cost.ReportTotals(costTotals(totals.Spend), rates, until, since, q.By)
 
 	rep := Review{By: q.By, Since: since, Until: until, Under: ReviewUnder, Near: ReviewNear}
 	lines := map[string]*ReviewLine{}
@@ -184,10 +175,8 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		l := line(c.Group)
 		l.GPUHours, l.CPUHours, l.Cost, l.Waste = c.GPUHours, c.CPUHours, c.Cost, c.Waste
 	}
-	rates := make(map[string]domain.Rates, len(pools))
 	span := until.Sub(since).Hours()
 	for _, pl := range pools {
-		rates[pl.Name] = pl.Rates
 		if q.By != "pool" {
 			continue
 		}

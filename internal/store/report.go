@@ -22,7 +22,10 @@ type ReportQuery struct {
 // ReportTotals is what the database sums for a review report: one row
 // per group, and the jobs whose request was far from what they used.
 type ReportTotals struct {
-	Rows       []ReportRow
+	Rows []ReportRow
+	// Spend is what SpendTotals returns for the same query, from the same
+	// read of the attempts.
+	Spend      []SpendRow
 	Oversized  []SizedJob // used under Under of the CPUs they held, most idle CPU time first
 	NearMemory []SizedJob // peaked at or above Near of their memory limit, closest first
 }

@@ -13,6 +13,7 @@ import (
 // BenchmarkStore runs the shared store benchmarks on SQLite.
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) store.Store { return openTest(b) }, storetest.BenchOptions{
+		InProcess:    true,
 		Seed:         seedJobs,
 		SeedAttempts: seedAttempts,
 		Batches: func(s store.Store) (int64, int64) {

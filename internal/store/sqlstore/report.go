@@ -2,9 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"trainyard/internal/domain"
@@ -25,12 +27,13 @@ var notSucceeded = func() string {
 	return "a.state IN (" + strings.Join(states, ", ") + ")"
 }()
 
-// ReportTotals implements store.Jobs. Four statements, each one pass: the
-// jobs submitted or first started in the window (queue times as
-// nearest-rank percentiles by window functions), the attempts active in
-// it summed per job and then per group, the attempts that ended in it
-// other than succeeded by state and reason (on the state index), and the
-// right-sizing lists from the same per-job sums.
+// ReportTotals implements store.Jobs. Four statements, each one pass, run
+// at once: the jobs submitted in the window and those first started in it
+// (queue times as nearest-rank percentiles by window functions), both on
+// indexes of their times; the attempts active in it, summed per job and
+// from those sums per group and into the right-sizing lists; and the
+// attempts that ended in it other than succeeded, by state and reason (on
+// the state index).
 func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.ReportTotals, error) {
 	key, ok := reportKeys[q.By]
 	if !ok {
@@ -47,8 +50,13 @@ func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.Re
 			projects = append(projects, p)
 		}
 	}
+	// The statements run at once, each setting its own fields of the
+	// groups' rows.
+	var mu sync.Mutex
 	rows := map[string]*store.ReportRow{}
 	row := func(g string) *store.ReportRow {
+		mu.Lock()
+		defer mu.Unlock()
 		r, ok := rows[g]
 		if !ok {
 			r = &store.ReportRow{Group: g}
@@ -56,159 +64,197 @@ func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.Re
 		}
 		return r
 	}
+	var wg sync.WaitGroup
+	var errs [4]error
 
 	// Jobs submitted in the window.
-	_, err := queryAll(ctx, s, "report submissions", func(rw Row) (struct{}, error) {
-		var g string
-		var n int64
-		err := rw.Scan(&g, &n)
-		row(g).Submitted = int(n)
-		return struct{}{}, err
-	}, Q(`SELECT `+key+`, COUNT(*) FROM jobs j WHERE j.submitted_at >= ? AND j.submitted_at < ?`+where+` GROUP BY 1`),
-		append([]any{since, until}, projects...)...)
-	if err != nil {
-		return store.ReportTotals{}, err
-	}
+	wg.Go(func() {
+		_, errs[0] = queryAll(ctx, s, "report submissions", func(rw Row) (struct{}, error) {
+			var g string
+			var n int64
+			err := rw.Scan(&g, &n)
+			row(g).Submitted = int(n)
+			return struct{}{}, err
+		}, Q(`SELECT `+key+`, COUNT(*) FROM jobs j WHERE j.submitted_at >= ? AND j.submitted_at < ?`+where+` GROUP BY 1`),
+			append([]any{since, until}, projects...)...)
+	})
 
 	// Queue times of the jobs that first started in the window: the
 	// nearest-rank p-th percentile of n values is the ceil(p·n/100)-th.
-	_, err = queryAll(ctx, s, "report queue times", func(rw Row) (struct{}, error) {
-		var g string
-		var rn, n, w int64
-		if err := rw.Scan(&g, &rn, &n, &w); err != nil {
-			return struct{}{}, err
-		}
-		qt := &row(g).Queue
-		qt.N = int(n)
-		d := time.Duration(max(w, 0))
-		for _, p := range []struct {
-			pct int64
-			to  *time.Duration
-		}{{50, &qt.P50}, {90, &qt.P90}, {99, &qt.P99}, {100, &qt.Max}} {
-			if rn == (p.pct*n+99)/100 {
-				*p.to = d
+	wg.Go(func() {
+		_, errs[1] = queryAll(ctx, s, "report queue times", func(rw Row) (struct{}, error) {
+			var g string
+			var rn, n, w int64
+			if err := rw.Scan(&g, &rn, &n, &w); err != nil {
+				return struct{}{}, err
 			}
-		}
-		return struct{}{}, nil
-	}, Q(`SELECT g, rn, n, w FROM (SELECT `+key+` AS g, j.started_at - j.submitted_at AS w,
+			qt := &row(g).Queue
+			qt.N = int(n)
+			d := time.Duration(max(w, 0))
+			for _, p := range []struct {
+				pct int64
+				to  *time.Duration
+			}{{50, &qt.P50}, {90, &qt.P90}, {99, &qt.P99}, {100, &qt.Max}} {
+				if rn == (p.pct*n+99)/100 {
+					*p.to = d
+				}
+			}
+			return struct{}{}, nil
+		}, Q(`SELECT g, rn, n, w FROM (SELECT `+key+` AS g, j.started_at - j.submitted_at AS w,
 			ROW_NUMBER() OVER (PARTITION BY `+key+` ORDER BY j.started_at - j.submitted_at) AS rn,
 			COUNT(*) OVER (PARTITION BY `+key+`) AS n
 			FROM jobs j WHERE j.started_at >= ? AND j.started_at < ?`+where+`) AS t
 		WHERE rn = (50 * n + 99) / 100 OR rn = (90 * n + 99) / 100 OR rn = (99 * n + 99) / 100 OR rn = n`),
-		append([]any{since, until}, projects...)...)
-	if err != nil {
-		return store.ReportTotals{}, err
-	}
+			append([]any{since, until}, projects...)...)
+	})
 
 	// Attempts active in the window, summed per job in one pass (see
 	// reportAttempts), then per group and into the right-sizing lists.
-	over, near, err := s.reportAttempts(ctx, q, key, where, projects, row)
-	if err != nil {
-		return store.ReportTotals{}, err
-	}
+	var spend []store.SpendRow
+	var over, near []store.SizedJob
+	wg.Go(func() { spend, over, near, errs[2] = s.reportAttempts(ctx, q, key, where, projects, row) })
 
 	// The attempts that ended in the window other than succeeded.
-	_, err = queryAll(ctx, s, "report failures", func(rw Row) (struct{}, error) {
-		var g, state, reason string
-		var n int64
-		err := rw.Scan(&g, &state, &reason, &n)
-		r := row(g)
-		r.Failures = append(r.Failures, store.ReasonCount{State: domain.AttemptState(state), Reason: domain.Reason(reason), N: int(n)})
-		return struct{}{}, err
-	}, Q(`SELECT `+key+`, a.state, a.reason, COUNT(*) FROM attempts a JOIN jobs j ON j.id = a.job_id
+	wg.Go(func() {
+		_, errs[3] = queryAll(ctx, s, "report failures", func(rw Row) (struct{}, error) {
+			var g, state, reason string
+			var n int64
+			err := rw.Scan(&g, &state, &reason, &n)
+			r := row(g)
+			r.Failures = append(r.Failures, store.ReasonCount{State: domain.AttemptState(state), Reason: domain.Reason(reason), N: int(n)})
+			return struct{}{}, err
+		}, Q(`SELECT `+key+`, a.state, a.reason, COUNT(*) FROM attempts a JOIN jobs j ON j.id = a.job_id
 		WHERE `+notSucceeded+` AND a.finished_at > ? AND a.finished_at <= ?`+where+`
 		GROUP BY 1, 2, 3 ORDER BY 1, 4 DESC, 2, 3`),
-		append([]any{since, until}, projects...)...)
-	if err != nil {
+			append([]any{since, until}, projects...)...)
+	})
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
 		return store.ReportTotals{}, err
 	}
 
 	out := store.ReportTotals{}
 	for _, r := range rows {
+		// The first attempts that started in the window are the jobs that
+		// first started in it; every attempt that ended is succeeded or
+		// one of the failures.
+		r.Retries, r.Succeeded = r.Started-r.Queue.N, r.Ended
+		for _, f := range r.Failures {
+			r.Succeeded -= f.N
+			if f.State == domain.AttemptPreempted {
+				r.Preempted += f.N
+			}
+		}
 		out.Rows = append(out.Rows, *r)
 	}
 	slices.SortFunc(out.Rows, func(a, b store.ReportRow) int { return strings.Compare(a.Group, b.Group) })
-	out.Oversized, out.NearMemory = over, near
+	out.Spend, out.Oversized, out.NearMemory = spend, over, near
 	return out, nil
 }
 
 // reportAttempts reads the attempts active in the window once: summed
 // per job (joined to the job's group and request) into a materialized
-// table, from which one statement takes the group sums and the two
+// table, from which one statement takes the group sums by resource shape
+// (with the spend sums of SpendTotals, to the same rules) and the two
 // right-sizing lists. An attempt "ended" in the window when it finished
 // inside it; the lists judge a job by its attempts that ended in it (their
-// time clipped to the window, in whole microseconds).
+// time clipped to the window, in whole microseconds). It counts what
+// cannot be had otherwise: attempts started and ended, their CPU time and
+// held time and memory peaks; retries, successes and preemptions follow
+// from the other statements (ReportTotals).
 func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, where string, projects []any,
-	row func(string) *store.ReportRow) (over, near []store.SizedJob, err error) {
+	row func(string) *store.ReportRow) (spend []store.SpendRow, over, near []store.SizedJob, err error) {
 	since, until := q.Since.UnixNano(), q.Until.UnixNano()
+	var args []any
+	arg := func(vs ...any) { args = append(args, vs...) }
 	ended := `a.finished_at <= ?`
-	held := `((a.finished_at - (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000)`
-	perJob := `SELECT a.job_id AS job_id,
-			SUM(CASE WHEN a.started_at >= ? THEN 1 ELSE 0 END) AS started,
-			SUM(CASE WHEN a.started_at >= ? AND a.number > 1 THEN 1 ELSE 0 END) AS retries,
-			SUM(CASE WHEN ` + ended + ` THEN 1 ELSE 0 END) AS ended,
-			SUM(CASE WHEN ` + ended + ` AND a.state = '` + string(domain.AttemptSucceeded) + `' THEN 1 ELSE 0 END) AS succeeded,
-			SUM(CASE WHEN ` + ended + ` AND a.state = '` + string(domain.AttemptPreempted) + `' THEN 1 ELSE 0 END) AS preempted,
-			SUM(CASE WHEN ` + ended + ` THEN a.cpu_seconds ELSE 0 END) AS cpu,
-			SUM(CASE WHEN ` + ended + ` AND a.finished_at > a.started_at THEN ` + held + ` ELSE 0 END) AS us,
-			MAX(CASE WHEN ` + ended + ` THEN a.max_rss ELSE 0 END) AS rss
+	// What SpendTotals counts: attempts that held resources for some time
+	// in the window, each clipped to it, in whole microseconds.
+	spent := `(a.started_at <= ? AND (a.finished_at IS NULL OR a.finished_at > a.started_at))`
+	clipped := `((CASE WHEN a.finished_at IS NULL OR a.finished_at > ? THEN ? ELSE a.finished_at END)
+		- (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000`
+	// Each attempt's flags and clipped time are computed once, in a
+	// subquery the planner keeps ({NOFLAT}); the sums multiply them.
+	perJob := `SELECT t.job_id AS job_id, SUM(t.st) AS started, SUM(t.e) AS ended, SUM(t.e * t.cpu) AS cpu,
+			SUM(t.e * t.h) AS us, MAX(t.e * t.rss) AS rss,
+			SUM(t.sp * (1 - t.w)) AS n_ok, SUM(t.sp * t.w) AS n_waste, SUM(t.sp * t.r) AS running,
+			SUM(t.sp * (1 - t.w) * t.h) AS us_ok, SUM(t.sp * t.w * t.h) AS us_waste
+		FROM (SELECT a.job_id AS job_id,
+			CASE WHEN a.started_at >= ? AND a.started_at < ? THEN 1 ELSE 0 END AS st,
+			CASE WHEN ` + ended + ` THEN 1 ELSE 0 END AS e,
+			CASE WHEN a.finished_at IS NULL THEN 1 ELSE 0 END AS r,
+			CASE WHEN ` + spent + ` THEN 1 ELSE 0 END AS sp,
+			CASE WHEN ` + waste + ` THEN 1 ELSE 0 END AS w,
+			` + clipped + ` AS h, a.cpu_seconds AS cpu, a.max_rss AS rss
 			FROM attempts a
-			WHERE a.started_at IS NOT NULL AND a.started_at < ? AND (a.finished_at IS NULL OR a.finished_at > ?)
-			GROUP BY a.job_id`
-	args := []any{since, since, until, until, until, until, until, since, since, until, until, since}
+			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR a.finished_at > ?)
+			ORDER BY a.job_id{NOFLAT}) AS t
+		GROUP BY t.job_id`
+	arg(since, until, until, until, until, until, since, since, until, since)
+	arg(projects...)
 	nodes := `(CASE WHEN x.req_nodes > 1 THEN x.req_nodes ELSE 1 END)`
 	// Idle CPU-seconds: held seconds × CPUs × nodes − used CPU-seconds.
 	idle := `(x.us / 1e6 * x.req_cpus * ` + nodes + ` - x.cpu)`
-	cols := `x.id, x.name, x.project, x.pool, x.submitter, x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
-		x.started, x.retries, x.ended, x.succeeded, x.preempted, x.cpu, x.us, x.rss`
+	zero := `CAST(0 AS BIGINT)`
+	job := `x.id, x.name, x.project, x.pool, x.submitter, x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
+		x.started, x.ended, x.cpu, x.us, x.rss, ` + strings.Repeat(zero+", ", 4) + zero
 	query := Q(`WITH x AS MATERIALIZED (SELECT ` + key + ` AS g, j.id AS id, j.name AS name, j.project AS project, j.pool AS pool,
 			j.submitter AS submitter, j.req_gpus AS req_gpus, j.req_cpus AS req_cpus, j.req_memory AS req_memory,
-			j.req_nodes AS req_nodes, CAST(y.started AS BIGINT) AS started, CAST(y.retries AS BIGINT) AS retries,
-			CAST(y.ended AS BIGINT) AS ended, CAST(y.succeeded AS BIGINT) AS succeeded,
-			CAST(y.preempted AS BIGINT) AS preempted, CAST(y.cpu AS DOUBLE PRECISION) AS cpu,
-			CAST(y.us AS BIGINT) AS us, CAST(y.rss AS BIGINT) AS rss
+			j.req_nodes AS req_nodes, CAST(y.started AS BIGINT) AS started, CAST(y.ended AS BIGINT) AS ended,
+			CAST(y.cpu AS DOUBLE PRECISION) AS cpu, CAST(y.us AS BIGINT) AS us, CAST(y.rss AS BIGINT) AS rss,
+			CAST(y.n_ok AS BIGINT) AS n_ok, CAST(y.n_waste AS BIGINT) AS n_waste, CAST(y.running AS BIGINT) AS running,
+			CAST(y.us_ok AS BIGINT) AS us_ok, CAST(y.us_waste AS BIGINT) AS us_waste
 			FROM (` + perJob + `) AS y JOIN jobs j ON j.id = y.job_id WHERE 1 = 1` + where + `)
-		SELECT 'g', x.g, CAST(0 AS BIGINT), '', '', '', '', CAST(0 AS BIGINT), CAST(0 AS DOUBLE PRECISION), CAST(0 AS BIGINT), CAST(0 AS BIGINT),
-			CAST(SUM(x.started) AS BIGINT), CAST(SUM(x.retries) AS BIGINT), CAST(SUM(x.ended) AS BIGINT),
-			CAST(SUM(x.succeeded) AS BIGINT), CAST(SUM(x.preempted) AS BIGINT), CAST(SUM(x.cpu) AS DOUBLE PRECISION),
-			CAST(0 AS BIGINT), CAST(0 AS BIGINT)
-			FROM x GROUP BY x.g
-		UNION ALL SELECT * FROM (SELECT 'o', '', ` + cols + ` FROM x
+		SELECT 'g', x.g, ` + zero + `, '', '', x.pool, '', x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
+			CAST(SUM(x.started) AS BIGINT), CAST(SUM(x.ended) AS BIGINT), CAST(SUM(x.cpu) AS DOUBLE PRECISION),
+			` + zero + `, ` + zero + `, CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),
+			CAST(SUM(x.us_ok) AS BIGINT), CAST(SUM(x.us_waste) AS BIGINT)
+			FROM x GROUP BY x.g, x.pool, x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes
+		UNION ALL SELECT * FROM (SELECT 'o', '', ` + job + ` FROM x
 			WHERE x.req_cpus >= ? AND x.us >= ? AND x.cpu < x.us / 1e6 * x.req_cpus * ` + nodes + ` * CAST(? AS DOUBLE PRECISION)
 			ORDER BY ` + idle + ` DESC, x.id LIMIT ?) AS o
-		UNION ALL SELECT * FROM (SELECT 'm', '', ` + cols + ` FROM x
+		UNION ALL SELECT * FROM (SELECT 'm', '', ` + job + ` FROM x
 			WHERE x.req_memory > 0 AND x.rss >= x.req_memory * CAST(? AS DOUBLE PRECISION)
 			ORDER BY CAST(x.rss AS DOUBLE PRECISION) / x.req_memory DESC, x.id LIMIT ?) AS m`)
-	args = append(args, projects...)
-	args = append(args, q.MinCPUs, q.MinRun.Microseconds(), q.Under, q.Limit, q.Near, q.Limit)
+	arg(q.MinCPUs, q.MinRun.Microseconds(), q.Under, q.Limit, q.Near, q.Limit)
 	_, err = queryAll(ctx, s, "report attempts", func(rw Row) (struct{}, error) {
 		var (
-			kind, g                                       string
-			j                                             store.SizedJob
-			gpus, memory, nodes                           int64
-			started, retries, ended, succeeded, preempted int64
-			cpu                                           float64
-			us, rss                                       int64
+			kind, g                             string
+			j                                   store.SizedJob
+			gpus, memory, nodes                 int64
+			started, ended                      int64
+			cpu                                 float64
+			us, rss                             int64
+			nOK, nWaste, running, usOK, usWaste int64
 		)
 		if err := rw.Scan(&kind, &g, &j.JobID, &j.Name, &j.Project, &j.Pool, &j.Submitter, &gpus, &j.Resources.CPUs, &memory, &nodes,
-			&started, &retries, &ended, &succeeded, &preempted, &cpu, &us, &rss); err != nil {
+			&started, &ended, &cpu, &us, &rss, &nOK, &nWaste, &running, &usOK, &usWaste); err != nil {
 			return struct{}{}, err
 		}
+		j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
 		switch kind {
 		case "g":
 			r := row(g)
-			r.Started, r.Retries, r.Ended, r.Succeeded, r.Preempted = int(started), int(retries), int(ended), int(succeeded), int(preempted)
-			r.CPUUsed = time.Duration(cpu * float64(time.Second))
-			return struct{}{}, nil
-		}
-		j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
-		j.Held, j.CPUUsed, j.MaxRSS = time.Duration(us)*time.Microsecond, time.Duration(cpu*float64(time.Second)), domain.ByteSize(rss)
-		if kind == "o" {
+			r.Started += int(started)
+			r.Ended += int(ended)
+			r.CPUUsed += time.Duration(cpu * float64(time.Second))
+			ok := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Attempts: int(nOK), Running: int(running),
+				Held: time.Duration(usOK) * time.Microsecond}
+			wasted := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Waste: true, Attempts: int(nWaste),
+				Held: time.Duration(usWaste) * time.Microsecond}
+			for _, sr := range []store.SpendRow{ok, wasted} {
+				if sr.Attempts > 0 {
+					spend = append(spend, sr)
+				}
+			}
+		case "o":
+			j.Held, j.CPUUsed, j.MaxRSS = time.Duration(us)*time.Microsecond, time.Duration(cpu*float64(time.Second)), domain.ByteSize(rss)
 			over = append(over, j)
-		} else {
+		default:
+			j.Held, j.CPUUsed, j.MaxRSS = time.Duration(us)*time.Microsecond, time.Duration(cpu*float64(time.Second)), domain.ByteSize(rss)
 			near = append(near, j)
 		}
 		return struct{}{}, nil
 	}, query, args...)
-	return over, near, err
+	return spend, over, near, err
 }

@@ -76,6 +76,9 @@ var markers = []struct {
 	// writer, so its reads inside a write are stable already).
 	{"{FOR UPDATE}", [engines]string{SQLite: "", Postgres: ` FOR UPDATE`}},
 	{revMarker, [engines]string{SQLite: "rev = ?", Postgres: "changed_xid = pg_current_xact_id()"}},
+	// Keep a subquery from being merged into the query around it, so that
+	// what it computes per row is computed once.
+	{"{NOFLAT}", [engines]string{SQLite: " LIMIT -1", Postgres: " OFFSET 0"}},
 }
 
 // Each builds a statement whose text differs beyond placeholders, given in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -147,6 +148,29 @@ func testReportTotals(t *testing.T, s store.Store) {
 	}
 	if len(got.Oversized) > 0 && (got.Oversized[0].Name != "train" || got.Oversized[0].Resources.CPUs != 4 || got.Oversized[0].Project != "p") {
 		t.Errorf("oversized job = %+v", got.Oversized[0])
+	}
+
+	// The spend sums are SpendTotals', from the same read.
+	spendRows := func(rows []store.SpendRow) []string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, fmt.Sprintf("%+v", r))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, by := range []string{"project", "pool"} {
+		rep, err := s.ReportTotals(ctx, query(by))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.SpendTotals(ctx, query(by).SpendQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := spendRows(rep.Spend), spendRows(want); !slices.Equal(got, want) || len(got) == 0 {
+			t.Errorf("spend by %s:\n got %q\nwant %q (SpendTotals)", by, got, want)
+		}
 	}
 
 	byPool, err := s.ReportTotals(ctx, query("pool"))
