@@ -15,9 +15,9 @@ const BudgetRefresh = 30 * time.Second
 // budgetUses returns the spend of every budget in force at now, read again
 // when the last read is BudgetRefresh old; ok is false until a read
 // succeeded. Without budgets it costs one ListBudgets per refresh, and
-// nothing with budget_threshold disabled. Called from Run's goroutine only.
+// nothing with budget_threshold and spend_rate disabled. Called from Run's goroutine only.
 func (a *Alerter) budgetUses(ctx context.Context, now time.Time) (uses []alerts.BudgetUse, ok bool) {
-	if !a.cfg.Alerts.Rules.BudgetThreshold.On() {
+	if rs := a.cfg.Alerts.Rules; !rs.BudgetThreshold.On() && !rs.SpendRate.On() {
 		return nil, false
 	}
 	if a.budgetsRead && now.Sub(a.budgetsAt) < BudgetRefresh && !now.Before(a.budgetsAt) {
@@ -50,7 +50,7 @@ func (a *Alerter) readBudgets(ctx context.Context, now time.Time) ([]alerts.Budg
 			continue
 		}
 		uses = append(uses, alerts.BudgetUse{Project: b.Project, Period: u.Period, End: u.To, Amount: b.Amount,
-			Spent: u.Spent, Thresholds: b.Thresholds, Currency: a.cfg.Currency})
+			Spent: u.Spent, Thresholds: b.Thresholds, Currency: a.cfg.Currency, Rate: u.Rate, MaxRate: b.MaxRate, Action: b.Action})
 	}
 	return uses, nil
 }

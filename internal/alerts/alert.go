@@ -32,7 +32,7 @@ const (
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
 		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated,
-		RuleBudgetThreshold, RuleWeeklyReport}
+		RuleBudgetThreshold, RuleSpendRate, RuleWeeklyReport}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when

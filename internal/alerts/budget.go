@@ -25,6 +25,11 @@ type BudgetUse struct {
 	Thresholds []int
 	// Currency names the money's unit in summaries ("USD"); may be empty.
 	Currency string
+	// Rate is what the project's running jobs cost per hour now; MaxRate
+	// the budget's limit on it (0: none), for spend_rate; Action the
+	// budget's action at its limits.
+	Rate, MaxRate domain.Money
+	Action        domain.BudgetAction
 }
 
 // BudgetKey is the dedupe key of the budget_threshold alert of a project's

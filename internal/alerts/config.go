@@ -45,6 +45,9 @@ type RulesConfig struct {
 	// BudgetThreshold fires once per period when a project's spend reaches
 	// a threshold of its budget.
 	BudgetThreshold BudgetRule `yaml:"budget_threshold" json:"budget_threshold"`
+	// SpendRate fires while a project's running jobs cost more per hour
+	// than its budget's rate limit.
+	SpendRate RuleBase `yaml:"spend_rate" json:"spend_rate"`
 	// WeeklyReport sends a review of the past week once a week (off unless
 	// enabled).
 	WeeklyReport ReportRule `yaml:"weekly_report" json:"weekly_report"`
@@ -191,6 +194,7 @@ func (c *Config) Defaults() {
 	setSev(&r.LogTruncated.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.ExceededSeverity, SeverityCritical)
+	setSev(&r.SpendRate.Severity, SeverityWarning)
 	setSev(&r.WeeklyReport.Severity, SeverityInfo)
 	for _, f := range []struct {
 		v *string
@@ -277,6 +281,7 @@ func (c *Config) Validate() error {
 	sev("rules.log_truncated.severity", r.LogTruncated.Severity)
 	sev("rules.budget_threshold.severity", r.BudgetThreshold.Severity)
 	sev("rules.budget_threshold.exceeded_severity", r.BudgetThreshold.ExceededSeverity)
+	sev("rules.spend_rate.severity", r.SpendRate.Severity)
 	sev("rules.weekly_report.severity", r.WeeklyReport.Severity)
 	r.WeeklyReport.check(bad)
 	sev("rules.idle_gpu.severity", r.IdleGPU.Severity)

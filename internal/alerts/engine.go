@@ -411,6 +411,7 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		}
 	}
 	out = e.evaluateBudgets(out, obs)
+	out = e.evaluateSpendRates(out, obs)
 	return e.evaluateReports(out, obs)
 }
 
@@ -514,6 +515,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.LogTruncated.On()
 	case RuleBudgetThreshold:
 		return rs.BudgetThreshold.On()
+	case RuleSpendRate:
+		return rs.SpendRate.On()
 	case RuleWeeklyReport:
 		return rs.WeeklyReport.On()
 	}

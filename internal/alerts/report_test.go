@@ -74,3 +74,28 @@ func TestEngineWeeklyReport(t *testing.T) {
 		t.Fatalf("next week = %+v; want the old report resolved quietly", ts)
 	}
 }
+
+// spend_rate fires while a project's running jobs cost more per hour than
+// its budget's limit, with the numbers, and resolves once they do not.
+func TestEngineSpendRate(t *testing.T) {
+	e, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	u := BudgetUse{Project: "vision", Period: "2026-12", Amount: 5000 * 1_000_000, Rate: 52 * 1_000_000, MaxRate: 40 * 1_000_000,
+		Action: "block", Currency: "USD"}
+	obs := Observation{Now: now, BudgetsSeen: true, Budgets: []BudgetUse{u, {Project: "nlp", Rate: 10, MaxRate: 0}}}
+	ts := e.Evaluate(obs)
+	if len(ts) != 1 || ts[0].Key != "spend_rate/project=vision" || ts[0].Severity != SeverityWarning || ts[0].Labels.Project != "vision" ||
+		!strings.HasPrefix(ts[0].Summary, "project vision's running jobs cost 52.00 USD an hour, above its budget's limit of 40.00 USD an hour: its new jobs wait") {
+		t.Fatalf("evaluation = %+v", ts)
+	}
+	if ts := e.Evaluate(obs); len(ts) != 0 {
+		t.Fatalf("again = %+v; want nothing", ts)
+	}
+	obs.Budgets[0].Rate = 30 * 1_000_000
+	if ts := e.Evaluate(obs); len(ts) != 1 || ts[0].Status != StatusResolved {
+		t.Fatalf("under the limit = %+v; want it resolved", ts)
+	}
+}
