@@ -489,8 +489,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		replica = host + ":" + portOf(ln.Addr().String())
 	}
 	loops := &leaderLoops{st: st, replica: replica, log: log, leaseTTL: durations.leaderLease}
+	var gpuSamples control.GPUSampler // the pools' idle stop reads the sampler's GPU readings
+	if s := metricsReg.Sampler(); s != nil {
+		gpuSamples = s
+	}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
-		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
+		return control.Config{Store: st, GPUSamples: gpuSamples, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {

@@ -45,6 +45,13 @@ func (r Rule) eventRule() bool {
 	return false
 }
 
+// event reports whether a is an event alert: one of an event rule, or
+// the idle_gpu alert of a job its pool's idle stop ended (keyed by the job
+// alone, where the condition's key names the attempt).
+func (a Alert) event() bool {
+	return a.Rule.eventRule() || a.Rule == RuleIdleGPU && a.Key == Key(RuleIdleGPU, a.Labels.Job, 0)
+}
+
 // Severity ranks alerts: info < warning < critical.
 type Severity string
 

@@ -8,7 +8,9 @@
 //	                        or EnvironmentCheckFailed                         critical
 //	interruption            an attempt was preempted, lost or lost its node  warning
 //	stalled                 an attempt ended Stalled or HealthCheckFailed    critical
-//	idle_gpu                a GPU under `below` (0.05) busy for `for` (15m)  warning
+//	idle_gpu                a GPU under `below` (0.05) busy for `for` (15m);  warning
+//	                        or, keyed by the job, an attempt ended Idle
+//	                        (its pool's idle stop)
 //	memory_near_limit       RSS over `above` (0.9) of the limit for `for` (2m) warning
 //	artifact_write_failure  an attempt ended ArtifactWriteFailed             critical
 //	preemption_thrash       the control loop holds a job from preemption     warning

@@ -162,7 +162,7 @@ func (e *Engine) Active() []Alert {
 func (e *Engine) EventJobs() []int64 {
 	var ids []int64
 	for _, a := range e.active {
-		if a.Rule.eventRule() && !slices.Contains(ids, a.Labels.Job) {
+		if a.event() && !slices.Contains(ids, a.Labels.Job) {
 			ids = append(ids, a.Labels.Job)
 		}
 	}
@@ -257,7 +257,7 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		rerun(a.Job)
 	}
 	for _, a := range e.Active() {
-		if !a.Rule.eventRule() {
+		if !a.event() {
 			continue
 		}
 		job := a.Labels.title()
@@ -345,9 +345,19 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			}, "memory use is back under "+pct(rules.MemoryNearLimit.Above)+" of the limit")
 		}
 	}
+	idleStopped := map[string]bool{} // idle_gpu keys of attempts the idle stop ended
+	for _, a := range ended {
+		if a.Reason == domain.ReasonIdle {
+			idleStopped[Key(RuleIdleGPU, a.Job.ID, a.Attempt)] = true
+		}
+	}
 	for _, a := range e.Active() {
-		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit) && !seen[a.Key] {
-			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())))
+		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit) && !seen[a.Key] && !a.event() {
+			why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
+			if idleStopped[a.Key] {
+				why = fmt.Sprintf("attempt %d of %s was stopped by its pool's idle stop (see %s)", a.Labels.Attempt, a.Labels.title(), Key(RuleIdleGPU, a.Labels.Job, 0))
+			}
+			out = append(out, e.resolve(a.Key, now, why))
 		}
 	}
 	for key := range e.holding {
@@ -519,6 +529,11 @@ func (e *Engine) classify(a EndedAttempt) (Rule, Severity) {
 		rule, base = RuleArtifactWriteFailure, rs.ArtifactWriteFailure.RuleBase
 	case a.Reason == domain.ReasonStalled || a.Reason == domain.ReasonHealthCheckFailed:
 		rule, base = RuleStalled, rs.Stalled.RuleBase
+	case a.Reason == domain.ReasonIdle:
+		// The idle stop's own alert, under the idle_gpu rule (its switch
+		// and severity), keyed by the job: the attempt's condition alert
+		// resolves as the attempt ends, this one says what was done.
+		rule, base = RuleIdleGPU, rs.IdleGPU.RuleBase
 	case a.State == domain.AttemptPreempted || a.State == domain.AttemptLost ||
 		a.Reason == domain.ReasonPreempted || a.Reason == domain.ReasonNodeLost:
 		rule, base = RuleInterruption, rs.Interruption.RuleBase
@@ -564,6 +579,9 @@ func eventSummary(rule Rule, a EndedAttempt) string {
 			what = "was lost"
 		}
 		return fmt.Sprintf("%s attempt %d %s: %s — %s", job, a.Attempt, what, detail, next)
+	case RuleIdleGPU:
+		return fmt.Sprintf("%s was stopped on attempt %d, its GPUs idle: %s — it is not retried; find what starves the GPUs, then rerun it (`trainyard rerun %d`); %s",
+			job, a.Attempt, orReason(msg, a.Reason), a.Job.ID, next)
 	case RuleArtifactWriteFailure:
 		return fmt.Sprintf("%s could not write artifacts on attempt %d: %s — check free space and permissions of its output directory; %s", job, a.Attempt, orReason(msg, a.Reason), next)
 	}

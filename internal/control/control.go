@@ -121,6 +121,9 @@ type Config struct {
 	// (storm.go). Zero: off; the server sets DefaultRetryStorm unless
 	// configured.
 	RetryStorm RetryStorm
+	// GPUSamples gives the latest GPU utilisation of running attempts, for
+	// the pools' idle stop (idle.go). Nil: no pool's idle stop acts.
+	GPUSamples GPUSampler
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -233,6 +236,9 @@ type Controller struct {
 	// storm pauses the retries of similar jobs failing together
 	// (storm.go). Loop goroutine only.
 	storm *storms
+	// idle is what the idle stop knows of running GPU attempts (idle.go).
+	// Loop goroutine only.
+	idle map[executor.Ref]*idleRun
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -313,6 +319,7 @@ func New(cfg Config) *Controller {
 		guard:         newGuard(cfg.PreemptionGuard),
 		budget:        newBudgets(),
 		storm:         newStorms(cfg.RetryStorm),
+		idle:          map[executor.Ref]*idleRun{},
 		beneficiaries: map[int64]bool{},
 		jobs:          map[int64]*jobInfo{},
 		stopping:      map[executor.Ref]bool{},
@@ -487,6 +494,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 	}
 	next = c.checkHealth(ctx, now, atts, byID, next)
+	c.checkIdle(ctx, snap.Pools, byID) // idle.go
 	c.adoptStrays(ctx, now, atts, live)
 
 	releases, err := c.loadBudgets(ctx, now)
