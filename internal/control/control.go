@@ -239,6 +239,9 @@ type Controller struct {
 	// idle is what the idle stop knows of running GPU attempts (idle.go).
 	// Loop goroutine only.
 	idle map[executor.Ref]*idleRun
+	// grants follows the compute grants in force, to reclaim what each
+	// added when it lapses (grants.go). Loop goroutine only.
+	grants grantWatch
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -507,6 +510,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		rates[p.Name] = p.Rates
 	}
 	c.suspendOverBudget(ctx, now)
+	c.reclaimGrants(ctx, now, &snap, byID) // grants.go
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
@@ -660,6 +664,7 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		return snap, nil, nil, err
 	}
 	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
+	c.grants.now = grants // grants.go
 	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
 		return snap, nil, nil, err
 	}
