@@ -85,6 +85,9 @@ type Alerter struct {
 	budgets     []alerts.BudgetUse
 	budgetsAt   time.Time
 	budgetsRead bool
+	// expected caches, by submitter and job name, how long their runs are
+	// expected to take (runaway.go); touched by Run's goroutine only.
+	expected map[runKey]expectation
 	// marks carries what Run's context carries to the deliveries'
 	// records (the leader's fence), without its cancellation: a delivery
 	// made as the loop stops is still recorded. Set by Run before the
@@ -129,7 +132,7 @@ func New(cfg Config) (*Alerter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, held: map[int64]alerts.HeldJob{},
+	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, expected: map[runKey]expectation{}, held: map[int64]alerts.HeldJob{},
 		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1), marks: context.Background()}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
@@ -376,6 +379,7 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		}
 	}
 	obs.Budgets, obs.BudgetsSeen = a.budgetUses(ctx, obs.Now)
+	a.runawayFacts(ctx, obs.Now, obs.Running) // runaway.go
 	ts := a.engine.Evaluate(obs)
 	if len(ts) == 0 {
 		return

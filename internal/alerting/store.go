@@ -22,6 +22,8 @@ type Store interface {
 	ListBudgets(ctx context.Context) ([]domain.Budget, error)
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
+	RecentUsage(ctx context.Context, submitter, name string) ([]store.RunUsage, error)
 }
 
 var _ Store = store.Store(nil)

@@ -22,6 +22,9 @@ const (
 	RuleArtifactWriteFailure Rule = "artifact_write_failure"
 	RulePreemptionThrash     Rule = "preemption_thrash"
 	RuleLogTruncated         Rule = "log_truncated"
+	// RuleRunaway fires while an attempt runs far past what the same
+	// user's successful runs of the job's name took, without progress.
+	RuleRunaway Rule = "runaway"
 	// RuleBudgetThreshold is about a project, not a job: Labels.Job is 0.
 	RuleBudgetThreshold Rule = "budget_threshold"
 	// RuleTest marks the notification Dispatcher.Test sends.
@@ -32,7 +35,7 @@ const (
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
 		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated,
-		RuleBudgetThreshold}
+		RuleBudgetThreshold, RuleRunaway}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when

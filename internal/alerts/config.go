@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -45,6 +46,18 @@ type RulesConfig struct {
 	// BudgetThreshold fires once per period when a project's spend reaches
 	// a threshold of its budget.
 	BudgetThreshold BudgetRule `yaml:"budget_threshold" json:"budget_threshold"`
+	// Runaway fires while an attempt has run past Factor times the
+	// expected duration (the longest of its user's last successful runs
+	// of the job's name) and reported no training progress for Quiet.
+	Runaway RunawayRule `yaml:"runaway" json:"runaway"`
+}
+
+// RunawayRule is runaway: Factor (default 3) times the expected duration,
+// and no progress for Quiet (default 1h).
+type RunawayRule struct {
+	RuleBase `yaml:",inline"`
+	Factor   float64         `yaml:"factor" json:"factor"`
+	Quiet    domain.Duration `yaml:"quiet" json:"quiet"`
 }
 
 // BudgetRule is budget_threshold: Severity is that of thresholds under
@@ -155,6 +168,8 @@ const (
 	DefaultIdleFor        = 15 * time.Minute
 	DefaultMemoryAbove    = 0.9
 	DefaultMemoryFor      = 2 * time.Minute
+	DefaultRunawayFactor  = 3
+	DefaultRunawayQuiet   = time.Hour
 	DefaultWebhookTimeout = 10 * time.Second
 	MaxWebhookTimeout     = 5 * time.Minute
 	DefaultMaxTries       = 8
@@ -188,6 +203,11 @@ func (c *Config) Defaults() {
 	setSev(&r.LogTruncated.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.ExceededSeverity, SeverityCritical)
+	setSev(&r.Runaway.Severity, SeverityWarning)
+	if r.Runaway.Factor == 0 {
+		r.Runaway.Factor = DefaultRunawayFactor
+	}
+	setDur(&r.Runaway.Quiet, DefaultRunawayQuiet)
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -272,6 +292,11 @@ func (c *Config) Validate() error {
 	if r.IdleGPU.For < 0 {
 		bad("rules.idle_gpu.for", "must not be negative (got %s)", r.IdleGPU.For)
 	}
+	sev("rules.runaway.severity", r.Runaway.Severity)
+	if !(r.Runaway.Factor >= 1) || math.IsInf(r.Runaway.Factor, 0) {
+		bad("rules.runaway.factor", "must be 1 or more (got %g): how many times the expected duration a run may take, e.g. 3", r.Runaway.Factor)
+	}
+	positive("rules.runaway.quiet", r.Runaway.Quiet)
 	sev("rules.memory_near_limit.severity", r.MemoryNearLimit.Severity)
 	ratio("rules.memory_near_limit.above", r.MemoryNearLimit.Above)
 	if r.MemoryNearLimit.Below != 0 {

@@ -72,11 +72,18 @@ type QueuedJob struct {
 	QueuedSince time.Time
 }
 
-// RunningAttempt is a running attempt and its latest sample (nil if none yet).
+// RunningAttempt is a running attempt and its latest sample (nil if none
+// yet). For runaway: when it started and last reported progress (zero:
+// not known, or none yet), and how long it is expected to take (zero:
+// unknown) from how many earlier runs.
 type RunningAttempt struct {
-	Job     JobRef
-	Attempt int
-	Sample  *Sample
+	Job            JobRef
+	Attempt        int
+	Sample         *Sample
+	StartedAt      time.Time
+	LastProgressAt time.Time
+	Expected       time.Duration
+	ExpectedRuns   int
 }
 
 // Sample is one resource reading of a running attempt.
@@ -317,6 +324,11 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		idleKey := Key(RuleIdleGPU, r.Job.ID, r.Attempt)
 		memKey := Key(RuleMemoryNearLimit, r.Job.ID, r.Attempt)
 		seen[idleKey], seen[memKey] = true, true
+		if rules.Runaway.On() {
+			key := Key(RuleRunaway, r.Job.ID, r.Attempt)
+			seen[key] = true
+			out = e.runaway(out, key, r, now)
+		}
 		if r.Sample == nil {
 			continue // nothing new to judge by: keep the state as it is
 		}
@@ -352,7 +364,7 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		}
 	}
 	for _, a := range e.Active() {
-		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit) && !seen[a.Key] && !a.event() {
+		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit || a.Rule == RuleRunaway) && !seen[a.Key] && !a.event() {
 			why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
 			if idleStopped[a.Key] {
 				why = fmt.Sprintf("attempt %d of %s was stopped by its pool's idle stop (see %s)", a.Labels.Attempt, a.Labels.title(), Key(RuleIdleGPU, a.Labels.Job, 0))
@@ -417,6 +429,44 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		}
 	}
 	return e.evaluateBudgets(out, obs)
+}
+
+// runaway fires while the attempt has run past Factor times its expected
+// duration without progress for Quiet, and resolves once it progresses
+// again (or ends). An attempt whose expected duration is unknown (no
+// successful run to go by) is never a runaway.
+func (e *Engine) runaway(out []Transition, key string, r RunningAttempt, now time.Time) []Transition {
+	rule := e.cfg.Rules.Runaway
+	_, firing := e.active[key]
+	if r.Expected <= 0 || r.StartedAt.IsZero() {
+		return out
+	}
+	ran := now.Sub(r.StartedAt)
+	last := r.StartedAt
+	if r.LastProgressAt.After(last) {
+		last = r.LastProgressAt
+	}
+	quiet := now.Sub(last)
+	limit := time.Duration(rule.Factor * float64(r.Expected))
+	cond := ran > limit && quiet >= rule.Quiet.D()
+	switch {
+	case cond && !firing:
+		l := r.Job.labels(r.Attempt)
+		progress := "no training progress reported since it started"
+		if r.LastProgressAt.After(r.StartedAt) {
+			progress = "no training progress for " + fmtDur(quiet)
+		}
+		runs := "its user's last successful run of this name took"
+		if r.ExpectedRuns > 1 {
+			runs = fmt.Sprintf("its user's last %d successful runs of this name took at most", r.ExpectedRuns)
+		}
+		out = append(out, e.fire(Alert{Key: key, Rule: RuleRunaway, Severity: rule.Severity, Labels: l,
+			Summary: fmt.Sprintf("%s attempt %d has run %s, over %g× the %s %s, with %s — it may hang: check `trainyard logs %d`, or cancel it (`trainyard cancel %d`)",
+				l.title(), l.Attempt, fmtDur(ran), rule.Factor, fmtDur(r.Expected), runs, progress, l.Job, l.Job)}, now))
+	case !cond && firing && quiet < rule.Quiet.D():
+		out = append(out, e.resolve(key, now, "it reports training progress again"))
+	}
+	return out
 }
 
 // truncatedSummary says whose log reached what limit, what is kept and
@@ -513,6 +563,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.LogTruncated.On()
 	case RuleBudgetThreshold:
 		return rs.BudgetThreshold.On()
+	case RuleRunaway:
+		return rs.Runaway.On()
 	}
 	return false
 }

@@ -491,3 +491,29 @@ func TestIdleStopResolvesTheConditionAndFiresOnce(t *testing.T) {
 	expect(t, "re-run", e.Evaluate(Observation{Now: at(32 * time.Minute), Queued: []QueuedJob{{Job: rerun, QueuedSince: at(32 * time.Minute)}}}),
 		"resolved idle_gpu/job=42")
 }
+
+// runaway fires only past factor × the expected duration and after quiet
+// without progress, never without an expected duration, and resolves on
+// progress or when the attempt ends.
+func TestRunaway(t *testing.T) {
+	e := newEngine(t, nil) // factor 3, quiet 1h
+	run := func(now time.Duration, progress time.Duration, expected time.Duration) []Transition {
+		r := RunningAttempt{Job: job(42), Attempt: 1, StartedAt: t0, Expected: expected, ExpectedRuns: 3}
+		if progress > 0 {
+			r.LastProgressAt = at(progress)
+		}
+		return e.Evaluate(Observation{Now: at(now), Running: []RunningAttempt{r}})
+	}
+	expect(t, "no history", run(24*time.Hour, 0, 0), "")
+	expect(t, "within 3× 2h", run(6*time.Hour, 0, 2*time.Hour), "")
+	expect(t, "past 3×, progress 30m ago", run(7*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
+	ts := run(7*time.Hour+30*time.Minute, 6*time.Hour+30*time.Minute, 2*time.Hour)
+	expect(t, "past 3×, quiet 1h", ts, "firing runaway/job=42/attempt=1")
+	if want := "job 42 (resnet) attempt 1 has run 7h30m, over 3× the 2h its user's last 3 successful runs of this name took at most, with no training progress for 1h"; !strings.HasPrefix(ts[0].Summary, want) {
+		t.Errorf("summary = %q, want it to start %q", ts[0].Summary, want)
+	}
+	expect(t, "still quiet", run(8*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
+	expect(t, "progress", run(8*time.Hour+time.Minute, 8*time.Hour, 2*time.Hour), "resolved runaway/job=42/attempt=1")
+	expect(t, "quiet again", run(9*time.Hour, 8*time.Hour, 2*time.Hour), "firing runaway/job=42/attempt=1")
+	expect(t, "ended", e.Evaluate(Observation{Now: at(10 * time.Hour)}), "resolved runaway/job=42/attempt=1")
+}
