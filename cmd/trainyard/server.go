@@ -127,6 +127,10 @@ type serverConfig struct {
 	// a PostgreSQL store (default 10s): a leader that stops renewing it is
 	// replaced within about this long.
 	LeaderLease string `yaml:"leader_lease"`
+	// GrantWarning is how long before a compute grant ends its users are
+	// warned that its end will preempt their jobs running on it (the
+	// grant_expiring alert; default 1h, 0: no warning; docs/pools.md).
+	GrantWarning string `yaml:"grant_warning"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 	// Isolation says whether jobs run as their projects' own unprivileged
@@ -501,7 +505,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				return svc.Secrets.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
-			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm}
+			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm,
+			GrantWarning: durations.grantWarning}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }
 	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {

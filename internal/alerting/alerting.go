@@ -75,11 +75,15 @@ type Alerter struct {
 	queued  []alerts.QueuedJob
 	running []alerts.RunningAttempt
 	ended   []alerts.EndedAttempt
-	held    map[int64]alerts.HeldJob   // jobs held from preemption, as the control loop said
-	limited map[attemptKey]*limitedLog // active attempts whose log reached its limit
-	builtAt time.Time
-	ids     map[string]int64 // alert key → id of its latest stored alert
-	kick    chan struct{}
+	held    map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
+	// expiring are the running attempts an ending grant will preempt, as
+	// the control loop last said; expiringSeen, whether it said yet.
+	expiring     []alerts.ExpiringGrant
+	expiringSeen bool
+	limited      map[attemptKey]*limitedLog // active attempts whose log reached its limit
+	builtAt      time.Time
+	ids          map[string]int64 // alert key → id of its latest stored alert
+	kick         chan struct{}
 	// The last read of the budgets (budgetUses), touched by Run's
 	// goroutine only.
 	budgets     []alerts.BudgetUse
@@ -251,6 +255,20 @@ func (a *Alerter) PreemptionReleased(jobID int64) {
 	a.wake()
 }
 
+// GrantsExpiring records the running attempts whose compute grant ends
+// soon and will preempt them (control.Observer): grant_expiring fires for
+// each, and resolves for those no longer listed.
+func (a *Alerter) GrantsExpiring(notices []domain.GrantNotice) {
+	exp := make([]alerts.ExpiringGrant, len(notices))
+	for i, n := range notices {
+		exp[i] = alerts.ExpiringGrant{Job: alerts.RefOf(n.Job), Attempt: n.Attempt, Grant: n.Grant.ID, Extra: n.Grant.Extra, Until: n.Grant.Until}
+	}
+	a.mu.Lock()
+	a.expiring, a.expiringSeen = exp, true
+	a.mu.Unlock()
+	a.wake()
+}
+
 // wake asks Run to evaluate soon.
 func (a *Alerter) wake() {
 	select {
@@ -319,7 +337,8 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		a.mu.Unlock()
 		return // no pass yet: nothing is known about queued and running jobs
 	}
-	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended}
+	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended,
+		Expiring: slices.Clone(a.expiring), ExpiringSeen: a.expiringSeen}
 	a.ended = nil
 	for _, h := range a.held {
 		obs.Held = append(obs.Held, h)

@@ -25,6 +25,9 @@ const (
 	// RuleRunaway fires while an attempt runs far past what the same
 	// user's successful runs of the job's name took, without progress.
 	RuleRunaway Rule = "runaway"
+	// RuleGrantExpiring fires while a running attempt holds capacity only
+	// a compute grant that ends soon gives its project.
+	RuleGrantExpiring Rule = "grant_expiring"
 	// RuleBudgetThreshold is about a project, not a job: Labels.Job is 0.
 	RuleBudgetThreshold Rule = "budget_threshold"
 	// RuleTest marks the notification Dispatcher.Test sends.
@@ -35,7 +38,7 @@ const (
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
 		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated,
-		RuleBudgetThreshold, RuleRunaway}
+		RuleBudgetThreshold, RuleRunaway, RuleGrantExpiring}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when

@@ -50,6 +50,10 @@ type RulesConfig struct {
 	// expected duration (the longest of its user's last successful runs
 	// of the job's name) and reported no training progress for Quiet.
 	Runaway RunawayRule `yaml:"runaway" json:"runaway"`
+	// GrantExpiring fires while a running attempt holds capacity only a
+	// compute grant gives its project, and the grant ends within the
+	// server's grant_warning: its end will preempt the attempt.
+	GrantExpiring RuleBase `yaml:"grant_expiring" json:"grant_expiring"`
 }
 
 // RunawayRule is runaway: Factor (default 3) times the expected duration,
@@ -204,6 +208,7 @@ func (c *Config) Defaults() {
 	setSev(&r.BudgetThreshold.Severity, SeverityWarning)
 	setSev(&r.BudgetThreshold.ExceededSeverity, SeverityCritical)
 	setSev(&r.Runaway.Severity, SeverityWarning)
+	setSev(&r.GrantExpiring.Severity, SeverityWarning)
 	if r.Runaway.Factor == 0 {
 		r.Runaway.Factor = DefaultRunawayFactor
 	}
@@ -297,6 +302,7 @@ func (c *Config) Validate() error {
 		bad("rules.runaway.factor", "must be 1 or more (got %g): how many times the expected duration a run may take, e.g. 3", r.Runaway.Factor)
 	}
 	positive("rules.runaway.quiet", r.Runaway.Quiet)
+	sev("rules.grant_expiring.severity", r.GrantExpiring.Severity)
 	sev("rules.memory_near_limit.severity", r.MemoryNearLimit.Severity)
 	ratio("rules.memory_near_limit.above", r.MemoryNearLimit.Above)
 	if r.MemoryNearLimit.Below != 0 {

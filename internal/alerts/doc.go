@@ -21,11 +21,14 @@
 //	                        budget (once per period and threshold)          critical at 100%
 //	runaway                 an attempt ran past `factor` (3) × its expected  warning
 //	                        duration with no progress for `quiet` (1h)
+//	grant_expiring          a running attempt holds capacity only a compute  warning
+//	                        grant gives, and the grant ends soon
 //
 // Each alert has a dedupe key (Key: "stalled/job=42",
 // "idle_gpu/job=42/attempt=2"); while it fires, the same condition does not
 // fire again. Condition alerts (queued_too_long, idle_gpu,
-// memory_near_limit, runaway, preemption_thrash, log_truncated) resolve when the
+// memory_near_limit, runaway, grant_expiring, preemption_thrash,
+// log_truncated) resolve when the
 // condition clears, the job leaves the queue / the attempt stops running,
 // or the hold ends. A budget_threshold alert
 // ("budget_threshold/project=vision/period=2026-12/at=80", about a project:

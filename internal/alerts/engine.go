@@ -46,6 +46,22 @@ type Observation struct {
 	// stay as they are.
 	Budgets     []BudgetUse
 	BudgetsSeen bool
+	// Expiring lists every running attempt whose compute grant ends soon
+	// and whose end will preempt it, when ExpiringSeen: an alert about an
+	// attempt not listed resolves. ExpiringSeen false: not known, and
+	// those alerts stay as they are.
+	Expiring     []ExpiringGrant
+	ExpiringSeen bool
+}
+
+// ExpiringGrant is a running attempt that holds capacity only compute
+// grant Grant gives its project, which ends at Until.
+type ExpiringGrant struct {
+	Job     JobRef
+	Attempt int
+	Grant   int64
+	Extra   domain.Limits
+	Until   time.Time
 }
 
 // LimitedLog is an attempt whose log reached its limit At: the log keeps
@@ -180,7 +196,7 @@ func (e *Engine) EventJobs() []int64 {
 // Evaluate applies one observation and returns the alerts that fired or
 // resolved, in a stable order: fired event alerts, then resolutions of event
 // alerts, then queued, then running-attempt, then preemption-hold, then
-// log-limit, then budget alerts, each sorted by key.
+// log-limit, then ending-grant, then budget alerts, each sorted by key.
 func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
@@ -428,7 +444,78 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 				a.Labels.Attempt, a.Labels.title(), a.Labels.Job)))
 		}
 	}
+	out = e.evaluateExpiring(out, obs)
 	return e.evaluateBudgets(out, obs)
+}
+
+// evaluateExpiring fires grant_expiring once per listed attempt and
+// resolves the alerts of attempts no longer listed.
+func (e *Engine) evaluateExpiring(out []Transition, obs Observation) []Transition {
+	if !obs.ExpiringSeen {
+		return out
+	}
+	now := obs.Now
+	listed := map[string]bool{}
+	if rule := e.cfg.Rules.GrantExpiring; rule.On() {
+		exp := slices.Clone(obs.Expiring)
+		slices.SortStableFunc(exp, func(a, b ExpiringGrant) int {
+			if a.Job.ID != b.Job.ID {
+				return cmpInt(a.Job.ID, b.Job.ID)
+			}
+			return cmpInt(a.Grant, b.Grant)
+		})
+		for _, g := range exp {
+			key := Key(RuleGrantExpiring, g.Job.ID, g.Attempt)
+			if listed[key] {
+				continue // one alert per attempt, for the first grant ending
+			}
+			listed[key] = true
+			if _, firing := e.active[key]; firing {
+				continue
+			}
+			l := g.Job.labels(g.Attempt)
+			out = append(out, e.fire(Alert{Key: key, Rule: RuleGrantExpiring, Severity: rule.Severity, Labels: l,
+				Summary: fmt.Sprintf("%s attempt %d runs on compute grant %d (%s for project %s in pool %s), which expires at %s (in %s): it will be preempted then and wait for the project's quota — save a checkpoint, or ask for more time (`trainyard quota request`)",
+					l.title(), g.Attempt, g.Grant, extraText(g.Extra), orDash(l.Project), orDash(l.Pool),
+					g.Until.UTC().Format("2006-01-02 15:04:05 UTC"), fmtDur(max(g.Until.Sub(now), 0)))}, now))
+		}
+	}
+	running := map[string]bool{}
+	for _, r := range obs.Running {
+		running[Key(RuleGrantExpiring, r.Job.ID, r.Attempt)] = true
+	}
+	for _, a := range e.Active() {
+		if a.Rule != RuleGrantExpiring || listed[a.Key] {
+			continue
+		}
+		why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
+		if running[a.Key] {
+			why = fmt.Sprintf("%s no longer runs beyond its project's quota on an ending grant", a.Labels.title())
+		}
+		out = append(out, e.resolve(a.Key, now, why))
+	}
+	return out
+}
+
+// extraText writes what a grant adds: "+4 GPUs, +16 CPUs".
+func extraText(l domain.Limits) string {
+	var parts []string
+	if l.GPUs > 0 {
+		parts = append(parts, fmt.Sprintf("+%d GPUs", l.GPUs))
+	}
+	if l.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("+%g CPUs", l.CPUs))
+	}
+	if l.Memory > 0 {
+		parts = append(parts, "+"+l.Memory.String()+" memory")
+	}
+	if l.Jobs > 0 {
+		parts = append(parts, fmt.Sprintf("+%d jobs", l.Jobs))
+	}
+	if len(parts) == 0 {
+		return "extra capacity"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // runaway fires while the attempt has run past Factor times its expected
@@ -565,6 +652,8 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.BudgetThreshold.On()
 	case RuleRunaway:
 		return rs.Runaway.On()
+	case RuleGrantExpiring:
+		return rs.GrantExpiring.On()
 	}
 	return false
 }

@@ -517,3 +517,26 @@ func TestRunaway(t *testing.T) {
 	expect(t, "quiet again", run(9*time.Hour, 8*time.Hour, 2*time.Hour), "firing runaway/job=42/attempt=1")
 	expect(t, "ended", e.Evaluate(Observation{Now: at(10 * time.Hour)}), "resolved runaway/job=42/attempt=1")
 }
+
+// grant_expiring fires once per attempt an ending grant will preempt,
+// with the grant, its end and what to do; it resolves when the attempt
+// is no longer listed, and an observation that does not know leaves it.
+func TestGrantExpiring(t *testing.T) {
+	e := newEngine(t, nil)
+	until := at(time.Hour)
+	exp := ExpiringGrant{Job: job(42), Attempt: 1, Grant: 7, Extra: domain.Limits{GPUs: 4}, Until: until}
+	running := []RunningAttempt{{Job: job(42), Attempt: 1}}
+	ts := e.Evaluate(Observation{Now: at(15 * time.Minute), Running: running, Expiring: []ExpiringGrant{exp}, ExpiringSeen: true})
+	expect(t, "listed", ts, "firing grant_expiring/job=42/attempt=1")
+	want := "job 42 (resnet) attempt 1 runs on compute grant 7 (+4 GPUs for project vision in pool standard), which expires at 2025-03-01 13:00:00 UTC (in 45m): it will be preempted then"
+	if !strings.HasPrefix(ts[0].Summary, want) || ts[0].Labels.Owner != "alice" {
+		t.Errorf("alert = %q for %q, want it to start %q, for alice", ts[0].Summary, ts[0].Labels.Owner, want)
+	}
+	expect(t, "listed again", e.Evaluate(Observation{Now: at(16 * time.Minute), Running: running, Expiring: []ExpiringGrant{exp}, ExpiringSeen: true}), "")
+	expect(t, "not known", e.Evaluate(Observation{Now: at(17 * time.Minute), Running: running}), "")
+	ts = e.Evaluate(Observation{Now: at(time.Hour), ExpiringSeen: true})
+	expect(t, "preempted", ts, "resolved grant_expiring/job=42/attempt=1")
+	if ts[0].Resolution != "attempt 1 of job 42 (resnet) is no longer running" {
+		t.Errorf("resolution = %q", ts[0].Resolution)
+	}
+}

@@ -121,6 +121,10 @@ type Config struct {
 	// (storm.go). Zero: off; the server sets DefaultRetryStorm unless
 	// configured.
 	RetryStorm RetryStorm
+	// GrantWarning is how long before a compute grant ends the Observer
+	// is told which running jobs its end will preempt (grants.go). Zero:
+	// no warning.
+	GrantWarning time.Duration
 	// GPUSamples gives the latest GPU utilisation of running attempts, for
 	// the pools' idle stop (idle.go). Nil: no pool's idle stop acts.
 	GPUSamples GPUSampler
@@ -153,6 +157,10 @@ type Observer interface {
 	// event; limit 0 when unknown). It may come again for the same attempt
 	// after a restart.
 	LogLimited(job domain.Job, attempt int, limit int64, at time.Time)
+	// GrantsExpiring reports every running job whose attempt a compute
+	// grant ending within Config.GrantWarning will preempt (grants.go):
+	// the whole list, each time it changes (empty: none).
+	GrantsExpiring(notices []domain.GrantNotice)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -164,6 +172,7 @@ func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                     
 func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
 func (nopObserver) PreemptionReleased(int64)                                                  {}
 func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
+func (nopObserver) GrantsExpiring([]domain.GrantNotice)                                       {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -511,6 +520,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	}
 	c.suspendOverBudget(ctx, now)
 	c.reclaimGrants(ctx, now, &snap, byID) // grants.go
+	c.warnGrants(now, snap, byID)
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
@@ -663,8 +673,8 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	if err != nil {
 		return snap, nil, nil, err
 	}
+	c.grants.now, c.grants.base = grants, snap.Quotas // grants.go
 	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
-	c.grants.now = grants // grants.go
 	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
 		return snap, nil, nil, err
 	}

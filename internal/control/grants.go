@@ -23,6 +23,10 @@ type grantWatch struct {
 	active map[int64]domain.QuotaRequest // in force at the last cycle, by id
 	loaded bool                          // active holds a cycle's grants
 	now    []domain.QuotaRequest         // in force at this cycle (snapshot)
+	base   []domain.Quota                // the quotas without any grant (snapshot)
+	// warned are the notices told to the Observer last, to tell it again
+	// only when they change.
+	warned []domain.GrantNotice
 }
 
 // reclaimGrants preempts, for each grant that lapsed since the last
@@ -83,50 +87,20 @@ func (c *Controller) reclaimGrants(ctx context.Context, now time.Time, snap *sch
 // reclaimGrant preempts what runs beyond the quota of g's project in g's
 // pool, now that g no longer adds to it.
 func (c *Controller) reclaimGrant(ctx context.Context, now time.Time, g domain.QuotaRequest, snap *scheduler.Snapshot, byID map[int64]domain.Job) {
-	var quota *domain.Quota
-	open := true // no project has a quota in the pool: it is open to all
-	for i, q := range snap.Quotas {
-		if q.Pool != g.Pool {
-			continue
-		}
-		open = false
-		if q.Project == g.Project {
-			quota = &snap.Quotas[i]
-		}
-	}
+	quota, open := quotaOf(snap.Quotas, g.Project, g.Pool)
 	if open {
 		return
 	}
-	limit := guarantee(quota)
-	var use usage
-	var cands []int // indexes into snap.Running
-	for i, r := range snap.Running {
-		if r.Project != g.Project || r.Pool != g.Pool || r.Borrowed || r.Stopping {
-			continue
-		}
-		use.add(byID[r.JobID].Resources)
-		cands = append(cands, i)
-	}
-	if !use.over(limit) {
+	victims := beyondQuota(quota, g.Project, g.Pool, snap.Running, byID)
+	if len(victims) == 0 {
 		return
 	}
-	slices.SortFunc(cands, func(a, b int) int {
-		x, y := &snap.Running[a], &snap.Running[b]
-		return cmp.Or(cmp.Compare(x.Priority.Rank(), y.Priority.Rank()), y.StartedAt.Compare(x.StartedAt), cmp.Compare(y.JobID, x.JobID))
-	})
 	msg := fmt.Sprintf("preempted: compute grant %d (%s for project %s in pool %s) expired at %s; the job waits for the project's quota there (%s)",
 		g.ID, describeLimits(g.Extra, "+"), g.Project, g.Pool, g.Until.UTC().Format("2006-01-02 15:04:05 UTC"), describeQuota(quota))
-	var changes []store.Change
-	var victims []int
-	for _, i := range cands {
-		if !use.over(limit) {
-			break
-		}
-		r := snap.Running[i]
-		use.sub(byID[r.JobID].Resources)
-		changes = append(changes, store.Change{JobID: r.JobID, In: active, RequestPreempt: true,
-			SetReason: true, Reason: domain.ReasonPreempted, Message: msg, At: now})
-		victims = append(victims, i)
+	changes := make([]store.Change, len(victims))
+	for k, i := range victims {
+		changes[k] = store.Change{JobID: snap.Running[i].JobID, In: active, RequestPreempt: true,
+			SetReason: true, Reason: domain.ReasonPreempted, Message: msg, At: now}
 	}
 	errs, err := c.cfg.Store.Apply(ctx, changes)
 	if err != nil {
@@ -145,6 +119,105 @@ func (c *Controller) reclaimGrant(ctx context.Context, now time.Time, g domain.Q
 			"project", g.Project, "pool", g.Pool, "expired", g.Until)
 		c.stop(ctx, executor.Ref{JobID: r.JobID, Attempt: j.Attempts}, executor.StopRequest{Reason: domain.ReasonPreempted, Message: msg})
 	}
+}
+
+// warnGrants tells the Observer which running jobs the end of a grant
+// within GrantWarning will preempt: those beyond their project's quota
+// without it, as reclaimGrant will choose them. It tells it again only
+// when the notices change. Its cost follows the grants near their end
+// and the running jobs, not the queue.
+func (c *Controller) warnGrants(now time.Time, snap scheduler.Snapshot, byID map[int64]domain.Job) {
+	w := &c.grants
+	var notices []domain.GrantNotice
+	if c.cfg.GrantWarning > 0 {
+		for _, g := range w.now {
+			if !g.Active(now) || g.Until.Sub(now) > c.cfg.GrantWarning {
+				continue
+			}
+			others := make([]domain.QuotaRequest, 0, len(w.now)-1)
+			for _, o := range w.now {
+				if o.ID != g.ID {
+					others = append(others, o)
+				}
+			}
+			quota, open := quotaOf(domain.EffectiveQuotas(w.base, others, now), g.Project, g.Pool)
+			if open {
+				continue
+			}
+			for _, i := range beyondQuota(quota, g.Project, g.Pool, snap.Running, byID) {
+				j := byID[snap.Running[i].JobID]
+				notices = append(notices, domain.GrantNotice{Job: j, Attempt: j.Attempts, Grant: g})
+			}
+		}
+	}
+	slices.SortFunc(notices, func(a, b domain.GrantNotice) int {
+		return cmp.Or(cmp.Compare(a.Job.ID, b.Job.ID), cmp.Compare(a.Grant.ID, b.Grant.ID))
+	})
+	same := func(a, b domain.GrantNotice) bool {
+		return a.Job.ID == b.Job.ID && a.Attempt == b.Attempt && a.Grant.ID == b.Grant.ID
+	}
+	if w.warned != nil && slices.EqualFunc(notices, w.warned, same) {
+		return // told already (the first call tells even an empty list)
+	}
+	for _, n := range notices {
+		if !slices.ContainsFunc(w.warned, func(o domain.GrantNotice) bool { return same(o, n) }) {
+			c.log.Warn("a compute grant ends soon: its end will preempt a running job", "job", n.Job.ID, "grant", n.Grant.ID, "until", n.Grant.Until)
+		}
+	}
+	if notices == nil {
+		notices = []domain.GrantNotice{}
+	}
+	w.warned = notices
+	c.cfg.Observer.GrantsExpiring(notices)
+}
+
+// quotaOf finds project's quota in pool among quotas; open reports that
+// no project has a quota there (the pool is open to all).
+func quotaOf(quotas []domain.Quota, project, pool string) (q *domain.Quota, open bool) {
+	open = true
+	for i := range quotas {
+		if quotas[i].Pool != pool {
+			continue
+		}
+		open = false
+		if quotas[i].Project == project {
+			q = &quotas[i]
+		}
+	}
+	return q, open
+}
+
+// beyondQuota returns the running allocations (indexes into running) of
+// project in pool to preempt until the rest fits quota: lowest priority
+// first, then the most recently started. Borrowed and stopping ones are
+// neither counted nor chosen.
+func beyondQuota(quota *domain.Quota, project, pool string, running []scheduler.Allocation, byID map[int64]domain.Job) []int {
+	limit := guarantee(quota)
+	var use usage
+	var cands []int
+	for i, r := range running {
+		if r.Project != project || r.Pool != pool || r.Borrowed || r.Stopping {
+			continue
+		}
+		use.add(byID[r.JobID].Resources)
+		cands = append(cands, i)
+	}
+	if !use.over(limit) {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b int) int {
+		x, y := &running[a], &running[b]
+		return cmp.Or(cmp.Compare(x.Priority.Rank(), y.Priority.Rank()), y.StartedAt.Compare(x.StartedAt), cmp.Compare(y.JobID, x.JobID))
+	})
+	var victims []int
+	for _, i := range cands {
+		if !use.over(limit) {
+			break
+		}
+		use.sub(byID[running[i].JobID].Resources)
+		victims = append(victims, i)
+	}
+	return victims
 }
 
 // usage is what a project's running jobs hold in one pool.

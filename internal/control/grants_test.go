@@ -3,7 +3,9 @@ package control_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,28 @@ import (
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
 )
+
+// grantObserver records what the loop says about ending grants.
+type grantObserver struct {
+	*holdObserver
+	mu      sync.Mutex
+	notices [][]domain.GrantNotice
+}
+
+func (o *grantObserver) GrantsExpiring(n []domain.GrantNotice) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.notices = append(o.notices, slices.Clone(n))
+}
+
+func (o *grantObserver) last() (calls int, last []domain.GrantNotice) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.notices) == 0 {
+		return 0, nil
+	}
+	return len(o.notices), o.notices[len(o.notices)-1]
+}
 
 // running keeps every attempt running until it is stopped.
 func running(l executor.Launch) []executor.Event {
@@ -32,8 +56,9 @@ func TestExpiredGrantReclaimsItsCapacity(t *testing.T) {
 func testGrantReclaim(t *testing.T, restart bool) {
 	start := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
+	obs := &grantObserver{holdObserver: &holdObserver{}}
 	r := newTunedRig(t, &executortest.Fake{Script: running}, func(c *control.Config) {
-		c.Clock, c.Interval = clk, 5*time.Millisecond
+		c.Clock, c.Interval, c.Observer, c.GrantWarning = clk, 5*time.Millisecond, obs, 30*time.Minute
 	})
 	ctx := context.Background()
 	if _, err := r.svc.Pools.SetQuota(ctx, admin, domain.Quota{Project: "default", Pool: "default",
@@ -61,13 +86,25 @@ func testGrantReclaim(t *testing.T, restart bool) {
 	beyond := r.submit("name: beyond\n" + spec) // runs on the grant
 	r.wait(beyond.ID, domain.JobRunning)
 
+	if calls, last := obs.last(); calls == 0 || len(last) != 0 {
+		t.Fatalf("before the warning: %d calls, last %+v; want an empty list told", calls, last)
+	}
+	// Within grant_warning of its end, the job its end will preempt is
+	// told, once; the job within the quota is not.
+	clk.Advance(40 * time.Minute)
+	r.ctl.Wake()
+	poll(t, "the warning", func() bool { _, last := obs.last(); return len(last) == 1 })
+	if _, last := obs.last(); last[0].Job.ID != beyond.ID || last[0].Attempt != 1 || last[0].Grant.ID != g.ID {
+		n := last[0]
+		t.Fatalf("notice = job %d attempt %d grant %d, want job %d attempt 1 grant %d", n.Job.ID, n.Attempt, n.Grant.ID, beyond.ID, g.ID)
+	}
 	if restart {
 		r.stop()
 		r.stop = nil
-		clk.Advance(time.Hour)
+		clk.Advance(20 * time.Minute)
 		r.start()
 	} else {
-		clk.Advance(time.Hour)
+		clk.Advance(20 * time.Minute)
 		r.ctl.Wake()
 	}
 	r.wait(beyond.ID, domain.JobQueued)
@@ -103,5 +140,17 @@ func testGrantReclaim(t *testing.T, restart bool) {
 	}
 	if n := len(r.ex.Stops()); n != 1 {
 		t.Errorf("%d stops, want 1 (the job beyond the quota)", n)
+	}
+	// The notice was told once, and withdrawn once the job was preempted.
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	told := 0
+	for _, n := range obs.notices {
+		if len(n) > 0 {
+			told++
+		}
+	}
+	if last := obs.notices[len(obs.notices)-1]; told != 1 || len(last) != 0 {
+		t.Errorf("notices told %d times, last %+v; want once, then none", told, last)
 	}
 }
