@@ -148,6 +148,9 @@ type Engine struct {
 	cfg     Config
 	active  map[string]Alert     // firing alerts by key
 	holding map[string]time.Time // duration conditions: key → true since
+	// idleStopped are the firing idle_gpu alerts of attempts the idle
+	// stop ended, so their resolution says so.
+	idleStopped map[string]bool
 }
 
 // NewEngine returns an engine for cfg, after Defaults and Validate on a copy.
@@ -156,7 +159,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}}, nil
+	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}, idleStopped: map[string]bool{}}, nil
 }
 
 // Restore loads alerts that were firing before a restart, so they are neither
@@ -373,19 +376,26 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			}, "memory use is back under "+pct(rules.MemoryNearLimit.Above)+" of the limit")
 		}
 	}
-	idleStopped := map[string]bool{} // idle_gpu keys of attempts the idle stop ended
+	// The idle_gpu alerts of attempts the idle stop ended, remembered
+	// until they resolve: the attempt may still be listed as running in
+	// the observation that reports its end.
 	for _, a := range ended {
-		if a.Reason == domain.ReasonIdle {
-			idleStopped[Key(RuleIdleGPU, a.Job.ID, a.Attempt)] = true
+		if k := Key(RuleIdleGPU, a.Job.ID, a.Attempt); a.Reason == domain.ReasonIdle && e.active[k].Key != "" {
+			e.idleStopped[k] = true
 		}
 	}
 	for _, a := range e.Active() {
 		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit || a.Rule == RuleRunaway) && !seen[a.Key] && !a.event() {
 			why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
-			if idleStopped[a.Key] {
+			if e.idleStopped[a.Key] {
 				why = fmt.Sprintf("attempt %d of %s was stopped by its pool's idle stop (see %s)", a.Labels.Attempt, a.Labels.title(), Key(RuleIdleGPU, a.Labels.Job, 0))
 			}
 			out = append(out, e.resolve(a.Key, now, why))
+		}
+	}
+	for k := range e.idleStopped {
+		if _, firing := e.active[k]; !firing {
+			delete(e.idleStopped, k)
 		}
 	}
 	for key := range e.holding {

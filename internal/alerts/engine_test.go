@@ -460,36 +460,53 @@ func TestLogTruncated(t *testing.T) {
 }
 
 // The idle stop and the idle_gpu alert do not fight: the attempt's
-// condition alert resolves naming the stop, and the stop fires its own
-// idle_gpu alert keyed by the job, an event alert that outlives the
-// attempt and resolves when the job is re-run.
+// condition alert resolves naming the stop — at once, or at the next
+// observation when the one reporting the end still lists the attempt as
+// running — and the stop fires its own idle_gpu alert keyed by the job,
+// an event alert that outlives the attempt and resolves when the job is
+// re-run.
 func TestIdleStopResolvesTheConditionAndFiresOnce(t *testing.T) {
-	e := newEngine(t, nil) // below 0.05 for 15m
-	running := func(now time.Duration) Observation {
-		return Observation{Now: at(now), Running: []RunningAttempt{{Job: job(42), Attempt: 1, Sample: sample(at(now), 1, 0, 0.01)}}}
+	for _, stillListed := range []bool{false, true} {
+		e := newEngine(t, nil) // below 0.05 for 15m
+		running := func(now time.Duration) Observation {
+			return Observation{Now: at(now), Running: []RunningAttempt{{Job: job(42), Attempt: 1, Sample: sample(at(now), 1, 0, 0.01)}}}
+		}
+		expect(t, "idle starts", e.Evaluate(running(0)), "")
+		expect(t, "held 15m", e.Evaluate(running(15*time.Minute)), "firing idle_gpu/job=42/attempt=1")
+		msg := "stopped as idle: GPU 0 stayed under 5% utilisation (at most 1%) for 30m, pool standard's idle_stop (below 0.05 for 30m)"
+		ended := Observation{Now: at(30 * time.Minute), Ended: []EndedAttempt{{Job: job(42), Attempt: 1, State: domain.AttemptFailed,
+			Reason: domain.ReasonIdle, Message: msg, EndedAt: at(30 * time.Minute), JobState: domain.JobFailed, Started: true}}}
+		var ts, resolved []Transition
+		if stillListed {
+			ended.Running = running(30 * time.Minute).Running
+			ts = e.Evaluate(ended)
+			expect(t, "stopped, still listed", ts, "firing idle_gpu/job=42")
+			resolved = e.Evaluate(Observation{Now: at(30*time.Minute + 5*time.Second)})
+			expect(t, "gone", resolved, "resolved idle_gpu/job=42/attempt=1")
+		} else {
+			ts = e.Evaluate(ended)
+			expect(t, "stopped", ts, "firing idle_gpu/job=42; resolved idle_gpu/job=42/attempt=1")
+			resolved = ts[1:]
+		}
+		if want := "job 42 (resnet) was stopped on attempt 1, its GPUs idle: " + msg; !strings.HasPrefix(ts[0].Summary, want) ||
+			!strings.Contains(ts[0].Summary, "trainyard rerun 42") || ts[0].Severity != SeverityWarning {
+			t.Errorf("stop alert = %s %q, want it to start %q and name the rerun", ts[0].Severity, ts[0].Summary, want)
+		}
+		if r := resolved[0].Resolution; !strings.Contains(r, "stopped by its pool's idle stop (see idle_gpu/job=42)") {
+			t.Errorf("condition resolution = %q", r)
+		}
+		if len(e.idleStopped) != 0 {
+			t.Errorf("idleStopped keeps %v after the resolution", e.idleStopped)
+		}
+		expect(t, "stays firing", e.Evaluate(Observation{Now: at(31 * time.Minute)}), "")
+		if ids := e.EventJobs(); len(ids) != 1 || ids[0] != 42 {
+			t.Errorf("EventJobs = %v, want [42]", ids)
+		}
+		rerun := job(43)
+		rerun.RerunOf = 42
+		expect(t, "re-run", e.Evaluate(Observation{Now: at(32 * time.Minute), Queued: []QueuedJob{{Job: rerun, QueuedSince: at(32 * time.Minute)}}}),
+			"resolved idle_gpu/job=42")
 	}
-	expect(t, "idle starts", e.Evaluate(running(0)), "")
-	expect(t, "held 15m", e.Evaluate(running(15*time.Minute)), "firing idle_gpu/job=42/attempt=1")
-	msg := "stopped as idle: GPU 0 stayed under 5% utilisation (at most 1%) for 30m, pool standard's idle_stop (below 0.05 for 30m)"
-	ended := Observation{Now: at(30 * time.Minute), Ended: []EndedAttempt{{Job: job(42), Attempt: 1, State: domain.AttemptFailed,
-		Reason: domain.ReasonIdle, Message: msg, EndedAt: at(30 * time.Minute), JobState: domain.JobFailed, Started: true}}}
-	ts := e.Evaluate(ended)
-	expect(t, "stopped", ts, "firing idle_gpu/job=42; resolved idle_gpu/job=42/attempt=1")
-	if want := "job 42 (resnet) was stopped on attempt 1, its GPUs idle: " + msg; !strings.HasPrefix(ts[0].Summary, want) ||
-		!strings.Contains(ts[0].Summary, "trainyard rerun 42") || ts[0].Severity != SeverityWarning {
-		t.Errorf("stop alert = %s %q, want it to start %q and name the rerun", ts[0].Severity, ts[0].Summary, want)
-	}
-	if r := ts[1].Resolution; !strings.Contains(r, "stopped by its pool's idle stop (see idle_gpu/job=42)") {
-		t.Errorf("condition resolution = %q", r)
-	}
-	expect(t, "stays firing", e.Evaluate(Observation{Now: at(31 * time.Minute)}), "")
-	if ids := e.EventJobs(); len(ids) != 1 || ids[0] != 42 {
-		t.Errorf("EventJobs = %v, want [42]", ids)
-	}
-	rerun := job(43)
-	rerun.RerunOf = 42
-	expect(t, "re-run", e.Evaluate(Observation{Now: at(32 * time.Minute), Queued: []QueuedJob{{Job: rerun, QueuedSince: at(32 * time.Minute)}}}),
-		"resolved idle_gpu/job=42")
 }
 
 // runaway fires only past factor × the expected duration and after quiet
