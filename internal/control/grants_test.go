@@ -117,6 +117,12 @@ func testGrantReclaim(t *testing.T, restart bool) {
 	if err != nil || !strings.Contains(events[len(events)-1].Message, wantMsg) || events[len(events)-1].Reason != domain.ReasonPreempted {
 		t.Fatalf("last event = %+v, %v; want the requeue naming the grant", events[len(events)-1], err)
 	}
+	why, err := r.svc.Jobs.Explain(ctx, admin, beyond.ID)
+	if err != nil || !slices.ContainsFunc(why.Evidence, func(e string) bool {
+		return strings.HasPrefix(e, "attempt 1 was preempted: "+wantMsg)
+	}) {
+		t.Errorf("why = %q, %v; want the preemption naming the grant among the evidence", why.Evidence, err)
+	}
 	// It waits under the quota, and the job within it keeps running.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
