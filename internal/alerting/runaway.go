@@ -2,6 +2,7 @@ package alerting
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"trainyard/internal/alerts"
@@ -10,6 +11,10 @@ import (
 // expectedRefresh is how long what a submitter's runs of a name took is
 // trusted before it is read again: it changes only when one succeeds.
 const expectedRefresh = 10 * time.Minute
+
+// expectedRuns is how many of a submitter's latest successful runs of a
+// name the expected duration is the p90 of.
+const expectedRuns = 20
 
 // runKey names a submitter's jobs of one name.
 type runKey struct{ submitter, name string }
@@ -24,11 +29,11 @@ type expectation struct {
 
 // runawayFacts fills what the runaway rule judges running attempts by:
 // when each started and last reported progress (one read of the active
-// attempts' health), and how long it is expected to take: the longest of
-// its submitter's last successful runs of the same job name (up to
-// store.UsageRuns of them; of so few, the nearest-rank p90 is the
-// longest), read at most every expectedRefresh per name. With the rule
-// off, or nothing running, it reads nothing.
+// attempts' health), and how long it is expected to take: the p90
+// (nearest rank) of its submitter's last expectedRuns successful runs of
+// the same job name, read at most every expectedRefresh per name. Of a
+// few runs the p90 is the longest. With the rule off, or nothing
+// running, it reads nothing.
 func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []alerts.RunningAttempt) {
 	if !a.cfg.Alerts.Rules.Runaway.On() || len(running) == 0 {
 		return
@@ -58,15 +63,12 @@ func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []ale
 		live[k] = true
 		e, ok := a.expected[k]
 		if !ok || now.Sub(e.at) >= expectedRefresh || now.Before(e.at) {
-			runs, err := a.cfg.Store.RecentUsage(ctx, k.submitter, k.name)
+			runs, err := a.cfg.Store.RecentRuns(ctx, k.submitter, k.name, expectedRuns)
 			if err != nil {
 				a.log.Warn("runaway rule: read earlier runs", "submitter", k.submitter, "name", k.name, "err", err)
 				continue
 			}
-			e = expectation{at: now, runs: len(runs)}
-			for _, u := range runs {
-				e.d = max(e.d, u.Ran)
-			}
+			e = expectation{at: now, runs: len(runs), d: p90(runs)}
 			a.expected[k] = e
 		}
 		r.Expected, r.ExpectedRuns = e.d, e.runs
@@ -76,4 +78,15 @@ func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []ale
 			delete(a.expected, k)
 		}
 	}
+}
+
+// p90 is the nearest-rank 90th percentile of ds (0 when empty): the
+// smallest value at least 90% of them do not exceed.
+func p90(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*9+9)/10-1] // ceil(0.9 n) - 1
 }

@@ -70,9 +70,13 @@ func TestRunawayFiresPastTheExpectedDurationWithoutProgress(t *testing.T) {
 		}
 		return j
 	}
-	submit("alice", t0, 90*time.Minute)
-	submit("alice", t0.Add(2*time.Hour), 2*time.Hour) // the longest: expected 2h
-	start := t0.Add(5 * time.Hour)
+	// Nine runs of up to 2h and one of 20h: the p90 is 2h, the outlier
+	// left out.
+	submit("alice", t0, 20*time.Hour)
+	for i := range 9 {
+		submit("alice", t0.Add(time.Duration(i)*time.Minute), 90*time.Minute+time.Duration(i)*time.Minute*30/8)
+	}
+	start := t0.Add(25 * time.Hour)
 	long := submit("alice", start, 0)
 	other := submit("bob", start, 0) // bob has no successful run of "train"
 	if err := st.RecordProgress(ctx, long.ID, 1, start.Add(10*time.Minute)); err != nil {
@@ -99,7 +103,7 @@ func TestRunawayFiresPastTheExpectedDurationWithoutProgress(t *testing.T) {
 	if err != nil || len(firing) != 1 {
 		t.Fatalf("firing = %+v, %v", firing, err)
 	}
-	want := fmt.Sprintf("job %d (train) attempt 1 has run 6h30m, over 3× the 2h its user's last 2 successful runs of this name took at most, with no training progress for 6h20m", long.ID)
+	want := fmt.Sprintf("job %d (train) attempt 1 has run 6h30m, over 3× the 2h (p90) of its user's last 10 successful runs of this name, with no training progress for 6h20m", long.ID)
 	if s := firing[0].Summary; !strings.HasPrefix(s, want) || !strings.Contains(s, fmt.Sprintf("trainyard cancel %d", long.ID)) {
 		t.Fatalf("summary = %q, want it to start %q", s, want)
 	}

@@ -23,7 +23,7 @@ type Store interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
-	RecentUsage(ctx context.Context, submitter, name string) ([]store.RunUsage, error)
+	RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error)
 }
 
 var _ Store = store.Store(nil)

@@ -47,8 +47,8 @@ type RulesConfig struct {
 	// a threshold of its budget.
 	BudgetThreshold BudgetRule `yaml:"budget_threshold" json:"budget_threshold"`
 	// Runaway fires while an attempt has run past Factor times the
-	// expected duration (the longest of its user's last successful runs
-	// of the job's name) and reported no training progress for Quiet.
+	// expected duration (the p90 of its user's last successful runs of
+	// the job's name) and reported no training progress for Quiet.
 	Runaway RunawayRule `yaml:"runaway" json:"runaway"`
 	// GrantExpiring fires while a running attempt holds capacity only a
 	// compute grant gives its project, and the grant ends within the

@@ -553,13 +553,13 @@ func (e *Engine) runaway(out []Transition, key string, r RunningAttempt, now tim
 		if r.LastProgressAt.After(r.StartedAt) {
 			progress = "no training progress for " + fmtDur(quiet)
 		}
-		runs := "its user's last successful run of this name took"
+		expected := fmt.Sprintf("the %s its user's last successful run of this name took", fmtDur(r.Expected))
 		if r.ExpectedRuns > 1 {
-			runs = fmt.Sprintf("its user's last %d successful runs of this name took at most", r.ExpectedRuns)
+			expected = fmt.Sprintf("the %s (p90) of its user's last %d successful runs of this name", fmtDur(r.Expected), r.ExpectedRuns)
 		}
 		out = append(out, e.fire(Alert{Key: key, Rule: RuleRunaway, Severity: rule.Severity, Labels: l,
-			Summary: fmt.Sprintf("%s attempt %d has run %s, over %g× the %s %s, with %s — it may hang: check `trainyard logs %d`, or cancel it (`trainyard cancel %d`)",
-				l.title(), l.Attempt, fmtDur(ran), rule.Factor, fmtDur(r.Expected), runs, progress, l.Job, l.Job)}, now))
+			Summary: fmt.Sprintf("%s attempt %d has run %s, over %g× %s, with %s — it may hang: check `trainyard logs %d`, or cancel it (`trainyard cancel %d`)",
+				l.title(), l.Attempt, fmtDur(ran), rule.Factor, expected, progress, l.Job, l.Job)}, now))
 	case !cond && firing && quiet < rule.Quiet.D():
 		out = append(out, e.resolve(key, now, "it reports training progress again"))
 	}

@@ -526,7 +526,7 @@ func TestRunaway(t *testing.T) {
 	expect(t, "past 3×, progress 30m ago", run(7*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
 	ts := run(7*time.Hour+30*time.Minute, 6*time.Hour+30*time.Minute, 2*time.Hour)
 	expect(t, "past 3×, quiet 1h", ts, "firing runaway/job=42/attempt=1")
-	if want := "job 42 (resnet) attempt 1 has run 7h30m, over 3× the 2h its user's last 3 successful runs of this name took at most, with no training progress for 1h"; !strings.HasPrefix(ts[0].Summary, want) {
+	if want := "job 42 (resnet) attempt 1 has run 7h30m, over 3× the 2h (p90) of its user's last 3 successful runs of this name, with no training progress for 1h"; !strings.HasPrefix(ts[0].Summary, want) {
 		t.Errorf("summary = %q, want it to start %q", ts[0].Summary, want)
 	}
 	expect(t, "still quiet", run(8*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
