@@ -62,7 +62,7 @@ var allowed = map[string][]string{
 	"internal/blob/blobtest":         {"internal/blob"},
 	"internal/blob/fs":               {"internal/blob", "golang.org/x/sys"},
 	"internal/blob/s3":               {"internal/blob", "github.com/minio/minio-go/v7"},
-	"internal/control":               {"internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock", "internal/blob", "internal/codepkg", "internal/cost"},
+	"internal/control":               {"internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock", "internal/blob", "internal/codepkg", "internal/cost", "internal/metrics/sample"},
 	"internal/api":                   {"internal/service", "internal/api/apitypes", "internal/domain"},
 	"internal/client":                {"internal/api/apitypes"},
 	"internal/cli":                   {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "internal/codepkg", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},

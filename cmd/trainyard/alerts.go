@@ -42,6 +42,8 @@ func (o observers) LogLimited(job domain.Job, attempt int, limit int64, at time.
 	o.a.LogLimited(job, attempt, limit, at)
 }
 
+func (o observers) GrantsExpiring(notices []domain.GrantNotice) { o.a.GrantsExpiring(notices) }
+
 // alertSamples turns the sampler's latest readings into the alerter's.
 func alertSamples(latest []sample.Sample) []alerting.Sample {
 	out := make([]alerting.Sample, 0, len(latest))

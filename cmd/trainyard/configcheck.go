@@ -129,12 +129,13 @@ type serverDurations struct {
 	maxGrace                                          time.Duration // the ceiling of policy.grace
 	leaderLease                                       time.Duration // the leader lease's TTL (replicas)
 	rightSizeMinRun                                   time.Duration // shorter runs are not judged by right-sizing
+	grantWarning                                      time.Duration // warn this long before a grant ends; 0: never
 }
 
 func parseDurations(cfg serverConfig) (serverDurations, error) {
 	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, maxGrace: domain.MaxGraceDefault, halfLife: 24 * time.Hour,
 		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention, leaderLease: leader.DefaultTTL,
-		rightSizeMinRun: service.DefaultRightSizeMinRun}
+		rightSizeMinRun: service.DefaultRightSizeMinRun, grantWarning: DefaultGrantWarning}
 	for _, f := range []struct {
 		name string
 		s    string
@@ -157,6 +158,13 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 	if d.leaderLease < time.Second || d.leaderLease > 5*time.Minute {
 		return d, fmt.Errorf("server config leader_lease: %s is outside 1s..5m; a leader is replaced within about this long after it stops renewing (default 10s)", domain.FormatDuration(d.leaderLease))
 	}
+	if cfg.GrantWarning != "" {
+		v, err := domain.ParseDuration(cfg.GrantWarning)
+		if err != nil || v < 0 {
+			return d, fmt.Errorf("server config grant_warning: %q is not a duration; use e.g. 1h, or 0 for no warning before a compute grant ends", cfg.GrantWarning)
+		}
+		d.grantWarning = v
+	}
 	// Log retention (docs/operator.md): 0 keeps logs forever.
 	if cfg.LogRetention != "" {
 		v, err := domain.ParseDuration(cfg.LogRetention)
@@ -167,6 +175,10 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 	}
 	return d, nil
 }
+
+// DefaultGrantWarning is how long before a compute grant ends the jobs
+// its end will preempt are warned, unless the config says otherwise.
+const DefaultGrantWarning = time.Hour
 
 // DefaultLogLimit is the server's log limit per attempt when its config
 // sets none.

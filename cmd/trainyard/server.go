@@ -130,6 +130,10 @@ type serverConfig struct {
 	// a PostgreSQL store (default 10s): a leader that stops renewing it is
 	// replaced within about this long.
 	LeaderLease string `yaml:"leader_lease"`
+	// GrantWarning is how long before a compute grant ends its users are
+	// warned that its end will preempt their jobs running on it (the
+	// grant_expiring alert; default 1h, 0: no warning; docs/pools.md).
+	GrantWarning string `yaml:"grant_warning"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 	// Isolation says whether jobs run as their projects' own unprivileged
@@ -497,15 +501,20 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		replica = host + ":" + portOf(ln.Addr().String())
 	}
 	loops := &leaderLoops{st: st, replica: replica, log: log, leaseTTL: durations.leaderLease}
+	var gpuSamples control.GPUSampler // the pools' idle stop reads the sampler's GPU readings
+	if s := metricsReg.Sampler(); s != nil {
+		gpuSamples = s
+	}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
-		return control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
+		return control.Config{Store: st, GPUSamples: gpuSamples, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.Secrets.ResolveSecrets(ctx, project, names)
 			},
 			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
-			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm}
+			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm,
+			GrantWarning: durations.grantWarning}
 	}
 	loops.preview = func() *control.Controller { return control.New(controlConfig(testAlerter, nil)) }
 	loops.term = func(ctx context.Context, fence func(context.Context) error) (*control.Controller, func()) {

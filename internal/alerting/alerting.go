@@ -78,11 +78,15 @@ type Alerter struct {
 	queued  []alerts.QueuedJob
 	running []alerts.RunningAttempt
 	ended   []alerts.EndedAttempt
-	held    map[int64]alerts.HeldJob   // jobs held from preemption, as the control loop said
-	limited map[attemptKey]*limitedLog // active attempts whose log reached its limit
-	builtAt time.Time
-	ids     map[string]int64 // alert key → id of its latest stored alert
-	kick    chan struct{}
+	held    map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
+	// expiring are the running attempts an ending grant will preempt, as
+	// the control loop last said; expiringSeen, whether it said yet.
+	expiring     []alerts.ExpiringGrant
+	expiringSeen bool
+	limited      map[attemptKey]*limitedLog // active attempts whose log reached its limit
+	builtAt      time.Time
+	ids          map[string]int64 // alert key → id of its latest stored alert
+	kick         chan struct{}
 	// The last read of the budgets (budgetUses), touched by Run's
 	// goroutine only.
 	budgets     []alerts.BudgetUse
@@ -91,6 +95,9 @@ type Alerter struct {
 	// The weekly report last written (weeklyReport), touched by Run's
 	// goroutine only.
 	report weeklyReport
+	// expected caches, by submitter and job name, how long their runs are
+	// expected to take (runaway.go); touched by Run's goroutine only.
+	expected map[runKey]expectation
 	// marks carries what Run's context carries to the deliveries'
 	// records (the leader's fence), without its cancellation: a delivery
 	// made as the loop stops is still recorded. Set by Run before the
@@ -135,7 +142,7 @@ func New(cfg Config) (*Alerter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, held: map[int64]alerts.HeldJob{},
+	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, expected: map[runKey]expectation{}, held: map[int64]alerts.HeldJob{},
 		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1), marks: context.Background()}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
@@ -254,6 +261,20 @@ func (a *Alerter) PreemptionReleased(jobID int64) {
 	a.wake()
 }
 
+// GrantsExpiring records the running attempts whose compute grant ends
+// soon and will preempt them (control.Observer): grant_expiring fires for
+// each, and resolves for those no longer listed.
+func (a *Alerter) GrantsExpiring(notices []domain.GrantNotice) {
+	exp := make([]alerts.ExpiringGrant, len(notices))
+	for i, n := range notices {
+		exp[i] = alerts.ExpiringGrant{Job: alerts.RefOf(n.Job), Attempt: n.Attempt, Grant: n.Grant.ID, Extra: n.Grant.Extra, Until: n.Grant.Until}
+	}
+	a.mu.Lock()
+	a.expiring, a.expiringSeen = exp, true
+	a.mu.Unlock()
+	a.wake()
+}
+
 // wake asks Run to evaluate soon.
 func (a *Alerter) wake() {
 	select {
@@ -322,7 +343,8 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		a.mu.Unlock()
 		return // no pass yet: nothing is known about queued and running jobs
 	}
-	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended}
+	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended,
+		Expiring: slices.Clone(a.expiring), ExpiringSeen: a.expiringSeen}
 	a.ended = nil
 	for _, h := range a.held {
 		obs.Held = append(obs.Held, h)
@@ -383,6 +405,7 @@ func (a *Alerter) evaluate(ctx context.Context) {
 	}
 	obs.Budgets, obs.BudgetsSeen = a.budgetUses(ctx, obs.Now)
 	obs.Reports, obs.ReportsSeen = a.weeklyReport(ctx, obs.Now)
+	a.runawayFacts(ctx, obs.Now, obs.Running) // runaway.go
 	ts := a.engine.Evaluate(obs)
 	if len(ts) == 0 {
 		return

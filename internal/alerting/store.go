@@ -22,6 +22,8 @@ type Store interface {
 	ListBudgets(ctx context.Context) ([]domain.Budget, error)
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
+	RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error)
 }
 
 var _ Store = store.Store(nil)

@@ -22,6 +22,12 @@ const (
 	RuleArtifactWriteFailure Rule = "artifact_write_failure"
 	RulePreemptionThrash     Rule = "preemption_thrash"
 	RuleLogTruncated         Rule = "log_truncated"
+	// RuleRunaway fires while an attempt runs far past what the same
+	// user's successful runs of the job's name took, without progress.
+	RuleRunaway Rule = "runaway"
+	// RuleGrantExpiring fires while a running attempt holds capacity only
+	// a compute grant that ends soon gives its project.
+	RuleGrantExpiring Rule = "grant_expiring"
 	// RuleBudgetThreshold is about a project, not a job: Labels.Job is 0.
 	RuleBudgetThreshold Rule = "budget_threshold"
 	// RuleTest marks the notification Dispatcher.Test sends.
@@ -32,7 +38,7 @@ const (
 func Rules() []Rule {
 	return []Rule{RuleQueuedTooLong, RuleStartFailure, RuleInterruption, RuleStalled,
 		RuleIdleGPU, RuleMemoryNearLimit, RuleArtifactWriteFailure, RulePreemptionThrash, RuleLogTruncated,
-		RuleBudgetThreshold, RuleSpendRate, RuleWeeklyReport}
+		RuleBudgetThreshold, RuleSpendRate, RuleRunaway, RuleGrantExpiring, RuleWeeklyReport}
 }
 
 // eventRule reports whether r fires on an ended attempt (and so resolves when
@@ -43,6 +49,13 @@ func (r Rule) eventRule() bool {
 		return true
 	}
 	return false
+}
+
+// event reports whether a is an event alert: one of an event rule, or
+// the idle_gpu alert of a job its pool's idle stop ended (keyed by the job
+// alone, where the condition's key names the attempt).
+func (a Alert) event() bool {
+	return a.Rule.eventRule() || a.Rule == RuleIdleGPU && a.Key == Key(RuleIdleGPU, a.Labels.Job, 0)
 }
 
 // Severity ranks alerts: info < warning < critical.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -51,6 +52,22 @@ type RulesConfig struct {
 	// WeeklyReport sends a review of the past week once a week (off unless
 	// enabled).
 	WeeklyReport ReportRule `yaml:"weekly_report" json:"weekly_report"`
+	// Runaway fires while an attempt has run past Factor times the
+	// expected duration (the p90 of its user's last successful runs of
+	// the job's name) and reported no training progress for Quiet.
+	Runaway RunawayRule `yaml:"runaway" json:"runaway"`
+	// GrantExpiring fires while a running attempt holds capacity only a
+	// compute grant gives its project, and the grant ends within the
+	// server's grant_warning: its end will preempt the attempt.
+	GrantExpiring RuleBase `yaml:"grant_expiring" json:"grant_expiring"`
+}
+
+// RunawayRule is runaway: Factor (default 3) times the expected duration,
+// and no progress for Quiet (default 1h).
+type RunawayRule struct {
+	RuleBase `yaml:",inline"`
+	Factor   float64         `yaml:"factor" json:"factor"`
+	Quiet    domain.Duration `yaml:"quiet" json:"quiet"`
 }
 
 // BudgetRule is budget_threshold: Severity is that of thresholds under
@@ -161,6 +178,8 @@ const (
 	DefaultIdleFor        = 15 * time.Minute
 	DefaultMemoryAbove    = 0.9
 	DefaultMemoryFor      = 2 * time.Minute
+	DefaultRunawayFactor  = 3
+	DefaultRunawayQuiet   = time.Hour
 	DefaultWebhookTimeout = 10 * time.Second
 	MaxWebhookTimeout     = 5 * time.Minute
 	DefaultMaxTries       = 8
@@ -205,6 +224,12 @@ func (c *Config) Defaults() {
 			*f.v = f.d
 		}
 	}
+	setSev(&r.Runaway.Severity, SeverityWarning)
+	setSev(&r.GrantExpiring.Severity, SeverityWarning)
+	if r.Runaway.Factor == 0 {
+		r.Runaway.Factor = DefaultRunawayFactor
+	}
+	setDur(&r.Runaway.Quiet, DefaultRunawayQuiet)
 	if len(c.Channels) == 0 {
 		// With no channel configured, alerts still reach the server log.
 		c.Channels = []ChannelConfig{{Name: "log", Type: TypeLog}}
@@ -292,6 +317,12 @@ func (c *Config) Validate() error {
 	if r.IdleGPU.For < 0 {
 		bad("rules.idle_gpu.for", "must not be negative (got %s)", r.IdleGPU.For)
 	}
+	sev("rules.runaway.severity", r.Runaway.Severity)
+	if !(r.Runaway.Factor >= 1) || math.IsInf(r.Runaway.Factor, 0) {
+		bad("rules.runaway.factor", "must be 1 or more (got %g): how many times the expected duration a run may take, e.g. 3", r.Runaway.Factor)
+	}
+	positive("rules.runaway.quiet", r.Runaway.Quiet)
+	sev("rules.grant_expiring.severity", r.GrantExpiring.Severity)
 	sev("rules.memory_near_limit.severity", r.MemoryNearLimit.Severity)
 	ratio("rules.memory_near_limit.above", r.MemoryNearLimit.Above)
 	if r.MemoryNearLimit.Below != 0 {

@@ -57,6 +57,7 @@ func TestValidateNamesFieldsAndHidesSecrets(t *testing.T) {
 			Stalled:         EventRule{RuleBase{Severity: "page"}},
 			IdleGPU:         ThresholdRule{Below: 5},
 			MemoryNearLimit: ThresholdRule{Above: 0.9, For: domain.Duration(-time.Second)},
+			Runaway:         RunawayRule{Factor: 0.5},
 		},
 		Channels: []ChannelConfig{
 			{Name: "ok", Type: TypeLog},
@@ -81,6 +82,7 @@ func TestValidateNamesFieldsAndHidesSecrets(t *testing.T) {
 		`alerts.rules.stalled.severity: unknown severity "page"; use info, warning or critical`,
 		"alerts.rules.idle_gpu.below: must be a ratio in (0, 1] (got 5); write 5% as 0.05",
 		"alerts.rules.memory_near_limit.for: must not be negative",
+		"alerts.rules.runaway.factor: must be 1 or more (got 0.5)",
 		`alerts.channels[1].url: must start with http:// or https://`,
 		`alerts.channels[1].format: unknown format "xml"`,
 		`alerts.channels[1].headers["Bad Header"]: is not a valid HTTP header name`,
@@ -102,8 +104,8 @@ func TestValidateNamesFieldsAndHidesSecrets(t *testing.T) {
 	if strings.Contains(msg, token) || strings.Contains(msg, "secret") {
 		t.Errorf("errors reveal a secret:\n%s", msg)
 	}
-	if n := strings.Count(msg, "\n") + 1; n != 17 {
-		t.Errorf("got %d errors, want 17:\n%s", n, msg)
+	if n := strings.Count(msg, "\n") + 1; n != 18 {
+		t.Errorf("got %d errors, want 18:\n%s", n, msg)
 	}
 }
 

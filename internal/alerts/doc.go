@@ -8,7 +8,9 @@
 //	                        or EnvironmentCheckFailed                         critical
 //	interruption            an attempt was preempted, lost or lost its node  warning
 //	stalled                 an attempt ended Stalled or HealthCheckFailed    critical
-//	idle_gpu                a GPU under `below` (0.05) busy for `for` (15m)  warning
+//	idle_gpu                a GPU under `below` (0.05) busy for `for` (15m);  warning
+//	                        or, keyed by the job, an attempt ended Idle
+//	                        (its pool's idle stop)
 //	memory_near_limit       RSS over `above` (0.9) of the limit for `for` (2m) warning
 //	artifact_write_failure  an attempt ended ArtifactWriteFailed             critical
 //	preemption_thrash       the control loop holds a job from preemption     warning
@@ -17,11 +19,16 @@
 //	                        attempt)
 //	budget_threshold        a project's spend reached a threshold of its     warning,
 //	                        budget (once per period and threshold)          critical at 100%
+//	runaway                 an attempt ran past `factor` (3) × its expected  warning
+//	                        duration with no progress for `quiet` (1h)
+//	grant_expiring          a running attempt holds capacity only a compute  warning
+//	                        grant gives, and the grant ends soon
 //
 // Each alert has a dedupe key (Key: "stalled/job=42",
 // "idle_gpu/job=42/attempt=2"); while it fires, the same condition does not
 // fire again. Condition alerts (queued_too_long, idle_gpu,
-// memory_near_limit, preemption_thrash, log_truncated) resolve when the
+// memory_near_limit, runaway, grant_expiring, preemption_thrash,
+// log_truncated) resolve when the
 // condition clears, the job leaves the queue / the attempt stops running,
 // or the hold ends. A budget_threshold alert
 // ("budget_threshold/project=vision/period=2026-12/at=80", about a project:

@@ -50,6 +50,22 @@ type Observation struct {
 	// once; the report of a week no longer listed resolves quietly.
 	Reports     []Report
 	ReportsSeen bool
+	// Expiring lists every running attempt whose compute grant ends soon
+	// and whose end will preempt it, when ExpiringSeen: an alert about an
+	// attempt not listed resolves. ExpiringSeen false: not known, and
+	// those alerts stay as they are.
+	Expiring     []ExpiringGrant
+	ExpiringSeen bool
+}
+
+// ExpiringGrant is a running attempt that holds capacity only compute
+// grant Grant gives its project, which ends at Until.
+type ExpiringGrant struct {
+	Job     JobRef
+	Attempt int
+	Grant   int64
+	Extra   domain.Limits
+	Until   time.Time
 }
 
 // LimitedLog is an attempt whose log reached its limit At: the log keeps
@@ -76,11 +92,18 @@ type QueuedJob struct {
 	QueuedSince time.Time
 }
 
-// RunningAttempt is a running attempt and its latest sample (nil if none yet).
+// RunningAttempt is a running attempt and its latest sample (nil if none
+// yet). For runaway: when it started and last reported progress (zero:
+// not known, or none yet), and how long it is expected to take (zero:
+// unknown) from how many earlier runs.
 type RunningAttempt struct {
-	Job     JobRef
-	Attempt int
-	Sample  *Sample
+	Job            JobRef
+	Attempt        int
+	Sample         *Sample
+	StartedAt      time.Time
+	LastProgressAt time.Time
+	Expected       time.Duration
+	ExpectedRuns   int
 }
 
 // Sample is one resource reading of a running attempt.
@@ -129,6 +152,9 @@ type Engine struct {
 	cfg     Config
 	active  map[string]Alert     // firing alerts by key
 	holding map[string]time.Time // duration conditions: key → true since
+	// idleStopped are the firing idle_gpu alerts of attempts the idle
+	// stop ended, so their resolution says so.
+	idleStopped map[string]bool
 }
 
 // NewEngine returns an engine for cfg, after Defaults and Validate on a copy.
@@ -137,7 +163,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}}, nil
+	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}, idleStopped: map[string]bool{}}, nil
 }
 
 // Restore loads alerts that were firing before a restart, so they are neither
@@ -166,7 +192,7 @@ func (e *Engine) Active() []Alert {
 func (e *Engine) EventJobs() []int64 {
 	var ids []int64
 	for _, a := range e.active {
-		if a.Rule.eventRule() && !slices.Contains(ids, a.Labels.Job) {
+		if a.event() && !slices.Contains(ids, a.Labels.Job) {
 			ids = append(ids, a.Labels.Job)
 		}
 	}
@@ -177,7 +203,7 @@ func (e *Engine) EventJobs() []int64 {
 // Evaluate applies one observation and returns the alerts that fired or
 // resolved, in a stable order: fired event alerts, then resolutions of event
 // alerts, then queued, then running-attempt, then preemption-hold, then
-// log-limit, then budget alerts, each sorted by key.
+// log-limit, then ending-grant, then budget alerts, each sorted by key.
 func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
@@ -261,7 +287,7 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		rerun(a.Job)
 	}
 	for _, a := range e.Active() {
-		if !a.Rule.eventRule() {
+		if !a.event() {
 			continue
 		}
 		job := a.Labels.title()
@@ -321,6 +347,11 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		idleKey := Key(RuleIdleGPU, r.Job.ID, r.Attempt)
 		memKey := Key(RuleMemoryNearLimit, r.Job.ID, r.Attempt)
 		seen[idleKey], seen[memKey] = true, true
+		if rules.Runaway.On() {
+			key := Key(RuleRunaway, r.Job.ID, r.Attempt)
+			seen[key] = true
+			out = e.runaway(out, key, r, now)
+		}
 		if r.Sample == nil {
 			continue // nothing new to judge by: keep the state as it is
 		}
@@ -349,9 +380,26 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			}, "memory use is back under "+pct(rules.MemoryNearLimit.Above)+" of the limit")
 		}
 	}
+	// The idle_gpu alerts of attempts the idle stop ended, remembered
+	// until they resolve: the attempt may still be listed as running in
+	// the observation that reports its end.
+	for _, a := range ended {
+		if k := Key(RuleIdleGPU, a.Job.ID, a.Attempt); a.Reason == domain.ReasonIdle && e.active[k].Key != "" {
+			e.idleStopped[k] = true
+		}
+	}
 	for _, a := range e.Active() {
-		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit) && !seen[a.Key] {
-			out = append(out, e.resolve(a.Key, now, fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())))
+		if (a.Rule == RuleIdleGPU || a.Rule == RuleMemoryNearLimit || a.Rule == RuleRunaway) && !seen[a.Key] && !a.event() {
+			why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
+			if e.idleStopped[a.Key] {
+				why = fmt.Sprintf("attempt %d of %s was stopped by its pool's idle stop (see %s)", a.Labels.Attempt, a.Labels.title(), Key(RuleIdleGPU, a.Labels.Job, 0))
+			}
+			out = append(out, e.resolve(a.Key, now, why))
+		}
+	}
+	for k := range e.idleStopped {
+		if _, firing := e.active[k]; !firing {
+			delete(e.idleStopped, k)
 		}
 	}
 	for key := range e.holding {
@@ -410,9 +458,118 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 				a.Labels.Attempt, a.Labels.title(), a.Labels.Job)))
 		}
 	}
+	out = e.evaluateExpiring(out, obs)
 	out = e.evaluateBudgets(out, obs)
 	out = e.evaluateSpendRates(out, obs)
 	return e.evaluateReports(out, obs)
+}
+
+// evaluateExpiring fires grant_expiring once per listed attempt and
+// resolves the alerts of attempts no longer listed.
+func (e *Engine) evaluateExpiring(out []Transition, obs Observation) []Transition {
+	if !obs.ExpiringSeen {
+		return out
+	}
+	now := obs.Now
+	listed := map[string]bool{}
+	if rule := e.cfg.Rules.GrantExpiring; rule.On() {
+		exp := slices.Clone(obs.Expiring)
+		slices.SortStableFunc(exp, func(a, b ExpiringGrant) int {
+			if a.Job.ID != b.Job.ID {
+				return cmpInt(a.Job.ID, b.Job.ID)
+			}
+			return cmpInt(a.Grant, b.Grant)
+		})
+		for _, g := range exp {
+			key := Key(RuleGrantExpiring, g.Job.ID, g.Attempt)
+			if listed[key] {
+				continue // one alert per attempt, for the first grant ending
+			}
+			listed[key] = true
+			if _, firing := e.active[key]; firing {
+				continue
+			}
+			l := g.Job.labels(g.Attempt)
+			out = append(out, e.fire(Alert{Key: key, Rule: RuleGrantExpiring, Severity: rule.Severity, Labels: l,
+				Summary: fmt.Sprintf("%s attempt %d runs on compute grant %d (%s for project %s in pool %s), which expires at %s (in %s): it will be preempted then and wait for the project's quota — save a checkpoint, or ask for more time (`trainyard quota request`)",
+					l.title(), g.Attempt, g.Grant, extraText(g.Extra), orDash(l.Project), orDash(l.Pool),
+					g.Until.UTC().Format("2006-01-02 15:04:05 UTC"), fmtDur(max(g.Until.Sub(now), 0)))}, now))
+		}
+	}
+	running := map[string]bool{}
+	for _, r := range obs.Running {
+		running[Key(RuleGrantExpiring, r.Job.ID, r.Attempt)] = true
+	}
+	for _, a := range e.Active() {
+		if a.Rule != RuleGrantExpiring || listed[a.Key] {
+			continue
+		}
+		why := fmt.Sprintf("attempt %d of %s is no longer running", a.Labels.Attempt, a.Labels.title())
+		if running[a.Key] {
+			why = fmt.Sprintf("%s no longer runs beyond its project's quota on an ending grant", a.Labels.title())
+		}
+		out = append(out, e.resolve(a.Key, now, why))
+	}
+	return out
+}
+
+// extraText writes what a grant adds: "+4 GPUs, +16 CPUs".
+func extraText(l domain.Limits) string {
+	var parts []string
+	if l.GPUs > 0 {
+		parts = append(parts, fmt.Sprintf("+%d GPUs", l.GPUs))
+	}
+	if l.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("+%g CPUs", l.CPUs))
+	}
+	if l.Memory > 0 {
+		parts = append(parts, "+"+l.Memory.String()+" memory")
+	}
+	if l.Jobs > 0 {
+		parts = append(parts, fmt.Sprintf("+%d jobs", l.Jobs))
+	}
+	if len(parts) == 0 {
+		return "extra capacity"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runaway fires while the attempt has run past Factor times its expected
+// duration without progress for Quiet, and resolves once it progresses
+// again (or ends). An attempt whose expected duration is unknown (no
+// successful run to go by) is never a runaway.
+func (e *Engine) runaway(out []Transition, key string, r RunningAttempt, now time.Time) []Transition {
+	rule := e.cfg.Rules.Runaway
+	_, firing := e.active[key]
+	if r.Expected <= 0 || r.StartedAt.IsZero() {
+		return out
+	}
+	ran := now.Sub(r.StartedAt)
+	last := r.StartedAt
+	if r.LastProgressAt.After(last) {
+		last = r.LastProgressAt
+	}
+	quiet := now.Sub(last)
+	limit := time.Duration(rule.Factor * float64(r.Expected))
+	cond := ran > limit && quiet >= rule.Quiet.D()
+	switch {
+	case cond && !firing:
+		l := r.Job.labels(r.Attempt)
+		progress := "no training progress reported since it started"
+		if r.LastProgressAt.After(r.StartedAt) {
+			progress = "no training progress for " + fmtDur(quiet)
+		}
+		expected := fmt.Sprintf("the %s its user's last successful run of this name took", fmtDur(r.Expected))
+		if r.ExpectedRuns > 1 {
+			expected = fmt.Sprintf("the %s (p90) of its user's last %d successful runs of this name", fmtDur(r.Expected), r.ExpectedRuns)
+		}
+		out = append(out, e.fire(Alert{Key: key, Rule: RuleRunaway, Severity: rule.Severity, Labels: l,
+			Summary: fmt.Sprintf("%s attempt %d has run %s, over %g× %s, with %s — it may hang: check `trainyard logs %d`, or cancel it (`trainyard cancel %d`)",
+				l.title(), l.Attempt, fmtDur(ran), rule.Factor, expected, progress, l.Job, l.Job)}, now))
+	case !cond && firing && quiet < rule.Quiet.D():
+		out = append(out, e.resolve(key, now, "it reports training progress again"))
+	}
+	return out
 }
 
 // truncatedSummary says whose log reached what limit, what is kept and
@@ -519,6 +676,10 @@ func (e *Engine) ruleOn(r Rule) bool {
 		return rs.SpendRate.On()
 	case RuleWeeklyReport:
 		return rs.WeeklyReport.On()
+	case RuleRunaway:
+		return rs.Runaway.On()
+	case RuleGrantExpiring:
+		return rs.GrantExpiring.On()
 	}
 	return false
 }
@@ -535,6 +696,11 @@ func (e *Engine) classify(a EndedAttempt) (Rule, Severity) {
 		rule, base = RuleArtifactWriteFailure, rs.ArtifactWriteFailure.RuleBase
 	case a.Reason == domain.ReasonStalled || a.Reason == domain.ReasonHealthCheckFailed:
 		rule, base = RuleStalled, rs.Stalled.RuleBase
+	case a.Reason == domain.ReasonIdle:
+		// The idle stop's own alert, under the idle_gpu rule (its switch
+		// and severity), keyed by the job: the attempt's condition alert
+		// resolves as the attempt ends, this one says what was done.
+		rule, base = RuleIdleGPU, rs.IdleGPU.RuleBase
 	case a.State == domain.AttemptPreempted || a.State == domain.AttemptLost ||
 		a.Reason == domain.ReasonPreempted || a.Reason == domain.ReasonNodeLost:
 		rule, base = RuleInterruption, rs.Interruption.RuleBase
@@ -580,6 +746,9 @@ func eventSummary(rule Rule, a EndedAttempt) string {
 			what = "was lost"
 		}
 		return fmt.Sprintf("%s attempt %d %s: %s — %s", job, a.Attempt, what, detail, next)
+	case RuleIdleGPU:
+		return fmt.Sprintf("%s was stopped on attempt %d, its GPUs idle: %s — it is not retried; find what starves the GPUs, then rerun it (`trainyard rerun %d`); %s",
+			job, a.Attempt, orReason(msg, a.Reason), a.Job.ID, next)
 	case RuleArtifactWriteFailure:
 		return fmt.Sprintf("%s could not write artifacts on attempt %d: %s — check free space and permissions of its output directory; %s", job, a.Attempt, orReason(msg, a.Reason), next)
 	}

@@ -458,3 +458,102 @@ func TestLogTruncated(t *testing.T) {
 	e = newEngine(t, func(c *Config) { c.Rules.LogTruncated.Enabled = &off })
 	expect(t, "disabled", e.Evaluate(Observation{Now: t0, Running: running, LogLimited: []LimitedLog{g}}), "")
 }
+
+// The idle stop and the idle_gpu alert do not fight: the attempt's
+// condition alert resolves naming the stop — at once, or at the next
+// observation when the one reporting the end still lists the attempt as
+// running — and the stop fires its own idle_gpu alert keyed by the job,
+// an event alert that outlives the attempt and resolves when the job is
+// re-run.
+func TestIdleStopResolvesTheConditionAndFiresOnce(t *testing.T) {
+	for _, stillListed := range []bool{false, true} {
+		e := newEngine(t, nil) // below 0.05 for 15m
+		running := func(now time.Duration) Observation {
+			return Observation{Now: at(now), Running: []RunningAttempt{{Job: job(42), Attempt: 1, Sample: sample(at(now), 1, 0, 0.01)}}}
+		}
+		expect(t, "idle starts", e.Evaluate(running(0)), "")
+		expect(t, "held 15m", e.Evaluate(running(15*time.Minute)), "firing idle_gpu/job=42/attempt=1")
+		msg := "stopped as idle: GPU 0 stayed under 5% utilisation (at most 1%) for 30m, pool standard's idle_stop (below 0.05 for 30m)"
+		ended := Observation{Now: at(30 * time.Minute), Ended: []EndedAttempt{{Job: job(42), Attempt: 1, State: domain.AttemptFailed,
+			Reason: domain.ReasonIdle, Message: msg, EndedAt: at(30 * time.Minute), JobState: domain.JobFailed, Started: true}}}
+		var ts, resolved []Transition
+		if stillListed {
+			ended.Running = running(30 * time.Minute).Running
+			ts = e.Evaluate(ended)
+			expect(t, "stopped, still listed", ts, "firing idle_gpu/job=42")
+			resolved = e.Evaluate(Observation{Now: at(30*time.Minute + 5*time.Second)})
+			expect(t, "gone", resolved, "resolved idle_gpu/job=42/attempt=1")
+		} else {
+			ts = e.Evaluate(ended)
+			expect(t, "stopped", ts, "firing idle_gpu/job=42; resolved idle_gpu/job=42/attempt=1")
+			resolved = ts[1:]
+		}
+		if want := "job 42 (resnet) was stopped on attempt 1, its GPUs idle: " + msg; !strings.HasPrefix(ts[0].Summary, want) ||
+			!strings.Contains(ts[0].Summary, "trainyard rerun 42") || ts[0].Severity != SeverityWarning {
+			t.Errorf("stop alert = %s %q, want it to start %q and name the rerun", ts[0].Severity, ts[0].Summary, want)
+		}
+		if r := resolved[0].Resolution; !strings.Contains(r, "stopped by its pool's idle stop (see idle_gpu/job=42)") {
+			t.Errorf("condition resolution = %q", r)
+		}
+		if len(e.idleStopped) != 0 {
+			t.Errorf("idleStopped keeps %v after the resolution", e.idleStopped)
+		}
+		expect(t, "stays firing", e.Evaluate(Observation{Now: at(31 * time.Minute)}), "")
+		if ids := e.EventJobs(); len(ids) != 1 || ids[0] != 42 {
+			t.Errorf("EventJobs = %v, want [42]", ids)
+		}
+		rerun := job(43)
+		rerun.RerunOf = 42
+		expect(t, "re-run", e.Evaluate(Observation{Now: at(32 * time.Minute), Queued: []QueuedJob{{Job: rerun, QueuedSince: at(32 * time.Minute)}}}),
+			"resolved idle_gpu/job=42")
+	}
+}
+
+// runaway fires only past factor × the expected duration and after quiet
+// without progress, never without an expected duration, and resolves on
+// progress or when the attempt ends.
+func TestRunaway(t *testing.T) {
+	e := newEngine(t, nil) // factor 3, quiet 1h
+	run := func(now time.Duration, progress time.Duration, expected time.Duration) []Transition {
+		r := RunningAttempt{Job: job(42), Attempt: 1, StartedAt: t0, Expected: expected, ExpectedRuns: 3}
+		if progress > 0 {
+			r.LastProgressAt = at(progress)
+		}
+		return e.Evaluate(Observation{Now: at(now), Running: []RunningAttempt{r}})
+	}
+	expect(t, "no history", run(24*time.Hour, 0, 0), "")
+	expect(t, "within 3× 2h", run(6*time.Hour, 0, 2*time.Hour), "")
+	expect(t, "past 3×, progress 30m ago", run(7*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
+	ts := run(7*time.Hour+30*time.Minute, 6*time.Hour+30*time.Minute, 2*time.Hour)
+	expect(t, "past 3×, quiet 1h", ts, "firing runaway/job=42/attempt=1")
+	if want := "job 42 (resnet) attempt 1 has run 7h30m, over 3× the 2h (p90) of its user's last 3 successful runs of this name, with no training progress for 1h"; !strings.HasPrefix(ts[0].Summary, want) {
+		t.Errorf("summary = %q, want it to start %q", ts[0].Summary, want)
+	}
+	expect(t, "still quiet", run(8*time.Hour, 6*time.Hour+30*time.Minute, 2*time.Hour), "")
+	expect(t, "progress", run(8*time.Hour+time.Minute, 8*time.Hour, 2*time.Hour), "resolved runaway/job=42/attempt=1")
+	expect(t, "quiet again", run(9*time.Hour, 8*time.Hour, 2*time.Hour), "firing runaway/job=42/attempt=1")
+	expect(t, "ended", e.Evaluate(Observation{Now: at(10 * time.Hour)}), "resolved runaway/job=42/attempt=1")
+}
+
+// grant_expiring fires once per attempt an ending grant will preempt,
+// with the grant, its end and what to do; it resolves when the attempt
+// is no longer listed, and an observation that does not know leaves it.
+func TestGrantExpiring(t *testing.T) {
+	e := newEngine(t, nil)
+	until := at(time.Hour)
+	exp := ExpiringGrant{Job: job(42), Attempt: 1, Grant: 7, Extra: domain.Limits{GPUs: 4}, Until: until}
+	running := []RunningAttempt{{Job: job(42), Attempt: 1}}
+	ts := e.Evaluate(Observation{Now: at(15 * time.Minute), Running: running, Expiring: []ExpiringGrant{exp}, ExpiringSeen: true})
+	expect(t, "listed", ts, "firing grant_expiring/job=42/attempt=1")
+	want := "job 42 (resnet) attempt 1 runs on compute grant 7 (+4 GPUs for project vision in pool standard), which expires at 2025-03-01 13:00:00 UTC (in 45m): it will be preempted then"
+	if !strings.HasPrefix(ts[0].Summary, want) || ts[0].Labels.Owner != "alice" {
+		t.Errorf("alert = %q for %q, want it to start %q, for alice", ts[0].Summary, ts[0].Labels.Owner, want)
+	}
+	expect(t, "listed again", e.Evaluate(Observation{Now: at(16 * time.Minute), Running: running, Expiring: []ExpiringGrant{exp}, ExpiringSeen: true}), "")
+	expect(t, "not known", e.Evaluate(Observation{Now: at(17 * time.Minute), Running: running}), "")
+	ts = e.Evaluate(Observation{Now: at(time.Hour), ExpiringSeen: true})
+	expect(t, "preempted", ts, "resolved grant_expiring/job=42/attempt=1")
+	if ts[0].Resolution != "attempt 1 of job 42 (resnet) is no longer running" {
+		t.Errorf("resolution = %q", ts[0].Resolution)
+	}
+}

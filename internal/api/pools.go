@@ -217,6 +217,9 @@ func poolDTO(p domain.Pool) apitypes.Pool {
 		out.LogLimit = p.LogLimit.String()
 	}
 	out.Rates = ratesDTO(p.Rates)
+	if p.IdleStop.On() {
+		out.IdleStop = &apitypes.PoolIdleStop{Below: p.IdleStop.Below, For: p.IdleStop.For.String()}
+	}
 	for i, n := range p.Nodes {
 		gpus := n.GPUs
 		if gpus == nil {
@@ -252,6 +255,16 @@ func PoolFromDTO(in apitypes.Pool) (domain.Pool, error) {
 	}
 	p.LogLimit = parseSize(&errs, "log_limit", in.LogLimit)
 	p.Rates = ratesFromDTO(&errs, in.Rates)
+	if s := in.IdleStop; s != nil {
+		p.IdleStop.Below = s.Below
+		if s.For == "" {
+			errs.Add("idle_stop.for", "is required with idle_stop; give a duration such as 30m")
+		} else if d, err := domain.ParseDuration(s.For); err != nil {
+			errs.Add("idle_stop.for", "%v", err)
+		} else {
+			p.IdleStop.For = domain.Duration(d)
+		}
+	}
 	for _, pr := range in.Priorities {
 		p.Priorities = append(p.Priorities, domain.Priority(pr))
 	}

@@ -40,7 +40,8 @@ const poolBody = `{
             {"name": "node-b", "cpus": 8, "memory": "32GiB", "gpus": []}],
   "max_gpus_per_job": 4, "max_timeout": "24h", "max_running": 8,
   "priorities": ["normal", "high"], "borrowing": true, "preemption": true,
-  "log_limit": "2GiB", "rates": {"gpu_hour": "2.1", "object_gib_month": 0.023}
+  "log_limit": "2GiB", "rates": {"gpu_hour": "2.1", "object_gib_month": 0.023},
+  "idle_stop": {"below": 0.05, "for": "1800s"}
 }`
 
 func decodeInto[T any](t *testing.T, b []byte) T {
@@ -65,6 +66,7 @@ func TestPoolsCreateGetList(t *testing.T) {
 		MaxGPUsPerJob: 4, MaxTimeout: "24h", MaxRunning: 8, Priorities: []string{"normal", "high"},
 		Borrowing: true, Preemption: true, LogLimit: "2GiB",
 		Rates:    apitypes.PoolRates{Currency: "USD", GPUHour: "2.10", ObjectGiBMonth: "0.023"},
+		IdleStop: &apitypes.PoolIdleStop{Below: 0.05, For: "30m"},
 		Capacity: apitypes.PoolCapacity{GPUs: 4, CPUs: 40, Memory: "288GiB"}, Open: true}
 	if p.CreatedAt.IsZero() || !p.UpdatedAt.Equal(p.CreatedAt) {
 		t.Errorf("times: created %v updated %v", p.CreatedAt, p.UpdatedAt)
@@ -86,11 +88,12 @@ func TestPoolsCreateGetList(t *testing.T) {
 	got.MaxRunning = 2
 	got.Borrowing = false
 	got.LogLimit = "" // the server's limit again
+	got.IdleStop = nil
 	code, b = e.do("PUT", "/api/v1/pools/standard", e.token, got)
 	if code != 200 {
 		t.Fatalf("replace: %d %s", code, b)
 	}
-	if r := decodeInto[apitypes.Pool](t, b); r.MaxRunning != 2 || r.Borrowing || r.LogLimit != "" || !r.CreatedAt.Equal(createdAt) {
+	if r := decodeInto[apitypes.Pool](t, b); r.MaxRunning != 2 || r.Borrowing || r.LogLimit != "" || r.IdleStop != nil || !r.CreatedAt.Equal(createdAt) {
 		t.Errorf("replaced: %s", b)
 	}
 
@@ -131,6 +134,7 @@ func TestPoolsErrors(t *testing.T) {
 		"unknown field":   {"PUT", "/api/v1/pools/standard", `{"nodes": [], "bogus": 1}`, 400, "invalid_request", []string{"body"}, ""},
 		"bad memory":      {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "lots"}], "max_timeout": "forever"}`, 400, "invalid_request", []string{"nodes[0].memory", "max_timeout"}, ""},
 		"bad log limit":   {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "log_limit": "a lot"}`, 400, "invalid_request", []string{"log_limit"}, ""},
+		"idle stop for":   {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "idle_stop": {"below": 0.05, "for": "soon"}}`, 400, "invalid_request", []string{"idle_stop.for"}, ""},
 		"small log limit": {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 1, "memory": "1GiB"}], "log_limit": "64KiB"}`, 400, "invalid_request", []string{"log_limit"}, ""},
 		"validation":      {"PUT", "/api/v1/pools/standard", `{"nodes": [{"name": "a", "cpus": 0, "memory": "1GiB", "gpus": [0]}, {"name": "b", "cpus": 1, "memory": "1GiB", "gpus": [0]}]}`, 400, "invalid_request", []string{"nodes[0].cpus", "nodes[1].gpus"}, ""},
 		"quota no pool":   {"PUT", "/api/v1/quotas/vision/gpu", `{"gpus": 1}`, 404, "not_found", nil, `pool "gpu" does not exist`},

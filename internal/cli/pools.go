@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -150,6 +151,11 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	}
 	kv("Log limit", logLimit)
 	kv("Rates", ratesText(p.Rates))
+	idle := "off"
+	if s := p.IdleStop; s != nil {
+		idle = fmt.Sprintf("stop jobs whose GPUs all stay under %s utilisation for %s (reason Idle, not retried)", percent(s.Below), s.For)
+	}
+	kv("Idle stop", idle)
 	prios := "all"
 	if len(p.Priorities) > 0 {
 		prios = strings.Join(p.Priorities, ", ")
@@ -201,6 +207,8 @@ type poolFlags struct {
 	preemption     bool
 	gpuType        string
 	logLimit       string
+	idleBelow      float64
+	idleFor        string
 	rates          [len(rateFlags)]string
 }
 
@@ -223,6 +231,51 @@ func rateText(a apitypes.Amount, currency string) string {
 		return "-"
 	}
 	return strings.TrimSpace(string(a) + " " + currency)
+}
+
+// applyIdleStop sets the pool's idle stop from its flags: --idle-stop-below
+// 0 turns it off; otherwise each flag given replaces its half, and the
+// server checks that both are there.
+func (f *poolFlags) applyIdleStop(set func(string) bool, p *apitypes.Pool) error {
+	if set("idle-stop-below") && f.idleBelow == 0 {
+		if set("idle-stop-for") {
+			return usageErrorf("--idle-stop-below 0 turns the idle stop off; leave out --idle-stop-for")
+		}
+		p.IdleStop = nil
+		return nil
+	}
+	s := apitypes.PoolIdleStop{}
+	if p.IdleStop != nil {
+		s = *p.IdleStop
+	}
+	if set("idle-stop-below") {
+		if !(f.idleBelow > 0 && f.idleBelow <= 1) {
+			return usageErrorf("invalid --idle-stop-below %g: give a utilisation ratio in (0, 1], such as 0.05 for 5%%, or 0 to turn the idle stop off", f.idleBelow)
+		}
+		s.Below = f.idleBelow
+	}
+	if set("idle-stop-for") {
+		d, err := domain.ParseDuration(strings.TrimSpace(f.idleFor))
+		if err != nil || d <= 0 {
+			return usageErrorf("invalid --idle-stop-for %q: give a duration such as 30m", f.idleFor)
+		}
+		s.For = domain.FormatDuration(d)
+	}
+	switch {
+	case s.Below == 0:
+		return usageErrorf("--idle-stop-for needs --idle-stop-below, e.g. --idle-stop-below 0.05 --idle-stop-for %s", orText(s.For, "30m"))
+	case s.For == "":
+		return usageErrorf("--idle-stop-below needs --idle-stop-for, e.g. --idle-stop-below %g --idle-stop-for 30m", s.Below)
+	}
+	p.IdleStop = &s
+	return nil
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // ratesText lists a pool's rates for pool show.
@@ -258,6 +311,8 @@ func (f *poolFlags) register(cmd *cobra.Command, update bool) {
 	for i, rf := range rateFlags {
 		fl.StringVar(&f.rates[i], rf.name, "", "price per "+rf.unit+" in the server's currency, e.g. 2.10 (0: free)")
 	}
+	fl.Float64Var(&f.idleBelow, "idle-stop-below", 0, "stop jobs whose GPUs all stay under this utilisation, a ratio such as 0.05 for 5%, for --idle-stop-for (0: no idle stop)")
+	fl.StringVar(&f.idleFor, "idle-stop-for", "", "how long a job's GPUs must stay idle before it is stopped, e.g. 30m")
 }
 
 // apply sets the fields of p whose flags were given; it reports whether any
@@ -321,6 +376,11 @@ func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, e
 		}
 		changed = true
 	}
+	if set("idle-stop-below") || set("idle-stop-for") {
+		if err := f.applyIdleStop(set, p); err != nil {
+			return false, err
+		}
+	}
 	if set("priorities") {
 		p.Priorities = nil
 		for _, s := range f.priorities {
@@ -352,7 +412,7 @@ func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, e
 		p.GPUType = f.gpuType
 	}
 	for _, name := range []string{"node", "max-gpus-per-job", "max-nodes-per-job", "max-timeout", "max-running",
-		"priorities", "borrowing", "preemption", "gpu-type", "log-limit"} {
+		"priorities", "borrowing", "preemption", "gpu-type", "log-limit", "idle-stop-below", "idle-stop-for"} {
 		changed = changed || set(name)
 	}
 	return changed, nil
@@ -415,6 +475,7 @@ take =false to turn a rule off, e.g. --borrowing=false; --max-timeout 0 and
 		Example: `  trainyard pool update standard --max-running 16
   trainyard pool update standard --borrowing=false
   trainyard pool update standard --rate-gpu-hour 2.10 --rate-object-gib-month 0.023
+  trainyard pool update standard --idle-stop-below 0.05 --idle-stop-for 30m
   trainyard pool update standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
     --node name=node-b,cpus=32,memory=256GiB,gpus=4-7`,
 		Args: exactArgs(1),
@@ -983,4 +1044,9 @@ func poolHardwareNote(p apitypes.Pool) string {
 // openPoolNote is pool ls's line for a pool without quotas.
 func openPoolNote(p apitypes.Pool) string {
 	return fmt.Sprintf("pool %s is open: no quotas, so every project runs any job there, shared by fair share; the first quota set in it closes it (docs/pools.md)", p.Name)
+}
+
+// percent writes a 0–1 ratio as a percentage: 0.05 is "5%", 0.125 "12.5%".
+func percent(r float64) string {
+	return strconv.FormatFloat(math.Round(r*1e4)/100, 'f', -1, 64) + "%" // to 0.01%: 0.07*100 is 7.000000000000001
 }

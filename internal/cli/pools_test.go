@@ -223,6 +223,51 @@ func TestPoolUpdateChangesOnlyGivenFlags(t *testing.T) {
 	}
 }
 
+// The idle stop is set by its two flags together, retuned by one, shown by
+// pool show, and turned off by --idle-stop-below 0; a half-given one is a
+// usage error naming the missing flag.
+func TestPoolUpdateIdleStop(t *testing.T) {
+	h, pf := newPoolHarness(t)
+	pf.addPool(standardPool())
+	h.mustRun(0, "pool", "update", "standard", "--idle-stop-below", "0.05", "--idle-stop-for", "30m")
+	var sent apitypes.Pool
+	json.Unmarshal([]byte(pf.seenPuts()[0]), &sent)
+	if s := sent.IdleStop; s == nil || s.Below != 0.05 || s.For != "30m" {
+		t.Fatalf("sent idle_stop = %+v, want below 0.05 for 30m", s)
+	}
+	if r := h.mustRun(0, "pool", "show", "standard"); !strings.Contains(r.stdout,
+		"Idle stop:          stop jobs whose GPUs all stay under 5% utilisation for 30m (reason Idle, not retried)") {
+		t.Errorf("pool show:\n%s", r.stdout)
+	}
+	h.mustRun(0, "pool", "update", "standard", "--idle-stop-for", "1h")
+	json.Unmarshal([]byte(pf.seenPuts()[1]), &sent)
+	if s := sent.IdleStop; s == nil || s.Below != 0.05 || s.For != "1h" {
+		t.Fatalf("retuned idle_stop = %+v, want below 0.05 kept, for 1h", s)
+	}
+	h.mustRun(0, "pool", "update", "standard", "--idle-stop-below", "0")
+	sent = apitypes.Pool{}
+	json.Unmarshal([]byte(pf.seenPuts()[2]), &sent)
+	if sent.IdleStop != nil {
+		t.Fatalf("--idle-stop-below 0 sent idle_stop %+v, want none", sent.IdleStop)
+	}
+	if r := h.mustRun(0, "pool", "show", "standard"); !strings.Contains(r.stdout, "Idle stop:          off") {
+		t.Errorf("pool show after turning it off:\n%s", r.stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--idle-stop-below", "0.05"}, "--idle-stop-below needs --idle-stop-for"},
+		{[]string{"--idle-stop-for", "30m"}, "--idle-stop-for needs --idle-stop-below"},
+		{[]string{"--idle-stop-below", "5", "--idle-stop-for", "30m"}, "such as 0.05 for 5%"},
+		{[]string{"--idle-stop-below", "0.05", "--idle-stop-for", "soon"}, `invalid --idle-stop-for "soon"`},
+	} {
+		if r := h.mustRun(2, append([]string{"pool", "update", "standard"}, c.args...)...); !strings.Contains(r.stderr, c.want) {
+			t.Errorf("pool update %v: stderr %q, want %q", c.args, r.stderr, c.want)
+		}
+	}
+}
+
 func TestQuotaLsSetRm(t *testing.T) {
 	h, pf := newPoolHarness(t)
 	pf.addPool(standardPool())

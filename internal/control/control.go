@@ -121,6 +121,13 @@ type Config struct {
 	// (storm.go). Zero: off; the server sets DefaultRetryStorm unless
 	// configured.
 	RetryStorm RetryStorm
+	// GrantWarning is how long before a compute grant ends the Observer
+	// is told which running jobs its end will preempt (grants.go). Zero:
+	// no warning.
+	GrantWarning time.Duration
+	// GPUSamples gives the latest GPU utilisation of running attempts, for
+	// the pools' idle stop (idle.go). Nil: no pool's idle stop acts.
+	GPUSamples GPUSampler
 }
 
 // Observer is told what the loop does, for metrics. It is called from the
@@ -150,6 +157,10 @@ type Observer interface {
 	// event; limit 0 when unknown). It may come again for the same attempt
 	// after a restart.
 	LogLimited(job domain.Job, attempt int, limit int64, at time.Time)
+	// GrantsExpiring reports every running job whose attempt a compute
+	// grant ending within Config.GrantWarning will preempt (grants.go):
+	// the whole list, each time it changes (empty: none).
+	GrantsExpiring(notices []domain.GrantNotice)
 }
 
 // nopObserver is the Observer when none is configured.
@@ -161,6 +172,7 @@ func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                     
 func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
 func (nopObserver) PreemptionReleased(int64)                                                  {}
 func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
+func (nopObserver) GrantsExpiring([]domain.GrantNotice)                                       {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -233,6 +245,12 @@ type Controller struct {
 	// storm pauses the retries of similar jobs failing together
 	// (storm.go). Loop goroutine only.
 	storm *storms
+	// idle is what the idle stop knows of running GPU attempts (idle.go).
+	// Loop goroutine only.
+	idle map[executor.Ref]*idleRun
+	// grants follows the compute grants in force, to reclaim what each
+	// added when it lapses (grants.go). Loop goroutine only.
+	grants grantWatch
 
 	// queue is the last pass's queue view, read by API requests.
 	queueMu sync.Mutex
@@ -313,6 +331,7 @@ func New(cfg Config) *Controller {
 		guard:         newGuard(cfg.PreemptionGuard),
 		budget:        newBudgets(),
 		storm:         newStorms(cfg.RetryStorm),
+		idle:          map[executor.Ref]*idleRun{},
 		beneficiaries: map[int64]bool{},
 		jobs:          map[int64]*jobInfo{},
 		stopping:      map[executor.Ref]bool{},
@@ -487,6 +506,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 	}
 	next = c.checkHealth(ctx, now, atts, byID, next)
+	c.checkIdle(ctx, snap.Pools, byID) // idle.go
 	c.adoptStrays(ctx, now, atts, live)
 
 	releases, err := c.loadBudgets(ctx, now)
@@ -499,6 +519,8 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		rates[p.Name] = p.Rates
 	}
 	c.suspendOverBudget(ctx, now)
+	c.reclaimGrants(ctx, now, &snap, byID) // grants.go
+	c.warnGrants(now, snap, byID)
 
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
@@ -651,6 +673,7 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	if err != nil {
 		return snap, nil, nil, err
 	}
+	c.grants.now, c.grants.base = grants, snap.Quotas // grants.go
 	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
 	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
 		return snap, nil, nil, err

@@ -236,9 +236,10 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	spec := job.Spec
 	// A program that cannot be found will not be found on the next try
 	// either, nor will a failed environment check pass: those failures are
-	// permanent.
+	// permanent. Nor is a job stopped as idle retried: a retry would hold
+	// the same GPUs idle again (idle.go).
 	retriesLeft := spec.Policy.Reentrant && ev.Attempt <= spec.Policy.Retries && att.Reason != domain.ReasonEntrypointNotFound &&
-		att.Reason != domain.ReasonEnvironmentCheckFailed
+		att.Reason != domain.ReasonEnvironmentCheckFailed && att.Reason != domain.ReasonIdle
 	switch {
 	case att.To == domain.AttemptSucceeded:
 		ch.Move, ch.Reason, ch.Message = domain.MoveSucceed(), domain.ReasonCompleted, outcome
@@ -269,7 +270,7 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 		}
 	default:
 		ch.Move, ch.Reason, ch.Message = domain.MoveFail(), att.Reason, outcome
-		if spec.Policy.Retries > 0 {
+		if spec.Policy.Retries > 0 && att.Reason != domain.ReasonIdle {
 			ch.Message = fmt.Sprintf("%s (no retries left of %d)", outcome, spec.Policy.Retries)
 		}
 	}

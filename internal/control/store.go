@@ -32,6 +32,7 @@ type Store interface {
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	ListProjects(ctx context.Context) ([]domain.Project, error)
 	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
+	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
 	LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error)
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 	MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error

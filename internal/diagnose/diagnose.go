@@ -34,6 +34,7 @@ const (
 	DiskFull           Class = "disk-full"
 	Timeout            Class = "timeout"
 	Stalled            Class = "stalled"
+	Idle               Class = "idle"
 	LaunchFailed       Class = "launch-failed"
 	KilledBySignal     Class = "killed-by-signal"
 	PythonException    Class = "python-exception"
@@ -48,7 +49,7 @@ const (
 
 // Classes lists every class in table order (for documentation and tests).
 func Classes() []Class {
-	return []Class{OutOfMemory, EntrypointNotFound, EnvironmentCheckFailed, Timeout, Stalled, LaunchFailed, CUDAOutOfMemory, NCCLTimeout,
+	return []Class{OutOfMemory, EntrypointNotFound, EnvironmentCheckFailed, Timeout, Stalled, Idle, LaunchFailed, CUDAOutOfMemory, NCCLTimeout,
 		MissingDependency, DiskFull, PermissionDenied, FileNotFound, KilledBySignal,
 		PythonException, ExitCode, NodeLost, Unknown}
 }

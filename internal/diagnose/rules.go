@@ -96,6 +96,16 @@ var rules = []rule{
 			return s, "check where the program hangs (data loading, a collective, a deadlock): " + logsCmd(ev, " --tail 50") +
 				"; report progress more often, or relax health.first_progress and health.stall"
 		}},
+	{class: Idle, stage: stageFacts,
+		facts: func(ev Evidence) bool { return ev.Reason == domain.ReasonIdle },
+		explain: func(ev Evidence, _ string, _ []string) (string, string) {
+			s := "the platform stopped the attempt because its GPUs stayed idle for the pool's idle_stop window"
+			if ev.Message != "" {
+				s += ": " + ev.Message
+			}
+			return s, "find what starves the GPUs (data loading, a CPU-bound step, waiting on a lock): " + logsCmd(ev, " --tail 50") +
+				"; fix it and run the job again (trainyard rerun " + strconv.FormatInt(ev.JobID, 10) + ")"
+		}},
 	{class: LaunchFailed, stage: stageFacts,
 		facts: func(ev Evidence) bool { return ev.Reason == domain.ReasonLaunchFailed },
 		explain: func(ev Evidence, _ string, _ []string) (string, string) {

@@ -16,7 +16,7 @@ const (
 type Alert struct {
 	ID       int64
 	Key      string // dedupe key, e.g. "stalled/job=42"
-	Rule     string // queued_too_long, start_failure, interruption, stalled, idle_gpu, memory_near_limit, artifact_write_failure, preemption_thrash, log_truncated
+	Rule     string // queued_too_long, start_failure, interruption, stalled, idle_gpu, memory_near_limit, artifact_write_failure, preemption_thrash, log_truncated, budget_threshold, runaway
 	Severity string // info, warning, critical
 	State    AlertState
 	Summary  string

@@ -34,10 +34,24 @@ type Pool struct {
 	LogLimit ByteSize
 	// Rates price what the pool's jobs hold (per GPU-, CPU- and GiB-hour)
 	// and what they store; zero rates are free.
-	Rates     Rates
+	Rates Rates
+	// IdleStop stops a running job whose GPUs all stayed under Below
+	// utilisation for For; zero: off.
+	IdleStop  IdleStop
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// IdleStop is a pool's idle-accelerator stop: a running job holding GPUs,
+// each of which stayed under Below utilisation (a 0–1 ratio) for For, is
+// stopped with reason Idle and not retried.
+type IdleStop struct {
+	Below float64
+	For   Duration
+}
+
+// On reports whether the idle stop is configured.
+func (s IdleStop) On() bool { return s.Below > 0 && s.For > 0 }
 
 // Node is one machine (or, for the local executor, one declared slice of this
 // machine) that a pool schedules onto.

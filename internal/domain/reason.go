@@ -34,4 +34,8 @@ const (
 	// ReasonEnvironmentCheckFailed: the environment's check command failed
 	// before the entrypoint started (envs: see Environment.Check).
 	ReasonEnvironmentCheckFailed Reason = "EnvironmentCheckFailed"
+
+	// ReasonIdle: the job was stopped because every GPU it held stayed
+	// under its pool's idle_stop threshold for the whole window (Pool.IdleStop).
+	ReasonIdle Reason = "Idle"
 )

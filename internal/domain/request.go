@@ -83,3 +83,12 @@ func EffectiveQuotas(quotas []Quota, grants []QuotaRequest, now time.Time) []Quo
 	}
 	return out
 }
+
+// GrantNotice warns that a running job's attempt holds capacity only a
+// compute grant gives its project: when the grant ends soon, the attempt
+// is preempted to reclaim it.
+type GrantNotice struct {
+	Job     Job
+	Attempt int
+	Grant   QuotaRequest
+}

@@ -309,3 +309,30 @@ func TestAuditPoolRates(t *testing.T) {
 		t.Errorf("rates changed: before %s after %s", r.Before, r.After)
 	}
 }
+
+// Turning a pool's idle stop on and off is on record like any pool change:
+// the summaries before and after show it.
+func TestPoolIdleStopIsAudited(t *testing.T) {
+	e := newAuditEnv(t)
+	ctx := context.Background()
+	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}},
+		IdleStop: domain.IdleStop{Below: 0.05, For: domain.Duration(30 * time.Minute)}}
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.IdleStop = domain.IdleStop{}
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := e.st.ListAudit(ctx, store.AuditFilter{Target: "pool/default"})
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("%d records for pool/default (%v), want 3", len(recs), err)
+	}
+	on := `"idle_stop":{"below":0.05,"for":"30m"}`
+	if r := recs[1]; strings.Contains(r.Before, "idle_stop") || !strings.Contains(r.After, on) {
+		t.Errorf("turning it on: before %s after %s", r.Before, r.After)
+	}
+	if r := recs[2]; !strings.Contains(r.Before, on) || strings.Contains(r.After, "idle_stop") {
+		t.Errorf("turning it off: before %s after %s", r.Before, r.After)
+	}
+}

@@ -574,6 +574,12 @@ type (
 		Preemption bool    `json:"preemption"`
 		// Rates, so a price change shows what it was and became.
 		Rates domain.Rates `json:"rates,omitzero"`
+		// IdleStop, so turning it on, off or retuning it is on record.
+		IdleStop *idleStopSummary `json:"idle_stop,omitempty"`
+	}
+	idleStopSummary struct {
+		Below float64 `json:"below"`
+		For   string  `json:"for"`
 	}
 )
 
@@ -584,8 +590,12 @@ func quotaSum(q domain.Quota) quotaSummary {
 
 func poolSum(p domain.Pool) poolSummary {
 	c := p.Capacity()
-	return poolSummary{Nodes: len(p.Nodes), GPUs: c.GPUs, CPUs: c.CPUs, Memory: int64(c.Memory),
+	sum := poolSummary{Nodes: len(p.Nodes), GPUs: c.GPUs, CPUs: c.CPUs, Memory: int64(c.Memory),
 		MaxRunning: p.MaxRunning, Borrowing: p.Borrowing, Preemption: p.Preemption, Rates: p.Rates}
+	if p.IdleStop.On() {
+		sum.IdleStop = &idleStopSummary{Below: p.IdleStop.Below, For: p.IdleStop.For.String()}
+	}
+	return sum
 }
 
 // CheckRoute is the API's early check of a job token on a route: such a

@@ -160,6 +160,7 @@ func ValidatePool(pool domain.Pool) error {
 			domain.ByteSize(domain.MinLogLimit), l)
 	}
 	checkRates(&errs, pool.Rates)
+	checkIdleStop(&errs, pool.IdleStop)
 	seen := map[domain.Priority]bool{}
 	for i, pr := range pool.Priorities {
 		path := fmt.Sprintf("priorities[%d]", i)
@@ -361,6 +362,22 @@ func checkRates(errs *domain.FieldErrors, r domain.Rates) {
 		if f.v < 0 {
 			errs.Add("rates."+f.name, "is %s; a rate cannot be negative: give an amount such as 2.10, or 0 for free", f.v)
 		}
+	}
+}
+
+// checkIdleStop reports an idle stop that is half set or out of range:
+// both fields, or neither.
+func checkIdleStop(errs *domain.FieldErrors, s domain.IdleStop) {
+	if s == (domain.IdleStop{}) {
+		return
+	}
+	if !(s.Below > 0 && s.Below <= 1) {
+		errs.Add("idle_stop.below", "must be a GPU utilisation ratio in (0, 1] (got %g); write 5%% as 0.05", s.Below)
+	}
+	if s.For <= 0 {
+		errs.Add("idle_stop.for", "must be a positive duration such as 30m (got %s); to turn the idle stop off, leave out idle_stop", s.For)
+	} else if s.For.D() < time.Minute {
+		errs.Add("idle_stop.for", "must be at least 1m (got %s): shorter windows stop jobs between two GPU samples", s.For)
 	}
 }
 

@@ -65,6 +65,16 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 			w.Evidence = append(w.Evidence, fmt.Sprintf("%d queued job(s) at the same or higher priority are ahead of it", n))
 		}
 		w.Evidence = append(w.Evidence, fmt.Sprintf("requests %s", describeResources(job.Spec.Resources)))
+		if last != nil && last.State == domain.AttemptPreempted && last.Message != "" {
+			// Why it left the slot it had (another job, a budget, an
+			// expired compute grant): the pending reason that follows
+			// says only what it waits for now.
+			msg := last.Message
+			if !strings.HasPrefix(msg, "preempted") {
+				msg = "preempted: " + msg
+			}
+			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d was %s", last.Number, msg))
+		}
 		if open, err := s.pools.PoolOpen(ctx, job.Pool); err == nil && open {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("pool %s is open (no project has a quota there): every project shares it by fair share, and higher priority goes first", job.Pool))
 		}

@@ -136,6 +136,10 @@ type Jobs interface {
 	// submitter's jobs named name used, newest first, looking at the
 	// submitter's newest DuplicateScan jobs only.
 	RecentUsage(ctx context.Context, submitter, name string) ([]RunUsage, error)
+	// RecentRuns returns how long the newest limit succeeded attempts of
+	// submitter's jobs named name ran, newest first, looking at the
+	// submitter's newest DuplicateScan jobs only.
+	RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error)
 	// LiveJobs returns every live job (queued, starting or running; cheap
 	// rows, by id ascending) and a cursor for ChangedJobs, read at one
 	// moment: a write the list does not show comes back from

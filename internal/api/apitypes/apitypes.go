@@ -203,8 +203,11 @@ type Pool struct {
 	LogLimit string `json:"log_limit,omitempty"`
 	// Rates price the pool's use in the server's currency; absent rates
 	// are free.
-	Rates    PoolRates    `json:"rates,omitzero"`
-	Capacity PoolCapacity `json:"capacity,omitzero"`
+	Rates PoolRates `json:"rates,omitzero"`
+	// IdleStop stops a running job whose GPUs all stay under Below
+	// utilisation for For (reason Idle, not retried); absent: off.
+	IdleStop *PoolIdleStop `json:"idle_stop,omitempty"`
+	Capacity PoolCapacity  `json:"capacity,omitzero"`
 	// BeyondHardware, set by the server, says what the pool's nodes declare
 	// beyond the hardware detected on the machine that runs its jobs, e.g.
 	// "declares 4 GPUs, 16 CPUs; this machine has 0 GPUs, 2 CPUs"; empty
@@ -218,6 +221,15 @@ type Pool struct {
 	Open      bool      `json:"open,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// PoolIdleStop is a pool's idle-accelerator stop.
+type PoolIdleStop struct {
+	// Below is the GPU utilisation, a 0–1 ratio (0.05 is 5%), under which
+	// a GPU counts as idle.
+	Below float64 `json:"below"`
+	// For is how long every GPU of a job must stay idle, e.g. "30m".
+	For string `json:"for"`
 }
 
 // Node is one node of a pool.

@@ -12,20 +12,21 @@ import (
 )
 
 const (
-	poolCols  = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, log_limit, rates_json, created_at, updated_at`
+	poolCols  = `name, executor, gpu_type, nodes_json, max_gpus_per_job, max_nodes_per_job, max_timeout, max_running, priorities, borrowing, preemption, log_limit, rates_json, idle_stop_below, idle_stop_for, created_at, updated_at`
 	quotaCols = `project, pool, gpus, cpus, memory, jobs, borrow_gpus, borrow_cpus, borrow_memory, borrow_jobs, max_priority, updated_at`
 )
 
 var (
 	qPoolGet    = Q(`SELECT ` + poolCols + ` FROM pools WHERE name = ?`)
 	qPoolList   = Q(`SELECT ` + poolCols + ` FROM pools ORDER BY name{C}`)
-	qPoolUpsert = Q(`INSERT INTO pools (` + poolCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	qPoolUpsert = Q(`INSERT INTO pools (` + poolCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET executor = excluded.executor, gpu_type = excluded.gpu_type,
 		nodes_json = excluded.nodes_json, max_gpus_per_job = excluded.max_gpus_per_job,
 		max_nodes_per_job = excluded.max_nodes_per_job, max_timeout = excluded.max_timeout,
 		max_running = excluded.max_running, priorities = excluded.priorities,
 		borrowing = excluded.borrowing, preemption = excluded.preemption,
-		log_limit = excluded.log_limit, rates_json = excluded.rates_json, updated_at = excluded.updated_at
+		log_limit = excluded.log_limit, rates_json = excluded.rates_json,
+		idle_stop_below = excluded.idle_stop_below, idle_stop_for = excluded.idle_stop_for, updated_at = excluded.updated_at
 		RETURNING created_at`)
 	qQuotaUpsert = Q(`INSERT INTO quotas (` + quotaCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, pool) DO UPDATE SET gpus = excluded.gpus, cpus = excluded.cpus, memory = excluded.memory,
@@ -44,10 +45,12 @@ func scanPool(sc Row) (domain.Pool, error) {
 		p                                                             domain.Pool
 		executor, gpuType, nodes, prios, rates                        string
 		maxGPUs, maxNodes, maxTimeout, maxRunning, bor, pre, logLimit int64
+		idleBelow                                                     float64
+		idleFor                                                       int64
 		created, updated                                              sql.NullInt64
 	)
 	if err := sc.Scan(&p.Name, &executor, &gpuType, &nodes, &maxGPUs, &maxNodes, &maxTimeout, &maxRunning,
-		&prios, &bor, &pre, &logLimit, &rates, &created, &updated); err != nil {
+		&prios, &bor, &pre, &logLimit, &rates, &idleBelow, &idleFor, &created, &updated); err != nil {
 		return domain.Pool{}, err
 	}
 	ns, err := column.ParseNodes(nodes)
@@ -60,6 +63,7 @@ func scanPool(sc Row) (domain.Pool, error) {
 	p.Priorities = column.ParsePriorities(prios)
 	p.Borrowing, p.Preemption = bor != 0, pre != 0
 	p.LogLimit = domain.ByteSize(logLimit)
+	p.IdleStop = domain.IdleStop{Below: idleBelow, For: domain.Duration(idleFor)}
 	if p.Rates, err = column.ParseRates(rates); err != nil {
 		return domain.Pool{}, fmt.Errorf("pool %q: %w", p.Name, err)
 	}
@@ -88,7 +92,7 @@ func (s Shared) PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRe
 		var c sql.NullInt64
 		if err := x.QueryRow(qPoolUpsert, p.Name, p.Executor, p.GPUType, nodes, int64(p.MaxGPUsPerJob), int64(p.MaxNodesPerJob),
 			int64(p.MaxTimeout), int64(p.MaxRunning), column.Priorities(p.Priorities), BoolArg(p.Borrowing), BoolArg(p.Preemption),
-			int64(p.LogLimit), column.Rates(p.Rates), TimeArg(created), TimeArg(p.UpdatedAt)).Scan(&c); err != nil {
+			int64(p.LogLimit), column.Rates(p.Rates), p.IdleStop.Below, int64(p.IdleStop.For), TimeArg(created), TimeArg(p.UpdatedAt)).Scan(&c); err != nil {
 			return s.err(action, err)
 		}
 		stored = p

@@ -41,6 +41,7 @@ func testPool(name string) domain.Pool {
 		// Micros that no float would keep exactly.
 		Rates: domain.Rates{GPUHour: 2_100_000, CPUHour: 48_001, MemoryGiBHour: 1,
 			LocalGiBMonth: 100_000, ObjectGiBMonth: 1<<53 + 1},
+		IdleStop:  domain.IdleStop{Below: 0.05, For: domain.Duration(30*time.Minute + time.Second)},
 		CreatedAt: at(1), UpdatedAt: at(1),
 	}
 }
@@ -91,6 +92,7 @@ func testPoolsReplaceKeepsCreated(t *testing.T, s store.Store) {
 	second.MaxRunning = 0
 	second.LogLimit = 2 << 20                       // a replace updates the limit too
 	second.Rates = domain.Rates{GPUHour: 3_500_000} // and the rates, dropping those not given
+	second.IdleStop = domain.IdleStop{}             // and turns the idle stop off
 	second.CreatedAt = at(50)                       // ignored: the first write's CreatedAt stays
 	second.UpdatedAt = at(50)
 	got := putPool(t, s, second)

@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"SameSpecJobs":                testSameSpecJobs,
 		"SpendTotals":                 testSpendTotals,
 		"RecentUsage":                 testRecentUsage,
+		"RecentRuns":                  testRecentRuns, // runs.go
 	}
 	// Pools, quotas and projects: see pools.go.
 	maps.Copy(tests, poolTests)

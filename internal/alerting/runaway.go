@@ -1,0 +1,92 @@
+package alerting
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"trainyard/internal/alerts"
+)
+
+// expectedRefresh is how long what a submitter's runs of a name took is
+// trusted before it is read again: it changes only when one succeeds.
+const expectedRefresh = 10 * time.Minute
+
+// expectedRuns is how many of a submitter's latest successful runs of a
+// name the expected duration is the p90 of.
+const expectedRuns = 20
+
+// runKey names a submitter's jobs of one name.
+type runKey struct{ submitter, name string }
+
+// expectation is how long a submitter's runs of a name are expected to
+// take (0: no successful run to go by), from how many runs, as read at.
+type expectation struct {
+	d    time.Duration
+	runs int
+	at   time.Time
+}
+
+// runawayFacts fills what the runaway rule judges running attempts by:
+// when each started and last reported progress (one read of the active
+// attempts' health), and how long it is expected to take: the p90
+// (nearest rank) of its submitter's last expectedRuns successful runs of
+// the same job name, read at most every expectedRefresh per name. Of a
+// few runs the p90 is the longest. With the rule off, or nothing
+// running, it reads nothing.
+func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []alerts.RunningAttempt) {
+	if !a.cfg.Alerts.Rules.Runaway.On() || len(running) == 0 {
+		return
+	}
+	hs, err := a.cfg.Store.ActiveHealth(ctx)
+	if err != nil {
+		a.log.Warn("runaway rule skipped this round: read attempt health", "err", err)
+		return
+	}
+	type ref struct {
+		job     int64
+		attempt int
+	}
+	health := make(map[ref]int, len(hs))
+	for i, h := range hs {
+		health[ref{h.JobID, h.Attempt}] = i
+	}
+	live := make(map[runKey]bool, len(running))
+	for i := range running {
+		r := &running[i]
+		h, ok := health[ref{r.Job.ID, r.Attempt}]
+		if !ok {
+			continue
+		}
+		r.StartedAt, r.LastProgressAt = hs[h].StartedAt, hs[h].LastProgressAt
+		k := runKey{r.Job.Owner, r.Job.Name}
+		live[k] = true
+		e, ok := a.expected[k]
+		if !ok || now.Sub(e.at) >= expectedRefresh || now.Before(e.at) {
+			runs, err := a.cfg.Store.RecentRuns(ctx, k.submitter, k.name, expectedRuns)
+			if err != nil {
+				a.log.Warn("runaway rule: read earlier runs", "submitter", k.submitter, "name", k.name, "err", err)
+				continue
+			}
+			e = expectation{at: now, runs: len(runs), d: p90(runs)}
+			a.expected[k] = e
+		}
+		r.Expected, r.ExpectedRuns = e.d, e.runs
+	}
+	for k := range a.expected { // forget names nothing runs of
+		if !live[k] {
+			delete(a.expected, k)
+		}
+	}
+}
+
+// p90 is the nearest-rank 90th percentile of ds (0 when empty): the
+// smallest value at least 90% of them do not exceed.
+func p90(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*9+9)/10-1] // ceil(0.9 n) - 1
+}
