@@ -38,7 +38,7 @@ func detailDTO(d service.JobDetail) apitypes.Job {
 			Message: a.Message, ExitCode: a.ExitCode, Node: a.Node, GPUs: a.GPUs, CreatedAt: a.CreatedAt,
 			StartedAt: timePtr(a.StartedAt), FinishedAt: timePtr(a.FinishedAt)}
 		if a.Usage != (domain.Usage{}) {
-			out.Attempts[i].Usage = &apitypes.Usage{CPUSeconds: a.Usage.CPUSeconds, MaxRSSBytes: int64(a.Usage.MaxRSS)}
+			out.Attempts[i].Usage = &apitypes.Usage{CPUSeconds: a.Usage.CPUSeconds, MaxRSSBytes: int64(a.Usage.MaxRSS), GPUSeconds: a.Usage.GPUSeconds}
 		}
 	}
 	out.Transitions = make([]apitypes.Transition, len(d.Events))

@@ -154,7 +154,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		out.Cost, out.CostPerHour, out.Currency = d.Cost.String(), d.CostPerHour.String(), h.cfg.currency()
 	}
 	if z := d.Sizing; z != nil {
-		out.Sizing = &apitypes.Sizing{HeldSeconds: z.Held.Seconds(), CPUs: z.CPUs, UsedCPUs: z.UsedCPUs,
+		out.Sizing = &apitypes.Sizing{HeldSeconds: z.Held.Seconds(), CPUs: z.CPUs, UsedCPUs: z.UsedCPUs, GPUs: z.GPUs, UsedGPUs: z.UsedGPUs,
 			Memory: int64(z.Memory), PeakMemory: int64(z.PeakMemory), Oversized: z.Oversized, NearMemory: z.NearMemory}
 		if d.Priced {
 			out.Sizing.IdleCost = z.IdleCost.String()

@@ -57,7 +57,7 @@ func reportLineDTO(l service.ReviewLine) apitypes.ReportLine {
 			P99: l.Queue.P99.Seconds(), Max: l.Queue.Max.Seconds()},
 		Started: l.Started, Retries: l.Retries, Ended: l.Ended, Succeeded: l.Succeeded, Preempted: l.Preempted,
 		Failed: l.Failed, FailureRate: l.FailureRate(), Failures: make([]apitypes.ReasonCount, len(l.Failures)),
-		GPUHours: l.GPUHours, CPUHours: l.CPUHours, CPUHoursUsed: l.CPUHoursUsed,
+		GPUHours: l.GPUHours, CPUHours: l.CPUHours, GPUHoursUsed: l.GPUHoursUsed, CPUHoursUsed: l.CPUHoursUsed,
 		CapacityGPUHours: l.CapacityGPUHours, CapacityCPUHours: l.CapacityCPUHours,
 		Cost: l.Cost.String(), Waste: l.Waste.String()}
 	for i, f := range l.Failures {

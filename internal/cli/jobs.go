@@ -482,6 +482,9 @@ func sizingLine(z apitypes.Sizing, currency string) string {
 	if z.CPUs > 0 {
 		s += fmt.Sprintf(" (%.0f%%)", 100*z.UsedCPUs/z.CPUs)
 	}
+	if z.GPUs > 0 {
+		s += fmt.Sprintf(", %.1f of %d GPUs (%.0f%%)", z.UsedGPUs, z.GPUs, 100*z.UsedGPUs/float64(z.GPUs))
+	}
 	if z.Memory > 0 {
 		s += fmt.Sprintf(", memory peak %s of %s (%.0f%%)", domain.ByteSize(z.PeakMemory), domain.ByteSize(z.Memory),
 			100*float64(z.PeakMemory)/float64(z.Memory))

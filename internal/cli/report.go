@@ -29,8 +29,9 @@ func (a *app) reportCmd() *cobra.Command {
              50th, 90th and 99th percentile of the jobs that first started
              in the window; attempts started, retried, ended, failed (failed,
              timed out or lost, with FAIL% of those that ended) and preempted.
-  RESOURCES  GPU- and CPU-hours held, the share of held CPU time that was
-             used, and by pool the share of the pool's capacity held; cost,
+  RESOURCES  GPU- and CPU-hours held, the share of each that was used (GPU
+             time weighted by the sampler's utilisation readings), and by
+             pool the share of the pool's capacity held; cost,
              WASTE (spent on preempted, failed, timed-out and lost attempts)
              and, by project, the budget's current period.
   FAILURES   the attempts that did not succeed, by state and reason.
@@ -125,7 +126,7 @@ func writeReport(w io.Writer, rep apitypes.Report) error {
 	fmt.Fprintln(w)
 	tw = newTable(w)
 	capacity := rep.By == "pool"
-	head := group + "\tGPU-H\tCPU-H\tCPU USED"
+	head := group + "\tGPU-H\tGPU USED\tCPU-H\tCPU USED"
 	if capacity {
 		head += "\tGPU OF POOL\tCPU OF POOL"
 	}
@@ -135,7 +136,8 @@ func writeReport(w io.Writer, rep apitypes.Report) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, l := range lines {
-		row := fmt.Sprintf("%s\t%s\t%s\t%s", cell(l.Group), hours(l.GPUHours), hours(l.CPUHours), pct(l.CPUHoursUsed, l.CPUHours))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", cell(l.Group), hours(l.GPUHours), pct(l.GPUHoursUsed, l.GPUHours),
+			hours(l.CPUHours), pct(l.CPUHoursUsed, l.CPUHours))
 		if capacity {
 			row += "\t" + pct(l.GPUHours, l.CapacityGPUHours) + "\t" + pct(l.CPUHours, l.CapacityCPUHours)
 		}
@@ -203,7 +205,7 @@ func writeReportCSV(w io.Writer, rep apitypes.Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{rep.By, "submitted", "queue_n", "queue_p50_seconds", "queue_p90_seconds", "queue_p99_seconds",
 		"queue_max_seconds", "started", "retries", "ended", "succeeded", "failed", "failure_rate", "preempted",
-		"gpu_hours", "cpu_hours", "cpu_hours_used", "capacity_gpu_hours", "capacity_cpu_hours", "cost", "waste",
+		"gpu_hours", "gpu_hours_used", "cpu_hours", "cpu_hours_used", "capacity_gpu_hours", "capacity_cpu_hours", "cost", "waste",
 		"budget_amount", "budget_spent", "currency"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, l := range append(slices.Clone(rep.Lines), rep.Total) {
@@ -214,7 +216,7 @@ func writeReportCSV(w io.Writer, rep apitypes.Report) error {
 		_ = cw.Write([]string{l.Group, strconv.Itoa(l.Submitted), strconv.Itoa(l.Queue.N), f(l.Queue.P50), f(l.Queue.P90),
 			f(l.Queue.P99), f(l.Queue.Max), strconv.Itoa(l.Started), strconv.Itoa(l.Retries), strconv.Itoa(l.Ended),
 			strconv.Itoa(l.Succeeded), strconv.Itoa(l.Failed), f(l.FailureRate), strconv.Itoa(l.Preempted),
-			f(l.GPUHours), f(l.CPUHours), f(l.CPUHoursUsed), f(l.CapacityGPUHours), f(l.CapacityCPUHours),
+			f(l.GPUHours), f(l.GPUHoursUsed), f(l.CPUHours), f(l.CPUHoursUsed), f(l.CapacityGPUHours), f(l.CapacityCPUHours),
 			l.Cost, l.Waste, amount, spent, rep.Currency})
 	}
 	cw.Flush()

@@ -191,6 +191,7 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time)
 	}
 	att := &store.AttemptChange{Number: ev.Attempt, From: activeAtt, To: ev.State,
 		Reason: ev.Reason, Message: ev.Message, ExitCode: ev.ExitCode}
+	ev.Usage.GPUSeconds = c.gpuSeconds(ev.JobID, ev.Attempt)
 	if ev.Usage != (domain.Usage{}) {
 		att.Usage = &ev.Usage
 	}

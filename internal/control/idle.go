@@ -15,8 +15,9 @@ import (
 	"trainyard/internal/store"
 )
 
-// GPUSampler is what the idle stop reads: the latest resource sample of
-// each running attempt (the metrics sampler, sample.Sampler).
+// GPUSampler is what the idle stop and the GPU use recorded on ended
+// attempts read: the latest resource sample of each running attempt (the
+// metrics sampler, sample.Sampler).
 type GPUSampler interface {
 	Latest() []sample.Sample
 }
@@ -154,4 +155,18 @@ func (c *Controller) stopIdle(ctx context.Context, j domain.Job, ref executor.Re
 // pctText writes a percentage with at most one decimal: 5%, 2.5%.
 func pctText(p float64) string {
 	return strconv.FormatFloat(math.Round(p*10)/10, 'f', -1, 64) + "%"
+}
+
+// gpuSeconds is what an attempt used of its GPUs so far, as the sampler
+// counted it (sample.Sample.GPUSeconds); 0 without a sampler or readings.
+func (c *Controller) gpuSeconds(jobID int64, attempt int) float64 {
+	if c.cfg.GPUSamples == nil {
+		return 0
+	}
+	for _, s := range c.cfg.GPUSamples.Latest() {
+		if s.JobID == jobID && s.Attempt == attempt {
+			return s.GPUSeconds
+		}
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,6 +171,11 @@ func TestIdleStopEndsAJobWhoseGPUsIdle(t *testing.T) {
 	}
 	if a := r.attempts(idle.ID); len(a) != 1 || a[0].State != domain.AttemptFailed || a[0].Reason != domain.ReasonIdle {
 		t.Fatalf("idle job attempts = %+v, want one, failed Idle (not retried)", a)
+	}
+	// Its GPU use is recorded on the attempt: 6 intervals between 7 rounds,
+	// each counted as at most two of the sampler's (15 s) rounds, at 1%.
+	if a := r.attempts(idle.ID); math.Abs(a[0].Usage.GPUSeconds-6*30*0.01) > 1e-9 {
+		t.Errorf("idle job's GPU use = %g GPU-seconds, want %g", a[0].Usage.GPUSeconds, 6*30*0.01)
 	}
 	events, err := st.ListEvents(ctx, idle.ID)
 	if err != nil || len(events) == 0 || events[len(events)-1].Reason != domain.ReasonIdle ||

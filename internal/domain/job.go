@@ -69,6 +69,10 @@ type Attempt struct {
 type Usage struct {
 	CPUSeconds float64  // user + system CPU time of the process and its reaped descendants
 	MaxRSS     ByteSize // peak resident memory of the largest process (or of its cgroup, when limited)
+	// GPUSeconds is how much of its GPUs it used: utilisation-weighted
+	// GPU-seconds from the sampler's readings while it ran (0 without GPU
+	// readings).
+	GPUSeconds float64
 }
 
 // Event is one recorded state transition of a job (and its attempt, if any).

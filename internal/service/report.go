@@ -63,8 +63,9 @@ type ReviewLine struct {
 	// Failed counts the attempts that ended failed, timed out or lost.
 	Failed int
 	// GPUHours and CPUHours are what the group's attempts held in the
-	// window (cost.Line); CPUHoursUsed what those that ended used.
-	GPUHours, CPUHours, CPUHoursUsed float64
+	// window (cost.Line); GPUHoursUsed and CPUHoursUsed what those that
+	// ended used (GPU-hours weighted by utilisation).
+	GPUHours, CPUHours, GPUHoursUsed, CPUHoursUsed float64
 	// CapacityGPUHours and CapacityCPUHours are the pool's capacity over
 	// the window (by pool, and their sum in the total; 0 by project).
 	CapacityGPUHours, CapacityCPUHours float64
@@ -169,7 +170,7 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 				l.Failed += f.N
 			}
 		}
-		l.CPUHoursUsed = r.CPUUsed.Hours()
+		l.CPUHoursUsed, l.GPUHoursUsed = r.CPUUsed.Hours(), r.GPUUsed.Hours()
 	}
 	for _, c := range spend.Lines {
 		l := line(c.Group)
@@ -211,6 +212,8 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		t.Preempted += l.Preempted
 		t.Failed += l.Failed
 		t.CPUUsed += l.CPUUsed
+		t.GPUUsed += l.GPUUsed
+		t.GPUHoursUsed += l.GPUHoursUsed
 		t.GPUHours += l.GPUHours
 		t.CPUHours += l.CPUHours
 		t.CPUHoursUsed += l.CPUHoursUsed
@@ -294,8 +297,15 @@ func (r Review) Summary(currency string) string {
 		fmt.Fprintf(&b, " (%s)", slow.Queue.P90.Round(time.Second))
 	}
 	fmt.Fprintf(&b, ". Held %.1f GPU-h and %.1f CPU-h", t.GPUHours, t.CPUHours)
+	var used []string
+	if t.GPUHours > 0 {
+		used = append(used, fmt.Sprintf("%.0f%% of the GPU time", 100*t.GPUHoursUsed/t.GPUHours))
+	}
 	if t.CPUHours > 0 {
-		fmt.Fprintf(&b, ", %.0f%% of the CPU time used", 100*t.CPUHoursUsed/t.CPUHours)
+		used = append(used, fmt.Sprintf("%.0f%% of the CPU time", 100*t.CPUHoursUsed/t.CPUHours))
+	}
+	if len(used) > 0 {
+		fmt.Fprintf(&b, ", %s used", strings.Join(used, " and "))
 	}
 	fmt.Fprintf(&b, ". Cost %s, of it waste %s.", money(t.Cost), money(t.Waste))
 	for _, l := range r.Lines {

@@ -88,6 +88,8 @@ type Sizing struct {
 	Held     time.Duration // the ended attempts' wall time
 	CPUs     float64       // requested, over all nodes
 	UsedCPUs float64       // CPU time used per second held
+	GPUs     int           // requested, over all nodes
+	UsedGPUs float64       // GPU time used per second held (utilisation-weighted)
 	// IdleCost is what the CPUs held and not used cost at the pool's
 	// rates (0 without rates).
 	IdleCost           domain.Money
@@ -101,13 +103,14 @@ type Sizing struct {
 // sizing judges the ended attempts of job; nil when none ran minRun.
 func sizing(job domain.Job, atts []domain.Attempt, rates domain.Rates, minRun time.Duration) *Sizing {
 	var sz Sizing
-	var cpu float64
+	var cpu, gpu float64
 	for _, a := range atts {
 		if !a.State.Terminal() || a.StartedAt.IsZero() || !a.FinishedAt.After(a.StartedAt) {
 			continue
 		}
 		sz.Held += a.FinishedAt.Sub(a.StartedAt)
 		cpu += a.Usage.CPUSeconds
+		gpu += a.Usage.GPUSeconds
 		sz.PeakMemory = max(sz.PeakMemory, a.Usage.MaxRSS)
 	}
 	if sz.Held < minRun {
@@ -116,6 +119,7 @@ func sizing(job domain.Job, atts []domain.Attempt, rates domain.Rates, minRun ti
 	res := job.Resources
 	sz.CPUs = res.CPUs * float64(max(res.Nodes, 1))
 	sz.UsedCPUs = cpu / sz.Held.Seconds()
+	sz.GPUs, sz.UsedGPUs = res.GPUs*max(res.Nodes, 1), gpu/sz.Held.Seconds()
 	sz.Memory = res.Memory
 	sz.Oversized = sz.CPUs >= rightSizeMinCPUs && sz.UsedCPUs < sz.CPUs*ReviewUnder
 	sz.NearMemory = res.Memory > 0 && float64(sz.PeakMemory) >= float64(res.Memory)*ReviewNear

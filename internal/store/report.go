@@ -45,8 +45,9 @@ type ReportRow struct {
 	// reason.
 	Ended, Succeeded, Preempted int
 	Failures                    []ReasonCount
-	// CPUUsed is the CPU time the attempts that ended in the window used.
-	CPUUsed time.Duration
+	// CPUUsed is the CPU time the attempts that ended in the window used,
+	// GPUUsed the GPU time (utilisation-weighted, domain.Usage.GPUSeconds).
+	CPUUsed, GPUUsed time.Duration
 }
 
 // QueueTimes are nearest-rank percentiles of N queue times.

@@ -106,6 +106,9 @@ type Attempt struct {
 type Usage struct {
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	MaxRSSBytes int64   `json:"max_rss_bytes"`
+	// GPUSeconds is how much of its GPUs it used (utilisation-weighted, from
+	// the GPU sampler's readings); 0 without readings.
+	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
 }
 
 // Transition is one recorded state change.
@@ -678,6 +681,8 @@ type Sizing struct {
 	HeldSeconds float64 `json:"held_seconds"` // the ended attempts' wall time
 	CPUs        float64 `json:"cpus"`         // requested, over all nodes
 	UsedCPUs    float64 `json:"used_cpus"`    // CPU time used per second held
+	GPUs        int     `json:"gpus,omitempty"`
+	UsedGPUs    float64 `json:"used_gpus,omitempty"` // GPU time used per second held (utilisation-weighted)
 	// IdleCost is what the CPUs held and not used cost ("" without rates).
 	IdleCost   string `json:"idle_cost,omitempty"`
 	Memory     int64  `json:"memory_bytes"`

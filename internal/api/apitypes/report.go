@@ -44,10 +44,12 @@ type ReportLine struct {
 	// reason, most first.
 	Failures []ReasonCount `json:"failures"`
 	// GPUHours and CPUHours are what attempts held in the window;
+	// GPUHoursUsed (weighted by utilisation, from the GPU sampler) and
 	// CPUHoursUsed what the attempts that ended in it used; Capacity* the
 	// pool's capacity over the window (by pool only).
 	GPUHours         float64 `json:"gpu_hours"`
 	CPUHours         float64 `json:"cpu_hours"`
+	GPUHoursUsed     float64 `json:"gpu_hours_used"`
 	CPUHoursUsed     float64 `json:"cpu_hours_used"`
 	CapacityGPUHours float64 `json:"capacity_gpu_hours,omitempty"`
 	CapacityCPUHours float64 `json:"capacity_cpu_hours,omitempty"`

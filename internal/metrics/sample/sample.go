@@ -13,6 +13,7 @@ package sample
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +57,11 @@ type Sample struct {
 	Source string
 	// GPUs holds one reading per assigned GPU that the reader reported.
 	GPUs []GPUStat
+	// GPUSeconds is how much of its GPUs the attempt used since this
+	// sampler first read them: each interval between two readings counts
+	// at their mean utilisation, summed over its GPUs (2 GPUs busy half the
+	// time for 10 s: 10). Intervals longer than two rounds count as two.
+	GPUSeconds float64
 }
 
 // Config configures a Sampler.
@@ -142,6 +148,13 @@ func (s *Sampler) SampleOnce(ctx context.Context) {
 	if len(targets) > 0 {
 		procs = readProcTable(s.cfg.ProcRoot)
 	}
+	s.mu.Lock()
+	prev := make(map[[2]int64]*Sample, len(s.latest))
+	for i := range s.latest {
+		p := &s.latest[i]
+		prev[[2]int64{p.JobID, int64(p.Attempt)}] = p
+	}
+	s.mu.Unlock()
 	out := make([]Sample, 0, len(targets))
 	for _, t := range targets {
 		smp := Sample{Target: t, At: s.cfg.Now()}
@@ -153,11 +166,34 @@ func (s *Sampler) SampleOnce(ctx context.Context) {
 				smp.GPUs = append(smp.GPUs, g)
 			}
 		}
+		if p, ok := prev[[2]int64{t.JobID, int64(t.Attempt)}]; ok {
+			smp.GPUSeconds = p.GPUSeconds + gpuSecondsBetween(*p, smp, 2*s.cfg.Interval)
+		}
 		out = append(out, smp)
 	}
 	s.mu.Lock()
 	s.latest = out
 	s.mu.Unlock()
+}
+
+// gpuSecondsBetween is what an attempt used of its GPUs between two of its
+// samples: for each GPU read in both, its mean utilisation times the time
+// between them, at most limit. A GPU without a reading in either counts
+// nothing.
+func gpuSecondsBetween(a, b Sample, limit time.Duration) float64 {
+	d := min(b.At.Sub(a.At), limit).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	var sum float64
+	for _, g := range b.GPUs {
+		for _, h := range a.GPUs {
+			if h.Index == g.Index && !math.IsNaN(g.Utilization) && !math.IsNaN(h.Utilization) {
+				sum += (g.Utilization + h.Utilization) / 200 * d
+			}
+		}
+	}
+	return sum
 }
 
 func (s *Sampler) noteGPUError(err error) {

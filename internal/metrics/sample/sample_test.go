@@ -267,3 +267,34 @@ func TestNvidiaSMIRunsTheTool(t *testing.T) {
 		t.Fatalf("want the tool's own message in the error, got %v", err)
 	}
 }
+
+// GPUSeconds adds, between two rounds, each GPU's mean utilisation times
+// the time between them; a long gap counts as two rounds, and a GPU
+// without a reading counts nothing.
+func TestSamplerCountsGPUSeconds(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	gpus := &fakeGPUs{replies: []fakeReply{
+		{stats: []GPUStat{{Index: 0, Utilization: 40}, {Index: 1, Utilization: 100}}},
+		{stats: []GPUStat{{Index: 0, Utilization: 60}, {Index: 1, Utilization: 100}}},        // 10 s later
+		{stats: []GPUStat{{Index: 0, Utilization: 60}, {Index: 1, Utilization: math.NaN()}}}, // 60 s later
+	}}
+	s := New(Config{GPU: gpus, Interval: 10 * time.Second, Now: func() time.Time { return now },
+		Targets: func(context.Context) []Target { return []Target{{JobID: 1, Attempt: 1, GPUs: []int{0, 1}, Dir: dir}} }})
+	s.SampleOnce(context.Background())
+	if got := s.Latest()[0].GPUSeconds; got != 0 {
+		t.Fatalf("after one round: %g GPU-seconds, want 0", got)
+	}
+	now = now.Add(10 * time.Second)
+	s.SampleOnce(context.Background())
+	// GPU 0 at a mean of 50% and GPU 1 at 100% for 10 s.
+	if got := s.Latest()[0].GPUSeconds; math.Abs(got-15) > 1e-9 {
+		t.Fatalf("after two rounds: %g GPU-seconds, want 15", got)
+	}
+	now = now.Add(60 * time.Second)
+	s.SampleOnce(context.Background())
+	// 60 s count as 20; GPU 1 has no reading.
+	if got := s.Latest()[0].GPUSeconds; math.Abs(got-27) > 1e-9 {
+		t.Fatalf("after a gap: %g GPU-seconds, want 15 + 0.6×20 = 27", got)
+	}
+}

@@ -102,7 +102,8 @@ var (
 		gpus = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS TEXT) ELSE gpus END,
 		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
 		cpu_seconds = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS DOUBLE PRECISION) ELSE cpu_seconds END,
-		max_rss = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS BIGINT) ELSE max_rss END
+		max_rss = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS BIGINT) ELSE max_rss END,
+		gpu_seconds = CASE WHEN CAST(? AS INTEGER) = 1 THEN CAST(? AS DOUBLE PRECISION) ELSE gpu_seconds END
 		WHERE job_id = ? AND number = ? AND state = ?`)
 )
 
@@ -242,7 +243,7 @@ func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int) error {
 		string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
 		a.Node, a.Node, BoolArg(a.GPUs != nil), column.GPUs(a.GPUs),
 		started, finished, BoolArg(a.Usage != nil), u.CPUSeconds, BoolArg(a.Usage != nil), int64(u.MaxRSS),
-		c.JobID, a.Number, state)
+		BoolArg(a.Usage != nil), u.GPUSeconds, c.JobID, a.Number, state)
 }
 
 // queueOneRow queues a guarded UPDATE that must change exactly one row; any

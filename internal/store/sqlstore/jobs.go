@@ -31,7 +31,7 @@ var ListCols = strings.ReplaceAll(JobCols, "jobs.", "")
 const fullJobSelect = `SELECT ` + JobCols + `, snapshots.spec_json
 	FROM jobs JOIN snapshots ON snapshots.hash = jobs.spec_hash`
 
-const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at, cpu_seconds, max_rss, borrowed`
+const attemptCols = `job_id, number, state, reason, message, exit_code, node, gpus, created_at, started_at, finished_at, cpu_seconds, max_rss, borrowed, gpu_seconds`
 
 var (
 	// QJobGet reads one job with its config snapshot (ScanJob withSpec).
@@ -191,7 +191,7 @@ func scanAttempt(row Row) (domain.Attempt, error) {
 		exit, created, started, done NullInt
 	)
 	if err := row.Scan(&a.JobID, &number, &state, &reason, &a.Message, &exit, &a.Node, &gpus,
-		&created, &started, &done, &a.Usage.CPUSeconds, &maxRSS, &borrowed); err != nil {
+		&created, &started, &done, &a.Usage.CPUSeconds, &maxRSS, &borrowed, &a.Usage.GPUSeconds); err != nil {
 		return domain.Attempt{}, err
 	}
 	a.Number, a.State, a.Reason = int(number), domain.AttemptState(state), domain.Reason(reason)

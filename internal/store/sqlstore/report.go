@@ -175,7 +175,7 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 		- (CASE WHEN a.started_at < ? THEN ? ELSE a.started_at END)) / 1000`
 	// Each attempt's flags and clipped time are computed once, in a
 	// subquery the planner keeps ({NOFLAT}); the sums multiply them.
-	perJob := `SELECT t.job_id AS job_id, SUM(t.st) AS started, SUM(t.e) AS ended, SUM(t.e * t.cpu) AS cpu,
+	perJob := `SELECT t.job_id AS job_id, SUM(t.st) AS started, SUM(t.e) AS ended, SUM(t.e * t.cpu) AS cpu, SUM(t.e * t.gpu) AS gpu,
 			SUM(t.e * t.h) AS us, MAX(t.e * t.rss) AS rss,
 			SUM(t.sp * (1 - t.w)) AS n_ok, SUM(t.sp * t.w) AS n_waste, SUM(t.sp * t.r) AS running,
 			SUM(t.sp * (1 - t.w) * t.h) AS us_ok, SUM(t.sp * t.w * t.h) AS us_waste
@@ -185,7 +185,7 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			CASE WHEN a.finished_at IS NULL THEN 1 ELSE 0 END AS r,
 			CASE WHEN ` + spent + ` THEN 1 ELSE 0 END AS sp,
 			CASE WHEN ` + waste + ` THEN 1 ELSE 0 END AS w,
-			` + clipped + ` AS h, a.cpu_seconds AS cpu, a.max_rss AS rss
+			` + clipped + ` AS h, a.cpu_seconds AS cpu, a.gpu_seconds AS gpu, a.max_rss AS rss
 			FROM attempts a
 			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR a.finished_at > ?)
 			ORDER BY a.job_id{NOFLAT}) AS t
@@ -197,17 +197,17 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 	idle := `(x.us / 1e6 * x.req_cpus * ` + nodes + ` - x.cpu)`
 	zero := `CAST(0 AS BIGINT)`
 	job := `x.id, x.name, x.project, x.pool, x.submitter, x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
-		x.started, x.ended, x.cpu, x.us, x.rss, ` + strings.Repeat(zero+", ", 4) + zero
+		x.started, x.ended, x.cpu, x.gpu, x.us, x.rss, ` + strings.Repeat(zero+", ", 4) + zero
 	query := Q(`WITH x AS MATERIALIZED (SELECT ` + key + ` AS g, j.id AS id, j.name AS name, j.project AS project, j.pool AS pool,
 			j.submitter AS submitter, j.req_gpus AS req_gpus, j.req_cpus AS req_cpus, j.req_memory AS req_memory,
 			j.req_nodes AS req_nodes, CAST(y.started AS BIGINT) AS started, CAST(y.ended AS BIGINT) AS ended,
-			CAST(y.cpu AS DOUBLE PRECISION) AS cpu, CAST(y.us AS BIGINT) AS us, CAST(y.rss AS BIGINT) AS rss,
+			CAST(y.cpu AS DOUBLE PRECISION) AS cpu, CAST(y.gpu AS DOUBLE PRECISION) AS gpu, CAST(y.us AS BIGINT) AS us, CAST(y.rss AS BIGINT) AS rss,
 			CAST(y.n_ok AS BIGINT) AS n_ok, CAST(y.n_waste AS BIGINT) AS n_waste, CAST(y.running AS BIGINT) AS running,
 			CAST(y.us_ok AS BIGINT) AS us_ok, CAST(y.us_waste AS BIGINT) AS us_waste
 			FROM (` + perJob + `) AS y JOIN jobs j ON j.id = y.job_id WHERE 1 = 1` + where + `)
 		SELECT 'g', x.g, ` + zero + `, '', '', x.pool, '', x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
 			CAST(SUM(x.started) AS BIGINT), CAST(SUM(x.ended) AS BIGINT), CAST(SUM(x.cpu) AS DOUBLE PRECISION),
-			` + zero + `, ` + zero + `, CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),
+			CAST(SUM(x.gpu) AS DOUBLE PRECISION), ` + zero + `, ` + zero + `, CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),
 			CAST(SUM(x.us_ok) AS BIGINT), CAST(SUM(x.us_waste) AS BIGINT)
 			FROM x GROUP BY x.g, x.pool, x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes
 		UNION ALL SELECT * FROM (SELECT 'o', '', ` + job + ` FROM x
@@ -223,12 +223,12 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			j                                   store.SizedJob
 			gpus, memory, nodes                 int64
 			started, ended                      int64
-			cpu                                 float64
+			cpu, gpu                            float64
 			us, rss                             int64
 			nOK, nWaste, running, usOK, usWaste int64
 		)
 		if err := rw.Scan(&kind, &g, &j.JobID, &j.Name, &j.Project, &j.Pool, &j.Submitter, &gpus, &j.Resources.CPUs, &memory, &nodes,
-			&started, &ended, &cpu, &us, &rss, &nOK, &nWaste, &running, &usOK, &usWaste); err != nil {
+			&started, &ended, &cpu, &gpu, &us, &rss, &nOK, &nWaste, &running, &usOK, &usWaste); err != nil {
 			return struct{}{}, err
 		}
 		j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
@@ -238,6 +238,7 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			r.Started += int(started)
 			r.Ended += int(ended)
 			r.CPUUsed += time.Duration(cpu * float64(time.Second))
+			r.GPUUsed += time.Duration(gpu * float64(time.Second))
 			ok := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Attempts: int(nOK), Running: int(running),
 				Held: time.Duration(usOK) * time.Microsecond}
 			wasted := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Waste: true, Attempts: int(nWaste),

@@ -18,14 +18,15 @@ var reportTests = map[string]func(*testing.T, store.Store){
 }
 
 // ran is one attempt of a seeded job: it starts at Start and ends at End
-// (-1: still running) in State with Reason, having used CPU seconds and
-// peaked at RSS.
+// (-1: still running) in State with Reason, having used CPU seconds and GPU
+// seconds and peaked at RSS.
 type ran struct {
 	Start, End int
 	State      domain.AttemptState
 	Reason     domain.Reason
 	CPU        float64
 	RSS        domain.ByteSize
+	GPU        float64 // GPU-seconds used
 }
 
 // seedRun creates a job submitted at at(submitted) in project and pool
@@ -55,7 +56,7 @@ func seedRun(t *testing.T, s store.Store, name, project, pool string, submitted 
 		}
 		mustApply(t, s, store.Change{JobID: j.ID, Move: mv.Only(domain.JobRunning), At: at(a.End), Reason: a.Reason,
 			Attempt: &store.AttemptChange{Number: n, From: []domain.AttemptState{domain.AttemptRunning}, To: a.State, Reason: a.Reason,
-				Usage: &domain.Usage{CPUSeconds: a.CPU, MaxRSS: a.RSS}}})
+				Usage: &domain.Usage{CPUSeconds: a.CPU, MaxRSS: a.RSS, GPUSeconds: a.GPU}}})
 	}
 	return j
 }
@@ -66,7 +67,7 @@ func seedRun(t *testing.T, s store.Store, name, project, pool string, submitted 
 //	job    project/pool  submitted  request          attempts (start–end state, CPU s, peak)
 //	train  p/standard    90         4 CPU, 8 GiB     110–410 succeeded, 200, 1 GiB
 //	tune   p/standard    120        2 CPU, 4 GiB     130–200 failed ExitCode, 100, 3.75 GiB; 210–500 succeeded, 500, 1 GiB
-//	eval   q/gpu         50         1 GPU 2 CPU      60–300 preempted Preempted, 0; 320– running
+//	eval   q/gpu         50         1 GPU 2 CPU      60–300 preempted Preempted, 0, 90 GPU-s; 320– running
 //	sweep  q/gpu         200        1 GPU            never started
 //	old    p/standard    10         2 CPU            20–80 failed (before the window)
 //	late   p/standard    150        2 CPU            900–1200 timed_out Timeout (ends after it)
@@ -82,7 +83,7 @@ func seedRun(t *testing.T, s store.Store, name, project, pool string, submitted 
 //
 // Project q: submitted sweep = 1; no job first started in the window
 // (eval started at 60). Started: eval's second attempt, a retry. Ended:
-// eval's first, preempted. CPU used 0.
+// eval's first, preempted. CPU used 0, GPU used 90 s.
 //
 // Oversized (under 25% of held CPUs, runs of a minute or more, requests of
 // 2 CPUs or more): train held 4 CPUs for 300 s and used 200 CPU-s (17%),
@@ -96,21 +97,21 @@ func testReportTotals(t *testing.T, s store.Store) {
 	}
 	gpu := domain.Resources{GPUs: 1, CPUs: 2, Memory: 16 << 30, Nodes: 1}
 	train := seedRun(t, s, "train", "p", "standard", 90, cpu(4, 8<<30),
-		ran{110, 410, domain.AttemptSucceeded, domain.ReasonCompleted, 200, 1 << 30})
+		ran{110, 410, domain.AttemptSucceeded, domain.ReasonCompleted, 200, 1 << 30, 0})
 	tune := seedRun(t, s, "tune", "p", "standard", 120, cpu(2, 4<<30),
-		ran{130, 200, domain.AttemptFailed, domain.ReasonExitCode, 100, 3 << 30 * 5 / 4},
-		ran{210, 500, domain.AttemptSucceeded, domain.ReasonCompleted, 500, 1 << 30})
+		ran{130, 200, domain.AttemptFailed, domain.ReasonExitCode, 100, 3 << 30 * 5 / 4, 0},
+		ran{210, 500, domain.AttemptSucceeded, domain.ReasonCompleted, 500, 1 << 30, 0})
 	eval := seedRun(t, s, "eval", "q", "gpu", 50, gpu,
-		ran{60, 300, domain.AttemptPreempted, domain.ReasonPreempted, 0, 0},
-		ran{320, -1, domain.AttemptRunning, "", 0, 0})
+		ran{60, 300, domain.AttemptPreempted, domain.ReasonPreempted, 0, 0, 90},
+		ran{320, -1, domain.AttemptRunning, "", 0, 0, 0})
 	create(t, s, func() store.NewJob {
 		spec := testSpec("sweep", "q")
 		spec.Pool, spec.Resources = "gpu", gpu
 		return newJob(t, spec, "alice", at(200))
 	}())
-	seedRun(t, s, "old", "p", "standard", 10, cpu(2, 0), ran{20, 80, domain.AttemptFailed, domain.ReasonExitCode, 1, 0})
-	seedRun(t, s, "late", "p", "standard", 150, cpu(2, 0), ran{900, 1200, domain.AttemptTimedOut, domain.ReasonTimeout, 1, 0})
-	seedRun(t, s, "flaky", "p", "standard", 300, cpu(2, 4<<30), ran{310, 320, domain.AttemptLost, domain.ReasonNodeLost, 5, 1 << 30})
+	seedRun(t, s, "old", "p", "standard", 10, cpu(2, 0), ran{20, 80, domain.AttemptFailed, domain.ReasonExitCode, 1, 0, 0})
+	seedRun(t, s, "late", "p", "standard", 150, cpu(2, 0), ran{900, 1200, domain.AttemptTimedOut, domain.ReasonTimeout, 1, 0, 0})
+	seedRun(t, s, "flaky", "p", "standard", 300, cpu(2, 4<<30), ran{310, 320, domain.AttemptLost, domain.ReasonNodeLost, 5, 1 << 30, 0})
 
 	secs := func(n int) time.Duration { return at(n).Sub(t0) }
 	p := store.ReportRow{Group: "p", Submitted: 3,
@@ -119,7 +120,7 @@ func testReportTotals(t *testing.T, s store.Store) {
 		Failures: []store.ReasonCount{{State: domain.AttemptFailed, Reason: domain.ReasonExitCode, N: 1},
 			{State: domain.AttemptLost, Reason: domain.ReasonNodeLost, N: 1}},
 		CPUUsed: 805 * time.Second}
-	q := store.ReportRow{Group: "q", Submitted: 1, Started: 1, Retries: 1, Ended: 1, Preempted: 1,
+	q := store.ReportRow{Group: "q", Submitted: 1, Started: 1, Retries: 1, Ended: 1, Preempted: 1, GPUUsed: 90 * time.Second,
 		Failures: []store.ReasonCount{{State: domain.AttemptPreempted, Reason: domain.ReasonPreempted, N: 1}}}
 	query := func(by string, projects ...string) store.ReportQuery {
 		return store.ReportQuery{SpendQuery: store.SpendQuery{Since: at(100), Until: at(1000), By: by,

@@ -800,7 +800,7 @@ func testAttemptFields(t *testing.T, s store.Store) {
 		store.Change{JobID: ok.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), Reason: domain.ReasonCompleted, At: at(9),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded,
 				Reason: domain.ReasonCompleted, Message: "exit 0", ExitCode: ptr(0),
-				Usage: &domain.Usage{CPUSeconds: 12.25, MaxRSS: 3 << 30}}},
+				Usage: &domain.Usage{CPUSeconds: 12.25, MaxRSS: 3 << 30, GPUSeconds: 7.5}}},
 		store.Change{JobID: bad.ID, Move: domain.MoveFail().Only(domain.JobRunning), Reason: domain.ReasonExitCode, At: at(9),
 			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed,
 				Reason: domain.ReasonExitCode, Message: "exit 3", ExitCode: ptr(3)}},
@@ -814,7 +814,7 @@ func testAttemptFields(t *testing.T, s store.Store) {
 	}{
 		"exit 0": {ok, domain.Attempt{JobID: ok.ID, Number: 1, State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted,
 			Message: "exit 0", ExitCode: ptr(0), Node: "node-a", GPUs: []int{0, 1, 3}, CreatedAt: at(1), StartedAt: at(2), FinishedAt: at(9),
-			Usage: domain.Usage{CPUSeconds: 12.25, MaxRSS: 3 << 30}}},
+			Usage: domain.Usage{CPUSeconds: 12.25, MaxRSS: 3 << 30, GPUSeconds: 7.5}}},
 		"exit 3": {bad, domain.Attempt{JobID: bad.ID, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonExitCode,
 			Message: "exit 3", ExitCode: ptr(3), Node: "node-a", CreatedAt: at(1), StartedAt: at(2), FinishedAt: at(9)}},
 		"no exit code": {lost, domain.Attempt{JobID: lost.ID, Number: 1, State: domain.AttemptLost, Reason: domain.ReasonNodeLost,
