@@ -367,7 +367,7 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tSHA256\tPATH\tNOTE")
+		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tTIER\tCOMPLETED\tSHA256\tPATH\tNOTE")
 		for _, ck := range l.Checkpoints {
 			note := ""
 			switch {
@@ -376,10 +376,10 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 			case ck.ResumedBy > 0:
 				note = fmt.Sprintf("resumed by attempt %d", ck.ResumedBy)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size),
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size), dash(cell(ck.Tier)),
 				ck.At.UTC().Format(time.RFC3339), dash(shortHash(ck.SHA256)), cell(ck.Path), cell(note))
 		}
-		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
+		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\t\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
 		return tw.Flush()
 	}
 	return cmd
@@ -412,9 +412,12 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE")
+		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE\tLOCAL\tOBJECT")
+		tiers := map[string][2]int64{}
 		for _, j := range u.Jobs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(j.Project), j.Job, j.Count, humanBytes(j.Bytes))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(j.Project), j.Job, j.Count, humanBytes(j.Bytes), humanBytes(j.LocalBytes), humanBytes(j.ObjectBytes))
+			t := tiers[j.Project]
+			tiers[j.Project] = [2]int64{t[0] + j.LocalBytes, t[1] + j.ObjectBytes}
 		}
 		projects := make([]string, 0, len(u.Projects))
 		for p := range u.Projects {
@@ -422,7 +425,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		}
 		sort.Strings(projects)
 		for _, p := range projects {
-			fmt.Fprintf(tw, "%s\ttotal\t\t%s\n", cell(p), humanBytes(u.Projects[p]))
+			fmt.Fprintf(tw, "%s\ttotal\t\t%s\t%s\t%s\n", cell(p), humanBytes(u.Projects[p]), humanBytes(tiers[p][0]), humanBytes(tiers[p][1]))
 		}
 		return tw.Flush()
 	}

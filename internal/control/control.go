@@ -609,7 +609,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		c.known[l.Ref] = true
-		c.launchAsync(ctx, l)
+		c.launchAfter(ctx, l, c.restoreForResume) // tier.go
 	}
 	for k, pe := range plan.Preempt {
 		if errs[preempts+k] != nil {
@@ -894,10 +894,17 @@ func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntr
 	return out, nil
 }
 
-func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {
+func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) { c.launchAfter(ctx, l, nil) }
+
+// launchAfter launches l off the loop, after before (when not nil) has
+// prepared it there.
+func (c *Controller) launchAfter(ctx context.Context, l executor.Launch, before func(context.Context, executor.Launch)) {
 	c.sem <- struct{}{}
 	go func() {
 		defer func() { <-c.sem }()
+		if before != nil {
+			before(ctx, l)
+		}
 		if err := c.cfg.Executor.Launch(ctx, l); err != nil {
 			c.launched <- launchResult{ref: l.Ref, err: err}
 		}
