@@ -328,7 +328,11 @@ complete; the server keeps the newest checkpoint.keep of them (default 3;
 only registered ones are ever removed) and hands the next attempt the newest
 whose digest still matches as $TRAINYARD_RESUME_FROM. An attempt that fails
 right after resuming sets its checkpoint aside: the next one resumes from
-the one before.`,
+the one before.
+
+With an object store configured, each kept checkpoint is also copied there
+and verified; lifecycle policies may then remove its local copy (TIER
+object). Resuming and checkpoints get read it from whichever tier holds it.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -435,12 +439,14 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 func (a *app) gcCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the files retention policies let go",
+		Short: "Remove what retention lets go; move and delete checkpoints by lifecycle",
 		Long: `Remove the checkpoints and report files of finished jobs that are older than
-the server's retention policies allow (retention in the server config; see
-docs/artifacts.md). Models and other outputs are never removed. --dry-run
-lists exactly what a run made now would remove, and removes nothing. Every
-removal is audited. Needs the admin or resource-admin role.`,
+the server's retention policies allow (retention in the server config), and
+apply its checkpoint lifecycle policies (checkpoint_lifecycle) to every job:
+older checkpoints move to the object store (KIND move), old ones are deleted
+from every tier; see docs/artifacts.md. Models and other outputs are never
+removed. --dry-run lists exactly what a run made now would do, and changes
+nothing. Every step is audited. Needs the admin or resource-admin role.`,
 		Example: `  trainyard gc --dry-run
   trainyard gc`,
 		Args: exactArgs(0),

@@ -22,7 +22,8 @@ import (
 // collection and retention to finished jobs' files.
 type ArtifactService struct {
 	*core
-	st ArtifactStore
+	st        ArtifactStore
+	lifecycle lifecycleState // the periodic pass's memory: lifecycle.go
 }
 
 // ArtifactStore is what output, checkpoint, gc and retention use cases
@@ -32,8 +33,11 @@ type ArtifactStore interface {
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	MarkCheckpointMoved(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 }
 

@@ -104,7 +104,7 @@ type GCRequest struct {
 // GCDeletion is one file or checkpoint gc removed (or would remove).
 type GCDeletion struct {
 	Job    int64  `json:"job"`
-	Kind   string `json:"kind"` // checkpoint or output
+	Kind   string `json:"kind"` // checkpoint (deleted from every tier), output, or move (a checkpoint moved to the object store)
 	Path   string `json:"path"`
 	Bytes  int64  `json:"bytes"`
 	Reason string `json:"reason"`
