@@ -516,7 +516,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 		ctl := control.New(controlConfig(alerter, fence))
 		var wg sync.WaitGroup
-		wg.Add(4)
+		wg.Add(5)
 		go func() {
 			defer wg.Done()
 			if err := ctl.Run(ctx); err != nil {
@@ -538,6 +538,14 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			t := time.NewTicker(lifecycleEvery)
 			defer t.Stop()
 			svc.Artifacts.RunLifecycle(ctx, t.C, nil)
+		}()
+		// Storage accrual: once now, then hourly; each UTC day is
+		// written once, after it ends.
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(time.Hour)
+			defer t.Stop()
+			svc.Artifacts.RunStorageAccrual(ctx, t.C, nil)
 		}()
 		return ctl, wg.Wait
 	}

@@ -12,6 +12,7 @@ type StorageDay struct {
 	Project   string
 	Pool      string
 	Submitter string
+	JobName   string
 	// ByteSeconds is the integral of the bytes held over the day.
 	ByteSeconds int64
 }

@@ -24,6 +24,7 @@ type ArtifactService struct {
 	*core
 	st        ArtifactStore
 	lifecycle lifecycleState // the periodic pass's memory: lifecycle.go
+	storage   storageState   // the storage accrual's: storage.go
 }
 
 // ArtifactStore is what output, checkpoint, gc and retention use cases
@@ -35,6 +36,9 @@ type ArtifactStore interface {
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
 	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	ManifestSizes(ctx context.Context) ([]store.ManifestSize, error)
+	LatestStorageDay(ctx context.Context) (time.Time, error)
+	RecordStorageDays(ctx context.Context, days []domain.StorageDay) error
 	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 	MarkCheckpointMoved(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error

@@ -25,6 +25,7 @@ type CostStore interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ListStorageDays(ctx context.Context, from, to time.Time) ([]domain.StorageDay, error) // storage.go
 }
 
 var _ CostStore = store.Store(nil)

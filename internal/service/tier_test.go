@@ -135,3 +135,55 @@ func TestLifecyclePassMovesAndDeletes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Storage cost follows a checkpoint between tiers: the days it was on
+// local disk are priced at the pool's local rate, the days only the object
+// store held it at the object rate, to the cent; accruing again (another
+// server over the same store) counts nothing twice.
+func TestStorageCostFollowsACheckpointBetweenTiers(t *testing.T) {
+	e := newTierEnv(t, artifacts.LifecyclePolicy{KeepLocal: ptr(0)})
+	ctx := context.Background()
+	// 3072.00 per GiB-month locally is 0.10 a day for 1 MiB; 614.40 in
+	// the object store is 0.02.
+	pool, err := e.st.GetPool(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Rates = domain.Rates{LocalGiBMonth: 3072 * domain.MoneyUnit, ObjectGiBMonth: 614_400_000}
+	if _, _, err := e.svc.Pools.PutPool(ctx, admin, pool); err != nil {
+		t.Fatal(err)
+	}
+	job := e.submit(t)
+	e.checkpoint(t, job, "step-1", 1<<20) // on local disk from 2026-03-01 00:00
+	e.clk.Advance(10 * 24 * time.Hour)
+	if rep, err := e.svc.Artifacts.LifecyclePass(ctx); err != nil || len(rep.Deletions) != 1 {
+		t.Fatalf("lifecycle pass: %+v, %v; want step-1 moved", rep, err)
+	}
+	e.clk.Advance(15 * 24 * time.Hour) // 2026-03-26 00:00
+	if n, err := e.svc.Artifacts.AccrueStorage(ctx); err != nil || n != 25 {
+		t.Fatalf("accrued %d days, %v; want 25 (March 1 to 25)", n, err)
+	}
+	check := func(svc *service.Service) {
+		t.Helper()
+		rep, err := svc.Cost.StorageReport(ctx, admin, service.CostQuery{Window: 30 * 24 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := rep.Total
+		if l.LocalCost.Cents() != "1.00" || l.ObjectCost.Cents() != "0.30" || l.Cost.Cents() != "1.30" ||
+			l.LocalGiBDays != 10.0/1024 || l.ObjectGiBDays != 15.0/1024 || len(rep.Lines) != 1 || rep.Lines[0].Group != "default" {
+			t.Fatalf("storage report = %+v; want 10 local days (1.00) and 15 object days (0.30) for project default", rep)
+		}
+		byDay, err := svc.Cost.StorageReport(ctx, admin, service.CostQuery{Window: 30 * 24 * time.Hour, By: "day"})
+		if err != nil || len(byDay.Lines) != 25 || byDay.Lines[9].Group != "2026-03-10" || byDay.Lines[9].LocalCost.Cents() != "0.10" ||
+			byDay.Lines[10].ObjectCost.Cents() != "0.02" || byDay.Lines[10].LocalCost != 0 {
+			t.Fatalf("by day = %+v, %v; want 0.10 local through March 10, then 0.02 object", byDay.Lines, err)
+		}
+	}
+	check(e.svc)
+	again := service.New(service.Config{Store: e.st, Clock: e.clk})
+	if n, err := again.Artifacts.AccrueStorage(ctx); err != nil || n != 0 {
+		t.Fatalf("a fresh server accrued %d days, %v; want none (all are written)", n, err)
+	}
+	check(again)
+}

@@ -9,9 +9,9 @@ import (
 )
 
 var (
-	qStorageDayPut = Q(`INSERT INTO storage_days (day, job_id, tier, project, pool, submitter, byte_seconds)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, job_id, tier) DO NOTHING`)
-	qStorageDays = Q(`SELECT day, job_id, tier, project, pool, submitter, byte_seconds FROM storage_days
+	qStorageDayPut = Q(`INSERT INTO storage_days (day, job_id, tier, project, pool, submitter, job_name, byte_seconds)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, job_id, tier) DO NOTHING`)
+	qStorageDays = Q(`SELECT day, job_id, tier, project, pool, submitter, job_name, byte_seconds FROM storage_days
 		WHERE day >= ? AND day < ? ORDER BY day, job_id, tier{C}`)
 	qStorageLatest = Q(`SELECT MAX(day) FROM storage_days`)
 )
@@ -23,7 +23,7 @@ func (s Shared) RecordStorageDays(ctx context.Context, days []domain.StorageDay)
 	}
 	return s.b.Write(ctx, func(x Exec) error {
 		for _, d := range days {
-			if err := x.Queue("record storage days", qStorageDayPut, d.Day.UnixNano(), d.JobID, d.Tier, d.Project, d.Pool, d.Submitter, d.ByteSeconds); err != nil {
+			if err := x.Queue("record storage days", qStorageDayPut, d.Day.UnixNano(), d.JobID, d.Tier, d.Project, d.Pool, d.Submitter, d.JobName, d.ByteSeconds); err != nil {
 				return err
 			}
 		}
@@ -41,7 +41,7 @@ func (s Shared) ListStorageDays(ctx context.Context, from, to time.Time) ([]doma
 	if err := r.Query(ctx, func(row Row) error {
 		var d domain.StorageDay
 		var day int64
-		if err := row.Scan(&day, &d.JobID, &d.Tier, &d.Project, &d.Pool, &d.Submitter, &d.ByteSeconds); err != nil {
+		if err := row.Scan(&day, &d.JobID, &d.Tier, &d.Project, &d.Pool, &d.Submitter, &d.JobName, &d.ByteSeconds); err != nil {
 			return err
 		}
 		d.Day = time.Unix(0, day).UTC()

@@ -111,8 +111,8 @@ func testStorageDays(t *testing.T, s store.Store) {
 	}
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	rows := []domain.StorageDay{
-		{Day: day, JobID: 1, Tier: domain.TierLocal, Project: "p", Pool: "a", Submitter: "alice", ByteSeconds: 86400 << 30},
-		{Day: day, JobID: 1, Tier: domain.TierObject, Project: "p", Pool: "a", Submitter: "alice", ByteSeconds: 7},
+		{Day: day, JobID: 1, Tier: domain.TierLocal, Project: "p", Pool: "a", Submitter: "alice", JobName: "train", ByteSeconds: 86400 << 30},
+		{Day: day, JobID: 1, Tier: domain.TierObject, Project: "p", Pool: "a", Submitter: "alice", JobName: "train", ByteSeconds: 7},
 		{Day: day.AddDate(0, 0, 1), JobID: 2, Tier: domain.TierLocal, Project: "q", Pool: "b", Submitter: "bob", ByteSeconds: 9},
 	}
 	if err := s.RecordStorageDays(ctx, rows); err != nil {

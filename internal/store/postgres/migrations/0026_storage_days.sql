@@ -8,6 +8,7 @@ CREATE TABLE storage_days (
     project      TEXT    NOT NULL,
     pool         TEXT    NOT NULL,
     submitter    TEXT    NOT NULL,
+    job_name     TEXT    NOT NULL,
     byte_seconds BIGINT NOT NULL,
     PRIMARY KEY (day, job_id, tier)
 );
