@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"trainyard/internal/artifacts"
+	"trainyard/internal/blob"
 	blobfs "trainyard/internal/blob/fs"
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
@@ -17,6 +19,7 @@ import (
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/tier"
 )
 
 // tierEnv is a service over SQLite, a fake clock, jobs' outputs on disk
@@ -25,9 +28,14 @@ type tierEnv struct {
 	svc *service.Service
 	st  store.Store
 	clk *clock.Fake
+	bs  blob.Store
 }
 
 func newTierEnv(t *testing.T, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
+	return newTierEnvRetention(t, nil, lifecycle...)
+}
+
+func newTierEnvRetention(t *testing.T, retention []artifacts.Policy, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -43,7 +51,7 @@ func newTierEnv(t *testing.T, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: layout,
-		Files: local.NewReader(layout.Root), Blobs: bs, Lifecycle: lifecycle})
+		Files: local.NewReader(layout.Root), Blobs: bs, Lifecycle: lifecycle, Retention: retention})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}},
 		Rates: domain.Rates{LocalGiBMonth: 3 * domain.MoneyUnit, ObjectGiBMonth: 600_000}} // 3.00 and 0.60 per GiB-month
 	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
@@ -53,7 +61,7 @@ func newTierEnv(t *testing.T, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 		Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}); err != nil {
 		t.Fatal(err)
 	}
-	return tierEnv{svc: svc, st: st, clk: clk}
+	return tierEnv{svc: svc, st: st, clk: clk, bs: bs}
 }
 
 func (e tierEnv) submit(t *testing.T) domain.Job {
@@ -186,4 +194,37 @@ func TestStorageCostFollowsACheckpointBetweenTiers(t *testing.T) {
 		t.Fatalf("a fresh server accrued %d days, %v; want none (all are written)", n, err)
 	}
 	check(again)
+}
+
+// A retention deletion removes the checkpoint's object copy too.
+func TestRetentionDeletesTheObjectCopy(t *testing.T) {
+	e := newTierEnvRetention(t, []artifacts.Policy{{Checkpoints: domain.Duration(time.Hour)}})
+	ctx := context.Background()
+	job := e.submit(t)
+	rec := e.checkpoint(t, job, "step-1", 10)
+	o, err := local.NewReader(t.TempDir()).Outputs(ctx, job.OutputDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := tier.Copy(ctx, e.bs, o, rec); err != nil { // as the control loop does when the attempt ends
+		t.Fatal(err)
+	}
+	if err := e.st.MarkCheckpointCopied(ctx, job.ID, "step-1", rec.SHA256, e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Jobs.Cancel(ctx, admin, job.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(2 * time.Hour)
+	rep, err := e.svc.Artifacts.GC(ctx, admin, false)
+	if err != nil || len(rep.Deletions) != 1 || rep.Deletions[0].Path != "step-1" || len(rep.Failed) != 0 {
+		t.Fatalf("gc = %+v, %v; want step-1 deleted", rep, err)
+	}
+	if _, _, err := tier.List(ctx, e.bs, rec); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("the object copy after gc: %v, want none", err)
+	}
+	if got := e.tiers(t, job); len(got) != 0 {
+		t.Fatalf("kept checkpoints after gc: %v", got)
+	}
 }

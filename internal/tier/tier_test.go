@@ -164,3 +164,28 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("the other checkpoint's copy: %v", err)
 	}
 }
+
+// A link the job put at the checkpoint's own name is not replaced or
+// followed: the restore is refused.
+func TestRestoreRefusesWhatIsInItsPlace(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	c := r.recs["step-1"]
+	if err := tier.Copy(ctx, r.bs, r.o, c); err != nil {
+		t.Fatal(err)
+	}
+	r.o.Remove(ctx, "checkpoints/step-1")
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(r.out, "checkpoints", "step-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Restore(ctx, r.bs, r.o, c); err == nil {
+		t.Fatal("restore over a planted link succeeded")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("restore wrote through the planted link: %v", ents)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.out, "checkpoints", "step-1")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the job's link was replaced: %v, %v", fi, err)
+	}
+}
