@@ -31,11 +31,11 @@ type tierEnv struct {
 	bs  blob.Store
 }
 
-func newTierEnv(t *testing.T, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
+func newTierEnv(t testing.TB, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 	return newTierEnvRetention(t, nil, lifecycle...)
 }
 
-func newTierEnvRetention(t *testing.T, retention []artifacts.Policy, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
+func newTierEnvRetention(t testing.TB, retention []artifacts.Policy, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -64,7 +64,7 @@ func newTierEnvRetention(t *testing.T, retention []artifacts.Policy, lifecycle .
 	return tierEnv{svc: svc, st: st, clk: clk, bs: bs}
 }
 
-func (e tierEnv) submit(t *testing.T) domain.Job {
+func (e tierEnv) submit(t testing.TB) domain.Job {
 	t.Helper()
 	job, _, err := e.svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte("name: tiers\nentrypoint: [true]\n")})
 	if err != nil {
