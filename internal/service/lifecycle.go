@@ -131,18 +131,13 @@ func (s *ArtifactService) LifecyclePass(ctx context.Context) (GCReport, error) {
 		return GCReport{}, err
 	}
 	rep := s.applyPlan(ctx, lifecycleActor, plan, jobs, known)
-	if len(rep.Failed) == 0 {
-		// Failed steps are planned again at the next full pass at the
-		// latest; the others changed what they planned from.
-		s.lifecycle.last = now
-		if full {
-			s.lifecycle.lastFull = now
-		}
-	} else if full {
-		s.lifecycle.last, s.lifecycle.lastFull = now, now.Add(-lifecycleFull+time.Hour) // a full pass again within the hour
-	} else {
-		s.lifecycle.last = now
-		s.lifecycle.lastFull = now.Add(-lifecycleFull + time.Hour)
+	s.lifecycle.last = now
+	if full {
+		s.lifecycle.lastFull = now
+	}
+	if len(rep.Failed) > 0 {
+		// What failed is planned again by a full pass within the hour.
+		s.lifecycle.lastFull = now.Add(time.Hour - lifecycleFull)
 	}
 	return rep, nil
 }
@@ -160,7 +155,7 @@ func (s *ArtifactService) RunLifecycle(ctx context.Context, ticks <-chan time.Ti
 			s.cfg.Logger.Warn("checkpoint lifecycle: the pass failed; retrying at the next pass", "err", err)
 		}
 		for _, f := range rep.Failed {
-			s.cfg.Logger.Warn("checkpoint lifecycle: a step failed; planned again at the next full pass", "step", f)
+			s.cfg.Logger.Warn("checkpoint lifecycle: a step failed; it is tried again within the hour", "step", f)
 		}
 		if n := len(rep.Deletions); n > 0 {
 			s.cfg.Logger.Info("checkpoint lifecycle: moved or deleted checkpoints", "steps", n, "bytes", rep.Bytes)

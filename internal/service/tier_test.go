@@ -228,3 +228,36 @@ func TestRetentionDeletesTheObjectCopy(t *testing.T) {
 		t.Fatalf("kept checkpoints after gc: %v", got)
 	}
 }
+
+// A step that fails is tried again by a full pass within the hour; a
+// checkpoint whose local copy changed since it was registered is not
+// moved (its copy would not be the checkpoint).
+func TestLifecycleRetriesAFailedMove(t *testing.T) {
+	e := newTierEnv(t, artifacts.LifecyclePolicy{KeepLocal: ptr(0)})
+	ctx := context.Background()
+	job := e.submit(t)
+	e.checkpoint(t, job, "step-1", 10)
+	weights := filepath.Join(job.OutputDir, "checkpoints", "step-1", "weights")
+	if err := os.WriteFile(weights, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(2 * time.Hour)
+	rep, err := e.svc.Artifacts.LifecyclePass(ctx)
+	if err != nil || len(rep.Failed) != 1 || len(rep.Deletions) != 0 {
+		t.Fatalf("pass over a changed checkpoint: %+v, %v; want the move refused", rep, err)
+	}
+	if err := os.WriteFile(weights, make([]byte, 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(30 * time.Minute)
+	if rep, err := e.svc.Artifacts.LifecyclePass(ctx); err != nil || len(rep.Deletions)+len(rep.Failed) != 0 {
+		t.Fatalf("incremental pass: %+v, %v; want nothing (step-1 is older than its window)", rep, err)
+	}
+	e.clk.Advance(31 * time.Minute)
+	if rep, err := e.svc.Artifacts.LifecyclePass(ctx); err != nil || len(rep.Deletions) != 1 || rep.Deletions[0].Kind != "move" {
+		t.Fatalf("the full pass within the hour: %+v, %v; want step-1 moved", rep, err)
+	}
+	if got := e.tiers(t, job); got["step-1"] != "object" {
+		t.Fatalf("tiers = %v", got)
+	}
+}
