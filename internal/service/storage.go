@@ -116,6 +116,7 @@ func (s *ArtifactService) AccrueStorage(ctx context.Context) (int, error) {
 		if next.IsZero() {
 			return 0, nil
 		}
+		s.storage.next = next
 	}
 	n := 0
 	for d := next; d.Before(today); d = d.AddDate(0, 0, 1) {
