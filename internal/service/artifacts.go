@@ -35,6 +35,7 @@ type ArtifactStore interface {
 	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
 	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
+	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
 	ManifestSizes(ctx context.Context) ([]store.ManifestSize, error)
 	LatestStorageDay(ctx context.Context) (time.Time, error)

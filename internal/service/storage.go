@@ -27,9 +27,10 @@ type storageState struct {
 	next time.Time // the first day not accrued yet; zero: ask the store
 }
 
-// storageHoldings lists what every job held on each tier, and when.
-func (s *ArtifactService) storageHoldings(ctx context.Context) ([]cost.Holding, error) {
-	cks, err := s.st.ListCheckpoints(ctx, 0, true)
+// storageHoldings lists what every job held on each tier, and when, from
+// since on (zero: ever).
+func (s *ArtifactService) storageHoldings(ctx context.Context, since time.Time) ([]cost.Holding, error) {
+	cks, err := s.st.ListCheckpointsHeld(ctx, since)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (s *ArtifactService) AccrueStorage(ctx context.Context) (int, error) {
 	if !next.IsZero() && !next.Before(today) {
 		return 0, nil
 	}
-	hs, err := s.storageHoldings(ctx)
+	hs, err := s.storageHoldings(ctx, next)
 	if err != nil {
 		return 0, err
 	}

@@ -41,6 +41,10 @@ type Artifacts interface {
 	// registered complete at or after from and before to (At), oldest
 	// first: what the lifecycle pass looks at when time moves on.
 	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
+	// ListCheckpointsHeld returns every job's checkpoints that were kept
+	// at or after since: the kept ones and those deleted since, by job,
+	// then time. Storage accrual reads them.
+	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)
 	// MarkCheckpointCopied records that the object store holds a verified
 	// copy of the kept checkpoint's version sha256 since at (Object); an
 	// Object already set is kept. A name the job does not have, or whose

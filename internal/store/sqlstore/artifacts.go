@@ -41,6 +41,8 @@ var (
 	qCheckpointSuspect = Q(`UPDATE checkpoints SET suspect = ? WHERE job_id = ? AND name = ? AND deleted_at IS NULL`)
 	qCheckpointsAt     = Q(`SELECT ` + checkpointCols + ` FROM checkpoints
 		WHERE at >= ? AND at < ? AND deleted_at IS NULL ORDER BY at, job_id, name{C}`)
+	qCheckpointsHeld = Q(`SELECT ` + checkpointCols + ` FROM checkpoints
+		WHERE deleted_at IS NULL OR deleted_at >= ? ORDER BY job_id, at, name{C}`)
 	qCheckpointCopied = Q(`UPDATE checkpoints SET object_at = COALESCE(object_at, ?)
 		WHERE job_id = ? AND name = ? AND sha256 = ? AND deleted_at IS NULL`)
 	qCheckpointMoved = Q(`UPDATE checkpoints SET local_gone_at = ?
@@ -173,6 +175,11 @@ func (s Shared) listCheckpoints(ctx context.Context, action string, q Query, arg
 		return nil, s.err(action, err)
 	}
 	return out, nil
+}
+
+// ListCheckpointsHeld returns checkpoints kept at or after since.
+func (s Shared) ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error) {
+	return s.listCheckpoints(ctx, "list held checkpoints", qCheckpointsHeld, since.UnixNano())
 }
 
 // MarkCheckpointCopied records a verified object copy of one version.

@@ -94,6 +94,13 @@ func testCheckpointsAt(t *testing.T, s store.Store) {
 	if err := s.MarkCheckpointDeleted(ctx, j.ID, "b", at(9), nil); err != nil {
 		t.Fatal(err)
 	}
+	held, err := s.ListCheckpointsHeld(ctx, at(9))
+	if err != nil || len(held) != 3 {
+		t.Fatalf("held since b's deletion = %+v, %v; want all three", held, err)
+	}
+	if held, _ = s.ListCheckpointsHeld(ctx, at(10)); len(held) != 2 || held[0].Name != "a" || held[1].Name != "c" {
+		t.Fatalf("held after b's deletion = %+v; want a and c", held)
+	}
 	got, err := s.ListCheckpointsAt(ctx, at(1), at(3))
 	var names []string
 	for _, c := range got {
