@@ -404,6 +404,9 @@ func (c *Controller) recover(ctx context.Context) error {
 			err = nil
 		}
 		if err == nil {
+			if restore := c.restoreIfUnstarted(a); restore != nil { // tier.go
+				restore(ctx, l)
+			}
 			err = c.cfg.Executor.Launch(ctx, l)
 		}
 		if err != nil {
@@ -1043,7 +1046,7 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 			continue
 		}
 		c.log.Info("reattaching to an attempt another replica launched", "attempt", ref.String())
-		c.launchAsync(ctx, l)
+		c.launchAfter(ctx, l, c.restoreIfUnstarted(a)) // tier.go
 	}
 	for ref := range c.known {
 		if !active[ref] {

@@ -39,6 +39,18 @@ func (c *Controller) removeObjectCopy(ctx context.Context, r domain.CheckpointRe
 	return tier.Delete(ctx, c.cfg.Blobs, r.JobID, r.Name)
 }
 
+// restoreIfUnstarted is restoreForResume for an attempt reattached to
+// (after a restart, or adopted from another replica) that never reported
+// starting: its launch may never have happened, so it may still need its
+// checkpoint. Nil for one that started: it was handed what it resumes
+// from already.
+func (c *Controller) restoreIfUnstarted(a domain.Attempt) func(context.Context, executor.Launch) {
+	if a.State != domain.AttemptStarting {
+		return nil
+	}
+	return c.restoreForResume
+}
+
 // restoreForResume runs before a new attempt launches: when the checkpoint
 // it will be handed first has no local copy left, it is restored from the
 // object store into the job's checkpoint directory. A restore that fails
