@@ -240,6 +240,9 @@ func validateServerConfig(cfg serverConfig) error {
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
 		add(fmt.Errorf("server config %w", err))
 	}
+	if err := artifacts.ValidateLifecycle(cfg.CheckpointLifecycle, cfg.ObjectStore != ""); err != nil {
+		add(fmt.Errorf("server config %w", err))
+	}
 	_, err = cfg.Code.limits()
 	add(err)
 	_, err = cfg.PreemptionGuard.guard()

@@ -136,6 +136,9 @@ type serverConfig struct {
 	GrantWarning string `yaml:"grant_warning"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
+	// CheckpointLifecycle are the policies that move checkpoints to the
+	// object store and delete them from every tier (docs/artifacts.md).
+	CheckpointLifecycle []artifacts.LifecyclePolicy `yaml:"checkpoint_lifecycle"`
 	// Isolation says whether jobs run as their projects' own unprivileged
 	// users (docs/security.md): auto (default; when the server runs as
 	// root), required (refuse to start otherwise) or off.
@@ -267,6 +270,9 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
+// lifecycleEvery is how often the checkpoint lifecycle pass runs.
+const lifecycleEvery = 10 * time.Minute
+
 func runServer(ctx context.Context, cfg serverConfig) error {
 	if err := validateServerConfig(cfg); err != nil {
 		return err
@@ -337,6 +343,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 
 	if err := artifacts.ValidatePolicies(cfg.Retention); err != nil {
+		return fmt.Errorf("server config %w", err)
+	}
+	if err := artifacts.ValidateLifecycle(cfg.CheckpointLifecycle, cfg.ObjectStore != ""); err != nil {
 		return fmt.Errorf("server config %w", err)
 	}
 	codeLimits, err := cfg.Code.limits()
@@ -524,7 +533,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 		ctl := control.New(controlConfig(alerter, fence))
 		var wg sync.WaitGroup
-		wg.Add(3)
+		wg.Add(5)
 		go func() {
 			defer wg.Done()
 			if err := ctl.Run(ctx); err != nil {
@@ -539,12 +548,28 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			defer t.Stop()
 			svc.Artifacts.RunLogRetention(ctx, logRetention, t.C, nil)
 		}()
+		// Checkpoint lifecycle: once now, then every few minutes, each
+		// pass looking at what changed since the one before.
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(lifecycleEvery)
+			defer t.Stop()
+			svc.Artifacts.RunLifecycle(ctx, t.C, nil)
+		}()
+		// Storage accrual: once now, then hourly; each UTC day is
+		// written once, after it ends.
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(time.Hour)
+			defer t.Stop()
+			svc.Artifacts.RunStorageAccrual(ctx, t.C, nil)
+		}()
 		return ctl, wg.Wait
 	}
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
 		RightSizeMinRun: durations.rightSizeMinRun,
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
-		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Blobs: codeBlobs,
+		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
 		MultiNode: func(name string) bool { return name == service.ExecutorLocal && ex.Capabilities().MultiNode }})
 	if err := svc.Audit.LoadAuditWitness(); err != nil {

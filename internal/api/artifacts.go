@@ -4,9 +4,8 @@ import (
 	"archive/tar"
 	"io"
 	"net/http"
-	"path"
 	"strconv"
-	"strings"
+	"time"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
@@ -55,7 +54,7 @@ func lineageDTO(l domain.Lineage) apitypes.Lineage {
 
 func checkpointDTO(c domain.CheckpointRecord) apitypes.Checkpoint {
 	return apitypes.Checkpoint{Name: c.Name, Attempt: c.Attempt, Path: c.Path, Size: c.Size, Files: c.Files, At: c.At,
-		SHA256: c.SHA256, ResumedBy: c.ResumedBy, SetAside: c.Suspect}
+		SHA256: c.SHA256, ResumedBy: c.ResumedBy, SetAside: c.Suspect, Tier: c.Tier()}
 }
 
 // manifest serves GET /api/v1/jobs/{id}/artifacts[?attempt=N].
@@ -165,7 +164,8 @@ func (h *handler) checkpointUsage(w http.ResponseWriter, r *http.Request, p serv
 	}
 	out := apitypes.CheckpointUsageList{Jobs: make([]apitypes.CheckpointUsage, len(us)), Projects: map[string]int64{}}
 	for i, u := range us {
-		out.Jobs[i] = apitypes.CheckpointUsage{Job: u.JobID, Project: u.Project, Count: u.Count, Bytes: u.Bytes}
+		out.Jobs[i] = apitypes.CheckpointUsage{Job: u.JobID, Project: u.Project, Count: u.Count, Bytes: u.Bytes,
+			LocalBytes: u.LocalBytes, ObjectBytes: u.ObjectBytes}
 		out.Projects[u.Project] += u.Bytes
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -185,17 +185,16 @@ func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p se
 		h.writeError(w, r, err)
 		return
 	}
-	defer c.Outputs.Close()
+	defer c.Close()
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
-	// Regular files only (the executor's Walk): links and special files
-	// the job left in the checkpoint are not part of it.
-	err = c.Outputs.Walk(r.Context(), c.Name, func(f service.OutputFile) error {
-		rel := strings.TrimPrefix(f.Path, path.Dir(c.Name)+"/")
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: f.Size, ModTime: f.ModTime, Typeflag: tar.TypeReg}); err != nil {
+	// Regular files only: links and special files the job left in the
+	// checkpoint are not part of it.
+	err = c.Walk(r.Context(), func(rel string, size int64, modTime time.Time, f io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: size, ModTime: modTime, Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
-		_, err := io.Copy(tw, io.LimitReader(f, f.Size))
+		_, err := io.Copy(tw, io.LimitReader(f, size))
 		return err
 	})
 	if err == nil {

@@ -38,10 +38,19 @@ func (h *handler) costReport(w http.ResponseWriter, r *http.Request, p service.P
 		h.writeError(w, r, err)
 		return
 	}
+	st, err := h.svc.Cost.StorageReport(r.Context(), p, cq)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	out := apitypes.CostReport{By: rep.By, Since: rep.Since, Until: rep.Until, Currency: h.cfg.currency(),
-		Lines: make([]apitypes.CostLine, len(rep.Lines)), Total: costLineDTO(rep.Total)}
+		Lines: make([]apitypes.CostLine, len(rep.Lines)), Total: costLineDTO(rep.Total),
+		Storage: apitypes.StorageCost{Since: st.Since, Until: st.Until, Lines: make([]apitypes.StorageLine, len(st.Lines)), Total: storageLineDTO(st.Total)}}
 	for i, l := range rep.Lines {
 		out.Lines[i] = costLineDTO(l)
+	}
+	for i, l := range st.Lines {
+		out.Storage.Lines[i] = storageLineDTO(l)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -75,4 +84,9 @@ func parseSince(v string) (time.Time, time.Duration) {
 func costLineDTO(l service.CostLine) apitypes.CostLine {
 	return apitypes.CostLine{Group: l.Group, GPUHours: l.GPUHours, CPUHours: l.CPUHours,
 		Cost: l.Cost.String(), Waste: l.Waste.String(), Attempts: l.Attempts, RunningPerHour: l.RunningPerHour.String()}
+}
+
+func storageLineDTO(l service.StorageLine) apitypes.StorageLine {
+	return apitypes.StorageLine{Group: l.Group, LocalGiBDays: l.LocalGiBDays, ObjectGiBDays: l.ObjectGiBDays,
+		LocalCost: l.LocalCost.String(), ObjectCost: l.ObjectCost.String(), Cost: l.Cost.String()}
 }

@@ -160,3 +160,31 @@ func newCostEnv(t *testing.T, currency string) (*env, func(h float64) time.Time)
 	t.Cleanup(func() { srv.Close(); raw.Close() })
 	return &env{t: t, srv: srv, st: raw, token: token}, at
 }
+
+// The report carries accrued storage beside compute, priced per tier at
+// the pool's storage rates, without changing the compute lines.
+func TestCostReportStorage(t *testing.T) {
+	e, at := newCostEnv(t, "")
+	ctx := context.Background()
+	day := at(0).AddDate(0, 0, -1) // 2026-02-28, over by the fake clock's now
+	const gibDay = int64(1<<30) * 86400
+	if err := e.st.RecordStorageDays(ctx, []domain.StorageDay{
+		{Day: day, JobID: 1, JobName: "train", Tier: domain.TierLocal, Project: "vision", Pool: "gpu", Submitter: "alice", ByteSeconds: 2 * gibDay},
+		{Day: day, JobID: 1, JobName: "train", Tier: domain.TierObject, Project: "vision", Pool: "gpu", Submitter: "alice", ByteSeconds: gibDay / 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, b := e.do("GET", "/api/v1/cost", e.token, nil)
+	var rep apitypes.CostReport
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil {
+		t.Fatalf("GET /api/v1/cost = %d %s", code, b)
+	}
+	if rep.Total.Cost != "25.20" {
+		t.Errorf("compute total = %s, want 25.20 as without storage", rep.Total.Cost)
+	}
+	st := rep.Storage
+	if len(st.Lines) != 1 || st.Lines[0].Group != "vision" || st.Total.LocalGiBDays != 2 || st.Total.ObjectGiBDays != 0.5 ||
+		st.Total.Cost != "0.00" || !st.Since.Equal(at(0).AddDate(0, 0, -30)) || !st.Until.Equal(at(0)) {
+		t.Errorf("storage = %+v; want vision with 2 local and 0.5 object GiB-days, free (pool gpu has no storage rates), whole days up to today", st)
+	}
+}

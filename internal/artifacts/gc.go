@@ -65,7 +65,7 @@ type FinishedJob struct {
 // Deletion is one thing gc removes.
 type Deletion struct {
 	JobID  int64  `json:"job"`
-	Kind   string `json:"kind"` // checkpoint or output
+	Kind   string `json:"kind"` // KindCheckpoint, KindOutput or KindMove
 	Path   string `json:"path"` // the checkpoint's name, or the output's path
 	Bytes  int64  `json:"bytes"`
 	Reason string `json:"reason"`

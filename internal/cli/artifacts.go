@@ -328,7 +328,11 @@ complete; the server keeps the newest checkpoint.keep of them (default 3;
 only registered ones are ever removed) and hands the next attempt the newest
 whose digest still matches as $TRAINYARD_RESUME_FROM. An attempt that fails
 right after resuming sets its checkpoint aside: the next one resumes from
-the one before.`,
+the one before.
+
+With an object store configured, each kept checkpoint is also copied there
+and verified; lifecycle policies may then remove its local copy (TIER
+object). Resuming and checkpoints get read it from whichever tier holds it.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -367,7 +371,7 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tCOMPLETED\tSHA256\tPATH\tNOTE")
+		fmt.Fprintln(tw, "NAME\tATTEMPT\tFILES\tSIZE\tTIER\tCOMPLETED\tSHA256\tPATH\tNOTE")
 		for _, ck := range l.Checkpoints {
 			note := ""
 			switch {
@@ -376,10 +380,10 @@ func (a *app) checkpointsLsCmd() *cobra.Command {
 			case ck.ResumedBy > 0:
 				note = fmt.Sprintf("resumed by attempt %d", ck.ResumedBy)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size),
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ck.Name), ck.Attempt, ck.Files, humanBytes(ck.Size), dash(cell(ck.Tier)),
 				ck.At.UTC().Format(time.RFC3339), dash(shortHash(ck.SHA256)), cell(ck.Path), cell(note))
 		}
-		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
+		fmt.Fprintf(tw, "%d checkpoint(s)\t\t\t%s\t\t\t\t\t\n", len(l.Checkpoints), humanBytes(l.TotalBytes))
 		return tw.Flush()
 	}
 	return cmd
@@ -412,9 +416,12 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 			return nil
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE")
+		fmt.Fprintln(tw, "PROJECT\tJOB\tCHECKPOINTS\tSIZE\tLOCAL\tOBJECT")
+		tiers := map[string][2]int64{}
 		for _, j := range u.Jobs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(j.Project), j.Job, j.Count, humanBytes(j.Bytes))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(j.Project), j.Job, j.Count, humanBytes(j.Bytes), humanBytes(j.LocalBytes), humanBytes(j.ObjectBytes))
+			t := tiers[j.Project]
+			tiers[j.Project] = [2]int64{t[0] + j.LocalBytes, t[1] + j.ObjectBytes}
 		}
 		projects := make([]string, 0, len(u.Projects))
 		for p := range u.Projects {
@@ -422,7 +429,7 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 		}
 		sort.Strings(projects)
 		for _, p := range projects {
-			fmt.Fprintf(tw, "%s\ttotal\t\t%s\n", cell(p), humanBytes(u.Projects[p]))
+			fmt.Fprintf(tw, "%s\ttotal\t\t%s\t%s\t%s\n", cell(p), humanBytes(u.Projects[p]), humanBytes(tiers[p][0]), humanBytes(tiers[p][1]))
 		}
 		return tw.Flush()
 	}
@@ -432,12 +439,14 @@ func (a *app) checkpointsDuCmd() *cobra.Command {
 func (a *app) gcCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the files retention policies let go",
+		Short: "Remove what retention lets go; move and delete checkpoints by lifecycle",
 		Long: `Remove the checkpoints and report files of finished jobs that are older than
-the server's retention policies allow (retention in the server config; see
-docs/artifacts.md). Models and other outputs are never removed. --dry-run
-lists exactly what a run made now would remove, and removes nothing. Every
-removal is audited. Needs the admin or resource-admin role.`,
+the server's retention policies allow (retention in the server config), and
+apply its checkpoint lifecycle policies (checkpoint_lifecycle) to every job:
+older checkpoints move to the object store (KIND move), old ones are deleted
+from every tier; see docs/artifacts.md. Models and other outputs are never
+removed. --dry-run lists exactly what a run made now would do, and changes
+nothing. Every step is audited. Needs the admin or resource-admin role.`,
 		Example: `  trainyard gc --dry-run
   trainyard gc`,
 		Args: exactArgs(0),

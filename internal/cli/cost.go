@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +27,11 @@ func (a *app) costCmd() *cobra.Command {
 times its nodes) at its pool's rates, for the time it ran inside the window;
 running attempts count up to now. Preempted, failed, timed-out and lost
 attempts count too, and their spend is shown again as WASTE. RUNNING/H is
-what the group's running attempts cost per hour now.
+what the group's running attempts cost per hour now. Below, what the
+groups' stored outputs and checkpoints cost, per tier, over the whole UTC
+days of the window that are over: each day a job kept bytes on local disk
+or in the object store, at its pool's local_gib_month or object_gib_month
+(a month is 30 days).
 
 Without --project the report covers every project you hold a role in
 (admins, resource-admins and auditors: all). --since takes a duration back
@@ -71,9 +76,10 @@ and a total row, for spreadsheets. See docs/cost.md.`,
 		}
 		if len(rep.Lines) == 0 {
 			fmt.Fprintf(cmd.ErrOrStderr(), "no attempts ran since %s\n", rep.Since.UTC().Format("2006-01-02 15:04 MST"))
-			return nil
+		} else if err := writeCostTable(out, rep); err != nil {
+			return err
 		}
-		return writeCostTable(out, rep)
+		return writeStorageTable(out, rep)
 	}
 	return cmd
 }
@@ -109,6 +115,35 @@ func writeCostTable(w io.Writer, rep apitypes.CostReport) error {
 	_, err := fmt.Fprintf(w, "since %s, until %s\n", rep.Since.UTC().Format("2006-01-02 15:04 MST"), rep.Until.UTC().Format("2006-01-02 15:04 MST"))
 	return err
 }
+
+// writeStorageTable writes the storage lines, when there are any, after
+// the compute table.
+func writeStorageTable(w io.Writer, rep apitypes.CostReport) error {
+	st := rep.Storage
+	if len(st.Lines) == 0 {
+		return nil
+	}
+	unit := ""
+	if rep.Currency != "" {
+		unit = " (" + rep.Currency + ")"
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "%s\tLOCAL GiB-DAYS\tOBJECT GiB-DAYS\tLOCAL COST\tOBJECT COST\tSTORAGE COST%s\n", strings.ToUpper(rep.By), unit)
+	total := st.Total
+	total.Group = "TOTAL"
+	for _, l := range append(st.Lines, total) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(l.Group), gibDays(l.LocalGiBDays), gibDays(l.ObjectGiBDays),
+			cents(l.LocalCost), cents(l.ObjectCost), cents(l.Cost))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "storage: whole UTC days %s to %s (a month is 30 days)\n", st.Since.UTC().Format(time.DateOnly), st.Until.UTC().Add(-time.Nanosecond).Format(time.DateOnly))
+	return err
+}
+
+func gibDays(d float64) string { return strconv.FormatFloat(d, 'f', 2, 64) }
 
 // writeCostCSV writes one row per group and a total row, amounts exact
 // as the server sent them.

@@ -90,3 +90,23 @@ func TestCostEmpty(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }
+
+// Storage lines follow the compute table, per tier, to the cent.
+func TestCostStorageTable(t *testing.T) {
+	rep := costReport
+	day := time.Date(2025, 12, 3, 0, 0, 0, 0, time.UTC)
+	rep.Storage = apitypes.StorageCost{Since: day, Until: day.AddDate(0, 0, 30),
+		Lines: []apitypes.StorageLine{{Group: "vision", LocalGiBDays: 310, ObjectGiBDays: 1240.5, LocalCost: "31", ObjectCost: "24.81", Cost: "55.81"}},
+		Total: apitypes.StorageLine{Group: "total", LocalGiBDays: 310, ObjectGiBDays: 1240.5, LocalCost: "31", ObjectCost: "24.81", Cost: "55.81"}}
+	h, _ := newCostHarness(t, rep)
+	r := h.mustRun(0, "cost")
+	want := `
+PROJECT  LOCAL GiB-DAYS  OBJECT GiB-DAYS  LOCAL COST  OBJECT COST  STORAGE COST (EUR)
+vision   310.00          1240.50          31.00       24.81        55.81
+TOTAL    310.00          1240.50          31.00       24.81        55.81
+storage: whole UTC days 2025-12-03 to 2026-01-01 (a month is 30 days)
+`
+	if !strings.HasSuffix(r.stdout, want) {
+		t.Errorf("table:\n%s\nwant it to end with:\n%s", r.stdout, want)
+	}
+}

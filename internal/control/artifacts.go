@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"trainyard/internal/blob"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/store"
+	"trainyard/internal/tier"
 )
 
 // checkpointsDir is where a job's checkpoints live, under its outputs.
@@ -227,7 +227,8 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 }
 
 // copyCheckpoints copies the kept checkpoints the attempt wrote to the
-// object store, when the server is configured to (CopyCheckpoints).
+// object store, when the server is configured to (CopyCheckpoints), and
+// records each copy once it is read back intact (tier.go).
 func (c *Controller) copyCheckpoints(ctx context.Context, o executor.Outputs, job domain.Job, attempt int) {
 	if !c.cfg.CopyCheckpoints || c.cfg.Blobs == nil {
 		return
@@ -237,30 +238,13 @@ func (c *Controller) copyCheckpoints(ctx context.Context, o executor.Outputs, jo
 		return
 	}
 	for _, r := range recs {
-		if r.Attempt != attempt {
+		if r.Attempt != attempt || r.OnObject() || !r.OnLocal() {
 			continue
 		}
-		if err := copyCheckpoint(ctx, c.cfg.Blobs, o, job.ID, r.Name); err != nil {
-			c.log.Warn("copy checkpoint to the object store", "job", job.ID, "checkpoint", r.Name, "err", err)
-		}
+		c.copyToObject(ctx, o, r)
 	}
 }
 
 // CheckpointKey is where a checkpoint's file rel is copied in the object
 // store.
-func CheckpointKey(jobID int64, name, rel string) string {
-	return "checkpoints/" + strconv.FormatInt(jobID, 10) + "/" + name + "/" + rel
-}
-
-// copyCheckpoint puts every regular file of one checkpoint into the object
-// store (links and other special files are the job's business, not data).
-func copyCheckpoint(ctx context.Context, bs blob.Store, o executor.Outputs, jobID int64, name string) error {
-	return o.Walk(ctx, checkpointsDir+"/"+name, func(f executor.OutputFile) error {
-		rel := strings.TrimPrefix(f.Path, checkpointsDir+"/"+name+"/")
-		if f.Path == checkpointsDir+"/"+name { // a checkpoint that is one file
-			rel = name
-		}
-		_, err := bs.Put(ctx, CheckpointKey(jobID, name, rel), f, f.Size)
-		return err
-	})
-}
+func CheckpointKey(jobID int64, name, rel string) string { return tier.Key(jobID, name, rel) }

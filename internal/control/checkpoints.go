@@ -65,7 +65,10 @@ func (c *Controller) pruneCheckpoints(ctx context.Context, o executor.Outputs, j
 	now := c.cfg.Clock.Now()
 	for _, r := range recs[:len(recs)-keep] {
 		rel := executor.CheckpointsDir + "/" + r.Name
-		err := o.Remove(ctx, rel)
+		err := c.removeObjectCopy(ctx, r) // tier.go
+		if err == nil {
+			err = o.Remove(ctx, rel)
+		}
 		if err == nil {
 			err = o.Remove(ctx, rel+domain.CheckpointMarker) // a file's marker beside it
 		}
@@ -190,6 +193,9 @@ func (c *Controller) reconcileCheckpoints(ctx context.Context, o executor.Output
 	}
 	now := c.cfg.Clock.Now()
 	for _, k := range known {
+		if !k.OnLocal() {
+			continue // moved to the object store: not expected on disk
+		}
 		if !slices.ContainsFunc(found, func(f executor.Checkpoint) bool { return f.Name == k.Name && f.Complete }) {
 			_ = c.cfg.Store.MarkCheckpointDeleted(ctx, job.ID, k.Name, now, nil)
 		}

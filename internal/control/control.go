@@ -423,6 +423,9 @@ func (c *Controller) recover(ctx context.Context) error {
 			err = nil
 		}
 		if err == nil {
+			if restore := c.restoreIfUnstarted(a); restore != nil { // tier.go
+				restore(ctx, l)
+			}
 			err = c.cfg.Executor.Launch(ctx, l)
 		}
 		if err != nil {
@@ -631,7 +634,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			continue
 		}
 		c.known[l.Ref] = true
-		c.launchAsync(ctx, l)
+		c.launchAfter(ctx, l, c.restoreForResume) // tier.go
 	}
 	for k, pe := range plan.Preempt {
 		if errs[preempts+k] != nil {
@@ -917,10 +920,17 @@ func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntr
 	return out, nil
 }
 
-func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) {
+func (c *Controller) launchAsync(ctx context.Context, l executor.Launch) { c.launchAfter(ctx, l, nil) }
+
+// launchAfter launches l off the loop, after before (when not nil) has
+// prepared it there.
+func (c *Controller) launchAfter(ctx context.Context, l executor.Launch, before func(context.Context, executor.Launch)) {
 	c.sem <- struct{}{}
 	go func() {
 		defer func() { <-c.sem }()
+		if before != nil {
+			before(ctx, l)
+		}
 		if err := c.cfg.Executor.Launch(ctx, l); err != nil {
 			c.launched <- launchResult{ref: l.Ref, err: err}
 		}
@@ -1059,7 +1069,7 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 			continue
 		}
 		c.log.Info("reattaching to an attempt another replica launched", "attempt", ref.String())
-		c.launchAsync(ctx, l)
+		c.launchAfter(ctx, l, c.restoreIfUnstarted(a)) // tier.go
 	}
 	for ref := range c.known {
 		if !active[ref] {

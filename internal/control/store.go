@@ -34,7 +34,9 @@ type Store interface {
 	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
 	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
 	LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error)
+	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	MarkCheckpointRestored(ctx context.Context, jobID int64, name string) error
 	MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error
 	MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error
 	MarkHealthFailed(ctx context.Context, jobID int64, attempt int, reason domain.Reason, message string) error

@@ -97,6 +97,38 @@ type CheckpointRecord struct {
 	// failed right after resuming from it ("attempt 3 failed right after
 	// resuming from it: exit code 1"). A new version of it clears this.
 	Suspect string
-	// Deleted is when it was removed (keep, gc); zero while it exists.
+	// Deleted is when it was removed from every tier (keep, gc); zero
+	// while it exists.
 	Deleted time.Time
+	// Object is when a copy in the object store was verified to hold
+	// its digest; zero: the object tier holds none.
+	Object time.Time
+	// LocalGone is when its local copy was removed with the object copy
+	// kept (moved by a lifecycle policy); zero while the local copy is
+	// there.
+	LocalGone time.Time
+}
+
+// Storage tiers of outputs and checkpoints: the local disk of the job's
+// output tree, and the object store (object_store in the server config).
+const (
+	TierLocal  = "local"
+	TierObject = "object"
+)
+
+// OnLocal reports whether the checkpoint's local copy is there.
+func (c CheckpointRecord) OnLocal() bool { return c.LocalGone.IsZero() }
+
+// OnObject reports whether the object store holds a verified copy.
+func (c CheckpointRecord) OnObject() bool { return !c.Object.IsZero() }
+
+// Tier names where the checkpoint is held: local, object or both.
+func (c CheckpointRecord) Tier() string {
+	switch {
+	case c.OnLocal() && c.OnObject():
+		return "both"
+	case c.OnObject():
+		return TierObject
+	}
+	return TierLocal
 }

@@ -211,6 +211,21 @@ type Outputs interface {
 	Close() error
 }
 
+// Restorer is an Outputs the server can write checkpoints back into: it
+// restores one from the object store before an attempt resumes from it.
+// An executor whose outputs it cannot write (a cluster's, read through
+// object storage) offers none, and such a checkpoint is skipped there.
+type Restorer interface {
+	// CreateFile creates the regular file rel and the directories above
+	// it that are missing, and returns it open for writing. Nothing is
+	// followed or replaced: a link or a non-directory on the way, or rel
+	// already there, is an error.
+	CreateFile(ctx context.Context, rel string) (io.WriteCloser, error)
+	// Rename moves from to to; a link at from is moved, not followed.
+	// Something already at to is an error matching fs.ErrExist.
+	Rename(ctx context.Context, from, to string) error
+}
+
 // Files is the read side of an executor: what attempts left, read
 // without running any (see the comment at the top of this file).
 type Files interface {

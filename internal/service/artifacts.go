@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -14,13 +15,16 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/store"
+	"trainyard/internal/tier"
 )
 
 // ArtifactService reads jobs' outputs and checkpoints and applies garbage
 // collection and retention to finished jobs' files.
 type ArtifactService struct {
 	*core
-	st ArtifactStore
+	st        ArtifactStore
+	lifecycle lifecycleState // the periodic pass's memory: lifecycle.go
+	storage   storageState   // the storage accrual's: storage.go
 }
 
 // ArtifactStore is what output, checkpoint, gc and retention use cases
@@ -30,8 +34,15 @@ type ArtifactStore interface {
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
+	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
+	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	ManifestSizes(ctx context.Context) ([]store.ManifestSize, error)
+	LatestStorageDay(ctx context.Context) (time.Time, error)
+	RecordStorageDays(ctx context.Context, days []domain.StorageDay) error
+	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	MarkCheckpointMoved(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 }
 
@@ -122,6 +133,9 @@ type CheckpointUsage struct {
 	Project string
 	Count   int
 	Bytes   int64
+	// LocalBytes and ObjectBytes are per tier: one held on both counts
+	// on both.
+	LocalBytes, ObjectBytes int64
 }
 
 // CheckpointUsage sums the kept checkpoints per job, for the jobs p may
@@ -154,6 +168,12 @@ func (s *ArtifactService) CheckpointUsage(ctx context.Context, p Principal, proj
 		}
 		u.Count++
 		u.Bytes += c.Size
+		if c.OnLocal() {
+			u.LocalBytes += c.Size
+		}
+		if c.OnObject() {
+			u.ObjectBytes += c.Size
+		}
 	}
 	for _, u := range by {
 		if u.JobID > 0 {
@@ -242,15 +262,22 @@ func (s *ArtifactService) readableJob(ctx context.Context, p Principal, id int64
 	return job, nil
 }
 
-// Checkpoint is one kept checkpoint opened for reading: Outputs is the
-// job's output tree (the executor's) and Name the checkpoint's path in it
-// (a directory or a single file). The caller closes Outputs.
+// Checkpoint is one kept checkpoint opened for reading, from whichever
+// tier holds it. The caller closes it.
 type Checkpoint struct {
-	Outputs executor.Outputs
-	Name    string
+	Name string
+	Tier string // where it is read from: domain.TierLocal or domain.TierObject
+	// Walk calls fn with each regular file of the checkpoint, in order of
+	// path: rel is below the checkpoint directory's parent ("NAME/sub/f",
+	// or "NAME" for a one-file checkpoint). Read from the object store, a
+	// copy that turns out not to be the registered checkpoint ends in an
+	// error matching tier.ErrMismatch after its last file.
+	Walk  func(ctx context.Context, fn func(rel string, size int64, modTime time.Time, r io.Reader) error) error
+	Close func() error
 }
 
-// OpenCheckpoint opens a kept checkpoint of the job, for download.
+// OpenCheckpoint opens a kept checkpoint of the job, for download: its
+// local copy when it is there, else its object copy.
 func (s *ArtifactService) OpenCheckpoint(ctx context.Context, p Principal, id int64, name string) (Checkpoint, error) {
 	job, err := s.readableJob(ctx, p, id)
 	if err != nil {
@@ -260,20 +287,55 @@ func (s *ArtifactService) OpenCheckpoint(ctx context.Context, p Principal, id in
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	if !slices.ContainsFunc(cs, func(c domain.CheckpointRecord) bool { return c.Name == name }) {
+	i := slices.IndexFunc(cs, func(c domain.CheckpointRecord) bool { return c.Name == name })
+	if i < 0 {
 		return Checkpoint{}, domain.Errorf(domain.ErrNotFound, "job %d has no kept checkpoint %q; see: trainyard checkpoints ls %d", id, name, id)
 	}
-	gone := domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
+	rec := cs[i]
+	if rec.OnLocal() {
+		if c, ok := s.openLocalCheckpoint(ctx, job, name); ok {
+			return c, nil
+		}
+	}
+	if rec.OnObject() && s.cfg.Blobs != nil {
+		return s.openObjectCheckpoint(rec), nil
+	}
+	return Checkpoint{}, domain.Errorf(domain.ErrNotFound, "checkpoint %q of job %d is registered but no longer on disk", name, id)
+}
+
+// openLocalCheckpoint opens the checkpoint in the job's output tree.
+func (s *ArtifactService) openLocalCheckpoint(ctx context.Context, job domain.Job, name string) (Checkpoint, bool) {
 	o, err := s.openOutputs(ctx, job)
 	if err != nil {
-		return Checkpoint{}, gone
+		return Checkpoint{}, false
 	}
 	// Still a directory or a regular file (the listing holds nothing
 	// else: a link put in its place is not it).
 	found, err := o.Checkpoints(ctx)
 	if err != nil || !slices.ContainsFunc(found, func(c executor.Checkpoint) bool { return c.Name == name }) {
 		o.Close()
-		return Checkpoint{}, gone
+		return Checkpoint{}, false
 	}
-	return Checkpoint{Outputs: o, Name: executor.CheckpointsDir + "/" + name}, nil
+	rel := executor.CheckpointsDir + "/" + name
+	return Checkpoint{Name: name, Tier: domain.TierLocal, Close: o.Close,
+		Walk: func(ctx context.Context, fn func(string, int64, time.Time, io.Reader) error) error {
+			return o.Walk(ctx, rel, func(f executor.OutputFile) error {
+				return fn(strings.TrimPrefix(f.Path, executor.CheckpointsDir+"/"), f.Size, f.ModTime, f)
+			})
+		}}, true
+}
+
+// openObjectCheckpoint reads the checkpoint's object copy, verified
+// against its registered size and digest as it is read (tier.Walk).
+func (s *ArtifactService) openObjectCheckpoint(rec domain.CheckpointRecord) Checkpoint {
+	return Checkpoint{Name: rec.Name, Tier: domain.TierObject, Close: func() error { return nil },
+		Walk: func(ctx context.Context, fn func(string, int64, time.Time, io.Reader) error) error {
+			return tier.Walk(ctx, s.cfg.Blobs, rec, func(o tier.Object, one bool, r io.Reader) error {
+				rel := rec.Name + "/" + o.Rel
+				if one {
+					rel = rec.Name
+				}
+				return fn(rel, o.Size, rec.At, r)
+			})
+		}}
 }

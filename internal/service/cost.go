@@ -26,6 +26,7 @@ type CostStore interface {
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ReportTotals(ctx context.Context, q store.ReportQuery) (store.ReportTotals, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	ListStorageDays(ctx context.Context, from, to time.Time) ([]domain.StorageDay, error) // storage.go
 }
 
 var _ CostStore = store.Store(nil)

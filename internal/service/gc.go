@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 
 	"trainyard/internal/artifacts"
 	"trainyard/internal/authz"
@@ -23,50 +23,78 @@ type GCReport struct {
 }
 
 // GC removes what the retention policies (Config.Retention) let go: the
-// checkpoints and report files of finished jobs past their age. With
-// dryRun it removes nothing and returns the same list a real run made now
-// would remove. Every deletion is audited.
+// checkpoints and report files of finished jobs past their age; and
+// applies the checkpoint lifecycle policies (Config.Lifecycle) to every
+// job: checkpoints moved to the object store, or deleted from every tier.
+// With dryRun it changes nothing and returns the same list a real run
+// made now would carry out. Every step is audited.
 func (s *ArtifactService) GC(ctx context.Context, p Principal, dryRun bool) (GCReport, error) {
 	if err := s.authorize(ctx, p, authz.ArtifactGC, authz.Resource{Kind: "artifacts"}); err != nil {
 		return GCReport{}, err
 	}
-	plan, dirs, err := s.gcPlan(ctx)
+	plan, dirs, known, err := s.gcPlan(ctx)
 	if err != nil {
 		return GCReport{}, err
 	}
-	rep := GCReport{DryRun: dryRun}
+	life, jobs, lknown, err := s.lifecyclePlan(ctx, nil, true)
+	if err != nil {
+		return GCReport{}, err
+	}
+	// Retention first: what it deletes is not moved or deleted again.
+	gone := map[string]bool{}
 	for _, d := range plan {
-		if dryRun {
+		if d.Kind == artifacts.KindCheckpoint {
+			gone[ckKey(d.JobID, d.Path)] = true
+		}
+	}
+	life = slices.DeleteFunc(life, func(d artifacts.Deletion) bool { return gone[ckKey(d.JobID, d.Path)] })
+	rep := GCReport{DryRun: dryRun}
+	if dryRun {
+		for _, d := range slices.Concat(plan, life) {
 			rep.Deletions = append(rep.Deletions, d)
 			rep.Bytes += d.Bytes
-			continue
 		}
-		if err := s.gcDelete(ctx, p, d, dirs[d.JobID]); err != nil {
+		return rep, nil
+	}
+	for _, d := range plan {
+		var err error
+		if d.Kind == artifacts.KindCheckpoint {
+			err = s.deleteCheckpoint(ctx, p, d, dirs[d.JobID], known[ckKey(d.JobID, d.Path)])
+		} else {
+			err = s.gcDelete(ctx, p, d, dirs[d.JobID])
+		}
+		if err != nil {
 			rep.Failed = append(rep.Failed, fmt.Sprintf("job %d %s %s: %v", d.JobID, d.Kind, d.Path, err))
 			continue
 		}
 		rep.Deletions = append(rep.Deletions, d)
 		rep.Bytes += d.Bytes
 	}
+	lrep := s.applyPlan(ctx, p, life, jobs, lknown)
+	rep.Deletions = append(rep.Deletions, lrep.Deletions...)
+	rep.Bytes += lrep.Bytes
+	rep.Failed = append(rep.Failed, lrep.Failed...)
 	return rep, nil
 }
 
 // gcPlan lists what gc removes now, leaving out what is already gone.
-func (s *ArtifactService) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]string, error) {
+func (s *ArtifactService) gcPlan(ctx context.Context) ([]artifacts.Deletion, map[int64]string, map[string]domain.CheckpointRecord, error) {
 	if len(s.cfg.Retention) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	jobs, err := s.st.ListJobs(ctx, store.JobFilter{States: []domain.JobState{domain.JobSucceeded, domain.JobFailed, domain.JobCanceled}, Ascending: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ckpts, err := s.st.ListCheckpoints(ctx, 0, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	byJob := map[int64][]domain.CheckpointRecord{}
+	known := map[string]domain.CheckpointRecord{}
 	for _, c := range ckpts {
 		byJob[c.JobID] = append(byJob[c.JobID], c)
+		known[ckKey(c.JobID, c.Name)] = c
 	}
 	dirs := map[int64]string{}
 	in := make([]artifacts.FinishedJob, 0, len(jobs))
@@ -78,19 +106,25 @@ func (s *ArtifactService) gcPlan(ctx context.Context) ([]artifacts.Deletion, map
 		if m, err := s.st.GetManifest(ctx, j.ID, 0); err == nil {
 			fj.Outputs = m.Files
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		dirs[j.ID] = j.OutputDir
 		in = append(in, fj)
 	}
 	var out []artifacts.Deletion
 	for _, d := range artifacts.Plan(in, s.cfg.Retention, s.cfg.Clock.Now()) {
+		// A checkpoint held only in the object store is there by its
+		// record; anything else must still be in the job's tree.
+		if rec, ok := known[ckKey(d.JobID, d.Path)]; d.Kind == artifacts.KindCheckpoint && ok && !rec.OnLocal() {
+			out = append(out, d)
+			continue
+		}
 		if !s.gcTargetExists(ctx, dirs[d.JobID], d) {
 			continue // removed before (by hand, or a checkpoint the job dropped)
 		}
 		out = append(out, d)
 	}
-	return out, dirs, nil
+	return out, dirs, known, nil
 }
 
 // gcTarget is the path of a planned deletion in its job's output
@@ -120,7 +154,8 @@ func (s *ArtifactService) gcTargetExists(ctx context.Context, outputDir string, 
 	return errors.Is(err, executor.ErrNotRegular)
 }
 
-// gcDelete removes one planned file or checkpoint and audits it. The
+// gcDelete removes one planned output file and audits it (checkpoints:
+// deleteCheckpoint, lifecycle.go). The
 // executor removes it inside the job's output tree: a link the job left
 // there is removed, never followed.
 func (s *ArtifactService) gcDelete(ctx context.Context, p Principal, d artifacts.Deletion, outputDir string) error {
@@ -129,18 +164,9 @@ func (s *ArtifactService) gcDelete(ctx context.Context, p Principal, d artifacts
 		return err
 	}
 	err = o.Remove(ctx, gcTarget(d))
-	if err == nil && d.Kind == "checkpoint" {
-		err = o.Remove(ctx, gcTarget(d)+domain.CheckpointMarker) // a file checkpoint's marker beside it
-	}
 	o.Close()
 	if err != nil {
 		return err
 	}
-	rec := domain.AuditRecord{At: s.cfg.Clock.Now(), Actor: p.Actor(), Action: string(authz.ArtifactGC),
-		Target: "job/" + strconv.FormatInt(d.JobID, 10) + "/" + d.Kind + "s/" + d.Path,
-		Before: summary(map[string]any{"bytes": d.Bytes}), Result: domain.AuditOK, Detail: d.Reason, Client: ClientFrom(ctx)}
-	if d.Kind == "checkpoint" {
-		return s.st.MarkCheckpointDeleted(ctx, d.JobID, d.Path, s.cfg.Clock.Now(), &rec)
-	}
-	return s.st.AppendAudit(ctx, rec)
+	return s.st.AppendAudit(ctx, s.gcAudit(ctx, p, d, s.cfg.Clock.Now()))
 }

@@ -139,13 +139,13 @@ func TestOutputsAreReadThroughTheExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var walked []string
-	err = c.Outputs.Walk(ctx, c.Name, func(f service.OutputFile) error {
+	err = c.Walk(ctx, func(rel string, _ int64, _ time.Time, f io.Reader) error {
 		b, err := io.ReadAll(f)
-		walked = append(walked, f.Path+"="+string(b))
+		walked = append(walked, rel+"="+string(b))
 		return err
 	})
-	c.Outputs.Close()
-	if want := "[checkpoints/step-1/.complete= checkpoints/step-1/sub/o=opt checkpoints/step-1/w=one]"; err != nil || fmt.Sprint(walked) != want {
+	c.Close()
+	if want := "[step-1/.complete= step-1/sub/o=opt step-1/w=one]"; err != nil || fmt.Sprint(walked) != want {
 		t.Errorf("checkpoint step-1 walks %v, %v; want %s", walked, err, want)
 	}
 

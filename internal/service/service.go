@@ -94,6 +94,9 @@ type Config struct {
 	CacheTTL  time.Duration
 	// Retention are the policies gc applies to finished jobs' files.
 	Retention []artifacts.Policy
+	// Lifecycle are the checkpoint lifecycle policies gc and the periodic
+	// pass apply to every job's checkpoints (lifecycle.go).
+	Lifecycle []artifacts.LifecyclePolicy
 	// Alerts sends test notifications; nil: alerting is not running.
 	Alerts AlertChannels
 	// LatestSample returns the latest resource reading of a running

@@ -34,6 +34,47 @@ type Artifacts interface {
 	// ListCheckpoints returns a job's checkpoints (every job's when jobID is
 	// 0), oldest first; deleted ones only when withDeleted.
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
-	// MarkCheckpointDeleted records that a checkpoint was removed.
+	// MarkCheckpointDeleted records that a checkpoint was removed from
+	// every tier.
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	// ListCheckpointsAt returns the kept checkpoints (every job's)
+	// registered complete at or after from and before to (At), oldest
+	// first: what the lifecycle pass looks at when time moves on.
+	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
+	// ListCheckpointsHeld returns every job's checkpoints that were kept
+	// at or after since: the kept ones and those deleted since, by job,
+	// then time. Storage accrual reads them.
+	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)
+	// MarkCheckpointCopied records that the object store holds a verified
+	// copy of the kept checkpoint's version sha256 since at (Object); an
+	// Object already set is kept. A name the job does not have, or whose
+	// digest is another (a newer version), is ErrNotFound.
+	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
+	// MarkCheckpointMoved records that the checkpoint's local copy was
+	// removed at at, its object copy kept (LocalGone). One without an
+	// object copy, or not kept, is ErrNotFound.
+	MarkCheckpointMoved(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
+	// MarkCheckpointRestored records that the checkpoint's local copy is
+	// back (restored from the object store): LocalGone is cleared.
+	MarkCheckpointRestored(ctx context.Context, jobID int64, name string) error
+	// ManifestSizes returns the bytes each recorded manifest lists, by
+	// job and attempt, for storage accrual.
+	ManifestSizes(ctx context.Context) ([]ManifestSize, error)
+	// RecordStorageDays stores accrued days; a (day, job, tier) already
+	// stored is kept as it is, so accruing a day again changes nothing.
+	RecordStorageDays(ctx context.Context, days []domain.StorageDay) error
+	// ListStorageDays returns the accrued days at or after from and
+	// before to, by day, job and tier.
+	ListStorageDays(ctx context.Context, from, to time.Time) ([]domain.StorageDay, error)
+	// LatestStorageDay is the last day accrued; zero: none.
+	LatestStorageDay(ctx context.Context) (time.Time, error)
+}
+
+// ManifestSize is what one attempt's manifest lists: the job's outputs
+// (checkpoints aside) from At until the next manifest.
+type ManifestSize struct {
+	JobID   int64
+	Attempt int
+	At      time.Time
+	Bytes   int64
 }

@@ -61,6 +61,9 @@ type Checkpoint struct {
 	// SetAside says why resuming skips it (an attempt failed right after
 	// resuming from it); empty: it may be resumed from.
 	SetAside string `json:"set_aside,omitempty"`
+	// Tier says where it is held: local (the job's output tree), object
+	// (only the object store) or both.
+	Tier string `json:"tier"`
 }
 
 // CheckpointList is the answer of GET /api/v1/jobs/{id}/checkpoints.
@@ -81,6 +84,10 @@ type CheckpointUsage struct {
 	Project string `json:"project"`
 	Count   int    `json:"count"`
 	Bytes   int64  `json:"bytes"`
+	// LocalBytes and ObjectBytes are what the checkpoints take on each
+	// tier (one held on both counts on both).
+	LocalBytes  int64 `json:"local_bytes"`
+	ObjectBytes int64 `json:"object_bytes"`
 }
 
 // CheckpointUsageList is the answer of GET /api/v1/checkpoints/usage.
@@ -97,7 +104,7 @@ type GCRequest struct {
 // GCDeletion is one file or checkpoint gc removed (or would remove).
 type GCDeletion struct {
 	Job    int64  `json:"job"`
-	Kind   string `json:"kind"` // checkpoint or output
+	Kind   string `json:"kind"` // checkpoint (deleted from every tier), output, or move (a checkpoint moved to the object store)
 	Path   string `json:"path"`
 	Bytes  int64  `json:"bytes"`
 	Reason string `json:"reason"`

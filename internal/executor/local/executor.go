@@ -77,6 +77,9 @@ import (
 
 var _ executor.Executor = (*Executor)(nil)
 
+// The server restores checkpoints into a job's outputs on this disk.
+var _ executor.Restorer = (*outputs)(nil)
+
 // Config configures an Executor.
 type Config struct {
 	// ShimCommand starts the supervisor, e.g. ["/usr/bin/trainyard", "shim"];

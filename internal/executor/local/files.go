@@ -342,6 +342,32 @@ func (o *outputs) Remove(ctx context.Context, rel string) error {
 	return o.d.RemoveAll(name)
 }
 
+func (o *outputs) CreateFile(ctx context.Context, rel string) (io.WriteCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name, err := below(rel)
+	if err != nil {
+		return nil, err
+	}
+	return o.d.CreateFile(name)
+}
+
+func (o *outputs) Rename(ctx context.Context, from, to string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := below(from)
+	if err != nil {
+		return err
+	}
+	t, err := below(to)
+	if err != nil {
+		return err
+	}
+	return o.d.Rename(f, t)
+}
+
 func (o *outputs) Close() error { return o.d.Close() }
 
 // releaseWait bounds how long Release waits for a shim that has recorded

@@ -11,7 +11,7 @@ import (
 	"trainyard/internal/store"
 )
 
-const checkpointCols = `job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at`
+const checkpointCols = `job_id, name, attempt, path, size, files, at, sha256, resumed_by, suspect, deleted_at, object_at, local_gone_at`
 
 var (
 	qManifestFilesDelete = Q(`DELETE FROM manifest_files WHERE job_id = ? AND attempt = ?`)
@@ -27,7 +27,8 @@ var (
 	qManifestFiles = Q(`SELECT path, size, sha256 FROM manifest_files WHERE job_id = ? AND attempt = ? ORDER BY path{C}`)
 	qCheckpointPut = Q(`INSERT INTO checkpoints (job_id, name, attempt, path, size, files, at, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt, path = excluded.path, size = excluded.size,
-			files = excluded.files, at = excluded.at, sha256 = excluded.sha256, resumed_by = 0, suspect = '', deleted_at = NULL
+			files = excluded.files, at = excluded.at, sha256 = excluded.sha256, resumed_by = 0, suspect = '', deleted_at = NULL,
+			object_at = NULL, local_gone_at = NULL
 		WHERE checkpoints.sha256 <> excluded.sha256 OR checkpoints.deleted_at IS NOT NULL`)
 	// One job's checkpoints (the control loop asks at every launch)
 	// through the primary key; every job's only for gc and usage.
@@ -38,6 +39,18 @@ var (
 	qCheckpointDeleted = Q(`UPDATE checkpoints SET deleted_at = ? WHERE job_id = ? AND name = ? AND deleted_at IS NULL`)
 	qCheckpointResumed = Q(`UPDATE checkpoints SET resumed_by = ? WHERE job_id = ? AND name = ? AND deleted_at IS NULL`)
 	qCheckpointSuspect = Q(`UPDATE checkpoints SET suspect = ? WHERE job_id = ? AND name = ? AND deleted_at IS NULL`)
+	qCheckpointsAt     = Q(`SELECT ` + checkpointCols + ` FROM checkpoints
+		WHERE at >= ? AND at < ? AND deleted_at IS NULL ORDER BY at, job_id, name{C}`)
+	qCheckpointsHeld = Q(`SELECT ` + checkpointCols + ` FROM checkpoints
+		WHERE deleted_at IS NULL OR deleted_at >= ? ORDER BY job_id, at, name{C}`)
+	qCheckpointCopied = Q(`UPDATE checkpoints SET object_at = COALESCE(object_at, ?)
+		WHERE job_id = ? AND name = ? AND sha256 = ? AND deleted_at IS NULL`)
+	qCheckpointMoved = Q(`UPDATE checkpoints SET local_gone_at = ?
+		WHERE job_id = ? AND name = ? AND object_at IS NOT NULL AND deleted_at IS NULL`)
+	qCheckpointRestored = Q(`UPDATE checkpoints SET local_gone_at = NULL WHERE job_id = ? AND name = ? AND deleted_at IS NULL`)
+	qManifestSizes      = Q(`SELECT m.job_id, m.attempt, m.at, COALESCE(SUM(f.size), 0) FROM manifests m
+		LEFT JOIN manifest_files f ON f.job_id = m.job_id AND f.attempt = m.attempt
+		GROUP BY m.job_id, m.attempt, m.at ORDER BY m.job_id, m.attempt`)
 )
 
 // RecordManifest replaces the manifest of one attempt.
@@ -128,29 +141,113 @@ func (s Shared) RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord)
 
 // ListCheckpoints returns checkpoints oldest first.
 func (s Shared) ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error) {
-	r, err := s.b.Reader()
-	if err != nil {
-		return nil, err
-	}
 	q, args := qCheckpointsOfJob, []any{jobID, withDeleted}
 	if jobID == 0 {
 		q, args = qCheckpointsAll, []any{withDeleted}
 	}
+	return s.listCheckpoints(ctx, "list checkpoints", q, args...)
+}
+
+// ListCheckpointsAt returns kept checkpoints registered in [from, to).
+func (s Shared) ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error) {
+	return s.listCheckpoints(ctx, "list checkpoints by time", qCheckpointsAt, from.UnixNano(), to.UnixNano())
+}
+
+func (s Shared) listCheckpoints(ctx context.Context, action string, q Query, args ...any) ([]domain.CheckpointRecord, error) {
+	r, err := s.b.Reader()
+	if err != nil {
+		return nil, err
+	}
 	var out []domain.CheckpointRecord
 	if err := r.Query(ctx, func(row Row) error {
 		var (
-			c   domain.CheckpointRecord
-			at  int64
-			del sql.NullInt64
+			c               domain.CheckpointRecord
+			at              int64
+			del, obj, lgone sql.NullInt64
 		)
-		if err := row.Scan(&c.JobID, &c.Name, &c.Attempt, &c.Path, &c.Size, &c.Files, &at, &c.SHA256, &c.ResumedBy, &c.Suspect, &del); err != nil {
+		if err := row.Scan(&c.JobID, &c.Name, &c.Attempt, &c.Path, &c.Size, &c.Files, &at, &c.SHA256, &c.ResumedBy, &c.Suspect, &del, &obj, &lgone); err != nil {
 			return err
 		}
-		c.At, c.Deleted = time.Unix(0, at).UTC(), TimeOf(del)
+		c.At, c.Deleted, c.Object, c.LocalGone = time.Unix(0, at).UTC(), TimeOf(del), TimeOf(obj), TimeOf(lgone)
 		out = append(out, c)
 		return nil
 	}, q, args...); err != nil {
-		return nil, s.err("list checkpoints", err)
+		return nil, s.err(action, err)
+	}
+	return out, nil
+}
+
+// ListCheckpointsHeld returns checkpoints kept at or after since.
+func (s Shared) ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error) {
+	return s.listCheckpoints(ctx, "list held checkpoints", qCheckpointsHeld, since.UnixNano())
+}
+
+// MarkCheckpointCopied records a verified object copy of one version.
+func (s Shared) MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error {
+	return s.b.Write(ctx, func(x Exec) error {
+		return x.QueueCheck(func(n int64, err error) error {
+			if err != nil {
+				return s.err("mark checkpoint copied", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("mark checkpoint copied: job %d has no kept checkpoint %q with sha256 %s: %w", jobID, name, sha256, store.ErrNotFound)
+			}
+			return nil
+		}, qCheckpointCopied, at.UnixNano(), jobID, name, sha256)
+	})
+}
+
+// MarkCheckpointMoved records that only the object copy is left.
+func (s Shared) MarkCheckpointMoved(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error {
+	var recs []domain.AuditRecord
+	if audit != nil {
+		recs = append(recs, *audit)
+	}
+	return s.b.Write(ctx, func(x Exec) error {
+		n, err := x.Exec(qCheckpointMoved, at.UnixNano(), jobID, name)
+		if err != nil {
+			return s.err("mark checkpoint moved", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("job %d has no kept checkpoint %q with an object copy to move to: %w", jobID, name, store.ErrNotFound)
+		}
+		return nil
+	}, recs...)
+}
+
+// MarkCheckpointRestored records that the local copy is back.
+func (s Shared) MarkCheckpointRestored(ctx context.Context, jobID int64, name string) error {
+	return s.b.Write(ctx, func(x Exec) error {
+		return x.QueueCheck(func(n int64, err error) error {
+			if err != nil {
+				return s.err("mark checkpoint restored", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("mark checkpoint restored: job %d has no kept checkpoint %q: %w", jobID, name, store.ErrNotFound)
+			}
+			return nil
+		}, qCheckpointRestored, jobID, name)
+	})
+}
+
+// ManifestSizes sums each manifest's files.
+func (s Shared) ManifestSizes(ctx context.Context) ([]store.ManifestSize, error) {
+	r, err := s.b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	var out []store.ManifestSize
+	if err := r.Query(ctx, func(row Row) error {
+		var m store.ManifestSize
+		var at int64
+		if err := row.Scan(&m.JobID, &m.Attempt, &at, &m.Bytes); err != nil {
+			return err
+		}
+		m.At = time.Unix(0, at).UTC()
+		out = append(out, m)
+		return nil
+	}, qManifestSizes); err != nil {
+		return nil, s.err("sum manifests", err)
 	}
 	return out, nil
 }

@@ -1,0 +1,95 @@
+package artifacts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// Writing into a job's tree: the server restores a checkpoint there from
+// the object store before an attempt resumes from it. The job may have
+// planted links and traps anywhere below the directory, so nothing is
+// followed and nothing already there is replaced.
+
+// local checks that name is a clean path strictly below the directory.
+func local(name string) (string, error) {
+	c := path.Clean(name)
+	if name == "" || c == "." || path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q is not a path below %s", name, "the output directory")
+	}
+	return c, nil
+}
+
+// CreateFile creates the regular file name (slash-separated, relative to
+// the directory) and returns it open for writing, making the directories
+// above it that are missing. Each directory and the file are given the
+// owner of the directory they are made in, where the server may (a job
+// run as its project's user can then replace what was restored). Nothing
+// is followed or replaced: a directory on the way that is a link or no
+// directory, or name already there, is an error.
+func (d *Dir) CreateFile(name string) (*os.File, error) {
+	name, err := local(name)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(name, "/")
+	dir := "."
+	for _, p := range parts[:len(parts)-1] {
+		next := path.Join(dir, p)
+		fi, err := d.root.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := d.root.Mkdir(next, 0o755); err != nil {
+				return nil, err
+			}
+			d.ownLike(dir, next)
+		case err != nil:
+			return nil, err
+		case !fi.IsDir():
+			return nil, fmt.Errorf("create %s: %s is a %s, not a directory", d.Join(name), d.Join(next), kind(fi.Mode()))
+		}
+		dir = next
+	}
+	// O_EXCL: a link (dangling or not) or anything else in its place is
+	// refused, never followed or truncated.
+	f, err := d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	d.ownLike(dir, name)
+	return f, nil
+}
+
+// ownLike gives name the owner of the directory dir, where the server may.
+func (d *Dir) ownLike(dir, name string) {
+	fi, err := d.root.Lstat(dir)
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		_ = d.root.Lchown(name, int(st.Uid), int(st.Gid))
+	}
+}
+
+// Rename moves from to to, both below the directory: a link at from is
+// moved, not followed. Something already at to is an error, never
+// replaced.
+func (d *Dir) Rename(from, to string) error {
+	from, err := local(from)
+	if err != nil {
+		return err
+	}
+	if to, err = local(to); err != nil {
+		return err
+	}
+	if _, err := d.root.Lstat(to); err == nil {
+		return fmt.Errorf("rename to %s: %w", d.Join(to), fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return d.root.Rename(from, to)
+}
