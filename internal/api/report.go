@@ -59,7 +59,7 @@ func reportLineDTO(l service.ReviewLine) apitypes.ReportLine {
 		Failed: l.Failed, FailureRate: l.FailureRate(), Failures: make([]apitypes.ReasonCount, len(l.Failures)),
 		GPUHours: l.GPUHours, CPUHours: l.CPUHours, GPUHoursUsed: l.GPUHoursUsed, CPUHoursUsed: l.CPUHoursUsed,
 		CapacityGPUHours: l.CapacityGPUHours, CapacityCPUHours: l.CapacityCPUHours,
-		Cost: l.Cost.String(), Waste: l.Waste.String()}
+		Cost: l.Cost.String(), Waste: l.Waste.String(), Storage: l.Storage.String()}
 	for i, f := range l.Failures {
 		out.Failures[i] = apitypes.ReasonCount{State: string(f.State), Reason: string(f.Reason), N: f.N}
 	}

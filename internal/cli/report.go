@@ -32,8 +32,9 @@ func (a *app) reportCmd() *cobra.Command {
   RESOURCES  GPU- and CPU-hours held, the share of each that was used (GPU
              time weighted by the sampler's utilisation readings), and by
              pool the share of the pool's capacity held; cost,
-             WASTE (spent on preempted, failed, timed-out and lost attempts)
-             and, by project, the budget's current period.
+             WASTE (spent on preempted, failed, timed-out and lost attempts),
+             STORAGE (stored outputs and checkpoints, over the window's
+             whole days) and, by project, the budget's current period.
   FAILURES   the attempts that did not succeed, by state and reason.
   RIGHT-SIZING  jobs that used under a quarter of the CPUs they held, with
              what the idle CPUs cost, and jobs that peaked at 90% or more of
@@ -130,7 +131,7 @@ func writeReport(w io.Writer, rep apitypes.Report) error {
 	if capacity {
 		head += "\tGPU OF POOL\tCPU OF POOL"
 	}
-	head += "\tCOST" + unit + "\tWASTE"
+	head += "\tCOST" + unit + "\tWASTE\tSTORAGE"
 	if !capacity {
 		head += "\tBUDGET"
 	}
@@ -141,7 +142,7 @@ func writeReport(w io.Writer, rep apitypes.Report) error {
 		if capacity {
 			row += "\t" + pct(l.GPUHours, l.CapacityGPUHours) + "\t" + pct(l.CPUHours, l.CapacityCPUHours)
 		}
-		row += "\t" + cents(l.Cost) + "\t" + cents(l.Waste)
+		row += "\t" + cents(l.Cost) + "\t" + cents(l.Waste) + "\t" + cents(l.Storage)
 		if !capacity {
 			row += "\t" + reportBudget(l.Budget)
 		}
@@ -205,7 +206,7 @@ func writeReportCSV(w io.Writer, rep apitypes.Report) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{rep.By, "submitted", "queue_n", "queue_p50_seconds", "queue_p90_seconds", "queue_p99_seconds",
 		"queue_max_seconds", "started", "retries", "ended", "succeeded", "failed", "failure_rate", "preempted",
-		"gpu_hours", "gpu_hours_used", "cpu_hours", "cpu_hours_used", "capacity_gpu_hours", "capacity_cpu_hours", "cost", "waste",
+		"gpu_hours", "gpu_hours_used", "cpu_hours", "cpu_hours_used", "capacity_gpu_hours", "capacity_cpu_hours", "cost", "waste", "storage",
 		"budget_amount", "budget_spent", "currency"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, l := range append(slices.Clone(rep.Lines), rep.Total) {
@@ -217,7 +218,7 @@ func writeReportCSV(w io.Writer, rep apitypes.Report) error {
 			f(l.Queue.P99), f(l.Queue.Max), strconv.Itoa(l.Started), strconv.Itoa(l.Retries), strconv.Itoa(l.Ended),
 			strconv.Itoa(l.Succeeded), strconv.Itoa(l.Failed), f(l.FailureRate), strconv.Itoa(l.Preempted),
 			f(l.GPUHours), f(l.GPUHoursUsed), f(l.CPUHours), f(l.CPUHoursUsed), f(l.CapacityGPUHours), f(l.CapacityCPUHours),
-			l.Cost, l.Waste, amount, spent, rep.Currency})
+			l.Cost, l.Waste, l.Storage, amount, spent, rep.Currency})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -70,6 +70,9 @@ type ReviewLine struct {
 	// the window (by pool, and their sum in the total; 0 by project).
 	CapacityGPUHours, CapacityCPUHours float64
 	Cost, Waste                        domain.Money
+	// Storage is what the group's stored outputs and checkpoints cost over
+	// the window's whole UTC days (StorageReport).
+	Storage domain.Money
 	// Budget is the project's budget and its use in its current period
 	// (by project, for projects with one in force).
 	Budget *BudgetStatus
@@ -176,6 +179,13 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		l := line(c.Group)
 		l.GPUHours, l.CPUHours, l.Cost, l.Waste = c.GPUHours, c.CPUHours, c.Cost, c.Waste
 	}
+	stored, err := s.storage(ctx, vis, q.Project, since, until, q.By)
+	if err != nil {
+		return Review{}, err
+	}
+	for _, sl := range stored.Lines {
+		line(sl.Group).Storage = sl.Cost
+	}
 	span := until.Sub(since).Hours()
 	for _, pl := range pools {
 		if q.By != "pool" {
@@ -221,6 +231,7 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		t.CapacityCPUHours += l.CapacityCPUHours
 		t.Cost += l.Cost
 		t.Waste += l.Waste
+		t.Storage += l.Storage
 		t.Failures = addFailures(t.Failures, l.Failures)
 	}
 	rep.Total.Group = "total"
@@ -307,7 +318,11 @@ func (r Review) Summary(currency string) string {
 	if len(used) > 0 {
 		fmt.Fprintf(&b, ", %s used", strings.Join(used, " and "))
 	}
-	fmt.Fprintf(&b, ". Cost %s, of it waste %s.", money(t.Cost), money(t.Waste))
+	fmt.Fprintf(&b, ". Cost %s, of it waste %s", money(t.Cost), money(t.Waste))
+	if t.Storage > 0 {
+		fmt.Fprintf(&b, "; storage %s", money(t.Storage))
+	}
+	b.WriteString(".")
 	for _, l := range r.Lines {
 		if l.Budget != nil {
 			fmt.Fprintf(&b, " %s: %s of its %s budget (%s).", l.Group, money(l.Budget.Use.Spent), money(l.Budget.Budget.Amount), l.Budget.Use.Period)

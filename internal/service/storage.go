@@ -179,18 +179,23 @@ func (s *CostService) StorageReport(ctx context.Context, p Principal, q CostQuer
 	if err := s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: q.Project}); err != nil {
 		return StorageReport{}, err
 	}
-	vis := authz.VisibleCost(p)
-	from, until := cost.Day(since), cost.Day(now)
-	days, err := s.st.ListStorageDays(ctx, from, until)
+	return s.storage(ctx, authz.VisibleCost(p), q.Project, since, now, q.By)
+}
+
+// storage prices the accrued storage of the projects vis sees (or of
+// project) over the whole UTC days from since's to until's, grouped by by.
+func (s *CostService) storage(ctx context.Context, vis authz.Visible, project string, since, until time.Time, by string) (StorageReport, error) {
+	from, to := cost.Day(since), cost.Day(until)
+	days, err := s.st.ListStorageDays(ctx, from, to)
 	if err != nil {
 		return StorageReport{}, err
 	}
 	days = slices.DeleteFunc(days, func(d domain.StorageDay) bool {
-		return q.Project != "" && d.Project != q.Project || !vis.Sees(d.Project, "")
+		return project != "" && d.Project != project || !vis.Sees(d.Project, "")
 	})
 	rates, err := store.PoolRates(ctx, s.st)
 	if err != nil {
 		return StorageReport{}, err
 	}
-	return cost.StorageReport(days, rates, from, until, q.By), nil
+	return cost.StorageReport(days, rates, from, to, by), nil
 }

@@ -55,6 +55,9 @@ type ReportLine struct {
 	CapacityCPUHours float64 `json:"capacity_cpu_hours,omitempty"`
 	Cost             string  `json:"cost"`
 	Waste            string  `json:"waste"` // cost of preempted, failed, timed-out and lost attempts
+	// Storage is what stored outputs and checkpoints cost over the
+	// window's whole UTC days.
+	Storage string `json:"storage"`
 	// Budget is the project's budget in force and its current period's use
 	// (by project only).
 	Budget *ReportBudget `json:"budget,omitempty"`
