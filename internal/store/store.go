@@ -305,6 +305,15 @@ type SpendRow struct {
 	Held      time.Duration
 }
 
+// RateChange is one entry of a pool's rate history: Rates are in force
+// from From until the pool's next change. A pool's first entry is from
+// its creation (from the epoch for pools older than the history).
+type RateChange struct {
+	Pool  string
+	From  time.Time
+	Rates domain.Rates
+}
+
 // Token is a stored API token. The secret itself is never stored: Hash is
 // "sha256:<hex>" of it.
 type Token struct {
@@ -338,6 +347,11 @@ type Pools interface {
 	// GetPool returns the named pool or ErrNotFound.
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	// RateHistory returns every change of the named pools' rates (of
+	// every pool when none is named), by pool, then From: PutPool records
+	// one, in its transaction, whenever it writes rates other than the
+	// pool's latest.
+	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
 	// PutQuota creates or replaces the quota of (q.Project, q.Pool). The pool
 	// must exist (ErrNotFound otherwise).
 	PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -74,6 +75,72 @@ func testSpendTotals(t *testing.T, s store.Store) {
 	}
 	if _, err := s.SpendTotals(ctx, store.SpendQuery{By: "day", AllProjects: true, Until: at(30)}); err == nil {
 		t.Error("SpendTotals by day: no error")
+	}
+}
+
+// testRateHistory: PutPool records a pool's rates when they differ from
+// its latest entry, from the write's time; an unchanged rate adds
+// nothing, a change at the same instant replaces the entry, and one dated
+// before the latest (a clock stepped back) takes the latest's time, so
+// the rates written last are the ones in force now.
+func testRateHistory(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	r := func(gpu domain.Money) domain.Rates {
+		return domain.Rates{GPUHour: gpu * domain.MoneyUnit, CPUHour: 48_001}
+	}
+	put := func(name string, rates domain.Rates, when time.Time) {
+		t.Helper()
+		p := testPool(name)
+		p.Rates, p.CreatedAt, p.UpdatedAt = rates, when, when
+		putPool(t, s, p)
+	}
+	history := func(pools ...string) string {
+		t.Helper()
+		got, err := s.RateHistory(ctx, pools...)
+		if err != nil {
+			t.Fatalf("RateHistory(%q): %v", pools, err)
+		}
+		var out []string
+		for _, c := range got {
+			out = append(out, fmt.Sprintf("%s %s %s/%s", c.Pool, c.From.UTC().Format(time.RFC3339Nano), c.Rates.GPUHour, c.Rates.CPUHour))
+		}
+		return strings.Join(out, "; ")
+	}
+	ts := func(n int) string { return at(n).UTC().Format(time.RFC3339Nano) }
+	put("a", r(2), at(1))
+	put("a", r(2), at(5)) // the same rates: no entry
+	put("a", r(3), at(10))
+	want := fmt.Sprintf("a %s 2.00/0.048001; a %s 3.00/0.048001", ts(1), ts(10))
+	if got := history("a"); got != want {
+		t.Errorf("after a change:\n got %s\nwant %s", got, want)
+	}
+	put("a", r(4), at(10)) // the same instant: replaces
+	put("a", r(5), at(7))  // before the latest: dated at it
+	want = fmt.Sprintf("a %s 2.00/0.048001; a %s 5.00/0.048001", ts(1), ts(10))
+	if got := history("a"); got != want {
+		t.Errorf("after a change at the same instant and one dated before it:\n got %s\nwant %s", got, want)
+	}
+	if p := getPool(t, s, "a"); p.Rates != r(5) {
+		t.Errorf("pool a's rates = %+v, want the last written", p.Rates)
+	}
+	// A pool written without a time starts at the epoch; a free pool has
+	// its (zero) rates recorded too, so a later price starts at its change.
+	p := testPool("b")
+	p.Rates, p.CreatedAt, p.UpdatedAt = domain.Rates{}, time.Time{}, time.Time{}
+	putPool(t, s, p)
+	put("b", r(1), at(3))
+	wantB := fmt.Sprintf("b 1970-01-01T00:00:00Z 0.00/0.00; b %s 1.00/0.048001", ts(3))
+	if got := history("b"); got != wantB {
+		t.Errorf("pool b:\n got %s\nwant %s", got, wantB)
+	}
+	if got := history(); got != want+"; "+wantB {
+		t.Errorf("every pool:\n got %s\nwant %s; %s", got, want, wantB)
+	}
+	if got := history("b", "a"); got != want+"; "+wantB {
+		t.Errorf("pools b and a:\n got %s\nwant %s; %s", got, want, wantB)
+	}
+	if got := history("none"); got != "" {
+		t.Errorf("of a pool that does not exist: %s", got)
 	}
 }
 

@@ -56,6 +56,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"Requests":                    testRequests,
 		"SameSpecJobs":                testSameSpecJobs,
 		"SpendTotals":                 testSpendTotals,
+		"RateHistory":                 testRateHistory,
 		"RecentUsage":                 testRecentUsage,
 	}
 	// Pools, quotas and projects: see pools.go.
