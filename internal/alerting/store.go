@@ -22,6 +22,7 @@ type Store interface {
 	ListBudgets(ctx context.Context) ([]domain.Budget, error)
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error)
 }
 
 var _ Store = store.Store(nil)

@@ -21,23 +21,6 @@ import (
 	"trainyard/internal/store/sqlite"
 )
 
-// ratedStore hands out pools with the rates the test sets, whether or not
-// the store under it keeps them.
-type ratedStore struct {
-	store.Store
-	rates map[string]domain.Rates
-}
-
-func (s ratedStore) ListPools(ctx context.Context) ([]domain.Pool, error) {
-	pools, err := s.Store.ListPools(ctx)
-	for i := range pools {
-		if r, ok := s.rates[pools[i].Name]; ok {
-			pools[i].Rates = r
-		}
-	}
-	return pools, err
-}
-
 // TestCostReport: at 2.10 per GPU-hour on pool gpu and a fake clock at hour
 // 10, job 1 (2 GPUs, hours 1–2.5, succeeded) costs 2×2.10×1.5 = 6.30; job
 // 2's first attempt (1 GPU, hours 2–4, preempted) 4.20 of waste, its retry
@@ -151,7 +134,7 @@ func newCostEnv(t *testing.T, currency string) (*env, func(h float64) time.Time)
 	run(j2, 2, 4, 0, domain.Move{}, "")
 	run(job("prep", "nlp", 1), 1, 5, 6, domain.MoveFail(), domain.AttemptFailed)
 
-	svc := service.New(service.Config{Store: ratedStore{Store: raw, rates: rates}, Clock: clock.NewFake(at(10))})
+	svc := service.New(service.Config{Store: raw, Clock: clock.NewFake(at(10))})
 	token, err := svc.Identity.Bootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ type CostStore interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error)
 }
 
 var _ CostStore = store.Store(nil)
@@ -82,28 +83,33 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 		return CostReport{}, err
 	}
 	vis := authz.VisibleCost(p)
-	if q.By != "day" {
-		return s.reportTotals(ctx, q, vis, since, now)
-	}
-	// By day an attempt is split at each midnight it ran across: priced
-	// from its span.
-	spans, rates, err := store.PricedHistory(ctx, s.st, since)
+	ledger, err := store.Ledger(ctx, s.st)
 	if err != nil {
 		return CostReport{}, err
 	}
-	in := spans[:0]
-	for _, sp := range spans {
+	if q.By != "day" && len(ledger.Changes(since, now)) == 0 {
+		return s.reportTotals(ctx, q, vis, ledger, since, now)
+	}
+	// By day an attempt is split at each midnight it ran across, and
+	// across a rate change at the change: priced from its span.
+	spans, err := s.st.AttemptSpans(ctx, since)
+	if err != nil {
+		return CostReport{}, fmt.Errorf("read attempt history: %w", err)
+	}
+	all := store.CostSpans(spans)
+	in := all[:0]
+	for _, sp := range all {
 		if q.Project != "" && sp.Project != q.Project || !vis.Sees(sp.Project, "") {
 			continue
 		}
 		in = append(in, sp)
 	}
-	return cost.Report(in, rates, now, since, q.By), nil
+	return cost.Report(in, ledger, now, since, q.By), nil
 }
 
 // reportTotals is Report summed by the database, for every grouping but
 // day: it reads a row per group and resource shape, not per attempt.
-func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, since, now time.Time) (CostReport, error) {
+func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, ledger cost.Ledger, since, now time.Time) (CostReport, error) {
 	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
 	if q.Project != "" {
 		sq.AllProjects, sq.Projects = false, nil
@@ -115,14 +121,10 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	if err != nil {
 		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
 	}
-	rates, err := store.PoolRates(ctx, s.st)
-	if err != nil {
-		return CostReport{}, err
-	}
 	totals := make([]cost.Totals, len(rows))
 	for i, r := range rows {
 		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
 			Attempts: r.Attempts, Running: r.Running, Held: r.Held}
 	}
-	return cost.ReportTotals(totals, rates, now, since, q.By), nil
+	return cost.ReportTotals(totals, ledger, now, since, q.By), nil
 }

@@ -280,16 +280,19 @@ func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail,
 		return JobDetail{}, err
 	}
 	d := JobDetail{Job: job, Attempts: atts, Events: evs}
-	if v, err := s.pools.admission(ctx); err == nil {
-		if r := v.pools[job.Pool].Rates; !r.IsZero() {
-			spans := make([]cost.Span, len(atts))
-			for i, a := range atts {
-				spans[i] = cost.Span{JobID: id, Attempt: a.Number, Pool: job.Pool, Resources: job.Resources,
-					Start: a.StartedAt, End: a.FinishedAt, State: a.State}
-			}
-			rep := cost.Report(spans, map[string]domain.Rates{job.Pool: r}, s.cfg.Clock.Now(), time.Time{}, "job")
-			d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
+	// Each attempt at the rates in force while it ran.
+	ledger, err := store.Ledger(ctx, s.cost.st, job.Pool)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	if ledger.Priced(job.Pool) {
+		spans := make([]cost.Span, len(atts))
+		for i, a := range atts {
+			spans[i] = cost.Span{JobID: id, Attempt: a.Number, Pool: job.Pool, Resources: job.Resources,
+				Start: a.StartedAt, End: a.FinishedAt, State: a.State}
 		}
+		rep := cost.Report(spans, ledger, s.cfg.Clock.Now(), time.Time{}, "job")
+		d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
 	}
 	return d, nil
 }
