@@ -87,11 +87,11 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 	if err != nil {
 		return CostReport{}, err
 	}
-	if q.By != "day" && len(ledger.Changes(since, now)) == 0 {
+	if q.By != "day" {
 		return s.reportTotals(ctx, q, vis, ledger, since, now)
 	}
-	// By day an attempt is split at each midnight it ran across, and
-	// across a rate change at the change: priced from its span.
+	// By day an attempt is split at each midnight it ran across: priced
+	// from its span.
 	spans, err := s.st.AttemptSpans(ctx, since)
 	if err != nil {
 		return CostReport{}, fmt.Errorf("read attempt history: %w", err)
@@ -108,9 +108,12 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 }
 
 // reportTotals is Report summed by the database, for every grouping but
-// day: it reads a row per group and resource shape, not per attempt.
+// day: it reads a row per group and resource shape, not per attempt, its
+// time split where rates changed in the window so that each piece has one
+// price.
 func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, ledger cost.Ledger, since, now time.Time) (CostReport, error) {
-	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
+	splits := ledger.Changes(since, now)
+	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects, Splits: splits}
 	if q.Project != "" {
 		sq.AllProjects, sq.Projects = false, nil
 		if vis.Sees(q.Project, "") {
@@ -123,8 +126,18 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	}
 	totals := make([]cost.Totals, len(rows))
 	for i, r := range rows {
+		if len(r.HeldIn) != len(splits)+1 {
+			return CostReport{}, fmt.Errorf("sum attempt history: %d pieces of held time for a window split in %d", len(r.HeldIn), len(splits)+1)
+		}
+		pieces := make([]cost.Piece, len(r.HeldIn))
+		for k, held := range r.HeldIn {
+			pieces[k] = cost.Piece{From: since, Held: held}
+			if k > 0 {
+				pieces[k].From = splits[k-1]
+			}
+		}
 		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
-			Attempts: r.Attempts, Running: r.Running, Held: r.Held}
+			Attempts: r.Attempts, Running: r.Running, Held: r.Held, Pieces: pieces}
 	}
 	return cost.ReportTotals(totals, ledger, now, since, q.By), nil
 }

@@ -282,19 +282,24 @@ type AttemptSpan struct {
 
 // SpendQuery selects SpendTotals: the attempts that held resources in
 // [Since, Until], grouped by By ("project", "pool", "user" or "job"), of
-// the jobs of Projects only unless AllProjects.
+// the jobs of Projects only unless AllProjects. Splits, ascending and
+// strictly inside the window, cut it into pieces whose held time is
+// summed apart (the times rates changed, so that each piece has one
+// price).
 type SpendQuery struct {
 	Since, Until time.Time
 	By           string
 	AllProjects  bool
 	Projects     []string
+	Splits       []time.Time
 }
 
 // SpendRow sums the attempts of one group that held one shape of
 // resources in one pool, each clipped to the query's window: Held is the
 // sum of their times (each to the microsecond), Attempts how many there
 // were, Running how many of them still run. Waste rows hold the attempts
-// that were preempted, failed, timed out or lost.
+// that were preempted, failed, timed out or lost. HeldIn is Held by piece
+// of the window (len(Splits)+1, each piece's time to the microsecond).
 type SpendRow struct {
 	Group     string
 	Pool      string
@@ -303,6 +308,7 @@ type SpendRow struct {
 	Attempts  int
 	Running   int
 	Held      time.Duration
+	HeldIn    []time.Duration
 }
 
 // RateChange is one entry of a pool's rate history: Rates are in force

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,7 +51,11 @@ func testSpendTotals(t *testing.T, s store.Store) {
 		}
 		var out []string
 		for _, r := range got {
-			out = append(out, fmt.Sprintf("%s %s %dgpu waste=%v n=%d run=%d %s", r.Group, r.Pool, r.Resources.GPUs, r.Waste, r.Attempts, r.Running, r.Held))
+			line := fmt.Sprintf("%s %s %dgpu waste=%v n=%d run=%d %s", r.Group, r.Pool, r.Resources.GPUs, r.Waste, r.Attempts, r.Running, r.Held)
+			if len(q.Splits) > 0 {
+				line += fmt.Sprintf(" %v", r.HeldIn)
+			}
+			out = append(out, line)
 		}
 		slices.Sort(out)
 		return strings.Join(out, "; ")
@@ -75,6 +80,19 @@ func testSpendTotals(t *testing.T, s store.Store) {
 	}
 	if _, err := s.SpendTotals(ctx, store.SpendQuery{By: "day", AllProjects: true, Until: at(30)}); err == nil {
 		t.Error("SpendTotals by day: no error")
+	}
+	// Split at 10 and 15 (where rates changed): each row's time by piece,
+	// in the same rows. a's first attempt ran in the first piece only, its
+	// retry (from 12) in the last two, b (2 to 20) in all three.
+	want = "p standard 2gpu waste=false n=1 run=1 18s [0s 3s 15s]; p standard 2gpu waste=true n=1 run=0 6s [6s 0s 0s]; q standard 1gpu waste=false n=1 run=0 16s [6s 5s 5s]"
+	if got := rows(store.SpendQuery{By: "project", AllProjects: true, Splits: []time.Time{at(10), at(15)}}); got != want {
+		t.Errorf("split at 10 and 15:\n got %s\nwant %s", got, want)
+	}
+	for _, splits := range [][]time.Time{{at(4)}, {at(30)}, {at(15), at(10)}, {at(10), at(10)}} {
+		q := store.SpendQuery{Since: at(4), Until: at(30), By: "project", AllProjects: true, Splits: splits}
+		if _, err := s.SpendTotals(ctx, q); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("splits %v: err = %v, want invalid (splits must be inside the window, ascending)", splits, err)
+		}
 	}
 }
 
