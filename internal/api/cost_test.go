@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,41 @@ func newCostEnv(t *testing.T, currency string) (*env, func(h float64) time.Time)
 	srv := httptest.NewServer(api.Handler(api.Config{Service: svc, Ready: raw.Ping, Currency: currency}))
 	t.Cleanup(func() { srv.Close(); raw.Close() })
 	return &env{t: t, srv: srv, st: raw, token: token}, at
+}
+
+// TestJobListCost: each job of a list carries what its attempts cost so
+// far, as GET /jobs/{id} prices it; a job of a priced pool that never ran
+// costs 0.00, one of a pool without rates carries no cost.
+func TestJobListCost(t *testing.T) {
+	e, _ := newCostEnv(t, "EUR")
+	free := domain.Pool{Name: "free", Nodes: []domain.Node{{Name: "c1", CPUs: 8, Memory: 64 << 30}}}
+	if _, err := e.st.PutPool(context.Background(), free, domain.AuditRecord{Actor: "user:admin", Action: "pool.write", Target: "pool/free", Result: domain.AuditOK}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pool := range []string{"gpu", "free"} {
+		spec, _ := json.Marshal("name: idle-" + pool + "\npool: " + pool + "\nentrypoint: [\"true\"]\nresources: {cpus: 1}\n")
+		if code, b := e.do("POST", "/api/v1/jobs", e.token, apitypes.SubmitRequest{Spec: spec}); code != 201 {
+			t.Fatalf("submit to %s: %d %s", pool, code, b)
+		}
+	}
+	code, b := e.do("GET", "/api/v1/jobs?limit=50", e.token, nil)
+	var list apitypes.JobList
+	if err := json.Unmarshal(b, &list); code != 200 || err != nil {
+		t.Fatalf("GET /api/v1/jobs = %d %s", code, b)
+	}
+	var got []string
+	for _, j := range list.Jobs {
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %q %s", j.Name, j.Cost, j.Currency)))
+		if j.Cost == "" {
+			continue
+		}
+		var one apitypes.Job
+		if code, b := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d", j.ID), e.token, nil); code != 200 || json.Unmarshal(b, &one) != nil || one.Cost != j.Cost {
+			t.Errorf("job %s: listed at %s, shown at %s (%d)", j.Name, j.Cost, one.Cost, code)
+		}
+	}
+	want := `[idle-free "" idle-gpu "0.00" EUR prep "2.10" EUR sweep "16.80" EUR train "6.30" EUR]`
+	if fmt.Sprint(got) != want {
+		t.Errorf("listed costs:\n got %v\nwant %s", got, want)
+	}
 }

@@ -240,6 +240,20 @@ func Report(spans []Span, ledger Ledger, now, since time.Time, by string) Summar
 	return rep
 }
 
+// Spent is what spans cost, whole, until now at the rates of l in force
+// while they ran, each rounded once: a job's cost so far from its
+// attempts, as Report totals it, without grouping.
+func Spent(spans []Span, l Ledger, now time.Time) domain.Money {
+	var c calc
+	var sum domain.Money
+	for _, s := range spans {
+		if from, to, _, ok := window(s, now, time.Time{}); ok {
+			sum += c.price(s.Resources, l, s.Pool, from, to)
+		}
+	}
+	return sum
+}
+
 // finish orders the lines (by day, or by cost, highest first, then by
 // group) and sums them into the total.
 func (rep *Summary) finish() {

@@ -88,6 +88,9 @@ func TestRateChangeMidAttempt(t *testing.T) {
 	if one.Total.Cost != money(t, "7.00") {
 		t.Errorf("the 1-GPU attempt costs %s, want 7.00", one.Total.Cost)
 	}
+	if got := Spent([]Span{ended, gang, running}, l, now); got != money(t, "70.00") {
+		t.Errorf("Spent = %s, want the report's total, 70.00", got)
+	}
 	// Clipped to the window from hour 1: 1 h at 2.00, 1 h at 3.00.
 	if got := Report([]Span{ended}, l, now, hours(1), "project").Total.Cost; got != money(t, "5.00") {
 		t.Errorf("from hour 1: %s, want 5.00", got)

@@ -23,7 +23,7 @@ var costT0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func costAt(h float64) time.Time { return costT0.Add(time.Duration(h * float64(time.Hour))) }
 
-func mustMoney(t *testing.T, s string) domain.Money {
+func mustMoney(t testing.TB, s string) domain.Money {
 	t.Helper()
 	m, err := domain.ParseMoney(s)
 	if err != nil {

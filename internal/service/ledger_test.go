@@ -22,14 +22,14 @@ import (
 // per GPU-hour at costT0 through the service (audited, as `pool update`
 // does), and a way to run one-GPU attempts of project vision.
 type ledgerEnv struct {
-	t     *testing.T
+	t     testing.TB
 	svc   *service.Service
 	raw   store.Store
 	clk   *clock.Fake
 	admin service.Principal
 }
 
-func newLedgerEnv(t *testing.T) *ledgerEnv {
+func newLedgerEnv(t testing.TB) *ledgerEnv {
 	t.Helper()
 	ctx := context.Background()
 	raw, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
@@ -172,5 +172,36 @@ func TestRateChangePricesOnlyLaterTime(t *testing.T) {
 	h, err := e.raw.RateHistory(ctx, "gpu")
 	if err != nil || len(h) != 3 {
 		t.Errorf("rate history = %+v, %v; want 2.00, 3.00 and 10.00", h, err)
+	}
+}
+
+// BenchmarkJobCosts prices a page of 50 jobs of a priced pool, each with
+// a finished attempt and a running one, as GET /api/v1/jobs does.
+func BenchmarkJobCosts(b *testing.B) {
+	e := newLedgerEnv(b)
+	ctx := context.Background()
+	var page []domain.Job
+	for range 50 {
+		j := e.job("j")
+		e.clk.Advance(time.Minute)
+		e.apply(store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), At: e.clk.Now(),
+			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted}})
+		e.apply(store.Change{JobID: j.ID, Move: domain.MoveStart(), At: e.clk.Now(),
+			Attempt: &store.AttemptChange{Number: 2, Create: true, To: domain.AttemptStarting, Node: "g1"}},
+			store.Change{JobID: j.ID, Move: domain.MoveRun(), At: e.clk.Now(),
+				Attempt: &store.AttemptChange{Number: 2, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}})
+		got, err := e.raw.GetJob(ctx, j.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		page = append(page, got)
+	}
+	e.clk.Advance(time.Hour)
+	b.ReportAllocs()
+	for b.Loop() {
+		costs, err := e.svc.Jobs.Costs(ctx, page)
+		if err != nil || len(costs) != 50 {
+			b.Fatalf("Costs = %d, %v", len(costs), err)
+		}
 	}
 }

@@ -157,6 +157,10 @@ type Jobs interface {
 	// request, submitter and name and the attempt's state — the input of
 	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// AttemptTimes returns when each attempt of the given jobs that
+	// started held its job's resources, ordered by (job, attempt), in one
+	// read: what a page of jobs is priced from.
+	AttemptTimes(ctx context.Context, jobIDs []int64) ([]AttemptTime, error)
 	// SpendTotals sums, in the database, what attempts held between
 	// q.Since and q.Until, by q.By and by pool and resource shape (the
 	// input of spend reports, which price each row): one row per group,
@@ -278,6 +282,14 @@ type AttemptSpan struct {
 	// Timeout is the job's policy.timeout: how long the attempt may run,
 	// which bounds what a running one may still cost.
 	Timeout domain.Duration
+}
+
+// AttemptTime is when one attempt held its job's resources: from
+// StartedAt to FinishedAt (zero while it runs).
+type AttemptTime struct {
+	JobID                 int64
+	Attempt               int
+	StartedAt, FinishedAt time.Time
 }
 
 // SpendQuery selects SpendTotals: the attempts that held resources in

@@ -202,3 +202,30 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	}
 	return kept, nil
 }
+
+// AttemptTimes implements store.Jobs: the times of the started attempts
+// of jobIDs, in one query by the attempts' primary key, without the jobs'
+// columns (the caller has the jobs), so that pricing a page of a list
+// reads a few integers per attempt.
+func (s Shared) AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.AttemptTime, error) {
+	if len(jobIDs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(jobIDs))
+	for i, id := range jobIDs {
+		args[i] = id
+	}
+	q := Q(`SELECT job_id, number, started_at, finished_at FROM attempts
+		WHERE job_id IN (?` + strings.Repeat(", ?", len(jobIDs)-1) + `) AND started_at IS NOT NULL
+		ORDER BY job_id, number`)
+	return queryAll(ctx, s, "read the attempt times of jobs", func(row Row) (store.AttemptTime, error) {
+		var (
+			a                 store.AttemptTime
+			number            int64
+			started, finished NullInt
+		)
+		err := row.Scan(&a.JobID, &number, &started, &finished)
+		a.Attempt, a.StartedAt, a.FinishedAt = int(number), started.Time(), finished.Time()
+		return a, err
+	}, q, args...)
+}

@@ -162,6 +162,40 @@ func testRateHistory(t *testing.T, s store.Store) {
 	}
 }
 
+// testAttemptTimes: the times of the started attempts of the named jobs
+// only, in (job, attempt) order; an attempt that has not started, other
+// jobs and unknown ids are left out.
+func testAttemptTimes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := startJob(t, s, "a", nil) // attempt 1 running from 2
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), At: at(10),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted}})
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveStart(), At: at(12),
+		Attempt: &store.AttemptChange{Number: 2, Create: true, To: domain.AttemptStarting}}) // not started yet
+	b := startJob(t, s, "b", nil)
+	other := startJob(t, s, "other", nil)
+	got, err := s.AttemptTimes(ctx, []int64{b.ID, a.ID, other.ID + 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	name := map[int64]string{a.ID: "a", b.ID: "b"}
+	for _, x := range got {
+		out = append(out, fmt.Sprintf("%s/%d %d-%d", name[x.JobID], x.Attempt,
+			x.StartedAt.Sub(t0)/time.Second, max(x.FinishedAt.Sub(t0)/time.Second, 0)))
+	}
+	want := "a/1 2-10; b/1 2-0"
+	if strings.Join(out, "; ") != want {
+		t.Errorf("AttemptTimes = %s\nwant %s", strings.Join(out, "; "), want)
+	}
+	if !got[0].StartedAt.Equal(at(2)) || !got[0].FinishedAt.Equal(at(10)) || !got[1].FinishedAt.IsZero() {
+		t.Errorf("AttemptTimes = %+v; want to the nanosecond, no end while running", got)
+	}
+	if got, err := s.AttemptTimes(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("of no job = %+v, %v", got, err)
+	}
+}
+
 // testRecentUsage: the newest succeeded attempts of a user's jobs of one
 // name, with their request, run time, CPU time and memory peak; other
 // names, users and failed attempts are not.

@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"SameSpecJobs":                testSameSpecJobs,
 		"SpendTotals":                 testSpendTotals,
 		"RateHistory":                 testRateHistory,
+		"AttemptTimes":                testAttemptTimes,
 		"RecentUsage":                 testRecentUsage,
 	}
 	// Pools, quotas and projects: see pools.go.
