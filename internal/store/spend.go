@@ -27,7 +27,9 @@ func CostSpans(spans []AttemptSpan) []cost.Span {
 	return out
 }
 
-// PoolRates reads every pool's rates, by pool.
+// PoolRates reads every pool's rates now, by pool: what running attempts
+// cost per hour. History is priced with the rates in force while it ran
+// (Ledger), never with these.
 func PoolRates(ctx context.Context, h interface {
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 }) (map[string]domain.Rates, error) {

@@ -59,7 +59,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		- (CASE WHEN a.started_at < {lo} THEN {lo} ELSE a.started_at END)) / 1000`
 	var args []any
 	// Without splits: the window's bounds as arguments, and no pieces.
-	with, from, piece, overlap, first := "", "attempts a", "", "", ""
+	from, piece, overlap, first := "attempts a", "", "", ""
 	if pieces == 1 {
 		held = strings.NewReplacer("{lo}", "?", "{hi}", "?").Replace(held)
 		args = append(args, until, until, since, since) // us_ok
@@ -67,20 +67,22 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	} else {
 		// The pieces as a table: idx, lo, hi, and top, the bound of the
 		// start of an attempt in it (the window's end is inclusive, for
-		// attempts that start at it and run).
+		// attempts that start at it and run). A subquery, not a CTE:
+		// PostgreSQL runs a query with a CTE scan without parallel
+		// workers.
 		values := make([]string, pieces)
 		for i := range pieces {
-			values[i] = fmt.Sprintf("(%d, CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))", i)
+			values[i] = fmt.Sprintf("SELECT %d AS idx, CAST(? AS BIGINT) AS lo, CAST(? AS BIGINT) AS hi, CAST(? AS BIGINT) AS top", i)
 			top := bounds[i+1]
 			if i == pieces-1 {
 				top++
 			}
 			args = append(args, bounds[i], bounds[i+1], top)
 		}
-		with = `WITH pieces (idx, lo, hi, top) AS MATERIALIZED (VALUES ` + strings.Join(values, ", ") + `) `
+		pieceTable := `(` + strings.Join(values, " UNION ALL ") + `) AS p`
 		// SQLite makes the left table of a CROSS JOIN the outer loop: the
 		// attempts are read once, each matched to the few pieces.
-		from = `attempts a CROSS JOIN pieces p`
+		from = `attempts a CROSS JOIN ` + pieceTable
 		held = strings.NewReplacer("{lo}", "p.lo", "{hi}", "p.hi").Replace(held)
 		piece = ", p.idx"
 		overlap = ` AND a.started_at < p.top AND (a.finished_at IS NULL OR a.finished_at > p.lo)`
@@ -114,7 +116,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 		groupBy = append(groupBy, strconv.Itoa(i+1))
 	}
 	xPiece := strings.ReplaceAll(piece, "p.idx", "x.piece")
-	query := Q(with + `SELECT ` + key + `, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes` + xPiece + `,
+	query := Q(`SELECT ` + key + `, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes` + xPiece + `,
 		CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),
 		CAST(SUM(x.us_ok) AS BIGINT), CAST(SUM(x.us_waste) AS BIGINT)
 		FROM (SELECT a.job_id AS job_id` + strings.ReplaceAll(piece, "p.idx", "p.idx AS piece") + `,
