@@ -24,6 +24,7 @@ type Store interface {
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
 	RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error)
+	RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error)
 }
 
 var _ Store = store.Store(nil)

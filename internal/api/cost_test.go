@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,23 +21,6 @@ import (
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 )
-
-// ratedStore hands out pools with the rates the test sets, whether or not
-// the store under it keeps them.
-type ratedStore struct {
-	store.Store
-	rates map[string]domain.Rates
-}
-
-func (s ratedStore) ListPools(ctx context.Context) ([]domain.Pool, error) {
-	pools, err := s.Store.ListPools(ctx)
-	for i := range pools {
-		if r, ok := s.rates[pools[i].Name]; ok {
-			pools[i].Rates = r
-		}
-	}
-	return pools, err
-}
 
 // TestCostReport: at 2.10 per GPU-hour on pool gpu and a fake clock at hour
 // 10, job 1 (2 GPUs, hours 1–2.5, succeeded) costs 2×2.10×1.5 = 6.30; job
@@ -151,7 +135,7 @@ func newCostEnv(t *testing.T, currency string) (*env, func(h float64) time.Time)
 	run(j2, 2, 4, 0, domain.Move{}, "")
 	run(job("prep", "nlp", 1), 1, 5, 6, domain.MoveFail(), domain.AttemptFailed)
 
-	svc := service.New(service.Config{Store: ratedStore{Store: raw, rates: rates}, Clock: clock.NewFake(at(10))})
+	svc := service.New(service.Config{Store: raw, Clock: clock.NewFake(at(10))})
 	token, err := svc.Identity.Bootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -186,5 +170,42 @@ func TestCostReportStorage(t *testing.T) {
 	if len(st.Lines) != 1 || st.Lines[0].Group != "vision" || st.Total.LocalGiBDays != 2 || st.Total.ObjectGiBDays != 0.5 ||
 		st.Total.Cost != "0.00" || !st.Since.Equal(at(0).AddDate(0, 0, -30)) || !st.Until.Equal(at(0)) {
 		t.Errorf("storage = %+v; want vision with 2 local and 0.5 object GiB-days, free (pool gpu has no storage rates), whole days up to today", st)
+	}
+}
+
+// TestJobListCost: each job of a list carries what its attempts cost so
+// far, as GET /jobs/{id} prices it; a job of a priced pool that never ran
+// costs 0.00, one of a pool without rates carries no cost.
+func TestJobListCost(t *testing.T) {
+	e, _ := newCostEnv(t, "EUR")
+	free := domain.Pool{Name: "free", Nodes: []domain.Node{{Name: "c1", CPUs: 8, Memory: 64 << 30}}}
+	if _, err := e.st.PutPool(context.Background(), free, domain.AuditRecord{Actor: "user:admin", Action: "pool.write", Target: "pool/free", Result: domain.AuditOK}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pool := range []string{"gpu", "free"} {
+		spec, _ := json.Marshal("name: idle-" + pool + "\npool: " + pool + "\nentrypoint: [\"true\"]\nresources: {cpus: 1}\n")
+		if code, b := e.do("POST", "/api/v1/jobs", e.token, apitypes.SubmitRequest{Spec: spec}); code != 201 {
+			t.Fatalf("submit to %s: %d %s", pool, code, b)
+		}
+	}
+	code, b := e.do("GET", "/api/v1/jobs?limit=50", e.token, nil)
+	var list apitypes.JobList
+	if err := json.Unmarshal(b, &list); code != 200 || err != nil {
+		t.Fatalf("GET /api/v1/jobs = %d %s", code, b)
+	}
+	var got []string
+	for _, j := range list.Jobs {
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %q %s", j.Name, j.Cost, j.Currency)))
+		if j.Cost == "" {
+			continue
+		}
+		var one apitypes.Job
+		if code, b := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d", j.ID), e.token, nil); code != 200 || json.Unmarshal(b, &one) != nil || one.Cost != j.Cost {
+			t.Errorf("job %s: listed at %s, shown at %s (%d)", j.Name, j.Cost, one.Cost, code)
+		}
+	}
+	want := `[idle-free "" idle-gpu "0.00" EUR prep "2.10" EUR sweep "16.80" EUR train "6.30" EUR]`
+	if fmt.Sprint(got) != want {
+		t.Errorf("listed costs:\n got %v\nwant %s", got, want)
 	}
 }

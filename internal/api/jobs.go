@@ -128,9 +128,17 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
+	costs, err := h.svc.Jobs.Costs(r.Context(), jobs)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	out := apitypes.JobList{Jobs: make([]apitypes.Job, len(jobs))}
 	for i, j := range jobs {
 		out.Jobs[i] = jobDTO(j)
+		if c, ok := costs[j.ID]; ok {
+			out.Jobs[i].Cost, out.Jobs[i].Currency = c.String(), h.cfg.currency()
+		}
 	}
 	if more {
 		out.NextCursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)

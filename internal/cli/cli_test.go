@@ -304,7 +304,7 @@ func listFixture(h *harness) {
 		Resources: apitypes.Resources{GPUs: 8, CPUs: 32, Memory: "256GiB", Nodes: 2}})
 	h.srv.addJob(apitypes.Job{Name: "lr-sweep-3", Project: "nlp", Pool: "standard", State: "failed", Reason: "OOMKilled", AttemptCount: 3,
 		SubmittedAt: testNow.Add(-3 * time.Hour), Submitter: "bo", StartedAt: &started, FinishedAt: &finished,
-		Resources: apitypes.Resources{GPUs: 1, CPUs: 8, Memory: "32GiB", Nodes: 1}})
+		Resources: apitypes.Resources{GPUs: 1, CPUs: 8, Memory: "32GiB", Nodes: 1}, Cost: "12.605", Currency: "EUR"})
 	h.srv.addJob(apitypes.Job{Name: "r", Project: "vision", Pool: "default", State: "running", AttemptCount: 1,
 		SubmittedAt: testNow.Add(-5 * time.Minute), Submitter: "ana", StartedAt: &started,
 		Resources: apitypes.Resources{CPUs: 0.5, Memory: "1GiB", Nodes: 1}})
@@ -357,18 +357,20 @@ func TestLsWide(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want header + 2 rows, got:\n%s", r.stdout)
 	}
-	for _, col := range []string{"POOL", "RESOURCES", "SUBMITTER", "STARTED", "DURATION"} {
+	for _, col := range []string{"POOL", "RESOURCES", "SUBMITTER", "STARTED", "DURATION", "COST"} {
 		if !strings.Contains(lines[0], col) {
 			t.Errorf("header %q lacks %s", lines[0], col)
 		}
 	}
-	// Running: started 4m ago, still running → duration 4m0s. Failed: ran 3m.
-	if !strings.Contains(lines[1], "gpu=0 cpu=0.5 mem=1GiB") || !strings.Contains(lines[1], "4m0s") {
+	// Running: started 4m ago, still running → duration 4m0s, in a pool
+	// without rates. Failed: ran 3m, cost 12.605, to the cent.
+	if !strings.Contains(lines[1], "gpu=0 cpu=0.5 mem=1GiB") || !strings.HasSuffix(lines[1], "4m0s      -") {
 		t.Errorf("running row = %q", lines[1])
 	}
-	if !strings.Contains(lines[2], "gpu=1 cpu=8 mem=32GiB") || !strings.HasSuffix(lines[2], "3m0s") {
+	if !strings.Contains(lines[2], "gpu=1 cpu=8 mem=32GiB") || !strings.HasSuffix(lines[2], "3m0s      12.61") {
 		t.Errorf("failed row = %q", lines[2])
 	}
+	checkAligned(t, r.stdout)
 	if got := h.srv.seenRequests(); got[len(got)-1] != "GET /api/v1/jobs?state=running%2Cfailed" {
 		t.Errorf("request = %q", got[len(got)-1])
 	}

@@ -29,8 +29,9 @@ func (a *app) lsCmd() *cobra.Command {
 		Short:   "List jobs, newest first",
 		Long: `List jobs, newest first, as a table: ID, NAME, PROJECT, STATE, REASON,
 ATTEMPTS and AGE (time since submission). -o wide adds POOL, RESOURCES,
-SUBMITTER, STARTED (time since start) and DURATION; -o json prints the API's
-job list.
+SUBMITTER, STARTED (time since start), DURATION and COST (what the job's
+attempts cost so far, each at the rates in force while it ran; "-" in a
+pool that never had rates); -o json prints the API's job list.
 
 Without --all one page is shown (--limit jobs, else the server's page size);
 --all fetches every page.`,
@@ -115,7 +116,7 @@ func (a *app) jobTable(w io.Writer, jobs []apitypes.Job, wide bool) {
 	tw := newTable(w)
 	header := []string{"ID", "NAME", "PROJECT", p.header("STATE"), "REASON", "ATTEMPTS", "AGE"}
 	if wide {
-		header = append(header, "POOL", "RESOURCES", "SUBMITTER", "STARTED", "DURATION")
+		header = append(header, "POOL", "RESOURCES", "SUBMITTER", "STARTED", "DURATION", "COST")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, j := range jobs {
@@ -129,11 +130,20 @@ func (a *app) jobTable(w io.Writer, jobs []apitypes.Job, wide bool) {
 				started = age(now, *j.StartedAt)
 			}
 			row = append(row, cell(j.Pool), resources(j.Resources), cell(j.Submitter), started,
-				jobDuration(now, j))
+				jobDuration(now, j), jobCost(j))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
+}
+
+// jobCost is j's cost so far in reports' form, to the cent ("12.60"), or
+// "-" when the server sent none (its pool never had rates).
+func jobCost(j apitypes.Job) string {
+	if j.Cost == "" {
+		return "-"
+	}
+	return cell(cents(j.Cost))
 }
 
 // cell makes s safe for one table cell: never empty, no tabs or newlines,

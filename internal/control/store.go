@@ -41,6 +41,7 @@ type Store interface {
 	MarkCheckpointSuspect(ctx context.Context, jobID int64, name, why string) error
 	MarkHealthFailed(ctx context.Context, jobID int64, attempt int, reason domain.Reason, message string) error
 	PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error)
+	RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error)
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 	RecordManifest(ctx context.Context, m domain.Manifest) error
 	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error

@@ -26,9 +26,10 @@ type Use struct {
 }
 
 // BudgetUse prices the spans of b's project (spans of other projects are
-// left out) in b's period holding now; ok is false when b is not in force
-// at now.
-func BudgetUse(b domain.Budget, spans []Span, rates map[string]domain.Rates, now time.Time) (u Use, ok bool) {
+// left out) in b's period holding now, at the rates of l in force while
+// they ran; what running attempts may still cost is at the rates in force
+// now. ok is false when b is not in force at now.
+func BudgetUse(b domain.Budget, spans []Span, l Ledger, now time.Time) (u Use, ok bool) {
 	from, to, name, ok := b.Window(now)
 	if !ok {
 		return Use{}, false
@@ -43,11 +44,11 @@ func BudgetUse(b domain.Budget, spans []Span, rates map[string]domain.Rates, now
 		if !in {
 			continue
 		}
-		r := rates[s.Pool]
-		u.Spent += c.of(s.Resources, r, end.Sub(start))
+		u.Spent += c.price(s.Resources, l, s.Pool, start, end)
 		if !running {
 			continue
 		}
+		r := l.At(s.Pool, now)
 		u.Rate += c.of(s.Resources, r, time.Hour)
 		if s.Timeout <= 0 {
 			u.Unbounded = true

@@ -28,7 +28,7 @@ func TestBudgetUseByHand(t *testing.T) {
 		{Project: "q", Pool: "gpu", Resources: gpu(8), Start: month, End: now, State: domain.AttemptSucceeded},
 	}
 	b := domain.Budget{Project: "p", Amount: 100 * domain.MoneyUnit, Period: domain.BudgetMonthly, Action: domain.BudgetBlock}
-	u, ok := BudgetUse(b, spans, rates, now)
+	u, ok := BudgetUse(b, spans, Flat(rates), now)
 	if !ok || u.Period != "2026-12" || !u.From.Equal(month) || !u.To.Equal(month.AddDate(0, 1, 0)) {
 		t.Fatalf("BudgetUse = %+v, %v", u, ok)
 	}
@@ -72,12 +72,12 @@ func TestBudgetUseByHand(t *testing.T) {
 	}
 	// A one-off period that has not begun is not in force.
 	once := domain.Budget{Project: "p", Amount: domain.MoneyUnit, Start: now.Add(time.Hour), End: now.Add(48 * time.Hour), Action: domain.BudgetBlock}
-	if _, ok := BudgetUse(once, spans, rates, now); ok {
+	if _, ok := BudgetUse(once, spans, Flat(rates), now); ok {
 		t.Error("a budget whose period starts later is in force now")
 	}
 	// A running attempt without a timeout leaves the commitment unbounded.
 	spans[2].Timeout = 0
-	if u, _ := BudgetUse(b, spans, rates, now); !u.Unbounded {
+	if u, _ := BudgetUse(b, spans, Flat(rates), now); !u.Unbounded {
 		t.Error("a running attempt without timeout leaves the commitment bounded")
 	}
 }

@@ -1,11 +1,14 @@
 // Package cost prices attempt history: what each attempt's allocation cost
 // at its pool's rates over the time it held it, summed into report lines.
-// It is pure: it takes the spans, the rates and the time as arguments and
-// reads no clock, so the same history always gives the same report.
+// Time is priced at the rates in force while it was held (a Ledger): an
+// attempt across a rate change costs each part at its own rates. It is
+// pure: it takes the spans, the rates and the time as arguments and reads
+// no clock, so the same history always gives the same report.
 //
-// Every attempt is priced exactly, in integer arithmetic, and rounded once
-// to a micro of currency (half away from zero); lines add these rounded
-// amounts, so a report's lines always sum to its total.
+// Every attempt is priced exactly, in integer arithmetic, its parts at
+// different rates summed exactly, and rounded once to a micro of currency
+// (half away from zero); lines add these rounded amounts, so a report's
+// lines always sum to its total.
 package cost
 
 import (
@@ -67,11 +70,35 @@ func Of(res domain.Resources, r domain.Rates, d time.Duration) domain.Money {
 
 // calc holds the scratch numbers of Of, so that a report prices its spans
 // without allocating.
-type calc struct{ per, term, x, q, rem big.Int }
+type calc struct{ acc, per, term, x, q, rem big.Int }
 
 func (c *calc) of(res domain.Resources, r domain.Rates, d time.Duration) domain.Money {
+	c.acc.SetInt64(0)
+	c.add(res, r, d)
+	return c.roundDiv(&c.acc, denominator)
+}
+
+// price is what res cost on pool from from to to at the rates of l in
+// force over that time: each part between rate changes exactly, their
+// sum rounded once.
+func (c *calc) price(res domain.Resources, l Ledger, pool string, from, to time.Time) domain.Money {
+	c.acc.SetInt64(0)
+	cs := l.pools[pool]
+	for i := at(cs, from); i >= 0 && from.Before(to); i++ {
+		end := to
+		if i+1 < len(cs) && cs[i+1].from.Before(to) {
+			end = cs[i+1].from
+		}
+		c.add(res, cs[i].rates, end.Sub(from))
+		from = end
+	}
+	return c.roundDiv(&c.acc, denominator)
+}
+
+// add adds res at r for d to acc, exactly, scaled by denominator.
+func (c *calc) add(res domain.Resources, r domain.Rates, d time.Duration) {
 	if d <= 0 {
-		return 0
+		return
 	}
 	// The per-node rate in micros per hour, scaled by microCores × gib.
 	c.per.SetInt64(int64(res.GPUs))
@@ -87,7 +114,7 @@ func (c *calc) of(res domain.Resources, r domain.Rates, d time.Duration) domain.
 	c.per.Add(&c.per, &c.term)
 	c.per.Mul(&c.per, c.x.SetInt64(int64(max(res.Nodes, 1))))
 	c.per.Mul(&c.per, c.x.SetInt64(int64(d)))
-	return c.roundDiv(&c.per, denominator)
+	c.acc.Add(&c.acc, &c.per)
 }
 
 // cpuMicros is cores in millionths, rounded: the spec's decimal ("0.5",
@@ -140,11 +167,12 @@ func CheckBy(by string) error {
 	return fmt.Errorf("cannot group by %q; choose one of %s", by, strings.Join(Groupings, ", "))
 }
 
-// Report prices spans clipped to [since, now] at rates (by pool; a pool
-// without rates is free) and groups them by by (see Groupings; "day" is
-// the UTC day the time fell on, so an attempt across midnight counts in
-// both). A running attempt runs until now.
-func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, by string) Summary {
+// Report prices spans clipped to [since, now] at the rates of l in force
+// while they ran (a pool without rates is free) and groups them by by
+// (see Groupings; "day" is the UTC day the time fell on, so an attempt
+// across midnight counts in both). A running attempt runs until now, and
+// its running rate is the one in force now.
+func Report(spans []Span, ledger Ledger, now, since time.Time, by string) Summary {
 	rep := Summary{By: by, Since: since, Until: now}
 	idx := map[string]int{}
 	var c calc
@@ -157,8 +185,7 @@ func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, b
 		}
 		l := &rep.Lines[i]
 		d := to.Sub(from)
-		r := rates[s.Pool]
-		cost := c.of(s.Resources, r, d)
+		cost := c.price(s.Resources, ledger, s.Pool, from, to)
 		nodes := float64(max(s.Resources.Nodes, 1))
 		l.GPUHours += float64(s.Resources.GPUs) * nodes * d.Hours()
 		l.CPUHours += s.Resources.CPUs * nodes * d.Hours()
@@ -168,7 +195,7 @@ func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, b
 		}
 		l.Attempts++ // with by=day, once in each day the attempt ran
 		if running {
-			l.RunningPerHour += c.of(s.Resources, r, time.Hour)
+			l.RunningPerHour += c.of(s.Resources, ledger.At(s.Pool, now), time.Hour)
 		}
 	}
 	days := map[int64]string{}
@@ -211,6 +238,20 @@ func Report(spans []Span, rates map[string]domain.Rates, now, since time.Time, b
 	}
 	rep.finish()
 	return rep
+}
+
+// Spent is what spans cost, whole, until now at the rates of l in force
+// while they ran, each rounded once: a job's cost so far from its
+// attempts, as Report totals it, without grouping.
+func Spent(spans []Span, l Ledger, now time.Time) domain.Money {
+	var c calc
+	var sum domain.Money
+	for _, s := range spans {
+		if from, to, _, ok := window(s, now, time.Time{}); ok {
+			sum += c.price(s.Resources, l, s.Pool, from, to)
+		}
+	}
+	return sum
 }
 
 // finish orders the lines (by day, or by cost, highest first, then by
@@ -281,14 +322,26 @@ type Totals struct {
 	Attempts  int
 	Running   int
 	Held      time.Duration
+	// Pieces split Held at the window's rate changes (Ledger.Changes),
+	// each priced at the rates in force from its From; none: Held is one
+	// piece from the window's start.
+	Pieces []Piece
+}
+
+// Piece is the part of a sum of held time from From to the next rate
+// change (or the window's end).
+type Piece struct {
+	From time.Time
+	Held time.Duration
 }
 
 // ReportTotals is Report over sums instead of spans (any grouping but
-// "day", which splits attempts at midnight): each row is priced exactly
-// and rounded once, so a line is within half a micro per row of the sum
-// Report makes of the same attempts. Running attempts add their hourly
-// cost to the line's RunningPerHour.
-func ReportTotals(rows []Totals, rates map[string]domain.Rates, now, since time.Time, by string) Summary {
+// "day", which splits attempts at midnight): each row's pieces are priced
+// exactly at the rates of l in force over them, summed and rounded once,
+// so a line is within half a micro per row of the sum Report makes of the
+// same attempts. Running attempts add their hourly cost at the rates in
+// force now to the line's RunningPerHour.
+func ReportTotals(rows []Totals, ledger Ledger, now, since time.Time, by string) Summary {
 	rep := Summary{By: by, Since: since, Until: now}
 	idx := map[string]int{}
 	var c calc
@@ -300,8 +353,15 @@ func ReportTotals(rows []Totals, rates map[string]domain.Rates, now, since time.
 			rep.Lines = append(rep.Lines, Line{Group: t.Group})
 		}
 		l := &rep.Lines[i]
-		r := rates[t.Pool]
-		cost := c.of(t.Resources, r, t.Held)
+		pieces := t.Pieces
+		if len(pieces) == 0 {
+			pieces = []Piece{{From: since, Held: t.Held}}
+		}
+		c.acc.SetInt64(0)
+		for _, p := range pieces {
+			c.add(t.Resources, ledger.At(t.Pool, p.From), p.Held)
+		}
+		cost := c.roundDiv(&c.acc, denominator)
 		nodes := float64(max(t.Resources.Nodes, 1))
 		l.GPUHours += float64(t.Resources.GPUs) * nodes * t.Held.Hours()
 		l.CPUHours += t.Resources.CPUs * nodes * t.Held.Hours()
@@ -312,7 +372,7 @@ func ReportTotals(rows []Totals, rates map[string]domain.Rates, now, since time.
 		l.Attempts += t.Attempts
 		rep.Total.Attempts += t.Attempts
 		if t.Running > 0 {
-			l.RunningPerHour += c.of(t.Resources, r, time.Hour) * domain.Money(t.Running)
+			l.RunningPerHour += c.of(t.Resources, ledger.At(t.Pool, now), time.Hour) * domain.Money(t.Running)
 		}
 	}
 	rep.finish()

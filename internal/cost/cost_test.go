@@ -98,7 +98,7 @@ func TestReport(t *testing.T) {
 			Resources: domain.Resources{GPUs: 1}, Start: t0.Add(-3 * time.Hour), End: t0.Add(-time.Hour), State: domain.AttemptSucceeded},
 	}
 	now := hours(10)
-	rep := Report(spans, rates, now, t0, "project")
+	rep := Report(spans, Flat(rates), now, t0, "project")
 	want := []Line{
 		{Group: "vision", GPUHours: 3 + 2 + 6, CPUHours: 6, Cost: money(t, "23.34"), Waste: money(t, "4.20"), Attempts: 3, RunningPerHour: money(t, "2.10")},
 		{Group: "nlp", GPUHours: 1, CPUHours: 30, Cost: money(t, "1.50"), Waste: money(t, "1.50"), Attempts: 2},
@@ -113,7 +113,7 @@ func TestReport(t *testing.T) {
 
 	// The window starts at hour 3: job 1 is left out, job 2's first attempt
 	// counts 1 h (2.10), the running one still 12.60; job 3 and 4 as before.
-	rep = Report(spans, rates, now, hours(3), "user")
+	rep = Report(spans, Flat(rates), now, hours(3), "user")
 	got := map[string]string{}
 	for _, l := range rep.Lines {
 		got[l.Group] = l.Cost.Cents() + "/" + l.Waste.Cents()
@@ -129,7 +129,7 @@ func TestReport(t *testing.T) {
 		"pool": "[gpu cpu free]",
 		"job":  "[2 sweep 1 train 3 prep 4 eval]",
 	} {
-		rep := Report(spans, rates, now, t0, by)
+		rep := Report(spans, Flat(rates), now, t0, by)
 		var names []string
 		for _, l := range rep.Lines {
 			names = append(names, l.Group)
@@ -155,7 +155,7 @@ func TestReportByDay(t *testing.T) {
 		{JobID: 2, Attempt: 1, Project: "p", Pool: "gpu", Resources: domain.Resources{GPUs: 2},
 			Start: hours(28), State: domain.AttemptRunning},
 	}
-	rep := Report(spans, rates, hours(30), t0, "day")
+	rep := Report(spans, Flat(rates), hours(30), t0, "day")
 	var got []string
 	for _, l := range rep.Lines {
 		got = append(got, fmt.Sprintf("%s %s %d %s", l.Group, l.Cost.Cents(), l.Attempts, l.RunningPerHour.Cents()))
@@ -173,7 +173,7 @@ func TestReportByDay(t *testing.T) {
 func TestReportRunningJustStarted(t *testing.T) {
 	rates := map[string]domain.Rates{"gpu": {GPUHour: money(t, "3.00")}}
 	rep := Report([]Span{{JobID: 1, Project: "p", Pool: "gpu", Resources: domain.Resources{GPUs: 1}, Start: hours(1)}},
-		rates, hours(1), t0, "project")
+		Flat(rates), hours(1), t0, "project")
 	if len(rep.Lines) != 1 || rep.Lines[0].Cost != 0 || rep.Lines[0].RunningPerHour != money(t, "3.00") {
 		t.Errorf("= %+v", rep.Lines)
 	}
@@ -213,11 +213,12 @@ func BenchmarkCostReport(b *testing.B) {
 		}
 		spans[i] = s
 	}
+	ledger := Flat(rates)
 	for _, by := range []string{"project", "day"} {
 		b.Run(by, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Report(spans, rates, now, t0, by)
+				Report(spans, ledger, now, t0, by)
 			}
 		})
 	}

@@ -27,6 +27,7 @@ type CostStore interface {
 	ReportTotals(ctx context.Context, q store.ReportQuery) (store.ReportTotals, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	ListStorageDays(ctx context.Context, from, to time.Time) ([]domain.StorageDay, error) // storage.go
+	RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error)
 }
 
 var _ CostStore = store.Store(nil)
@@ -84,29 +85,37 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 		return CostReport{}, err
 	}
 	vis := authz.VisibleCost(p)
-	if q.By != "day" {
-		return s.reportTotals(ctx, q, vis, since, now)
-	}
-	// By day an attempt is split at each midnight it ran across: priced
-	// from its span.
-	spans, rates, err := store.PricedHistory(ctx, s.st, since)
+	ledger, err := store.Ledger(ctx, s.st)
 	if err != nil {
 		return CostReport{}, err
 	}
-	in := spans[:0]
-	for _, sp := range spans {
+	if q.By != "day" {
+		return s.reportTotals(ctx, q, vis, ledger, since, now)
+	}
+	// By day an attempt is split at each midnight it ran across: priced
+	// from its span.
+	spans, err := s.st.AttemptSpans(ctx, since)
+	if err != nil {
+		return CostReport{}, fmt.Errorf("read attempt history: %w", err)
+	}
+	all := store.CostSpans(spans)
+	in := all[:0]
+	for _, sp := range all {
 		if q.Project != "" && sp.Project != q.Project || !vis.Sees(sp.Project, "") {
 			continue
 		}
 		in = append(in, sp)
 	}
-	return cost.Report(in, rates, now, since, q.By), nil
+	return cost.Report(in, ledger, now, since, q.By), nil
 }
 
 // reportTotals is Report summed by the database, for every grouping but
-// day: it reads a row per group and resource shape, not per attempt.
-func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, since, now time.Time) (CostReport, error) {
-	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects}
+// day: it reads a row per group and resource shape, not per attempt, its
+// time split where rates changed in the window so that each piece has one
+// price.
+func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.Visible, ledger cost.Ledger, since, now time.Time) (CostReport, error) {
+	splits := ledger.Changes(since, now)
+	sq := store.SpendQuery{Since: since, Until: now, By: q.By, AllProjects: vis.All, Projects: vis.Projects, Splits: splits}
 	if q.Project != "" {
 		sq.AllProjects, sq.Projects = false, nil
 		if vis.Sees(q.Project, "") {
@@ -117,20 +126,20 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	if err != nil {
 		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
 	}
-	rates, err := store.PoolRates(ctx, s.st)
-	if err != nil {
-		return CostReport{}, err
-	}
-	return cost.ReportTotals(costTotals(rows), rates, now, since, q.By), nil
-}
-
-// costTotals turns the database's spend sums into what package cost
-// prices.
-func costTotals(rows []store.SpendRow) []cost.Totals {
 	totals := make([]cost.Totals, len(rows))
 	for i, r := range rows {
+		if len(r.HeldIn) != len(splits)+1 {
+			return CostReport{}, fmt.Errorf("sum attempt history: %d pieces of held time for a window split in %d", len(r.HeldIn), len(splits)+1)
+		}
+		pieces := make([]cost.Piece, len(r.HeldIn))
+		for k, held := range r.HeldIn {
+			pieces[k] = cost.Piece{From: since, Held: held}
+			if k > 0 {
+				pieces[k].From = splits[k-1]
+			}
+		}
 		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
-			Attempts: r.Attempts, Running: r.Running, Held: r.Held}
+			Attempts: r.Attempts, Running: r.Running, Held: r.Held, Pieces: pieces}
 	}
-	return totals
+	return cost.ReportTotals(totals, ledger, now, since, q.By), nil
 }

@@ -19,28 +19,11 @@ import (
 	"trainyard/internal/store/sqlite"
 )
 
-// ratedStore hands out pools with the rates the test sets, whether or not
-// the store under it keeps them.
-type ratedStore struct {
-	store.Store
-	rates map[string]domain.Rates
-}
-
-func (s ratedStore) ListPools(ctx context.Context) ([]domain.Pool, error) {
-	pools, err := s.Store.ListPools(ctx)
-	for i := range pools {
-		if r, ok := s.rates[pools[i].Name]; ok {
-			pools[i].Rates = r
-		}
-	}
-	return pools, err
-}
-
 var costT0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func costAt(h float64) time.Time { return costT0.Add(time.Duration(h * float64(time.Hour))) }
 
-func mustMoney(t *testing.T, s string) domain.Money {
+func mustMoney(t testing.TB, s string) domain.Money {
 	t.Helper()
 	m, err := domain.ParseMoney(s)
 	if err != nil {
@@ -72,7 +55,6 @@ func newCostEnv(t *testing.T) (*service.Service, store.Store) {
 		"gpu": {GPUHour: mustMoney(t, "2.10"), CPUHour: mustMoney(t, "0.04"), MemoryGiBHour: mustMoney(t, "0.005")},
 		"cpu": {CPUHour: mustMoney(t, "0.05")},
 	}
-	st := ratedStore{Store: raw, rates: rates}
 	for name, r := range rates {
 		p := domain.Pool{Name: name, Nodes: []domain.Node{{Name: name + "-1", CPUs: 64, Memory: 512 << 30, GPUs: []int{0, 1, 2, 3}}}, Rates: r}
 		if _, err := raw.PutPool(ctx, p, domain.AuditRecord{At: costT0, Actor: "user:admin", Action: "pool.write", Target: "pool/" + name, Result: domain.AuditOK}); err != nil {
@@ -127,7 +109,7 @@ func newCostEnv(t *testing.T) (*service.Service, store.Store) {
 	start(j3, 1, 5)
 	end(j3, 1, 8, domain.MoveFail(), domain.AttemptFailed)
 
-	svc := service.New(service.Config{Store: st, Clock: clock.NewFake(costAt(10))})
+	svc := service.New(service.Config{Store: raw, Clock: clock.NewFake(costAt(10))})
 	return svc, raw
 }
 
@@ -249,7 +231,7 @@ func TestReportTotalsMatchTheSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := cost.Report(store.CostSpans(spans), rates, now, since, by)
+		want := cost.Report(store.CostSpans(spans), cost.Flat(rates), now, since, by)
 		if lines(got) != lines(want) {
 			t.Errorf("by %s:\n summed %s\n priced %s", by, lines(got), lines(want))
 		}

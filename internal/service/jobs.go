@@ -37,6 +37,7 @@ type JobStore interface {
 	AppendPoints(ctx context.Context, points []domain.MetricPoint) error
 	Apply(ctx context.Context, changes []store.Change) ([]error, error)
 	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
+	AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.AttemptTime, error)
 	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
@@ -283,19 +284,71 @@ func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail,
 		return JobDetail{}, err
 	}
 	d := JobDetail{Job: job, Attempts: atts, Events: evs}
-	if v, err := s.pools.admission(ctx); err == nil {
-		if r := v.pools[job.Pool].Rates; !r.IsZero() {
-			spans := make([]cost.Span, len(atts))
-			for i, a := range atts {
-				spans[i] = cost.Span{JobID: id, Attempt: a.Number, Pool: job.Pool, Resources: job.Resources,
-					Start: a.StartedAt, End: a.FinishedAt, State: a.State}
-			}
-			rep := cost.Report(spans, map[string]domain.Rates{job.Pool: r}, s.cfg.Clock.Now(), time.Time{}, "job")
-			d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
-		}
-		d.Sizing = sizing(job, atts, v.pools[job.Pool].Rates, s.cfg.RightSizeMinRun)
+	// Each attempt at the rates in force while it ran.
+	ledger, err := store.Ledger(ctx, s.cost.st, job.Pool)
+	if err != nil {
+		return JobDetail{}, err
 	}
+	if ledger.Priced(job.Pool) {
+		spans := make([]cost.Span, len(atts))
+		for i, a := range atts {
+			spans[i] = cost.Span{JobID: id, Attempt: a.Number, Pool: job.Pool, Resources: job.Resources,
+				Start: a.StartedAt, End: a.FinishedAt, State: a.State}
+		}
+		rep := cost.Report(spans, ledger, s.cfg.Clock.Now(), time.Time{}, "job")
+		d.Priced, d.Cost, d.CostPerHour = true, rep.Total.Cost, rep.Total.RunningPerHour
+	}
+	d.Sizing = sizing(job, atts, ledger.At(job.Pool, s.cfg.Clock.Now()), s.cfg.RightSizeMinRun)
 	return d, nil
+}
+
+// Costs prices jobs as Get does (their attempts at the rates in force
+// while they ran, until now) in two reads for them all: their pools' rate
+// history, then the attempts of those priced that started. A job of a
+// pool that never had rates has no entry. jobs are what List or Get gave
+// the caller, who may therefore see their cost.
+func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) (map[int64]domain.Money, error) {
+	var pools []string
+	for _, j := range jobs {
+		if !slices.Contains(pools, j.Pool) {
+			pools = append(pools, j.Pool)
+		}
+	}
+	if len(pools) == 0 {
+		return nil, nil
+	}
+	ledger, err := store.Ledger(ctx, s.cost.st, pools...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]domain.Money{}
+	byID := map[int64]domain.Job{}
+	var started []int64
+	for _, j := range jobs {
+		if ledger.Priced(j.Pool) {
+			out[j.ID] = 0
+			if j.Attempts > 0 {
+				started = append(started, j.ID)
+				byID[j.ID] = j
+			}
+		}
+	}
+	times, err := s.st.AttemptTimes(ctx, started)
+	if err != nil {
+		return nil, fmt.Errorf("read the attempts of %d jobs: %w", len(started), err)
+	}
+	now := s.cfg.Clock.Now()
+	spans := make([]cost.Span, 0, len(times))
+	for i, a := range times {
+		j := byID[a.JobID]
+		spans = append(spans, cost.Span{JobID: a.JobID, Attempt: a.Attempt, Pool: j.Pool, Resources: j.Resources,
+			Start: a.StartedAt, End: a.FinishedAt})
+		if i+1 == len(times) || times[i+1].JobID != a.JobID {
+			out[a.JobID] = cost.Spent(spans, ledger, now)
+			spans = spans[:0]
+		}
+	}
+	return out, nil
 }
 
 // ListOptions selects a page of jobs, newest first.

@@ -147,13 +147,26 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 	}
 	pools, err := s.st.ListPools(ctx)
 	if err != nil {
-		return Review{}, fmt.Errorf("read pool rates: %w", err)
+		return Review{}, fmt.Errorf("read pools: %w", err)
 	}
-	rates := make(map[string]domain.Rates, len(pools))
-	for _, pl := range pools {
-		rates[pl.Name] = pl.Rates
+	ledger, err := store.Ledger(ctx, s.st)
+	if err != nil {
+		return Review{}, err
 	}
-	spend := cost.ReportTotals(costTotals(totals.Spend), rates, until, since, q.By)
+	// Spend as trainyard cost prices it: the sums of the same read, unless
+	// rates changed in the window, when the time must be split at the
+	// changes (a second read, which the common case does without).
+	var spend CostReport
+	if len(ledger.Changes(since, until)) == 0 {
+		rows := make([]cost.Totals, len(totals.Spend))
+		for i, r := range totals.Spend {
+			rows[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
+				Attempts: r.Attempts, Running: r.Running, Held: r.Held}
+		}
+		spend = cost.ReportTotals(rows, ledger, until, since, q.By)
+	} else if spend, err = s.reportTotals(ctx, CostQuery{Project: q.Project, By: q.By}, vis, ledger, since, until); err != nil {
+		return Review{}, err
+	}
 
 	rep := Review{By: q.By, Since: since, Until: until, Under: ReviewUnder, Near: ReviewNear}
 	lines := map[string]*ReviewLine{}
@@ -187,7 +200,9 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 		line(sl.Group).Storage = sl.Cost
 	}
 	span := until.Sub(since).Hours()
+	rates := make(map[string]domain.Rates, len(pools))
 	for _, pl := range pools {
+		rates[pl.Name] = ledger.At(pl.Name, until)
 		if q.By != "pool" {
 			continue
 		}

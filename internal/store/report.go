@@ -23,8 +23,9 @@ type ReportQuery struct {
 // per group, and the jobs whose request was far from what they used.
 type ReportTotals struct {
 	Rows []ReportRow
-	// Spend is what SpendTotals returns for the same query, from the same
-	// read of the attempts.
+	// Spend is what SpendTotals returns for the same query without Splits
+	// (the query's Splits are ignored), from the same read of the
+	// attempts.
 	Spend      []SpendRow
 	Oversized  []SizedJob // used under Under of the CPUs they held, most idle CPU time first
 	NearMemory []SizedJob // peaked at or above Near of their memory limit, closest first

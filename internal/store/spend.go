@@ -9,10 +9,11 @@ import (
 	"trainyard/internal/domain"
 )
 
-// History is what pricing reads: the attempt spans and the pools' rates.
+// History is what pricing reads: the attempt spans and the pools' rate
+// history.
 type History interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
-	ListPools(ctx context.Context) ([]domain.Pool, error)
+	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
 }
 
 // CostSpans turns attempt spans into what package cost prices.
@@ -26,7 +27,9 @@ func CostSpans(spans []AttemptSpan) []cost.Span {
 	return out
 }
 
-// PoolRates reads every pool's rates, by pool.
+// PoolRates reads every pool's rates now, by pool: what running attempts
+// cost per hour. History is priced with the rates in force while it ran
+// (Ledger), never with these.
 func PoolRates(ctx context.Context, h interface {
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 }) (map[string]domain.Rates, error) {
@@ -41,18 +44,34 @@ func PoolRates(ctx context.Context, h interface {
 	return rates, nil
 }
 
+// Ledger reads the rate history of the named pools (of every pool when
+// none is named) as package cost prices time with it.
+func Ledger(ctx context.Context, h interface {
+	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
+}, pools ...string) (cost.Ledger, error) {
+	changes, err := h.RateHistory(ctx, pools...)
+	if err != nil {
+		return cost.Ledger{}, fmt.Errorf("read rate history: %w", err)
+	}
+	var l cost.Ledger
+	for _, c := range changes {
+		l.Add(c.Pool, c.From, c.Rates)
+	}
+	return l, nil
+}
+
 // PricedHistory reads the attempts that held resources since since, as
-// package cost prices them, and every pool's rates.
-func PricedHistory(ctx context.Context, h History, since time.Time) ([]cost.Span, map[string]domain.Rates, error) {
+// package cost prices them, and every pool's rate history.
+func PricedHistory(ctx context.Context, h History, since time.Time) ([]cost.Span, cost.Ledger, error) {
 	spans, err := h.AttemptSpans(ctx, since)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read attempt history: %w", err)
+		return nil, cost.Ledger{}, fmt.Errorf("read attempt history: %w", err)
 	}
-	rates, err := PoolRates(ctx, h)
+	l, err := Ledger(ctx, h)
 	if err != nil {
-		return nil, nil, err
+		return nil, cost.Ledger{}, err
 	}
-	return CostSpans(spans), rates, nil
+	return CostSpans(spans), l, nil
 }
 
 // BudgetUses prices each of bs in force at now, by project, from one read
@@ -68,13 +87,13 @@ func BudgetUses(ctx context.Context, h History, bs []domain.Budget, now time.Tim
 	if since.IsZero() {
 		return nil, nil
 	}
-	spans, rates, err := PricedHistory(ctx, h, since)
+	spans, l, err := PricedHistory(ctx, h, since)
 	if err != nil {
 		return nil, err
 	}
 	uses := make(map[string]cost.Use, len(bs))
 	for _, b := range bs {
-		if u, ok := cost.BudgetUse(b, spans, rates, now); ok {
+		if u, ok := cost.BudgetUse(b, spans, l, now); ok {
 			uses[b.Project] = u
 		}
 	}

@@ -161,6 +161,10 @@ type Jobs interface {
 	// request, submitter and name and the attempt's state — the input of
 	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// AttemptTimes returns when each attempt of the given jobs that
+	// started held its job's resources, ordered by (job, attempt), in one
+	// read: what a page of jobs is priced from.
+	AttemptTimes(ctx context.Context, jobIDs []int64) ([]AttemptTime, error)
 	// SpendTotals sums, in the database, what attempts held between
 	// q.Since and q.Until, by q.By and by pool and resource shape (the
 	// input of spend reports, which price each row): one row per group,
@@ -287,21 +291,34 @@ type AttemptSpan struct {
 	Timeout domain.Duration
 }
 
+// AttemptTime is when one attempt held its job's resources: from
+// StartedAt to FinishedAt (zero while it runs).
+type AttemptTime struct {
+	JobID                 int64
+	Attempt               int
+	StartedAt, FinishedAt time.Time
+}
+
 // SpendQuery selects SpendTotals: the attempts that held resources in
 // [Since, Until], grouped by By ("project", "pool", "user" or "job"), of
-// the jobs of Projects only unless AllProjects.
+// the jobs of Projects only unless AllProjects. Splits, ascending and
+// strictly inside the window, cut it into pieces whose held time is
+// summed apart (the times rates changed, so that each piece has one
+// price).
 type SpendQuery struct {
 	Since, Until time.Time
 	By           string
 	AllProjects  bool
 	Projects     []string
+	Splits       []time.Time
 }
 
 // SpendRow sums the attempts of one group that held one shape of
 // resources in one pool, each clipped to the query's window: Held is the
 // sum of their times (each to the microsecond), Attempts how many there
 // were, Running how many of them still run. Waste rows hold the attempts
-// that were preempted, failed, timed out or lost.
+// that were preempted, failed, timed out or lost. HeldIn is Held by piece
+// of the window (len(Splits)+1, each piece's time to the microsecond).
 type SpendRow struct {
 	Group     string
 	Pool      string
@@ -310,6 +327,16 @@ type SpendRow struct {
 	Attempts  int
 	Running   int
 	Held      time.Duration
+	HeldIn    []time.Duration
+}
+
+// RateChange is one entry of a pool's rate history: Rates are in force
+// from From until the pool's next change. A pool's first entry is from
+// its creation (from the epoch for pools older than the history).
+type RateChange struct {
+	Pool  string
+	From  time.Time
+	Rates domain.Rates
 }
 
 // Token is a stored API token. The secret itself is never stored: Hash is
@@ -345,6 +372,11 @@ type Pools interface {
 	// GetPool returns the named pool or ErrNotFound.
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	// RateHistory returns every change of the named pools' rates (of
+	// every pool when none is named), by pool, then From: PutPool records
+	// one, in its transaction, whenever it writes rates other than the
+	// pool's latest.
+	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
 	// PutQuota creates or replaces the quota of (q.Project, q.Pool). The pool
 	// must exist (ErrNotFound otherwise).
 	PutQuota(ctx context.Context, q domain.Quota, audit domain.AuditRecord) error

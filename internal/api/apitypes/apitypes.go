@@ -60,9 +60,10 @@ type Job struct {
 	SpecHash    string   `json:"spec_hash,omitempty"`
 	Code        *CodeRef `json:"code,omitempty"` // the code package it runs from, in GET and submit answers
 	RerunOf     int64    `json:"rerun_of,omitempty"`
-	// Cost, in GET /jobs/{id} when its pool has rates, is what its attempts
-	// cost so far, and CostPerHour what its running attempt costs per hour
-	// ("0.00" when none runs), in Currency.
+	// Cost, in GET /jobs/{id} and in lists when its pool has rates, is
+	// what its attempts cost so far (each at the rates in force while it
+	// ran), and CostPerHour, in GET /jobs/{id}, what its running attempt
+	// costs per hour ("0.00" when none runs), in Currency.
 	Cost        string `json:"cost,omitempty"`
 	CostPerHour string `json:"cost_per_hour,omitempty"`
 	Currency    string `json:"currency,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -28,6 +29,11 @@ var (
 		log_limit = excluded.log_limit, rates_json = excluded.rates_json,
 		idle_stop_below = excluded.idle_stop_below, idle_stop_for = excluded.idle_stop_for, updated_at = excluded.updated_at
 		RETURNING created_at`)
+	// A pool's rate history (pool_rates): its latest entry, and a new one.
+	qRateLatest = Q(`SELECT effective_from, rates_json FROM pool_rates WHERE pool = ? ORDER BY effective_from DESC LIMIT 1`)
+	qRatePut    = Q(`INSERT INTO pool_rates (pool, effective_from, rates_json) VALUES (?, ?, ?)
+		ON CONFLICT (pool, effective_from) DO UPDATE SET rates_json = excluded.rates_json`)
+	qRateHistory = Q(`SELECT pool, effective_from, rates_json FROM pool_rates ORDER BY pool{C}, effective_from`)
 	qQuotaUpsert = Q(`INSERT INTO quotas (` + quotaCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, pool) DO UPDATE SET gpus = excluded.gpus, cpus = excluded.cpus, memory = excluded.memory,
 		jobs = excluded.jobs, borrow_gpus = excluded.borrow_gpus, borrow_cpus = excluded.borrow_cpus,
@@ -97,7 +103,7 @@ func (s Shared) PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRe
 		}
 		stored = p
 		stored.CreatedAt = TimeOf(c)
-		return nil
+		return s.recordRates(x, action, p)
 	}, audit)
 	if err != nil {
 		return domain.Pool{}, err
@@ -109,6 +115,68 @@ func (s Shared) PutPool(ctx context.Context, p domain.Pool, audit domain.AuditRe
 		stored.Priorities = nil
 	}
 	return stored, nil
+}
+
+// recordRates adds p's rates to its history, from p.UpdatedAt (else
+// p.CreatedAt, else the epoch), when they differ from its latest entry.
+// The pool's row is locked by the write before, so concurrent writers of
+// one pool record in turn. A change is never dated before the latest
+// entry (a clock that stepped back): the rates just written must be the
+// ones in force from now on; a change at the same instant replaces it.
+func (s Shared) recordRates(x Exec, action string, p domain.Pool) error {
+	from := p.UpdatedAt
+	if from.IsZero() {
+		from = p.CreatedAt
+	}
+	var at int64
+	if !from.IsZero() {
+		at = from.UnixNano()
+	}
+	var (
+		last    int64
+		encoded string
+	)
+	switch err := x.QueryRow(qRateLatest, p.Name).Scan(&last, &encoded); {
+	case s.b.IsNoRows(err):
+	case err != nil:
+		return s.err(action+": read its rate history", err)
+	default:
+		if r, err := column.ParseRates(encoded); err == nil && r == p.Rates {
+			return nil
+		}
+		at = max(at, last)
+	}
+	return x.Queue(action+": record its rates", qRatePut, p.Name, at, column.Rates(p.Rates))
+}
+
+// RateHistory returns the rate changes of the named pools (of every pool
+// when none is named), by pool, then From.
+func (s Shared) RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error) {
+	q := qRateHistory
+	args := make([]any, len(pools))
+	if len(pools) > 0 {
+		for i, p := range pools {
+			args[i] = p
+		}
+		q = Q(`SELECT pool, effective_from, rates_json FROM pool_rates WHERE pool IN (?` +
+			strings.Repeat(", ?", len(pools)-1) + `) ORDER BY pool{C}, effective_from`)
+	}
+	return queryAll(ctx, s, "read rate history", func(row Row) (store.RateChange, error) {
+		var (
+			c       store.RateChange
+			from    int64
+			encoded string
+		)
+		if err := row.Scan(&c.Pool, &from, &encoded); err != nil {
+			return c, err
+		}
+		r, err := column.ParseRates(encoded)
+		if err != nil {
+			return c, fmt.Errorf("pool %q from %d: %w", c.Pool, from, err)
+		}
+		c.From, c.Rates = time.Unix(0, from).UTC(), r
+		return c, nil
+	}, q, args...)
 }
 
 func cloneNodes(ns []domain.Node) []domain.Node {

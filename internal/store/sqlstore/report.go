@@ -239,10 +239,11 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			r.Ended += int(ended)
 			r.CPUUsed += time.Duration(cpu * float64(time.Second))
 			r.GPUUsed += time.Duration(gpu * float64(time.Second))
+			held, heldWaste := time.Duration(usOK)*time.Microsecond, time.Duration(usWaste)*time.Microsecond
 			ok := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Attempts: int(nOK), Running: int(running),
-				Held: time.Duration(usOK) * time.Microsecond}
+				Held: held, HeldIn: []time.Duration{held}}
 			wasted := store.SpendRow{Group: g, Pool: j.Pool, Resources: j.Resources, Waste: true, Attempts: int(nWaste),
-				Held: time.Duration(usWaste) * time.Microsecond}
+				Held: heldWaste, HeldIn: []time.Duration{heldWaste}}
 			for _, sr := range []store.SpendRow{ok, wasted} {
 				if sr.Attempts > 0 {
 					spend = append(spend, sr)

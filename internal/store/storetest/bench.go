@@ -101,7 +101,11 @@ func Benchmark(b *testing.B, open func(b *testing.B) store.Store, opts BenchOpti
 			40*24*time.Hour/spendAttempts, 50*time.Minute)
 		b.Logf("seeded %d attempts in %s", spendAttempts, time.Since(start).Round(time.Millisecond))
 		for _, by := range []string{"project", "user", "job"} {
-			b.Run("SpendTotals/by="+by, func(b *testing.B) { benchSpendTotals(b, s, by, opts.InProcess) })
+			b.Run("SpendTotals/by="+by, func(b *testing.B) { benchSpendTotals(b, s, by, 0, opts.InProcess) })
+		}
+		// Rates changed once, or 4 times, in the window: pieces summed apart.
+		for _, n := range []int{1, 4} {
+			b.Run(fmt.Sprintf("SpendTotals/by=project/splits=%d", n), func(b *testing.B) { benchSpendTotals(b, s, "project", n, opts.InProcess) })
 		}
 		for _, by := range []string{"project", "pool"} {
 			b.Run("ReportTotals/by="+by, func(b *testing.B) { benchReportTotals(b, s, by, opts.InProcess) })
@@ -615,10 +619,14 @@ func benchReportTotals(b *testing.B, s store.Store, by string, inProcess bool) {
 }
 
 // benchSpendTotals sums the last 30 days of Attempts1M by by, as a spend
-// report does, and checks the sums hold every attempt in the window.
-func benchSpendTotals(b *testing.B, s store.Store, by string, inProcess bool) {
+// report does, split at splits evenly spaced rate changes, and checks the
+// sums hold every attempt in the window.
+func benchSpendTotals(b *testing.B, s store.Store, by string, splits int, inProcess bool) {
 	ctx := context.Background()
 	q := store.SpendQuery{Since: spendNow.Add(-30 * 24 * time.Hour), Until: spendNow, By: by, AllProjects: true}
+	for i := range splits {
+		q.Splits = append(q.Splits, q.Since.Add(time.Duration(i+1)*30*24*time.Hour/time.Duration(splits+1)))
+	}
 	var lat latencies
 	for b.Loop() {
 		start, cpu := time.Now(), cpuTime()

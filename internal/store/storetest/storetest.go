@@ -56,6 +56,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"Requests":                    testRequests,
 		"SameSpecJobs":                testSameSpecJobs,
 		"SpendTotals":                 testSpendTotals,
+		"RateHistory":                 testRateHistory,
+		"AttemptTimes":                testAttemptTimes,
 		"RecentUsage":                 testRecentUsage,
 		"RecentRuns":                  testRecentRuns, // runs.go
 	}
