@@ -21,6 +21,8 @@ type Store interface {
 	RecordAlerts(ctx context.Context, transitions []store.AlertTransition) ([]domain.Alert, error)
 	ListBudgets(ctx context.Context) ([]domain.Budget, error)
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	RunningSpans(ctx context.Context) ([]store.AttemptSpan, error)
+	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
 	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
 	RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error)

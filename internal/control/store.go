@@ -21,6 +21,8 @@ type Store interface {
 	Apply(ctx context.Context, changes []store.Change) ([]error, error)
 	AttemptHealth(ctx context.Context, jobID int64, attempt int) (store.AttemptHealth, error)
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	RunningSpans(ctx context.Context) ([]store.AttemptSpan, error)
+	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error)
 	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)

@@ -36,16 +36,33 @@ func BudgetUse(b domain.Budget, spans []Span, l Ledger, now time.Time) (u Use, o
 	}
 	u = Use{Budget: b, Period: name, From: from, To: to}
 	var c calc
+	var running []Span
 	for _, s := range spans {
 		if s.Project != b.Project {
 			continue
 		}
-		start, end, running, in := window(s, now, from)
+		start, end, run, in := window(s, now, from)
 		if !in {
 			continue
 		}
 		u.Spent += c.price(s.Resources, l, s.Pool, start, end)
-		if !running {
+		if run {
+			running = append(running, s)
+		}
+	}
+	u.AddRunning(running, l, now)
+	return u, true
+}
+
+// AddRunning adds to u, whose Spent is what the period cost up to now,
+// what the running attempts of its project do from now: their cost per
+// hour and what they may still cost until their timeouts inside the
+// period, at the rates in force now; Committed becomes Spent plus that.
+// Spans of other projects, and of attempts not running, are left out.
+func (u *Use) AddRunning(running []Span, l Ledger, now time.Time) {
+	var c calc
+	for _, s := range running {
+		if s.Project != u.Budget.Project || !s.End.IsZero() || s.Start.IsZero() {
 			continue
 		}
 		r := l.At(s.Pool, now)
@@ -56,15 +73,14 @@ func BudgetUse(b domain.Budget, spans []Span, l Ledger, now time.Time) (u Use, o
 		}
 		// The rest of its run up to its timeout, inside the period.
 		stop := s.Start.Add(s.Timeout)
-		if stop.After(to) {
-			stop = to
+		if stop.After(u.To) {
+			stop = u.To
 		}
 		if stop.After(now) {
 			u.Committed += c.of(s.Resources, r, stop.Sub(now))
 		}
 	}
 	u.Committed += u.Spent
-	return u, true
 }
 
 // WorstCase is the most a job of res may cost at rates r: its whole

@@ -23,6 +23,7 @@ type CostService struct {
 // pools' rates.
 type CostStore interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
+	RunningSpans(ctx context.Context) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
 	ReportTotals(ctx context.Context, q store.ReportQuery) (store.ReportTotals, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
@@ -126,20 +127,5 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 	if err != nil {
 		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
 	}
-	totals := make([]cost.Totals, len(rows))
-	for i, r := range rows {
-		if len(r.HeldIn) != len(splits)+1 {
-			return CostReport{}, fmt.Errorf("sum attempt history: %d pieces of held time for a window split in %d", len(r.HeldIn), len(splits)+1)
-		}
-		pieces := make([]cost.Piece, len(r.HeldIn))
-		for k, held := range r.HeldIn {
-			pieces[k] = cost.Piece{From: since, Held: held}
-			if k > 0 {
-				pieces[k].From = splits[k-1]
-			}
-		}
-		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
-			Attempts: r.Attempts, Running: r.Running, Held: r.Held, Pieces: pieces}
-	}
-	return cost.ReportTotals(totals, ledger, now, since, q.By), nil
+	return store.PriceSpend(rows, splits, ledger, since, now, q.By)
 }

@@ -74,28 +74,83 @@ func PricedHistory(ctx context.Context, h History, since time.Time) ([]cost.Span
 	return CostSpans(spans), l, nil
 }
 
-// BudgetUses prices each of bs in force at now, by project, from one read
-// of the history since the earliest of their periods; a budget not in
-// force has no entry. Nothing is read when none is in force.
-func BudgetUses(ctx context.Context, h History, bs []domain.Budget, now time.Time) (map[string]cost.Use, error) {
-	var since time.Time
+// PriceSpend prices the database's spend sums of a window [since, now]
+// split at splits (SpendQuery.Splits): each row's pieces at the rates l
+// had in force from each piece's start, rounded once per row.
+func PriceSpend(rows []SpendRow, splits []time.Time, l cost.Ledger, since, now time.Time, by string) (cost.Summary, error) {
+	totals := make([]cost.Totals, len(rows))
+	for i, r := range rows {
+		if len(r.HeldIn) != len(splits)+1 {
+			return cost.Summary{}, fmt.Errorf("sum attempt history: %d pieces of held time for a window split in %d", len(r.HeldIn), len(splits)+1)
+		}
+		pieces := make([]cost.Piece, len(r.HeldIn))
+		for k, held := range r.HeldIn {
+			pieces[k] = cost.Piece{From: since, Held: held}
+			if k > 0 {
+				pieces[k].From = splits[k-1]
+			}
+		}
+		totals[i] = cost.Totals{Group: r.Group, Pool: r.Pool, Resources: r.Resources, Waste: r.Waste,
+			Attempts: r.Attempts, Running: r.Running, Held: r.Held, Pieces: pieces}
+	}
+	return cost.ReportTotals(totals, l, now, since, by), nil
+}
+
+// BudgetHistory is what BudgetUses reads.
+type BudgetHistory interface {
+	SpendTotals(ctx context.Context, q SpendQuery) ([]SpendRow, error)
+	RunningSpans(ctx context.Context) ([]AttemptSpan, error)
+	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
+}
+
+// BudgetUses prices each of bs in force at now, by project; a budget not
+// in force has no entry, and nothing is read when none is. The database
+// sums each period's spend (one SpendTotals per distinct period start,
+// for all the projects whose period starts then, priced as trainyard cost
+// prices it); the running attempts, read on the state index, add their
+// rate and what they may still cost. Nothing is read per finished
+// attempt.
+func BudgetUses(ctx context.Context, h BudgetHistory, bs []domain.Budget, now time.Time) (map[string]cost.Use, error) {
+	uses := make(map[string]cost.Use, len(bs))
+	starts := map[time.Time][]string{} // period start → projects
 	for _, b := range bs {
-		if from, _, _, ok := b.Window(now); ok && (since.IsZero() || from.Before(since)) {
-			since = from
+		if from, to, name, ok := b.Window(now); ok {
+			uses[b.Project] = cost.Use{Budget: b, Period: name, From: from, To: to}
+			starts[from] = append(starts[from], b.Project)
 		}
 	}
-	if since.IsZero() {
+	if len(uses) == 0 {
 		return nil, nil
 	}
-	spans, l, err := PricedHistory(ctx, h, since)
+	l, err := Ledger(ctx, h)
 	if err != nil {
 		return nil, err
 	}
-	uses := make(map[string]cost.Use, len(bs))
-	for _, b := range bs {
-		if u, ok := cost.BudgetUse(b, spans, l, now); ok {
-			uses[b.Project] = u
+	for from, projects := range starts {
+		splits := l.Changes(from, now)
+		rows, err := h.SpendTotals(ctx, SpendQuery{Since: from, Until: now, By: "project", Projects: projects, Splits: splits})
+		if err != nil {
+			return nil, fmt.Errorf("sum attempt history: %w", err)
 		}
+		sum, err := PriceSpend(rows, splits, l, from, now, "project")
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range sum.Lines {
+			if u, ok := uses[line.Group]; ok && u.From.Equal(from) {
+				u.Spent = line.Cost
+				uses[line.Group] = u
+			}
+		}
+	}
+	spans, err := h.RunningSpans(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read running attempts: %w", err)
+	}
+	running := CostSpans(spans)
+	for p, u := range uses {
+		u.AddRunning(running, l, now)
+		uses[p] = u
 	}
 	return uses, nil
 }

@@ -161,6 +161,10 @@ type Jobs interface {
 	// request, submitter and name and the attempt's state — the input of
 	// fair-share usage and of spend reports. Ordered by (job, attempt).
 	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
+	// RunningSpans returns AttemptSpans' rows of the attempts starting or
+	// running that have started, read on the state index: what running
+	// attempts add to a budget's use.
+	RunningSpans(ctx context.Context) ([]AttemptSpan, error)
 	// AttemptTimes returns when each attempt of the given jobs that
 	// started held its job's resources, ordered by (job, attempt), in one
 	// read: what a page of jobs is priced from.

@@ -54,6 +54,13 @@ var (
 	FROM attempts a JOIN jobs j ON j.id = a.job_id
 	WHERE a.started_at IS NOT NULL AND (a.finished_at IS NULL OR a.finished_at >= ?)
 	ORDER BY a.job_id, a.number`)
+	// qRunningSpans is qAttemptSpans of the active attempts only, on the
+	// state index.
+	qRunningSpans = Q(`SELECT a.job_id, a.number, j.project, j.pool, j.req_gpus, j.req_cpus, j.req_memory, j.req_nodes,
+	a.started_at, a.finished_at, j.submitter, j.name, a.state, a.reason, j.req_timeout_ns
+	FROM attempts a JOIN jobs j ON j.id = a.job_id
+	WHERE a.state IN (?, ?) AND a.started_at IS NOT NULL
+	ORDER BY a.job_id, a.number`)
 )
 
 // NullInt is a nullable integer column. It scans through database/sql's
@@ -549,21 +556,29 @@ func (s Shared) ListEvents(ctx context.Context, jobID int64) ([]domain.Event, er
 // the given time, with their job's project, pool, request, submitter and
 // name, and the attempt's state.
 func (s Shared) AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error) {
-	return queryAll(ctx, s, "list attempt spans", func(row Row) (store.AttemptSpan, error) {
-		var (
-			sp                          store.AttemptSpan
-			number, gpus, memory, nodes int64
-			timeout                     int64
-			started, finished           NullInt
-			state, reason               string
-		)
-		err := row.Scan(&sp.JobID, &number, &sp.Project, &sp.Pool, &gpus, &sp.Resources.CPUs, &memory, &nodes,
-			&started, &finished, &sp.Submitter, &sp.JobName, &state, &reason, &timeout)
-		sp.Timeout = domain.Duration(timeout)
-		sp.State, sp.Reason = domain.AttemptState(state), domain.Reason(reason)
-		sp.Attempt = int(number)
-		sp.Resources.GPUs, sp.Resources.Memory, sp.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
-		sp.StartedAt, sp.FinishedAt = started.Time(), finished.Time()
-		return sp, err
-	}, qAttemptSpans, since.UnixNano())
+	return queryAll(ctx, s, "list attempt spans", scanSpan, qAttemptSpans, since.UnixNano())
+}
+
+// RunningSpans implements store.Jobs.
+func (s Shared) RunningSpans(ctx context.Context) ([]store.AttemptSpan, error) {
+	return queryAll(ctx, s, "list running attempt spans", scanSpan, qRunningSpans,
+		string(domain.AttemptStarting), string(domain.AttemptRunning))
+}
+
+func scanSpan(row Row) (store.AttemptSpan, error) {
+	var (
+		sp                          store.AttemptSpan
+		number, gpus, memory, nodes int64
+		timeout                     int64
+		started, finished           NullInt
+		state, reason               string
+	)
+	err := row.Scan(&sp.JobID, &number, &sp.Project, &sp.Pool, &gpus, &sp.Resources.CPUs, &memory, &nodes,
+		&started, &finished, &sp.Submitter, &sp.JobName, &state, &reason, &timeout)
+	sp.Timeout = domain.Duration(timeout)
+	sp.State, sp.Reason = domain.AttemptState(state), domain.Reason(reason)
+	sp.Attempt = int(number)
+	sp.Resources.GPUs, sp.Resources.Memory, sp.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
+	sp.StartedAt, sp.FinishedAt = started.Time(), finished.Time()
+	return sp, err
 }

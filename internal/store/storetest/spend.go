@@ -237,3 +237,25 @@ func testRecentUsage(t *testing.T, s store.Store) {
 		t.Errorf("of a user without jobs = %+v, %v", got, err)
 	}
 }
+
+// testRunningSpans: the spans of the attempts that run, with their job's
+// request, pool and timeout; finished and never-started ones are not.
+func testRunningSpans(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := startJob(t, s, "a", nil) // running from at(2)
+	c := startJob(t, s, "c", nil)
+	mustApply(t, s, store.Change{JobID: c.ID, Move: domain.MoveFail().Only(domain.JobRunning), At: at(3),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptFailed}})
+	q := create(t, s, newJob(t, testSpec("q", "p"), "alice", t0))
+	mustApply(t, s, store.Change{JobID: q.ID, Move: domain.MoveStart(), At: at(4),
+		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting}}) // starting: not started
+	got, err := s.RunningSpans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].JobID != a.ID || got[0].Attempt != 1 || got[0].Project != "p" || got[0].Pool != "standard" ||
+		got[0].Resources != a.Spec.Resources || got[0].Timeout != a.Spec.Policy.Timeout || !got[0].StartedAt.Equal(at(2)) ||
+		!got[0].FinishedAt.IsZero() || got[0].State != domain.AttemptRunning {
+		t.Fatalf("RunningSpans = %+v; want job %d's running attempt", got, a.ID)
+	}
+}

@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"RateHistory":                 testRateHistory,
 		"AttemptTimes":                testAttemptTimes,
 		"RecentUsage":                 testRecentUsage,
+		"RunningSpans":                testRunningSpans,
 		"RecentRuns":                  testRecentRuns, // runs.go
 	}
 	// Pools, quotas and projects: see pools.go.
