@@ -17,6 +17,9 @@ type ReportQuery struct {
 	Limit       int
 	MinRun      time.Duration
 	MinCPUs     float64
+	// Parts is how many parts of the job ids are read at once; 0: the
+	// store decides (one per core for a history of some size).
+	Parts int
 }
 
 // ReportTotals is what the database sums for a review report: one row

@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -110,9 +112,10 @@ func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.Re
 
 	// Attempts active in the window, summed per job in one pass (see
 	// reportAttempts), then per group and into the right-sizing lists.
+	// The attempts are read in parts of the job ids, one per core, at once.
 	var spend []store.SpendRow
 	var over, near []store.SizedJob
-	wg.Go(func() { spend, over, near, errs[2] = s.reportAttempts(ctx, q, key, where, projects, row) })
+	wg.Go(func() { spend, over, near, errs[2] = s.reportParts(ctx, q, key, where, projects, row) })
 
 	// The attempts that ended in the window other than succeeded.
 	wg.Go(func() {
@@ -152,6 +155,106 @@ func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.Re
 	return out, nil
 }
 
+var qJobIDRange = Q(`SELECT COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM jobs`)
+
+// reportParts runs reportAttempts over parts of the job ids at once
+// (q.Parts, or as many as there are cores, up to 4, for a history of some
+// size) and
+// merges them: the group sums add, the spend rows of the same group,
+// pool, shape and waste add, and the lists are cut to q.Limit again in
+// the statement's order.
+func (s Shared) reportParts(ctx context.Context, q store.ReportQuery, key, where string, projects []any,
+	row func(string) *store.ReportRow) (spend []store.SpendRow, over, near []store.SizedJob, err error) {
+	ids, err := queryOne(ctx, s, "report job ids", func(r Row) (ids [2]int64, err error) {
+		return ids, r.Scan(&ids[0], &ids[1])
+	}, qJobIDRange)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lo, hi := ids[0], ids[1]
+	parts := q.Parts
+	switch {
+	case parts > 0:
+	case hi-lo < 10_000:
+		parts = 1
+	default:
+		parts = min(runtime.GOMAXPROCS(0), 4)
+	}
+	type result struct {
+		groups     map[string]*store.ReportRow
+		spend      []store.SpendRow
+		over, near []store.SizedJob
+		err        error
+	}
+	results := make([]result, parts)
+	var wg sync.WaitGroup
+	width := (hi - lo + int64(parts)) / int64(parts)
+	for i := range parts {
+		part := [2]int64{lo + int64(i)*width, lo + int64(i+1)*width}
+		if i == parts-1 {
+			part[1] = hi + 1
+		}
+		wg.Go(func() {
+			r := &results[i]
+			r.groups = map[string]*store.ReportRow{}
+			r.spend, r.over, r.near, r.err = s.reportAttempts(ctx, q, key, where, projects, part, r.groups)
+		})
+	}
+	wg.Wait()
+	type spendKey struct {
+		group, pool string
+		res         domain.Resources
+		waste       bool
+	}
+	at := map[spendKey]int{}
+	for _, r := range results {
+		if r.err != nil {
+			return nil, nil, nil, r.err
+		}
+		for g, sum := range r.groups {
+			t := row(g)
+			t.Started += sum.Started
+			t.Ended += sum.Ended
+			t.CPUUsed += sum.CPUUsed
+			t.GPUUsed += sum.GPUUsed
+		}
+		for _, sr := range r.spend {
+			k := spendKey{sr.Group, sr.Pool, sr.Resources, sr.Waste}
+			i, ok := at[k]
+			if !ok {
+				at[k] = len(spend)
+				spend = append(spend, sr)
+				continue
+			}
+			t := &spend[i]
+			t.Attempts += sr.Attempts
+			t.Running += sr.Running
+			t.Held += sr.Held
+			for p := range t.HeldIn {
+				t.HeldIn[p] += sr.HeldIn[p]
+			}
+		}
+		over, near = append(over, r.over...), append(near, r.near...)
+	}
+	idle := func(j store.SizedJob) float64 {
+		return float64(j.Held.Microseconds())/1e6*j.Resources.CPUs*float64(max(j.Resources.Nodes, 1)) - j.CPUUsed.Seconds()
+	}
+	slices.SortStableFunc(over, func(a, b store.SizedJob) int {
+		if c := cmp.Compare(idle(b), idle(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.JobID, b.JobID)
+	})
+	ratio := func(j store.SizedJob) float64 { return float64(j.MaxRSS) / float64(j.Resources.Memory) }
+	slices.SortStableFunc(near, func(a, b store.SizedJob) int {
+		if c := cmp.Compare(ratio(b), ratio(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.JobID, b.JobID)
+	})
+	return spend, over[:min(len(over), q.Limit)], near[:min(len(near), q.Limit)], nil
+}
+
 // reportAttempts reads the attempts active in the window once: summed
 // per job (joined to the job's group and request) into a materialized
 // table, from which one statement takes the group sums by resource shape
@@ -162,8 +265,8 @@ func (s Shared) ReportTotals(ctx context.Context, q store.ReportQuery) (store.Re
 // cannot be had otherwise: attempts started and ended, their CPU time and
 // held time and memory peaks; retries, successes and preemptions follow
 // from the other statements (ReportTotals).
-func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, where string, projects []any,
-	row func(string) *store.ReportRow) (spend []store.SpendRow, over, near []store.SizedJob, err error) {
+func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, where string, projects []any, ids [2]int64,
+	groups map[string]*store.ReportRow) (spend []store.SpendRow, over, near []store.SizedJob, err error) {
 	since, until := q.Since.UnixNano(), q.Until.UnixNano()
 	var args []any
 	arg := func(vs ...any) { args = append(args, vs...) }
@@ -187,10 +290,10 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			CASE WHEN ` + waste + ` THEN 1 ELSE 0 END AS w,
 			` + clipped + ` AS h, a.cpu_seconds AS cpu, a.gpu_seconds AS gpu, a.max_rss AS rss
 			FROM attempts a
-			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR a.finished_at > ?)
-			ORDER BY a.job_id{NOFLAT}) AS t
+			WHERE a.job_id >= ? AND a.job_id < ? AND a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR a.finished_at > ?)
+			{BYJOB}{NOFLAT}) AS t
 		GROUP BY t.job_id`
-	arg(since, until, until, until, until, until, since, since, until, since)
+	arg(since, until, until, until, until, until, since, since, ids[0], ids[1], until, since)
 	arg(projects...)
 	nodes := `(CASE WHEN x.req_nodes > 1 THEN x.req_nodes ELSE 1 END)`
 	// Idle CPU-seconds: held seconds × CPUs × nodes − used CPU-seconds.
@@ -234,7 +337,11 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 		j.Resources.GPUs, j.Resources.Memory, j.Resources.Nodes = int(gpus), domain.ByteSize(memory), int(nodes)
 		switch kind {
 		case "g":
-			r := row(g)
+			r, seen := groups[g]
+			if !seen {
+				r = &store.ReportRow{Group: g}
+				groups[g] = r
+			}
 			r.Started += int(started)
 			r.Ended += int(ended)
 			r.CPUUsed += time.Duration(cpu * float64(time.Second))

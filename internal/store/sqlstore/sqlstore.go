@@ -79,6 +79,9 @@ var markers = []struct {
 	// Keep a subquery from being merged into the query around it, so that
 	// what it computes per row is computed once.
 	{"{NOFLAT}", [engines]string{SQLite: " LIMIT -1", Postgres: " OFFSET 0"}},
+	// Read attempts in job order where that lets SQLite group them by job
+	// without sorting (on the index led by job_id); PostgreSQL hashes.
+	{"{BYJOB}", [engines]string{SQLite: "ORDER BY a.job_id", Postgres: ""}},
 }
 
 // Each builds a statement whose text differs beyond placeholders, given in

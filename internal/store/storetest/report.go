@@ -174,6 +174,26 @@ func testReportTotals(t *testing.T, s store.Store) {
 		}
 	}
 
+	// Read in parts of the job ids at once, the same.
+	for _, parts := range []int{2, 3, 7} {
+		for _, by := range []string{"project", "pool"} {
+			one, err := s.ReportTotals(ctx, query(by))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := query(by)
+			q.Parts = parts
+			split, err := s.ReportTotals(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(spendRows(one.Spend), spendRows(split.Spend)) || !reflect.DeepEqual(one.Rows, split.Rows) ||
+				!reflect.DeepEqual(one.Oversized, split.Oversized) || !reflect.DeepEqual(one.NearMemory, split.NearMemory) {
+				t.Errorf("by %s in %d parts:\n got %+v\nwant %+v", by, parts, split, one)
+			}
+		}
+	}
+
 	byPool, err := s.ReportTotals(ctx, query("pool"))
 	if err != nil {
 		t.Fatal(err)
