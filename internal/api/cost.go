@@ -20,12 +20,7 @@ func (h *handler) costReport(w http.ResponseWriter, r *http.Request, p service.P
 	q := r.URL.Query()
 	cq := service.CostQuery{Project: q.Get("project"), By: q.Get("by")}
 	var errs domain.FieldErrors
-	if v := q.Get("since"); v != "" {
-		cq.Since, cq.Window = parseSince(v)
-		if cq.Since.IsZero() && cq.Window <= 0 {
-			errs.Add("since", "must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got %q", v)
-		}
-	}
+	cq.Since, cq.Window = sinceParam(&errs, q.Get("since"))
 	if cq.By != "" && !validBy(cq.By) {
 		errs.Add("by", "cannot group by %q; choose one of %s", cq.By, strings.Join(service.CostGroupings(), ", "))
 	}
@@ -62,6 +57,19 @@ func validBy(by string) bool {
 		}
 	}
 	return false
+}
+
+// sinceParam reads a report's since parameter (parseSince); a value that
+// is neither is an error on errs.
+func sinceParam(errs *domain.FieldErrors, v string) (time.Time, time.Duration) {
+	if v == "" {
+		return time.Time{}, 0
+	}
+	since, window := parseSince(v)
+	if since.IsZero() && window <= 0 {
+		errs.Add("since", "must be a duration back from now (30d, 12h) or a time (2026-03-01, RFC 3339), got %q", v)
+	}
+	return since, window
 }
 
 // parseSince reads a duration back from now ("30d") or a time: a date, a

@@ -19,12 +19,7 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request, p service.Princ
 	q := r.URL.Query()
 	rq := service.ReviewQuery{Project: q.Get("project"), By: q.Get("by")}
 	var errs domain.FieldErrors
-	if v := q.Get("since"); v != "" {
-		rq.Since, rq.Window = parseSince(v)
-		if rq.Since.IsZero() && rq.Window <= 0 {
-			errs.Add("since", "must be a duration back from now (7d, 12h) or a time (2026-03-01, RFC 3339), got %q", v)
-		}
-	}
+	rq.Since, rq.Window = sinceParam(&errs, q.Get("since"))
 	if rq.By != "" && !slices.Contains(service.ReviewGroupings, rq.By) {
 		errs.Add("by", "cannot group a review by %q; choose project or pool", rq.By)
 	}

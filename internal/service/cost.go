@@ -67,18 +67,7 @@ func (s *CostService) Report(ctx context.Context, p Principal, q CostQuery) (Cos
 	if cost.CheckBy(q.By) != nil {
 		errs.Add("by", "cannot group by %q; choose one of %s", q.By, strings.Join(cost.Groupings, ", "))
 	}
-	since := q.Since
-	switch {
-	case q.Window < 0:
-		errs.Add("since", "must be a positive duration such as 30d or 12h (got %s)", q.Window)
-	case since.IsZero() && q.Window > 0:
-		since = now.Add(-q.Window)
-	case since.IsZero():
-		since = now.Add(-DefaultCostWindow)
-	}
-	if since.After(now) {
-		errs.Add("since", "%s is in the future; name a past time or a duration such as 30d", since.Format(time.RFC3339))
-	}
+	since := windowStart(&errs, q.Since, q.Window, now, DefaultCostWindow)
 	if err := errs.Err(); err != nil {
 		return CostReport{}, err
 	}
@@ -128,4 +117,23 @@ func (s *CostService) reportTotals(ctx context.Context, q CostQuery, vis authz.V
 		return CostReport{}, fmt.Errorf("sum attempt history: %w", err)
 	}
 	return store.PriceSpend(rows, splits, ledger, since, now, q.By)
+}
+
+// windowStart is the start of a report's window ending at end: since, or
+// window before end, or def before end; a negative window or a start
+// after end is an error on errs, naming the since field.
+func windowStart(errs *domain.FieldErrors, since time.Time, window time.Duration, end time.Time, def time.Duration) time.Time {
+	example := fmt.Sprintf("%dd", int(def/(24*time.Hour))) // the default, as users write it: 30d
+	switch {
+	case window < 0:
+		errs.Add("since", "must be a positive duration such as %s or 12h (got %s)", example, window)
+	case since.IsZero() && window > 0:
+		since = end.Add(-window)
+	case since.IsZero():
+		since = end.Add(-def)
+	}
+	if since.After(end) {
+		errs.Add("since", "%s is in the future; name a past time or a duration such as %s", since.Format(time.RFC3339), example)
+	}
+	return since
 }

@@ -111,18 +111,7 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 	if !slices.Contains(ReviewGroupings, q.By) {
 		errs.Add("by", "cannot group a review by %q; choose project or pool", q.By)
 	}
-	since := q.Since
-	switch {
-	case q.Window < 0:
-		errs.Add("since", "must be a positive duration such as 7d or 12h (got %s)", q.Window)
-	case since.IsZero() && q.Window > 0:
-		since = until.Add(-q.Window)
-	case since.IsZero():
-		since = until.Add(-DefaultReviewWindow)
-	}
-	if since.After(until) {
-		errs.Add("since", "%s is in the future; name a past time or a duration such as 7d", since.Format(time.RFC3339))
-	}
+	since := windowStart(&errs, q.Since, q.Window, until, DefaultReviewWindow)
 	if err := errs.Err(); err != nil {
 		return Review{}, err
 	}
