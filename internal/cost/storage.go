@@ -118,11 +118,12 @@ type StorageSummary struct {
 	Total StorageLine
 }
 
-// StorageReport prices accrued days at their pool's rates (a pool
-// without rates is free) and groups them by by (see Groupings). Each day
+// StorageReport prices accrued days at their pool's rates in force as
+// each day began (l; a pool without rates is free) and groups them by by
+// (see Groupings). Each day
 // of each job and tier is priced once and rounded to a micro; lines add
 // those amounts, so they sum to the total.
-func StorageReport(days []domain.StorageDay, rates map[string]domain.Rates, since, until time.Time, by string) StorageSummary {
+func StorageReport(days []domain.StorageDay, l Ledger, since, until time.Time, by string) StorageSummary {
 	rep := StorageSummary{By: by, Since: since, Until: until, Total: StorageLine{Group: "total"}}
 	idx := map[string]int{}
 	for _, d := range days {
@@ -133,7 +134,7 @@ func StorageReport(days []domain.StorageDay, rates map[string]domain.Rates, sinc
 			idx[g] = i
 			rep.Lines = append(rep.Lines, StorageLine{Group: g})
 		}
-		r := rates[d.Pool]
+		r := l.At(d.Pool, d.Day) // the rates in force as the day began
 		for _, l := range []*StorageLine{&rep.Lines[i], &rep.Total} {
 			switch d.Tier {
 			case domain.TierObject:

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -42,5 +43,28 @@ func TestStorageCost(t *testing.T) {
 		if got := StorageCost(c.bs, c.rate); got != c.want {
 			t.Errorf("StorageCost(%d, %s) = %s, want %s", c.bs, c.rate, got, c.want)
 		}
+	}
+}
+
+// A day is priced at the rates in force as it began: a rate raised during
+// a day applies from the next.
+func TestStorageReportFollowsTheRateHistory(t *testing.T) {
+	d1 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var l Ledger
+	l.Add("gpu", time.Unix(0, 0), domain.Rates{LocalGiBMonth: 3 * domain.MoneyUnit})      // 0.10 a GiB-day
+	l.Add("gpu", d1.Add(36*time.Hour), domain.Rates{LocalGiBMonth: 6 * domain.MoneyUnit}) // from noon of day 2
+	gibDay := int64(1<<30) * 86400
+	days := []domain.StorageDay{
+		{Day: d1, JobID: 1, Tier: domain.TierLocal, Project: "p", Pool: "gpu", ByteSeconds: gibDay},
+		{Day: d1.AddDate(0, 0, 1), JobID: 1, Tier: domain.TierLocal, Project: "p", Pool: "gpu", ByteSeconds: gibDay},
+		{Day: d1.AddDate(0, 0, 2), JobID: 1, Tier: domain.TierLocal, Project: "p", Pool: "gpu", ByteSeconds: gibDay},
+	}
+	rep := StorageReport(days, l, d1, d1.AddDate(0, 0, 3), "day")
+	var got []string
+	for _, line := range rep.Lines {
+		got = append(got, line.Group+" "+line.Cost.String())
+	}
+	if want := []string{"2026-03-01 0.10", "2026-03-02 0.10", "2026-03-03 0.20"}; !slices.Equal(got, want) || rep.Total.Cost.String() != "0.40" {
+		t.Errorf("by day = %q, total %s; want %q, 0.40", got, rep.Total.Cost, want)
 	}
 }

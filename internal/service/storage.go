@@ -193,9 +193,9 @@ func (s *CostService) storage(ctx context.Context, vis authz.Visible, project st
 	days = slices.DeleteFunc(days, func(d domain.StorageDay) bool {
 		return project != "" && d.Project != project || !vis.Sees(d.Project, "")
 	})
-	rates, err := store.PoolRates(ctx, s.st)
+	ledger, err := store.Ledger(ctx, s.st)
 	if err != nil {
 		return StorageReport{}, err
 	}
-	return cost.StorageReport(days, rates, from, to, by), nil
+	return cost.StorageReport(days, ledger, from, to, by), nil
 }
