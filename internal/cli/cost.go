@@ -146,14 +146,35 @@ func writeStorageTable(w io.Writer, rep apitypes.CostReport) error {
 func gibDays(d float64) string { return strconv.FormatFloat(d, 'f', 2, 64) }
 
 // writeCostCSV writes one row per group and a total row, amounts exact
-// as the server sent them.
+// as the server sent them: compute, then the group's storage over the
+// window's whole days.
 func writeCostCSV(w io.Writer, rep apitypes.CostReport) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{rep.By, "gpu_hours", "cpu_hours", "cost", "waste", "running_per_hour", "attempts", "currency"})
-	for _, l := range append(rep.Lines, rep.Total) {
-		_ = cw.Write([]string{l.Group, strconv.FormatFloat(l.GPUHours, 'f', -1, 64), strconv.FormatFloat(l.CPUHours, 'f', -1, 64),
-			l.Cost, l.Waste, l.RunningPerHour, strconv.Itoa(l.Attempts), rep.Currency})
+	_ = cw.Write([]string{rep.By, "gpu_hours", "cpu_hours", "cost", "waste", "running_per_hour", "attempts",
+		"local_gib_days", "object_gib_days", "storage_cost", "currency"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	stored := map[string]apitypes.StorageLine{}
+	for _, sl := range rep.Storage.Lines {
+		stored[sl.Group] = sl
 	}
+	row := func(l apitypes.CostLine, sl apitypes.StorageLine) {
+		if sl.Cost == "" {
+			sl.Cost = "0"
+		}
+		_ = cw.Write([]string{l.Group, f(l.GPUHours), f(l.CPUHours), l.Cost, l.Waste, l.RunningPerHour, strconv.Itoa(l.Attempts),
+			f(sl.LocalGiBDays), f(sl.ObjectGiBDays), sl.Cost, rep.Currency})
+	}
+	for _, l := range rep.Lines {
+		row(l, stored[l.Group])
+		delete(stored, l.Group)
+	}
+	// Groups that only stored: no compute in the window.
+	for _, sl := range rep.Storage.Lines {
+		if _, only := stored[sl.Group]; only {
+			row(apitypes.CostLine{Group: sl.Group, Cost: "0", Waste: "0", RunningPerHour: "0"}, sl)
+		}
+	}
+	row(rep.Total, rep.Storage.Total)
 	cw.Flush()
 	return cw.Error()
 }

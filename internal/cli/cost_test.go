@@ -60,10 +60,10 @@ since 2025-12-03 12:00 UTC, until 2026-01-02 12:00 UTC
 func TestCostCSVAndJSON(t *testing.T) {
 	h, _ := newCostHarness(t, costReport)
 	r := h.mustRun(0, "cost", "-o", "csv")
-	want := `project,gpu_hours,cpu_hours,cost,waste,running_per_hour,attempts,currency
-vision,11,6,23.46,4.20,2.10,3,EUR
-nlp,0,30,1.5025,1.5025,0.00,1,EUR
-total,11,36,24.9625,5.7025,2.10,4,EUR
+	want := `project,gpu_hours,cpu_hours,cost,waste,running_per_hour,attempts,local_gib_days,object_gib_days,storage_cost,currency
+vision,11,6,23.46,4.20,2.10,3,0,0,0,EUR
+nlp,0,30,1.5025,1.5025,0.00,1,0,0,0,EUR
+total,11,36,24.9625,5.7025,2.10,4,0,0,0,EUR
 `
 	if r.stdout != want {
 		t.Errorf("csv:\n%s\nwant:\n%s", r.stdout, want)
@@ -108,5 +108,19 @@ storage: whole UTC days 2025-12-03 to 2026-01-01 (a month is 30 days)
 `
 	if !strings.HasSuffix(r.stdout, want) {
 		t.Errorf("table:\n%s\nwant it to end with:\n%s", r.stdout, want)
+	}
+	// In CSV, each group's storage follows its compute, exact; a group
+	// that only stored gets a row of its own.
+	rep.Storage.Lines = append(rep.Storage.Lines, apitypes.StorageLine{Group: "archive", LocalGiBDays: 2, Cost: "0.2"})
+	h, _ = newCostHarness(t, rep)
+	r = h.mustRun(0, "cost", "-o", "csv")
+	wantCSV := `project,gpu_hours,cpu_hours,cost,waste,running_per_hour,attempts,local_gib_days,object_gib_days,storage_cost,currency
+vision,11,6,23.46,4.20,2.10,3,310,1240.5,55.81,EUR
+nlp,0,30,1.5025,1.5025,0.00,1,0,0,0,EUR
+archive,0,0,0,0,0,0,2,0,0.2,EUR
+total,11,36,24.9625,5.7025,2.10,4,310,1240.5,55.81,EUR
+`
+	if r.stdout != wantCSV {
+		t.Errorf("csv:\n%s\nwant:\n%s", r.stdout, wantCSV)
 	}
 }
