@@ -28,6 +28,10 @@ func (r *rig) rated() {
 	if _, _, err := r.svc.Pools.PutPool(ctx, admin, p); err != nil {
 		r.t.Fatal(err)
 	}
+	// A pass under way may have read the pools before the change and
+	// plan a job submitted next at no cost; the loop's next start reads
+	// them afresh.
+	r.restart()
 }
 
 func (r *rig) budget(amount domain.Money, action domain.BudgetAction) {

@@ -356,6 +356,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.runCtx = ctx
 	defer c.outputsWG.Wait()
 	if err := c.recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while it recovered: not a failure
+		}
 		return err
 	}
 	events := c.cfg.Executor.Events()
