@@ -307,7 +307,7 @@ func (s Shared) reportAttempts(ctx context.Context, q store.ReportQuery, key, wh
 			CAST(y.cpu AS DOUBLE PRECISION) AS cpu, CAST(y.gpu AS DOUBLE PRECISION) AS gpu, CAST(y.us AS BIGINT) AS us, CAST(y.rss AS BIGINT) AS rss,
 			CAST(y.n_ok AS BIGINT) AS n_ok, CAST(y.n_waste AS BIGINT) AS n_waste, CAST(y.running AS BIGINT) AS running,
 			CAST(y.us_ok AS BIGINT) AS us_ok, CAST(y.us_waste AS BIGINT) AS us_waste
-			FROM (` + perJob + `) AS y JOIN jobs j ON j.id = y.job_id WHERE 1 = 1` + where + `)
+			FROM (` + perJob + `) AS y {THENJOIN} jobs j ON j.id = y.job_id WHERE 1 = 1` + where + `)
 		SELECT 'g', x.g, ` + zero + `, '', '', x.pool, '', x.req_gpus, x.req_cpus, x.req_memory, x.req_nodes,
 			CAST(SUM(x.started) AS BIGINT), CAST(SUM(x.ended) AS BIGINT), CAST(SUM(x.cpu) AS DOUBLE PRECISION),
 			CAST(SUM(x.gpu) AS DOUBLE PRECISION), ` + zero + `, ` + zero + `, CAST(SUM(x.n_ok) AS BIGINT), CAST(SUM(x.n_waste) AS BIGINT), CAST(SUM(x.running) AS BIGINT),

@@ -126,7 +126,7 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 			FROM ` + from + `
 			WHERE a.started_at IS NOT NULL AND a.started_at <= ? AND (a.finished_at IS NULL OR (a.finished_at > ? AND a.finished_at > a.started_at))` + overlap + `
 			GROUP BY a.job_id` + piece + `) AS x
-		JOIN jobs j ON j.id = x.job_id` + where + `
+		{THENJOIN} jobs j ON j.id = x.job_id` + where + `
 		GROUP BY ` + strings.Join(groupBy, ", "))
 	// A row of the query: the ok and the waste sums of one group, shape
 	// and piece.

@@ -79,6 +79,10 @@ var markers = []struct {
 	// Keep a subquery from being merged into the query around it, so that
 	// what it computes per row is computed once.
 	{"{NOFLAT}", [engines]string{SQLite: " LIMIT -1", Postgres: " OFFSET 0"}},
+	// Join the table on the right to each row of the per-job sums on the
+	// left, in that order: with a filter on the right table, SQLite would
+	// otherwise sum every job, index the sums and look them up per match.
+	{"{THENJOIN}", [engines]string{SQLite: "CROSS JOIN", Postgres: "JOIN"}},
 	// Read attempts in job order where that lets SQLite group them by job
 	// without sorting (on the index led by job_id); PostgreSQL hashes.
 	{"{BYJOB}", [engines]string{SQLite: "ORDER BY a.job_id", Postgres: ""}},
