@@ -2,7 +2,6 @@ package alerts
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -101,6 +100,3 @@ func (e *Engine) evaluateReports(out []Transition, obs Observation) []Transition
 // Quiet reports whether t is sent to no channel: a weekly report resolves
 // when the next one is sent, and nobody needs to hear of that.
 func (t Transition) Quiet() bool { return t.Rule == RuleWeeklyReport && t.Status == StatusResolved }
-
-// IsReport reports whether key names a weekly report.
-func IsReport(key string) bool { return strings.HasPrefix(key, string(RuleWeeklyReport)+"/") }

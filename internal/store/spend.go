@@ -9,13 +9,6 @@ import (
 	"trainyard/internal/domain"
 )
 
-// History is what pricing reads: the attempt spans and the pools' rate
-// history.
-type History interface {
-	AttemptSpans(ctx context.Context, since time.Time) ([]AttemptSpan, error)
-	RateHistory(ctx context.Context, pools ...string) ([]RateChange, error)
-}
-
 // CostSpans turns attempt spans into what package cost prices.
 func CostSpans(spans []AttemptSpan) []cost.Span {
 	out := make([]cost.Span, len(spans))
@@ -25,23 +18,6 @@ func CostSpans(spans []AttemptSpan) []cost.Span {
 			Start: sp.StartedAt, End: sp.FinishedAt, State: sp.State, Timeout: sp.Timeout.D()}
 	}
 	return out
-}
-
-// PoolRates reads every pool's rates now, by pool: what running attempts
-// cost per hour. History is priced with the rates in force while it ran
-// (Ledger), never with these.
-func PoolRates(ctx context.Context, h interface {
-	ListPools(ctx context.Context) ([]domain.Pool, error)
-}) (map[string]domain.Rates, error) {
-	pools, err := h.ListPools(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read pool rates: %w", err)
-	}
-	rates := make(map[string]domain.Rates, len(pools))
-	for _, p := range pools {
-		rates[p.Name] = p.Rates
-	}
-	return rates, nil
 }
 
 // Ledger reads the rate history of the named pools (of every pool when
@@ -58,20 +34,6 @@ func Ledger(ctx context.Context, h interface {
 		l.Add(c.Pool, c.From, c.Rates)
 	}
 	return l, nil
-}
-
-// PricedHistory reads the attempts that held resources since since, as
-// package cost prices them, and every pool's rate history.
-func PricedHistory(ctx context.Context, h History, since time.Time) ([]cost.Span, cost.Ledger, error) {
-	spans, err := h.AttemptSpans(ctx, since)
-	if err != nil {
-		return nil, cost.Ledger{}, fmt.Errorf("read attempt history: %w", err)
-	}
-	l, err := Ledger(ctx, h)
-	if err != nil {
-		return nil, cost.Ledger{}, err
-	}
-	return CostSpans(spans), l, nil
 }
 
 // PriceSpend prices the database's spend sums of a window [since, now]
