@@ -27,6 +27,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 	var deferred []store.Change
 	var progressed []executor.Ref
 	var points []domain.MetricPoint
+	var gpu gpuUse // the sampler's GPU use, read once for the batch's ends
 	for _, ev := range batch {
 		at := ev.At
 		if at.IsZero() {
@@ -59,7 +60,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			if c.finishing[ev.Ref] {
 				continue // a repeated end: its outputs are being recorded
 			}
-			ch, err := c.ended(ctx, ev, at)
+			ch, err := c.ended(ctx, ev, at, &gpu)
 			if err != nil {
 				c.log.Error("record attempt end", "attempt", ev.Ref.String(), "err", err)
 				continue
@@ -184,14 +185,14 @@ func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
 
 // ended decides what an attempt's end means for its job: success, a retry
 // after backoff, cancellation, or failure.
-func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time) (store.Change, error) {
+func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time, gpu *gpuUse) (store.Change, error) {
 	job, err := c.cfg.Store.GetJob(ctx, ev.JobID)
 	if err != nil {
 		return store.Change{}, err
 	}
 	att := &store.AttemptChange{Number: ev.Attempt, From: activeAtt, To: ev.State,
 		Reason: ev.Reason, Message: ev.Message, ExitCode: ev.ExitCode}
-	ev.Usage.GPUSeconds = c.gpuSeconds(ev.JobID, ev.Attempt)
+	ev.Usage.GPUSeconds = gpu.of(c.cfg.GPUSamples, ev.JobID, ev.Attempt)
 	if ev.Usage != (domain.Usage{}) {
 		att.Usage = &ev.Usage
 	}

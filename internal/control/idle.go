@@ -157,16 +157,25 @@ func pctText(p float64) string {
 	return strconv.FormatFloat(math.Round(p*10)/10, 'f', -1, 64) + "%"
 }
 
-// gpuSeconds is what an attempt used of its GPUs so far, as the sampler
-// counted it (sample.Sample.GPUSeconds); 0 without a sampler or readings.
-func (c *Controller) gpuSeconds(jobID int64, attempt int) float64 {
-	if c.cfg.GPUSamples == nil {
+// gpuUse is what running attempts used of their GPUs so far, as the
+// sampler counted it (sample.Sample.GPUSeconds), read from it once for
+// a batch of attempt ends.
+type gpuUse struct {
+	read    bool
+	seconds map[executor.Ref]float64
+}
+
+// of is the GPU-seconds of one attempt; 0 without a sampler or readings.
+func (g *gpuUse) of(s GPUSampler, jobID int64, attempt int) float64 {
+	if s == nil {
 		return 0
 	}
-	for _, s := range c.cfg.GPUSamples.Latest() {
-		if s.JobID == jobID && s.Attempt == attempt {
-			return s.GPUSeconds
+	if !g.read {
+		g.read = true
+		g.seconds = map[executor.Ref]float64{}
+		for _, smp := range s.Latest() {
+			g.seconds[executor.Ref{JobID: smp.JobID, Attempt: smp.Attempt}] = smp.GPUSeconds
 		}
 	}
-	return 0
+	return g.seconds[executor.Ref{JobID: jobID, Attempt: attempt}]
 }
