@@ -44,17 +44,14 @@ and a total row, for spreadsheets. See docs/cost.md.`,
 		Args: exactArgs(0),
 	}
 	var opts client.CostOptions
-	cmd.Flags().StringVar(&opts.Project, "project", "", "only this project (default: every project you hold a role in)")
-	cmd.Flags().StringVar(&opts.Since, "since", "30d", "start of the window: a duration back from now (30d, 12h) or a time (2026-03-01)")
-	cmd.Flags().StringVar(&opts.By, "by", "project", "group by "+strings.Join(costGroupings, "|"))
-	_ = cmd.RegisterFlagCompletionFunc("by", completeFrom(costGroupings))
+	checkWindow := windowFlags(cmd, &opts, "30d", costGroupings)
 	output, checkOutput := outputFlag(cmd, formatCSV)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
 		}
-		if !slices.Contains(costGroupings, opts.By) {
-			return usageErrorf("invalid --by %q: want one of %s", opts.By, strings.Join(costGroupings, ", "))
+		if err := checkWindow(); err != nil {
+			return err
 		}
 		c, err := a.client()
 		if err != nil {
@@ -82,6 +79,21 @@ and a total row, for spreadsheets. See docs/cost.md.`,
 		return writeStorageTable(out, rep)
 	}
 	return cmd
+}
+
+// windowFlags adds a report's --project, --since (default since) and --by
+// (one of groupings) to cmd, and returns the check of --by.
+func windowFlags(cmd *cobra.Command, opts *client.CostOptions, since string, groupings []string) func() error {
+	cmd.Flags().StringVar(&opts.Project, "project", "", "only this project (default: every project you hold a role in)")
+	cmd.Flags().StringVar(&opts.Since, "since", since, "start of the window: a duration back from now ("+since+", 12h) or a time (2026-03-01)")
+	cmd.Flags().StringVar(&opts.By, "by", "project", "group by "+strings.Join(groupings, "|"))
+	_ = cmd.RegisterFlagCompletionFunc("by", completeFrom(groupings))
+	return func() error {
+		if !slices.Contains(groupings, opts.By) {
+			return usageErrorf("invalid --by %q: want one of %s", opts.By, strings.Join(groupings, ", "))
+		}
+		return nil
+	}
 }
 
 // cents shows an exact amount from the server to the cent, half away from

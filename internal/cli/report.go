@@ -50,17 +50,14 @@ API's body; -o csv one row per group and a total row. See docs/cost.md.`,
 		Args: exactArgs(0),
 	}
 	var opts client.ReportOptions
-	cmd.Flags().StringVar(&opts.Project, "project", "", "only this project (default: every project you hold a role in)")
-	cmd.Flags().StringVar(&opts.Since, "since", "7d", "start of the window: a duration back from now (7d, 12h) or a time (2026-03-01)")
-	cmd.Flags().StringVar(&opts.By, "by", "project", "group by "+strings.Join(reportGroupings, "|"))
-	_ = cmd.RegisterFlagCompletionFunc("by", completeFrom(reportGroupings))
+	checkWindow := windowFlags(cmd, &opts, "7d", reportGroupings)
 	output, checkOutput := outputFlag(cmd, formatCSV)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
 		}
-		if !slices.Contains(reportGroupings, opts.By) {
-			return usageErrorf("invalid --by %q: want one of %s", opts.By, strings.Join(reportGroupings, ", "))
+		if err := checkWindow(); err != nil {
+			return err
 		}
 		c, err := a.client()
 		if err != nil {
