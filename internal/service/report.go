@@ -115,6 +115,12 @@ func (s *CostService) Review(ctx context.Context, p Principal, q ReviewQuery) (R
 	if err := errs.Err(); err != nil {
 		return Review{}, err
 	}
+	// The history is read by whole hours: the window starts on the hour,
+	// and a past end moves to the end of its hour.
+	since = store.ReportSince(since)
+	if end := store.ReportHoursEnd(until); end.Before(s.cfg.Clock.Now()) {
+		until = end
+	}
 	if err := s.authorize(ctx, p, authz.CostRead, authz.Resource{Kind: "cost", Project: q.Project}); err != nil {
 		return Review{}, err
 	}

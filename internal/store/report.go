@@ -7,28 +7,40 @@ import (
 )
 
 // ReportQuery selects ReportTotals: the jobs and attempts of Projects
-// (or of every project when AllProjects) active in [Since, Until],
-// grouped by By ("project" or "pool"). Under and Near are the fractions
-// of the right-sizing lists, Limit bounds each; runs shorter than MinRun
-// and requests under MinCPUs CPUs are not judged on CPUs.
+// (or of every project when AllProjects) active in [ReportSince(Since),
+// Until], grouped by By ("project" or "pool"). The history is read by
+// the hour, so Until should be now or a whole hour (ReportHoursEnd).
+// Under and Near are the fractions of the right-sizing lists, Limit
+// bounds each; runs shorter than MinRun and requests under MinCPUs CPUs
+// are not judged on CPUs.
 type ReportQuery struct {
 	SpendQuery
 	Under, Near float64
 	Limit       int
 	MinRun      time.Duration
 	MinCPUs     float64
-	// Parts is how many parts of the job ids are read at once; 0: the
-	// store decides (one per core for a history of some size).
-	Parts int
+}
+
+// ReportSince is where a review report starting at t starts: the hour t
+// falls in (UTC). Reports read the history by whole hours.
+func ReportSince(t time.Time) time.Time { return t.Truncate(time.Hour) }
+
+// ReportHoursEnd is the end of the last hour a report until t reads: t
+// itself when it is a whole hour, else the next one.
+func ReportHoursEnd(t time.Time) time.Time {
+	h := t.Truncate(time.Hour)
+	if h.Before(t) {
+		h = h.Add(time.Hour)
+	}
+	return h
 }
 
 // ReportTotals is what the database sums for a review report: one row
 // per group, and the jobs whose request was far from what they used.
 type ReportTotals struct {
 	Rows []ReportRow
-	// Spend is what SpendTotals returns for the same query without Splits
-	// (the query's Splits are ignored), from the same read of the
-	// attempts.
+	// Spend is what SpendTotals returns for the same window (from
+	// ReportSince(Since)) without Splits: the query's Splits are ignored.
 	Spend      []SpendRow
 	Oversized  []SizedJob // used under Under of the CPUs they held, most idle CPU time first
 	NearMemory []SizedJob // peaked at or above Near of their memory limit, closest first
@@ -67,9 +79,10 @@ type ReasonCount struct {
 	N      int
 }
 
-// SizedJob is one job's request against what its attempts that ended in
-// the window used: Held is their wall time (clipped to the window), CPUUsed
-// their CPU time, MaxRSS the highest peak of their memory.
+// SizedJob is one job's request against what its attempts used, for a
+// job whose latest attempt ended in the window: Held is the wall time of
+// its ended attempts, CPUUsed their CPU time, MaxRSS the highest peak of
+// their memory.
 type SizedJob struct {
 	JobID     int64
 	Name      string

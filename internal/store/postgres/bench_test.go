@@ -66,7 +66,11 @@ func seedAttempts(b *testing.B, st store.Store, n, perJob int, from time.Time, s
 		FROM generate_series(0::bigint, $1::bigint - 1) AS i`, n, perJob, from.UnixNano(), int64(step), int64(held)); err != nil {
 		b.Fatalf("seed %d attempts: %v", n, err)
 	}
-	if _, err := s.pool.Exec(ctx, `ANALYZE attempts`); err != nil {
+	// The hours the attempts would have added as they ended.
+	if err := s.RebuildUsage(ctx); err != nil {
+		b.Fatalf("seed: %v", err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE attempts; ANALYZE usage_hours; ANALYZE jobs`); err != nil {
 		b.Fatalf("seed: %v", err)
 	}
 }

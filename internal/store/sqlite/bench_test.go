@@ -66,4 +66,8 @@ func seedAttempts(b *testing.B, st store.Store, n, perJob int, from time.Time, s
 	if err != nil {
 		b.Fatalf("seed %d attempts: %v", n, err)
 	}
+	// The hours the attempts would have added as they ended.
+	if err := s.RebuildUsage(context.Background()); err != nil {
+		b.Fatalf("seed: %v", err)
+	}
 }

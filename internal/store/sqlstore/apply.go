@@ -239,11 +239,23 @@ func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int) error {
 	if a.Usage != nil {
 		u = *a.Usage
 	}
-	return s.queueOneRow(x, fmt.Sprintf("move job %d attempt %d from %s to %s", c.JobID, a.Number, cur, a.To), qAttemptUpdate,
+	if err := s.queueOneRow(x, fmt.Sprintf("move job %d attempt %d from %s to %s", c.JobID, a.Number, cur, a.To), qAttemptUpdate,
 		string(a.To), string(a.Reason), a.Message, exitCodeArg(a.ExitCode),
 		a.Node, a.Node, BoolArg(a.GPUs != nil), column.GPUs(a.GPUs),
 		started, finished, BoolArg(a.Usage != nil), u.CPUSeconds, BoolArg(a.Usage != nil), int64(u.MaxRSS),
-		BoolArg(a.Usage != nil), u.GPUSeconds, c.JobID, a.Number, state)
+		BoolArg(a.Usage != nil), u.GPUSeconds, c.JobID, a.Number, state); err != nil {
+		return err
+	}
+	if cur.Terminal() || !a.To.Terminal() {
+		return nil
+	}
+	// The attempt ended: add it to the hours it held resources in and to
+	// its job's totals, which the review reports read instead of it.
+	action := fmt.Sprintf("add the usage of job %d attempt %d", c.JobID, a.Number)
+	if err := x.Queue(action, qRollupAttempt, c.JobID, a.Number); err != nil {
+		return err
+	}
+	return x.Queue(action, qJobUsage, c.JobID, a.Number)
 }
 
 // queueOneRow queues a guarded UPDATE that must change exactly one row; any

@@ -26,13 +26,13 @@ var waste = func() string {
 
 // SpendTotals implements store.Jobs: the database sums each group's held
 // time by pool and resource shape, so a report over a million attempts
-// reads a few rows. Each attempt's time is clipped to [Since, Until] and
-// counted in whole microseconds; zero-length finished attempts count as
-// none, as in cost.Report. With Splits, each attempt is matched to the
-// pieces of the window it overlaps (one, or two for the few that run
-// across a split), its time clipped to each in whole microseconds (so the
-// pieces may sum to a microsecond per piece less than the whole), and
-// the sums are by piece too; an attempt counts in the piece it started in.
+// reads a few rows. Each attempt's time is clipped to [Since, Until],
+// each end counted in whole microseconds; zero-length finished attempts
+// count as none, as in cost.Report. With Splits, each attempt is matched
+// to the pieces of the window it overlaps (one, or two for the few that
+// run across a split), its time clipped to each (so the pieces sum to the
+// whole exactly), and the sums are by piece too; an attempt counts in the
+// piece it started in.
 func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error) {
 	key, ok := spendKeys[q.By]
 	if !ok {
@@ -55,8 +55,8 @@ func (s Shared) SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.Sp
 	// Each attempt's time inside [lo, hi], in whole microseconds (a month
 	// of 3 million attempts held at once still sums in 64 bits); the
 	// filters below make it positive.
-	held := `((CASE WHEN a.finished_at IS NULL OR a.finished_at > {hi} THEN {hi} ELSE a.finished_at END)
-		- (CASE WHEN a.started_at < {lo} THEN {lo} ELSE a.started_at END)) / 1000`
+	held := `((CASE WHEN a.finished_at IS NULL OR a.finished_at > {hi} THEN {hi} ELSE a.finished_at END) / 1000
+		- (CASE WHEN a.started_at < {lo} THEN {lo} ELSE a.started_at END) / 1000)`
 	var args []any
 	// Without splits: the window's bounds as arguments, and no pieces.
 	from, piece, overlap, first := "attempts a", "", "", ""
