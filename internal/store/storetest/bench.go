@@ -607,10 +607,13 @@ func benchReportTotals(b *testing.B, s store.Store, by string, inProcess bool) {
 		for _, r := range rep.Spend {
 			spent += r.Attempts
 		}
-		// As benchSpendTotals: those that started in the 50 minutes before
-		// the window ran into it.
-		lo := spendAttempts * 3 / 4
-		hi := lo + int(50*time.Minute/(40*24*time.Hour/spendAttempts)) + 1
+		// As benchSpendTotals, from the start of the hour the window
+		// starts in: those that started in the 50 minutes before it ran
+		// into it.
+		step := 40 * 24 * time.Hour / spendAttempts
+		first := store.ReportSince(q.Since).Sub(spendNow.Add(-40 * 24 * time.Hour))
+		lo := spendAttempts - int((first+step-1)/step)
+		hi := lo + int(50*time.Minute/step) + 1
 		if n < lo-1 || n > lo+1 || spent < lo || spent > hi {
 			b.Fatalf("the sums hold %d started attempts and %d that held resources, want %d and %d to %d", n, spent, lo, lo, hi)
 		}
