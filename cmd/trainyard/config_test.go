@@ -171,6 +171,8 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:2: retry_backoff: "soon" is not a positive duration`},
 		"leader lease too short": {"replica: a\nleader_lease: 500ms\n",
 			"server.yaml:2: leader_lease: 500ms is outside 1s..5m"},
+		"negative env check ttl": {"env_check_ttl: -1h\n",
+			`server.yaml:1: env_check_ttl: "-1h" is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "server.yaml")
@@ -221,5 +223,19 @@ func TestCheckConfigCommand(t *testing.T) {
 	}
 	if code, _, errOut := run(bad); code != 2 || !strings.Contains(errOut, bad+`:2: isolation: "maybe" is not a mode`) {
 		t.Fatalf("check a config with a bad value: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// env_check_ttl: 1h unless set; 0 checks before every attempt.
+func TestEnvCheckTTLConfig(t *testing.T) {
+	for doc, want := range map[string]time.Duration{"": time.Hour, "env_check_ttl: 0\n": 0, "env_check_ttl: 10m\n": 10 * time.Minute} {
+		var cfg serverConfig
+		if doc != "" {
+			cfg.EnvCheckTTL = strings.TrimSpace(strings.TrimPrefix(doc, "env_check_ttl:"))
+		}
+		d, err := parseDurations(cfg)
+		if err != nil || d.envCheckTTL != want {
+			t.Errorf("%q: env check TTL %v (%v), want %v", doc, d.envCheckTTL, err, want)
+		}
 	}
 }

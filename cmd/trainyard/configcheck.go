@@ -130,12 +130,13 @@ type serverDurations struct {
 	leaderLease                                       time.Duration // the leader lease's TTL (replicas)
 	rightSizeMinRun                                   time.Duration // shorter runs are not judged by right-sizing
 	grantWarning                                      time.Duration // warn this long before a grant ends; 0: never
+	envCheckTTL                                       time.Duration // trust a passing environment check this long; 0: never
 }
 
 func parseDurations(cfg serverConfig) (serverDurations, error) {
 	d := serverDurations{retry: 10 * time.Second, grace: 10 * time.Second, maxGrace: domain.MaxGraceDefault, halfLife: 24 * time.Hour,
 		sampleEvery: sample.DefaultInterval, logRetention: service.DefaultLogRetention, leaderLease: leader.DefaultTTL,
-		rightSizeMinRun: service.DefaultRightSizeMinRun, grantWarning: DefaultGrantWarning}
+		rightSizeMinRun: service.DefaultRightSizeMinRun, grantWarning: DefaultGrantWarning, envCheckTTL: local.DefaultEnvCheckTTL}
 	for _, f := range []struct {
 		name string
 		s    string
@@ -164,6 +165,13 @@ func parseDurations(cfg serverConfig) (serverDurations, error) {
 			return d, fmt.Errorf("server config grant_warning: %q is not a duration; use e.g. 1h, or 0 for no warning before a compute grant ends", cfg.GrantWarning)
 		}
 		d.grantWarning = v
+	}
+	if cfg.EnvCheckTTL != "" {
+		v, err := domain.ParseDuration(cfg.EnvCheckTTL)
+		if err != nil || v < 0 {
+			return d, fmt.Errorf("server config env_check_ttl: %q is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt", cfg.EnvCheckTTL)
+		}
+		d.envCheckTTL = v
 	}
 	// Log retention (docs/operator.md): 0 keeps logs forever.
 	if cfg.LogRetention != "" {

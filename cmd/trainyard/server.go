@@ -134,6 +134,10 @@ type serverConfig struct {
 	// warned that its end will preempt their jobs running on it (the
 	// grant_expiring alert; default 1h, 0: no warning; docs/pools.md).
 	GrantWarning string `yaml:"grant_warning"`
+	// EnvCheckTTL is how long a passing environment check is trusted on
+	// a node before it runs again (docs/envs.md); 0 runs it before every
+	// attempt. Default 1h.
+	EnvCheckTTL string `yaml:"env_check_ttl"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 	// CheckpointLifecycle are the policies that move checkpoints to the
@@ -389,7 +393,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if why != "" {
 		log.Info("attempt supervisor: " + why)
 	}
-	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Code: codeLimits, Runs: filepath.Join(cfg.Data, "runs")}
+	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Code: codeLimits, Runs: filepath.Join(cfg.Data, "runs"),
+		EnvCheckTTL: durations.envCheckTTL, EnvCheckCache: filepath.Join(cfg.Data, "env-checks.json")}
 	if cfg.RendezvousPorts != "" {
 		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {
 			return fmt.Errorf("server config rendezvous_ports: %w", err)

@@ -17,8 +17,8 @@ var errEnv = errors.New("cannot apply the job's environment")
 // applyEnv applies the environment the job's spec names (pinned at submit,
 // "name@N") to l: its PATH prefix goes in front of PATH, its variables are
 // added unless the job's env_vars set the same name (the job wins), and
-// its check command becomes l.Check. The built-in host, and a host the
-// store does not hold yet, change nothing.
+// its check command becomes l.Check, to run in l.CheckEnv. The built-in
+// host, and a host the store does not hold yet, change nothing.
 func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec domain.Spec) error {
 	ref := spec.Env
 	if ref == "" {
@@ -40,8 +40,23 @@ func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec doma
 	l.Env = withEnvironment(l.Env, env, spec.EnvVars)
 	if len(env.Check) > 0 {
 		l.Check = slices.Clone(env.Check)
+		// The check verifies the environment, not the job: it gets none of
+		// the job's variables or secrets (nor, from the executor, its
+		// working directory), so a job cannot make it pass for others
+		// when the executor remembers a pass (envcheck.go).
+		l.CheckEnv = withEnvironment(c.cfg.BaseEnv, env, nil)
+		l.EnvRef, l.EnvDigest = env.Ref(), env.Digest
 	}
 	return nil
+}
+
+// checkNote returns words for a Started event whose attempt skipped the
+// environment's check ("" when it ran or there is none).
+func checkNote(ev executor.Event) string {
+	if ev.CheckNote == "" {
+		return ""
+	}
+	return "; " + ev.CheckNote
 }
 
 // withEnvironment returns base with env's PATH prefix and variables

@@ -38,7 +38,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			resumed := c.resumed(ctx, ev) // records the checkpoint it was handed: checkpoints.go
 			changes = append(changes, store.Change{
 				JobID: ev.JobID, Move: domain.MoveRun(),
-				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s", ev.Attempt, ev.PID, resumed),
+				Reason: domain.ReasonStarted, Message: fmt.Sprintf("attempt %d started (pid %d)%s%s", ev.Attempt, ev.PID, resumed, checkNote(ev)), // envs.go
 				Actor: actorExecutor, At: at, Attempt: &store.AttemptChange{
 					Number: ev.Attempt, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning},
 			})

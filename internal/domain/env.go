@@ -41,9 +41,10 @@ type Environment struct {
 	// Vars are environment variables the job gets; the job's own env_vars
 	// override them.
 	Vars map[string]string
-	// Check is a command (argv) run before every attempt's entrypoint, in
-	// the attempt's environment and working directory; a failure ends the
-	// attempt with reason EnvironmentCheckFailed. Empty: no check.
+	// Check is a command (argv) run before an attempt's entrypoint, in the
+	// environment's own variables (none of the job's) in /; a failure ends
+	// the attempt with reason EnvironmentCheckFailed. A pass is trusted on
+	// a node for a while (docs/envs.md). Empty: no check.
 	Check       []string
 	Description string
 	// Digest is "sha256:<hex>" of the definition's canonical JSON (see

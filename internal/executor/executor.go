@@ -93,6 +93,20 @@ type Launch struct {
 	// non-zero, Argv never starts and the attempt ends failed with reason
 	// EnvironmentCheckFailed (no Started event).
 	Check []string
+	// CheckEnv, when not nil, is the environment the check runs in
+	// instead of Env: the server's own variables with the environment's
+	// PATH prefix and variables, never the job's env_vars or secrets. The
+	// executor adds to it what it adds to Env (placement, HOME, TMPDIR,
+	// USER) and runs the check in a directory the job cannot write, not
+	// WorkDir, so that nothing of the job can make a check pass.
+	CheckEnv []string
+	// EnvRef and EnvDigest name the environment version Check belongs to
+	// ("py3@1" and its domain.Environment.Digest). With CheckEnv, an
+	// executor may skip a check that passed recently on the same node for
+	// the same digest (see the local executor's Config.EnvCheckTTL); the
+	// Started event's CheckNote then says so.
+	EnvRef    string
+	EnvDigest string
 	// Resume lists the checkpoints the attempt may resume from, the one to
 	// prefer first. The executor hands the attempt the first whose digest
 	// still matches its SHA256 (one without a SHA256 only needs to be
@@ -292,6 +306,11 @@ type Event struct {
 	// before it were skipped, if any were.
 	Resumed    string
 	ResumeNote string
+	// CheckNote, with Started, says that the environment's check was not
+	// run because it passed recently ("environment check py3@1 passed on
+	// node n1 at …; not run again until …"); empty when it ran or there is
+	// none.
+	CheckNote string
 	// Checkpoint, with Checkpointed, is the completed checkpoint.
 	Checkpoint *Checkpoint
 	// Outputs, with OutputsSealed, is what the agent recorded.

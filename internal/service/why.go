@@ -132,6 +132,11 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 	if job.Attempts > 1 {
 		w.Evidence = append(w.Evidence, fmt.Sprintf("%d attempts so far (policy.retries is %d)", job.Attempts, job.Spec.Policy.Retries))
 	}
+	if last != nil {
+		if note := checkSkipNote(d.Events, last.Number); note != "" { // envcheck.go
+			w.Evidence = append(w.Evidence, note)
+		}
+	}
 	w.Evidence = append(w.Evidence, s.resumeNotes(ctx, id, job.Attempts)...)
 	w.Evidence = append(w.Evidence, sizingNotes(d.Sizing, s.cfg.Currency)...)
 	return w, nil

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -21,20 +22,30 @@ import (
 const maxCheckTime = 5 * time.Minute
 
 // checkEnvironment runs the environment's check command, if the launch has
-// one, before the entrypoint: same environment, working directory and log,
-// in its own process group. ok is false when the attempt must end instead:
+// one, before the entrypoint: in the check's own environment and directory
+// (CheckEnv, CheckDir) when the launch gives them, otherwise the
+// entrypoint's; in the attempt's log, in its own process group. A check
+// the executor skipped leaves its note in the log instead. ok is false
+// when the attempt must end instead:
 // the check could not start or failed (EnvironmentCheckFailed), or a stop
 // request came (CanceledByUser); reason and msg say so.
 func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	rec := &s.rec
 	if len(rec.Check) == 0 {
+		if rec.CheckNote != "" {
+			s.log.system("%s", rec.CheckNote)
+		}
 		return "", "", true
+	}
+	env, dir := rec.Env, rec.WorkDir
+	if rec.CheckEnv != nil {
+		env, dir = rec.CheckEnv, cmp.Or(rec.CheckDir, checkDir)
 	}
 	cmdText := "`" + strings.Join(rec.Check, " ") + "`"
 	failed := func(format string, args ...any) (domain.Reason, string, bool) {
 		return domain.ReasonEnvironmentCheckFailed, "environment check " + cmdText + " " + fmt.Sprintf(format, args...), false
 	}
-	path, err := resolve(rec.Check[0], rec.Env, rec.WorkDir)
+	path, err := resolve(rec.Check[0], env, dir)
 	if err != nil {
 		return failed("could not start: %s", strings.Replace(err.Error(), "entrypoint", "program", 1))
 	}
@@ -44,12 +55,11 @@ func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return domain.ReasonLaunchFailed, fmt.Sprintf("cannot set up the environment check's output: %v", err), false
 	}
-	env := rec.Env
 	if env == nil {
 		env = []string{}
 	}
 	proc, err := s.startProcess(path, rec.Check, &os.ProcAttr{
-		Dir: rec.WorkDir, Env: env, Files: []*os.File{devNull, outW, errW},
+		Dir: dir, Env: env, Files: []*os.File{devNull, outW, errW},
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: rec.credential()},
 	})
 	outW.Close()

@@ -123,6 +123,18 @@ type Config struct {
 	// executor has not launched (after a restart, or on a server that
 	// only reads). Empty: only launched attempts are known (files.go).
 	Runs string
+	// EnvCheckTTL is how long a passing environment check is trusted on
+	// this machine: an attempt of the same environment version (digest),
+	// run as the same user, skips its check while the check's fingerprint
+	// is unchanged and its last pass is younger than this (see
+	// envcheck_cache.go). Only launches with a CheckEnv and an EnvDigest
+	// qualify. Zero: every attempt runs its check.
+	EnvCheckTTL time.Duration
+	// EnvCheckCache is the file that keeps the passes across restarts,
+	// written by the executor only (0600); empty: memory only.
+	EnvCheckCache string
+	// Now tells the time for EnvCheckTTL; nil: time.Now.
+	Now func() time.Time
 }
 
 // eventBuffer is the capacity of the Events channel.
@@ -152,6 +164,8 @@ type Executor struct {
 
 	invMu sync.Mutex
 	inv   *executor.Inventory
+
+	checks *checkCache // passing environment checks (envcheck_cache.go)
 }
 
 // attempt is what the executor knows about one attempt it watches.
@@ -169,6 +183,12 @@ type attempt struct {
 	startedSent bool
 	limitSent   bool // LogLimited was reported
 	done        bool // Exited or Lost was reported
+
+	// The environment check (envcheck_cache.go): checkKey is its
+	// fingerprint when it runs and a pass will be remembered on Started;
+	// skipKey when it was skipped, forgotten if the attempt fails;
+	// checkNote says why it was skipped.
+	checkKey, skipKey, checkEnv, checkNode, checkNote string
 
 	pointsMu  sync.Mutex // serializes reportPoints and reportCheckpoints
 	pointsOff int64      // how much of metrics.jsonl was reported
@@ -191,6 +211,9 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Ports == (PortRange{}) {
 		cfg.Ports = DefaultPorts
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if err := cfg.Ports.check(); err != nil {
 		return nil, fmt.Errorf("local executor: rendezvous ports: %w", err)
 	}
@@ -207,6 +230,7 @@ func New(cfg Config) (*Executor, error) {
 		done:     make(chan struct{}),
 		attempts: make(map[executor.Ref]*attempt),
 		ports:    newPorts(cfg.Ports),
+		checks:   newCheckCache(cfg.EnvCheckTTL, cfg.EnvCheckCache, cfg.Now),
 	}
 	if cfg.Isolation != nil {
 		if os.Geteuid() != 0 {
@@ -443,6 +467,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	if id != nil {
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
+	e.planCheck(a, l, &rec, port, userName) // envcheck_cache.go
 	shimLog, err := os.OpenFile(filepath.Join(l.Dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open shim log: %w", err)
@@ -587,7 +612,8 @@ func (e *Executor) sendStarted(a *attempt, pid int, at time.Time) {
 	a.mu.Unlock()
 	if !sent {
 		r := readResume(a.dir)
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: r.Name, ResumeNote: r.Note})
+		e.checkPassed(a)
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: r.Name, ResumeNote: r.Note, CheckNote: a.checkNote})
 	}
 }
 
@@ -736,6 +762,9 @@ func (e *Executor) finishFromRecord(a *attempt, why string) {
 		e.sendStarted(a, rec.PID, rec.StartedAt)
 	}
 	e.reportOutputs(a, rec) // checkpoints.go
+	if rec.State == domain.AttemptFailed && a.skipKey != "" {
+		e.checks.forget(a.skipKey) // the next attempt checks its environment again
+	}
 	e.emit(executor.Event{
 		Ref: a.ref, Kind: executor.Exited, At: rec.FinishedAt,
 		State: rec.State, Reason: rec.Reason, ExitCode: rec.ExitCode, Message: rec.Message,

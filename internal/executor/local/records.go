@@ -81,6 +81,14 @@ type launchRecord struct {
 	// Check is the environment's check command, run before Argv (see
 	// executor.Launch.Check); empty: none.
 	Check []string `json:"check,omitempty"`
+	// CheckEnv and CheckDir, when CheckEnv is not nil, are the check's
+	// environment and working directory (see executor.Launch.CheckEnv);
+	// nil: Env and WorkDir.
+	CheckEnv []string `json:"check_env,omitempty"`
+	CheckDir string   `json:"check_dir,omitempty"`
+	// CheckNote, when the executor skips the check because it passed
+	// recently (envcheck_cache.go), says so, for the log.
+	CheckNote string `json:"check_note,omitempty"`
 	// Cgroups is where to create the attempt's groups (see
 	// cgroup.Attempt); nil: none, so no memory limit, and the attempt's
 	// processes are tracked by process group, session and the tracker's
