@@ -24,8 +24,8 @@ func (a *app) envCmd() *cobra.Command {
 		Long: `An environment is the pinned software a job runs in (spec field env:
 name@version). A version is immutable: a container image for cluster
 executors, and for the local executor directories put in front of PATH,
-variables and a check command that must succeed before every attempt's
-entrypoint starts. Jobs name NAME@VERSION; the built-in environment host is
+variables and a check command that must succeed before a job's entrypoint
+starts (a pass is trusted per node for the server's env_check_ttl). Jobs name NAME@VERSION; the built-in environment host is
 the machine's own software. Registering and deprecating need role admin or
 resource-admin; every user with a role reads. See docs/envs.md.`,
 		Args: exactArgs(0),
@@ -66,7 +66,7 @@ register a new version and deprecate the old one.`,
 	cmd.Flags().StringVar(&image, "image", "", "container image reference, for executors that run containers")
 	cmd.Flags().StringArrayVar(&prefix, "path-prefix", nil, "absolute directory put in front of PATH (repeat for several, in order)")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "environment variable K=V (repeatable); a job's env_vars override it")
-	cmd.Flags().StringVar(&check, "check", "", "command that must succeed before every attempt's entrypoint, e.g. 'python3 -c \"import torch\"'")
+	cmd.Flags().StringVar(&check, "check", "", "command that must succeed before a job's entrypoint (a pass is trusted per node for env_check_ttl), e.g. 'python3 -c \"import torch\"'")
 	cmd.Flags().StringVar(&description, "description", "", "one line about the environment")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		def := apitypes.RegisterEnv{}
