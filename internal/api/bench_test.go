@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -49,7 +50,14 @@ func submitFrom(b *testing.B, e *env, clients int) {
 					b.Error(err)
 					return
 				}
+				// Read the answer, as a client does: a body left unread
+				// closes the connection, and every submit would dial anew.
+				_, err = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				if err != nil {
+					b.Error(err)
+					return
+				}
 				if resp.StatusCode != 201 {
 					b.Errorf("status %d", resp.StatusCode)
 					return
