@@ -54,6 +54,9 @@ type writer struct {
 	// rev numbers write transactions in commit order; every job row a
 	// transaction writes carries it (LiveJobs, ChangedJobs).
 	rev int64
+	// jobID is the last job id handed out in the running transaction (0:
+	// none yet): see nextJobID.
+	jobID int64
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -221,6 +224,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	}
 	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
+	w.jobID = 0                // and the last job id
 	results := make([]error, len(claimed))
 	for i, r := range claimed {
 		err, fatal := runInSavepoint(w, "request", func(w *writer) error { return runRequest(w, r) })
