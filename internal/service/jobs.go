@@ -139,21 +139,53 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	_, hash := jobspec.Canonical(spec)
+	specJSON, hash := jobspec.Canonical(spec)
 	now := s.cfg.Clock.Now()
-	same, more, err := s.st.SameSpecJobs(ctx, p.Subject, hash, now.Add(-DuplicateWindow))
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("look for repeated submits: %w", err)
+	since := now.Add(-DuplicateWindow)
+	var (
+		job          domain.Job
+		created      bool
+		same         []domain.Job
+		more, looked bool
+	)
+	if s.cfg.DuplicateSubmits == DuplicatesRefuse && !in.AllowDuplicate {
+		// The repeats decide whether the job is stored: look first.
+		if same, more, err = s.st.SameSpecJobs(ctx, p.Subject, hash, since); err != nil {
+			return SubmitResult{}, fmt.Errorf("look for repeated submits: %w", err)
+		}
+		if len(same) > 0 && !retried(same, in.IdempotencyKey) {
+			return SubmitResult{}, duplicateRefusal(same, now)
+		}
+		job, created, err = s.storeCanonical(ctx, p, in, spec, specJSON, hash)
+		looked = true
+	} else {
+		// The repeats only warn: look while the job is stored, so the
+		// submit waits for the slower of the two rather than for both.
+		type found struct {
+			same []domain.Job
+			more bool
+			err  error
+		}
+		look := make(chan found, 1)
+		go func() {
+			var f found
+			f.same, f.more, f.err = s.st.SameSpecJobs(ctx, p.Subject, hash, since)
+			look <- f
+		}()
+		job, created, err = s.storeCanonical(ctx, p, in, spec, specJSON, hash)
+		f := <-look
+		if f.err != nil {
+			s.cfg.Logger.Warn("look for repeated submits", "err", f.err)
+		}
+		// The look may have seen the new job: it is no repeat of itself.
+		same = slices.DeleteFunc(f.same, func(j domain.Job) bool { return j.ID == job.ID })
+		more, looked = f.more, f.err == nil
 	}
-	if len(same) > 0 && s.cfg.DuplicateSubmits == DuplicatesRefuse && !in.AllowDuplicate && !retried(same, in.IdempotencyKey) {
-		return SubmitResult{}, duplicateRefusal(same, now)
-	}
-	job, created, err := s.storeJob(ctx, p, in, spec)
 	if err != nil || !created {
 		return SubmitResult{Job: job, Created: created}, err
 	}
 	r := SubmitResult{Job: job, Created: true}
-	if len(same) > 0 {
+	if looked && len(same) > 0 {
 		r.Warnings = append(r.Warnings, duplicateWarning(job, same, more, now))
 	}
 	if w := s.rightSizing(ctx, p, spec); w != "" {
@@ -208,6 +240,12 @@ func duplicateWarning(job domain.Job, same []domain.Job, more bool, now time.Tim
 // storeJob stores the job of a prepared submit.
 func (s *JobService) storeJob(ctx context.Context, p Principal, in SubmitInput, spec domain.Spec) (job domain.Job, created bool, err error) {
 	specJSON, hash := jobspec.Canonical(spec)
+	return s.storeCanonical(ctx, p, in, spec, specJSON, hash)
+}
+
+// storeCanonical is storeJob given the spec's canonical form and hash
+// (jobspec.Canonical).
+func (s *JobService) storeCanonical(ctx context.Context, p Principal, in SubmitInput, spec domain.Spec, specJSON []byte, hash string) (job domain.Job, created bool, err error) {
 	// The store fills "{id}" with the new job's id. The record names the
 	// spec by its hash: the spec itself may carry values that are no
 	// business of the audit log.

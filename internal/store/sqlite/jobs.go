@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -17,14 +18,32 @@ import (
 
 const (
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
-	insertJobSQL      = `INSERT INTO jobs (name, project, pool, state, reason, message, priority, submitter,
-		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
+	insertJobSQL      = `INSERT INTO jobs (id, name, project, pool, state, reason, message, priority, submitter,
+		submitted_at, updated_at, spec_hash, output_dir, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
 		req_timeout_ns, preemptible, rerun_of, rev)
-		VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	setOutputDirSQL = `UPDATE jobs SET output_dir = ?, rev = ? WHERE id = ?`
-	insertEventSQL  = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
+		VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertEventSQL = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	// lastJobIDSQL is the highest job id ever handed out: AUTOINCREMENT
+	// keeps it in sqlite_sequence (deleted jobs' ids are never reused).
+	lastJobIDSQL = `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),
+		COALESCE((SELECT MAX(id) FROM jobs), 0))`
 )
+
+// nextJobID hands out the id of a new job in the running transaction. The
+// first call of a transaction reads the highest id ever used; later ones
+// count on from it. CreateJob is the only writer of jobs rows, so ids
+// handed out here are unused; one whose request rolls back is skipped, as
+// AUTOINCREMENT skips an id whose insert rolled back.
+func (w *writer) nextJobID() (int64, error) {
+	if w.jobID == 0 {
+		if err := w.queryRow(lastJobIDSQL).Scan(&w.jobID); err != nil {
+			return 0, interpretError("create job: read the last job id", err)
+		}
+	}
+	w.jobID++
+	return w.jobID, nil
+}
 
 // jobByIdemKeySQL finds a submitter's job by its idempotency key.
 var jobByIdemKeySQL = sqlstore.QJobByIdemKey.SQL(sqlstore.SQLite)
@@ -55,33 +74,30 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 				return interpretError("create job: look up idempotency key", err)
 			}
 		}
-		if _, err := w.exec(insertSnapshotSQL, p.SpecHash, p.SpecJSON); err != nil {
-			return interpretError("create job: store config snapshot", err)
-		}
-		at := timeArg(p.SubmittedAt)
-		r := p.Spec.Resources
-		res, err := w.exec(insertJobSQL, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
-			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash, p.IdempotencyKey,
-			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible),
-			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0}, w.rev)
+		// The id comes first, so the row is written once, with its output
+		// directory, which names the id.
+		id, err := w.nextJobID()
 		if err != nil {
-			return interpretError("create job", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return interpretError("create job: read new id", err)
+			return err
 		}
 		var dir string
 		if p.OutputDir != nil {
 			dir = p.OutputDir(id)
 		}
-		if dir != "" {
-			if _, err := w.exec(setOutputDirSQL, dir, w.rev, id); err != nil {
-				if isUniqueViolation(err) {
-					return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
-				}
-				return interpretError("create job: store output directory", err)
+		if _, err := w.exec(insertSnapshotSQL, p.SpecHash, p.SpecJSON); err != nil {
+			return interpretError("create job: store config snapshot", err)
+		}
+		at := timeArg(p.SubmittedAt)
+		r := p.Spec.Resources
+		if _, err := w.exec(insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
+			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash,
+			sql.NullString{String: dir, Valid: dir != ""}, p.IdempotencyKey,
+			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible),
+			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0}, w.rev); err != nil {
+			if dir != "" && isUniqueViolation(err) && strings.Contains(err.Error(), "jobs.output_dir") {
+				return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
 			}
+			return interpretError("create job", err)
 		}
 		if _, err := w.exec(insertEventSQL, id, 0, at, "", domain.JobQueued, p.Actor, domain.ReasonSubmitted, ""); err != nil {
 			return interpretError("create job: record submit event", err)

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"trainyard/internal/audit"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 	"trainyard/internal/store/storetest"
@@ -234,12 +237,18 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		err     error
 	}
 	fixed := func(int64) string { return "/artifacts/same" }
-	inputs := []store.NewJob{testNewJob(t, "ok1"), testNewJob(t, "clash1"), testNewJob(t, "clash2"), testNewJob(t, "ok2")}
+	// badaudit fails after its job's row is written: its audit record is
+	// malformed.
+	inputs := []store.NewJob{testNewJob(t, "ok1"), testNewJob(t, "clash1"), testNewJob(t, "clash2"), testNewJob(t, "badaudit"), testNewJob(t, "ok2")}
 	inputs[1].OutputDir, inputs[2].OutputDir = fixed, fixed
 	results := make(chan result, len(inputs))
 	for i, p := range inputs {
 		go func() {
-			j, created, err := s.CreateJob(ctx, p, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
+			rec := domain.AuditRecord{Actor: "user:test", Action: "test", Target: "job/" + store.AuditIDPlaceholder, Result: domain.AuditOK}
+			if p.Spec.Name == "badaudit" {
+				rec.Result = "maybe"
+			}
+			j, created, err := s.CreateJob(ctx, p, rec)
 			results <- result{p.Spec.Name, j, created, err}
 		}()
 		waitQueued(t, s, i+1) // keep the queue order
@@ -251,7 +260,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		got[r.name] = r
 	}
 	if n := s.batches.Load() - batchesBefore; n != 2 {
-		t.Errorf("%d batches committed, want 2 (the blocking one and one for the four creates)", n)
+		t.Errorf("%d batches committed, want 2 (the blocking one and one for the five creates)", n)
 	}
 	for _, name := range []string{"ok1", "clash1", "ok2"} {
 		if r := got[name]; r.err != nil || !r.created {
@@ -261,6 +270,9 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if r := got["clash2"]; !errors.Is(r.err, store.ErrConflict) {
 		t.Errorf("clash2: err = %v, want ErrConflict", r.err)
 	}
+	if r := got["badaudit"]; !errors.Is(r.err, store.ErrInvalid) {
+		t.Errorf("badaudit: err = %v, want ErrInvalid", r.err)
+	}
 	counts, err := s.CountJobs(ctx)
 	if err != nil || counts[domain.JobQueued] != 3 {
 		t.Errorf("queued = %d (%v), want 3", counts[domain.JobQueued], err)
@@ -269,6 +281,32 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		if _, err := s.GetJob(ctx, got[name].job.ID); err != nil {
 			t.Errorf("GetJob(%s): %v", name, err)
 		}
+		if evs, err := s.ListEvents(ctx, got[name].job.ID); err != nil || len(evs) != 1 {
+			t.Errorf("ListEvents(%s) = %d events (%v), want its submit event", name, len(evs), err)
+		}
+	}
+	// The failed create left no record, and the chain runs on unbroken
+	// across it, in the order the creates committed.
+	recs, err := s.ListAudit(ctx, store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	prev := ""
+	for i, r := range recs {
+		if r.Seq != int64(i+1) || r.PrevHash != prev {
+			t.Errorf("audit record %d at position %d names previous hash %q, want %q", r.Seq, i, r.PrevHash, prev)
+		}
+		prev = r.Hash
+		targets = append(targets, r.Target)
+	}
+	want := []string{"job/" + strconv.FormatInt(got["ok1"].job.ID, 10), "job/" + strconv.FormatInt(got["clash1"].job.ID, 10),
+		"job/" + strconv.FormatInt(got["ok2"].job.ID, 10)}
+	if !slices.Equal(targets, want) {
+		t.Errorf("audit targets %v, want %v", targets, want)
+	}
+	if rep, err := audit.Verify(audit.Records(recs)); err != nil || !rep.OK() {
+		t.Errorf("audit.Verify: %+v, %v", rep, err)
 	}
 }
 

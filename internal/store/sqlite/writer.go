@@ -54,6 +54,12 @@ type writer struct {
 	// rev numbers write transactions in commit order; every job row a
 	// transaction writes carries it (LiveJobs, ChangedJobs).
 	rev int64
+	// jobID is the last job id handed out in the running transaction (0:
+	// none yet): see nextJobID.
+	jobID int64
+	// ran counts the statements run, so a failed request tells whether
+	// it ran any (runBatch).
+	ran int
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -74,6 +80,7 @@ func (w *writer) stmt(query string) (*sql.Stmt, error) {
 }
 
 func (w *writer) exec(query string, args ...any) (sql.Result, error) {
+	w.ran++
 	st, err := w.stmt(query)
 	if err != nil {
 		return nil, err
@@ -82,6 +89,7 @@ func (w *writer) exec(query string, args ...any) (sql.Result, error) {
 }
 
 func (w *writer) queryRow(query string, args ...any) *sql.Row {
+	w.ran++
 	st, err := w.stmt(query)
 	if err != nil {
 		// sql.Row carries no constructor for an error; run the query
@@ -92,6 +100,7 @@ func (w *writer) queryRow(query string, args ...any) *sql.Row {
 }
 
 func (w *writer) query(query string, args ...any) (*sql.Rows, error) {
+	w.ran++
 	st, err := w.stmt(query)
 	if err != nil {
 		return nil, err
@@ -197,8 +206,16 @@ func (s *Store) failQueued() {
 	}
 }
 
-// commitBatch runs the claimed requests of batch in one transaction, each in
-// its own savepoint, and answers each one.
+// commitBatch runs the claimed requests of batch in one transaction and
+// answers each one.
+//
+// It runs them first without savepoints: a request that fails before
+// running a statement (a check in Go) changed nothing, and when no request
+// fails after running one, which is nearly always, each is spared opening
+// and releasing a savepoint and copying the pages it changes into the
+// savepoint's journal. When one does, the whole transaction is rolled back
+// and the batch runs again with each request in its own savepoint, which
+// undoes exactly that request's changes.
 func (s *Store) commitBatch(batch []*writeReq) {
 	claimed := batch[:0:0]
 	for _, r := range batch {
@@ -209,31 +226,14 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	if len(claimed) == 0 {
 		return
 	}
-	w := s.w
-	failAll := func(err error) {
+	results, fatal := s.runBatch(claimed, true)
+	if errors.Is(fatal, errRetrySafely) {
+		results, fatal = s.runBatch(claimed, false)
+	}
+	if fatal != nil {
 		for _, r := range claimed {
-			r.done <- err
+			r.done <- fatal
 		}
-	}
-	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
-		failAll(interpretError("begin write transaction", err))
-		return
-	}
-	w.rev++
-	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
-	results := make([]error, len(claimed))
-	for i, r := range claimed {
-		err, fatal := runInSavepoint(w, "request", func(w *writer) error { return runRequest(w, r) })
-		if fatal != nil {
-			_, _ = w.exec("ROLLBACK")
-			failAll(fatal)
-			return
-		}
-		results[i] = err
-	}
-	if _, err := w.exec("COMMIT"); err != nil {
-		_, _ = w.exec("ROLLBACK")
-		failAll(interpretError("commit write transaction", err))
 		return
 	}
 	s.batches.Add(1)
@@ -241,6 +241,46 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	for i, r := range claimed {
 		r.done <- results[i]
 	}
+}
+
+// errRetrySafely ends a run of a batch without savepoints: a request
+// failed after running a statement, and only a savepoint undoes just its
+// changes.
+var errRetrySafely = errors.New("a write request failed after running a statement")
+
+// runBatch runs the requests in one transaction and commits it, each in
+// its own savepoint unless optimistic (see commitBatch). fatal reports that
+// nothing committed.
+func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error, fatal error) {
+	w := s.w
+	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
+		return nil, interpretError("begin write transaction", err)
+	}
+	w.rev++
+	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
+	w.jobID = 0                // and the last job id
+	results = make([]error, len(claimed))
+	for i, r := range claimed {
+		var err error
+		if optimistic {
+			ran := w.ran
+			if err = callSafely(w, func(w *writer) error { return runRequest(w, r) }); err != nil && w.ran != ran {
+				fatal = errRetrySafely
+			}
+		} else {
+			err, fatal = runInSavepoint(w, "request", func(w *writer) error { return runRequest(w, r) })
+		}
+		if fatal != nil {
+			_, _ = w.exec("ROLLBACK")
+			return nil, fatal
+		}
+		results[i] = err
+	}
+	if _, err := w.exec("COMMIT"); err != nil {
+		_, _ = w.exec("ROLLBACK")
+		return nil, interpretError("commit write transaction", err)
+	}
+	return results, nil
 }
 
 // runInSavepoint runs fn inside SAVEPOINT name. When fn fails, its changes are

@@ -10,13 +10,15 @@ import (
 )
 
 // qSameSpec finds the oldest of the submitter's newest DuplicateScan ids
-// on the (submitter, id) index alone, then walks the submitter's jobs of
+// on the (submitter, id) index alone (stepping over the newer ones, which
+// costs less than gathering them to take their minimum; none: the
+// submitter has fewer, and all count), then walks the submitter's jobs of
 // the snapshot from the newest down to it on (submitter, spec_hash, id),
 // stopping after one more than it shows: a submit reads a handful of
 // rows, however many jobs of that spec there are.
 var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 	WHERE submitter = ? AND spec_hash = ? AND (state IN (?, ?, ?, ?) OR submitted_at >= ?)
-	AND id >= (SELECT COALESCE(MIN(id), 0) FROM (SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateScan) + `) AS newest)
+	AND id >= COALESCE((SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT 1 OFFSET ` + strconv.Itoa(store.DuplicateScan-1) + `), 0)
 	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateShown+1))
 
 // SameSpecJobs implements store.Jobs.

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"ListEventsOrder":             testListEventsOrder,
 		"Tokens":                      testTokens,
 		"ConcurrentCreate":            testConcurrentCreate,
+		"ConcurrentCreateFailures":    testConcurrentCreateFailures,
 		"NotFound":                    testNotFound,
 		"PingAndKind":                 testPingAndKind,
 		"Preemption":                  testPreemption,
@@ -956,6 +958,108 @@ func testTokens(t *testing.T, s store.Store) {
 	}
 	if _, err := s.TokenByHash(ctx, "sha256:none"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("TokenByHash of an unknown hash: err = %v, want ErrNotFound", err)
+	}
+}
+
+// testConcurrentCreateFailures submits jobs concurrently, so that they
+// share the backend's write transactions, with every fifth one failing in
+// the store (its output directory is taken): each failure leaves nothing
+// behind, and every other job is stored whole, with its event and its
+// audit record, on an unbroken chain.
+func testConcurrentCreateFailures(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	taken := newJob(t, testSpec("taken", "p"), "alice", t0)
+	taken.OutputDir = func(int64) string { return "/artifacts/taken" }
+	create(t, s, taken)
+	const workers, perWorker = 16, 10
+	type outcome struct {
+		name string
+		job  domain.Job
+		err  error
+	}
+	var (
+		mu  sync.Mutex
+		out []outcome
+		wg  sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				name := fmt.Sprintf("w%d-%d", w, i)
+				p := newJob(t, testSpec(name, "p"), "bob", at(i))
+				if (w+i)%5 == 0 {
+					p.OutputDir = func(int64) string { return "/artifacts/taken" }
+				}
+				if i%3 == 0 {
+					p.IdempotencyKey = name
+				}
+				rec := domain.AuditRecord{Actor: "user:bob", Action: "job.submit", Target: "job/" + store.AuditIDPlaceholder,
+					After: `{"name":"` + name + `"}`, Result: domain.AuditOK}
+				if (w+i)%5 == 3 {
+					rec.Result = "maybe" // malformed: fails once the job's row is written
+				}
+				j, created, err := s.CreateJob(ctx, p, rec)
+				if err == nil && !created {
+					err = errors.New("created = false for a new job")
+				}
+				mu.Lock()
+				out = append(out, outcome{name, j, err})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stored := map[string]int64{} // job/<id> → id, of the jobs stored
+	for _, o := range out {
+		var w, i int
+		fmt.Sscanf(o.name, "w%d-%d", &w, &i)
+		switch {
+		case (w+i)%5 == 0:
+			if !errors.Is(o.err, store.ErrConflict) {
+				t.Errorf("%s with a taken output directory: err = %v, want ErrConflict", o.name, o.err)
+			}
+			continue
+		case (w+i)%5 == 3:
+			if !errors.Is(o.err, store.ErrInvalid) {
+				t.Errorf("%s with a malformed audit record: err = %v, want ErrInvalid", o.name, o.err)
+			}
+			continue
+		}
+		if o.err != nil {
+			t.Errorf("%s: %v", o.name, o.err)
+			continue
+		}
+		target := "job/" + strconv.FormatInt(o.job.ID, 10)
+		if _, dup := stored[target]; dup {
+			t.Errorf("%s: id %d returned twice", o.name, o.job.ID)
+		}
+		stored[target] = o.job.ID
+		g := get(t, s, o.job.ID)
+		if g.Name != o.name || g.OutputDir != fmt.Sprintf("/artifacts/p/%s/%d", o.name, o.job.ID) || g.State != domain.JobQueued {
+			t.Errorf("%s: stored as name %q, output %q, state %s", o.name, g.Name, g.OutputDir, g.State)
+		}
+		if evs := events(t, s, o.job.ID); len(evs) != 1 || evs[0].To != domain.JobQueued {
+			t.Errorf("%s: events %+v, want its submit event alone", o.name, evs)
+		}
+	}
+	all, err := s.ListJobs(ctx, store.JobFilter{})
+	if err != nil {
+		t.Fatalf("ListJobs: %v", err)
+	}
+	if len(all) != len(stored)+1 {
+		t.Errorf("%d jobs stored, want %d (and nothing of the failed submits)", len(all), len(stored)+1)
+	}
+	recs := auditLog(t, s)
+	checkChain(t, recs)
+	seen := map[string]bool{}
+	for _, r := range ours(recs) {
+		if _, ok := stored[r.Target]; !ok || seen[r.Target] {
+			t.Errorf("audit record %d names %s: not a stored job, or twice", r.Seq, r.Target)
+		}
+		seen[r.Target] = true
+	}
+	if len(seen) != len(stored) {
+		t.Errorf("%d audit records of submits, want one for each of the %d stored jobs", len(seen), len(stored))
 	}
 }
 
