@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ const footprintShims = 200
 
 // BenchmarkShimFootprint measures what the attempt supervisor costs while
 // its job runs: it starts footprintShims attempts of `sleep` through the
-// executor, waits until every one has started, and reads each shim's
+// executor, one after the other, and once all run reads each shim's
 // memory (/proc/PID/smaps_rollup) and the CPU time it has used so far
 // (/proc/PID/task/*/schedstat: its start, since a shim whose job sleeps
 // does nothing). The shim is cmd/trainyard-shim, built for the benchmark;
@@ -30,7 +31,8 @@ const footprintShims = 200
 //
 // Reported: pss-MiB-total (all shims together; pages of the binary they
 // share count once), pss-KiB and rss-KiB per shim (median), start-cpu-ms
-// per shim (median and p90) and threads per shim (median).
+// per shim (median and p90), threads per shim (median), and, as the floor
+// under any start, the CPU time of starting /bin/true (exec-true-cpu-ms).
 func BenchmarkShimFootprint(b *testing.B) {
 	shimCmd := strings.Fields(os.Getenv("TRAINYARD_BENCH_SHIM"))
 	if len(shimCmd) == 0 {
@@ -50,14 +52,16 @@ func BenchmarkShimFootprint(b *testing.B) {
 	var pssTotal, pss, rss, cpu, threads []float64
 	for b.Loop() {
 		launches := make(map[executor.Ref]executor.Launch, footprintShims)
+		// One at a time, so that each start's CPU time is its own and not
+		// that of 200 runtimes contending for the machine at once.
 		for range footprintShims {
 			l := benchLaunch(root, []string{"sleep", "600"})
 			launches[l.Ref] = l
 			if err := e.Launch(context.Background(), l); err != nil {
 				b.Fatal(err)
 			}
+			waitAll(b, e, map[executor.Ref]executor.Launch{l.Ref: l}, executor.Started)
 		}
-		waitAll(b, e, launches, executor.Started)
 		var total float64
 		for _, l := range launches {
 			c, err := readClaim(l.Dir)
@@ -88,6 +92,23 @@ func BenchmarkShimFootprint(b *testing.B) {
 	b.ReportMetric(quantile(cpu, 0.5), "start-cpu-ms")
 	b.ReportMetric(quantile(cpu, 0.9), "start-cpu-p90-ms")
 	b.ReportMetric(quantile(threads, 0.5), "threads")
+	b.ReportMetric(execTrueCPU(b), "exec-true-cpu-ms")
+}
+
+// execTrueCPU is the CPU time (median of 50, in ms) that starting and
+// running /bin/true costs on this machine now: the floor under any start.
+func execTrueCPU(b *testing.B) float64 {
+	var cpu []float64
+	for range 50 {
+		c := exec.Command("/bin/true")
+		if err := c.Run(); err != nil {
+			b.Fatal(err)
+		}
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpu = append(cpu, float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6)
+		}
+	}
+	return quantile(cpu, 0.5)
 }
 
 // TestShimRuntime: a shim runs on one processor (GOMAXPROCS=1 in its
