@@ -21,8 +21,9 @@
 # directory is changed; everything started is stopped on exit.
 #
 # Needs root (slurmd runs jobs as their submitter and munged checks key
-# ownership), Go (to build trainyard, or set TRAINYARD_BIN_DIR to a
-# directory holding trainyard and trainyard-shim), curl.
+# ownership), Go (to build trainyard with CGO_ENABLED=0, as the container
+# image does; or set TRAINYARD_BIN_DIR to a directory holding trainyard and
+# trainyard-shim), curl.
 #
 #   -n JOBS     jobs per round and system (default 1000)
 #   -r ROUNDS   rounds per system (default 3)
@@ -79,8 +80,8 @@ say() { printf '%s\n' "$*" >&2; }
 bin=${TRAINYARD_BIN_DIR:-}
 if [[ -z $bin ]]; then
 	bin=$work/bin
-	say "building trainyard and trainyard-shim..."
-	(cd "$repo" && go build -o "$bin/" ./cmd/trainyard ./cmd/trainyard-shim)
+	say "building trainyard and trainyard-shim (static, as the container image)..."
+	(cd "$repo" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/trainyard ./cmd/trainyard-shim)
 fi
 ty=$bin/trainyard
 mkdir -p "$work/ty/home"
