@@ -52,6 +52,7 @@ func BenchmarkShimFootprint(b *testing.B) {
 	var pssTotal, pss, rss, cpu, threads []float64
 	for b.Loop() {
 		launches := make(map[executor.Ref]executor.Launch, footprintShims)
+		defer stopAll(e, launches) // when the benchmark fails half-way
 		// One at a time, so that each start's CPU time is its own and not
 		// that of 200 runtimes contending for the machine at once.
 		for range footprintShims {
@@ -120,6 +121,7 @@ func TestShimRuntime(t *testing.T) {
 	if err := e.Launch(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
+	defer stopAll(e, launches) // when the test fails half-way
 	waitAll(t, e, launches, executor.Started)
 	c, err := readClaim(l.Dir)
 	if err != nil {
@@ -145,6 +147,14 @@ func TestShimRuntime(t *testing.T) {
 	}
 	if strings.Contains(string(out), "gomaxprocs=1") {
 		t.Errorf("the job inherited the shim's GOMAXPROCS: %s", out)
+	}
+}
+
+// stopAll stops every attempt of launches that is still running, so that
+// none of their `sleep`s outlives a failed run.
+func stopAll(e *Executor, launches map[executor.Ref]executor.Launch) {
+	for ref := range launches {
+		_ = e.Stop(context.Background(), ref, executor.StopRequest{Grace: time.Second})
 	}
 }
 
