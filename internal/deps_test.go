@@ -181,7 +181,72 @@ func TestDecidingLayersStdlib(t *testing.T) {
 	}
 }
 
+// shimBanned are the packages the attempt supervisor binary may not link,
+// even indirectly: each start of an attempt pays for every package
+// initialiser it links, and every running attempt for its memory.
+var shimBanned = []string{"internal/store", "internal/api", "internal/service", "internal/control", "internal/cli", "internal/metrics",
+	"github.com/minio", "github.com/prometheus", "github.com/spf13/cobra", "modernc.org/sqlite", "github.com/jackc/pgx"}
+
+// TestShimLinksLittle: cmd/trainyard-shim reaches none of shimBanned
+// through the module's packages.
+func TestShimLinksLittle(t *testing.T) {
+	pkgs := moduleImports(t)
+	seen := map[string]string{"cmd/trainyard-shim": ""} // package → the one that imports it
+	queue := []string{"cmd/trainyard-shim"}
+	reported := map[string]bool{}
+	for len(queue) > 0 {
+		pkg := queue[0]
+		queue = queue[1:]
+		for _, imp := range pkgs[pkg] {
+			target := strings.TrimPrefix(imp, mod)
+			for _, b := range shimBanned {
+				if (target == b || strings.HasPrefix(target, b+"/")) && !reported[target] {
+					reported[target] = true
+					chain := []string{target}
+					for p := pkg; p != ""; p = seen[p] {
+						chain = append(chain, p)
+					}
+					slices.Reverse(chain)
+					t.Errorf("cmd/trainyard-shim links %s (%s); the supervisor must stay small: move what it needs out of that package", imp, strings.Join(chain, " → "))
+				}
+			}
+			if _, ok := seen[target]; !ok && strings.HasPrefix(imp, mod) {
+				seen[target] = pkg
+				queue = append(queue, target)
+			}
+		}
+	}
+}
+
 func TestImportRules(t *testing.T) {
+	for pkg, imps := range moduleImports(t) {
+		rules, ok := allowed[filepath.ToSlash(pkg)]
+		if !ok {
+			if strings.HasPrefix(pkg, "examples") || strings.HasPrefix(pkg, "sdk") {
+				continue
+			}
+			t.Errorf("package %s has no import rule; add it to allowed in deps_test.go", pkg)
+			continue
+		}
+		if slices.Contains(rules, "*") {
+			continue
+		}
+		for _, imp := range imps {
+			if !strings.Contains(strings.Split(imp, "/")[0], ".") && !strings.HasPrefix(imp, mod) {
+				continue // standard library
+			}
+			target := strings.TrimPrefix(imp, mod)
+			if !slices.ContainsFunc(rules, func(r string) bool { return target == r || strings.HasPrefix(target, r+"/") }) {
+				t.Errorf("%s imports %s, which its layer may not (allowed: %v)", pkg, imp, rules)
+			}
+		}
+	}
+}
+
+// moduleImports returns, for every package of the module (relative to its
+// root), what its non-test files import.
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -214,28 +279,7 @@ func TestImportRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for pkg, imps := range pkgs {
-		rules, ok := allowed[filepath.ToSlash(pkg)]
-		if !ok {
-			if strings.HasPrefix(pkg, "examples") || strings.HasPrefix(pkg, "sdk") {
-				continue
-			}
-			t.Errorf("package %s has no import rule; add it to allowed in deps_test.go", pkg)
-			continue
-		}
-		if slices.Contains(rules, "*") {
-			continue
-		}
-		for _, imp := range imps {
-			if !strings.Contains(strings.Split(imp, "/")[0], ".") && !strings.HasPrefix(imp, mod) {
-				continue // standard library
-			}
-			target := strings.TrimPrefix(imp, mod)
-			if !slices.ContainsFunc(rules, func(r string) bool { return target == r || strings.HasPrefix(target, r+"/") }) {
-				t.Errorf("%s imports %s, which its layer may not (allowed: %v)", pkg, imp, rules)
-			}
-		}
-	}
+	return pkgs
 }
 
 func TestPurePackagesReadNoClock(t *testing.T) {

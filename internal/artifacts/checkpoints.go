@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -51,9 +50,22 @@ type Found struct {
 
 const markerName = domain.CheckpointMarker
 
-// hfCheckpoint matches the directory names of Hugging Face Trainer
-// checkpoints.
-var hfCheckpoint = regexp.MustCompile(`^checkpoint-[0-9]+$`)
+// hfCheckpoint reports whether name is the directory name of a Hugging
+// Face Trainer checkpoint (^checkpoint-[0-9]+$). A loop, not a regexp: a
+// package-level regexp is compiled by every program that links this
+// package (the attempt supervisor too), at its start.
+func hfCheckpoint(name string) bool {
+	digits, ok := strings.CutPrefix(name, "checkpoint-")
+	if !ok || digits == "" {
+		return false
+	}
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // Checkpoints lists the checkpoints in the directory's CheckpointsDir,
 // oldest first (by ModTime, then name), each complete or not by the rules
@@ -202,7 +214,7 @@ func (d *Dir) judgeDir(c *Found, rel string, each func(p string)) error {
 		c.Complete, c.ModTime = true, t
 		return nil
 	}
-	hf := hfCheckpoint.MatchString(c.Name)
+	hf := hfCheckpoint(c.Name)
 	if hf {
 		if t, ok := d.regular(rel+"/"+domain.HFTrainerState, seen[domain.HFTrainerState]); ok {
 			c.Complete, c.ModTime = true, t

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -20,10 +19,24 @@ const EnvNamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
 // PATH prefix, variables or check. Version 1 exists on every install.
 const HostEnv = "host"
 
-var envNameRE = regexp.MustCompile(EnvNamePattern)
-
-// ValidEnvName reports whether name follows EnvNamePattern.
-func ValidEnvName(name string) bool { return envNameRE.MatchString(name) }
+// ValidEnvName reports whether name follows EnvNamePattern. A loop, not a
+// regexp: a package-level regexp is compiled by every program that links
+// this package (the attempt supervisor too), at its start.
+func ValidEnvName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Environment is one immutable version of a named software environment that
 // jobs run in (spec field env, "name@version"). Image is for executors that

@@ -488,6 +488,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 		Args:        append(append(append([]string(nil), e.shimArgs...), "--dir"), l.Dir),
 		Stdout:      shimLog,
 		Stderr:      shimLog,
+		Env:         shimEnviron(),
 		ExtraFiles:  []*os.File{w, lr}, // fd 3 (eventsFD), fd 4 (launchFD)
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
@@ -528,6 +529,15 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	}
 	go e.watchPipe(a, cmd, r)
 	return nil
+}
+
+// shimEnviron is the environment a shim starts with: the server's, with the Go
+// runtime of the shim held to one processor. A shim mostly waits; one P
+// (and the fewer threads, stacks and caches that come with it) costs about
+// a fifth less memory per running attempt than one per CPU. The job's own
+// environment comes from its launch record, never from this one.
+func shimEnviron() []string {
+	return append(os.Environ(), "GOMAXPROCS=1")
 }
 
 // watchPipe follows a shim this executor started.

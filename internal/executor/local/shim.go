@@ -61,6 +61,9 @@ func ShimMain(args []string) int {
 	// process. Pinning this goroutine (which forks the child) to its thread
 	// for the shim's whole life makes "the shim died" the only trigger.
 	runtime.LockOSThread()
+	// No heap profile is ever taken of a shim: sampling allocations for one
+	// would only cost memory (the profile's buckets) in every attempt.
+	runtime.MemProfileRate = 0
 	if len(args) == 1 && args[0] == protocolFlag {
 		fmt.Println(protocolLine())
 		return 0

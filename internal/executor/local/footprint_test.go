@@ -1,0 +1,235 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainyard/internal/executor"
+)
+
+// footprintShims is how many attempts BenchmarkShimFootprint runs at once.
+const footprintShims = 200
+
+// BenchmarkShimFootprint measures what the attempt supervisor costs while
+// its job runs: it starts footprintShims attempts of `sleep` through the
+// executor, one after the other, and once all run reads each shim's
+// memory (/proc/PID/smaps_rollup) and the CPU time it has used so far
+// (/proc/PID/task/*/schedstat: its start, since a shim whose job sleeps
+// does nothing). The shim is cmd/trainyard-shim, built for the benchmark;
+// TRAINYARD_BENCH_SHIM (a command, e.g. "/usr/local/bin/trainyard shim")
+// measures another one.
+//
+// Reported: pss-MiB-total (all shims together; pages of the binary they
+// share count once), pss-KiB and rss-KiB per shim (median), start-cpu-ms
+// per shim (median and p90), threads per shim (median), and, as the floor
+// under any start, the CPU time of starting /bin/true (exec-true-cpu-ms).
+func BenchmarkShimFootprint(b *testing.B) {
+	shimCmd := strings.Fields(os.Getenv("TRAINYARD_BENCH_SHIM"))
+	if len(shimCmd) == 0 {
+		bin := filepath.Join(b.TempDir(), ShimBinary)
+		out, err := exec.Command("go", "build", "-o", bin, "trainyard/cmd/trainyard-shim").CombinedOutput()
+		if err != nil {
+			b.Fatalf("build %s: %v\n%s", ShimBinary, err, out)
+		}
+		shimCmd = []string{bin}
+	}
+	e, err := New(Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	root := b.TempDir()
+	var pssTotal, pss, rss, cpu, threads []float64
+	for b.Loop() {
+		launches := make(map[executor.Ref]executor.Launch, footprintShims)
+		defer stopAll(e, launches) // when the benchmark fails half-way
+		// One at a time, so that each start's CPU time is its own and not
+		// that of 200 runtimes contending for the machine at once.
+		for range footprintShims {
+			l := benchLaunch(root, []string{"sleep", "600"})
+			launches[l.Ref] = l
+			if err := e.Launch(context.Background(), l); err != nil {
+				b.Fatal(err)
+			}
+			waitAll(b, e, map[executor.Ref]executor.Launch{l.Ref: l}, executor.Started)
+		}
+		var total float64
+		for _, l := range launches {
+			c, err := readClaim(l.Dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := readFootprint(c.Shim.PID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += f.pssKiB
+			pss = append(pss, f.pssKiB)
+			rss = append(rss, f.rssKiB)
+			cpu = append(cpu, f.cpuMs)
+			threads = append(threads, f.threads)
+		}
+		pssTotal = append(pssTotal, total/1024)
+		for ref := range launches {
+			if err := e.Stop(context.Background(), ref, executor.StopRequest{Grace: time.Second}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitAll(b, e, launches, executor.Exited)
+	}
+	b.ReportMetric(quantile(pssTotal, 0.5), "pss-MiB-total")
+	b.ReportMetric(quantile(pss, 0.5), "pss-KiB")
+	b.ReportMetric(quantile(rss, 0.5), "rss-KiB")
+	b.ReportMetric(quantile(cpu, 0.5), "start-cpu-ms")
+	b.ReportMetric(quantile(cpu, 0.9), "start-cpu-p90-ms")
+	b.ReportMetric(quantile(threads, 0.5), "threads")
+	b.ReportMetric(execTrueCPU(b), "exec-true-cpu-ms")
+}
+
+// execTrueCPU is the CPU time (median of 50, in ms) that starting and
+// running /bin/true costs on this machine now: the floor under any start.
+func execTrueCPU(b *testing.B) float64 {
+	var cpu []float64
+	for range 50 {
+		c := exec.Command("/bin/true")
+		if err := c.Run(); err != nil {
+			b.Fatal(err)
+		}
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpu = append(cpu, float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6)
+		}
+	}
+	return quantile(cpu, 0.5)
+}
+
+// TestShimRuntime: a shim runs on one processor (GOMAXPROCS=1 in its
+// environment), and its job does not inherit that.
+func TestShimRuntime(t *testing.T) {
+	e := newExec(t)
+	l := benchLaunch(t.TempDir(), []string{"sh", "-c", "echo \"gomaxprocs=$GOMAXPROCS\"; exec sleep 600"})
+	launches := map[executor.Ref]executor.Launch{l.Ref: l}
+	if err := e.Launch(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	defer stopAll(e, launches) // when the test fails half-way
+	waitAll(t, e, launches, executor.Started)
+	c, err := readClaim(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(c.Shim.PID) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vars := strings.Split(string(env), "\x00"); !slices.Contains(vars, "GOMAXPROCS=1") {
+		t.Errorf("shim environment has no GOMAXPROCS=1: %q", vars)
+	}
+	if err := e.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, e, launches, executor.Exited)
+	out, err := os.ReadFile(l.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "gomaxprocs=") {
+		t.Fatalf("job output missing: %s", out)
+	}
+	if strings.Contains(string(out), "gomaxprocs=1") {
+		t.Errorf("the job inherited the shim's GOMAXPROCS: %s", out)
+	}
+}
+
+// stopAll stops every attempt of launches that is still running, so that
+// none of their `sleep`s outlives a failed run.
+func stopAll(e *Executor, launches map[executor.Ref]executor.Launch) {
+	for ref := range launches {
+		_ = e.Stop(context.Background(), ref, executor.StopRequest{Grace: time.Second})
+	}
+}
+
+// waitAll waits for an event of kind for every attempt of launches.
+func waitAll(b testing.TB, e *Executor, launches map[executor.Ref]executor.Launch, kind executor.EventKind) {
+	b.Helper()
+	seen := make(map[executor.Ref]bool, len(launches))
+	timeout := time.After(5 * time.Minute)
+	for len(seen) < len(launches) {
+		select {
+		case ev := <-e.Events():
+			if _, ok := launches[ev.Ref]; !ok {
+				continue
+			}
+			if ev.Kind == executor.Lost || (ev.Kind == executor.Exited && kind != executor.Exited) {
+				b.Fatalf("attempt %s: %s %s %s", ev.Ref, ev.Kind, ev.State, ev.Message)
+			}
+			if ev.Kind == kind {
+				seen[ev.Ref] = true
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d attempts reached %s within 5 minutes", len(seen), len(launches), kind)
+		}
+	}
+}
+
+type footprint struct {
+	pssKiB, rssKiB float64
+	cpuMs          float64 // CPU time used, all threads
+	threads        float64
+}
+
+// readFootprint reads a process's memory and CPU time from /proc.
+func readFootprint(pid int) (footprint, error) {
+	var f footprint
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/smaps_rollup")
+	if err != nil {
+		return f, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "Pss:":
+			f.pssKiB = v
+		case "Rss:":
+			f.rssKiB = v
+		}
+	}
+	tasks, err := filepath.Glob(dir + "/task/*/schedstat")
+	if err != nil {
+		return f, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that just ended
+		}
+		ns, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+		f.cpuMs += ns / 1e6
+	}
+	f.threads = float64(len(tasks))
+	return f, nil
+}
+
+func quantile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(int(float64(len(s))*p), len(s)-1)]
+}
