@@ -79,6 +79,9 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	}
 	m := &ps.memo[ps.memoIndex(j, allowDefer)]
 	if v := int32(ps.stateVer + 1); m.ver == v || m.ver != 0 && ps.stillValid(j, &ps.decs[m.dec]) {
+		if m.ver != v && ps.vlog != nil {
+			ps.logClass(ps.memoIndex(j, allowDefer), &ps.decs[m.dec])
+		}
 		m.ver = v
 		d := &ps.decs[m.dec]
 		if d.deferred {
@@ -121,6 +124,9 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		ps.decs = append(ps.decs, d)
 	}
 	m.ver = int32(ver + 1)
+	if ps.vlog != nil {
+		ps.logClass(ps.memoIndex(j, allowDefer), &ps.decs[m.dec])
+	}
 	return placed, deferred
 }
 

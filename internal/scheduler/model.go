@@ -24,6 +24,9 @@ type pass struct {
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
+	qs     *Queues
+	// last, when set, is the previous pass's plan over qs, for a replay.
+	last *Plan
 	// waitBuf, when large enough, is reused for plan.Waiting (Kept.Waiting).
 	waitBuf []Waiting
 	// changed, when told is set, lists (ascending) the ids of the pending
@@ -141,6 +144,10 @@ type poolState struct {
 	resvBase     string
 	rtCache      map[rtKey]string
 	rtVer        int
+	// vlog, when set, logs the walk for a later replay (see replay.go);
+	// phase is the walk's phase.
+	vlog  *visitLog
+	phase int
 }
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,

@@ -127,6 +127,14 @@ func (p *pass) run() Plan {
 // and none is running.
 func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation) {
+	// running is in id order here.
+	if p.last != nil && p.qs.sameInputs(&p.s, p.cfg, pools, running, p.changed) {
+		if plan, ok := p.qs.replay(pools, p.last); ok {
+			p.plan = plan
+			return
+		}
+	}
+	p.qs.remember(&p.s, p.cfg, pools, running)
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
 	n := 0
 	for _, q := range p.queues {
@@ -236,7 +244,16 @@ func (ps *poolState) walk(q *queue) {
 	}
 	q.prepareMemo(c)
 	ps.memo, ps.decs, ps.stateVer = q.memo, q.decs, q.stateVer
-	defer func() { q.decs, q.stateVer = ps.decs, ps.stateVer+1 }()
+	if ps.memoCfg != nil {
+		ps.vlog = q.startLog()
+	}
+	defer func() {
+		q.decs, q.stateVer = ps.decs, ps.stateVer+1
+		if ps.vlog != nil {
+			ps.vlog.endSeg[ps.phase] = int32(ps.stateVer)
+			ps.vlog.waitN = ps.waiting
+		}
+	}()
 
 	// Phase 0: jobs that others were preempted for, so that the room
 	// their victims leave is theirs. Phase 1: jobs within their project's
@@ -253,7 +270,9 @@ func (ps *poolState) walk(q *queue) {
 		ps.merge(first, false, nil)
 		ps.decidedFirst = true // the later phases skip them
 	}
+	ps.endPhase(1)
 	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
+	ps.endPhase(2)
 	if len(later) == 0 {
 		return
 	}
@@ -264,6 +283,14 @@ func (ps *poolState) walk(q *queue) {
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)
+}
+
+// endPhase ends the walk's phase and starts the next.
+func (ps *poolState) endPhase(next int) {
+	if ps.vlog != nil {
+		ps.vlog.endSeg[ps.phase] = int32(ps.stateVer)
+	}
+	ps.phase = next
 }
 
 // increasing reports whether key strictly increases along xs (running jobs

@@ -61,6 +61,11 @@ type queue struct {
 	pass     int        // passes walked over this queue
 	cfg      *memoConfig
 	allocs   allocCache // the pool's running allocations, resolved (newPoolState)
+
+	// The last walk's log and the edits since, for a replay (replay.go).
+	vlog      *visitLog
+	edits     []queueEdit
+	editsLost bool
 }
 
 // memoConfig is what decisions of every kind may depend on besides the
@@ -312,6 +317,7 @@ func (q *queue) insert(pd *Pending) bool {
 	if pd.Beneficiary {
 		q.beneficiaries++
 	}
+	q.noteEdit(j, true)
 	return true
 }
 
@@ -327,6 +333,7 @@ func (q *queue) remove(pd *Pending) bool {
 		return false
 	}
 	slot := q.jobs[i].slot
+	q.noteEdit(q.jobs[i], false)
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
 	q.jobs = slices.Delete(q.jobs, i, i+1)
