@@ -77,13 +77,16 @@ func (p *pass) run() Plan {
 	for i := range s.Pending {
 		pending[i] = &s.Pending[i]
 	}
-	slices.SortFunc(pending, func(a, b *Pending) int {
-		if a.JobID != b.JobID {
-			return compareInt64(a.JobID, b.JobID)
-		}
-		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
-	})
-	pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+	// As for running jobs: a store lists them by id.
+	if !increasing(pending, func(a *Pending) int64 { return a.JobID }) {
+		slices.SortFunc(pending, func(a, b *Pending) int {
+			if a.JobID != b.JobID {
+				return compareInt64(a.JobID, b.JobID)
+			}
+			return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
+		})
+		pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+	}
 	ri := 0
 	pending = slices.DeleteFunc(pending, func(j *Pending) bool {
 		for ri < len(running) && running[ri].JobID < j.JobID {
