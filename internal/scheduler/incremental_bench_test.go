@@ -72,6 +72,7 @@ func BenchmarkIncremental(b *testing.B) {
 					b.Run(name, func(b *testing.B) {
 						var inc incremental.Scheduler
 						inc.Recycle(inc.Schedule(base, scheduler.Config{}))
+						done := cpuPerOp(b)
 						for i := 0; b.Loop(); i++ {
 							s := base
 							if i%2 == 0 {
@@ -85,6 +86,7 @@ func BenchmarkIncremental(b *testing.B) {
 							}
 							inc.Recycle(p) // as the control loop does once a pass is applied
 						}
+						done()
 					})
 				}
 			}
