@@ -217,7 +217,7 @@ func (ps *poolState) mayBackfill(j *job) bool {
 			}
 		}
 	}
-	return sh.bfAny && !ps.now.Add(j.timeout).After(sh.bfLatest)
+	return sh.bfAny && ps.endsBy(j.timeout, sh.bfLatest)
 }
 
 // rtKey identifies a reservedText within one state of the pass.

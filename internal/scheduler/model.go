@@ -35,6 +35,8 @@ type pass struct {
 	// is reused.
 	changed []int64
 	told    bool
+	// nowR is what the pass's outcome depends on of Snapshot.Now.
+	nowR nowRange
 	// Scratch reused by every pool's walk.
 	markBuf  []*holder
 	heapBuf  []*mergeRun
@@ -418,7 +420,13 @@ func (ps *poolState) backoff(j *job) bool {
 	if j.flags&jobNotBefore == 0 {
 		return ps.backoffZero
 	}
-	return ps.pd(j).NotBefore.After(ps.now)
+	nb := ps.pd(j).NotBefore
+	if nb.After(ps.now) {
+		ps.nowR.below(nb)
+		return true
+	}
+	ps.nowR.atLeast(nb)
+	return false
 }
 
 // accepted reports whether the pool accepts the job's priority class.

@@ -176,6 +176,7 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		ps.walk(q)
 		ri = rj
 	}
+	p.qs.last.nowR = p.nowR
 }
 
 // poolQuotas lists the quotas in effect in one pool, by project.

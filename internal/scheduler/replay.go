@@ -98,6 +98,7 @@ const maxEdits = 64
 type lastInputs struct {
 	ok       bool
 	now      time.Time
+	nowR     nowRange // what the last walk's outcome depends on of now
 	cfg      Config
 	pools    []domain.Pool // canonical order, nodes copied
 	quotas   []domain.Quota
@@ -204,7 +205,8 @@ func (qs *Queues) forget() {
 func (qs *Queues) sameInputs(s *Snapshot, cfg Config, pools []domain.Pool, running []*Allocation, changed []int64) bool {
 	l := &qs.last
 	var zero time.Time
-	if !l.ok || !s.Now.Equal(l.now) || s.Now.Location() != l.now.Location() || !zero.Before(s.Now) || cfg != l.cfg ||
+	sameNow := s.Now.Equal(l.now) || l.nowR.holds(s.Now)
+	if !l.ok || !sameNow || s.Now.Location() != l.now.Location() || !zero.Before(s.Now) || cfg != l.cfg ||
 		!slices.Equal(s.Quotas, l.quotas) || !slices.Equal(s.Projects, l.projects) || !slices.Equal(s.Usage, l.usage) ||
 		len(running) != len(l.running) || len(pools) != len(l.pools) {
 		return false
@@ -445,4 +447,59 @@ func (lg *visitLog) remove(w []Waiting, off int, id int64) ([]Waiting, bool) {
 		w[i].Position = i - off + 1
 	}
 	return w, true
+}
+
+// nowRange is the span of Snapshot.Now over which every comparison a walk
+// made with the time comes out the same (lo ≤ now < hi; zero: unbounded),
+// and whether the time itself reached the plan or the pass's state (a
+// placement's start, an estimate of now): then no other time is known to
+// give the same plan.
+type nowRange struct {
+	lo, hi time.Time
+	flows  bool
+}
+
+// atLeast records that the outcome rests on now ≥ t.
+func (r *nowRange) atLeast(t time.Time) {
+	if r.lo.IsZero() || t.After(r.lo) {
+		r.lo = t
+	}
+}
+
+// below records that the outcome rests on now < t.
+func (r *nowRange) below(t time.Time) {
+	if r.hi.IsZero() || t.Before(r.hi) {
+		r.hi = t
+	}
+}
+
+// expired records whether a job ending at end has run past its end at
+// now, as releaseAt finds.
+func (r *nowRange) expired(end, now time.Time) {
+	switch {
+	case end.Equal(now):
+		r.flows = true // ends now: its release time is the time, whichever way it goes
+	case end.Before(now):
+		r.atLeast(end.Add(1))
+	default:
+		r.below(end.Add(1))
+	}
+}
+
+// holds reports whether now is known to give the same outcome.
+func (r *nowRange) holds(now time.Time) bool {
+	return !r.flows && (r.lo.IsZero() || !now.Before(r.lo)) && (r.hi.IsZero() || now.Before(r.hi))
+}
+
+// endsBy reports whether a job with the timeout, starting now, ends by t
+// (backfill), recording the comparison.
+func (ps *poolState) endsBy(timeout time.Duration, t time.Time) bool {
+	ok := !ps.now.Add(timeout).After(t)
+	// now+timeout ≤ t ⟺ now < t-timeout+1ns
+	if lim := t.Add(-timeout).Add(1); ok {
+		ps.nowR.below(lim)
+	} else {
+		ps.nowR.atLeast(lim)
+	}
+	return ok
 }

@@ -15,9 +15,9 @@ import (
 
 // mutateQueue applies one change to a crowded world, weighted towards the
 // changes a told pass may replay (submits, cancels, priority and request
-// changes of pending jobs, at the same time), with the others mixed in:
-// finishes, quota, share and usage changes, preemptions taking effect,
-// retry backoffs expiring as time moves.
+// changes of pending jobs), with the others mixed in: finishes, quota,
+// share and usage changes, preemptions taking effect, time moving (retry
+// backoffs and timeouts expiring, or not).
 func mutateQueue(r *rand.Rand, h *Harness, next *int64, projects []string) string {
 	s := &h.Snap
 	switch r.IntN(16) {
@@ -95,6 +95,10 @@ func mutateQueue(r *rand.Rand, h *Harness, next *int64, projects []string) strin
 	case 14:
 		h.Advance(time.Duration(1+r.IntN(10)) * time.Minute) // backoffs expire
 		return "advance"
+	case 15:
+		// The clock alone: nothing stops, jobs past their timeout go on.
+		s.Now = s.Now.Add(time.Duration(r.IntN(900)) * time.Second)
+		return "tick"
 	}
 	return "none"
 }
@@ -124,6 +128,11 @@ func TestReplayMatchesSchedule(t *testing.T) {
 			what := "none"
 			for range 1 + r.IntN(2) {
 				what = mutateQueue(r, h, &next, projects)
+			}
+			if r.IntN(2) == 0 {
+				// A control loop's passes run at a new time each.
+				h.Snap.Now = h.Snap.Now.Add(time.Duration(r.IntN(90)) * time.Second)
+				what += ", tick"
 			}
 			slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
 			want := scheduler.Schedule(h.Snap, h.Config)
