@@ -108,6 +108,7 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 					continue
 				}
 				seg, wb := ps.stateVer, ps.waiting
+				ps.fresh = false
 				placed, deferred := ps.decideJob(j, allowDefer)
 				if ps.vlog != nil {
 					ps.logVisit(top, j, seg, wb, placed, deferred)

@@ -75,6 +75,7 @@ var memoOff bool
 // decideJob is decide with the class memo in front.
 func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) {
 	if memoOff || j.rank < 0 || ps.backoff(j) || ps.mayBackfill(j) {
+		ps.fresh = true
 		return ps.decide(j, allowDefer)
 	}
 	m := &ps.memo[ps.memoIndex(j, allowDefer)]
@@ -92,6 +93,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	}
 	ver, before := ps.stateVer, ps.waiting
 	ps.resvAppended, ps.kind, ps.searched, ps.lookedForOwn = false, kindState, false, false
+	ps.fresh = true
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
 		return placed, deferred

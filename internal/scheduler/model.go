@@ -150,6 +150,7 @@ type poolState struct {
 	// phase is the walk's phase.
 	vlog  *visitLog
 	phase int
+	fresh bool // decideJob decided afresh (not from the memo)
 }
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,

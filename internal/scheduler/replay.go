@@ -44,6 +44,7 @@ const (
 	visitChanged  = 1 << iota // the decision changed the pool's state
 	visitPlaced               // the job started
 	visitDeferred             // left for the second phase
+	visitFresh                // decided afresh, not from the class memo
 )
 
 // visit is one job decided in a walk, in visit order.
@@ -74,12 +75,16 @@ type classDec struct {
 
 // visitLog is one pool's last walk, kept with its queue.
 type visitLog struct {
-	ok      bool       // the last pass over the queue was logged whole
-	phases  [3][]visit // by phase (0: beneficiaries, 1: all, 2: deferred)
-	endSeg  [3]int32   // stateVer when each phase ended
-	classes []classDec
-	shapes  int // len(queue.shapes) when logged (memo indexes depend on it)
-	waitN   int // waiting entries the pool has in the plan
+	ok bool // the last pass over the queue was logged whole
+	// unplaced: a placement was undone in the walk, freeing capacity, so
+	// what the walk's caches remember of failed fits and searches may be
+	// stale after it (see remove).
+	unplaced bool
+	phases   [3][]visit // by phase (0: beneficiaries, 1: all, 2: deferred)
+	endSeg   [3]int32   // stateVer when each phase ended
+	classes  []classDec
+	shapes   int // len(queue.shapes) when logged (memo indexes depend on it)
+	waitN    int // waiting entries the pool has in the plan
 }
 
 // queueEdit is one job inserted into or removed from a queue since its
@@ -126,6 +131,9 @@ func (ps *poolState) logVisit(top *mergeRun, j *job, seg, waitBefore int, placed
 	if deferred {
 		v.flags |= visitDeferred
 	}
+	if ps.fresh {
+		v.flags |= visitFresh
+	}
 	lg.phases[ps.phase] = append(lg.phases[ps.phase], v)
 }
 
@@ -148,7 +156,7 @@ func (q *queue) startLog() *visitLog {
 	}
 	clear(lg.classes)
 	lg.classes = lg.classes[:0]
-	lg.ok, lg.shapes, lg.waitN = q.beneficiaries == 0, len(q.shapes), 0
+	lg.ok, lg.shapes, lg.waitN, lg.unplaced = q.beneficiaries == 0, len(q.shapes), 0, false
 	q.edits, q.editsLost = q.edits[:0], false
 	return lg
 }
@@ -418,14 +426,18 @@ func (lg *visitLog) add(q *queue, w []Waiting, off int, j *job) ([]Waiting, bool
 }
 
 // remove takes job id out of the logged walk and its entry out of w, if
-// none of its visits changed state.
+// none of its visits changed state. A visit that decided afresh also
+// filled the walk's caches of failed fits and searches, which later
+// decisions read: without it a later job may search again, which finds
+// the same while capacity only shrinks, but not after a placement was
+// undone; then only a visit decided from the memo may go.
 func (lg *visitLog) remove(w []Waiting, off int, id int64) ([]Waiting, bool) {
 	at := [3]int{-1, -1, -1}
 	k := -1
 	for ph := 1; ph <= 2 && k < 0; ph++ {
 		log := lg.phases[ph]
 		i := slices.IndexFunc(log, func(v visit) bool { return v.id == id })
-		if i < 0 || log[i].flags&visitChanged != 0 || log[i].emits > 1 {
+		if i < 0 || log[i].flags&visitChanged != 0 || log[i].emits > 1 || lg.unplaced && log[i].flags&visitFresh != 0 {
 			return w, false
 		}
 		at[ph] = i
