@@ -31,6 +31,7 @@ package scheduler
 // to the queue, or a plan not handed back.
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -39,26 +40,27 @@ import (
 	"trainyard/internal/domain"
 )
 
-// Visit flags.
+// Visit flags, above the tier in visit.tf.
 const (
-	visitChanged  = 1 << iota // the decision changed the pool's state
-	visitPlaced               // the job started
-	visitDeferred             // left for the second phase
-	visitFresh                // decided afresh, not from the class memo
+	visitChanged  = 16 << iota // the decision changed the pool's state
+	visitPlaced                // the job started
+	visitDeferred              // left for the second phase
+	visitFresh                 // decided afresh, not from the class memo
 )
 
-// visit is one job decided in a walk, in visit order.
+// visit is one job decided in a walk, in visit order: 32 bytes, as a
+// walk writes one per job.
 type visit struct {
 	share float64 // its run's fair share when visited (merge's key)
-	sec   int64
+	sec   int64   // submit time (packed: the queue's submit times are, when logged)
 	id    int64
-	nsec  int32
 	seg   int32 // stateVer before the decision
-	proj  int32
-	tier  int8
+	proj  int16
+	tf    uint8 // tier (low 4 bits) and flags
 	emits uint8 // waiting entries the decision emitted
-	flags uint8
 }
+
+func (v *visit) tier() int8 { return int8(v.tf & 15) }
 
 // classDec is the decision a class (memo index) had in force in one state
 // version.
@@ -115,24 +117,24 @@ type lastInputs struct {
 // logVisit appends a visit to the current phase's log.
 func (ps *poolState) logVisit(top *mergeRun, j *job, seg, waitBefore int, placed, deferred bool) {
 	lg := ps.vlog
-	v := visit{share: top.share, sec: j.sec, id: j.id, nsec: j.nsec, seg: int32(seg), proj: j.proj, tier: j.tier}
+	v := visit{share: top.share, sec: j.sec, id: j.id, seg: int32(seg), proj: int16(j.proj), tf: uint8(j.tier)}
 	n := ps.waiting - waitBefore
-	if n > 255 {
+	if n > 255 || j.proj > math.MaxInt16 || j.tier < 0 || j.tier > 15 {
 		lg.ok = false
 		return
 	}
 	v.emits = uint8(n)
 	if ps.stateVer != seg {
-		v.flags |= visitChanged
+		v.tf |= visitChanged
 	}
 	if placed {
-		v.flags |= visitPlaced
+		v.tf |= visitPlaced
 	}
 	if deferred {
-		v.flags |= visitDeferred
+		v.tf |= visitDeferred
 	}
 	if ps.fresh {
-		v.flags |= visitFresh
+		v.tf |= visitFresh
 	}
 	lg.phases[ps.phase] = append(lg.phases[ps.phase], v)
 }
@@ -156,7 +158,9 @@ func (q *queue) startLog() *visitLog {
 	}
 	clear(lg.classes)
 	lg.classes = lg.classes[:0]
-	lg.ok, lg.shapes, lg.waitN, lg.unplaced = q.beneficiaries == 0, len(q.shapes), 0, false
+	// Unpacked submit times (spanning centuries) have nanoseconds apart:
+	// such a queue walks.
+	lg.ok, lg.shapes, lg.waitN, lg.unplaced = q.beneficiaries == 0 && q.packed, len(q.shapes), 0, false
 	q.edits, q.editsLost = q.edits[:0], false
 	return lg
 }
@@ -184,7 +188,15 @@ func (qs *Queues) remember(s *Snapshot, cfg Config, pools []domain.Pool, running
 	for _, a := range running {
 		l.running = append(l.running, a.JobID)
 	}
-	// The caller may reuse a snapshot's slices: keep copies.
+	// The caller may reuse a snapshot's slices: keep copies (of pools
+	// that changed).
+	same := len(pools) == len(l.pools)
+	for i := 0; same && i < len(pools); i++ {
+		same = samePool(&pools[i], &l.pools[i])
+	}
+	if same {
+		return
+	}
 	l.pools = l.pools[:0]
 	for _, p := range pools {
 		c := p
@@ -315,9 +327,6 @@ func (v *visit) before(u *visit) bool {
 	if v.sec != u.sec {
 		return v.sec < u.sec
 	}
-	if v.nsec != u.nsec {
-		return v.nsec < u.nsec
-	}
 	return v.id < u.id
 }
 
@@ -327,19 +336,19 @@ func (v *visit) before(u *visit) bool {
 func (lg *visitLog) place(ph int, j *job) (int, visit, bool) {
 	log := lg.phases[ph]
 	// Tiers come in descending order, each project's run in queue order.
-	a, _ := slices.BinarySearchFunc(log, j.tier, func(v visit, t int8) int { return int(t) - int(v.tier) })
+	a, _ := slices.BinarySearchFunc(log, j.tier, func(v visit, t int8) int { return int(t) - int(v.tier()) })
 	b := a
-	for b < len(log) && log[b].tier == j.tier {
+	for b < len(log) && log[b].tier() == j.tier {
 		b++
 	}
-	v := visit{sec: j.sec, id: j.id, nsec: j.nsec, proj: j.proj, tier: j.tier}
+	v := visit{sec: j.sec, id: j.id, proj: int16(j.proj), tf: uint8(j.tier)}
 	prev, next := -1, -1
 	for i := a; i < b; i++ {
 		u := &log[i]
-		if u.proj != j.proj {
+		if int32(u.proj) != j.proj {
 			continue
 		}
-		if u.sec < j.sec || u.sec == j.sec && (u.nsec < j.nsec || u.nsec == j.nsec && u.id < j.id) {
+		if u.sec < j.sec || u.sec == j.sec && u.id < j.id {
 			prev = i
 		} else {
 			next = i
@@ -351,7 +360,7 @@ func (lg *visitLog) place(ph int, j *job) (int, visit, bool) {
 	switch {
 	case next >= 0:
 		v.share = log[next].share
-	case prev >= 0 && log[prev].flags&visitPlaced == 0:
+	case prev >= 0 && log[prev].tf&visitPlaced == 0:
 		v.share = log[prev].share
 	default:
 		return 0, visit{}, false
@@ -420,7 +429,7 @@ func (lg *visitLog) add(q *queue, w []Waiting, off int, j *job) ([]Waiting, bool
 			}
 			return w, true
 		}
-		vs[ph].flags = visitDeferred
+		vs[ph].tf |= visitDeferred
 	}
 	return w, false
 }
@@ -437,7 +446,7 @@ func (lg *visitLog) remove(w []Waiting, off int, id int64) ([]Waiting, bool) {
 	for ph := 1; ph <= 2 && k < 0; ph++ {
 		log := lg.phases[ph]
 		i := slices.IndexFunc(log, func(v visit) bool { return v.id == id })
-		if i < 0 || log[i].flags&visitChanged != 0 || log[i].emits > 1 || lg.unplaced && log[i].flags&visitFresh != 0 {
+		if i < 0 || log[i].tf&visitChanged != 0 || log[i].emits > 1 || lg.unplaced && log[i].tf&visitFresh != 0 {
 			return w, false
 		}
 		at[ph] = i
