@@ -495,7 +495,9 @@ func (r *nowRange) below(t time.Time) {
 }
 
 // expired records whether a job ending at end has run past its end at
-// now, as releaseAt finds.
+// now, as releaseAt finds. A job that has not is taken to end strictly
+// after now: at its very end its release would tie with jobs released
+// now, which order before it.
 func (r *nowRange) expired(end, now time.Time) {
 	switch {
 	case end.Equal(now):
@@ -503,7 +505,7 @@ func (r *nowRange) expired(end, now time.Time) {
 	case end.Before(now):
 		r.atLeast(end.Add(1))
 	default:
-		r.below(end.Add(1))
+		r.below(end)
 	}
 }
 

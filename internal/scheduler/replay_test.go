@@ -98,6 +98,14 @@ func mutateQueue(r *rand.Rand, h *Harness, next *int64, projects []string) strin
 	case 15:
 		// The clock alone: nothing stops, jobs past their timeout go on.
 		s.Now = s.Now.Add(time.Duration(r.IntN(900)) * time.Second)
+		// Sometimes to the very end of a running job's timeout, or just
+		// before or after it, where estimates change.
+		if n := len(s.Running); n > 0 && r.IntN(2) == 0 {
+			a := s.Running[r.IntN(n)]
+			if end := a.StartedAt.Add(a.Timeout); a.Timeout > 0 && end.After(s.Now) {
+				s.Now = end.Add(time.Duration(r.IntN(3)-1) * time.Nanosecond)
+			}
+		}
 		return "tick"
 	}
 	return "none"
