@@ -121,8 +121,9 @@ func (q *queue) prepareMemo(c *memoConfig) {
 	q.pass++
 }
 
-func tierOf(pd *Pending) int8 {
-	t := max(pd.Priority.Rank(), -1)*2 + 2
+// tierOf is the job's tier given its priority rank.
+func tierOf(pd *Pending, rank int) int8 {
+	t := max(rank, -1)*2 + 2
 	if pd.Preemptions > 0 {
 		t++
 	}
@@ -187,8 +188,9 @@ func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
 		}
 		sec, nsec = d*1e9+int64(nsec), 0
 	}
+	rank := pd.Priority.Rank()
 	j := job{id: pd.JobID, sec: sec, nsec: nsec, timeout: pd.Timeout, slot: slot, proj: p, shape: q.internShape(shapeOf(pd.Resources)),
-		tier: tierOf(pd), rank: int8(pd.Priority.Rank())}
+		tier: tierOf(pd, rank), rank: int8(rank)}
 	j.cls = (j.shape*4 + int32(max(j.rank, 0))) * 2
 	if pd.Preemptible {
 		j.cls++
