@@ -192,11 +192,14 @@ func poolQuotas(quotas map[[2]string]*domain.Quota, pool string) []domain.Quota 
 }
 
 // sortByPool stably sorts by pool name; most snapshots have one pool or
-// are already grouped, which a check finds in one sweep.
+// are already grouped, which a check finds in one sweep (equal names,
+// the common case, compare without ordering them).
 func sortByPool[T any](xs []*T, pool func(*T) string) {
-	cmpPool := func(a, b *T) int { return cmp.Compare(pool(a), pool(b)) }
-	if !slices.IsSortedFunc(xs, cmpPool) {
-		slices.SortStableFunc(xs, cmpPool)
+	for i := 1; i < len(xs); i++ {
+		if a, b := pool(xs[i-1]), pool(xs[i]); a != b && a > b {
+			slices.SortStableFunc(xs, func(a, b *T) int { return cmp.Compare(pool(a), pool(b)) })
+			return
+		}
 	}
 }
 
