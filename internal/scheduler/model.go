@@ -35,8 +35,11 @@ type pass struct {
 	// is reused.
 	changed []int64
 	told    bool
-	// nowR is what the pass's outcome depends on of Snapshot.Now.
-	nowR nowRange
+	// nowR is what the pass's outcome depends on of Snapshot.Now, kept
+	// when trackNow (a pass over kept queues, which a later one may
+	// replay).
+	nowR     nowRange
+	trackNow bool
 	// Scratch reused by every pool's walk.
 	markBuf  []*holder
 	heapBuf  []*mergeRun
@@ -422,6 +425,9 @@ func (ps *poolState) backoff(j *job) bool {
 		return ps.backoffZero
 	}
 	nb := ps.pd(j).NotBefore
+	if !ps.trackNow {
+		return nb.After(ps.now)
+	}
 	if nb.After(ps.now) {
 		ps.nowR.below(nb)
 		return true

@@ -355,7 +355,7 @@ func (ps *poolState) estimate(r req, k int) ([]*nodeState, time.Time) {
 		} else {
 			rel = rel[:0]
 			for _, h := range n.holders {
-				if !h.end.IsZero() && !h.stopping {
+				if ps.trackNow && !h.end.IsZero() && !h.stopping {
 					ps.nowR.expired(h.end, ps.now)
 				}
 				if _, ok := h.releaseAt(ps.now); ok {

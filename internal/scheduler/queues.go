@@ -100,7 +100,7 @@ type Kept struct {
 // holds jobs in s.Pools. Its plan is then byte-identical to Schedule's.
 func ScheduleQueues(s Snapshot, cfg Config, qs *Queues, k Kept) Plan {
 	p := newPass(s, cfg.withDefaults())
-	p.queues, p.qs = qs.pools, qs
+	p.queues, p.qs, p.trackNow = qs.pools, qs, true
 	p.waitBuf = k.Waiting
 	if k.Told {
 		p.told, p.changed, p.last = true, k.Changed, k.Last

@@ -518,6 +518,9 @@ func (r *nowRange) holds(now time.Time) bool {
 // (backfill), recording the comparison.
 func (ps *poolState) endsBy(timeout time.Duration, t time.Time) bool {
 	ok := !ps.now.Add(timeout).After(t)
+	if !ps.trackNow {
+		return ok
+	}
 	// now+timeout ≤ t ⟺ now < t-timeout+1ns
 	if lim := t.Add(-timeout).Add(1); ok {
 		ps.nowR.below(lim)
