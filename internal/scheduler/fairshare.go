@@ -92,10 +92,14 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 				}
 				if m := ps.memo[ps.memoIndex(j, allowDefer)]; m.ver == int32(ps.stateVer+1) && j.rank >= 0 && j.flags&jobNotBefore == 0 &&
 					!ps.backoffZero && (j.timeout <= 0 || len(ps.reserved) == 0 || !ps.mayBackfill(j)) && !memoOff {
-					if d := &ps.decs[m.dec]; d.deferred {
+					d, wb := &ps.decs[m.dec], ps.waiting
+					if d.deferred {
 						later = append(later, top.off)
 					} else {
 						ps.emitDecision(j, d)
+					}
+					if ps.vlog != nil {
+						ps.logVisit(top, j, ps.stateVer, wb, false, d.deferred)
 					}
 					top.jobs, top.off = top.jobs[1:], top.off+1
 					if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {
@@ -103,7 +107,12 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 					}
 					continue
 				}
+				seg, wb := ps.stateVer, ps.waiting
+				ps.fresh = false
 				placed, deferred := ps.decideJob(j, allowDefer)
+				if ps.vlog != nil {
+					ps.logVisit(top, j, seg, wb, placed, deferred)
+				}
 				if deferred {
 					later = append(later, top.off)
 				}

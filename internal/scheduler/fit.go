@@ -156,6 +156,7 @@ func (ps *poolState) emit(j *job, reason domain.Reason, msg string, est time.Tim
 func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState, borrowed bool) {
 	h := &holder{id: j.JobID, project: j.Project, rank: j.Priority.Rank(), res: r, gang: gangLimits(j.Resources),
 		start: ps.now, preemptible: j.Preemptible, borrowed: borrowed, placed: true, nodes: nodes, seq: len(ps.holders)}
+	ps.nowR.flows = true // the job's start and end are the time
 	h.unentitled = !pr.rule.guaranteed.within(h.gang)
 	if j.Timeout > 0 {
 		h.end = ps.now.Add(j.Timeout)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"trainyard/internal/scheduler"
 	"trainyard/internal/scheduler/incremental"
@@ -63,19 +64,23 @@ func BenchmarkIncremental(b *testing.B) {
 				changed []int64 // the pending jobs the change touches
 			}{{"submit", submit, []int64{1 << 40}}, {"finish", finish, []int64{base.Running[0].JobID}}} {
 				// "-told" calls it as the control loop does: told which jobs
-				// changed, the pass does not compare the others.
-				for _, told := range []bool{false, true} {
-					name := fmt.Sprintf("%s/pending=%d/%s", w.name, n, c.name)
-					if told {
-						name += "-told"
-					}
+				// changed, the pass does not compare the others. "-clock"
+				// also moves the clock 10 ms a pass, as a control loop's
+				// passes each run at their own time.
+				for _, mode := range []string{"", "-told", "-told-clock"} {
+					told, clock := mode != "", mode == "-told-clock"
+					name := fmt.Sprintf("%s/pending=%d/%s%s", w.name, n, c.name, mode)
 					b.Run(name, func(b *testing.B) {
 						var inc incremental.Scheduler
 						inc.Recycle(inc.Schedule(base, scheduler.Config{}))
+						done := cpuPerOp(b)
 						for i := 0; b.Loop(); i++ {
 							s := base
 							if i%2 == 0 {
 								s = c.s
+							}
+							if clock {
+								s.Now = s.Now.Add(time.Duration(i+1) * 10 * time.Millisecond)
 							}
 							var p scheduler.Plan
 							if told {
@@ -85,6 +90,7 @@ func BenchmarkIncremental(b *testing.B) {
 							}
 							inc.Recycle(p) // as the control loop does once a pass is applied
 						}
+						done()
 					})
 				}
 			}

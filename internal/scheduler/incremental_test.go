@@ -292,12 +292,17 @@ type hinted struct {
 	// drop, when set, leaves out one added or removed job from the hint,
 	// which ScheduleChanged must notice (by count) and recover from.
 	drop bool
+	// last is the plan returned last, handed back (Recycle) at the next
+	// pass as the control loop does: the caller must be done with it.
+	last scheduler.Plan
 }
 
 func (h *hinted) schedule(s scheduler.Snapshot, cfg scheduler.Config) (scheduler.Plan, bool) {
 	if !slices.IsSortedFunc(s.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) }) {
 		return scheduler.Plan{}, false
 	}
+	h.inc.Recycle(h.last)
+	h.last = scheduler.Plan{}
 	var p scheduler.Plan
 	if !h.seen {
 		p = h.inc.Schedule(s, cfg)
@@ -311,6 +316,7 @@ func (h *hinted) schedule(s scheduler.Snapshot, cfg scheduler.Config) (scheduler
 	}
 	h.prev, h.seen = slices.Clone(s.Pending), true
 	h.prevRun = cloneRunning(s.Running)
+	h.last = p
 	return p, true
 }
 

@@ -75,10 +75,14 @@ var memoOff bool
 // decideJob is decide with the class memo in front.
 func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) {
 	if memoOff || j.rank < 0 || ps.backoff(j) || ps.mayBackfill(j) {
+		ps.fresh = true
 		return ps.decide(j, allowDefer)
 	}
 	m := &ps.memo[ps.memoIndex(j, allowDefer)]
 	if v := int32(ps.stateVer + 1); m.ver == v || m.ver != 0 && ps.stillValid(j, &ps.decs[m.dec]) {
+		if m.ver != v && ps.vlog != nil {
+			ps.logClass(ps.memoIndex(j, allowDefer), &ps.decs[m.dec])
+		}
 		m.ver = v
 		d := &ps.decs[m.dec]
 		if d.deferred {
@@ -89,6 +93,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	}
 	ver, before := ps.stateVer, ps.waiting
 	ps.resvAppended, ps.kind, ps.searched, ps.lookedForOwn = false, kindState, false, false
+	ps.fresh = true
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
 		return placed, deferred
@@ -121,6 +126,9 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		ps.decs = append(ps.decs, d)
 	}
 	m.ver = int32(ver + 1)
+	if ps.vlog != nil {
+		ps.logClass(ps.memoIndex(j, allowDefer), &ps.decs[m.dec])
+	}
 	return placed, deferred
 }
 
@@ -211,7 +219,7 @@ func (ps *poolState) mayBackfill(j *job) bool {
 			}
 		}
 	}
-	return sh.bfAny && !ps.now.Add(j.timeout).After(sh.bfLatest)
+	return sh.bfAny && ps.endsBy(j.timeout, sh.bfLatest)
 }
 
 // rtKey identifies a reservedText within one state of the pass.

@@ -24,6 +24,9 @@ type pass struct {
 	// queues, when set, are the pending jobs by pool, kept between passes;
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
+	qs     *Queues
+	// last, when set, is the previous pass's plan over qs, for a replay.
+	last *Plan
 	// waitBuf, when large enough, is reused for plan.Waiting (Kept.Waiting).
 	waitBuf []Waiting
 	// changed, when told is set, lists (ascending) the ids of the pending
@@ -32,6 +35,11 @@ type pass struct {
 	// is reused.
 	changed []int64
 	told    bool
+	// nowR is what the pass's outcome depends on of Snapshot.Now, kept
+	// when trackNow (a pass over kept queues, which a later one may
+	// replay).
+	nowR     nowRange
+	trackNow bool
 	// Scratch reused by every pool's walk.
 	markBuf  []*holder
 	heapBuf  []*mergeRun
@@ -141,6 +149,11 @@ type poolState struct {
 	resvBase     string
 	rtCache      map[rtKey]string
 	rtVer        int
+	// vlog, when set, logs the walk for a later replay (see replay.go);
+	// phase is the walk's phase.
+	vlog  *visitLog
+	phase int
+	fresh bool // decideJob decided afresh (not from the memo)
 }
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
@@ -411,7 +424,16 @@ func (ps *poolState) backoff(j *job) bool {
 	if j.flags&jobNotBefore == 0 {
 		return ps.backoffZero
 	}
-	return ps.pd(j).NotBefore.After(ps.now)
+	nb := ps.pd(j).NotBefore
+	if !ps.trackNow {
+		return nb.After(ps.now)
+	}
+	if nb.After(ps.now) {
+		ps.nowR.below(nb)
+		return true
+	}
+	ps.nowR.atLeast(nb)
+	return false
 }
 
 // accepted reports whether the pool accepts the job's priority class.

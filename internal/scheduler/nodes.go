@@ -236,9 +236,8 @@ func (ps *poolState) fit(sh *shape, timeout time.Duration) []*nodeState {
 	r, k := sh.key.r, sh.key.k
 	var bf []*nodeState
 	if timeout > 0 && len(ps.reserved) > 0 {
-		end := ps.now.Add(timeout)
 		for _, n := range ps.reserved {
-			if !n.resvBlocked && !end.After(n.resvStart) && n.fitsRaw(r) && !n.fitsAvail(r) {
+			if !n.resvBlocked && ps.endsBy(timeout, n.resvStart) && n.fitsRaw(r) && !n.fitsAvail(r) {
 				bf = append(bf, n)
 			}
 		}
@@ -356,6 +355,9 @@ func (ps *poolState) estimate(r req, k int) ([]*nodeState, time.Time) {
 		} else {
 			rel = rel[:0]
 			for _, h := range n.holders {
+				if ps.trackNow && !h.end.IsZero() && !h.stopping {
+					ps.nowR.expired(h.end, ps.now)
+				}
 				if _, ok := h.releaseAt(ps.now); ok {
 					rel = append(rel, h)
 				}
@@ -428,6 +430,9 @@ func (ps *poolState) estimate(r req, k int) ([]*nodeState, time.Time) {
 	}
 	if !known {
 		est = time.Time{}
+	}
+	if !est.IsZero() && est.Equal(ps.now) {
+		ps.nowR.flows = true // the estimate is the time
 	}
 	return nodes, est
 }

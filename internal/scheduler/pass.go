@@ -77,13 +77,16 @@ func (p *pass) run() Plan {
 	for i := range s.Pending {
 		pending[i] = &s.Pending[i]
 	}
-	slices.SortFunc(pending, func(a, b *Pending) int {
-		if a.JobID != b.JobID {
-			return compareInt64(a.JobID, b.JobID)
-		}
-		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
-	})
-	pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+	// As for running jobs: a store lists them by id.
+	if !increasing(pending, func(a *Pending) int64 { return a.JobID }) {
+		slices.SortFunc(pending, func(a, b *Pending) int {
+			if a.JobID != b.JobID {
+				return compareInt64(a.JobID, b.JobID)
+			}
+			return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
+		})
+		pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+	}
 	ri := 0
 	pending = slices.DeleteFunc(pending, func(j *Pending) bool {
 		for ri < len(running) && running[ri].JobID < j.JobID {
@@ -127,6 +130,14 @@ func (p *pass) run() Plan {
 // and none is running.
 func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation) {
+	// running is in id order here.
+	if p.last != nil && p.qs.sameInputs(&p.s, p.cfg, pools, running, p.changed) {
+		if plan, ok := p.qs.replay(pools, p.last); ok {
+			p.plan = plan
+			return
+		}
+	}
+	p.qs.remember(&p.s, p.cfg, pools, running)
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
 	n := 0
 	for _, q := range p.queues {
@@ -165,6 +176,7 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 		ps.walk(q)
 		ri = rj
 	}
+	p.qs.last.nowR = p.nowR
 }
 
 // poolQuotas lists the quotas in effect in one pool, by project.
@@ -180,11 +192,14 @@ func poolQuotas(quotas map[[2]string]*domain.Quota, pool string) []domain.Quota 
 }
 
 // sortByPool stably sorts by pool name; most snapshots have one pool or
-// are already grouped, which a check finds in one sweep.
+// are already grouped, which a check finds in one sweep (equal names,
+// the common case, compare without ordering them).
 func sortByPool[T any](xs []*T, pool func(*T) string) {
-	cmpPool := func(a, b *T) int { return cmp.Compare(pool(a), pool(b)) }
-	if !slices.IsSortedFunc(xs, cmpPool) {
-		slices.SortStableFunc(xs, cmpPool)
+	for i := 1; i < len(xs); i++ {
+		if a, b := pool(xs[i-1]), pool(xs[i]); a != b && a > b {
+			slices.SortStableFunc(xs, func(a, b *T) int { return cmp.Compare(pool(a), pool(b)) })
+			return
+		}
 	}
 }
 
@@ -236,7 +251,16 @@ func (ps *poolState) walk(q *queue) {
 	}
 	q.prepareMemo(c)
 	ps.memo, ps.decs, ps.stateVer = q.memo, q.decs, q.stateVer
-	defer func() { q.decs, q.stateVer = ps.decs, ps.stateVer+1 }()
+	if ps.memoCfg != nil {
+		ps.vlog = q.startLog()
+	}
+	defer func() {
+		q.decs, q.stateVer = ps.decs, ps.stateVer+1
+		if ps.vlog != nil {
+			ps.vlog.endSeg[ps.phase] = int32(ps.stateVer)
+			ps.vlog.waitN = ps.waiting
+		}
+	}()
 
 	// Phase 0: jobs that others were preempted for, so that the room
 	// their victims leave is theirs. Phase 1: jobs within their project's
@@ -253,7 +277,9 @@ func (ps *poolState) walk(q *queue) {
 		ps.merge(first, false, nil)
 		ps.decidedFirst = true // the later phases skip them
 	}
+	ps.endPhase(1)
 	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
+	ps.endPhase(2)
 	if len(later) == 0 {
 		return
 	}
@@ -264,6 +290,14 @@ func (ps *poolState) walk(q *queue) {
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)
+}
+
+// endPhase ends the walk's phase and starts the next.
+func (ps *poolState) endPhase(next int) {
+	if ps.vlog != nil {
+		ps.vlog.endSeg[ps.phase] = int32(ps.stateVer)
+	}
+	ps.phase = next
 }
 
 // increasing reports whether key strictly increases along xs (running jobs

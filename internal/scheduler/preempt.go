@@ -401,6 +401,9 @@ func (ps *poolState) unplace(h *holder, j *Pending) {
 	pr.stopVer++
 	pr.msgs = nil
 	h.nodes, h.placed, h.stopping = nil, false, true // gone: never a victim again
+	if ps.vlog != nil {
+		ps.vlog.unplaced = true
+	}
 	ps.version++
 	ps.stateVer++
 	ps.waiting++

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"strings"
@@ -61,6 +62,11 @@ type queue struct {
 	pass     int        // passes walked over this queue
 	cfg      *memoConfig
 	allocs   allocCache // the pool's running allocations, resolved (newPoolState)
+
+	// The last walk's log and the edits since, for a replay (replay.go).
+	vlog      *visitLog
+	edits     []queueEdit
+	editsLost bool
 }
 
 // memoConfig is what decisions of every kind may depend on besides the
@@ -115,8 +121,9 @@ func (q *queue) prepareMemo(c *memoConfig) {
 	q.pass++
 }
 
-func tierOf(pd *Pending) int8 {
-	t := max(pd.Priority.Rank(), -1)*2 + 2
+// tierOf is the job's tier given its priority rank.
+func tierOf(pd *Pending, rank int) int8 {
+	t := max(rank, -1)*2 + 2
 	if pd.Preemptions > 0 {
 		t++
 	}
@@ -181,8 +188,9 @@ func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
 		}
 		sec, nsec = d*1e9+int64(nsec), 0
 	}
+	rank := pd.Priority.Rank()
 	j := job{id: pd.JobID, sec: sec, nsec: nsec, timeout: pd.Timeout, slot: slot, proj: p, shape: q.internShape(shapeOf(pd.Resources)),
-		tier: tierOf(pd), rank: int8(pd.Priority.Rank())}
+		tier: tierOf(pd, rank), rank: int8(rank)}
 	j.cls = (j.shape*4 + int32(max(j.rank, 0))) * 2
 	if pd.Preemptible {
 		j.cls++
@@ -234,38 +242,134 @@ func buildQueue(pending []*Pending) *queue {
 	for g := 1; g <= groups; g++ {
 		start[g] += start[g-1]
 	}
-	type key struct {
-		sec  int64
-		id   int64
-		nsec int32
-		i    int32
-	}
-	keys := make([]key, len(recs))
+	q.jobs = make([]job, len(recs))
 	next := slices.Clone(start[:groups])
 	for i := range recs {
 		r := &recs[i]
 		g := (tiers-1-int(r.tier))*nproj + int(order[r.proj])
-		keys[next[g]] = key{sec: r.sec, id: r.id, nsec: r.nsec, i: int32(i)}
+		q.jobs[next[g]] = *r
 		next[g]++
 	}
+	// Each group by (submit time, id): keys sorted, then the group's
+	// records put in their order (all within the group, which is small).
+	var keys []qkey
+	var tmp []job
 	for g := range groups {
-		if grp := keys[start[g]:start[g+1]]; len(grp) > 1 {
-			slices.SortFunc(grp, func(a, b key) int {
-				if a.sec != b.sec {
-					return compareInt64(a.sec, b.sec)
-				}
-				if a.nsec != b.nsec {
-					return int(a.nsec) - int(b.nsec)
-				}
-				return compareInt64(a.id, b.id)
-			})
+		grp := q.jobs[start[g]:start[g+1]]
+		sorted := true
+		for x := 1; x < len(grp); x++ {
+			a, b := &grp[x-1], &grp[x]
+			if b.sec < a.sec || b.sec == a.sec && (b.nsec < a.nsec || b.nsec == a.nsec && b.id < a.id) {
+				sorted = false
+				break
+			}
+		}
+		if sorted {
+			continue
+		}
+		keys = keys[:0]
+		for x := range grp {
+			keys = append(keys, qkey{sec: grp[x].sec, id: grp[x].id, nsec: grp[x].nsec, i: int32(x)})
+		}
+		sortKeys(keys, bits.Len(uint(len(keys)))*2)
+		tmp = append(tmp[:0], grp...)
+		for x, k := range keys {
+			grp[x] = tmp[k.i]
 		}
 	}
-	q.jobs = make([]job, len(recs))
-	for x, k := range keys {
-		q.jobs[x] = recs[k.i]
-	}
 	return q
+}
+
+// qkey is a job's order within its (tier, project) group, and its record.
+type qkey struct {
+	sec  int64
+	id   int64
+	nsec int32
+	i    int32
+}
+
+func (a *qkey) less(b *qkey) bool {
+	if a.sec != b.sec {
+		return a.sec < b.sec
+	}
+	if a.nsec != b.nsec {
+		return a.nsec < b.nsec
+	}
+	return a.id < b.id
+}
+
+// sortKeys sorts keys (ids are distinct, so any sort gives one order):
+// a quicksort with the comparison inlined, as groups are sorted by the
+// thousand per pass; stores list jobs by id, so groups are often sorted
+// already. Past depth it leaves the rest to the library's sort.
+func sortKeys(k []qkey, depth int) {
+	for len(k) > 12 {
+		if depth == 0 {
+			slices.SortFunc(k, func(a, b qkey) int {
+				if a.less(&b) {
+					return -1
+				}
+				if b.less(&a) {
+					return 1
+				}
+				return 0
+			})
+			return
+		}
+		depth--
+		sorted := true
+		for i := 1; i < len(k); i++ {
+			if k[i].less(&k[i-1]) {
+				sorted = false
+				break
+			}
+		}
+		if sorted {
+			return
+		}
+		// Median of three to k[0], then partition (Hoare).
+		m, l := len(k)/2, len(k)-1
+		if k[m].less(&k[0]) {
+			k[m], k[0] = k[0], k[m]
+		}
+		if k[l].less(&k[0]) {
+			k[l], k[0] = k[0], k[l]
+		}
+		if k[l].less(&k[m]) {
+			k[l], k[m] = k[m], k[l]
+		}
+		k[0], k[m] = k[m], k[0]
+		p := k[0]
+		i, j := 1, l
+		for {
+			for i <= j && k[i].less(&p) {
+				i++
+			}
+			for i <= j && p.less(&k[j]) {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			k[i], k[j] = k[j], k[i]
+			i++
+			j--
+		}
+		k[0], k[j] = k[j], k[0]
+		// Recurse into the smaller side.
+		if j < len(k)-j {
+			sortKeys(k[:j], depth)
+			k = k[j+1:]
+		} else {
+			sortKeys(k[j+1:], depth)
+			k = k[:j]
+		}
+	}
+	for i := 1; i < len(k); i++ {
+		for x := i; x > 0 && k[x].less(&k[x-1]); x-- {
+			k[x], k[x-1] = k[x-1], k[x]
+		}
+	}
 }
 
 // compare is the queue's order on records.
@@ -312,6 +416,7 @@ func (q *queue) insert(pd *Pending) bool {
 	if pd.Beneficiary {
 		q.beneficiaries++
 	}
+	q.noteEdit(j, true)
 	return true
 }
 
@@ -327,6 +432,7 @@ func (q *queue) remove(pd *Pending) bool {
 		return false
 	}
 	slot := q.jobs[i].slot
+	q.noteEdit(q.jobs[i], false)
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
 	q.jobs = slices.Delete(q.jobs, i, i+1)

@@ -19,6 +19,7 @@ import (
 // for concurrent use.
 type Queues struct {
 	pools map[string]*queue
+	last  lastInputs // what the last pass ran on (replay.go)
 }
 
 // NewQueues sorts pending (each job once, by pointer) into one queue per
@@ -84,6 +85,12 @@ type Kept struct {
 	// Waiting is written to: the caller hands it over and may not use it
 	// again.
 	Waiting []Waiting
+	// Last, when set, is the plan the previous pass over the same Queues
+	// returned, handed back unchanged (Waiting is then its Waiting). A
+	// told pass after only submits and cancels may edit it into this
+	// pass's plan instead of walking the queues (docs/scheduling.md,
+	// Performance): the plan returned then shares its storage.
+	Last *Plan
 }
 
 // ScheduleQueues decides one pass as Schedule(s, cfg) does, taking the
@@ -93,10 +100,10 @@ type Kept struct {
 // holds jobs in s.Pools. Its plan is then byte-identical to Schedule's.
 func ScheduleQueues(s Snapshot, cfg Config, qs *Queues, k Kept) Plan {
 	p := newPass(s, cfg.withDefaults())
-	p.queues = qs.pools
+	p.queues, p.qs, p.trackNow = qs.pools, qs, true
 	p.waitBuf = k.Waiting
 	if k.Told {
-		p.told, p.changed = true, k.Changed
+		p.told, p.changed, p.last = true, k.Changed, k.Last
 	}
 	return p.run()
 }

@@ -36,6 +36,10 @@ type Scheduler struct {
 	// waiting is storage handed back by Recycle, for the next pass's
 	// Waiting.
 	waiting []scheduler.Waiting
+	// returned is the last plan returned; recycled is it, when Recycle
+	// handed it back (the next pass may then edit it instead of walking).
+	returned, recycled scheduler.Plan
+	hasRecycled        bool
 }
 
 // maxDelta is the number of changed pending jobs above which a pass
@@ -96,26 +100,54 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 	k := scheduler.Kept{Waiting: buf}
 	if told {
 		k.Told, k.Changed = true, changed
+		if in.hasRecycled {
+			last := in.recycled
+			k.Last = &last
+		}
 	}
+	in.recycled, in.hasRecycled = scheduler.Plan{}, false
 	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
 	if n := len(plan.Waiting); n < len(buf) {
 		clear(buf[n:]) // let the recycled plan's messages go
 	}
+	in.returned = plan
 	return plan
 }
 
-// Recycle hands back a plan that this Scheduler returned, once the caller
-// reads none of it any more: the next pass may write its Waiting entries
-// over the plan's, instead of allocating a list as long as the queue. A
-// caller that keeps its plans simply does not call it. Hand a plan back
-// once at most.
+// Recycle hands back a plan that this Scheduler returned, unchanged, once
+// the caller reads none of it any more: the next pass may write its
+// Waiting entries over the plan's, instead of allocating a list as long
+// as the queue, and when the plan is the last one returned, a told pass
+// after only submits and cancels may edit it into the next plan instead
+// of walking the queue. A caller that keeps its plans simply does not call
+// it. Hand a plan back once at most.
 func (in *Scheduler) Recycle(p scheduler.Plan) {
 	if cap(p.Waiting) > cap(in.waiting) {
 		in.waiting = p.Waiting
 	}
+	if samePlan(p, in.returned) {
+		in.recycled, in.hasRecycled = p, true
+		in.waiting = p.Waiting
+	}
 }
 
-func (in *Scheduler) reset() { in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil }
+// samePlan reports whether a and b are the same plan: the same lists,
+// not equal ones.
+func samePlan(a, b scheduler.Plan) bool {
+	return sameSlice(a.Start, b.Start) && sameSlice(a.Preempt, b.Preempt) && sameSlice(a.Waiting, b.Waiting)
+}
+
+func sameSlice[T any](a, b []T) bool {
+	if len(a) != len(b) || cap(a) != cap(b) {
+		return false
+	}
+	return cap(a) == 0 || &a[:cap(a)][0] == &b[:cap(b)][0]
+}
+
+func (in *Scheduler) reset() {
+	in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil
+	in.returned, in.recycled, in.hasRecycled = scheduler.Plan{}, scheduler.Plan{}, false
+}
 
 // increasing reports whether key strictly increases along xs (pending
 // jobs by id, as a store lists them), which lets a pass compare with the
