@@ -295,7 +295,8 @@ func generateOpenAPI(t testing.TB, docs map[string]string) []byte {
 			"version": "v1",
 			"description": "The HTTP API of a Trainyard server (docs/api.md). Every /api/v1 endpoint but this document needs " +
 				"Authorization: Bearer <token>. Request bodies are exactly one JSON object with the endpoint's fields; unknown " +
-				"fields are refused. In schemas of answers, required lists the fields always present; schemas that are also " +
+				"fields are refused. Answers are compact JSON; add the query parameter pretty=1 for indented JSON. In schemas " +
+				"of answers, required lists the fields always present; schemas that are also " +
 				"request bodies list none, since the endpoint's own rules say which it needs, and refuse unknown fields " +
 				"(additionalProperties: false); answers may gain fields in later versions. Generated from the server's route " +
 				"table and internal/api/apitypes; do not edit by hand.",
