@@ -143,7 +143,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 	if more {
 		out.NextCursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSONTagged(w, r, out)
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -168,7 +168,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 			out.Sizing.IdleCost = z.IdleCost.String()
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSONTagged(w, r, out)
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Principal) {
