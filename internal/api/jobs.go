@@ -152,7 +152,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
-	d, err := h.svc.Jobs.Get(r.Context(), p, id)
+	d, err := h.svc.Jobs.Show(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
