@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +40,13 @@ import (
 // It reports each one's requests per second over all rounds, show's and
 // list's as a fraction of hello's, and the p50 and p99 latency of each
 // (from every request of every round). The client runs in this process
-// too, and costs the same per request whatever it asks.
+// too, and costs the same per request whatever it asks. It also reports
+// the CPU time of a request (the process's, client included) and the
+// fractions of hello's rate those give (…/hello-cpu): on a busy machine
+// the rates follow the share of the CPUs the process gets in each phase,
+// the CPU times much less. With TRAINYARD_BENCH_PROFILE=dir, it writes a
+// CPU profile of each load of each round there (list-1.prof, …), which
+// go tool pprof merges when given several.
 func BenchmarkReadsVsHello(b *testing.B) {
 	n := 100_000
 	if v := os.Getenv("TRAINYARD_BENCH_JOBS"); v != "" {
@@ -124,22 +133,40 @@ func BenchmarkReadsVsHello(b *testing.B) {
 	}
 	reqs := make([]int, len(kinds))
 	took := make([]time.Duration, len(kinds))
+	cpu := make([]time.Duration, len(kinds))
 	lats := make([][]float64, len(kinds))
 	b.ResetTimer()
+	profiles := os.Getenv("TRAINYARD_BENCH_PROFILE")
 	for round := uint64(1); b.Loop(); round++ {
 		for k := range kinds {
-			t0 := time.Now()
+			if profiles != "" {
+				f, err := os.Create(filepath.Join(profiles, fmt.Sprintf("%s-%d.prof", kinds[k].name, round)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t0, c0 := time.Now(), cpuTime(b)
 			count, lat := run(k, round)
 			took[k] += time.Since(t0)
+			cpu[k] += cpuTime(b) - c0
+			if profiles != "" {
+				pprof.StopCPUProfile()
+			}
 			reqs[k] += count
 			lats[k] = append(lats[k], lat...)
 		}
 	}
 	b.StopTimer()
 	rate := make([]float64, len(kinds))
+	cpuPer := make([]float64, len(kinds))
 	for k, kind := range kinds {
 		rate[k] = float64(reqs[k]) / took[k].Seconds()
 		b.ReportMetric(rate[k], kind.name+"-req/s")
+		cpuPer[k] = float64(cpu[k].Microseconds()) / float64(reqs[k])
+		b.ReportMetric(cpuPer[k], kind.name+"-cpu-us/req")
 		xs := lats[k]
 		if len(xs) < 50 {
 			b.Fatalf("%s: %d requests; want at least 50 latency samples (raise TRAINYARD_BENCH_PHASE)", kind.name, len(xs))
@@ -150,7 +177,21 @@ func BenchmarkReadsVsHello(b *testing.B) {
 	}
 	b.ReportMetric(rate[1]/rate[0], "show/hello")
 	b.ReportMetric(rate[2]/rate[0], "list/hello")
+	// The same fractions from the CPU time of a request (server and
+	// client): what the rates come to when the process has the machine
+	// to itself, and steadier than the rates on a shared one.
+	b.ReportMetric(cpuPer[0]/cpuPer[1], "show/hello-cpu")
+	b.ReportMetric(cpuPer[0]/cpuPer[2], "list/hello-cpu")
 	b.ReportMetric(0, "ns/op") // one op is a round of three loads: meaningless
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // seedPricedJobs stores n jobs through the API in e's pool "default",
