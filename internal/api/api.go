@@ -10,15 +10,19 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"trainyard/internal/api/apitypes"
@@ -135,9 +139,9 @@ func Handler(cfg Config) http.Handler {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
 	if cfg.Metrics != nil {
-		return h.promObserve(h.recoverer(mux))
+		return h.promObserve(h.recoverer(prettyJSON(mux)))
 	}
-	return h.recoverer(mux)
+	return h.recoverer(prettyJSON(mux))
 }
 
 type handler struct {
@@ -286,13 +290,143 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
+// writeJSON answers status with v as JSON: compact, or indented when the
+// request asked for it (?pretty=1, see prettyJSON).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	buf, ok := encodeJSON(w, v)
+	if !ok {
+		return
+	}
+	defer buf.free()
+	sendJSON(w, status, buf.Bytes())
 }
+
+// writeJSONTagged answers 200 with v as writeJSON does, with a strong
+// ETag of the answer's bytes; when the request's If-None-Match names that
+// tag (the client holds these bytes already), it answers 304 with no body.
+// The answer is computed in full either way, so a 304 is exactly as
+// current as a 200.
+func writeJSONTagged(w http.ResponseWriter, r *http.Request, v any) {
+	buf, ok := encodeJSON(w, v)
+	if !ok {
+		return
+	}
+	defer buf.free()
+	tag := buf.etag()
+	w.Header()["Etag"] = []string{tag}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	sendJSON(w, http.StatusOK, buf.Bytes())
+}
+
+// sendJSON writes encoded JSON with its length.
+func sendJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+var jsonContentType = []string{"application/json"}
+
+// jsonBuf is a response body being encoded; encodeJSON takes one from
+// jsonBufs and free returns it.
+type jsonBuf struct {
+	bytes.Buffer
+	enc, pretty *json.Encoder
+}
+
+var jsonBufs = sync.Pool{New: func() any {
+	b := new(jsonBuf)
+	b.enc = json.NewEncoder(&b.Buffer)
+	b.pretty = json.NewEncoder(&b.Buffer)
+	b.pretty.SetIndent("", "  ")
+	return b
+}}
+
+// maxPooledJSON bounds the buffers kept for reuse: a rare huge answer
+// does not pin its memory.
+const maxPooledJSON = 1 << 20
+
+func (b *jsonBuf) free() {
+	if b.Cap() <= maxPooledJSON {
+		b.Reset()
+		jsonBufs.Put(b)
+	}
+}
+
+// etag is a strong entity tag of the encoded bytes: their CRC-32 in two
+// polynomials (64 bits in all, computed by the CPU's CRC instructions),
+// the same on every replica and across restarts.
+func (b *jsonBuf) etag() string {
+	var sum [8]byte
+	binary.BigEndian.PutUint32(sum[:4], crc32.ChecksumIEEE(b.Bytes()))
+	binary.BigEndian.PutUint32(sum[4:], crc32.Checksum(b.Bytes(), castagnoli))
+	var t [18]byte
+	t[0], t[17] = '"', '"'
+	hex.Encode(t[1:17], sum[:])
+	return string(t[:])
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// etagMatches reports whether an If-None-Match header names tag: "*", or a
+// list of tags one of which equals it ignoring a weak W/ prefix (RFC 9110
+// 13.1.2 compares weakly).
+func etagMatches(header, tag string) bool {
+	for field := range strings.SplitSeq(header, ",") {
+		field = strings.TrimSpace(field)
+		if field == "*" || strings.TrimPrefix(field, "W/") == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// encodeJSON encodes v into a pooled buffer, indented when w is a
+// prettyWriter. A value that cannot be encoded (a NaN) is answered with
+// a 500 here, and ok is false.
+func encodeJSON(w http.ResponseWriter, v any) (buf *jsonBuf, ok bool) {
+	buf = jsonBufs.Get().(*jsonBuf)
+	enc := buf.enc
+	if _, pretty := w.(*prettyWriter); pretty {
+		enc = buf.pretty
+	}
+	if err := enc.Encode(v); err != nil {
+		buf.free()
+		if _, isErr := v.(apitypes.Error); !isErr {
+			writeErr(w, http.StatusInternalServerError, "internal", "internal error: the answer could not be encoded as JSON: "+err.Error(), nil)
+		}
+		return nil, false
+	}
+	return buf, true
+}
+
+// prettyJSON indents the JSON answers of requests that ask for it with
+// the query parameter pretty (?pretty, or pretty=1, true or yes); every
+// other request gets compact JSON.
+func prettyJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.RawQuery, "pretty") {
+			if v, ok := r.URL.Query()["pretty"]; ok && (v[0] == "" || truthy(v[0])) {
+				w = &prettyWriter{w}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// prettyWriter marks a response whose JSON is indented.
+type prettyWriter struct{ http.ResponseWriter }
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *prettyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes flushes on, for streamed answers (logs --follow).
+func (w *prettyWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string, fields []apitypes.FieldError) {
 	writeJSON(w, status, apitypes.Error{Error: apitypes.ErrorBody{Code: code, Message: msg, Fields: fields}})

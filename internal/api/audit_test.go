@@ -114,7 +114,7 @@ func TestAuditVerifyAndExport(t *testing.T) {
 	if *v.Problem != want || v.Records != 3 {
 		t.Errorf("problem = %+v after %d records, want %+v after 3", *v.Problem, v.Records, want)
 	}
-	if !bytes.Contains(b, []byte(`"ok": false`)) {
+	if !bytes.Contains(b, []byte(`"ok":false`)) {
 		t.Errorf("verify body lacks \"ok\": false: %s", b)
 	}
 

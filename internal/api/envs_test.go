@@ -22,11 +22,11 @@ func TestEnvEndpoints(t *testing.T) {
 		!strings.HasPrefix(env.Digest, "sha256:") || env.CreatedBy != "user:admin" {
 		t.Fatalf("register: %d %s", code, b)
 	}
-	if code, b = e.do("POST", "/api/v1/envs", e.token, def); code != 200 || !strings.Contains(string(b), `"created": false`) {
+	if code, b = e.do("POST", "/api/v1/envs", e.token, def); code != 200 || !strings.Contains(string(b), `"created":false`) {
 		t.Errorf("same definition again: %d %s, want 200 with created false", code, b)
 	}
 	def.Image = "reg/pytorch:2.4.1"
-	if code, b = e.do("POST", "/api/v1/envs", e.token, def); code != 201 || !strings.Contains(string(b), `"ref": "pytorch-2.4@2"`) {
+	if code, b = e.do("POST", "/api/v1/envs", e.token, def); code != 201 || !strings.Contains(string(b), `"ref":"pytorch-2.4@2"`) {
 		t.Fatalf("new definition: %d %s, want version 2", code, b)
 	}
 	code, b = e.do("POST", "/api/v1/envs", e.token, apitypes.RegisterEnv{Name: "x", PathPrefix: []string{"rel"}})
@@ -38,7 +38,7 @@ func TestEnvEndpoints(t *testing.T) {
 	if code, b = e.do("GET", "/api/v1/envs/pytorch-2.4", e.token, nil); json.Unmarshal(b, &list) != nil || code != 200 || len(list.Envs) != 2 {
 		t.Fatalf("GET envs/{name}: %d %s", code, b)
 	}
-	if code, b = e.do("GET", "/api/v1/envs/pytorch-2.4/1", e.token, nil); code != 200 || !strings.Contains(string(b), `"image": "reg/pytorch:2.4"`) {
+	if code, b = e.do("GET", "/api/v1/envs/pytorch-2.4/1", e.token, nil); code != 200 || !strings.Contains(string(b), `"image":"reg/pytorch:2.4"`) {
 		t.Errorf("GET envs/{name}/1: %d %s", code, b)
 	}
 	for path, want := range map[string]int{
@@ -71,7 +71,7 @@ func TestEnvEndpoints(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("submit with pytorch-2.4@2: %d", code)
 	}
-	if code, b := e.do("GET", "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10), e.token, nil); code != 200 || !strings.Contains(string(b), `"env": "pytorch-2.4@2"`) {
+	if code, b := e.do("GET", "/api/v1/jobs/"+strconv.FormatInt(j.ID, 10), e.token, nil); code != 200 || !strings.Contains(string(b), `"env":"pytorch-2.4@2"`) {
 		t.Errorf("the job's snapshot: %d %s; want env pytorch-2.4@2", code, b)
 	}
 	all, err := c.DeprecateEnv(context.Background(), "pytorch-2.4", 0, "retired")

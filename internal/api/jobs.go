@@ -143,7 +143,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 	if more {
 		out.NextCursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSONTagged(w, r, out)
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -152,7 +152,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 		h.writeError(w, r, err)
 		return
 	}
-	d, err := h.svc.Jobs.Get(r.Context(), p, id)
+	d, err := h.svc.Jobs.Show(r.Context(), p, id)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -168,7 +168,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principa
 			out.Sizing.IdleCost = z.IdleCost.String()
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSONTagged(w, r, out)
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Principal) {

@@ -49,6 +49,7 @@ var (
 	qPool    = apiParam{"pool", "string", "only this pool"}
 	qLimit   = apiParam{"limit", "integer", "at most this many"}
 	hIdem    = apiParam{"Idempotency-Key", "string", "a repeated request with the same key returns the job the first created (200 instead of 201)"}
+	hINM     = apiParam{"If-None-Match", "string", "the ETag of an earlier answer: 304 with no body while the answer is still the same"}
 )
 
 // apiRoutes describes every route the API registers, keyed by its ServeMux
@@ -65,9 +66,11 @@ var apiRoutes = map[string]apiRoute{
 		headers: []apiParam{hIdem}, body: apitypes.SubmitRequest{}, resp: apitypes.Job{}, status: []int{201, 200}},
 	"POST /api/v1/jobs/preview": {id: "previewSubmit", summary: "Run every check of a submit and answer what it would store and where the job would wait; nothing is stored (submit --dry-run).",
 		body: apitypes.SubmitRequest{}, resp: apitypes.SubmitPreview{}},
-	"GET /api/v1/jobs": {id: "listJobs", summary: "List jobs, newest first; next_cursor is set when more remain.", resp: apitypes.JobList{},
-		query: []apiParam{{"state", "string", "comma-separated states"}, qProject, qLimit, {"cursor", "string", "next_cursor of the previous page"}}},
-	"GET /api/v1/jobs/{id}":         {id: "getJob", summary: "One job with its spec snapshot, attempts and transitions.", resp: apitypes.Job{}},
+	"GET /api/v1/jobs": {id: "listJobs", summary: "List jobs, newest first; next_cursor is set when more remain. Tagged with an ETag (see If-None-Match).", resp: apitypes.JobList{},
+		query:   []apiParam{{"state", "string", "comma-separated states"}, qProject, qLimit, {"cursor", "string", "next_cursor of the previous page"}},
+		headers: []apiParam{hINM}, status: []int{200, 304}},
+	"GET /api/v1/jobs/{id}": {id: "getJob", summary: "One job with its spec snapshot, attempts and transitions. Tagged with an ETag (see If-None-Match).", resp: apitypes.Job{},
+		headers: []apiParam{hINM}, status: []int{200, 304}},
 	"POST /api/v1/jobs/{id}/cancel": {id: "cancelJob", summary: "Cancel a job.", body: apitypes.CancelRequest{}, bodyOpt: true, resp: apitypes.Job{}},
 	"POST /api/v1/jobs/{id}/hold": {id: "holdJob", summary: "Keep a queued job out of scheduling until it is released.",
 		body: apitypes.HoldRequest{}, bodyOpt: true, resp: apitypes.Job{}},
@@ -259,7 +262,7 @@ func generateOpenAPI(t testing.TB, docs map[string]string) []byte {
 		resps := map[string]any{"default": map[string]any{"$ref": "#/components/responses/Error"}}
 		for _, code := range status {
 			r := map[string]any{"description": http.StatusText(code)}
-			if code != http.StatusNoContent && (rt.resp != nil || rt.respMedia != "") {
+			if code != http.StatusNoContent && code != http.StatusNotModified && (rt.resp != nil || rt.respMedia != "") {
 				content := map[string]any{}
 				media := rt.respMedia
 				if media == "" {
@@ -295,7 +298,8 @@ func generateOpenAPI(t testing.TB, docs map[string]string) []byte {
 			"version": "v1",
 			"description": "The HTTP API of a Trainyard server (docs/api.md). Every /api/v1 endpoint but this document needs " +
 				"Authorization: Bearer <token>. Request bodies are exactly one JSON object with the endpoint's fields; unknown " +
-				"fields are refused. In schemas of answers, required lists the fields always present; schemas that are also " +
+				"fields are refused. Answers are compact JSON; add the query parameter pretty=1 for indented JSON. In schemas " +
+				"of answers, required lists the fields always present; schemas that are also " +
 				"request bodies list none, since the endpoint's own rules say which it needs, and refuse unknown fields " +
 				"(additionalProperties: false); answers may gain fields in later versions. Generated from the server's route " +
 				"table and internal/api/apitypes; do not edit by hand.",

@@ -265,13 +265,13 @@ func TestQueueAPI(t *testing.T) {
 		first.EstimatedStart == nil || !first.EstimatedStart.Equal(submitted.Add(time.Hour)) || !first.SubmittedAt.Equal(submitted) {
 		t.Errorf("first entry = %+v", first)
 	}
-	if q.Entries[1].EstimatedStart != nil || strings.Contains(string(b), `"estimated_start": "0001`) {
+	if q.Entries[1].EstimatedStart != nil || strings.Contains(string(b), `"estimated_start":"0001`) {
 		t.Errorf("an entry without an estimate must leave estimated_start out: %s", b)
 	}
 
 	empty := newEnv(t) // no control loop: the queue is empty, not null
 	code, b = empty.do("GET", "/api/v1/queue", empty.token, nil)
-	if code != 200 || !strings.Contains(string(b), `"entries": []`) {
+	if code != 200 || !strings.Contains(string(b), `"entries":[]`) {
 		t.Errorf("queue without a control loop: %d %s", code, b)
 	}
 }

@@ -28,7 +28,7 @@ func TestRerun(t *testing.T) {
 	if job.ID == orig.ID || job.RerunOf != orig.ID || job.Created == nil || !*job.Created || job.State != "queued" {
 		t.Fatalf("rerun answered %+v; want a new queued job with rerun_of %d and created true", job, orig.ID)
 	}
-	if !strings.Contains(string(b), fmt.Sprintf(`"rerun_of": %d`, orig.ID)) {
+	if !strings.Contains(string(b), fmt.Sprintf(`"rerun_of":%d`, orig.ID)) {
 		t.Errorf("answer lacks rerun_of: %s", b)
 	}
 

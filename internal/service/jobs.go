@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -40,12 +41,12 @@ type JobStore interface {
 	AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.AttemptTime, error)
 	CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	JobDetail(ctx context.Context, id int64) (store.JobDetail, error)
 	SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error)
 	RecentUsage(ctx context.Context, submitter, name string) ([]store.RunUsage, error)
 	ListAlerts(ctx context.Context, f store.AlertFilter) ([]domain.Alert, error)
 	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
-	ListEvents(ctx context.Context, jobID int64) ([]domain.Event, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
 	QueryMetrics(ctx context.Context, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error)
 }
@@ -306,26 +307,33 @@ type JobDetail struct {
 
 // Get returns one job in full.
 func (s *JobService) Get(ctx context.Context, p Principal, id int64) (JobDetail, error) {
-	job, err := s.st.GetJob(ctx, id)
+	d, err := s.Show(ctx, p, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	if err := json.Unmarshal(d.Job.SpecJSON, &d.Job.Spec); err != nil {
+		return JobDetail{}, fmt.Errorf("decode config snapshot %s of job %d: %w", d.Job.SpecHash, id, err)
+	}
+	return d, nil
+}
+
+// Show is Get without decoding the job's spec (Job.Spec is zero;
+// Job.SpecJSON holds it): what GET /api/v1/jobs/{id} answers, read from
+// the store in one statement.
+func (s *JobService) Show(ctx context.Context, p Principal, id int64) (JobDetail, error) {
+	sd, err := s.st.JobDetail(ctx, id)
 	if err != nil {
 		return JobDetail{}, jobErr(id, err)
 	}
+	job, atts := sd.Job, sd.Attempts
 	if err := s.authorize(ctx, p, authz.JobRead, jobResource(job)); err != nil {
 		return JobDetail{}, err
 	}
-	atts, err := s.st.ListAttempts(ctx, id)
-	if err != nil {
-		return JobDetail{}, err
-	}
-	evs, err := s.st.ListEvents(ctx, id)
-	if err != nil {
-		return JobDetail{}, err
-	}
-	d := JobDetail{Job: job, Attempts: atts, Events: evs}
+	d := JobDetail{Job: job, Attempts: atts, Events: sd.Events}
 	// Each attempt at the rates in force while it ran.
-	ledger, err := store.Ledger(ctx, s.cost.st, job.Pool)
-	if err != nil {
-		return JobDetail{}, err
+	var ledger cost.Ledger
+	for _, c := range sd.Rates {
+		ledger.Add(c.Pool, c.From, c.Rates)
 	}
 	if ledger.Priced(job.Pool) {
 		spans := make([]cost.Span, len(atts))

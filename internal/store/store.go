@@ -123,6 +123,9 @@ type Jobs interface {
 	CreateJob(ctx context.Context, p NewJob, audit domain.AuditRecord) (job domain.Job, created bool, err error)
 	// GetJob returns the job with its Spec and SpecJSON, or ErrNotFound.
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
+	// JobDetail returns the job with what showing it needs, in one read
+	// (one statement, one snapshot), or ErrNotFound: see JobDetail.
+	JobDetail(ctx context.Context, id int64) (JobDetail, error)
 	// ListJobs returns jobs without Spec and SpecJSON (cheap rows).
 	ListJobs(ctx context.Context, f JobFilter) ([]domain.Job, error)
 	// SameSpecJobs returns the newest DuplicateShown of submitter's jobs of
@@ -293,6 +296,16 @@ type AttemptSpan struct {
 	// Timeout is the job's policy.timeout: how long the attempt may run,
 	// which bounds what a running one may still cost.
 	Timeout domain.Duration
+}
+
+// JobDetail is a job as Jobs.JobDetail reads it: what GetJob returns but
+// Spec (SpecJSON holds it, not decoded), with what ListAttempts and
+// ListEvents return for it and what RateHistory returns for its pool.
+type JobDetail struct {
+	Job      domain.Job
+	Attempts []domain.Attempt
+	Events   []domain.Event
+	Rates    []RateChange
 }
 
 // AttemptTime is when one attempt held its job's resources: from

@@ -79,6 +79,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, feedTests)     // active jobs and what changed since: feed.go
 	maps.Copy(tests, moveTests)     // the transition table, through Apply: moves.go
 	maps.Copy(tests, reportTests)   // review reports: report.go
+	maps.Copy(tests, detailTests)   // a job with what showing it needs: detail.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
