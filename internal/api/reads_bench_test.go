@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,10 +147,10 @@ func BenchmarkReadsVsHello(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			t0, c0 := time.Now(), cpuTime(b)
+			t0, c0 := time.Now(), cpuTime()
 			count, lat := run(k, round)
 			took[k] += time.Since(t0)
-			cpu[k] += cpuTime(b) - c0
+			cpu[k] += cpuTime() - c0
 			if profiles != "" {
 				pprof.StopCPUProfile()
 			}
@@ -186,14 +185,6 @@ func BenchmarkReadsVsHello(b *testing.B) {
 }
 
 // cpuTime is the CPU time this process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // seedPricedJobs stores n jobs through the API in e's pool "default",
 // given rates first, and gives each an attempt that ran an hour and was
 // preempted and a second one that runs.

@@ -12,7 +12,7 @@ type Env struct {
 	// PathPrefix lists directories put in front of PATH, in order.
 	PathPrefix []string          `json:"path_prefix,omitempty"`
 	Vars       map[string]string `json:"vars,omitempty"`
-	// Check is the command run before every attempt's entrypoint.
+	// Check is the command that must pass before a job's entrypoint; a pass is trusted per node for the server's env_check_ttl.
 	Check            []string   `json:"check,omitempty"`
 	Description      string     `json:"description,omitempty"`
 	Digest           string     `json:"digest"` // "sha256:<hex>" of the definition
