@@ -237,7 +237,7 @@ type Controller struct {
 	passAt       time.Time
 	// What changed since the snapshot of the last pass, for
 	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
-	// or, after a full read or too many changes, everything (hintFull);
+	// or, after too many changes, everything (hintFull);
 	// and that pass's running allocations (hintRun), which also depend on
 	// attempts.
 	hintIDs  []int64

@@ -140,7 +140,9 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 			}
 			change(old, had, j, true)
 		}
-		c.viewAt, c.resync, c.hintFull = now, false, true
+		// The jobs that differ are hinted like any change: a full read
+		// that finds nothing new makes no pass.
+		c.viewAt, c.resync = now, false
 	} else {
 		for _, j := range jobs {
 			old, had := c.view[j.ID]
