@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -26,15 +27,16 @@ import (
 
 // BenchmarkIdleLoop measures the CPU the control loop, the metrics and
 // the alert rules use while nothing happens: this process's user and
-// system time over a window (10s; TRAINYARD_BENCH_IDLE_WINDOW overrides)
-// as a share of one core, with the embedded store, the fake executor, the
+// system time over a window (60s, which holds one full read of the live
+// jobs; TRAINYARD_BENCH_IDLE_WINDOW overrides) as a share of one core, with the embedded store, the fake executor, the
 // Prometheus series and the alerter wired as the server wires them.
 // queued=100000: GPU jobs of 100 projects queued in pool blocked, whose
 // one node has no GPU; running=1000: 1,000 one-CPU attempts in pool big
 // (1,000 nodes × 8 GPUs, quotas for the 100 projects) that run until
-// stopped.
+// stopped. TRAINYARD_BENCH_CPUPROFILE names a file for a CPU profile of
+// the windows.
 func BenchmarkIdleLoop(b *testing.B) {
-	window := 10 * time.Second
+	window := time.Minute
 	if v := os.Getenv("TRAINYARD_BENCH_IDLE_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -99,7 +101,31 @@ func idleLoop(b *testing.B, window time.Duration, queued, running int) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the store
 	}
-	time.Sleep(5 * time.Second) // the reasons written are read back
+	// Then the reasons written and read back: this process's CPU use
+	// stays under 20% of a core for two seconds in a row.
+	for quiet := 0; quiet < 2; {
+		if time.Now().After(deadline) {
+			b.Fatal("not settled in 10 minutes")
+		}
+		before := cpuTime(b)
+		time.Sleep(time.Second)
+		if cpuTime(b)-before < 200*time.Millisecond {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	if path := os.Getenv("TRAINYARD_BENCH_CPUPROFILE"); path != "" { // the windows only
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var shares []float64
 	for b.Loop() {
 		before, start := cpuTime(b), time.Now()
