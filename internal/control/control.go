@@ -786,7 +786,8 @@ func (c *Controller) passDue(at time.Time) {
 }
 
 // needPass reports whether the scheduler must make a pass: the first, or
-// one after a full read, or when something it decides on changed since
+// one after too many changes to hint, or when something it decides on
+// changed since
 // the last — a pending job, a retry backoff that ran out, the running
 // jobs of a pool where jobs wait, the pools, quotas, projects or usage —
 // or a pass is due (passAt). Otherwise the last pass's plan stands: its
@@ -975,6 +976,8 @@ func (c *Controller) PreviewQueue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Nothing acts on what changed here, nor is the Observer told.
+	c.entered, c.left, c.cancels, c.hintIDs = c.entered[:0], c.left[:0], c.cancels[:0], c.hintIDs[:0]
 	c.publishQueue(scheduler.Schedule(snap, c.cfg.Scheduler))
 	c.spentWaiting = nil // not the incremental scheduler's
 	return nil
