@@ -235,6 +235,9 @@ type Controller struct {
 	passNow      time.Time
 	pendingDirty bool
 	passAt       time.Time
+	// unwrittenReasons are reasons of waiting jobs a pass decided and the
+	// store has yet to take (writeReasons).
+	unwrittenReasons []store.Change
 	// What changed since the snapshot of the last pass, for
 	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
 	// or, after too many changes, everything (hintFull);
@@ -521,9 +524,9 @@ func needsCycle(batch []executor.Event) bool {
 // what changed since the last round; it makes a scheduling pass only when
 // something the scheduler decides on changed, or a time it depends on
 // came (needPass).
-func (c *Controller) cycle(ctx context.Context) time.Duration {
+func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 	now := c.cfg.Clock.Now()
-	next := c.cfg.Interval
+	next = c.cfg.Interval
 	for _, h := range c.guard.expire(now) { // before the snapshot, which reads the holds
 		c.log.Info("preemption hold ended", "job", h.JobID, "held_since", h.At)
 		c.cfg.Observer.PreemptionReleased(h.JobID)
@@ -602,7 +605,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 				c.budget.loaded = false // release them next cycle
 			}
 		}
-		return next
+		return c.writeReasons(ctx, now, next)
 	}
 	c.passAt = time.Time{}
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
@@ -683,9 +686,9 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
 	}
 	// The plan's starts, preemptions and holds first, and the launches;
-	// then why the others wait, in batches: a first pass over a long
-	// queue writes a reason for every job, which must neither delay the
-	// launches nor make one huge transaction.
+	// then why the others wait, a batch a cycle (writeReasons): a first
+	// pass over a long queue writes a reason for every job, which must
+	// neither delay launches nor make one huge transaction.
 	var errs []error
 	if reasons > 0 {
 		errs, err = c.cfg.Store.Apply(ctx, changes[:reasons])
@@ -699,7 +702,8 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		c.passDue(now)
 		return next
 	}
-	defer c.writeReasons(ctx, now, changes[reasons:])
+	c.unwrittenReasons = append(c.unwrittenReasons, changes[reasons:]...)
+	defer func() { next = c.writeReasons(ctx, now, next) }()
 	if len(starts) > 0 && c.cfg.Fence != nil {
 		if err := c.cfg.Fence(ctx); err != nil {
 			c.log.Error("not launching: this replica no longer leads", "err", err)
@@ -753,21 +757,30 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	return next
 }
 
-// reasonBatch is how many waiting jobs' reasons one store write takes.
-const reasonBatch = 1000
+// reasonBatch is how many waiting jobs' reasons a cycle writes.
+const reasonBatch = 500
 
-// writeReasons records why jobs wait, in batches of reasonBatch.
-func (c *Controller) writeReasons(ctx context.Context, now time.Time, changes []store.Change) {
-	for len(changes) > 0 {
-		n := min(len(changes), reasonBatch)
-		if _, err := c.cfg.Store.Apply(ctx, changes[:n]); err != nil {
-			c.log.Error("record why jobs wait", "err", err)
-			c.unwritten(changes)
-			c.passDue(now)
-			return
-		}
-		changes = changes[n:]
+// writeReasons records why jobs wait: the next reasonBatch of those the
+// passes left to write. With more left, the next cycle is due at once
+// (the loop still takes wake-ups and events in between).
+func (c *Controller) writeReasons(ctx context.Context, now time.Time, next time.Duration) time.Duration {
+	if len(c.unwrittenReasons) == 0 {
+		return next
 	}
+	n := min(len(c.unwrittenReasons), reasonBatch)
+	if _, err := c.cfg.Store.Apply(ctx, c.unwrittenReasons[:n]); err != nil {
+		c.log.Error("record why jobs wait", "err", err)
+		c.unwritten(c.unwrittenReasons)
+		c.unwrittenReasons = c.unwrittenReasons[:0]
+		c.passDue(now)
+		return next
+	}
+	c.unwrittenReasons = c.unwrittenReasons[n:]
+	if len(c.unwrittenReasons) == 0 {
+		c.unwrittenReasons = nil // let the written ones go
+		return next
+	}
+	return 0
 }
 
 // unwritten forgets the reasons of changes the store did not take, so
