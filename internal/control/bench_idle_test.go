@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -44,11 +45,19 @@ func BenchmarkIdleLoop(b *testing.B) {
 		}
 		window = d
 	}
-	b.Run("queued=100000", func(b *testing.B) { idleLoop(b, window, 100_000, 0) })
-	b.Run("running=1000", func(b *testing.B) { idleLoop(b, window, 0, 1000) })
+	b.Run("queued=100000", func(b *testing.B) { idleLoop(b, window, 100_000, 0, false) })
+	b.Run("running=1000", func(b *testing.B) { idleLoop(b, window, 0, 1000, false) })
 }
 
-func idleLoop(b *testing.B, window time.Duration, queued, running int) {
+// BenchmarkSubmitToLaunch measures, 60 jobs in turn, the time from a
+// job's submit (its store write, then a wake-up) to its launch by the
+// loop, with 100,000 jobs queued in another pool (as BenchmarkIdleLoop),
+// and reports the median and the 99th percentile.
+func BenchmarkSubmitToLaunch(b *testing.B) {
+	b.Run("queued=100000", func(b *testing.B) { idleLoop(b, 0, 100_000, 0, true) })
+}
+
+func idleLoop(b *testing.B, window time.Duration, queued, running int, latency bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := b.TempDir()
@@ -75,7 +84,9 @@ func idleLoop(b *testing.B, window time.Duration, queued, running int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	launched := make(chan int64, 1024)
 	ex := &executortest.Fake{Script: func(l executor.Launch) []executor.Event {
+		launched <- l.JobID
 		return []executor.Event{{Kind: executor.Started, PID: 1}} // runs until stopped
 	}}
 	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Observer: benchObservers{m, al},
@@ -125,6 +136,33 @@ func idleLoop(b *testing.B, window time.Duration, queued, running int) {
 			b.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if latency {
+		var lat []float64
+		in := seedInput(b, "proj-001", 0, domain.PriorityNormal)
+		in.Spec.Resources = domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}
+		for len(launched) > 0 {
+			<-launched
+		}
+		for b.Loop() {
+			for range 60 {
+				start := time.Now()
+				in.SubmittedAt = start
+				in.OutputDir = func(id int64) string { return filepath.Join(dir, "out", fmt.Sprint(id)) }
+				j, _, err := st.CreateJob(ctx, in, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctl.Wake()
+				for id := <-launched; id != j.ID; id = <-launched {
+				}
+				lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+			}
+		}
+		slices.Sort(lat)
+		b.ReportMetric(lat[len(lat)/2], "p50-ms")
+		b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+		return
 	}
 	var shares []float64
 	for b.Loop() {
