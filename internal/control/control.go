@@ -238,6 +238,9 @@ type Controller struct {
 	// unwrittenReasons are reasons of waiting jobs a pass decided and the
 	// store has yet to take (writeReasons).
 	unwrittenReasons []store.Change
+	// reasonsLost: reasons the last pass decided were not recorded, so
+	// the next pass looks up every waiting job's.
+	reasonsLost bool
 	// What changed since the snapshot of the last pass, for
 	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
 	// or, after too many changes, everything (hintFull);
@@ -672,7 +675,17 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 	}
 	changes = append(changes, extra...)
 	reasons := len(changes)
-	for _, w := range plan.Waiting {
+	// A waiting job where the last pass had it, for the same reason, has
+	// that reason recorded (or queued to be) unless a write failed since:
+	// a walk beside the last plan spares a lookup per waiting job.
+	prev := c.spentWaiting
+	if c.reasonsLost {
+		prev, c.reasonsLost = nil, false
+	}
+	for i, w := range plan.Waiting {
+		if i < len(prev) && prev[i].JobID == w.JobID && prev[i].Reason == w.Reason && prev[i].Message == w.Message {
+			continue
+		}
 		key := pendingReason{w.Reason, w.Message}
 		if c.reasons[w.JobID] == key {
 			continue
@@ -789,6 +802,7 @@ func (c *Controller) unwritten(changes []store.Change) {
 	for _, ch := range changes {
 		delete(c.reasons, ch.JobID)
 	}
+	c.reasonsLost = true
 }
 
 // passDue makes a pass due by at.
