@@ -112,8 +112,19 @@ func idleLoop(b *testing.B, window time.Duration, queued, running int, latency b
 		}
 		time.Sleep(100 * time.Millisecond) // polling the store
 	}
-	// Then the reasons written and read back: this process's CPU use
-	// stays under 20% of a core for two seconds in a row.
+	// Then every waiting job's reason written (the queue's last, written
+	// last, is), read back a cycle later, and this process's CPU use
+	// under 20% of a core for two seconds in a row.
+	if q, _ := ctl.Queue(ctx, ""); len(q) > 0 {
+		last := q[len(q)-1]
+		for j, _ := st.GetJob(ctx, last.JobID); j.Reason != last.Reason; j, _ = st.GetJob(ctx, last.JobID) {
+			if time.Now().After(deadline) {
+				b.Fatal("reasons not written in 10 minutes")
+			}
+			time.Sleep(100 * time.Millisecond) // polling the store
+		}
+		time.Sleep(5 * time.Second) // two cycles
+	}
 	for quiet := 0; quiet < 2; {
 		if time.Now().After(deadline) {
 			b.Fatal("not settled in 10 minutes")
