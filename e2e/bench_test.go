@@ -103,26 +103,6 @@ func execRate(b *testing.B, par, n int) float64 {
 	return float64(n) / time.Since(t0).Seconds()
 }
 
-// BenchmarkSubmitToRunning measures, on an idle server, the time from a
-// job's submit to its running transition, as recorded by the server.
-func BenchmarkSubmitToRunning(b *testing.B) {
-	s := startServer(b, serverOpts{cpus: 4})
-	spec := "name: lat\nresources: {cpus: 1, memory: 16MiB}\nentrypoint: [true]\n"
-	var lat []float64
-	for b.Loop() {
-		j := s.submit(spec)
-		s.waitState(j.ID, time.Minute, "succeeded", "failed")
-		full := s.job(j.ID)
-		for _, tr := range full.Transitions {
-			if tr.To == "running" {
-				lat = append(lat, float64(tr.At.Sub(full.SubmittedAt).Microseconds())/1000)
-			}
-		}
-	}
-	b.ReportMetric(median(lat), "p50-ms")
-	b.ReportMetric(percentile(lat, 0.9), "p90-ms")
-}
-
 func spanOf(s *server, ids []int64) (first, last time.Time) {
 	for _, id := range ids {
 		j := s.job(id)

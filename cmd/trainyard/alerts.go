@@ -6,6 +6,7 @@ import (
 
 	"trainyard/internal/alerting"
 	"trainyard/internal/alerts"
+	"trainyard/internal/control"
 	"trainyard/internal/domain"
 	"trainyard/internal/metrics"
 	"trainyard/internal/metrics/sample"
@@ -18,9 +19,32 @@ type observers struct {
 	a *alerting.Alerter
 }
 
-func (o observers) Pass(took time.Duration, pools []domain.Pool, jobs map[int64]domain.Job, atts []domain.Attempt) {
-	o.m.Pass(took, pools, jobs, atts)
-	o.a.Pass(took, pools, jobs, atts)
+func (o observers) Pass(took time.Duration) { o.m.Pass(took) }
+
+// View tells the metrics the pools, the queued counts and the active
+// attempts, and the alerter what entered and left the queue and the
+// active attempts: each at a cost that follows what changed and what
+// runs, not the queue.
+func (o observers) View(v control.View) {
+	active := func(yield func(domain.Job, domain.Attempt) bool) {
+		for _, a := range v.Active {
+			if !yield(a.Job, a.Attempt) {
+				return
+			}
+		}
+	}
+	queued := make(map[metrics.PoolProject]int, len(v.Queued))
+	for k, n := range v.Queued {
+		queued[metrics.PoolProject{Pool: k.Pool, Project: k.Project}] = n
+	}
+	o.m.View(v.Pools, queued, active)
+	entered := make([]alerts.QueuedJob, len(v.Entered))
+	for i, q := range v.Entered {
+		entered[i] = alerts.QueuedJob{Job: alerts.JobRef{ID: q.ID, Name: q.Name, Project: q.Project, Pool: q.Pool, Owner: q.Submitter, RerunOf: q.RerunOf},
+			QueuedSince: q.Since}
+	}
+	o.a.Queue(entered, v.Left, v.Reset)
+	o.a.Active(active)
 }
 
 func (o observers) Placed(project, pool string, attempt int, waited time.Duration) {

@@ -6,15 +6,18 @@
 // restored (nothing fires twice) and the undelivered notifications are sent
 // again.
 //
-// An Alerter is a control.Observer: the control loop tells it about every
-// pass (the queued and running jobs) and every attempt that ends; it
-// evaluates the rules every Interval on its own goroutine. The budgets and
+// An Alerter is a control.Observer: the control loop tells it what entered
+// and left the queue, the active attempts whenever they change, and every
+// attempt that ends; it evaluates the rules every Interval on its own
+// goroutine, at a cost that follows what changed and what runs, not the
+// queue. The budgets and
 // their spend, for budget_threshold, it reads from the store itself, at
 // most every BudgetRefresh.
 package alerting
 
 import (
 	"context"
+	"iter"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -73,19 +76,23 @@ type Alerter struct {
 	disp   *alerts.Dispatcher
 	routes []alerts.Route
 
-	mu      sync.Mutex
-	seen    bool // a pass was observed: Queued and Running are known
-	queued  []alerts.QueuedJob
-	running []alerts.RunningAttempt
-	ended   []alerts.EndedAttempt
-	held    map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
+	mu   sync.Mutex
+	seen bool // the control loop told the queue and the active attempts
+	// What entered and left the queue since the last evaluation (an id
+	// is in one of the two at most); queueReset: entered is the whole
+	// queue.
+	entered    map[int64]alerts.QueuedJob
+	left       map[int64]bool
+	queueReset bool
+	running    []alerts.RunningAttempt
+	ended      []alerts.EndedAttempt
+	held       map[int64]alerts.HeldJob // jobs held from preemption, as the control loop said
 	// expiring are the running attempts an ending grant will preempt, as
 	// the control loop last said; expiringSeen, whether it said yet.
 	expiring     []alerts.ExpiringGrant
 	expiringSeen bool
 	limited      map[attemptKey]*limitedLog // active attempts whose log reached its limit
-	builtAt      time.Time
-	ids          map[string]int64 // alert key → id of its latest stored alert
+	ids          map[string]int64           // alert key → id of its latest stored alert
 	kick         chan struct{}
 	// The last read of the budgets (budgetUses), touched by Run's
 	// goroutine only.
@@ -143,7 +150,8 @@ func New(cfg Config) (*Alerter, error) {
 		return nil, err
 	}
 	a := &Alerter{cfg: cfg, log: log, engine: eng, routes: routes, ids: map[string]int64{}, expected: map[runKey]expectation{}, held: map[int64]alerts.HeldJob{},
-		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1), marks: context.Background()}
+		limited: map[attemptKey]*limitedLog{}, kick: make(chan struct{}, 1), marks: context.Background(),
+		entered: map[int64]alerts.QueuedJob{}, left: map[int64]bool{}}
 	a.disp = alerts.NewDispatcher(routes, alerts.DispatcherOptions{
 		Delivery: cfg.Alerts.Delivery, Logger: log, Now: cfg.Clock.Now, After: cfg.After,
 		OnDelivered: func(key, channel string, s alerts.Status) {
@@ -188,30 +196,46 @@ func (a *Alerter) acknowledged(key string, s alerts.Status) bool {
 	return err == nil && !al.AckedAt.IsZero()
 }
 
-// Pass is the control loop's view after a scheduling pass (control.Observer).
-// The lists are rebuilt at most once per Interval.
-func (a *Alerter) Pass(_ time.Duration, _ []domain.Pool, jobs map[int64]domain.Job, atts []domain.Attempt) {
-	now := a.cfg.Clock.Now()
+// Queue records what changed in the queue since the last call
+// (control.Observer's View): the jobs that entered it or whose entry
+// changed, and the ids of those that left it; with reset, entered is the
+// whole queue. The rules see it at the next evaluation.
+func (a *Alerter) Queue(entered []alerts.QueuedJob, left []int64, reset bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.seen && now.Sub(a.builtAt) < a.cfg.Interval {
-		return
+	if reset {
+		clear(a.entered)
+		clear(a.left)
+		a.queueReset = true
 	}
-	a.seen, a.builtAt = true, now
-	a.queued, a.running = a.queued[:0], a.running[:0]
-	for _, j := range jobs {
-		if j.State == domain.JobQueued {
-			// A queued job's UpdatedAt is when it entered the queue.
-			a.queued = append(a.queued, alerts.QueuedJob{Job: alerts.RefOf(j), QueuedSince: j.UpdatedAt})
-		}
+	for _, id := range left {
+		delete(a.entered, id)
+		a.left[id] = true
 	}
-	for _, at := range atts {
-		if j, ok := jobs[at.JobID]; ok && j.State == domain.JobRunning && at.Number == j.Attempts {
+	for _, q := range entered {
+		delete(a.left, q.Job.ID)
+		a.entered[q.Job.ID] = q
+	}
+}
+
+// Active records the active (starting or running) attempts with their
+// jobs, as the control loop last saw them (control.Observer's View).
+func (a *Alerter) Active(active iter.Seq2[domain.Job, domain.Attempt]) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = true
+	a.running = a.running[:0]
+	live := make(map[attemptKey]bool, len(a.limited))
+	for j, at := range active {
+		if j.State == domain.JobRunning && at.Number == j.Attempts {
 			a.running = append(a.running, alerts.RunningAttempt{Job: alerts.RefOf(j), Attempt: at.Number})
+		}
+		if len(a.limited) > 0 && at.Number == j.Attempts {
+			live[attemptKey{j.ID, at.Number}] = true
 		}
 	}
 	for k := range a.limited {
-		if j, ok := jobs[k.job]; !ok || j.Attempts != k.attempt || (j.State != domain.JobStarting && j.State != domain.JobRunning) {
+		if !live[k] {
 			delete(a.limited, k) // ended without AttemptEnded (a restart)
 		}
 	}
@@ -343,9 +367,21 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		a.mu.Unlock()
 		return // no pass yet: nothing is known about queued and running jobs
 	}
-	obs := alerts.Observation{Now: a.cfg.Clock.Now(), Queued: slices.Clone(a.queued), Running: slices.Clone(a.running), Ended: a.ended,
+	obs := alerts.Observation{Now: a.cfg.Clock.Now(), QueueKept: true, Running: slices.Clone(a.running), Ended: a.ended,
 		Expiring: slices.Clone(a.expiring), ExpiringSeen: a.expiringSeen}
 	a.ended = nil
+	entered := make([]alerts.QueuedJob, 0, len(a.entered))
+	for _, q := range a.entered {
+		entered = append(entered, q)
+	}
+	var left []int64
+	for id := range a.left {
+		left = append(left, id)
+	}
+	reset := a.queueReset
+	clear(a.entered)
+	clear(a.left)
+	a.queueReset = false
 	for _, h := range a.held {
 		obs.Held = append(obs.Held, h)
 	}
@@ -370,6 +406,11 @@ func (a *Alerter) evaluate(ctx context.Context) {
 		obs.LogLimited = append(obs.LogLimited, g.LimitedLog)
 	}
 	a.mu.Unlock()
+	if reset {
+		a.engine.SetQueue(entered)
+	} else {
+		a.engine.QueueChanged(entered, left)
+	}
 
 	if a.cfg.Samples != nil {
 		byRef := map[[2]int64]*alerts.Sample{}
@@ -381,15 +422,12 @@ func (a *Alerter) evaluate(ctx context.Context) {
 			r.Sample = byRef[[2]int64{r.Job.ID, int64(r.Attempt)}]
 		}
 	}
-	active := map[int64]bool{}
-	for _, q := range obs.Queued {
-		active[q.Job.ID] = true
-	}
+	running := make(map[int64]bool, len(obs.Running))
 	for _, r := range obs.Running {
-		active[r.Job.ID] = true
+		running[r.Job.ID] = true
 	}
 	for _, id := range a.engine.EventJobs() {
-		if active[id] {
+		if running[id] || a.engine.Queued(id) {
 			continue
 		}
 		j, err := a.cfg.Store.GetJob(ctx, id)

@@ -20,6 +20,26 @@ import (
 	"trainyard/internal/store/sqlite"
 )
 
+// observe tells the alerter the whole queue and the active attempts, as
+// the control loop's first View does: jobs holds the attempts' jobs and
+// the queued ones.
+func observe(a *alerting.Alerter, jobs map[int64]domain.Job, atts []domain.Attempt) {
+	var queued []alerts.QueuedJob
+	for _, j := range jobs {
+		if j.State == domain.JobQueued {
+			queued = append(queued, alerts.QueuedJob{Job: alerts.RefOf(j), QueuedSince: j.UpdatedAt})
+		}
+	}
+	a.Queue(queued, nil, true)
+	a.Active(func(yield func(domain.Job, domain.Attempt) bool) {
+		for _, at := range atts {
+			if j, ok := jobs[at.JobID]; ok && !yield(j, at) {
+				return
+			}
+		}
+	})
+}
+
 // hook is a real HTTP receiver that can be told to fail.
 type hook struct {
 	mu     sync.Mutex
@@ -72,7 +92,7 @@ func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
 
 	job := domain.Job{ID: 7, Name: "resnet", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
 	a, stop, done := newAlerter(t, st, srv.URL)
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonStalled,
 		Message: "no progress for 2s", FinishedAt: time.Now()})
 	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
@@ -91,7 +111,7 @@ func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
 	h.fail.Store(true)
 	job.State, job.Attempts = domain.JobRunning, 2
 	a, stop, done = newAlerter(t, st, srv.URL)
-	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
+	observe(a, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
 	waitFor(t, "the resolution to be stored", func() bool {
 		l, err := st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertResolved})
 		return err == nil && len(l) == 1
@@ -115,7 +135,7 @@ func TestStalledAlertFiresOnceAndSurvivesRestart(t *testing.T) {
 	h.fail.Store(false)
 	a, stop, done = newAlerter(t, st, srv.URL)
 	defer func() { stop(); <-done }()
-	a.Pass(0, nil, map[int64]domain.Job{9: {ID: 9, State: domain.JobFailed}}, nil)
+	observe(a, map[int64]domain.Job{9: {ID: 9, State: domain.JobFailed}}, nil)
 	waitFor(t, "the owed notification", func() bool { return len(h.list()) == 2 })
 	waitFor(t, "its delivery to be recorded", func() bool {
 		p, err := st.PendingNotifications(context.Background(), 10)
@@ -137,7 +157,7 @@ func TestPreemptionThrashFollowsTheHold(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	job := domain.Job{ID: 7, Name: "sweep", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobRunning, Attempts: 5}
-	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 5}})
+	observe(a, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 5}})
 	until := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
 	a.PreemptionHeld(job, domain.PreemptionHold{JobID: 7, Count: 4, Window: 30 * time.Minute, Until: until, For: []int64{3, 5}})
 	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
@@ -177,7 +197,7 @@ func TestAcknowledgedAlertIsNotRetried(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	job := domain.Job{ID: 7, Name: "typo", Project: "vision", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound,
 		FinishedAt: time.Now()})
 	var firing []domain.Alert
@@ -232,7 +252,7 @@ func TestLogTruncatedFiresOncePerAttempt(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	job := domain.Job{ID: 7, Name: "chatty", Project: "vision", Pool: "standard", Submitter: "alice", State: domain.JobRunning, Attempts: 2}
-	a.Pass(0, nil, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
+	observe(a, map[int64]domain.Job{7: job}, []domain.Attempt{{JobID: 7, Number: 2}})
 	a.LogLimited(job, 2, 1<<30, time.Now())
 	waitFor(t, "the firing notification", func() bool { return len(h.list()) == 1 })
 	firing, err := st.ListAlerts(context.Background(), store.AlertFilter{State: domain.AlertFiring, JobID: 7})
@@ -250,7 +270,7 @@ func TestLogTruncatedFiresOncePerAttempt(t *testing.T) {
 	// The loop passes on; one of its passes (at most one per Interval is
 	// read) no longer lists the attempt as running.
 	waitFor(t, "the resolution", func() bool {
-		a.Pass(0, nil, map[int64]domain.Job{}, nil)
+		observe(a, map[int64]domain.Job{}, nil)
 		return len(h.list()) == 2
 	})
 	if got := h.list(); got[0] != "firing log_truncated/job=7/attempt=2" || got[1] != "resolved log_truncated/job=7/attempt=2" {
@@ -309,7 +329,7 @@ func TestDeliveryRecordsCarryTheLeadersFence(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	job := domain.Job{ID: 7, Name: "typo", Project: "vision", Submitter: "alice", State: domain.JobFailed, Attempts: 1}
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 	a.AttemptEnded(job, domain.Attempt{JobID: 7, Number: 1, State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound,
 		FinishedAt: time.Now()})
 	waitFor(t, "the delivery to be recorded", func() bool {

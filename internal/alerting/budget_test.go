@@ -78,7 +78,7 @@ func TestBudgetThresholdsStoreAlerts(t *testing.T) {
 	defer srv.Close()
 	a, stop, done := newAlerterWith(t, st, srv.URL, func(c *alerting.Config) { c.Clock, c.Currency = clk, "USD" })
 	defer func() { stop(); <-done }()
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 
 	var firing []domain.Alert
 	waitFor(t, "two budget alerts", func() bool {

@@ -50,7 +50,7 @@ func TestWeeklyReportIsSentOncePerWeek(t *testing.T) {
 	defer hs.Close()
 	srv := hs.URL
 	a, stop, done := newAlerterWith(t, st, srv, tune)
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 	waitFor(t, "a first try", func() bool { mu.Lock(); defer mu.Unlock(); return len(asked) == 1 })
 	// The write failed: nothing fires until a minute has passed.
 	clk.Advance(alerting.ReportRetry)
@@ -73,7 +73,7 @@ func TestWeeklyReportIsSentOncePerWeek(t *testing.T) {
 	// sent again.
 	clk.Advance(24 * time.Hour)
 	a, stop, done = newAlerterWith(t, st, srv, tune)
-	a.Pass(0, nil, map[int64]domain.Job{}, nil)
+	observe(a, map[int64]domain.Job{}, nil)
 	clk.Advance(time.Second)
 	// Monday 7 December 09:00: the next week's report replaces it.
 	clk.Advance(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC).Sub(clk.Now()))

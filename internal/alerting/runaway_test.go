@@ -90,7 +90,7 @@ func TestRunawayFiresPastTheExpectedDurationWithoutProgress(t *testing.T) {
 	a, stop, done := newAlerterWith(t, st, srv.URL, func(c *alerting.Config) { c.Clock = clk })
 	defer func() { stop(); <-done }()
 	pass := func() {
-		a.Pass(0, nil, map[int64]domain.Job{long.ID: long, other.ID: other},
+		observe(a, map[int64]domain.Job{long.ID: long, other.ID: other},
 			[]domain.Attempt{{JobID: long.ID, Number: 1}, {JobID: other.ID, Number: 1}})
 	}
 	pass()

@@ -21,8 +21,12 @@ const ReasonEnvironmentCheckFailed = domain.Reason("EnvironmentCheckFailed")
 // previous Evaluate.
 type Observation struct {
 	Now time.Time
-	// Queued lists every job now in state queued.
+	// Queued lists every job now in state queued, unless QueueKept.
 	Queued []QueuedJob
+	// QueueKept says that the queue is the one the engine keeps from
+	// QueueChanged, and Queued is ignored: a caller that knows what
+	// entered and left the queue tells only that.
+	QueueKept bool
 	// Running lists every attempt now in state running (not starting), with
 	// its latest resource sample if there is one.
 	Running []RunningAttempt
@@ -152,6 +156,7 @@ type Engine struct {
 	cfg     Config
 	active  map[string]Alert     // firing alerts by key
 	holding map[string]time.Time // duration conditions: key → true since
+	queue   queuedJobs           // the queued jobs (queued.go)
 	// idleStopped are the firing idle_gpu alerts of attempts the idle
 	// stop ended, so their resolution says so.
 	idleStopped map[string]bool
@@ -163,7 +168,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}, idleStopped: map[string]bool{}}, nil
+	return &Engine{cfg: cfg, active: map[string]Alert{}, holding: map[string]time.Time{}, idleStopped: map[string]bool{},
+		queue: newQueued()}, nil
 }
 
 // Restore loads alerts that were firing before a restart, so they are neither
@@ -208,6 +214,9 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 	var out []Transition
 	now := obs.Now
 	rules := e.cfg.Rules
+	if !obs.QueueKept {
+		e.queue.set(obs.Queued)
+	}
 
 	// Alerts of rules disabled since they fired.
 	for _, a := range e.Active() {
@@ -277,8 +286,8 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 			rerunAs[r.RerunOf] = r.ID
 		}
 	}
-	for _, q := range obs.Queued {
-		rerun(q.Job)
+	for _, r := range e.queue.reruns { // the queued jobs that re-run another
+		rerun(r)
 	}
 	for _, r := range obs.Running {
 		rerun(r.Job)
@@ -305,31 +314,29 @@ func (e *Engine) Evaluate(obs Observation) []Transition {
 		}
 	}
 
-	// Queued too long.
-	queued := map[string]bool{}
+	// Queued too long: only the jobs that came past the threshold since
+	// the last evaluation are looked at (the oldest first), not the queue.
+	after := rules.QueuedTooLong.After.D()
 	if rules.QueuedTooLong.On() {
-		jobs := slices.Clone(obs.Queued)
-		slices.SortStableFunc(jobs, func(a, b QueuedJob) int { return cmpInt(a.Job.ID, b.Job.ID) })
-		after := rules.QueuedTooLong.After.D()
-		for _, q := range jobs {
+		past := e.queue.pastDue(now.Add(-after))
+		slices.SortFunc(past, func(a, b QueuedJob) int { return cmpInt(a.Job.ID, b.Job.ID) })
+		for _, q := range past {
 			key := Key(RuleQueuedTooLong, q.Job.ID, 0)
-			wait := now.Sub(q.QueuedSince)
-			if q.QueuedSince.IsZero() || wait < after {
-				continue
-			}
-			queued[key] = true
 			if _, firing := e.active[key]; firing {
 				continue
 			}
 			l := q.Job.labels(0)
 			out = append(out, e.fire(Alert{Key: key, Rule: RuleQueuedTooLong, Severity: rules.QueuedTooLong.Severity,
 				Summary: fmt.Sprintf("%s has been queued for %s (over %s) in pool %s, project %s — see `trainyard why %d`",
-					l.title(), fmtDur(wait), fmtDur(after), orDash(l.Pool), orDash(l.Project), l.Job),
+					l.title(), fmtDur(now.Sub(q.QueuedSince)), fmtDur(after), orDash(l.Pool), orDash(l.Project), l.Job),
 				Labels: l}, now))
 		}
 	}
 	for _, a := range e.Active() {
-		if a.Rule == RuleQueuedTooLong && !queued[a.Key] {
+		if a.Rule != RuleQueuedTooLong {
+			continue
+		}
+		if q, ok := e.queue.jobs[a.Labels.Job]; !ok || !rules.QueuedTooLong.On() || q.QueuedSince.IsZero() || now.Sub(q.QueuedSince) < after {
 			out = append(out, e.resolve(a.Key, now, a.Labels.title()+" is no longer waiting in the queue"))
 		}
 	}

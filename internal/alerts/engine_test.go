@@ -193,6 +193,40 @@ func TestStaleOrFinishedEndingsDoNotFire(t *testing.T) {
 	expect(t, "stale and canceled", ts, "")
 }
 
+// The queue the engine keeps from what entered and left it judges as a
+// whole queue would: jobs fire once past the threshold, oldest or not, a
+// job that leaves resolves, one queued again waits afresh, and a re-run
+// in the queue resolves its original's event alert.
+func TestQueuedTooLongFromChanges(t *testing.T) {
+	e := newEngine(t, func(c *Config) { c.Rules.QueuedTooLong.After = domain.Duration(30 * time.Minute) })
+	kept := func(d time.Duration) Observation { return Observation{Now: at(d), QueueKept: true} }
+	e.QueueChanged([]QueuedJob{{Job: job(10), QueuedSince: at(20 * time.Minute)}, {Job: job(9), QueuedSince: t0}, {Job: job(11)}}, nil)
+	expect(t, "29m", e.Evaluate(kept(29*time.Minute)), "")
+	expect(t, "30m", e.Evaluate(kept(30*time.Minute)), "firing queued_too_long/job=9")
+	expect(t, "40m", e.Evaluate(kept(40*time.Minute)), "")
+	e.QueueChanged([]QueuedJob{{Job: job(12), QueuedSince: at(5 * time.Minute)}}, nil) // told late: past already
+	expect(t, "50m", e.Evaluate(kept(50*time.Minute)), "firing queued_too_long/job=10; firing queued_too_long/job=12")
+	// Job 9 left; job 10 ran and is queued again (a retry); 12 stays.
+	e.QueueChanged([]QueuedJob{{Job: job(10), QueuedSince: at(51 * time.Minute)}}, []int64{9, 404})
+	expect(t, "51m", e.Evaluate(kept(51*time.Minute)), "resolved queued_too_long/job=10; resolved queued_too_long/job=9")
+	if e.Queued(9) || !e.Queued(10) || !e.Queued(11) {
+		t.Errorf("queued: 9 %v, 10 %v, 11 %v; want false, true, true", e.Queued(9), e.Queued(10), e.Queued(11))
+	}
+	expect(t, "81m", e.Evaluate(kept(81*time.Minute)), "firing queued_too_long/job=10")
+	// A full observation replaces the kept queue.
+	expect(t, "full", e.Evaluate(Observation{Now: at(82 * time.Minute), Queued: []QueuedJob{{Job: job(12), QueuedSince: at(5 * time.Minute)}}}),
+		"resolved queued_too_long/job=10")
+
+	// A stalled job's alert resolves once its re-run is queued.
+	e = newEngine(t, nil)
+	e.Evaluate(Observation{Now: t0, QueueKept: true, Ended: []EndedAttempt{{Job: job(7), Attempt: 1, State: domain.AttemptFailed,
+		Reason: domain.ReasonStalled, EndedAt: t0, JobState: domain.JobFailed}}})
+	rerun := job(8)
+	rerun.RerunOf = 7
+	e.QueueChanged([]QueuedJob{{Job: rerun, QueuedSince: at(time.Minute)}}, nil)
+	expect(t, "re-run", e.Evaluate(kept(time.Minute)), "resolved stalled/job=7")
+}
+
 func TestFireAndResolveInOneEvaluation(t *testing.T) {
 	e := newEngine(t, nil)
 	ts := e.Evaluate(Observation{Now: at(time.Minute),

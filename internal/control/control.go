@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,14 +131,17 @@ type Config struct {
 	GPUSamples GPUSampler
 }
 
-// Observer is told what the loop does, for metrics. It is called from the
-// loop goroutine, so it must return quickly, and it must neither keep nor
-// change the maps and slices it is given.
+// Observer is told what the loop does, for metrics and alerts. It is
+// called from the loop goroutine, so it must return quickly, and it must
+// neither keep nor change the maps and slices it is given.
 type Observer interface {
-	// Pass reports one scheduling pass: how long the scheduler took, the
-	// pools, the active jobs (queued, starting, running) by id, and their
-	// active attempts (JobID, Number, Node and GPUs set).
-	Pass(took time.Duration, pools []domain.Pool, jobs map[int64]domain.Job, attempts []domain.Attempt)
+	// Pass reports one scheduling pass and how long the scheduler took.
+	// The loop makes a pass only when something it decides on changed.
+	Pass(took time.Duration)
+	// View reports the live work after a cycle in which it changed: the
+	// pools, the queue (by what entered and left it) and the active
+	// attempts.
+	View(v View)
 	// Placed reports a job the scheduler placed: waited is how long it was
 	// queued, since submission for a first attempt and since it was queued
 	// again for a later one.
@@ -166,13 +170,14 @@ type Observer interface {
 // nopObserver is the Observer when none is configured.
 type nopObserver struct{}
 
-func (nopObserver) Pass(time.Duration, []domain.Pool, map[int64]domain.Job, []domain.Attempt) {}
-func (nopObserver) Placed(string, string, int, time.Duration)                                 {}
-func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
-func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold)                          {}
-func (nopObserver) PreemptionReleased(int64)                                                  {}
-func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
-func (nopObserver) GrantsExpiring([]domain.GrantNotice)                                       {}
+func (nopObserver) Pass(time.Duration)                               {}
+func (nopObserver) View(View)                                        {}
+func (nopObserver) Placed(string, string, int, time.Duration)        {}
+func (nopObserver) AttemptEnded(domain.Job, domain.Attempt)          {}
+func (nopObserver) PreemptionHeld(domain.Job, domain.PreemptionHold) {}
+func (nopObserver) PreemptionReleased(int64)                         {}
+func (nopObserver) LogLimited(domain.Job, int, int64, time.Time)     {}
+func (nopObserver) GrantsExpiring([]domain.GrantNotice)              {}
 
 // Controller is the control loop.
 type Controller struct {
@@ -188,18 +193,57 @@ type Controller struct {
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
 	sched    incremental.Scheduler // reuses the queue order between passes; loop goroutine only
-	lastPlan scheduler.Plan        // the last pass's, handed back to sched at the next
-	usageAt  time.Time
+	// spentWaiting is the waiting list of the plan published before the
+	// queue view's, handed back to sched at the next pass.
+	spentWaiting []scheduler.Waiting
+	usageAt      time.Time
 	// view is every live job as of the last cycle, by id; viewIDs its
-	// ids ascending. It is read in full every Resync (viewAt) and kept
-	// current in between from what the store says changed since cursor.
+	// ids ascending. It is read in full every Resync (viewAt; resync: at
+	// the next cycle) and kept current in between from what the store
+	// says changed since cursor (view.go).
 	view    map[int64]domain.Job
 	viewIDs []int64
 	cursor  store.JobCursor
 	viewAt  time.Time
+	resync  bool
+	// Kept from the view as jobs change (view.go): the scheduler's
+	// pending list by id (pendingSpare: the list before it, reused), the
+	// queued jobs by pool and project, the queued jobs' retry backoffs
+	// still running, and the jobs whose cancel the loop must act on.
+	pending      []scheduler.Pending
+	pendingSpare []scheduler.Pending
+	queuedBy     map[PoolProject]int
+	backoffs     map[int64]time.Time
+	cancels      []int64
+	// What the Observer is told next (observeView): the queue's entries
+	// and exits since the last View, whether a job changed, and the pools
+	// and running allocations it was last told; viewReset: the first View.
+	entered     []QueuedJob
+	left        []int64
+	viewChanged bool
+	viewReset   bool
+	viewPools   []domain.Pool
+	viewRun     []scheduler.Allocation
+	// The inputs of the last pass other than the jobs, and whether one
+	// ran (needPass); pendingDirty: the pending list changed since it;
+	// passAt: a pass is due by then (zero: none is).
+	passed       bool
+	passPools    []domain.Pool
+	passQuotas   []domain.Quota
+	passProjects []domain.Project
+	passUsage    time.Time
+	passNow      time.Time
+	pendingDirty bool
+	passAt       time.Time
+	// unwrittenReasons are reasons of waiting jobs a pass decided and the
+	// store has yet to take (writeReasons).
+	unwrittenReasons []store.Change
+	// reasonsLost: reasons the last pass decided were not recorded, so
+	// the next pass looks up every waiting job's.
+	reasonsLost bool
 	// What changed since the snapshot of the last pass, for
 	// Scheduler.ScheduleChanged: the jobs the view took in (hintIDs),
-	// or, after a full read or too many changes, everything (hintFull);
+	// or, after too many changes, everything (hintFull);
 	// and that pass's running allocations (hintRun), which also depend on
 	// attempts.
 	hintIDs  []int64
@@ -252,12 +296,14 @@ type Controller struct {
 	// added when it lapses (grants.go). Loop goroutine only.
 	grants grantWatch
 
-	// queue is the last pass's queue view, read by API requests.
-	queueMu sync.Mutex
-	queue   []domain.QueueEntry
-	// spareQueue is the view before queue, reused by the next publish:
-	// readers copy entries out under queueMu and keep no reference.
-	spareQueue []domain.QueueEntry
+	// The last pass's waiting jobs and their labels, from which Queue
+	// builds the queue view an API request reads: nothing is built for a
+	// pass nobody asks about. The loop replaces queueWaiting with each
+	// pass's and edits labels as jobs change; readers copy out under
+	// queueMu and keep no reference.
+	queueMu      sync.Mutex
+	queueWaiting []scheduler.Waiting
+	labels       map[int64]queueLabel
 }
 
 // jobInfo is the immutable part of a job the loop needs; cached because specs
@@ -382,6 +428,9 @@ func (c *Controller) Run(ctx context.Context) error {
 				}
 			}
 			c.handleEvents(ctx, batch, false)
+			if !needsCycle(batch) {
+				continue // recorded; nothing to schedule: the timer stands
+			}
 		case r := <-c.launched:
 			c.handleLaunchFailure(ctx, r)
 		case ch := <-c.recorded:
@@ -462,10 +511,25 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 	return ji, nil
 }
 
-// cycle runs one scheduling round and returns how long the loop may sleep.
-func (c *Controller) cycle(ctx context.Context) time.Duration {
+// needsCycle reports whether a batch of executor events may change what
+// the scheduler decides: an attempt ended. Starts, progress, checkpoints
+// and log limits are recorded without a cycle.
+func needsCycle(batch []executor.Event) bool {
+	for _, ev := range batch {
+		if ev.Kind == executor.Exited || ev.Kind == executor.Lost {
+			return true
+		}
+	}
+	return false
+}
+
+// cycle runs one round and returns how long the loop may sleep. It reads
+// what changed since the last round; it makes a scheduling pass only when
+// something the scheduler decides on changed, or a time it depends on
+// came (needPass).
+func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 	now := c.cfg.Clock.Now()
-	next := c.cfg.Interval
+	next = c.cfg.Interval
 	for _, h := range c.guard.expire(now) { // before the snapshot, which reads the holds
 		c.log.Info("preemption hold ended", "job", h.JobID, "held_since", h.At)
 		c.cfg.Observer.PreemptionReleased(h.JobID)
@@ -484,36 +548,41 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	if !c.guard.next.IsZero() {
 		next = min(next, max(c.guard.next.Sub(now), 0))
 	}
-	live := make(map[int64]bool, len(byID))
-	for id, j := range byID {
-		live[id] = true
-		if j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
+	for _, id := range c.cancels {
+		if j, ok := byID[id]; ok && j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
 			c.stop(ctx, executor.Ref{JobID: id, Attempt: j.Attempts}, cancelRequest(j))
 		}
-		if j.State == domain.JobQueued && j.NextAttempt.After(now) {
-			next = min(next, j.NextAttempt.Sub(now))
+	}
+	c.cancels = c.cancels[:0]
+	backoffDue := false
+	for id, t := range c.backoffs { // few: the queued jobs waiting to retry
+		if !t.After(now) {
+			delete(c.backoffs, id)
+			backoffDue = true
+			continue
 		}
+		next = min(next, t.Sub(now))
 	}
 	// Forget what no longer needs remembering.
 	for id := range c.jobs {
-		if !live[id] {
+		if _, ok := byID[id]; !ok {
 			delete(c.jobs, id)
 			delete(c.reasons, id)
 		}
 	}
 	for ref := range c.stopping {
-		if !live[ref.JobID] {
+		if _, ok := byID[ref.JobID]; !ok {
 			delete(c.stopping, ref)
 		}
 	}
 	for ref := range c.progress {
-		if !live[ref.JobID] {
+		if _, ok := byID[ref.JobID]; !ok {
 			c.forgetAttempt(ref)
 		}
 	}
 	next = c.checkHealth(ctx, now, atts, byID, next)
 	c.checkIdle(ctx, snap.Pools, byID) // idle.go
-	c.adoptStrays(ctx, now, atts, live)
+	c.adoptStrays(ctx, now, atts)
 
 	releases, err := c.loadBudgets(ctx, now)
 	if err != nil {
@@ -527,11 +596,25 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 	c.suspendOverBudget(ctx, now)
 	c.reclaimGrants(ctx, now, &snap, byID) // grants.go
 	c.warnGrants(now, snap, byID)
+	c.observeView(snap) // view.go
 
+	if !c.needPass(now, snap, backoffDue) {
+		if !c.passAt.IsZero() {
+			next = min(next, max(c.passAt.Sub(now), 0))
+		}
+		if len(releases) > 0 {
+			if _, err := c.cfg.Store.Apply(ctx, releases); err != nil {
+				c.log.Error("release jobs held for a budget", "err", err)
+				c.budget.loaded = false // release them next cycle
+			}
+		}
+		return c.writeReasons(ctx, now, next)
+	}
+	c.passAt = time.Time{}
 	passStart := time.Now() // Observer (metrics): the scheduler's own duration
 	plan := c.schedule(snap)
-	c.observePass(time.Since(passStart), snap, byID)
-	c.publishQueue(plan, byID)
+	c.cfg.Observer.Pass(time.Since(passStart))
+	c.publishQueue(plan)
 
 	var changes []store.Change
 	var starts []scheduler.Placement
@@ -541,14 +624,20 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		if ok, why, wait := c.admit(ctx, j, rates, now); !ok {
 			key := pendingReason{domain.ReasonBudgetExceeded, why}
 			switch {
-			case why == "": // the budget could not be read: try again next pass
+			case why == "": // the budget could not be read: try again next cycle
+				c.passDue(now)
 			case !wait:
 				extra = append(extra, store.Change{JobID: pl.JobID, Move: domain.MoveHold().Only(domain.JobQueued),
 					Reason: domain.ReasonBudgetExceeded, Message: why, Actor: actorScheduler, At: now})
-			case c.reasons[pl.JobID] != key && (j.Reason != key.reason || j.Message != key.message):
-				c.reasons[pl.JobID] = key
-				extra = append(extra, store.Change{JobID: pl.JobID, In: []domain.JobState{domain.JobQueued},
-					SetReason: true, Reason: domain.ReasonBudgetExceeded, Message: why, At: now})
+			default:
+				// It waits for running jobs to end (a pass follows) or
+				// for the spend to be read again.
+				c.passDue(now.Add(budgetRefresh))
+				if c.reasons[pl.JobID] != key && (j.Reason != key.reason || j.Message != key.message) {
+					c.reasons[pl.JobID] = key
+					extra = append(extra, store.Change{JobID: pl.JobID, In: []domain.JobState{domain.JobQueued},
+						SetReason: true, Reason: domain.ReasonBudgetExceeded, Message: why, At: now})
+				}
 			}
 			continue
 		}
@@ -584,26 +673,50 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		changes = append(changes, store.Change{JobID: pe.JobID, In: []domain.JobState{domain.JobStarting, domain.JobRunning},
 			RequestPreempt: true, SetReason: true, Reason: domain.ReasonPreempted, Message: pe.Message, At: now})
 	}
-	for _, w := range plan.Waiting {
-		key := pendingReason{w.Reason, w.Message}
-		j := byID[w.JobID]
-		if c.reasons[w.JobID] == key || (j.Reason == w.Reason && j.Message == w.Message) {
-			c.reasons[w.JobID] = key
+	changes = append(changes, extra...)
+	reasons := len(changes)
+	// A waiting job where the last pass had it, for the same reason, has
+	// that reason recorded (or queued to be) unless a write failed since:
+	// a walk beside the last plan spares a lookup per waiting job.
+	prev := c.spentWaiting
+	if c.reasonsLost {
+		prev, c.reasonsLost = nil, false
+	}
+	for i, w := range plan.Waiting {
+		if i < len(prev) && prev[i].JobID == w.JobID && prev[i].Reason == w.Reason && prev[i].Message == w.Message {
 			continue
 		}
+		key := pendingReason{w.Reason, w.Message}
+		if c.reasons[w.JobID] == key {
+			continue
+		}
+		j := byID[w.JobID]
 		c.reasons[w.JobID] = key
+		if j.Reason == w.Reason && j.Message == w.Message {
+			continue
+		}
 		changes = append(changes, store.Change{JobID: w.JobID, In: []domain.JobState{domain.JobQueued},
 			SetReason: true, Reason: w.Reason, Message: w.Message, At: now})
 	}
-	changes = append(changes, extra...)
-	if len(changes) == 0 {
-		return next
+	// The plan's starts, preemptions and holds first, and the launches;
+	// then why the others wait, a batch a cycle (writeReasons): a first
+	// pass over a long queue writes a reason for every job, which must
+	// neither delay launches nor make one huge transaction.
+	var errs []error
+	if reasons > 0 {
+		errs, err = c.cfg.Store.Apply(ctx, changes[:reasons])
 	}
-	errs, err := c.cfg.Store.Apply(ctx, changes)
 	if err != nil {
 		c.log.Error("apply plan", "err", err)
+		c.unwritten(changes[reasons:])
+		if len(releases) > 0 {
+			c.budget.loaded = false // release them next cycle
+		}
+		c.passDue(now)
 		return next
 	}
+	c.unwrittenReasons = append(c.unwrittenReasons, changes[reasons:]...)
+	defer func() { next = c.writeReasons(ctx, now, next) }()
 	if len(starts) > 0 && c.cfg.Fence != nil {
 		if err := c.cfg.Fence(ctx); err != nil {
 			c.log.Error("not launching: this replica no longer leads", "err", err)
@@ -647,10 +760,7 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		c.log.Info("preempting", "job", pe.JobID, "attempt", j.Attempts, "for", pe.For)
 		c.stop(ctx, executor.Ref{JobID: pe.JobID, Attempt: j.Attempts},
 			executor.StopRequest{Reason: domain.ReasonPreempted, Message: fmt.Sprintf("preempted for job %d", pe.For)})
-		if !c.beneficiaries[pe.For] {
-			c.beneficiaries[pe.For] = true
-			c.hintIDs = append(c.hintIDs, pe.For) // its Pending changed
-		}
+		c.markBeneficiary(pe.For) // view.go
 		if h, ok := c.guard.record(pe.JobID, pe.For, now); ok {
 			c.log.Warn("holding a job from preemption: it was preempted too often (a preemption loop?)",
 				"job", pe.JobID, "preemptions", h.Count, "window", h.Window, "for", h.For, "until", h.Until)
@@ -658,6 +768,89 @@ func (c *Controller) cycle(ctx context.Context) time.Duration {
 		}
 	}
 	return next
+}
+
+// reasonBatch is how many waiting jobs' reasons a cycle writes.
+const reasonBatch = 500
+
+// writeReasons records why jobs wait: the next reasonBatch of those the
+// passes left to write. With more left, the next cycle is due at once
+// (the loop still takes wake-ups and events in between).
+func (c *Controller) writeReasons(ctx context.Context, now time.Time, next time.Duration) time.Duration {
+	if len(c.unwrittenReasons) == 0 {
+		return next
+	}
+	n := min(len(c.unwrittenReasons), reasonBatch)
+	if _, err := c.cfg.Store.Apply(ctx, c.unwrittenReasons[:n]); err != nil {
+		c.log.Error("record why jobs wait", "err", err)
+		c.unwritten(c.unwrittenReasons)
+		c.unwrittenReasons = c.unwrittenReasons[:0]
+		c.passDue(now)
+		return next
+	}
+	c.unwrittenReasons = c.unwrittenReasons[n:]
+	if len(c.unwrittenReasons) == 0 {
+		c.unwrittenReasons = nil // let the written ones go
+		return next
+	}
+	return 0
+}
+
+// unwritten forgets the reasons of changes the store did not take, so
+// that the next pass writes them.
+func (c *Controller) unwritten(changes []store.Change) {
+	for _, ch := range changes {
+		delete(c.reasons, ch.JobID)
+	}
+	c.reasonsLost = true
+}
+
+// passDue makes a pass due by at.
+func (c *Controller) passDue(at time.Time) {
+	if c.passAt.IsZero() || at.Before(c.passAt) {
+		c.passAt = at
+	}
+}
+
+// needPass reports whether the scheduler must make a pass: the first, or
+// one after too many changes to hint, or when something it decides on
+// changed since
+// the last — a pending job, a retry backoff that ran out, the running
+// jobs of a pool where jobs wait, the pools, quotas, projects or usage —
+// or a pass is due (passAt). Otherwise the last pass's plan stands: its
+// starts and preemptions were applied, and its waiting jobs' reasons
+// written.
+func (c *Controller) needPass(now time.Time, snap scheduler.Snapshot, backoffDue bool) bool {
+	if !c.passed || c.hintFull || c.pendingDirty || backoffDue || !c.passAt.IsZero() && !now.Before(c.passAt) ||
+		!c.usageAt.Equal(c.passUsage) || !reflect.DeepEqual(snap.Pools, c.passPools) ||
+		!reflect.DeepEqual(snap.Quotas, c.passQuotas) || !reflect.DeepEqual(snap.Projects, c.passProjects) {
+		return true
+	}
+	// A running job that started, ended or changed matters only where
+	// jobs wait: pools are scheduled apart.
+	prev, cur := c.hintRun, snap.Running
+	i, k := 0, 0
+	for i < len(prev) || k < len(cur) {
+		switch {
+		case k == len(cur) || i < len(prev) && prev[i].JobID < cur[k].JobID:
+			if c.poolWaits(prev[i].Pool) {
+				return true
+			}
+			i++
+		case i == len(prev) || cur[k].JobID < prev[i].JobID:
+			if c.poolWaits(cur[k].Pool) {
+				return true
+			}
+			k++
+		default:
+			if !prev[i].Equal(&cur[k]) && (c.poolWaits(prev[i].Pool) || c.poolWaits(cur[k].Pool)) {
+				return true
+			}
+			i++
+			k++
+		}
+	}
+	return false
 }
 
 // snapshot loads what the scheduler decides on: pools, quotas, projects,
@@ -704,16 +897,7 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 			delete(c.beneficiaries, id) // started, or gone
 		}
 	}
-	snap.Pending = make([]scheduler.Pending, 0, len(c.viewIDs))
-	for _, id := range c.viewIDs {
-		j := byID[id]
-		if j.State == domain.JobQueued {
-			snap.Pending = append(snap.Pending, scheduler.Pending{JobID: j.ID, Project: j.Project, Pool: j.Pool,
-				Priority: j.Priority, SubmittedAt: j.SubmittedAt, Resources: j.Resources, Timeout: j.Timeout.D(),
-				Preemptible: j.Preemptible, NotBefore: j.NextAttempt, Preemptions: j.Preemptions,
-				Beneficiary: c.beneficiaries[j.ID]})
-		}
-	}
+	snap.Pending = c.pending // kept as jobs change (view.go); the scheduler keeps no reference
 	for _, a := range atts {
 		j, ok := byID[a.JobID]
 		if !ok {
@@ -729,75 +913,13 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 	return snap, byID, atts, nil
 }
 
-// refreshView brings the view of the live jobs up to date: a full read
-// every Resync (or after an error), else only the jobs written since the
-// last look.
-func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
-	if c.view == nil || now.Sub(c.viewAt) >= c.cfg.Resync || now.Before(c.viewAt) {
-		jobs, cur, err := c.cfg.Store.LiveJobs(ctx)
-		if err != nil {
-			c.view = nil
-			return err
-		}
-		c.view = make(map[int64]domain.Job, len(jobs))
-		c.viewIDs = c.viewIDs[:0]
-		for _, j := range jobs {
-			c.view[j.ID] = j
-			c.viewIDs = append(c.viewIDs, j.ID)
-		}
-		c.cursor, c.viewAt = cur, now
-		c.hintFull = true
-		return nil
-	}
-	changed, cur, err := c.cfg.Store.ChangedJobs(ctx, c.cursor)
-	if err != nil {
-		c.view = nil // read everything next time
-		return err
-	}
-	var added []int64 // ascending: changed comes in id order
-	removed := false
-	for _, j := range changed {
-		c.hintIDs = append(c.hintIDs, j.ID)
-		_, had := c.view[j.ID]
-		switch {
-		case j.State.Live():
-			c.view[j.ID] = j
-			if !had {
-				added = append(added, j.ID)
-			}
-		case had:
-			delete(c.view, j.ID)
-			removed = true
-		}
-	}
-	if len(added) > 0 || removed {
-		// One merge of the kept ids, less the removed, with the added.
-		next := make([]int64, 0, len(c.view))
-		i := 0
-		for _, id := range c.viewIDs {
-			for i < len(added) && added[i] < id {
-				next = append(next, added[i])
-				i++
-			}
-			if _, ok := c.view[id]; ok {
-				next = append(next, id)
-			}
-		}
-		c.viewIDs = append(next, added[i:]...)
-	}
-	c.cursor = cur
-	if len(c.hintIDs) > 4096 {
-		c.hintIDs, c.hintFull = c.hintIDs[:0], true
-	}
-	return nil
-}
-
 // schedule runs the pass, telling the scheduler which jobs changed since
 // the last one when the view knows.
 func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
-	// The last pass's plan is applied and done with: its storage serves
+	// The plan before the queue view's is done with: its storage serves
 	// this one.
-	c.sched.Recycle(c.lastPlan)
+	c.sched.Recycle(scheduler.Plan{Waiting: c.spentWaiting})
+	c.spentWaiting = nil
 	var plan scheduler.Plan
 	if c.hintFull {
 		plan = c.sched.Schedule(snap, c.cfg.Scheduler)
@@ -809,9 +931,11 @@ func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
 	}
 	c.hintIDs, c.hintFull = c.hintIDs[:0], false
 	// The snapshot's node lists are built afresh each cycle, so keeping
-	// them needs no copy.
+	// them needs no copy; nor do its pools, quotas and projects, read
+	// afresh each cycle too.
 	c.hintRun = append(c.hintRun[:0], snap.Running...)
-	c.lastPlan = plan
+	c.passed, c.pendingDirty = true, false
+	c.passPools, c.passQuotas, c.passProjects, c.passUsage, c.passNow = snap.Pools, snap.Quotas, snap.Projects, c.usageAt, snap.Now
 	return plan
 }
 
@@ -838,22 +962,6 @@ func appendRunningChanges(ids []int64, prev, cur []scheduler.Allocation) []int64
 	return ids
 }
 
-// observePass tells the Observer about a pass and what it saw.
-func (c *Controller) observePass(took time.Duration, snap scheduler.Snapshot, byID map[int64]domain.Job) {
-	if _, ok := c.cfg.Observer.(nopObserver); ok {
-		return
-	}
-	atts := make([]domain.Attempt, 0, len(snap.Running))
-	for _, r := range snap.Running {
-		a := domain.Attempt{JobID: r.JobID, Number: byID[r.JobID].Attempts, Borrowed: r.Borrowed}
-		if len(r.Nodes) > 0 {
-			a.Node, a.GPUs = r.Nodes[0].Node, r.Nodes[0].GPUs
-		}
-		atts = append(atts, a)
-	}
-	c.cfg.Observer.Pass(took, snap.Pools, byID, atts)
-}
-
 // loadUsage computes decayed fair-share usage from the attempt history.
 func (c *Controller) loadUsage(ctx context.Context, now time.Time, pools []domain.Pool) ([]scheduler.Usage, error) {
 	halfLife := c.cfg.Scheduler.FairShareHalfLife
@@ -877,22 +985,12 @@ func (c *Controller) loadUsage(ctx context.Context, now time.Time, pools []domai
 	return scheduler.DecayUsage(recs, now, halfLife), nil
 }
 
-// publishQueue keeps the pass's queue view for API readers.
-func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job) {
+// publishQueue keeps the pass's waiting jobs for the queue view (Queue):
+// the plan's list itself, handed back to the scheduler only once the next
+// pass's replaces it here.
+func (c *Controller) publishQueue(plan scheduler.Plan) {
 	c.queueMu.Lock()
-	q := c.spareQueue[:0]
-	c.queueMu.Unlock()
-	if cap(q) < len(plan.Waiting) {
-		q = make([]domain.QueueEntry, 0, len(plan.Waiting)+len(plan.Waiting)/8)
-	}
-	for _, w := range plan.Waiting {
-		j := byID[w.JobID]
-		q = append(q, domain.QueueEntry{JobID: w.JobID, Name: j.Name, Project: j.Project, Submitter: j.Submitter, Pool: j.Pool,
-			Priority: j.Priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
-			Submitted: j.SubmittedAt, EstimatedStart: w.EstimatedStart})
-	}
-	c.queueMu.Lock()
-	c.queue, c.spareQueue = q, c.queue[:0]
+	c.spentWaiting, c.queueWaiting = c.queueWaiting, plan.Waiting
 	c.queueMu.Unlock()
 }
 
@@ -901,11 +999,14 @@ func (c *Controller) publishQueue(plan scheduler.Plan, byID map[int64]domain.Job
 // (and so runs no loop) answers queue questions this way. It must not be
 // called concurrently with itself or with Run on the same Controller.
 func (c *Controller) PreviewQueue(ctx context.Context) error {
-	snap, byID, _, err := c.snapshot(ctx, c.cfg.Clock.Now())
+	snap, _, _, err := c.snapshot(ctx, c.cfg.Clock.Now())
 	if err != nil {
 		return err
 	}
-	c.publishQueue(scheduler.Schedule(snap, c.cfg.Scheduler), byID)
+	// Nothing acts on what changed here, nor is the Observer told.
+	c.entered, c.left, c.cancels, c.hintIDs = c.entered[:0], c.left[:0], c.cancels[:0], c.hintIDs[:0]
+	c.publishQueue(scheduler.Schedule(snap, c.cfg.Scheduler))
+	c.spentWaiting = nil // not the incremental scheduler's
 	return nil
 }
 
@@ -914,11 +1015,15 @@ func (c *Controller) PreviewQueue(ctx context.Context) error {
 func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntry, error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	out := make([]domain.QueueEntry, 0, len(c.queue))
-	for _, e := range c.queue {
-		if pool == "" || e.Pool == pool {
-			out = append(out, e)
+	out := make([]domain.QueueEntry, 0, len(c.queueWaiting))
+	for _, w := range c.queueWaiting {
+		l, ok := c.labels[w.JobID]
+		if !ok || pool != "" && l.pool != pool {
+			continue // not queued any more, or another pool's
 		}
+		out = append(out, domain.QueueEntry{JobID: w.JobID, Name: l.name, Project: l.project, Submitter: l.submitter, Pool: l.pool,
+			Priority: l.priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
+			Submitted: l.submitted, EstimatedStart: w.EstimatedStart})
 	}
 	return out, nil
 }
@@ -1050,12 +1155,12 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 // has not reattached to, once they are AdoptAfter old: attempts a deposed
 // leader launched after this one took over (its fence check came just
 // before it lost the lead). It also forgets attempts no longer active.
-func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []domain.Attempt, live map[int64]bool) {
+func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []domain.Attempt) {
 	active := make(map[executor.Ref]bool, len(atts))
 	for _, a := range atts {
 		ref := executor.Ref{JobID: a.JobID, Attempt: a.Number}
 		active[ref] = true
-		if c.known[ref] || now.Sub(a.CreatedAt) < c.cfg.AdoptAfter || !live[a.JobID] {
+		if _, live := c.view[a.JobID]; c.known[ref] || now.Sub(a.CreatedAt) < c.cfg.AdoptAfter || !live {
 			continue
 		}
 		c.known[ref] = true

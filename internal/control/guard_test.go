@@ -24,11 +24,12 @@ type holdObserver struct {
 	released []int64
 }
 
-func (o *holdObserver) Pass(time.Duration, []domain.Pool, map[int64]domain.Job, []domain.Attempt) {}
-func (o *holdObserver) Placed(string, string, int, time.Duration)                                 {}
-func (o *holdObserver) AttemptEnded(domain.Job, domain.Attempt)                                   {}
-func (o *holdObserver) LogLimited(domain.Job, int, int64, time.Time)                              {}
-func (o *holdObserver) GrantsExpiring([]domain.GrantNotice)                                       {}
+func (o *holdObserver) Pass(time.Duration)                           {}
+func (o *holdObserver) View(control.View)                            {}
+func (o *holdObserver) Placed(string, string, int, time.Duration)    {}
+func (o *holdObserver) AttemptEnded(domain.Job, domain.Attempt)      {}
+func (o *holdObserver) LogLimited(domain.Job, int, int64, time.Time) {}
+func (o *holdObserver) GrantsExpiring([]domain.GrantNotice)          {}
 
 func (o *holdObserver) PreemptionHeld(j domain.Job, h domain.PreemptionHold) {
 	o.mu.Lock()

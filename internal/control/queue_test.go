@@ -56,4 +56,10 @@ func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 	if err != nil || len(q) != 1 || q[0].Submitter != "bob" || q[0].Project != "vision" {
 		t.Fatalf("queue = %+v, %v; want bob's job, with its submitter", q, err)
 	}
+	if q, err := ctl.Queue(ctx, "small"); err != nil || len(q) != 1 || q[0].Pool != "small" || q[0].Name != "train" || q[0].Position != 1 {
+		t.Fatalf("queue of pool small = %+v, %v; want bob's job first", q, err)
+	}
+	if q, err := ctl.Queue(ctx, "other"); err != nil || len(q) != 0 {
+		t.Fatalf("queue of pool other = %+v, %v; want none", q, err)
+	}
 }

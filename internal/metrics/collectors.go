@@ -14,8 +14,8 @@ import (
 )
 
 var (
-	queueDepthDesc = prometheus.NewDesc(QueueDepth, "Queued jobs waiting for the scheduler, as of the last pass.", []string{"pool", "project"}, nil)
-	runningDesc    = prometheus.NewDesc(RunningJobs, "Jobs with an active (starting or running) attempt, as of the last pass.", []string{"pool", "project"}, nil)
+	queueDepthDesc = prometheus.NewDesc(QueueDepth, "Queued jobs waiting for the scheduler, as the control loop last saw them.", []string{"pool", "project"}, nil)
+	runningDesc    = prometheus.NewDesc(RunningJobs, "Jobs with an active (starting or running) attempt, as the control loop last saw them.", []string{"pool", "project"}, nil)
 	capGPUsDesc    = prometheus.NewDesc(PoolCapacityGPUs, "GPUs in the pool.", []string{"pool"}, nil)
 	allocGPUsDesc  = prometheus.NewDesc(PoolAllocatedGPUs, "GPUs held by active attempts in the pool.", []string{"pool"}, nil)
 	capCPUsDesc    = prometheus.NewDesc(PoolCapacityCPUs, "CPU cores in the pool.", []string{"pool"}, nil)
@@ -23,7 +23,7 @@ var (
 	capMemDesc     = prometheus.NewDesc(PoolCapacityMemory, "Memory in the pool, in bytes.", []string{"pool"}, nil)
 	allocMemDesc   = prometheus.NewDesc(PoolAllocatedMemory, "Memory held by active attempts in the pool, in bytes.", []string{"pool"}, nil)
 	jobsDesc       = prometheus.NewDesc(Jobs, "Jobs by state, counted in the store at scrape time.", []string{"state"}, nil)
-	spendRateDesc  = prometheus.NewDesc(SpendRate, "What the running attempts cost per hour at their pool's rates, in the server's currency, as of the last pass.", []string{"pool", "project"}, nil)
+	spendRateDesc  = prometheus.NewDesc(SpendRate, "What the running attempts cost per hour at their pool's rates, in the server's currency, as the control loop last saw them.", []string{"pool", "project"}, nil)
 
 	budgetAmountDesc    = prometheus.NewDesc(BudgetAmount, "A project's budget for its current period, in the server's currency.", []string{"project", "period"}, nil)
 	budgetSpentDesc     = prometheus.NewDesc(BudgetSpent, "What a project's attempts cost so far in its budget's current period.", []string{"project", "period"}, nil)
@@ -42,7 +42,7 @@ var (
 	gpuTempDesc     = prometheus.NewDesc(AttemptGPUTemp, "Temperature of a GPU assigned to a running attempt, in degrees Celsius.", gpuLabels, nil)
 )
 
-// stateCollector emits the last pass's view as gauges. Series of pools and
+// stateCollector emits the control loop's last view as gauges. Series of pools and
 // projects that no longer have queued or running work disappear.
 type stateCollector struct{ m *Metrics }
 
@@ -57,7 +57,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.m.mu.Unlock()
 	st := c.m.state
 	for k, n := range st.queued {
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), k.pool, k.project)
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), k.Pool, k.Project)
 	}
 	for k, n := range st.running {
 		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(n), k.pool, k.project)

@@ -13,7 +13,9 @@ package metrics
 
 import (
 	"context"
+	"iter"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -67,7 +69,7 @@ type Metrics struct {
 	submits     *prometheus.CounterVec
 
 	mu    sync.Mutex
-	state passState // the last pass's view, emitted by stateCollector
+	state passState // the control loop's last view, emitted by stateCollector
 }
 
 // Series names, for tests and the deploy/ rules.
@@ -187,31 +189,32 @@ func (m *Metrics) AttemptEnded(project, pool string, state domain.AttemptState, 
 	m.outcomes.WithLabelValues(pool, project, string(state), string(reason)).Inc()
 }
 
-// Pass records a scheduler pass and what it saw: queue depth, running jobs,
-// pool capacity and allocation, and the running attempts to sample
-// (control.Observer).
-func (m *Metrics) Pass(took time.Duration, pools []domain.Pool, jobs map[int64]domain.Job, attempts []domain.Attempt) {
+// Pass records a scheduler pass and how long it took (control.Observer).
+func (m *Metrics) Pass(took time.Duration) {
 	m.passSeconds.Observe(took.Seconds())
 	m.lastPass.SetToCurrentTime()
-	st := passState{queued: map[poolProject]int{}, running: map[poolProject]int{}, pools: make(map[string]*poolUse, len(pools)),
+}
+
+// PoolProject names one project's jobs in one pool.
+type PoolProject struct{ Pool, Project string }
+
+// View records the live work as the control loop sees it after a change:
+// the pools, the queued jobs counted by pool and project, and the active
+// attempts with their jobs, which it samples (control.Observer). Its cost
+// follows the pools and the active attempts, not the queue.
+func (m *Metrics) View(pools []domain.Pool, queued map[PoolProject]int, active iter.Seq2[domain.Job, domain.Attempt]) {
+	st := passState{queued: maps.Clone(queued), running: map[poolProject]int{}, pools: make(map[string]*poolUse, len(pools)),
 		spendRate: poolProjectSpend{}}
+	if st.queued == nil {
+		st.queued = map[PoolProject]int{}
+	}
 	rates := make(map[string]domain.Rates, len(pools))
 	for _, p := range pools {
 		c := p.Capacity()
 		st.pools[p.Name] = &poolUse{capacity: c}
 		rates[p.Name] = p.Rates
 	}
-	for _, j := range jobs {
-		if j.State == domain.JobQueued {
-			st.queued[poolProject{j.Pool, j.Project}]++
-		}
-	}
-	st.targets = make([]sample.Target, 0, len(attempts))
-	for _, a := range attempts {
-		j, ok := jobs[a.JobID]
-		if !ok {
-			continue
-		}
+	for j, a := range active {
 		st.running[poolProject{j.Pool, j.Project}]++
 		if r := rates[j.Pool]; r != (domain.Rates{}) {
 			st.spendRate[poolProject{j.Pool, j.Project}] += cost.Of(j.Resources, r, time.Hour)
@@ -232,7 +235,8 @@ func (m *Metrics) Pass(took time.Duration, pools []domain.Pool, jobs map[int64]d
 	m.mu.Unlock()
 }
 
-// targets are the running attempts of the last pass, with their directories.
+// targets are the active attempts the control loop last saw, with their
+// directories.
 func (m *Metrics) targets(context.Context) []sample.Target {
 	m.mu.Lock()
 	ts := make([]sample.Target, len(m.state.targets))
@@ -252,12 +256,13 @@ type poolUse struct{ capacity, allocated domain.Limits }
 // per hour.
 type poolProjectSpend map[poolProject]domain.Money
 
-// passState is what the last pass saw.
+// passState is what the control loop last saw.
 type passState struct {
-	queued, running map[poolProject]int
-	pools           map[string]*poolUse
-	spendRate       poolProjectSpend
-	targets         []sample.Target
+	queued    map[PoolProject]int
+	running   map[poolProject]int
+	pools     map[string]*poolUse
+	spendRate poolProjectSpend
+	targets   []sample.Target
 }
 
 // slogAdapter lets promhttp log encoding errors through slog.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -53,12 +54,9 @@ func populated(t *testing.T) *Metrics {
 	// 1 GPU at 2.50 an hour and 4 CPUs at 0.25: 3.50 an hour.
 	pools := []domain.Pool{{Name: "a100", Nodes: []domain.Node{{Name: "n1", CPUs: 32, Memory: 256 << 30, GPUs: []int{0, 1}}},
 		Rates: domain.Rates{GPUHour: 2_500_000, CPUHour: 250_000}}}
-	jobs := map[int64]domain.Job{
-		1: {ID: 1, Project: "vision", Pool: "a100", State: domain.JobRunning, Attempts: 1, Resources: domain.Resources{GPUs: 1, CPUs: 4, Memory: 16 << 30}},
-		2: {ID: 2, Project: "vision", Pool: "a100", State: domain.JobQueued},
-		3: {ID: 3, Project: "nlp", Pool: "a100", State: domain.JobQueued},
-	}
-	m.Pass(3*time.Millisecond, pools, jobs, []domain.Attempt{{JobID: 1, Number: 1, GPUs: []int{1}}})
+	running := domain.Job{ID: 1, Project: "vision", Pool: "a100", State: domain.JobRunning, Attempts: 1, Resources: domain.Resources{GPUs: 1, CPUs: 4, Memory: 16 << 30}}
+	m.Pass(3 * time.Millisecond)
+	m.View(pools, map[PoolProject]int{{"a100", "vision"}: 1, {"a100", "nlp"}: 1}, active(running, domain.Attempt{JobID: 1, Number: 1, GPUs: []int{1}}))
 	m.Placed("vision", "a100", 1, 42*time.Second)
 	m.AttemptEnded("vision", "a100", domain.AttemptFailed, domain.ReasonOOMKilled)
 	m.ObserveRequest("GET /api/v1/jobs", 200, 5*time.Millisecond)
@@ -184,14 +182,25 @@ func TestExpositionHasEverySeries(t *testing.T) {
 	}
 }
 
-// A later pass replaces the view: series of work that is gone disappear.
-func TestPassReplacesTheView(t *testing.T) {
-	m := New(Config{})
-	m.Pass(0, nil, map[int64]domain.Job{1: {ID: 1, Pool: "p", Project: "x", State: domain.JobQueued}}, nil)
-	if fams := scrape(t, m); fams[QueueDepth] == nil {
-		t.Fatal("queue depth missing after a pass with a queued job")
+// active is the attempts with their jobs, as View takes them.
+func active(pairs ...any) iter.Seq2[domain.Job, domain.Attempt] {
+	return func(yield func(domain.Job, domain.Attempt) bool) {
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if !yield(pairs[i].(domain.Job), pairs[i+1].(domain.Attempt)) {
+				return
+			}
+		}
 	}
-	m.Pass(0, nil, map[int64]domain.Job{}, nil)
+}
+
+// A later view replaces the last: series of work that is gone disappear.
+func TestViewReplacesTheLast(t *testing.T) {
+	m := New(Config{})
+	m.View(nil, map[PoolProject]int{{"p", "x"}: 1}, active())
+	if fams := scrape(t, m); fams[QueueDepth] == nil {
+		t.Fatal("queue depth missing after a view with a queued job")
+	}
+	m.View(nil, map[PoolProject]int{}, active())
 	if fams := scrape(t, m); fams[QueueDepth] != nil {
 		t.Fatalf("queue depth still reported after the queue emptied: %v", fams[QueueDepth])
 	}
