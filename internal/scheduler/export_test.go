@@ -3,6 +3,3 @@ package scheduler
 // SetMemo turns the class decision memo on or off, so that tests can check
 // that it never changes a decision.
 func SetMemo(on bool) { memoOff = !on }
-
-// Replays is how many passes were replayed from a visit log so far.
-func Replays() int64 { return replays.Load() }

@@ -20,6 +20,8 @@ import (
 type Queues struct {
 	pools map[string]*queue
 	last  lastInputs // what the last pass ran on (replay.go)
+	// replayed counts the passes replayed from a visit log (replay.go).
+	replayed int64
 }
 
 // NewQueues sorts pending (each job once, by pointer) into one queue per

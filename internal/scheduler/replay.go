@@ -34,7 +34,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"trainyard/internal/domain"
@@ -297,12 +296,13 @@ func (qs *Queues) replay(pools []domain.Pool, last *Plan) (Plan, bool) {
 	if off != len(w) {
 		return Plan{}, false
 	}
-	replays.Add(1)
+	qs.replayed++
 	return Plan{Start: last.Start, Preempt: last.Preempt, Waiting: w}, true
 }
 
-// replays counts passes replayed (tests read it).
-var replays atomic.Int64
+// Replayed is how many passes over qs were edited from the previous plan
+// instead of walked (docs/scheduling.md, Performance).
+func (qs *Queues) Replayed() int64 { return qs.replayed }
 
 // emitsBefore sums the waiting entries of the pool emitted before visit t
 // of phase ph.

@@ -122,7 +122,7 @@ func TestReplayMatchesSchedule(t *testing.T) {
 	if testing.Short() {
 		seeds = 12
 	}
-	before := scheduler.Replays()
+	var n int64
 	for seed := range uint64(seeds) {
 		r := rand.New(rand.NewPCG(seed, 97))
 		h := crowdedWorld(r)
@@ -151,8 +151,8 @@ func TestReplayMatchesSchedule(t *testing.T) {
 				h.Apply(want) // starts, preemptions
 			}
 		}
+		n += hint.inc.Replayed()
 	}
-	n := scheduler.Replays() - before
 	t.Logf("%d of %d passes replayed", n, seeds*60)
 	if n < int64(seeds)*5 {
 		t.Errorf("%d passes replayed over %d seeds; the test should exercise replay more", n, seeds)
@@ -173,7 +173,6 @@ func TestReplayLargeQueue(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var hint hinted
 	next := int64(1 << 40)
-	before := scheduler.Replays()
 	for step := range 40 {
 		what := "submit"
 		switch r.IntN(4) {
@@ -200,7 +199,7 @@ func TestReplayLargeQueue(t *testing.T) {
 			t.Fatalf("step %d (after %s): told plan differs", step, what)
 		}
 	}
-	got := scheduler.Replays() - before
+	got := hint.inc.Replayed()
 	t.Logf("%d of 40 passes replayed", got)
 	if got < 10 {
 		t.Errorf("%d of 40 passes replayed; want most", got)

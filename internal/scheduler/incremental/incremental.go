@@ -40,7 +40,13 @@ type Scheduler struct {
 	// handed it back (the next pass may then edit it instead of walking).
 	returned, recycled scheduler.Plan
 	hasRecycled        bool
+	// replayed counts the passes edited from the previous plan.
+	replayed int64
 }
+
+// Replayed is how many of this scheduler's passes edited the previous
+// plan instead of walking the queues.
+func (in *Scheduler) Replayed() int64 { return in.replayed }
 
 // maxDelta is the number of changed pending jobs above which a pass
 // rebuilds the queues instead of editing them.
@@ -106,7 +112,9 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 		}
 	}
 	in.recycled, in.hasRecycled = scheduler.Plan{}, false
+	before := in.queues.Replayed()
 	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
+	in.replayed += in.queues.Replayed() - before
 	if n := len(plan.Waiting); n < len(buf) {
 		clear(buf[n:]) // let the recycled plan's messages go
 	}
