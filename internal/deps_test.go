@@ -56,6 +56,7 @@ var allowed = map[string][]string{
 	"internal/metrics":               {"internal/domain", "internal/metrics/sample", "internal/cost", "github.com/prometheus"},
 	"internal/alerts":                {"internal/domain"},
 	"internal/artifacts":             {"internal/domain"},
+	"internal/observe":               {"internal/alerting", "internal/alerts", "internal/control", "internal/domain", "internal/metrics"},
 	"internal/alerting":              {"internal/alerts", "internal/domain", "internal/store", "internal/clock", "internal/cost"},
 	"internal/blob":                  {},
 	"internal/codepkg":               {},

@@ -38,6 +38,7 @@ import (
 	"trainyard/internal/logs"
 	"trainyard/internal/metrics"
 	"trainyard/internal/metrics/sample"
+	"trainyard/internal/observe"
 	"trainyard/internal/scheduler"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
@@ -526,7 +527,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
 				return svc.Secrets.ResolveSecrets(ctx, project, names)
 			},
-			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observers{metricsReg, alerter}, Blobs: codeBlobs,
+			JobTokens: jobTokens{&svc}, APIURL: url, Observer: observe.Observers{M: metricsReg, A: alerter}, Blobs: codeBlobs,
 			CopyCheckpoints: copyCheckpoints, Fence: fence, PreemptionGuard: preemptionGuard, RetryStorm: retryStorm,
 			GrantWarning: durations.grantWarning}
 	}

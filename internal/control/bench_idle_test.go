@@ -22,6 +22,7 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/logs"
 	"trainyard/internal/metrics"
+	"trainyard/internal/observe"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 )
@@ -89,7 +90,7 @@ func idleLoop(b *testing.B, window time.Duration, queued, running int, latency b
 		launched <- l.JobID
 		return []executor.Event{{Kind: executor.Started, PID: 1}} // runs until stopped
 	}}
-	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Observer: benchObservers{m, al},
+	ctl := control.New(control.Config{Store: st, Executor: ex, Clock: clock.Real{}, Observer: observe.Observers{M: m, A: al},
 		Logs: logs.Layout{Root: filepath.Join(dir, "runs")}, Logger: discard()})
 	done := make(chan struct{}, 2)
 	go func() { ctl.Run(ctx); done <- struct{}{} }()
