@@ -184,7 +184,6 @@ func BenchmarkReadsVsHello(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // one op is a round of three loads: meaningless
 }
 
-// cpuTime is the CPU time this process has used, user and system.
 // seedPricedJobs stores n jobs through the API in e's pool "default",
 // given rates first, and gives each an attempt that ran an hour and was
 // preempted and a second one that runs.
