@@ -4,38 +4,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
 )
 
-// fakeNow is a clock the test moves.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (f *fakeNow) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fakeNow) advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.t = f.t.Add(d)
-}
-
 // checkRig launches attempts whose environment check counts its runs in a
 // file the test owns, outside every attempt's directories.
 type checkRig struct {
 	h       *executortest.Harness
-	clock   *fakeNow
+	clock   *clock.Fake
 	counter string
 	bin     string // on the check's PATH; holds ty-check, the counting check
 	exit    string // the check's exit status
@@ -44,7 +26,7 @@ type checkRig struct {
 func newCheckRig(t *testing.T, ttl time.Duration, cache string) *checkRig {
 	t.Helper()
 	dir := t.TempDir()
-	r := &checkRig{clock: &fakeNow{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+	r := &checkRig{clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
 		counter: filepath.Join(dir, "check-runs"), bin: filepath.Join(dir, "bin"), exit: "0"}
 	if err := os.MkdirAll(r.bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -127,7 +109,7 @@ func TestEnvCheckRunsOncePerVersionUntilTheTTL(t *testing.T) {
 	// Later attempts of the same version on this node skip it, and say so.
 	const want = "environment check py3@1 passed on node "
 	for i := range 3 {
-		r.clock.advance(10 * time.Minute)
+		r.clock.Advance(10 * time.Minute)
 		l, started, end := r.run(t, "py3@1", "sha256:one")
 		if end.State != domain.AttemptSucceeded {
 			t.Fatalf("attempt %d ended %s: %s", i+2, end.State, end.Message)
@@ -144,7 +126,7 @@ func TestEnvCheckRunsOncePerVersionUntilTheTTL(t *testing.T) {
 	}
 
 	// Past the TTL it runs again, once.
-	r.clock.advance(31 * time.Minute) // 1h01m after the pass
+	r.clock.Advance(31 * time.Minute) // 1h01m after the pass
 	if _, started, _ := r.run(t, "py3@1", "sha256:one"); started.CheckNote != "" || r.runs(t) != 2 {
 		t.Errorf("after the TTL: %d runs, note %q; want the check run again", r.runs(t), started.CheckNote)
 	}
