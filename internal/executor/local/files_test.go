@@ -205,7 +205,10 @@ func TestLogsStreamTailFollow(t *testing.T) {
 	h := executortest.NewHarness(t, ex)
 	l := h.Run(t, executortest.Program{OnTerm: "bye", Steps: []executortest.Step{
 		{Out: "o1"}, {Err: "e1"}, {Out: "o2"}, {Err: "e2"}, {Out: "o3"}, {Err: "ready"}, {Block: true}}}, nil)
+	// stdout and stderr are separate pipes, read concurrently: "ready"
+	// on stderr can reach the log before "o3" on stdout.
 	h.WaitLine(t, l.Ref, "ready")
+	h.WaitLine(t, l.Ref, "o3")
 	b := &syncBuilder{}
 	done := make(chan error, 1)
 	go func() {
