@@ -115,6 +115,7 @@ func Benchmark(b *testing.B, open func(b *testing.B) store.Store, opts BenchOpti
 	b.Run("Live100k", func(b *testing.B) {
 		s, _ := seedStore(b, open, opts.Seed, backlogJobs())
 		b.Run("SnapshotLoad", func(b *testing.B) { benchSnapshotLoad(b, s, backlogLive) })
+		b.Run("LiveJobRevs", func(b *testing.B) { benchLiveJobRevs(b, s, backlogLive) })
 		b.Run("ListJobs", func(b *testing.B) { benchListJobs(b, s, backlogFilters()) })
 	})
 }
@@ -575,6 +576,25 @@ func benchSnapshotLoad(b *testing.B, s store.Store, live int) {
 		lat.add(time.Since(start))
 		if len(jobs) != live {
 			b.Fatalf("LiveJobs returned %d jobs, want %d", len(jobs), live)
+		}
+	}
+	lat.report(b)
+}
+
+// benchLiveJobRevs measures LiveJobRevs, what the control loop reads
+// every resync: every live job's id and revision, in one snapshot.
+func benchLiveJobRevs(b *testing.B, s store.Store, live int) {
+	ctx := context.Background()
+	var lat latencies
+	for range b.N {
+		start := time.Now()
+		revs, _, err := s.LiveJobRevs(ctx)
+		if err != nil {
+			b.Fatalf("LiveJobRevs: %v", err)
+		}
+		lat.add(time.Since(start))
+		if len(revs) != live {
+			b.Fatalf("LiveJobRevs returned %d jobs, want %d", len(revs), live)
 		}
 	}
 	lat.report(b)
