@@ -175,8 +175,7 @@ type Jobs interface {
 	// snapshot's xmin) count as written after it.
 	LiveJobRevs(ctx context.Context) ([]JobRev, JobCursor, error)
 	// JobsByID returns the jobs of ids (cheap rows, by id ascending, in
-	// any state), read at one moment after the call began; ids of no job
-	// are left out.
+	// any state), read at one moment; ids of no job are left out.
 	JobsByID(ctx context.Context, ids []int64) ([]domain.Job, error)
 	// CountJobs counts jobs per state (for metrics and the UI).
 	CountJobs(ctx context.Context) (map[domain.JobState]int, error)
