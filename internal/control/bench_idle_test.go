@@ -29,7 +29,7 @@ import (
 
 // BenchmarkIdleLoop measures the CPU the control loop, the metrics and
 // the alert rules use while nothing happens: this process's user and
-// system time over a window (60s, which holds one full read of the live
+// system time over a window (60s, which holds one check of the live
 // jobs; TRAINYARD_BENCH_IDLE_WINDOW overrides) as a share of one core, with the embedded store, the fake executor, the
 // Prometheus series and the alerter wired as the server wires them.
 // queued=100000: GPU jobs of 100 projects queued in pool blocked, whose

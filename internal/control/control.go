@@ -79,9 +79,10 @@ type Config struct {
 	// UsageRefresh is how often fair-share usage is recomputed from the
 	// attempt history (default 1m); usage moves slowly.
 	UsageRefresh time.Duration
-	// Resync is how often the loop reads every live job afresh (default
-	// 1m); between full reads it reads only the jobs written since its last
-	// look (store.ChangedJobs).
+	// Resync is how often the loop checks every live job's revision
+	// against its view (default 1m), reading again the rows of those
+	// that differ (store.LiveJobRevs); in between it reads only the jobs
+	// written since its last look (store.ChangedJobs).
 	Resync time.Duration
 	// CheckPass, when set (tests), is given each pass's plan together with
 	// the plan a full scheduler.Schedule makes of the same snapshot; they
@@ -198,14 +199,17 @@ type Controller struct {
 	spentWaiting []scheduler.Waiting
 	usageAt      time.Time
 	// view is every live job as of the last cycle, by id; viewIDs its
-	// ids ascending. It is read in full every Resync (viewAt; resync: at
-	// the next cycle) and kept current in between from what the store
-	// says changed since cursor (view.go).
-	view    map[int64]domain.Job
-	viewIDs []int64
-	cursor  store.JobCursor
-	viewAt  time.Time
-	resync  bool
+	// ids ascending; viewRead the cursor of the read each job's row is
+	// from. It is read in full at the start and after an error (resync:
+	// at the next cycle), checked against every live job's revision
+	// every Resync (viewAt), and kept current in between from what the
+	// store says changed since cursor (view.go).
+	view     map[int64]domain.Job
+	viewIDs  []int64
+	viewRead map[int64]store.JobCursor
+	cursor   store.JobCursor
+	viewAt   time.Time
+	resync   bool
 	// Kept from the view as jobs change (view.go): the scheduler's
 	// pending list by id (pendingSpare: the list before it, reused), the
 	// queued jobs by pool and project, the queued jobs' retry backoffs

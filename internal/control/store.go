@@ -36,6 +36,8 @@ type Store interface {
 	ListQuotas(ctx context.Context, project, pool string) ([]domain.Quota, error)
 	ListRequests(ctx context.Context, project, pool string) ([]domain.QuotaRequest, error)
 	LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error)
+	LiveJobRevs(ctx context.Context) ([]store.JobRev, store.JobCursor, error)
+	JobsByID(ctx context.Context, ids []int64) ([]domain.Job, error)
 	MarkCheckpointCopied(ctx context.Context, jobID int64, name, sha256 string, at time.Time) error
 	MarkCheckpointDeleted(ctx context.Context, jobID int64, name string, at time.Time, audit *domain.AuditRecord) error
 	MarkCheckpointRestored(ctx context.Context, jobID int64, name string) error

@@ -17,7 +17,8 @@ import (
 // scheduler's pending list, the queued counts by pool and project, the
 // retry backoffs still running, the queue view's labels and what the
 // Observer is told. A cycle's cost thus follows what changed, not the
-// queue; only the full read every Resync looks at every job.
+// queue; only the check every Resync looks at every job, by its id and
+// revision alone.
 
 // View is what the loop sees of the live work, as told to an Observer
 // (Observer.View). Its maps and slices are the loop's: read them during
@@ -81,17 +82,38 @@ type labelEdit struct {
 }
 
 // refreshView brings the view of the live jobs up to date: a full read
-// every Resync (or after an error), compared job by job with the view,
-// else only the jobs written since the last look. Each job that changed
-// updates what is derived from the queue (absorb).
+// at the start and after an error, compared job by job with the view;
+// every Resync, a check of every live job's revision against the read its
+// row in the view came from, which reads again only the jobs written
+// since (and finds those a look since missed); else only the jobs written
+// since the last look. Each job that changed updates what is derived from
+// the queue (absorb).
 func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
-	full := c.view == nil || c.resync || now.Sub(c.viewAt) >= c.cfg.Resync || now.Before(c.viewAt)
+	full := c.view == nil || c.resync
+	check := !full && (now.Sub(c.viewAt) >= c.cfg.Resync || now.Before(c.viewAt))
 	var jobs []domain.Job
+	var revs []store.JobRev // check: every live job, by id ascending
 	var cur store.JobCursor
 	var err error
-	if full {
+	switch {
+	case full:
 		jobs, cur, err = c.cfg.Store.LiveJobs(ctx)
-	} else {
+	case check:
+		revs, cur, err = c.cfg.Store.LiveJobRevs(ctx)
+		if err == nil {
+			var stale []int64
+			for _, r := range revs {
+				if read, ok := c.viewRead[r.ID]; !ok || r.Rev > read {
+					stale = append(stale, r.ID)
+				}
+			}
+			if len(stale) > 0 {
+				// Read after the revisions: each row is at least as new
+				// as cur, all that viewRead will claim of it.
+				jobs, err = c.cfg.Store.JobsByID(ctx, stale)
+			}
+		}
+	default:
 		jobs, cur, err = c.cfg.Store.ChangedJobs(ctx, c.cursor)
 	}
 	if err != nil {
@@ -100,13 +122,14 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 	}
 	if c.view == nil {
 		c.view = map[int64]domain.Job{}
+		c.viewRead = map[int64]store.JobCursor{}
 		c.queuedBy = map[PoolProject]int{}
 		c.backoffs = map[int64]time.Time{}
 		c.viewReset = true
 	}
 	var edits []pendingEdit
 	var labels []labelEdit
-	var added []int64 // ascending: both reads come in id order
+	var added []int64 // ascending: every read comes in id order
 	removed := false
 	change := func(old domain.Job, had bool, j domain.Job, live bool) {
 		c.hintIDs = append(c.hintIDs, j.ID)
@@ -118,40 +141,56 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 			removed = true
 		}
 	}
-	if full {
-		// Every job read is live; those of the view not read are not.
+	// left takes the jobs of the view that are not among the n live ids
+	// id(0) < id(1) < ... out of it.
+	left := func(n int, id func(i int) int64) {
 		i := 0
-		for _, id := range c.viewIDs {
-			for i < len(jobs) && jobs[i].ID < id {
+		for _, vid := range c.viewIDs {
+			for i < n && id(i) < vid {
 				i++
 			}
-			if i < len(jobs) && jobs[i].ID == id {
+			if i < n && id(i) == vid {
 				continue
 			}
-			old := c.view[id]
+			old := c.view[vid]
 			gone := old
 			gone.State = domain.JobCanceled // any state that is not live
 			change(old, true, gone, false)
 		}
+	}
+	switch {
+	case full:
+		// Every job read is live; those of the view not read are not.
+		left(len(jobs), func(i int) int64 { return jobs[i].ID })
 		for _, j := range jobs {
 			old, had := c.view[j.ID]
-			if had && sameRow(old, j) {
-				continue
+			if !had || !sameRow(old, j) {
+				change(old, had, j, true)
 			}
-			change(old, had, j, true)
+			c.viewRead[j.ID] = cur
 		}
-		// The jobs that differ are hinted like any change: a full read
-		// that finds nothing new makes no pass.
-		c.viewAt, c.resync = now, false
-	} else {
+	case check:
+		// Those of the view not listed live are not; the rest of the
+		// view is as the store has it, but for the jobs read again.
+		left(len(revs), func(i int) int64 { return revs[i].ID })
+		fallthrough
+	default:
 		for _, j := range jobs {
 			old, had := c.view[j.ID]
 			live := j.State.Live()
+			if live {
+				c.viewRead[j.ID] = cur
+			}
 			if !live && !had || had && live && sameRow(old, j) {
 				continue
 			}
 			change(old, had, j, live)
 		}
+	}
+	if full || check {
+		// The jobs that differ are hinted like any change: a look at
+		// every job that finds nothing new makes no pass.
+		c.viewAt, c.resync = now, false
 	}
 	if len(added) > 0 || removed {
 		// One merge of the kept ids, less the removed, with the added.
@@ -201,6 +240,7 @@ func (c *Controller) absorb(edits []pendingEdit, labels []labelEdit, old domain.
 		c.view[j.ID] = j
 	} else {
 		delete(c.view, j.ID)
+		delete(c.viewRead, j.ID)
 		delete(c.reasons, j.ID)
 	}
 	if wasQ {

@@ -94,8 +94,17 @@ type JobFilter struct {
 }
 
 // JobCursor is a point in a store's history of job writes (LiveJobs,
-// ChangedJobs); its value means something only to the store that gave it.
+// ChangedJobs, LiveJobRevs); its value means something only to the store
+// that gave it, except that cursors and revisions (JobRev) compare as the
+// points they name.
 type JobCursor uint64
+
+// JobRev is a live job's id and the point of its row's last write in the
+// history that cursors name (LiveJobRevs).
+type JobRev struct {
+	ID  int64
+	Rev JobCursor
+}
 
 // Jobs stores jobs, their attempts and their transition events.
 // DuplicateScan bounds how many of a submitter's newest jobs SameSpecJobs
@@ -152,6 +161,22 @@ type Jobs interface {
 	// state) created or updated after cursor, and the cursor to pass next.
 	// It may return a job more than once across calls, never miss one.
 	ChangedJobs(ctx context.Context, since JobCursor) ([]domain.Job, JobCursor, error)
+	// LiveJobRevs returns every live job's id and revision (by id
+	// ascending) and a cursor, read at one moment like LiveJobs, without
+	// reading the rest of the rows. A revision compares with cursors:
+	// ChangedJobs(c) returns the job when its Rev > c, and a read that
+	// returned the job with cursor c >= Rev (LiveJobs, ChangedJobs,
+	// LiveJobRevs) showed its row as it still is. A reader that keeps
+	// the live jobs thus checks them all, and reads again (JobsByID) only
+	// those written since it last read them. SQLite's revision is the
+	// number of the write transaction; PostgreSQL's, the id of the
+	// writing transaction plus one, so that rows written by a transaction
+	// still running when a read began (at or after the read's cursor, the
+	// snapshot's xmin) count as written after it.
+	LiveJobRevs(ctx context.Context) ([]JobRev, JobCursor, error)
+	// JobsByID returns the jobs of ids (cheap rows, by id ascending, in
+	// any state), read at one moment; ids of no job are left out.
+	JobsByID(ctx context.Context, ids []int64) ([]domain.Job, error)
 	// CountJobs counts jobs per state (for metrics and the UI).
 	CountJobs(ctx context.Context) (map[domain.JobState]int, error)
 	// ListAttempts returns a job's attempts in number order.

@@ -181,35 +181,91 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 // returns its rows with the transaction's snapshot xmin as cursor;
 // countQuery, when set, sizes the result first.
 func (s *Store) jobsSince(ctx context.Context, action, query string, args []any, countQuery string, countArgs []any) ([]domain.Job, store.JobCursor, error) {
+	var jobs []domain.Job
+	cur, err := s.readAtXmin(ctx, action, func(tx pgx.Tx) error {
+		size := 0
+		if countQuery != "" {
+			if err := tx.QueryRow(ctx, countQuery, countArgs...).Scan(&size); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		jobs, err = scanJobs(rows, size)
+		return err
+	})
+	return jobs, cur, err
+}
+
+// LiveJobRevs implements store.Jobs. A job's revision is its
+// changed_xid plus one: ChangedJobs(c) reads changed_xid >= c.
+func (s *Store) LiveJobRevs(ctx context.Context) ([]store.JobRev, store.JobCursor, error) {
+	states := make([]string, 0, 3)
+	for _, st := range domain.LiveJobStates() {
+		states = append(states, string(st))
+	}
+	var revs []store.JobRev
+	cur, err := s.readAtXmin(ctx, "list live job revisions", func(tx pgx.Tx) error {
+		// An xid8 is a 64-bit epoch and xid, within bigint's range.
+		rows, err := tx.Query(ctx, `SELECT id, changed_xid::text::bigint + 1 FROM jobs WHERE state = ANY($1::text[]) ORDER BY id`, states)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var id, rev int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &rev}, func() error {
+			revs = append(revs, store.JobRev{ID: id, Rev: store.JobCursor(rev)})
+			return nil
+		})
+		return err
+	})
+	return revs, cur, err
+}
+
+// JobsByID implements store.Jobs.
+func (s *Store) JobsByID(ctx context.Context, ids []int64) ([]domain.Job, error) {
+	if len(ids) == 0 {
+		return nil, s.checkOpen()
+	}
+	var jobs []domain.Job
+	_, err := s.readAtXmin(ctx, "list jobs by id", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+sqlstore.ListCols+` FROM jobs WHERE id = ANY($1::bigint[]) ORDER BY id`, ids)
+		if err != nil {
+			return err
+		}
+		jobs, err = scanJobs(rows, len(ids))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// readAtXmin runs read in a read-only repeatable-read transaction and
+// returns the xmin of its snapshot: the oldest transaction then running,
+// so every write read did not see has a changed_xid at least as high.
+func (s *Store) readAtXmin(ctx context.Context, action string, read func(tx pgx.Tx) error) (store.JobCursor, error) {
 	if err := s.checkOpen(); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, 0, interpretError(action, err)
+		return 0, interpretError(action, err)
 	}
 	defer tx.Rollback(ctx)
 	var xmin string
 	if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
-		return nil, 0, interpretError(action, err)
+		return 0, interpretError(action, err)
 	}
 	cursor, err := strconv.ParseUint(xmin, 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: read snapshot xmin %q: %w", action, xmin, err)
+		return 0, fmt.Errorf("%s: read snapshot xmin %q: %w", action, xmin, err)
 	}
-	size := 0
-	if countQuery != "" {
-		if err := tx.QueryRow(ctx, countQuery, countArgs...).Scan(&size); err != nil {
-			return nil, 0, interpretError(action, err)
-		}
+	if err := read(tx); err != nil {
+		return 0, interpretError(action, err)
 	}
-	rows, err := tx.Query(ctx, query, args...)
-	if err != nil {
-		return nil, 0, interpretError(action, err)
-	}
-	jobs, err := scanJobs(rows, size)
-	if err != nil {
-		return nil, 0, interpretError(action, err)
-	}
-	return jobs, store.JobCursor(cursor), nil
+	return store.JobCursor(cursor), nil
 }

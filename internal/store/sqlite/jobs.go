@@ -162,31 +162,109 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 // transaction, and returns the rows with that revision as cursor;
 // countQuery, when set, sizes the result first.
 func (s *Store) jobsSince(ctx context.Context, action, query string, args []any, countQuery string, countArgs []any) ([]domain.Job, store.JobCursor, error) {
+	var jobs []domain.Job
+	cur, err := s.readAtRev(ctx, action, func(tx *sql.Tx) error {
+		size := 0
+		if countQuery != "" {
+			if err := tx.QueryRowContext(ctx, countQuery, countArgs...).Scan(&size); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		jobs, err = scanJobs(rows, size)
+		return err
+	})
+	return jobs, cur, err
+}
+
+// LiveJobRevs implements store.Jobs: the live jobs' ids and revisions
+// and the newest revision, in one read transaction.
+func (s *Store) LiveJobRevs(ctx context.Context) ([]store.JobRev, store.JobCursor, error) {
+	states := domain.LiveJobStates()
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = string(st)
+	}
+	var revs []store.JobRev
+	cur, err := s.readAtRev(ctx, "list live job revisions", func(tx *sql.Tx) error {
+		// Each state's range of the (state, id) index comes in id order:
+		// sorted here, not in a temporary b-tree.
+		rows, err := tx.QueryContext(ctx, `SELECT id, rev FROM jobs WHERE state IN (?`+strings.Repeat(", ?", len(states)-1)+`)`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, rev int64
+			if err := rows.Scan(&id, &rev); err != nil {
+				return err
+			}
+			revs = append(revs, store.JobRev{ID: id, Rev: store.JobCursor(rev)})
+		}
+		return rows.Err()
+	})
+	slices.SortFunc(revs, func(a, b store.JobRev) int { return cmp.Compare(a.ID, b.ID) })
+	return revs, cur, err
+}
+
+// jobsByIDChunk bounds the ids of one statement of JobsByID, well below
+// SQLite's limit on a statement's parameters.
+const jobsByIDChunk = 500
+
+// JobsByID implements store.Jobs, in one read transaction.
+func (s *Store) JobsByID(ctx context.Context, ids []int64) ([]domain.Job, error) {
+	if len(ids) == 0 {
+		return nil, s.checkOpen()
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	jobs := sqlstore.JobsFor(len(ids))
+	_, err := s.readAtRev(ctx, "list jobs by id", func(tx *sql.Tx) error {
+		for len(ids) > 0 {
+			n := min(len(ids), jobsByIDChunk)
+			args := make([]any, n)
+			for i, id := range ids[:n] {
+				args[i] = id
+			}
+			rows, err := tx.QueryContext(ctx, `SELECT `+sqlstore.ListCols+` FROM jobs WHERE id IN (?`+strings.Repeat(", ?", n-1)+`) ORDER BY id`, args...)
+			if err != nil {
+				return err
+			}
+			some, err := scanJobs(rows, n)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, some...)
+			ids = ids[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// readAtRev runs read in one read transaction, after reading the newest
+// revision, which it returns: every write read saw has a revision no
+// greater.
+func (s *Store) readAtRev(ctx context.Context, action string, read func(tx *sql.Tx) error) (store.JobCursor, error) {
 	if err := s.checkOpen(); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	tx, err := s.readDB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, 0, interpretError(action, err)
+		return 0, interpretError(action, err)
 	}
 	defer tx.Rollback()
 	var rev sql.NullInt64 // a bare MAX over the rev index reads one entry
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(rev) FROM jobs`).Scan(&rev); err != nil {
-		return nil, 0, interpretError(action, err)
+		return 0, interpretError(action, err)
 	}
-	size := 0
-	if countQuery != "" {
-		if err := tx.QueryRowContext(ctx, countQuery, countArgs...).Scan(&size); err != nil {
-			return nil, 0, interpretError(action, err)
-		}
+	if err := read(tx); err != nil {
+		return 0, interpretError(action, err)
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, 0, interpretError(action, err)
-	}
-	jobs, err := scanJobs(rows, size)
-	if err != nil {
-		return nil, 0, interpretError(action, err)
-	}
-	return jobs, store.JobCursor(rev.Int64), nil
+	return store.JobCursor(rev.Int64), nil
 }

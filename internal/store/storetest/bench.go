@@ -114,7 +114,8 @@ func Benchmark(b *testing.B, open func(b *testing.B) store.Store, opts BenchOpti
 	// A deep backlog: 100,000 live jobs (mostly queued) among 150,000.
 	b.Run("Live100k", func(b *testing.B) {
 		s, _ := seedStore(b, open, opts.Seed, backlogJobs())
-		b.Run("SnapshotLoad", func(b *testing.B) { benchSnapshotLoad(b, s, backlogLive) })
+		b.Run("SnapshotLoad", func(b *testing.B) { benchSnapshotLoad(b, s, backlogLive, opts.InProcess) })
+		b.Run("LiveJobRevs", func(b *testing.B) { benchLiveJobRevs(b, s, backlogLive, opts.InProcess) })
 		b.Run("ListJobs", func(b *testing.B) { benchListJobs(b, s, backlogFilters()) })
 	})
 }
@@ -563,18 +564,43 @@ func benchCountJobs(b *testing.B, s store.Store) {
 // benchSnapshotLoad measures LiveJobs, what the control loop reads when it
 // starts (and when it loses track of changes): every live job, in one
 // snapshot.
-func benchSnapshotLoad(b *testing.B, s store.Store, live int) {
+func benchSnapshotLoad(b *testing.B, s store.Store, live int, inProcess bool) {
 	ctx := context.Background()
 	var lat latencies
 	for range b.N {
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		jobs, _, err := s.LiveJobs(ctx)
 		if err != nil {
 			b.Fatalf("LiveJobs: %v", err)
 		}
 		lat.add(time.Since(start))
+		if inProcess {
+			lat.cpu += cpuTime() - cpu
+		}
 		if len(jobs) != live {
 			b.Fatalf("LiveJobs returned %d jobs, want %d", len(jobs), live)
+		}
+	}
+	lat.report(b)
+}
+
+// benchLiveJobRevs measures LiveJobRevs, what the control loop reads
+// every resync: every live job's id and revision, in one snapshot.
+func benchLiveJobRevs(b *testing.B, s store.Store, live int, inProcess bool) {
+	ctx := context.Background()
+	var lat latencies
+	for range b.N {
+		start, cpu := time.Now(), cpuTime()
+		revs, _, err := s.LiveJobRevs(ctx)
+		if err != nil {
+			b.Fatalf("LiveJobRevs: %v", err)
+		}
+		lat.add(time.Since(start))
+		if inProcess {
+			lat.cpu += cpuTime() - cpu
+		}
+		if len(revs) != live {
+			b.Fatalf("LiveJobRevs returned %d jobs, want %d", len(revs), live)
 		}
 	}
 	lat.report(b)

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -9,10 +11,13 @@ import (
 	"trainyard/internal/store"
 )
 
-// feedTests cover LiveJobs and ChangedJobs: the control loop's view of
-// the active jobs, kept current by reading only what was written since.
+// feedTests cover LiveJobs, ChangedJobs, LiveJobRevs and JobsByID: the
+// control loop's view of the active jobs, kept current by reading only
+// what was written since, and checked by the live jobs' revisions.
 var feedTests = map[string]func(t *testing.T, s store.Store){
 	"LiveJobsAndChanges": testLiveJobsAndChanges,
+	"LiveJobRevs":        testLiveJobRevs,
+	"JobsByID":           testJobsByID,
 }
 
 func jobIDs(jobs []domain.Job) []int64 {
@@ -99,5 +104,106 @@ func testLiveJobsAndChanges(t *testing.T, s store.Store) {
 	}
 	if j, ok := got[jobs[2].ID]; !ok || j.State != domain.JobCanceled {
 		t.Fatalf("ChangedJobs = %v: want job %d canceled, got %+v", jobIDs(changed), jobs[2].ID, j)
+	}
+}
+
+func liveRevs(t *testing.T, s store.Store) (map[int64]store.JobCursor, store.JobCursor) {
+	t.Helper()
+	revs, c, err := s.LiveJobRevs(context.Background())
+	if err != nil {
+		t.Fatalf("LiveJobRevs: %v", err)
+	}
+	if !slices.IsSortedFunc(revs, func(a, b store.JobRev) int { return int(a.ID - b.ID) }) {
+		t.Fatalf("LiveJobRevs = %v, want id order", revs)
+	}
+	byID := make(map[int64]store.JobCursor, len(revs))
+	for _, r := range revs {
+		byID[r.ID] = r.Rev
+	}
+	return byID, c
+}
+
+func testLiveJobRevs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	jobs := createN(t, s, "p", 4)
+	mustApply(t, s, store.Change{JobID: jobs[3].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(10)})
+	live, cl, err := s.LiveJobs(ctx)
+	if err != nil {
+		t.Fatalf("LiveJobs: %v", err)
+	}
+	revs, c1 := liveRevs(t, s)
+	if got, want := slices.Sorted(maps.Keys(revs)), jobIDs(live); !slices.Equal(got, want) {
+		t.Fatalf("LiveJobRevs ids = %v, want LiveJobs' %v (the canceled job left out)", got, want)
+	}
+	// Nothing written since: ChangedJobs(c1) returns the jobs whose
+	// revision is past c1, and only those.
+	_, cc := changedSince(t, s, c1)
+	again, c2 := liveRevs(t, s)
+	if !maps.Equal(again, revs) {
+		t.Fatalf("LiveJobRevs with nothing written = %v, then %v; want the same", revs, again)
+	}
+	changed, _ := changedSince(t, s, c2)
+	for id, rev := range again {
+		if in := slices.Contains(jobIDs(changed), id); in != (rev > c2) {
+			t.Fatalf("ChangedJobs(%d) = %v, LiveJobRevs gives job %d revision %d: want it returned exactly when its revision is past the cursor", c2, jobIDs(changed), id, rev)
+		}
+	}
+
+	// A job written after a read has a revision past that read's cursor,
+	// whichever read it was; a job not written keeps its revision.
+	mustApply(t, s,
+		store.Change{JobID: jobs[0].ID, Move: domain.MoveStart(), At: at(11),
+			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n"}},
+		store.Change{JobID: jobs[1].ID, In: states(domain.JobQueued), SetReason: true, Reason: domain.ReasonQuotaExceeded, Message: "full", At: at(11)},
+	)
+	fresh := create(t, s, newJob(t, testSpec("fresh", "p"), "alice", at(12)))
+	after, c3 := liveRevs(t, s)
+	for _, id := range []int64{jobs[0].ID, jobs[1].ID, fresh.ID} {
+		for name, c := range map[string]store.JobCursor{"LiveJobs": cl, "LiveJobRevs": c2, "ChangedJobs": cc} {
+			if rev, ok := after[id]; !ok || rev <= c {
+				t.Fatalf("LiveJobRevs = %v: want job %d, written after %s returned cursor %d, with a revision past it", after, id, name, c)
+			}
+		}
+	}
+	if after[jobs[2].ID] != revs[jobs[2].ID] {
+		t.Fatalf("job %d was not written, yet its revision went from %d to %d", jobs[2].ID, revs[jobs[2].ID], after[jobs[2].ID])
+	}
+	if len(after) != 4 {
+		t.Fatalf("LiveJobRevs = %v, want jobs %d, %d, %d and %d", after, jobs[0].ID, jobs[1].ID, jobs[2].ID, fresh.ID)
+	}
+
+	// Leaving the live states leaves the list.
+	mustApply(t, s, store.Change{JobID: jobs[2].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(13)})
+	last, c4 := liveRevs(t, s)
+	if _, ok := last[jobs[2].ID]; ok || len(last) != 3 {
+		t.Fatalf("LiveJobRevs after job %d was canceled = %v, want it left out", jobs[2].ID, last)
+	}
+	if c4 < c3 {
+		t.Fatalf("LiveJobRevs cursor went back from %d to %d", c3, c4)
+	}
+}
+
+func testJobsByID(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	jobs := createN(t, s, "p", 3)
+	mustApply(t, s, store.Change{JobID: jobs[1].ID, Move: domain.MoveCancel().Only(domain.JobQueued), At: at(10)})
+	if got, err := s.JobsByID(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("JobsByID(none) = %v, %v; want nothing", got, err)
+	}
+	// Any order, repeats and an id of no job; any state.
+	ids := []int64{jobs[2].ID, jobs[1].ID, jobs[2].ID + 1000, jobs[0].ID, jobs[2].ID}
+	got, err := s.JobsByID(ctx, ids)
+	if err != nil {
+		t.Fatalf("JobsByID(%v): %v", ids, err)
+	}
+	want, err := s.ListJobs(ctx, store.JobFilter{Project: "p", Ascending: true})
+	if err != nil {
+		t.Fatalf("ListJobs: %v", err)
+	}
+	if !reflect.DeepEqual(normalize(got), normalize(want)) {
+		t.Fatalf("JobsByID(%v) =\n%+v\nwant ListJobs' cheap rows, by id ascending:\n%+v", ids, got, want)
+	}
+	if got[1].State != domain.JobCanceled || got[0].Spec.Name != "" {
+		t.Fatalf("JobsByID(%v) = %+v, want job %d canceled, and no spec", ids, got, jobs[1].ID)
 	}
 }
