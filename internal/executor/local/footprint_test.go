@@ -43,7 +43,7 @@ func BenchmarkShimFootprint(b *testing.B) {
 		}
 		shimCmd = []string{bin}
 	}
-	e, err := New(Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond})
+	e, err := New(testConfig(shimCmd...))
 	if err != nil {
 		b.Fatal(err)
 	}
