@@ -285,3 +285,20 @@ func TestShimWithoutLaunchRecordLeavesTheAttemptUnclaimed(t *testing.T) {
 		t.Errorf("relaunch ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
 	}
 }
+
+// TestIsolationNeedsUsers: an executor that isolates jobs without a user
+// database to resolve their users is refused, not run unisolated.
+func TestIsolationNeedsUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	cfg := testConfig("true")
+	cfg.Users = nil
+	cfg.Isolation = &Isolation{StateFile: filepath.Join(t.TempDir(), "uids.json")}
+	if e, err := New(cfg); err == nil {
+		e.Close()
+		t.Fatal("New isolated jobs without Config.Users")
+	} else if !strings.Contains(err.Error(), "Config.Users") {
+		t.Errorf("error %q does not name Config.Users", err)
+	}
+}
