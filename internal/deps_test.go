@@ -4,11 +4,13 @@
 package internal_test
 
 import (
+	"debug/elf"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,6 +52,7 @@ var allowed = map[string][]string{
 	"internal/executor":              {"internal/domain"},
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},
 	"internal/executor/local/cgroup": {"golang.org/x/sys"},
+	"internal/executor/local/userdb": {},
 	"internal/executor/local":        {"internal/executor", "internal/domain", "internal/logs", "internal/artifacts", "internal/codepkg", "internal/executor/local/cgroup", "golang.org/x/sys"},
 	"internal/service":               {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg", "internal/cost", "internal/tier"},
 	"internal/metrics/sample":        {},
@@ -188,9 +191,46 @@ func TestDecidingLayersStdlib(t *testing.T) {
 var shimBanned = []string{"internal/store", "internal/api", "internal/service", "internal/control", "internal/cli", "internal/metrics",
 	"github.com/minio", "github.com/prometheus", "github.com/spf13/cobra", "modernc.org/sqlite", "github.com/jackc/pgx"}
 
+// shimBannedStd are the standard packages the attempt supervisor may not
+// link: with cgo on (the default of go build and go install), each makes
+// it a dynamically linked binary that loads the C library at every start.
+var shimBannedStd = []string{"os/user", "net", "runtime/cgo", "plugin"}
+
 // TestShimLinksLittle: cmd/trainyard-shim reaches none of shimBanned
-// through the module's packages.
+// through the module's packages, links none of shimBannedStd, and builds,
+// as go build and go install make it, into a static binary.
 func TestShimLinksLittle(t *testing.T) {
+	t.Run("std", func(t *testing.T) {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", mod+"cmd/trainyard-shim").Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for line := range strings.Lines(string(out)) {
+			pkg, imps, _ := strings.Cut(strings.TrimSpace(line), ": ")
+			for _, imp := range strings.Fields(imps) {
+				if slices.Contains(shimBannedStd, imp) {
+					t.Errorf("cmd/trainyard-shim links %s (imported by %s); the supervisor must stay a static binary: move what needs it out of the supervisor's packages", imp, pkg)
+				}
+			}
+		}
+	})
+	t.Run("static", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "trainyard-shim")
+		if out, err := exec.Command("go", "build", "-o", bin, mod+"cmd/trainyard-shim").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Errorf("cmd/trainyard-shim builds into a dynamically linked binary (it has %v); it must link no C code", p.Type)
+			}
+		}
+	})
+
 	pkgs := moduleImports(t)
 	seen := map[string]string{"cmd/trainyard-shim": ""} // package → the one that imports it
 	queue := []string{"cmd/trainyard-shim"}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -31,10 +32,12 @@ import (
 	blobs3 "trainyard/internal/blob/s3"
 	"trainyard/internal/cli"
 	"trainyard/internal/clock"
+	"trainyard/internal/codepkg"
 	"trainyard/internal/control"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local"
+	"trainyard/internal/executor/local/userdb"
 	"trainyard/internal/logs"
 	"trainyard/internal/metrics"
 	"trainyard/internal/metrics/sample"
@@ -394,7 +397,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if why != "" {
 		log.Info("attempt supervisor: " + why)
 	}
-	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Code: codeLimits, Runs: filepath.Join(cfg.Data, "runs"),
+	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Users: userdb.System{},
+		Unpack: func(r io.Reader, dest string) error { return codepkg.Unpack(r, dest, codeLimits) }, Runs: filepath.Join(cfg.Data, "runs"),
 		EnvCheckTTL: durations.envCheckTTL, EnvCheckCache: filepath.Join(cfg.Data, "env-checks.json")}
 	if cfg.RendezvousPorts != "" {
 		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {

@@ -192,8 +192,9 @@ func BenchmarkStartLatencyIsolation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	iso, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond,
-		Isolation: &Isolation{FirstUID: 913_000, LastUID: 913_099, StateFile: filepath.Join(b.TempDir(), "uids.json")}})
+	cfg := testConfig(self)
+	cfg.Isolation = &Isolation{FirstUID: 913_000, LastUID: 913_099, StateFile: filepath.Join(b.TempDir(), "uids.json")}
+	iso, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

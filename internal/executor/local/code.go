@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"trainyard/internal/codepkg"
 	"trainyard/internal/executor"
 )
 
@@ -31,6 +30,9 @@ func (e *Executor) unpackCode(ctx context.Context, c *executor.Code) error {
 	if c.Open == nil {
 		return fail(errors.New("no way to read the package was given"))
 	}
+	if e.cfg.Unpack == nil {
+		return fail(errors.New("this executor was given no way to unpack code packages"))
+	}
 	rc, err := c.Open(ctx)
 	if err != nil {
 		return fail(err)
@@ -43,7 +45,7 @@ func (e *Executor) unpackCode(ctx context.Context, c *executor.Code) error {
 	if err != nil {
 		return fail(err)
 	}
-	err = codepkg.Unpack(rc, tmp, e.cfg.Code)
+	err = e.cfg.Unpack(rc, tmp)
 	if err == nil {
 		// The archive may end before the stream does: read the rest so
 		// the package's hash covers every byte.

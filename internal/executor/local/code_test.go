@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"trainyard/internal/codepkg"
 	"trainyard/internal/executor"
@@ -101,7 +100,9 @@ func TestBadPackageFailsTheLaunch(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			self, _ := os.Executable()
-			e, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond, Code: tc.limits})
+			cfg := testConfig(self)
+			cfg.Unpack = func(r io.Reader, dest string) error { return codepkg.Unpack(r, dest, tc.limits) }
+			e, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,10 +55,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -68,7 +68,6 @@ import (
 	"syscall"
 	"time"
 
-	"trainyard/internal/codepkg"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local/cgroup"
@@ -108,6 +107,11 @@ type Config struct {
 	// unprivileged user; the executor must run as root. Nil: attempts run
 	// as the server's own user, not isolated from it or from each other.
 	Isolation *Isolation
+	// Users is this machine's user database (userdb.System): it resolves
+	// Isolation's users and names the server's own user for USER and
+	// LOGNAME. Required with Isolation; nil otherwise: USER and LOGNAME
+	// are left as the job sets them.
+	Users Users
 	// CgroupCPURoot is the cgroup mount to enforce resources.cpus in (a v2
 	// mount or a v1 cpu mount); empty: detect (cgroup.DetectCPU); "none":
 	// no CPU limits.
@@ -115,9 +119,13 @@ type Config struct {
 	// Ports is where each attempt's MASTER_PORT comes from (see
 	// rendezvous.go); zero: DefaultPorts.
 	Ports PortRange
-	// Code bounds each unpack of a code package (Launch.Code); zero
-	// fields take codepkg's defaults.
-	Code codepkg.Limits
+	// Unpack unpacks a code package (Launch.Code) into dest, an empty
+	// directory, with every check of codepkg.Unpack: the server passes
+	// codepkg.Unpack with its limits. The executor takes it from its
+	// caller so that package local, which the attempt supervisor links,
+	// links no archive code (archive/tar links os/user). Nil: launches
+	// with a code package fail.
+	Unpack func(r io.Reader, dest string) error
 	// Runs, when set, is the root of the attempt directories
 	// (logs.Layout): Logs and Release find there the attempts this
 	// executor has not launched (after a restart, or on a server that
@@ -236,11 +244,16 @@ func New(cfg Config) (*Executor, error) {
 		if os.Geteuid() != 0 {
 			return nil, errors.New("local executor: isolating jobs needs root, to run them as other users; run the server as root, or turn isolation off")
 		}
-		if e.users, err = newUsers(*cfg.Isolation); err != nil {
+		if cfg.Users == nil {
+			return nil, errors.New("local executor: isolating jobs needs Config.Users, this machine's user database")
+		}
+		if e.users, err = newUsers(*cfg.Isolation, cfg.Users); err != nil {
 			return nil, fmt.Errorf("local executor: %w", err)
 		}
-	} else if u, err := user.Current(); err == nil {
-		e.selfName = u.Username
+	} else if cfg.Users != nil {
+		if name, err := cfg.Users.Current(); err == nil {
+			e.selfName = name
+		}
 	}
 	var layout cgroup.Layout
 	if cfg.CgroupRoot == "none" {

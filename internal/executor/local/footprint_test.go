@@ -31,8 +31,9 @@ const footprintShims = 200
 //
 // Reported: pss-MiB-total (all shims together; pages of the binary they
 // share count once), pss-KiB and rss-KiB per shim (median), start-cpu-ms
-// per shim (median and p90), threads per shim (median), and, as the floor
-// under any start, the CPU time of starting /bin/true (exec-true-cpu-ms).
+// per shim (median and p90), threads per shim (median), and, as the floors
+// under any start, the CPU time of running /bin/true (exec-true-cpu-ms)
+// and an empty Go program built as the shim is (exec-go-cpu-ms).
 func BenchmarkShimFootprint(b *testing.B) {
 	shimCmd := strings.Fields(os.Getenv("TRAINYARD_BENCH_SHIM"))
 	if len(shimCmd) == 0 {
@@ -43,7 +44,7 @@ func BenchmarkShimFootprint(b *testing.B) {
 		}
 		shimCmd = []string{bin}
 	}
-	e, err := New(Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond})
+	e, err := New(testConfig(shimCmd...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,15 +94,34 @@ func BenchmarkShimFootprint(b *testing.B) {
 	b.ReportMetric(quantile(cpu, 0.5), "start-cpu-ms")
 	b.ReportMetric(quantile(cpu, 0.9), "start-cpu-p90-ms")
 	b.ReportMetric(quantile(threads, 0.5), "threads")
-	b.ReportMetric(execTrueCPU(b), "exec-true-cpu-ms")
+	b.ReportMetric(execCPU(b, "/bin/true"), "exec-true-cpu-ms")
+	b.ReportMetric(execCPU(b, emptyGo(b)), "exec-go-cpu-ms")
 }
 
-// execTrueCPU is the CPU time (median of 50, in ms) that starting and
-// running /bin/true costs on this machine now: the floor under any start.
-func execTrueCPU(b *testing.B) float64 {
+// emptyGo builds a Go program that does nothing, as the benchmark builds
+// the shim (go build, default settings), and returns its path.
+func emptyGo(b *testing.B) string {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module empty\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", "empty", ".")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build an empty Go program: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "empty")
+}
+
+// execCPU is the CPU time (median of 50, in ms) that starting and running
+// the program at path (which must do nothing) costs on this machine now.
+func execCPU(b *testing.B, path string) float64 {
 	var cpu []float64
 	for range 50 {
-		c := exec.Command("/bin/true")
+		c := exec.Command(path)
 		if err := c.Run(); err != nil {
 			b.Fatal(err)
 		}

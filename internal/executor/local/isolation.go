@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -50,6 +48,19 @@ const (
 // projects run as other users and other groups.
 const jobUmask = 0o027
 
+// Users is this machine's user database: package userdb's System, which
+// asks the C library (NSS) when built with cgo. The executor takes it from
+// its caller so that package local, which the attempt supervisor links,
+// links neither os/user nor the C library.
+type Users interface {
+	// Lookup finds a user by name, or by id when name is numeric.
+	Lookup(name string) (uid, gid int, username string, err error)
+	// IDInUse reports whether a user or a group of this machine has id n.
+	IDInUse(n int) bool
+	// Current returns the name of the user the server runs as.
+	Current() (string, error)
+}
+
 // identity is the Unix user an attempt runs as.
 type identity struct {
 	UID, GID int
@@ -59,6 +70,7 @@ type identity struct {
 // users gives each project its identity.
 type users struct {
 	cfg      Isolation
+	db       Users
 	projects map[string]identity // from cfg.ProjectUsers
 	pools    map[string]identity // from cfg.PoolUsers
 
@@ -66,8 +78,8 @@ type users struct {
 	given map[string]int // project → allocated id, as in the state file
 }
 
-// newUsers resolves the configured users and loads the state file.
-func newUsers(cfg Isolation) (*users, error) {
+// newUsers resolves the configured users in db and loads the state file.
+func newUsers(cfg Isolation, db Users) (*users, error) {
 	if cfg.StateFile == "" {
 		return nil, errors.New("isolation: StateFile is empty; name a file for the ids given to projects")
 	}
@@ -77,14 +89,14 @@ func newUsers(cfg Isolation) (*users, error) {
 	if cfg.FirstUID < 1000 || cfg.LastUID < cfg.FirstUID || cfg.LastUID >= 1<<31-1 {
 		return nil, fmt.Errorf("isolation: the id range %d-%d is not usable; give a range such as %d-%d, above the ids of this machine's own users", cfg.FirstUID, cfg.LastUID, DefaultFirstUID, DefaultLastUID)
 	}
-	u := &users{cfg: cfg, projects: map[string]identity{}, pools: map[string]identity{}, given: map[string]int{}}
+	u := &users{cfg: cfg, db: db, projects: map[string]identity{}, pools: map[string]identity{}, given: map[string]int{}}
 	for _, set := range []struct {
 		kind  string
 		names map[string]string
 		ids   map[string]identity
 	}{{"project", cfg.ProjectUsers, u.projects}, {"pool", cfg.PoolUsers, u.pools}} {
 		for key, name := range set.names {
-			id, err := lookupUser(name)
+			id, err := lookupUser(db, name)
 			if err != nil {
 				return nil, fmt.Errorf("isolation: the user for %s %s: %w", set.kind, key, err)
 			}
@@ -107,23 +119,12 @@ func newUsers(cfg Isolation) (*users, error) {
 	return u, nil
 }
 
-func lookupUser(name string) (identity, error) {
-	var usr *user.User
-	var err error
-	if _, perr := strconv.Atoi(name); perr == nil {
-		usr, err = user.LookupId(name)
-	} else {
-		usr, err = user.Lookup(name)
-	}
+func lookupUser(db Users, name string) (identity, error) {
+	uid, gid, username, err := db.Lookup(name)
 	if err != nil {
 		return identity{}, fmt.Errorf("%w; create the user (useradd) or name another", err)
 	}
-	uid, err1 := strconv.Atoi(usr.Uid)
-	gid, err2 := strconv.Atoi(usr.Gid)
-	if err1 != nil || err2 != nil {
-		return identity{}, fmt.Errorf("user %s has a non-numeric uid %q or gid %q", name, usr.Uid, usr.Gid)
-	}
-	return identity{UID: uid, GID: gid, Name: usr.Username}, nil
+	return identity{UID: uid, GID: gid, Name: username}, nil
 }
 
 // forProject returns the identity of a job of project in pool: a
@@ -147,7 +148,7 @@ func (u *users) forProject(project, pool string) (identity, error) {
 		taken[n] = true
 	}
 	for n := u.cfg.FirstUID; n <= u.cfg.LastUID; n++ {
-		if taken[n] || idInUse(n) {
+		if taken[n] || u.db.IDInUse(n) {
 			continue
 		}
 		next := make(map[string]int, len(u.given)+1)
@@ -163,16 +164,6 @@ func (u *users) forProject(project, pool string) (identity, error) {
 		return identity{UID: n, GID: n, Name: name}, nil
 	}
 	return identity{}, fmt.Errorf("no free id left in %d-%d for project %s; widen the server's isolation id range", u.cfg.FirstUID, u.cfg.LastUID, project)
-}
-
-// idInUse reports whether a user or group of this machine has id n.
-func idInUse(n int) bool {
-	s := strconv.Itoa(n)
-	if _, err := user.LookupId(s); err == nil {
-		return true
-	}
-	_, err := user.LookupGroupId(s)
-	return err == nil
 }
 
 // Subdirectories of an attempt's directory that belong to the attempt's

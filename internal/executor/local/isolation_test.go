@@ -13,6 +13,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/local/userdb"
 	"trainyard/internal/logs"
 )
 
@@ -24,8 +25,9 @@ func isolatedExec(t *testing.T, first int) *Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond,
-		Isolation: &Isolation{FirstUID: first, LastUID: first + 99, StateFile: filepath.Join(t.TempDir(), "uids.json")}})
+	cfg := testConfig(self)
+	cfg.Isolation = &Isolation{FirstUID: first, LastUID: first + 99, StateFile: filepath.Join(t.TempDir(), "uids.json")}
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +171,7 @@ pwd -P`
 	if err != nil || !strings.Contains(string(st), `"alpha": `+out[0]) {
 		t.Errorf("state file %s = %s (%v), want alpha's id recorded", e.users.cfg.StateFile, st, err)
 	}
-	again, err := newUsers(e.users.cfg)
+	again, err := newUsers(e.users.cfg, userdb.System{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,12 +205,12 @@ func TestIsolationRefusesBadUsers(t *testing.T) {
 		{Isolation{StateFile: filepath.Join(dir, "d"), PoolUsers: map[string]string{"gpu": "0"}}, "pool gpu"},
 		{Isolation{}, "StateFile"},
 	} {
-		if _, err := newUsers(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := newUsers(c.cfg, userdb.System{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error about %q", c.cfg, err, c.want)
 		}
 	}
 	os.WriteFile(filepath.Join(dir, "broken"), []byte("{"), 0o600)
-	if _, err := newUsers(Isolation{StateFile: filepath.Join(dir, "broken")}); err == nil || !strings.Contains(err.Error(), "backup") {
+	if _, err := newUsers(Isolation{StateFile: filepath.Join(dir, "broken")}, userdb.System{}); err == nil || !strings.Contains(err.Error(), "backup") {
 		t.Errorf("a broken state file: %v", err)
 	}
 }
@@ -231,7 +233,7 @@ func TestIsolatedWorkdirClosedToTheJobSaysWhy(t *testing.T) {
 
 func TestConfiguredUsersWin(t *testing.T) {
 	u, err := newUsers(Isolation{StateFile: filepath.Join(t.TempDir(), "uids.json"), FirstUID: 914_000, LastUID: 914_009,
-		ProjectUsers: map[string]string{"vip": "nobody"}, PoolUsers: map[string]string{"shared": "65534", "other": "nobody"}})
+		ProjectUsers: map[string]string{"vip": "nobody"}, PoolUsers: map[string]string{"shared": "65534", "other": "nobody"}}, userdb.System{})
 	if err != nil {
 		t.Skipf("this machine has no user nobody (65534): %v", err)
 	}
@@ -281,5 +283,22 @@ func TestShimWithoutLaunchRecordLeavesTheAttemptUnclaimed(t *testing.T) {
 	})
 	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
 		t.Errorf("relaunch ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
+	}
+}
+
+// TestIsolationNeedsUsers: an executor that isolates jobs without a user
+// database to resolve their users is refused, not run unisolated.
+func TestIsolationNeedsUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	cfg := testConfig("true")
+	cfg.Users = nil
+	cfg.Isolation = &Isolation{StateFile: filepath.Join(t.TempDir(), "uids.json")}
+	if e, err := New(cfg); err == nil {
+		e.Close()
+		t.Fatal("New isolated jobs without Config.Users")
+	} else if !strings.Contains(err.Error(), "Config.Users") {
+		t.Errorf("error %q does not name Config.Users", err)
 	}
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"trainyard/internal/codepkg"
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/local/userdb"
 )
 
 // shimEnv makes the test binary act as the shim: the executor under test
@@ -31,13 +34,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// testConfig is the configuration of a test's executor whose shim is
+// shimCmd: this machine's users, and code packages unpacked as the server
+// does with codepkg's default limits.
+func testConfig(shimCmd ...string) Config {
+	return Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond, Users: userdb.System{},
+		Unpack: func(r io.Reader, dest string) error { return codepkg.Unpack(r, dest, codepkg.Limits{}) }}
+}
+
 func newExec(t testing.TB) *Executor {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond})
+	e, err := New(testConfig(self))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"trainyard/internal/executor"
 )
@@ -67,14 +68,40 @@ func newPorts(r PortRange) *ports {
 }
 
 // bindable reports whether a TCP listener can bind port on every address
-// right now.
+// right now, as net.Listen("tcp", ":port") would: on the IPv6 wildcard
+// address taking IPv4 too, or on the IPv4 one where the machine has no
+// IPv6. It uses the system calls directly because package net would link
+// the C resolver into the attempt supervisor, which links this package.
 func bindable(port int) bool {
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-	if err != nil {
-		return false
+	if ok, err := listenable(unix.AF_INET6, port); err == nil {
+		return ok
 	}
-	ln.Close()
-	return true
+	ok, err := listenable(unix.AF_INET, port)
+	return ok && err == nil
+}
+
+// listenable reports whether a TCP socket of family (unix.AF_INET6, taking
+// IPv4 too, or unix.AF_INET) can listen on port of the wildcard address;
+// err is set when the family cannot be used at all.
+func listenable(family, port int) (bool, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return false, err
+		}
+		sa = &unix.SockaddrInet6{Port: port}
+	}
+	// As net.Listen does: a port whose last connections are in TIME_WAIT
+	// can be listened on again.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return false, err
+	}
+	return unix.Bind(fd, sa) == nil && unix.Listen(fd, 1) == nil, nil
 }
 
 // reserve gives ref a port (the one it holds already, if any).

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -35,7 +34,7 @@ func newExecWith(t *testing.T, mod func(*Config)) *Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond}
+	cfg := testConfig(self)
 	mod(&cfg)
 	e, err := New(cfg)
 	if err != nil {

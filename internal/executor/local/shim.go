@@ -430,14 +430,11 @@ func (s *shim) supervise() int {
 		close(scanDone)
 	}
 
-	var wg sync.WaitGroup
 	var lastErrLine string
-	wg.Add(2)
+	pumped := make(chan struct{}, 2) // a value for each output drained
 	prog := newProgressSink(filepath.Join(s.dir, metricsFile), s.notify)
-	go func() { defer wg.Done(); s.log.pumpProgress(outR, logs.Stdout, nil, prog) }()
-	go func() { defer wg.Done(); s.log.pump(errR, logs.Stderr, &lastErrLine) }()
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
+	go func() { s.log.pumpProgress(outR, logs.Stdout, nil, prog); pumped <- struct{}{} }()
+	go func() { s.log.pump(errR, logs.Stderr, &lastErrLine); pumped <- struct{}{} }()
 
 	type waited struct {
 		st  *os.ProcessState
@@ -445,6 +442,7 @@ func (s *shim) supervise() int {
 	}
 	exitCh := make(chan waited, 1)
 	go func() {
+		awaitExit(pid)
 		st, err := proc.Wait()
 		exitCh <- waited{st, err}
 	}()
@@ -540,13 +538,17 @@ loop:
 	if ckw != nil {
 		ckw.close() // the checkpoints completed at the end reach the executor before "exited"
 	}
-	select {
-	case <-drained:
-	case <-time.After(drainWait):
-		s.log.system("output still open %s after the process exited (a descendant left the process group); closing it", domain.FormatDuration(drainWait))
-		outR.Close()
-		errR.Close()
-		<-drained
+	drainC := time.After(drainWait)
+	for left := 2; left > 0; {
+		select {
+		case <-pumped:
+			left--
+		case <-drainC:
+			drainC = nil
+			s.log.system("output still open %s after the process exited (a descendant left the process group); closing it", domain.FormatDuration(drainWait))
+			outR.Close()
+			errR.Close()
+		}
 	}
 	outR.Close()
 	errR.Close()
@@ -612,6 +614,39 @@ loop:
 		r.State, r.Reason, r.Message = domain.AttemptFailed, domain.ReasonExitCode, how
 	}
 	return s.finish(r)
+}
+
+// awaitExit returns once process pid (a child of the shim) has exited,
+// without reaping it: it waits in the runtime's poller on a pidfd, so that
+// the wait holds no thread of its own (each thread costs a running shim
+// its stacks). Without pidfds (Linux before 5.3) it returns at once, and
+// the caller's wait blocks a thread instead.
+func awaitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			var info unix.Siginfo
+			switch err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				return false // running: wait until the pidfd is readable
+			case nil:
+				return info.Signo != 0 // zero: no exit to report yet
+			default:
+				return true // cannot wait this way: the caller's wait blocks
+			}
+		}
+	})
 }
 
 // removeTmp deletes the attempt's temporary files once none of its

@@ -66,7 +66,8 @@ func TestLostAttemptLeavesNoProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{ShimCommand: []string{self}, PollInterval: 20 * time.Millisecond, CgroupTrackRoot: root}
+			cfg := testConfig(self)
+			cfg.CgroupTrackRoot = root
 			if root == "none" {
 				// Memory and CPU groups would hold the job's processes too.
 				cfg.CgroupRoot, cfg.CgroupCPURoot = "none", "none"
