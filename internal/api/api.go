@@ -394,6 +394,9 @@ func encodeJSON(w http.ResponseWriter, v any) (buf *jsonBuf, ok bool) {
 	enc := buf.enc
 	if _, pretty := w.(*prettyWriter); pretty {
 		enc = buf.pretty
+	} else if b, ok := appendFast(buf.AvailableBuffer(), v); ok { // jobjson.go
+		buf.Write(b)
+		return buf, true
 	}
 	if err := enc.Encode(v); err != nil {
 		buf.free()

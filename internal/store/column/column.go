@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -97,14 +99,31 @@ func ParseRates(s string) (domain.Rates, error) {
 	if s == "" {
 		return domain.Rates{}, nil
 	}
+	if r, ok := parsedRates.Load(s); ok {
+		return r.(domain.Rates), nil
+	}
 	var in rates
 	if err := json.Unmarshal([]byte(s), &in); err != nil {
 		return domain.Rates{}, fmt.Errorf("stored rates are malformed: %w", err)
 	}
-	return domain.Rates{GPUHour: domain.Money(in.GPUHour), CPUHour: domain.Money(in.CPUHour),
+	r := domain.Rates{GPUHour: domain.Money(in.GPUHour), CPUHour: domain.Money(in.CPUHour),
 		MemoryGiBHour: domain.Money(in.MemoryGiBHour), LocalGiBMonth: domain.Money(in.LocalGiBMonth),
-		ObjectGiBMonth: domain.Money(in.ObjectGiBMonth)}, nil
+		ObjectGiBMonth: domain.Money(in.ObjectGiBMonth)}
+	if parsedRatesN.Add(1) <= maxParsedRates {
+		parsedRates.Store(s, r)
+	}
+	return r, nil
 }
+
+// parsedRates holds what ParseRates decoded, by text: a store holds few
+// distinct rates, and every job shown or listed is priced from its pool's
+// history. At most maxParsedRates texts are kept.
+var (
+	parsedRates  sync.Map // string → domain.Rates
+	parsedRatesN atomic.Int64
+)
+
+const maxParsedRates = 4096
 
 // ParseNodes decodes a value written by Nodes; an empty list is nil.
 func ParseNodes(s string) ([]domain.Node, error) {

@@ -91,3 +91,19 @@ func TestEnvColumnsRoundTrip(t *testing.T) {
 		t.Errorf("a broken column gives %v, want an error naming bad@3", err)
 	}
 }
+
+// TestParseRatesRemembers: a text parsed before reads the same again, a
+// different text its own rates, and a malformed one fails every time.
+func TestParseRatesRemembers(t *testing.T) {
+	a, b := domain.Rates{CPUHour: 40_000}, domain.Rates{CPUHour: 40_000, GPUHour: 1}
+	for range 2 {
+		for _, want := range []domain.Rates{a, b} {
+			if got, err := ParseRates(Rates(want)); err != nil || got != want {
+				t.Errorf("ParseRates(%s) = %+v, %v; want %+v", Rates(want), got, err, want)
+			}
+		}
+		if _, err := ParseRates(`{"cpu_hour":`); err == nil {
+			t.Error("malformed rates read without an error")
+		}
+	}
+}

@@ -439,4 +439,11 @@ func TestOpenAppliesPragmasAtAnOddPath(t *testing.T) {
 	if _, err := s.readDB.ExecContext(ctx, "INSERT INTO tokens (name, subject, role, hash) VALUES ('x', 'x', 'x', 'x')"); err == nil {
 		t.Errorf("a read connection accepted a write; it must be query-only")
 	}
+	var mmap int64
+	if err := s.readDB.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&mmap); err != nil {
+		t.Fatal(err)
+	}
+	if mmap < 1<<30 {
+		t.Errorf("read connections map %d bytes of the file; want at least 1 GiB", mmap)
+	}
 }

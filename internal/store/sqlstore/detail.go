@@ -13,21 +13,25 @@ import (
 	"trainyard/internal/store/column"
 )
 
-// A job's detail is one statement: the UNION ALL of four reads, each row
+// A job's detail is one statement: the UNION ALL of five reads, each row
 // tagged with its kind in the first column. The columns after it are slots
 // of three types, which every branch fills in the same order and pads with
 // typed NULLs (so PostgreSQL resolves each slot's type): detailInts
 // integers, detailFloats floats and detailTexts texts. The second column,
-// each branch's first integer, orders the rows of a kind.
+// each branch's first integer, orders the rows of a kind. The job's own
+// columns come in two rows (detailJob, detailJobMore), so that the slots
+// are as few as the widest of the other rows needs: every slot of every
+// row costs a call into SQLite's driver, NULL or not.
 const (
 	detailJob = iota
+	detailJobMore
 	detailAttempt
 	detailEvent
 	detailRate
 
-	detailInts   = 17
+	detailInts   = 9
 	detailFloats = 2
-	detailTexts  = 14
+	detailTexts  = 7
 )
 
 // detailBranch is one branch of qJobDetail: its kind, its columns of each
@@ -53,16 +57,19 @@ func detailBranch(kind int, ints, floats, texts []string, from string) string {
 // qJobDetail reads a job (as QJobGet, with its code package), its
 // attempts (as qAttemptsOfJob), its events (as qEventsOfJob) and its
 // pool's rate history (as qRateHistory), by kind and then in each kind's
-// order. It takes the job id four times.
+// order. It takes the job id five times.
 var qJobDetail = Q(strings.Join([]string{
 	detailBranch(detailJob,
-		[]string{"jobs.id", "jobs.submitted_at", "jobs.updated_at", "jobs.started_at", "jobs.finished_at",
-			"jobs.attempts", "jobs.next_attempt_at", "jobs.cancel_requested", "jobs.req_gpus", "jobs.req_memory",
-			"jobs.req_nodes", "jobs.req_timeout_ns", "jobs.preemptible", "jobs.preempt_requested", "jobs.preemptions",
-			"jobs.rerun_of", "job_code.dirty"},
-		[]string{"jobs.req_cpus"},
-		[]string{"jobs.name", "jobs.project", "jobs.pool", "jobs.state", "jobs.reason", "jobs.message", "jobs.priority",
-			"jobs.submitter", "jobs.spec_hash", "jobs.output_dir", "jobs.idempotency_key", "snapshots.spec_json",
+		[]string{"id", "submitted_at", "updated_at", "started_at", "finished_at",
+			"attempts", "next_attempt_at", "cancel_requested", "req_gpus"},
+		[]string{"req_cpus"},
+		[]string{"name", "project", "pool", "state", "reason", "message", "priority"},
+		`FROM jobs WHERE id = ?`),
+	detailBranch(detailJobMore,
+		[]string{"jobs.req_memory", "jobs.req_nodes", "jobs.req_timeout_ns", "jobs.preemptible", "jobs.preempt_requested",
+			"jobs.preemptions", "jobs.rerun_of", "job_code.dirty"},
+		nil,
+		[]string{"jobs.submitter", "jobs.spec_hash", "jobs.output_dir", "jobs.idempotency_key", "snapshots.spec_json",
 			"job_code.sha256", "job_code.git_commit"},
 		`FROM jobs JOIN snapshots ON snapshots.hash = jobs.spec_hash
 		LEFT JOIN job_code ON job_code.job_id = jobs.id WHERE jobs.id = ?`),
@@ -141,7 +148,7 @@ func (s Shared) JobDetail(ctx context.Context, id int64) (store.JobDetail, error
 	if err != nil {
 		return d, err
 	}
-	found := false
+	var found, foundMore bool // the job's two rows: both or neither
 	row := newDetailRow()
 	err = r.Query(ctx, func(sr Row) error {
 		if err := sr.Scan(row.dest...); err != nil {
@@ -152,6 +159,9 @@ func (s Shared) JobDetail(ctx context.Context, id int64) (store.JobDetail, error
 		case detailJob:
 			found = true
 			d.Job = detailJobOf(row)
+		case detailJobMore:
+			foundMore = true
+			detailJobMoreOf(row, &d.Job)
 		case detailAttempt:
 			a := domain.Attempt{JobID: id, Number: int(n[0].V), State: domain.AttemptState(t[0]),
 				Reason: domain.Reason(t[1]), Message: string(t[2]), Node: string(t[3]),
@@ -180,31 +190,37 @@ func (s Shared) JobDetail(ctx context.Context, id int64) (store.JobDetail, error
 			return fmt.Errorf("job detail: a row of unknown kind %d", row.kind)
 		}
 		return nil
-	}, qJobDetail, id, id, id, id)
+	}, qJobDetail, id, id, id, id, id)
 	if err != nil {
 		return store.JobDetail{}, s.err(fmt.Sprintf("get job %d", id), err)
 	}
-	if !found {
+	if !found || !foundMore {
 		return store.JobDetail{}, fmt.Errorf("get job %d: %w", id, store.ErrNotFound)
 	}
 	return d, nil
 }
 
-// detailJobOf reads the job of a detailJob row, as ScanJob and scanCode
-// do.
+// detailJobOf reads the job of a detailJob row, as ScanJob does; a
+// detailJobMore row (detailJobMoreOf) has the rest.
 func detailJobOf(row *detailRow) domain.Job {
 	n, t := &row.ints, &row.texts
-	j := domain.Job{ID: n[0].V, Name: string(t[0]), Project: string(t[1]), Pool: string(t[2]),
-		State: domain.JobState(t[3]), Reason: domain.Reason(t[4]), Message: string(t[5]),
-		Priority: domain.Priority(t[6]), Submitter: string(t[7]), SpecHash: string(t[8]), OutputDir: string(t[9]),
-		IdempotencyKey: string(t[10]), SpecJSON: []byte(t[11]),
+	return domain.Job{ID: n[0].V, Name: string(t[0]), Project: string(t[1]), Pool: string(t[2]),
+		State: domain.JobState(t[3]), Reason: domain.Reason(t[4]), Message: string(t[5]), Priority: domain.Priority(t[6]),
 		SubmittedAt: n[1].Time(), UpdatedAt: n[2].Time(), StartedAt: n[3].Time(), FinishedAt: n[4].Time(),
 		Attempts: int(n[5].V), NextAttempt: n[6].Time(), CancelRequested: n[7].V != 0,
-		Resources: domain.Resources{GPUs: int(n[8].V), CPUs: float64(row.floats[0]), Memory: domain.ByteSize(n[9].V), Nodes: int(n[10].V)},
-		Timeout:   domain.Duration(n[11].V), Preemptible: n[12].V != 0, PreemptRequested: n[13].V != 0,
-		Preemptions: int(n[14].V), RerunOf: n[15].V}
-	if t[12] != "" { // job_code.sha256 is NOT NULL: a row is there
-		j.Code = &domain.CodeRef{SHA256: string(t[12]), Commit: string(t[13]), Dirty: n[16].V != 0}
+		Resources: domain.Resources{GPUs: int(n[8].V), CPUs: float64(row.floats[0])}}
+}
+
+// detailJobMoreOf reads the rest of j from a detailJobMore row, as
+// ScanJob and scanCode do.
+func detailJobMoreOf(row *detailRow, j *domain.Job) {
+	n, t := &row.ints, &row.texts
+	j.Resources.Memory, j.Resources.Nodes = domain.ByteSize(n[0].V), int(n[1].V)
+	j.Timeout, j.Preemptible, j.PreemptRequested = domain.Duration(n[2].V), n[3].V != 0, n[4].V != 0
+	j.Preemptions, j.RerunOf = int(n[5].V), n[6].V
+	j.Submitter, j.SpecHash, j.OutputDir, j.IdempotencyKey = string(t[0]), string(t[1]), string(t[2]), string(t[3])
+	j.SpecJSON = []byte(t[4])
+	if t[5] != "" { // job_code.sha256 is NOT NULL: a row is there
+		j.Code = &domain.CodeRef{SHA256: string(t[5]), Commit: string(t[6]), Dirty: n[7].V != 0}
 	}
-	return j
 }

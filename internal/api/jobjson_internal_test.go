@@ -1,0 +1,110 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/api/apitypes"
+)
+
+// encodeStd is what encoding/json's Encoder writes for v.
+func encodeStd(t *testing.T, v any) ([]byte, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	err := json.NewEncoder(&buf).Encode(v)
+	return buf.Bytes(), err
+}
+
+// fill sets every field reachable from v (a settable value) to a non-zero
+// value derived from n, so that a field the fast encoder does not know
+// shows up as a difference.
+func fill(v reflect.Value, n int) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s" + strings.Repeat("x", n%3) + ` <&> "q" \ é` + "\u2028\t\x01")
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(n*7 + 1))
+	case reflect.Float64:
+		v.SetFloat(float64(n) + 0.25)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), n+1)
+	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{ "entrypoint": ["a", "<b>"], "n": 1.5 }`))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fill(v.Index(i), n+i+1)
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Date(2026, 3, 1, 12, 0, n, n*1000, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			fill(v.Field(i), n+i)
+		}
+	default:
+		panic("fill: no value for a " + v.Type().String())
+	}
+}
+
+func TestJobJSONMatches(t *testing.T) {
+	var full apitypes.Job
+	fill(reflect.ValueOf(&full).Elem(), 1)
+	zone := time.FixedZone("", -(3*3600 + 30*60))
+	odd := apitypes.Job{ID: -1, Name: "\xff\xfe bad utf-8, \u2029, \x7f, \u00e9", SubmittedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, zone),
+		UpdatedAt: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), Resources: apitypes.Resources{CPUs: 1e-7, Memory: ""},
+		Spec: json.RawMessage("[\n 1 ,\n\t\"\u2028\" ]"), Warnings: []string{}, Attempts: []apitypes.Attempt{}, Created: new(bool)}
+	jobs := []apitypes.Job{full, {}, odd}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -0.5, 123.456, 1e20, 1e21, 1e-6, 9.99e-7, 5e-324, math.MaxFloat64, 1e-10} {
+		jobs = append(jobs, apitypes.Job{Resources: apitypes.Resources{CPUs: f}, Sizing: &apitypes.Sizing{UsedCPUs: f, UsedGPUs: -f}})
+	}
+	values := []any{apitypes.JobList{}, apitypes.JobList{Jobs: []apitypes.Job{}}, apitypes.JobList{Jobs: jobs, NextCursor: "42"}}
+	for _, j := range jobs {
+		values = append(values, j)
+	}
+	for i, v := range values {
+		want, err := encodeStd(t, v)
+		if err != nil {
+			t.Fatalf("value %d: encoding/json: %v", i, err)
+		}
+		got, ok := appendFast(nil, v)
+		if !ok || !bytes.Equal(got, want) {
+			t.Errorf("value %d: fast encoding (ok %v)\n%s\nencoding/json\n%s", i, ok, got, want)
+		}
+	}
+	if _, ok := appendFast(nil, apitypes.Version{}); ok {
+		t.Errorf("appendFast took a value that is not a job")
+	}
+}
+
+// TestJobJSONRefuses: what encoding/json refuses, the fast encoder leaves
+// to it.
+func TestJobJSONRefuses(t *testing.T) {
+	late := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, j := range map[string]apitypes.Job{
+		"NaN":          {Resources: apitypes.Resources{CPUs: math.NaN()}},
+		"Inf":          {Sizing: &apitypes.Sizing{HeldSeconds: math.Inf(1)}},
+		"year 10000":   {Attempts: []apitypes.Attempt{{StartedAt: &late}}},
+		"year -1":      {UpdatedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"zone hour 24": {SubmittedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))},
+		"invalid spec": {Spec: json.RawMessage(`{"a":`)},
+	} {
+		if _, err := encodeStd(t, j); err == nil {
+			t.Errorf("%s: encoding/json took it; the case tests nothing", name)
+		}
+		if _, ok := appendFast(nil, j); ok {
+			t.Errorf("%s: the fast encoder took it", name)
+		}
+	}
+}
