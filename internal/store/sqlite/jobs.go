@@ -84,8 +84,8 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		if p.OutputDir != nil {
 			dir = p.OutputDir(id)
 		}
-		if _, err := w.exec(insertSnapshotSQL, p.SpecHash, p.SpecJSON); err != nil {
-			return interpretError("create job: store config snapshot", err)
+		if err := w.storeSnapshot(p.SpecHash, p.SpecJSON); err != nil {
+			return err
 		}
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources
