@@ -53,6 +53,12 @@ var jobByIdemKeySQL = sqlstore.QJobByIdemKey.SQL(sqlstore.SQLite)
 // record is appended in that transaction with "{id}" in its Target
 // replaced by the new job's id; an idempotent replay writes none.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
+	return s.createJob(ctx, p, audit, nil)
+}
+
+// createJob is CreateJob; look, when not nil, runs in the write request
+// once it is known to store a new job, before it does.
+func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord, look func(w *writer) error) (domain.Job, bool, error) {
 	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -72,6 +78,11 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return interpretError("create job: look up idempotency key", err)
+			}
+		}
+		if look != nil {
+			if err := look(w); err != nil {
+				return err
 			}
 		}
 		// The id comes first, so the row is written once, with its output

@@ -23,18 +23,40 @@ var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 
 // SameSpecJobs implements store.Jobs.
 func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error) {
+	q, args := SameSpecQuery(submitter, specHash, since)
 	jobs, err := queryAll(ctx, s, "list jobs of the same spec", func(row Row) (domain.Job, error) {
-		j := domain.Job{Submitter: submitter, SpecHash: specHash}
-		var state string
-		var at int64
-		if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
-			return j, err
-		}
-		j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
-		return j, nil
-	}, qSameSpec, submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting), string(domain.JobRunning), since.UnixNano(), submitter)
-	if len(jobs) > store.DuplicateShown {
-		return jobs[:store.DuplicateShown], true, err
+		return SameSpecRow(row, submitter, specHash)
+	}, q, args...)
+	newest, more = SameSpecNewest(jobs)
+	return newest, more, err
+}
+
+// SameSpecQuery returns SameSpecJobs's statement and arguments, for a
+// store that runs it in a transaction of its own choosing; SameSpecRow
+// reads one of its rows, and SameSpecNewest returns what SameSpecJobs
+// returns of them.
+func SameSpecQuery(submitter, specHash string, since time.Time) (Query, []any) {
+	return qSameSpec, []any{submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting),
+		string(domain.JobRunning), since.UnixNano(), submitter}
+}
+
+// SameSpecRow reads a row of SameSpecQuery.
+func SameSpecRow(row Row, submitter, specHash string) (domain.Job, error) {
+	j := domain.Job{Submitter: submitter, SpecHash: specHash}
+	var state string
+	var at int64
+	if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
+		return j, err
 	}
-	return jobs, false, err
+	j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
+	return j, nil
+}
+
+// SameSpecNewest returns the newest DuplicateShown of the rows of
+// SameSpecQuery, and whether there are more.
+func SameSpecNewest(jobs []domain.Job) (newest []domain.Job, more bool) {
+	if len(jobs) > store.DuplicateShown {
+		return jobs[:store.DuplicateShown], true
+	}
+	return jobs, false
 }
