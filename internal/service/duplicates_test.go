@@ -66,8 +66,8 @@ func (f lookFails) CreateJobLooking(ctx context.Context, p store.NewJob, audit d
 	return j, created, store.Repeats{Err: errors.New("disk on fire")}, err
 }
 
-// plainStore hides the SQLite store's CreateJobLooking: the service looks
-// beside the write, as on PostgreSQL.
+// plainStore hides the store's CreateJobLooking: the service looks
+// beside the write.
 type plainStore struct{ store.Store }
 
 // On a server that warns of repeated submits (the default), the look runs

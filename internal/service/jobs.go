@@ -159,7 +159,7 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 		}
 		job, created, err = s.storeCanonical(ctx, p, in, spec, specJSON, hash)
 		looked = true
-	} else if st, ok := s.st.(repeatLooker); ok {
+	} else if st, ok := s.st.(store.RepeatLooker); ok {
 		// The repeats only warn: the store reads them in the
 		// transaction that stores the job.
 		var rep store.Repeats
@@ -263,13 +263,6 @@ func (s *JobService) storeCanonical(ctx context.Context, p Principal, in SubmitI
 	return s.storeLooking(ctx, p, in, spec, specJSON, hash, func(nj store.NewJob, rec domain.AuditRecord) (domain.Job, bool, error) {
 		return s.st.CreateJob(ctx, nj, rec)
 	})
-}
-
-// repeatLooker is a store that reads a submit's repeats (SameSpecJobs)
-// in the transaction that stores its job, cheaper than a read of their
-// own (the SQLite store).
-type repeatLooker interface {
-	CreateJobLooking(ctx context.Context, p store.NewJob, audit domain.AuditRecord, since time.Time) (domain.Job, bool, store.Repeats, error)
 }
 
 // storeLooking is storeCanonical storing with create (the store's
