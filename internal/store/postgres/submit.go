@@ -72,9 +72,7 @@ func (w *writer) queueLooks(looks []*look) {
 		w.queued++
 		w.pending = append(w.pending, pendingStmt{sql: sameSpecSQL, args: l.args,
 			rows: func(rows pgx.Rows) error {
-				j, err := sqlstore.SameSpecRow(rows, l.submitter, l.specHash)
-				jobs = append(jobs, j)
-				return err
+				return sqlstore.SameSpecRow(rows, &jobs, l.submitter, l.specHash)
 			},
 			check: func(_ pgconn.CommandTag, err error) error {
 				if err != nil {

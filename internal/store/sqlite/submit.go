@@ -44,11 +44,9 @@ func (w *writer) sameSpec(query string, args []any, submitter, specHash string) 
 	defer rows.Close()
 	var jobs []domain.Job
 	for rows.Next() {
-		j, err := sqlstore.SameSpecRow(rows, submitter, specHash)
-		if err != nil {
+		if err := sqlstore.SameSpecRow(rows, &jobs, submitter, specHash); err != nil {
 			return nil, err
 		}
-		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
 }

@@ -23,12 +23,19 @@ var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 
 // SameSpecJobs implements store.Jobs.
 func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error) {
+	r, err := s.b.Reader()
+	if err != nil {
+		return nil, false, err
+	}
 	q, args := SameSpecQuery(submitter, specHash, since)
-	jobs, err := queryAll(ctx, s, "list jobs of the same spec", func(row Row) (domain.Job, error) {
-		return SameSpecRow(row, submitter, specHash)
-	}, q, args...)
+	var jobs []domain.Job
+	if err := r.Query(ctx, func(row Row) error {
+		return SameSpecRow(row, &jobs, submitter, specHash)
+	}, q, args...); err != nil {
+		return nil, false, s.err("list jobs of the same spec", err)
+	}
 	newest, more = SameSpecNewest(jobs)
-	return newest, more, err
+	return newest, more, nil
 }
 
 // SameSpecQuery returns SameSpecJobs's statement and arguments, for a
@@ -40,16 +47,21 @@ func SameSpecQuery(submitter, specHash string, since time.Time) (Query, []any) {
 		string(domain.JobRunning), since.UnixNano(), submitter}
 }
 
-// SameSpecRow reads a row of SameSpecQuery.
-func SameSpecRow(row Row, submitter, specHash string) (domain.Job, error) {
-	j := domain.Job{Submitter: submitter, SpecHash: specHash}
+// SameSpecRow reads a row of SameSpecQuery into a job it appends to
+// *jobs, all of them in one allocation (a job is large).
+func SameSpecRow(row Row, jobs *[]domain.Job, submitter, specHash string) error {
+	if *jobs == nil {
+		*jobs = make([]domain.Job, 0, store.DuplicateShown+1)
+	}
+	*jobs = append(*jobs, domain.Job{Submitter: submitter, SpecHash: specHash})
+	j := &(*jobs)[len(*jobs)-1]
 	var state string
 	var at int64
 	if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
-		return j, err
+		return err
 	}
 	j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
-	return j, nil
+	return nil
 }
 
 // SameSpecNewest returns the newest DuplicateShown of the rows of
