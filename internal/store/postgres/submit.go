@@ -23,6 +23,7 @@ var sameSpecSQL = func() string {
 // before the batch began, as a read beside the write would, without a
 // connection and a round trip of its own.
 type look struct {
+	sql                 string // sameSpecSQL
 	args                []any
 	submitter, specHash string
 	rep                 store.Repeats
@@ -33,7 +34,7 @@ type look struct {
 // transaction begins. An idempotent replay returns no repeats.
 func (s *Store) CreateJobLooking(ctx context.Context, p store.NewJob, audit domain.AuditRecord, since time.Time) (domain.Job, bool, store.Repeats, error) {
 	_, args := sqlstore.SameSpecQuery(p.Submitter, p.SpecHash, since)
-	l := &look{args: args, submitter: p.Submitter, specHash: p.SpecHash}
+	l := &look{sql: sameSpecSQL, args: args, submitter: p.Submitter, specHash: p.SpecHash}
 	job, created, err := s.createJob(ctx, p, audit, func(r *writeReq) { r.look = l })
 	if err != nil || !created {
 		return job, created, store.Repeats{}, err
@@ -70,7 +71,7 @@ func (w *writer) queueLooks(looks []*look) {
 	for _, l := range looks {
 		var jobs []domain.Job
 		w.queued++
-		w.pending = append(w.pending, pendingStmt{sql: sameSpecSQL, args: l.args,
+		w.pending = append(w.pending, pendingStmt{sql: l.sql, args: l.args,
 			rows: func(rows pgx.Rows) error {
 				return sqlstore.SameSpecRow(rows, &jobs, l.submitter, l.specHash)
 			},
