@@ -49,6 +49,9 @@ type leaderLoops struct {
 	previewMu  sync.Mutex
 	previewCtl *control.Controller
 	previewAt  time.Time
+
+	signalsOnce sync.Once
+	signals     *signaler // Broadcast's
 }
 
 // previewEvery is how long a follower reuses its last queue preview.
@@ -67,13 +70,8 @@ func (l *leaderLoops) Wake() {
 // SQLite). It does not wait.
 func (l *leaderLoops) Broadcast(topic string) {
 	if sg, ok := l.st.(store.Signals); ok {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := sg.Signal(ctx, topic); err != nil {
-				l.log.Warn("signal the other replicas", "topic", topic, "err", err)
-			}
-		}()
+		l.signalsOnce.Do(func() { l.signals = &signaler{send: sg.Signal, log: l.log} })
+		l.signals.signal(topic)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
+	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 )
 
@@ -52,18 +53,38 @@ func TestRefuseRepeatedSubmits(t *testing.T) {
 	}
 }
 
-// lookFails is a store whose look for repeated submits fails.
+// lookFails is a store whose look for repeated submits fails, read
+// beside the write or in it.
 type lookFails struct{ *sqlite.Store }
 
 func (lookFails) SameSpecJobs(context.Context, string, string, time.Time) ([]domain.Job, bool, error) {
 	return nil, false, errors.New("disk on fire")
 }
 
+func (f lookFails) CreateJobLooking(ctx context.Context, p store.NewJob, audit domain.AuditRecord, since time.Time) (domain.Job, bool, store.Repeats, error) {
+	j, created, err := f.CreateJob(ctx, p, audit)
+	return j, created, store.Repeats{Err: errors.New("disk on fire")}, err
+}
+
+// plainStore hides the store's CreateJobLooking: the service looks
+// beside the write.
+type plainStore struct{ store.Store }
+
 // On a server that warns of repeated submits (the default), the look runs
-// beside the write: a repeat is stored with a warning that names the
-// earlier jobs, never the new one; a look that fails loses the warning,
-// not the submit.
+// beside the write or in it: a repeat is stored with a warning that names
+// the earlier jobs, never the new one; a look that fails loses the
+// warning, not the submit.
 func TestWarnRepeatedSubmits(t *testing.T) {
+	t.Run("in the write", func(t *testing.T) {
+		testWarnRepeatedSubmits(t, func(st *sqlite.Store) store.Store { return st }, func(st *sqlite.Store) store.Store { return lookFails{st} })
+	})
+	t.Run("beside the write", func(t *testing.T) {
+		testWarnRepeatedSubmits(t, func(st *sqlite.Store) store.Store { return plainStore{st} },
+			func(st *sqlite.Store) store.Store { return plainStore{lookFails{st}} })
+	})
+}
+
+func testWarnRepeatedSubmits(t *testing.T, wrap, failing func(*sqlite.Store) store.Store) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "db.sqlite"))
@@ -72,7 +93,7 @@ func TestWarnRepeatedSubmits(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts")})
+	svc := service.New(service.Config{Store: wrap(st), ArtifactsRoot: filepath.Join(dir, "artifacts")})
 	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +131,7 @@ func TestWarnRepeatedSubmits(t *testing.T) {
 		}
 	}
 
-	broken := service.New(service.Config{Store: lookFails{st}, ArtifactsRoot: filepath.Join(dir, "artifacts")})
+	broken := service.New(service.Config{Store: failing(st), ArtifactsRoot: filepath.Join(dir, "artifacts")})
 	r, err := broken.Jobs.Submission(ctx, admin, service.SubmitInput{Doc: doc})
 	if err != nil || !r.Created || len(r.Warnings) != 0 {
 		t.Fatalf("submit while the look fails: %+v, %v; want it stored, without a warning", r, err)

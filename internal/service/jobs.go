@@ -159,6 +159,19 @@ func (s *JobService) Submission(ctx context.Context, p Principal, in SubmitInput
 		}
 		job, created, err = s.storeCanonical(ctx, p, in, spec, specJSON, hash)
 		looked = true
+	} else if st, ok := s.st.(store.RepeatLooker); ok {
+		// The repeats only warn: the store reads them in the
+		// transaction that stores the job.
+		var rep store.Repeats
+		job, created, err = s.storeLooking(ctx, p, in, spec, specJSON, hash, func(nj store.NewJob, rec domain.AuditRecord) (domain.Job, bool, error) {
+			j, c, r, err := st.CreateJobLooking(ctx, nj, rec, since)
+			rep = r
+			return j, c, err
+		})
+		if rep.Err != nil {
+			s.cfg.Logger.Warn("look for repeated submits", "err", rep.Err)
+		}
+		same, more, looked = rep.Jobs, rep.More, rep.Err == nil
 	} else {
 		// The repeats only warn: look while the job is stored, so the
 		// submit waits for the slower of the two rather than for both.
@@ -247,6 +260,15 @@ func (s *JobService) storeJob(ctx context.Context, p Principal, in SubmitInput, 
 // storeCanonical is storeJob given the spec's canonical form and hash
 // (jobspec.Canonical).
 func (s *JobService) storeCanonical(ctx context.Context, p Principal, in SubmitInput, spec domain.Spec, specJSON []byte, hash string) (job domain.Job, created bool, err error) {
+	return s.storeLooking(ctx, p, in, spec, specJSON, hash, func(nj store.NewJob, rec domain.AuditRecord) (domain.Job, bool, error) {
+		return s.st.CreateJob(ctx, nj, rec)
+	})
+}
+
+// storeLooking is storeCanonical storing with create (the store's
+// CreateJob, or one that also looks for repeats).
+func (s *JobService) storeLooking(ctx context.Context, p Principal, in SubmitInput, spec domain.Spec, specJSON []byte, hash string,
+	create func(store.NewJob, domain.AuditRecord) (domain.Job, bool, error)) (job domain.Job, created bool, err error) {
 	// The store fills "{id}" with the new job's id. The record names the
 	// spec by its hash: the spec itself may carry values that are no
 	// business of the audit log.
@@ -261,11 +283,11 @@ func (s *JobService) storeCanonical(ctx context.Context, p Principal, in SubmitI
 		Code:           in.Code,
 		RerunOf:        in.rerunOf,
 	}
-	job, created, err = s.st.CreateJob(ctx, nj, rec)
+	job, created, err = create(nj, rec)
 	if errors.Is(err, domain.ErrConflict) && in.IdempotencyKey != "" {
 		// Another replica stored the same key at the same moment: a second
 		// try finds its job and returns it.
-		job, created, err = s.st.CreateJob(ctx, nj, rec)
+		job, created, err = create(nj, rec)
 	}
 	if errors.Is(err, domain.ErrConflict) {
 		return domain.Job{}, false, domain.Errorf(domain.ErrConflict, "%v; outputs.path must contain {job_id} so every job writes to its own directory", err)

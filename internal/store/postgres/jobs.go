@@ -47,6 +47,11 @@ func nullString(s string) any {
 // replaced by the new job's id; an idempotent replay writes none. The job's id is allocated before its row is written, so all its
 // statements travel to the server in one round trip.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
+	return s.createJob(ctx, p, audit)
+}
+
+// createJob is CreateJob, its request marked by opts too.
+func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord, opts ...writeOpt) (domain.Job, bool, error) {
 	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -114,7 +119,7 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		}
 		created = true
 		return nil
-	}, needsJobID, withAudit(audit))
+	}, append([]writeOpt{needsJobID, withAudit(audit)}, opts...)...)
 	if err != nil {
 		return domain.Job{}, false, err
 	}

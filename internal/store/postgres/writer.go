@@ -48,8 +48,11 @@ type writeReq struct {
 	// commits only while that term holds a live lease.
 	fenced bool
 	fence  int64
-	state  atomic.Int32
-	done   chan error // buffered, receives exactly one value once claimed
+	// look, when set, reads the request's repeats at the batch's start:
+	// see submit.go.
+	look  *look
+	state atomic.Int32
+	done  chan error // buffered, receives exactly one value once claimed
 }
 
 // writeOpt marks what a request will need from its batch transaction.
@@ -98,6 +101,8 @@ type writer struct {
 	audit auditState // the audit hook's state: see audit.go
 	fence fenceState // the leader term this transaction read: see leader.go
 	ids   []int64    // job ids preallocated for this batch's CreateJob requests
+	// lookErr is the failure of a look of the running batch: see submit.go.
+	lookErr error
 }
 
 // pendingStmt is a statement queued for the next pipeline. check turns its
@@ -108,6 +113,8 @@ type pendingStmt struct {
 	args  []any
 	check func(tag pgconn.CommandTag, err error) error
 	onOK  func()
+	// rows, when set, reads the statement's rows (before check).
+	rows func(pgx.Rows) error
 }
 
 // stmtError is the interpreted failure of a queued statement; interpretError
@@ -196,7 +203,13 @@ func (w *writer) roundTrip(sql string, args []any, read func(pgx.BatchResults) e
 	br := w.conn.SendBatch(w.ctx, b)
 	var first error
 	for _, p := range pend {
-		tag, err := br.Exec()
+		var tag pgconn.CommandTag
+		var err error
+		if p.rows != nil {
+			tag, err = readRows(br, p.rows)
+		} else {
+			tag, err = br.Exec()
+		}
 		if first != nil {
 			continue
 		}
@@ -427,7 +440,7 @@ func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool
 	w := s.w
 	w.optimistic, w.aborted = optimistic, false
 	fenced := slices.ContainsFunc(claimed, func(r *writeReq) bool { return r.fenced })
-	if err := w.begin(jobs, audited, fenced); err != nil {
+	if err := w.begin(jobs, audited, fenced, s.looks(claimed, optimistic)); err != nil {
 		return nil, interpretError("begin write transaction", err)
 	}
 	results = make([]error, len(claimed))
@@ -464,7 +477,7 @@ const (
 // chain's head when a request will append audit records, and preallocates
 // jobs ids, in one round trip; when a request is fenced, it first reads the
 // leader term (readFence) in the same round trip as BEGIN.
-func (w *writer) begin(jobs int, audited, fenced bool) error {
+func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
 	w.pending = w.pending[:0]
@@ -472,6 +485,7 @@ func (w *writer) begin(jobs int, audited, fenced bool) error {
 	w.bulk = bulk{}
 	w.fence = fenceState{}
 	w.queue("begin", "BEGIN")
+	w.queueLooks(looks)
 	if fenced {
 		if err := w.readFence(); err != nil {
 			return err

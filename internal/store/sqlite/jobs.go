@@ -53,6 +53,12 @@ var jobByIdemKeySQL = sqlstore.QJobByIdemKey.SQL(sqlstore.SQLite)
 // record is appended in that transaction with "{id}" in its Target
 // replaced by the new job's id; an idempotent replay writes none.
 func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord) (domain.Job, bool, error) {
+	return s.createJob(ctx, p, audit, nil)
+}
+
+// createJob is CreateJob; look, when not nil, runs in the write request
+// once it is known to store a new job, before it does.
+func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.AuditRecord, look func(w *writer) error) (domain.Job, bool, error) {
 	if err := column.CheckNewJob(p); err != nil {
 		return domain.Job{}, false, err
 	}
@@ -74,6 +80,11 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 				return interpretError("create job: look up idempotency key", err)
 			}
 		}
+		if look != nil {
+			if err := look(w); err != nil {
+				return err
+			}
+		}
 		// The id comes first, so the row is written once, with its output
 		// directory, which names the id.
 		id, err := w.nextJobID()
@@ -84,8 +95,8 @@ func (s *Store) CreateJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		if p.OutputDir != nil {
 			dir = p.OutputDir(id)
 		}
-		if _, err := w.exec(insertSnapshotSQL, p.SpecHash, p.SpecJSON); err != nil {
-			return interpretError("create job: store config snapshot", err)
+		if err := w.storeSnapshot(p.SpecHash, p.SpecJSON); err != nil {
+			return err
 		}
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources

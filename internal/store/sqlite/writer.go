@@ -57,6 +57,8 @@ type writer struct {
 	// jobID is the last job id handed out in the running transaction (0:
 	// none yet): see nextJobID.
 	jobID int64
+	// snaps knows which config snapshots are stored: see snapshots.go.
+	snaps snapshotCache
 	// ran counts the statements run, so a failed request tells whether
 	// it ran any (runBatch).
 	ran int
@@ -259,9 +261,11 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	w.jobID = 0                // and the last job id
+	w.snaps.begin()
 	results = make([]error, len(claimed))
 	for i, r := range claimed {
 		var err error
+		mark := len(w.snaps.added)
 		if optimistic {
 			ran := w.ran
 			if err = callSafely(w, func(w *writer) error { return runRequest(w, r) }); err != nil && w.ran != ran {
@@ -274,12 +278,18 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 			_, _ = w.exec("ROLLBACK")
 			return nil, fatal
 		}
+		if err != nil {
+			// Nothing it wrote stays: in a savepoint it was rolled back;
+			// optimistic, it ran no statement.
+			w.snaps.undo(mark)
+		}
 		results[i] = err
 	}
 	if _, err := w.exec("COMMIT"); err != nil {
 		_, _ = w.exec("ROLLBACK")
 		return nil, interpretError("commit write transaction", err)
 	}
+	w.snaps.commit()
 	return results, nil
 }
 

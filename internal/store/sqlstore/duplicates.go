@@ -23,18 +23,52 @@ var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 
 // SameSpecJobs implements store.Jobs.
 func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error) {
-	jobs, err := queryAll(ctx, s, "list jobs of the same spec", func(row Row) (domain.Job, error) {
-		j := domain.Job{Submitter: submitter, SpecHash: specHash}
-		var state string
-		var at int64
-		if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
-			return j, err
-		}
-		j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
-		return j, nil
-	}, qSameSpec, submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting), string(domain.JobRunning), since.UnixNano(), submitter)
-	if len(jobs) > store.DuplicateShown {
-		return jobs[:store.DuplicateShown], true, err
+	r, err := s.b.Reader()
+	if err != nil {
+		return nil, false, err
 	}
-	return jobs, false, err
+	q, args := SameSpecQuery(submitter, specHash, since)
+	var jobs []domain.Job
+	if err := r.Query(ctx, func(row Row) error {
+		return SameSpecRow(row, &jobs, submitter, specHash)
+	}, q, args...); err != nil {
+		return nil, false, s.err("list jobs of the same spec", err)
+	}
+	newest, more = SameSpecNewest(jobs)
+	return newest, more, nil
+}
+
+// SameSpecQuery returns SameSpecJobs's statement and arguments, for a
+// store that runs it in a transaction of its own choosing; SameSpecRow
+// reads one of its rows, and SameSpecNewest returns what SameSpecJobs
+// returns of them.
+func SameSpecQuery(submitter, specHash string, since time.Time) (Query, []any) {
+	return qSameSpec, []any{submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting),
+		string(domain.JobRunning), since.UnixNano(), submitter}
+}
+
+// SameSpecRow reads a row of SameSpecQuery into a job it appends to
+// *jobs, all of them in one allocation (a job is large).
+func SameSpecRow(row Row, jobs *[]domain.Job, submitter, specHash string) error {
+	if *jobs == nil {
+		*jobs = make([]domain.Job, 0, store.DuplicateShown+1)
+	}
+	*jobs = append(*jobs, domain.Job{Submitter: submitter, SpecHash: specHash})
+	j := &(*jobs)[len(*jobs)-1]
+	var state string
+	var at int64
+	if err := row.Scan(&j.ID, &state, &at, &j.IdempotencyKey); err != nil {
+		return err
+	}
+	j.State, j.SubmittedAt = domain.JobState(state), time.Unix(0, at).UTC()
+	return nil
+}
+
+// SameSpecNewest returns the newest DuplicateShown of the rows of
+// SameSpecQuery, and whether there are more.
+func SameSpecNewest(jobs []domain.Job) (newest []domain.Job, more bool) {
+	if len(jobs) > store.DuplicateShown {
+		return jobs[:store.DuplicateShown], true
+	}
+	return jobs, false
 }

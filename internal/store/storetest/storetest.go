@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"PreemptedAttempts":           testPreemptedAttempts,
 		"Requests":                    testRequests,
 		"SameSpecJobs":                testSameSpecJobs,
+		"CreateJobLooking":            testCreateJobLooking,
 		"SpendTotals":                 testSpendTotals,
 		"RateHistory":                 testRateHistory,
 		"AttemptTimes":                testAttemptTimes,
