@@ -67,6 +67,11 @@ type queue struct {
 	vlog      *visitLog
 	edits     []queueEdit
 	editsLost bool
+
+	// Where the pool's entries are in the last plan, for a pass that
+	// reuses them (reuse.go); dirty: jobs were queued or removed since.
+	out   poolOut
+	dirty bool
 }
 
 // memoConfig is what decisions of every kind may depend on besides the
@@ -417,6 +422,7 @@ func (q *queue) insert(pd *Pending) bool {
 		q.beneficiaries++
 	}
 	q.noteEdit(j, true)
+	q.dirty = true
 	return true
 }
 
@@ -433,6 +439,7 @@ func (q *queue) remove(pd *Pending) bool {
 	}
 	slot := q.jobs[i].slot
 	q.noteEdit(q.jobs[i], false)
+	q.dirty = true
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
 	q.jobs = slices.Delete(q.jobs, i, i+1)
