@@ -73,12 +73,34 @@ func (p *pass) run() Plan {
 		p.runQueues(pools, quotas, shares, usage, running)
 		return p.plan
 	}
-	pending := make([]*Pending, len(s.Pending))
+	// As for running jobs: a store lists them by id. One sweep, while
+	// they come in that order, takes those not running and notes whether
+	// they come grouped by pool.
+	pending := make([]*Pending, 0, len(s.Pending))
+	inOrder, grouped := true, true
+	ri := 0
 	for i := range s.Pending {
-		pending[i] = &s.Pending[i]
+		pd := &s.Pending[i]
+		if i > 0 && pd.JobID <= s.Pending[i-1].JobID {
+			inOrder = false
+			break
+		}
+		for ri < len(running) && running[ri].JobID < pd.JobID {
+			ri++
+		}
+		if ri < len(running) && running[ri].JobID == pd.JobID {
+			continue
+		}
+		if n := len(pending); n > 0 && pending[n-1].Pool != pd.Pool && pending[n-1].Pool > pd.Pool {
+			grouped = false
+		}
+		pending = append(pending, pd)
 	}
-	// As for running jobs: a store lists them by id.
-	if !increasing(pending, func(a *Pending) int64 { return a.JobID }) {
+	if !inOrder {
+		pending = pending[:len(s.Pending)]
+		for i := range s.Pending {
+			pending[i] = &s.Pending[i]
+		}
 		slices.SortFunc(pending, func(a, b *Pending) int {
 			if a.JobID != b.JobID {
 				return compareInt64(a.JobID, b.JobID)
@@ -86,16 +108,19 @@ func (p *pass) run() Plan {
 			return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
 		})
 		pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+		ri = 0
+		pending = slices.DeleteFunc(pending, func(j *Pending) bool {
+			for ri < len(running) && running[ri].JobID < j.JobID {
+				ri++
+			}
+			return ri < len(running) && running[ri].JobID == j.JobID
+		})
+		grouped = false
 	}
-	ri := 0
-	pending = slices.DeleteFunc(pending, func(j *Pending) bool {
-		for ri < len(running) && running[ri].JobID < j.JobID {
-			ri++
-		}
-		return ri < len(running) && running[ri].JobID == j.JobID
-	})
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
-	sortByPool(pending, func(a *Pending) string { return a.Pool })
+	if !grouped {
+		sortByPool(pending, func(a *Pending) string { return a.Pool })
+	}
 	p.plan.Waiting = make([]Waiting, 0, len(pending))
 
 	pi := 0
