@@ -389,6 +389,9 @@ func New(cfg Config) *Controller {
 
 		progress:      map[executor.Ref]time.Time{},
 		healthStopped: map[executor.Ref]bool{},
+		// The loop and the queue view only read plans: a pass takes
+		// the pools nothing changed in from the last plan.
+		sched: incremental.Scheduler{ReadOnlyPlans: true},
 	}
 }
 

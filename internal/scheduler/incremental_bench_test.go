@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
 	"trainyard/internal/scheduler/incremental"
 	. "trainyard/internal/scheduler/schedtest"
@@ -95,5 +96,53 @@ func BenchmarkIncremental(b *testing.B) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkIncrementalPlaces is a told pass after a submit that starts
+// (which a replay cannot edit in), in the settled benchmark world: to
+// its pool ("same-pool", a small job that fits beside the reservations)
+// or to a second, idle pool of 8 nodes ("other-pool"), whose pass need
+// not walk the 100,000 queued jobs of pool big. Plans are handed back as
+// the control loop does: read only (ReadOnlyPlans), and the waiting list
+// of the plan before the last one recycled.
+func BenchmarkIncrementalPlaces(b *testing.B) {
+	n := 100_000
+	calm, _ := settled(n)
+	pw := Pool("idle")
+	for i := range 8 {
+		pw.Node(fmt.Sprintf("idle-%d", i), 64, 512<<30, 8)
+	}
+	two := calm
+	two.Pools = append(slices.Clone(calm.Pools), pw.Obj())
+	for _, c := range []struct {
+		name string
+		base scheduler.Snapshot
+		pool string
+	}{{"same-pool", calm, "big"}, {"other-pool", two, "idle"}} {
+		base := c.base
+		submit := base
+		j := Job(1 << 40).Pool(c.pool).Project("proj-007").CPUs(1).Memory(1 << 30).Priority(domain.PriorityUrgent).Submitted(base.Now).Obj()
+		submit.Pending = append(slices.Clone(base.Pending), j)
+		if p := scheduler.Schedule(submit, scheduler.Config{}); !slices.ContainsFunc(p.Start, func(pl scheduler.Placement) bool { return pl.JobID == j.JobID }) {
+			b.Fatalf("%s: the submitted job does not start", c.name)
+		}
+		b.Run(fmt.Sprintf("settled/pending=%d/%s/submit-places-told", n, c.name), func(b *testing.B) {
+			inc := incremental.Scheduler{ReadOnlyPlans: true}
+			last := inc.Schedule(base, scheduler.Config{})
+			var spent []scheduler.Waiting
+			done := cpuPerOp(b)
+			for i := 0; b.Loop(); i++ {
+				s := base
+				if i%2 == 0 {
+					s = submit
+				}
+				inc.Recycle(scheduler.Plan{Waiting: spent})
+				p := inc.ScheduleChanged(s, scheduler.Config{}, []int64{j.JobID})
+				spent, last = last.Waiting, p
+			}
+			done()
+			b.ReportMetric(float64(inc.Reused())/float64(b.N), "pools-reused/op")
+		})
 	}
 }

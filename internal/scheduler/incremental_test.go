@@ -293,15 +293,26 @@ type hinted struct {
 	// which ScheduleChanged must notice (by count) and recover from.
 	drop bool
 	// last is the plan returned last, handed back (Recycle) at the next
-	// pass as the control loop does: the caller must be done with it.
+	// pass: the caller must be done with it.
 	last scheduler.Plan
+	// readOnly sets ReadOnlyPlans. lag hands back, instead of the last
+	// plan, the waiting list of the one before (older), as the control
+	// loop does, whose queue view reads the last plan's until the next.
+	readOnly, lag bool
+	older         scheduler.Plan
 }
 
 func (h *hinted) schedule(s scheduler.Snapshot, cfg scheduler.Config) (scheduler.Plan, bool) {
 	if !slices.IsSortedFunc(s.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) }) {
 		return scheduler.Plan{}, false
 	}
-	h.inc.Recycle(h.last)
+	h.inc.ReadOnlyPlans = h.readOnly
+	if h.lag {
+		h.inc.Recycle(scheduler.Plan{Waiting: h.older.Waiting})
+		h.older = h.last
+	} else {
+		h.inc.Recycle(h.last)
+	}
 	h.last = scheduler.Plan{}
 	var p scheduler.Plan
 	if !h.seen {

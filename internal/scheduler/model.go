@@ -27,6 +27,9 @@ type pass struct {
 	qs     *Queues
 	// last, when set, is the previous pass's plan over qs, for a replay.
 	last *Plan
+	// prev, when set, is the previous pass's plan over qs, to be read only:
+	// pools whose inputs did not change take their entries from it (reuse.go).
+	prev *Plan
 	// waitBuf, when large enough, is reused for plan.Waiting (Kept.Waiting).
 	waitBuf []Waiting
 	// changed, when told is set, lists (ascending) the ids of the pending

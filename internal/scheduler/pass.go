@@ -73,12 +73,34 @@ func (p *pass) run() Plan {
 		p.runQueues(pools, quotas, shares, usage, running)
 		return p.plan
 	}
-	pending := make([]*Pending, len(s.Pending))
+	// As for running jobs: a store lists them by id. One sweep, while
+	// they come in that order, takes those not running and notes whether
+	// they come grouped by pool.
+	pending := make([]*Pending, 0, len(s.Pending))
+	inOrder, grouped := true, true
+	ri := 0
 	for i := range s.Pending {
-		pending[i] = &s.Pending[i]
+		pd := &s.Pending[i]
+		if i > 0 && pd.JobID <= s.Pending[i-1].JobID {
+			inOrder = false
+			break
+		}
+		for ri < len(running) && running[ri].JobID < pd.JobID {
+			ri++
+		}
+		if ri < len(running) && running[ri].JobID == pd.JobID {
+			continue
+		}
+		if n := len(pending); n > 0 && pending[n-1].Pool != pd.Pool && pending[n-1].Pool > pd.Pool {
+			grouped = false
+		}
+		pending = append(pending, pd)
 	}
-	// As for running jobs: a store lists them by id.
-	if !increasing(pending, func(a *Pending) int64 { return a.JobID }) {
+	if !inOrder {
+		pending = pending[:len(s.Pending)]
+		for i := range s.Pending {
+			pending[i] = &s.Pending[i]
+		}
 		slices.SortFunc(pending, func(a, b *Pending) int {
 			if a.JobID != b.JobID {
 				return compareInt64(a.JobID, b.JobID)
@@ -86,16 +108,19 @@ func (p *pass) run() Plan {
 			return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Project, b.Project), a.SubmittedAt.Compare(b.SubmittedAt))
 		})
 		pending = slices.CompactFunc(pending, func(a, b *Pending) bool { return a.JobID == b.JobID })
+		ri = 0
+		pending = slices.DeleteFunc(pending, func(j *Pending) bool {
+			for ri < len(running) && running[ri].JobID < j.JobID {
+				ri++
+			}
+			return ri < len(running) && running[ri].JobID == j.JobID
+		})
+		grouped = false
 	}
-	ri := 0
-	pending = slices.DeleteFunc(pending, func(j *Pending) bool {
-		for ri < len(running) && running[ri].JobID < j.JobID {
-			ri++
-		}
-		return ri < len(running) && running[ri].JobID == j.JobID
-	})
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
-	sortByPool(pending, func(a *Pending) string { return a.Pool })
+	if !grouped {
+		sortByPool(pending, func(a *Pending) string { return a.Pool })
+	}
 	p.plan.Waiting = make([]Waiting, 0, len(pending))
 
 	pi := 0
@@ -130,14 +155,30 @@ func (p *pass) run() Plan {
 // and none is running.
 func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation) {
+	qs := p.qs
+	qs.passes++
+	prev := p.prev
 	// running is in id order here.
-	if p.last != nil && p.qs.sameInputs(&p.s, p.cfg, pools, running, p.changed) {
-		if plan, ok := p.qs.replay(pools, p.last); ok {
+	if p.last != nil && qs.sameInputs(&p.s, p.cfg, pools, running, p.changed) {
+		plan, ok, edited := qs.replay(pools, p.last)
+		if ok {
 			p.plan = plan
 			return
 		}
+		if edited {
+			prev = nil // the failed replay edited it
+		}
 	}
-	p.qs.remember(&p.s, p.cfg, pools, running)
+	// A told pass takes a pool's part of the previous plan when nothing
+	// the pool's walk reads changed (see reusable).
+	var runChanged []string
+	if !p.told || !qs.sameShared(&p.s, p.cfg) {
+		prev = nil
+	}
+	if prev != nil {
+		runChanged = qs.runningPools(running, p.changed)
+	}
+	qs.remember(&p.s, p.cfg, pools, running)
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
 	n := 0
 	for _, q := range p.queues {
@@ -150,6 +191,7 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 	}
 	ri := 0
 	empty := &queue{}
+	var nowR nowRange // the pools' together
 	for _, pool := range pools {
 		for ri < len(running) && running[ri].Pool < pool.Name {
 			ri++
@@ -168,15 +210,30 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 			if !p.told || !mc.same {
 				allocs.valid = false // node order may differ: resolve afresh
 			}
+			if prev != nil && mc.same && !slices.Contains(runChanged, pool.Name) && p.reuse(q, prev) {
+				nowR.and(q.out.nowR)
+				ri = rj
+				continue
+			}
 		} else {
 			q = empty
 		}
+		p.nowR = nowRange{}
+		out := poolOut{pass: qs.passes, start: len(p.plan.Start), preempt: len(p.plan.Preempt), wait: len(p.plan.Waiting),
+			budgetIn: p.budget, now: p.s.Now}
 		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj], allocs)
 		ps.memoCfg = mc
 		ps.walk(q)
+		nowR.and(p.nowR)
+		if q != empty {
+			out.nStart, out.nPreempt, out.nWait = len(p.plan.Start)-out.start, len(p.plan.Preempt)-out.preempt, len(p.plan.Waiting)-out.wait
+			out.budgetOut, out.nowR = p.budget, p.nowR
+			q.out, q.dirty = out, false
+		}
 		ri = rj
 	}
-	p.qs.last.nowR = p.nowR
+	p.nowR = nowR
+	qs.last.nowR = nowR
 }
 
 // poolQuotas lists the quotas in effect in one pool, by project.

@@ -67,6 +67,11 @@ type queue struct {
 	vlog      *visitLog
 	edits     []queueEdit
 	editsLost bool
+
+	// Where the pool's entries are in the last plan, for a pass that
+	// reuses them (reuse.go); dirty: jobs were queued or removed since.
+	out   poolOut
+	dirty bool
 }
 
 // memoConfig is what decisions of every kind may depend on besides the
@@ -216,7 +221,7 @@ func buildQueue(pending []*Pending) *queue {
 	}
 	q.packed = len(pending) > 0 && maxSec-minSec < 9e9
 	q.base = minSec
-	recs := make([]job, len(pending))
+	recs := make([]job, len(pending)) // the queue's, once in order
 	last := int32(-1)
 	for i, pd := range pending {
 		recs[i], _ = q.record(pd, int32(i), &last)
@@ -242,14 +247,24 @@ func buildQueue(pending []*Pending) *queue {
 	for g := 1; g <= groups; g++ {
 		start[g] += start[g-1]
 	}
-	q.jobs = make([]job, len(recs))
+	// Each record to its group's next place, following cycles of the
+	// permutation in place (a second list as long would cost more to
+	// allocate than the moves).
 	next := slices.Clone(start[:groups])
+	dest := make([]int32, len(recs))
 	for i := range recs {
 		r := &recs[i]
 		g := (tiers-1-int(r.tier))*nproj + int(order[r.proj])
-		q.jobs[next[g]] = *r
+		dest[i] = next[g]
 		next[g]++
 	}
+	for i := range recs {
+		for d := dest[i]; d != int32(i); d = dest[i] {
+			recs[i], recs[d] = recs[d], recs[i]
+			dest[i], dest[d] = dest[d], d
+		}
+	}
+	q.jobs = recs
 	// Each group by (submit time, id): keys sorted, then the group's
 	// records put in their order (all within the group, which is small).
 	var keys []qkey
@@ -417,6 +432,7 @@ func (q *queue) insert(pd *Pending) bool {
 		q.beneficiaries++
 	}
 	q.noteEdit(j, true)
+	q.dirty = true
 	return true
 }
 
@@ -433,6 +449,7 @@ func (q *queue) remove(pd *Pending) bool {
 	}
 	slot := q.jobs[i].slot
 	q.noteEdit(q.jobs[i], false)
+	q.dirty = true
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
 	q.jobs = slices.Delete(q.jobs, i, i+1)

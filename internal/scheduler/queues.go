@@ -22,7 +22,15 @@ type Queues struct {
 	last  lastInputs // what the last pass ran on (replay.go)
 	// replayed counts the passes replayed from a visit log (replay.go).
 	replayed int64
+	// passes counts the passes over qs; reused, the pools whose entries
+	// a pass took from the previous plan (reuse.go).
+	passes, reused int64
 }
+
+// Reused is how many times a pass over qs took a pool's entries from the
+// previous plan instead of walking the pool (docs/scheduling.md,
+// Performance).
+func (qs *Queues) Reused() int64 { return qs.reused }
 
 // NewQueues sorts pending (each job once, by pointer) into one queue per
 // pool.
@@ -93,6 +101,13 @@ type Kept struct {
 	// pass's plan instead of walking the queues (docs/scheduling.md,
 	// Performance): the plan returned then shares its storage.
 	Last *Plan
+	// Prev, when set with Told, is the plan the previous pass over the
+	// same Queues returned, unchanged, which this pass only reads: a pool
+	// whose inputs did not change takes its entries from it instead of
+	// walking its queue. Its Waiting may be Waiting's storage (the pass
+	// then takes care not to write over what it reads), but no other
+	// storage of it may be.
+	Prev *Plan
 }
 
 // ScheduleQueues decides one pass as Schedule(s, cfg) does, taking the
@@ -105,7 +120,7 @@ func ScheduleQueues(s Snapshot, cfg Config, qs *Queues, k Kept) Plan {
 	p.queues, p.qs, p.trackNow = qs.pools, qs, true
 	p.waitBuf = k.Waiting
 	if k.Told {
-		p.told, p.changed, p.last = true, k.Changed, k.Last
+		p.told, p.changed, p.last, p.prev = true, k.Changed, k.Last, k.Prev
 	}
 	return p.run()
 }

@@ -110,7 +110,8 @@ type lastInputs struct {
 	quotas   []domain.Quota
 	projects []domain.Project
 	usage    []Usage
-	running  []int64 // ids, ascending
+	running  []int64  // ids, ascending
+	runPools []string // their pools
 }
 
 // logVisit appends a visit to the current phase's log.
@@ -183,9 +184,10 @@ func (qs *Queues) remember(s *Snapshot, cfg Config, pools []domain.Pool, running
 	l.quotas = append(l.quotas[:0], s.Quotas...)
 	l.projects = append(l.projects[:0], s.Projects...)
 	l.usage = append(l.usage[:0], s.Usage...)
-	l.running = l.running[:0]
+	l.running, l.runPools = l.running[:0], l.runPools[:0]
 	for _, a := range running {
 		l.running = append(l.running, a.JobID)
+		l.runPools = append(l.runPools, a.Pool)
 	}
 	// The caller may reuse a snapshot's slices: keep copies (of pools
 	// that changed).
@@ -266,8 +268,9 @@ func samePool(a, b *domain.Pool) bool {
 
 // replay edits last, the previous pass's plan, into this pass's for the
 // queues' edits, or reports false (the caller then walks; what replay
-// changed of last and of the logs, the walk overwrites).
-func (qs *Queues) replay(pools []domain.Pool, last *Plan) (Plan, bool) {
+// changed of last and of the logs, the walk overwrites) and whether it
+// changed last.
+func (qs *Queues) replay(pools []domain.Pool, last *Plan) (plan Plan, ok, edited bool) {
 	w := last.Waiting
 	off := 0
 	for _, pool := range pools {
@@ -277,7 +280,7 @@ func (qs *Queues) replay(pools []domain.Pool, last *Plan) (Plan, bool) {
 		}
 		lg := q.vlog
 		if lg == nil || !lg.ok || q.editsLost || lg.shapes != len(q.shapes) || q.beneficiaries > 0 {
-			return Plan{}, false
+			return Plan{}, false, edited
 		}
 		for _, e := range q.edits {
 			var ok bool
@@ -287,17 +290,29 @@ func (qs *Queues) replay(pools []domain.Pool, last *Plan) (Plan, bool) {
 				w, ok = lg.remove(w, off, e.j.id)
 			}
 			if !ok {
-				return Plan{}, false
+				return Plan{}, false, edited
 			}
+			edited = true
 		}
 		q.edits = q.edits[:0]
 		off += lg.waitN
 	}
 	if off != len(w) {
-		return Plan{}, false
+		return Plan{}, false, edited
+	}
+	// The pools' entries moved: a later pass that reuses them finds them
+	// here. (A pool without a walk's output in last keeps its stale pass.)
+	off = 0
+	for _, pool := range pools {
+		if q := qs.pools[pool.Name]; q != nil {
+			if q.out.pass != 0 && q.out.pass == qs.passes-1 {
+				q.out.pass, q.out.wait, q.out.nWait, q.dirty = qs.passes, off, q.vlog.waitN, false
+			}
+			off += q.vlog.waitN
+		}
 	}
 	qs.replayed++
-	return Plan{Start: last.Start, Preempt: last.Preempt, Waiting: w}, true
+	return Plan{Start: last.Start, Preempt: last.Preempt, Waiting: w}, true, edited
 }
 
 // Replayed is how many passes over qs were edited from the previous plan

@@ -25,9 +25,18 @@ import (
 // It keeps copies of the pending jobs it has seen, so callers may reuse
 // or modify a snapshot's slices after a call returns. A returned Plan is
 // the caller's: nothing it holds is kept or written by a later pass,
-// unless the caller hands it back with Recycle. The zero value is ready
-// to use. A Scheduler is not safe for concurrent use.
+// unless the caller hands it back with Recycle (or sets ReadOnlyPlans).
+// The zero value is ready to use. A Scheduler is not safe for concurrent
+// use.
 type Scheduler struct {
+	// ReadOnlyPlans is the caller's promise that it never modifies a
+	// plan it was returned. A told pass then reads the last plan
+	// returned: each pool whose inputs did not change since takes its
+	// entries from it instead of walking its queue (the placements' node
+	// lists are then shared between the plans), so a submit to one pool
+	// does not walk the others' queues.
+	ReadOnlyPlans bool
+
 	prev   []*scheduler.Pending // the last pass's pending jobs, by id ascending (owned copies)
 	ids    []int64              // their ids, so that lookups need not follow the pointers
 	runIDs []int64              // scratch: running job ids (usable)
@@ -39,14 +48,21 @@ type Scheduler struct {
 	// returned is the last plan returned; recycled is it, when Recycle
 	// handed it back (the next pass may then edit it instead of walking).
 	returned, recycled scheduler.Plan
+	hasReturned        bool // returned came from the queues' last pass
 	hasRecycled        bool
-	// replayed counts the passes edited from the previous plan.
-	replayed int64
+	// replayed counts the passes edited from the previous plan; reused,
+	// the pools whose entries a pass took from it.
+	replayed, reused int64
 }
 
 // Replayed is how many of this scheduler's passes edited the previous
 // plan instead of walking the queues.
 func (in *Scheduler) Replayed() int64 { return in.replayed }
+
+// Reused is how many times one of this scheduler's passes took a pool's
+// entries from the previous plan instead of walking the pool
+// (ReadOnlyPlans).
+func (in *Scheduler) Reused() int64 { return in.reused }
 
 // maxDelta is the number of changed pending jobs above which a pass
 // rebuilds the queues instead of editing them.
@@ -106,19 +122,24 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 	k := scheduler.Kept{Waiting: buf}
 	if told {
 		k.Told, k.Changed = true, changed
+		if in.ReadOnlyPlans && in.hasReturned {
+			prev := in.returned
+			k.Prev = &prev
+		}
 		if in.hasRecycled {
 			last := in.recycled
 			k.Last = &last
 		}
 	}
 	in.recycled, in.hasRecycled = scheduler.Plan{}, false
-	before := in.queues.Replayed()
+	before, reusedBefore := in.queues.Replayed(), in.queues.Reused()
 	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
 	in.replayed += in.queues.Replayed() - before
+	in.reused += in.queues.Reused() - reusedBefore
 	if n := len(plan.Waiting); n < len(buf) {
 		clear(buf[n:]) // let the recycled plan's messages go
 	}
-	in.returned = plan
+	in.returned, in.hasReturned = plan, true
 	return plan
 }
 
@@ -154,7 +175,7 @@ func sameSlice[T any](a, b []T) bool {
 
 func (in *Scheduler) reset() {
 	in.prev, in.ids, in.queues, in.spare = nil, nil, nil, nil
-	in.returned, in.recycled, in.hasRecycled = scheduler.Plan{}, scheduler.Plan{}, false
+	in.returned, in.recycled, in.hasReturned, in.hasRecycled = scheduler.Plan{}, scheduler.Plan{}, false, false
 }
 
 // increasing reports whether key strictly increases along xs (pending
