@@ -53,6 +53,13 @@ type decision struct {
 	// had eligible victims; such a failure depends on node state, so only
 	// this pass may reuse it.
 	searched bool
+	// bounded: the outcome rests on preemptOwn failing because all the
+	// project's jobs it could stop for this one (boundN of them, holding
+	// bound) could not make room on any node: it holds while they are the
+	// same, whatever the nodes' state (see ownBound).
+	bounded bool
+	boundN  int
+	bound   deficit
 	// noVictims: the outcome rests on the project having no job it could
 	// stop for this one (preemptOwn found none to search), which a later
 	// pass checks again.
@@ -92,7 +99,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		return false, false
 	}
 	ver, before := ps.stateVer, ps.waiting
-	ps.resvAppended, ps.kind, ps.searched, ps.lookedForOwn = false, kindState, false, false
+	ps.resvAppended, ps.kind, ps.searched, ps.lookedForOwn, ps.bounded = false, kindState, false, false, false
 	ps.fresh = true
 	placed, deferred = ps.decide(j, allowDefer)
 	if placed || ps.stateVer != ver {
@@ -116,7 +123,8 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		d.budget, d.searched = ps.budget > 0, ps.searched
 		d.usedVer, d.stopVer, d.used, d.stop = pr.usedVer, ps.quotaStopVer(pr, d.searched), pr.used, ps.ownStopping(pr)
 		d.claimed, d.claimBy, d.usedFrom = pr.claimed, pr.claimBy, pr.usedFrom(int(j.rank))
-		d.noVictims = ps.lookedForOwn && !ps.searched
+		d.noVictims = ps.lookedForOwn && !ps.searched && !ps.bounded
+		d.bounded, d.boundN, d.bound = ps.bounded, ps.boundN, ps.bound
 	}
 	// Each entry owns one decision slot: a refill overwrites it.
 	if m.ver != 0 {
@@ -190,7 +198,7 @@ func (ps *poolState) stillValid(j *job, d *decision) bool {
 		// What the project's waiting jobs claim (and who claims first, as
 		// messages name it) must be as when the decision was made.
 		if d.searched || pr.used != d.used || pr.claimed != d.claimed || d.usedFrom != pr.usedFrom(int(j.rank)) || pr.claimBy != d.claimBy || d.budget != (ps.budget > 0) || ps.ownStopping(pr) != d.stop ||
-			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) {
+			d.noVictims && ps.hasOwnVictims(pr, int(j.rank)) || d.bounded && !d.sameBound(pr, int(j.rank)) {
 			return false
 		}
 		d.usedVer, d.stopVer = pr.usedVer, ps.quotaStopVer(pr, false)
@@ -245,4 +253,12 @@ func (ps *poolState) reservedTextFor(j *job) string {
 	}
 	ps.rtCache[k] = t
 	return t
+}
+
+// sameBound reports whether the project's jobs that a bounded decision
+// rests on are as when it was made (same count and sum: preemptOwn's bound
+// fails again).
+func (d *decision) sameBound(pr *projState, rank int) bool {
+	n, all := ownBound(pr, rank)
+	return n == d.boundN && all == d.bound
 }

@@ -33,6 +33,45 @@ type quotaMsgKey struct {
 	needBits uint64
 }
 
+// keptMsgKey identifies a quota message by everything it is made of
+// besides the pool's definition and quotas, for a queue's passes under
+// one memoConfig (queue.msgs): floats by their bits, so that keys equal
+// only when the text would be.
+type keptMsgKey struct {
+	project   string
+	key       quotaMsgKey
+	used, lim [4]uint64
+	claimed   [4]uint64
+	claimBy   int64
+}
+
+func limitBits(l limits) [4]uint64 {
+	return [4]uint64{uint64(l.gpus), math.Float64bits(l.cpus), math.Float64bits(l.mem), uint64(l.jobs)}
+}
+
+// maxKeptMsgs bounds queue.msgs; past it the cache starts afresh.
+const maxKeptMsgs = 1 << 14
+
+// keptMsg looks a quota message up in the queue's cache, kept between
+// passes under the same pool definition, quotas and config.
+func (ps *poolState) keptMsg(k *keptMsgKey) (string, bool) {
+	if ps.memoCfg == nil || ps.q == nil {
+		return "", false
+	}
+	m, ok := ps.q.msgs[*k]
+	return m, ok
+}
+
+func (ps *poolState) keepMsg(k *keptMsgKey, m string) {
+	if ps.memoCfg == nil || ps.q == nil {
+		return
+	}
+	if ps.q.msgs == nil || len(ps.q.msgs) >= maxKeptMsgs {
+		ps.q.msgs = make(map[keptMsgKey]string)
+	}
+	ps.q.msgs[*k] = m
+}
+
 // backoffMessage names when a retry may start. Times in messages are
 // absolute, so a waiting job's message stays the same from pass to pass
 // (and is not written again) until the facts change.
@@ -88,6 +127,20 @@ func (ps *poolState) quotaMessage(pr *projState, need, lim limits, ceiling, notP
 	if m, ok := pr.msgs[key]; ok {
 		return m
 	}
+	kk := keptMsgKey{project: pr.name, key: key, used: limitBits(pr.used), lim: limitBits(lim)}
+	m, ok := ps.keptMsg(&kk)
+	if !ok {
+		m = ps.quotaText(pr, need, lim, dim, ceiling, notPreemptible)
+		ps.keepMsg(&kk, m)
+	}
+	if pr.msgs == nil {
+		pr.msgs = map[quotaMsgKey]string{}
+	}
+	pr.msgs[key] = m
+	return m
+}
+
+func (ps *poolState) quotaText(pr *projState, need, lim limits, dim int, ceiling, notPreemptible bool) string {
 	var m string
 	if !pr.rule.has && !pr.rule.canBorrow {
 		m = fmt.Sprintf("project %s has no quota in pool %s and the pool does not allow borrowing", pr.name, ps.pool.Name)
@@ -114,10 +167,6 @@ func (ps *poolState) quotaMessage(pr *projState, need, lim limits, ceiling, notP
 	if notPreemptible {
 		m = "job is not preemptible and would need borrowed capacity: " + m + "; make it preemptible to borrow idle capacity"
 	}
-	if pr.msgs == nil {
-		pr.msgs = map[quotaMsgKey]string{}
-	}
-	pr.msgs[key] = m
 	return m
 }
 
@@ -131,7 +180,12 @@ func (ps *poolState) claimedMessage(pr *projState, need, lim, claimed limits) st
 	if m, ok := pr.msgs[key]; ok {
 		return m
 	}
-	m := ps.claimedText(pr, dim, need, lim, claimed)
+	kk := keptMsgKey{project: pr.name, key: key, used: limitBits(pr.used), lim: limitBits(lim), claimed: limitBits(claimed), claimBy: pr.claimBy}
+	m, ok := ps.keptMsg(&kk)
+	if !ok {
+		m = ps.claimedText(pr, dim, need, lim, claimed)
+		ps.keepMsg(&kk, m)
+	}
 	if pr.msgs == nil {
 		pr.msgs = map[quotaMsgKey]string{}
 	}

@@ -143,6 +143,9 @@ type poolState struct {
 	decidedFirst bool       // beneficiaries were decided in phase 0 (walk)
 	searched     bool       // decide relied on preemptOwn failing with eligible victims
 	lookedForOwn bool       // decide asked preemptOwn (see decision.noVictims)
+	bounded      bool       // preemptOwn failed on its bound (see decision.bounded)
+	boundN       int
+	bound        deficit
 	// memoCfg is what the pool's decisions depend on besides its state,
 	// when its queue is kept between passes (runQueues).
 	memoCfg *memoConfig

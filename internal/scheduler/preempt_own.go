@@ -30,6 +30,15 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 	if !ps.hasOwnVictims(pr, rank) {
 		return nil, nil // nothing to search: the outcome depends on no node
 	}
+	// Every set found below is of own jobs on one node that cover the
+	// quota deficit and number at least needJobs, and no node holds more
+	// than all of them: when all of them fall short, the search fails on
+	// every node, whatever their state, as the loop over them would find.
+	// That rests on the project's jobs only (see decision.bounded).
+	if n, all := ownBound(pr, rank); n < needJobs || !qd.coveredBy(all) {
+		ps.bounded, ps.boundN, ps.bound = true, n, all
+		return nil, nil
+	}
 	ps.searched = true
 	if memo && pr.ownFailed(sh, rank, ps.stopVersion) {
 		return nil, nil
@@ -81,7 +90,9 @@ func (ps *poolState) preemptOwn(j *job, over limits) ([]*holder, []*nodeState) {
 			}
 		}
 		if len(set) == 0 && len(cands) >= needJobs {
-			set = ps.ownThenOthers(n, pr, rank, sh.need, slices.Clone(cands), nd, qd, needJobs)
+			// cands is this node's own list, not read again: sorting it
+			// in place is fine.
+			set = ps.ownThenOthers(n, pr, rank, sh.need, cands, nd, qd, needJobs)
 		}
 		if len(set) == 0 {
 			continue
@@ -182,6 +193,28 @@ func (ps *poolState) hasOwnVictims(pr *projState, rank int) bool {
 		}
 	}
 	return pr.victims[rank] == 2
+}
+
+// ownBound is how many of the project's jobs could be stopped for its own
+// job of the given rank (as ownVictim decides; pr.holders are all the
+// project's), and what they hold per node, each counted once (positive
+// amounts only, so that it bounds what any of its subsets holds).
+func ownBound(pr *projState, rank int) (int, deficit) {
+	var all deficit
+	n := 0
+	for _, h := range pr.holders {
+		if !h.stopping && h.preemptible && h.rank < rank {
+			n++
+			all.g += max(h.res.g, 0)
+			if h.res.c > 0 {
+				all.c += h.res.c
+			}
+			if h.res.m > 0 {
+				all.m += h.res.m
+			}
+		}
+	}
+	return n, all
 }
 
 // ownStopping is what the project's stopping jobs in the pool hold: usage

@@ -6,6 +6,8 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/scheduler"
+	"trainyard/internal/scheduler/incremental"
+	"trainyard/internal/scheduler/schedtest"
 )
 
 // A higher-priority job whose project's quota is full preempts the project's
@@ -47,5 +49,57 @@ func TestPreemptOwnLowerPriorityWhenQuotaIsFull(t *testing.T) {
 				t.Fatalf("waiting %+v, want reason %s", p.Waiting, tc.wantReason)
 			}
 		})
+	}
+}
+
+// A told pass carries a quota decision that rests on the project's own
+// stoppable jobs being too few to free its quota only while they are the
+// same: when a running job becomes preemptible, its use unchanged, the
+// search runs again and finds victims, as Schedule does.
+func TestOwnVictimBoundIsCheckedAgain(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	gpus := make([]int, 16)
+	for i := range gpus {
+		gpus[i] = i
+	}
+	pool := domain.Pool{Name: "gpu", Executor: "local", Preemption: true,
+		Nodes: []domain.Node{{Name: "n1", CPUs: 64, Memory: 256 << 30, GPUs: gpus}}}
+	quota := domain.Quota{Project: "vision", Pool: "gpu", Guaranteed: domain.Limits{GPUs: 8}, MaxPriority: domain.PriorityUrgent}
+	running := func(id int64, prio domain.Priority, gpus []int, preemptible bool) scheduler.Allocation {
+		return scheduler.Allocation{JobID: id, Project: "vision", Pool: "gpu", Priority: prio,
+			Resources: domain.Resources{GPUs: len(gpus), CPUs: 1, Memory: 1 << 30, Nodes: 1},
+			Nodes:     []scheduler.NodeAlloc{{Node: "n1", GPUs: gpus}}, StartedAt: now.Add(-time.Hour),
+			Timeout: 72 * time.Hour, Preemptible: preemptible}
+	}
+	pending := func(id int64, gpus int, at time.Time) scheduler.Pending {
+		return scheduler.Pending{JobID: id, Project: "vision", Pool: "gpu", Priority: domain.PriorityHigh, SubmittedAt: at,
+			Resources: domain.Resources{GPUs: gpus, CPUs: 1, Memory: 1 << 30, Nodes: 1}, Timeout: time.Hour}
+	}
+	// The quota is full. Job 4 is too large for the project's
+	// low-priority jobs to make room for and holds the quota; job 5 needs
+	// jobs 2 and 3 both stopped.
+	snap := func(preemptible bool) scheduler.Snapshot {
+		return scheduler.Snapshot{Now: now, Pools: []domain.Pool{pool}, Quotas: []domain.Quota{quota},
+			Running: []scheduler.Allocation{running(1, domain.PriorityHigh, []int{0, 1, 2, 3, 4, 5}, false),
+				running(2, domain.PriorityLow, []int{6}, true), running(3, domain.PriorityLow, []int{7}, preemptible)},
+			Pending: []scheduler.Pending{pending(4, 4, now.Add(-time.Minute)), pending(5, 2, now)}}
+	}
+	var inc incremental.Scheduler
+	for i, preemptible := range []bool{false, false, true, false, true} {
+		s := snap(preemptible)
+		var p scheduler.Plan
+		if i == 0 {
+			p = inc.Schedule(s, scheduler.Config{})
+		} else {
+			p = inc.ScheduleChanged(s, scheduler.Config{}, []int64{3})
+		}
+		want := scheduler.Schedule(s, scheduler.Config{})
+		if got, w := schedtest.Format(p), schedtest.Format(want); got != w {
+			t.Fatalf("pass %d: incremental plan\n%s\nwant\n%s", i, got, w)
+		}
+		if victims := len(want.Preempt); (victims > 0) != preemptible {
+			t.Fatalf("pass %d: %d victim(s) with job 3 preemptible=%v:\n%s", i, victims, preemptible, schedtest.Format(want))
+		}
+		inc.Recycle(p)
 	}
 }

@@ -61,7 +61,8 @@ type queue struct {
 	stateVer int        // where the next pass's state versions start
 	pass     int        // passes walked over this queue
 	cfg      *memoConfig
-	allocs   allocCache // the pool's running allocations, resolved (newPoolState)
+	msgs     map[keptMsgKey]string // quota messages, under cfg
+	allocs   allocCache            // the pool's running allocations, resolved (newPoolState)
 
 	// The last walk's log and the edits since, for a replay (replay.go).
 	vlog      *visitLog
@@ -116,6 +117,7 @@ func (q *queue) prepareMemo(c *memoConfig) {
 		}
 		clear(q.decs)
 		q.decs, q.stateVer = q.decs[:0], 0
+		q.msgs = nil
 		if k := min(n, len(q.jobs)); cap(q.decs) < k {
 			// At most one decision per class, and per job: sized once
 			// rather than grown (and copied) many times in a pass.

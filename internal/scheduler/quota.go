@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"math"
 	"slices"
 
@@ -154,8 +153,16 @@ func (ps *poolState) markProject(pr *projState) {
 			order = append(order, h)
 		}
 	}
+	// Higher priority first, then earlier start, then id (comparisons
+	// short-circuited: every pass sorts every project's jobs).
 	slices.SortFunc(order, func(a, b *holder) int {
-		return cmp.Or(compareInt(b.rank, a.rank), a.start.Compare(b.start), compareInt64(a.id, b.id))
+		if a.rank != b.rank {
+			return compareInt(b.rank, a.rank)
+		}
+		if c := a.start.Compare(b.start); c != 0 {
+			return c
+		}
+		return compareInt64(a.id, b.id)
 	})
 	var fill limits
 	for _, h := range order {
