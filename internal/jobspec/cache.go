@@ -17,7 +17,7 @@ import (
 // copy (cloneSpec), so no caller sees another's changes.
 const (
 	loadCacheSize   = 256      // entries
-	loadCacheMaxDoc = 64 << 10 // bytes; a larger document is read every time
+	loadCacheMaxDoc = 16 << 10 // bytes; a larger document is read every time (specs are a few KiB)
 )
 
 type loadKey [sha256.Size]byte
