@@ -59,6 +59,22 @@ func Defaults() domain.Spec {
 // Defaults apply to fields that are absent from the document, so an
 // explicit zero ("nodes: 0", "memory: 0") is reported rather than replaced.
 func Load(doc []byte, sets []string) (domain.Spec, error) {
+	if len(doc) > loadCacheMaxDoc {
+		return load(doc, sets)
+	}
+	k := loadCacheKey(doc, sets)
+	if s, ok := cachedLoad(k); ok {
+		return s, nil
+	}
+	s, err := load(doc, sets)
+	if err == nil {
+		keepLoad(k, s)
+	}
+	return s, err
+}
+
+// load is Load without the cache (see cache.go).
+func load(doc []byte, sets []string) (domain.Spec, error) {
 	s, res := decode(doc, sets, Defaults())
 	errs := res.errs
 	if !res.fatal {

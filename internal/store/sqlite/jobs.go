@@ -68,6 +68,7 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 	)
 	err := s.write(ctx, func(w *writer) error {
 		job, created = domain.Job{}, false
+		w.repeats.keep = true // it adds at most one job, reported below
 		if p.IdempotencyKey != "" {
 			existing, err := sqlstore.ScanJob(w.queryRow(jobByIdemKeySQL, p.Submitter, p.IdempotencyKey), true)
 			switch {
@@ -117,6 +118,7 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 			return err
 		}
 		w.audit.id = id // fills "{id}" in the attached audit records' Target
+		w.repeats.created = p.Submitter
 		sub := normTime(p.SubmittedAt)
 		job = domain.Job{
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,

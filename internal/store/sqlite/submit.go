@@ -15,11 +15,10 @@ import (
 // the pages at hand, where a read transaction of its own would read them
 // afresh after every commit. An idempotent replay returns no repeats.
 func (s *Store) CreateJobLooking(ctx context.Context, p store.NewJob, audit domain.AuditRecord, since time.Time) (domain.Job, bool, store.Repeats, error) {
-	query, args := sqlstore.SameSpecQuery(p.Submitter, p.SpecHash, since)
 	var rep store.Repeats
 	job, created, err := s.createJob(ctx, p, audit, func(w *writer) error {
 		rep = store.Repeats{}
-		jobs, err := w.sameSpec(query.SQL(sqlstore.SQLite), args, p.Submitter, p.SpecHash)
+		jobs, err := w.lookSameSpec(p.Submitter, p.SpecHash, since) // repeats.go
 		if err != nil {
 			// A failed look fails no submit (as SameSpecJobs, read
 			// beside the write, would not).

@@ -59,6 +59,9 @@ type writer struct {
 	jobID int64
 	// snaps knows which config snapshots are stored: see snapshots.go.
 	snaps snapshotCache
+	// repeats spares the looks for repeats of one transaction walking
+	// the same submitter's jobs again: see repeats.go.
+	repeats repeatWindows
 	// ran counts the statements run, so a failed request tells whether
 	// it ran any (runBatch).
 	ran int
@@ -262,6 +265,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	w.jobID = 0                // and the last job id
 	w.snaps.begin()
+	w.repeats.begin()
 	results = make([]error, len(claimed))
 	for i, r := range claimed {
 		var err error
@@ -283,6 +287,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 			// optimistic, it ran no statement.
 			w.snaps.undo(mark)
 		}
+		w.repeats.endRequest(err)
 		results[i] = err
 	}
 	if _, err := w.exec("COMMIT"); err != nil {

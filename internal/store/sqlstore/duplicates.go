@@ -21,6 +21,21 @@ var qSameSpec = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
 	AND id >= COALESCE((SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT 1 OFFSET ` + strconv.Itoa(store.DuplicateScan-1) + `), 0)
 	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateShown+1))
 
+// qSameSpecAfter is qSameSpec for a writer that knows where the
+// submitter's newest DuplicateScan jobs start (SubmitterWindow): the
+// oldest of them is found stepping over a given number of the
+// submitter's ids from a given one up, rather than over all of them from
+// the newest down.
+var qSameSpecAfter = Q(`SELECT id, state, submitted_at, idempotency_key FROM jobs
+	WHERE submitter = ? AND spec_hash = ? AND (state IN (?, ?, ?, ?) OR submitted_at >= ?)
+	AND id >= COALESCE((SELECT id FROM jobs WHERE submitter = ? AND id >= ? ORDER BY id LIMIT 1 OFFSET ?), 0)
+	ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateShown+1))
+
+// qSubmitterWindow counts the submitter's newest DuplicateScan jobs and
+// returns the oldest one's id.
+var qSubmitterWindow = Q(`SELECT COUNT(*), COALESCE(MIN(id), 0) FROM
+	(SELECT id FROM jobs WHERE submitter = ? ORDER BY id DESC LIMIT ` + strconv.Itoa(store.DuplicateScan) + `)`)
+
 // SameSpecJobs implements store.Jobs.
 func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, since time.Time) (newest []domain.Job, more bool, err error) {
 	r, err := s.b.Reader()
@@ -45,6 +60,22 @@ func (s Shared) SameSpecJobs(ctx context.Context, submitter, specHash string, si
 func SameSpecQuery(submitter, specHash string, since time.Time) (Query, []any) {
 	return qSameSpec, []any{submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting),
 		string(domain.JobRunning), since.UnixNano(), submitter}
+}
+
+// SameSpecAfterQuery is SameSpecQuery where the oldest of the
+// submitter's newest DuplicateScan ids is its id skip places above from
+// (counting from, when it is one of the submitter's, as 0). With from 0
+// and skip 0 that is the submitter's oldest id, which counts every job.
+func SameSpecAfterQuery(submitter, specHash string, since time.Time, from int64, skip int) (Query, []any) {
+	return qSameSpecAfter, []any{submitter, specHash, string(domain.JobQueued), string(domain.JobHeld), string(domain.JobStarting),
+		string(domain.JobRunning), since.UnixNano(), submitter, from, skip}
+}
+
+// SubmitterWindowQuery returns the statement that reads how many of the
+// submitter's newest DuplicateScan jobs there are (fewer: it has no
+// more) and the oldest one's id (0: none).
+func SubmitterWindowQuery(submitter string) (Query, []any) {
+	return qSubmitterWindow, []any{submitter}
 }
 
 // SameSpecRow reads a row of SameSpecQuery into a job it appends to

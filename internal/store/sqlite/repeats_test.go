@@ -1,0 +1,194 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// Creates that share transactions read the repeats SameSpecJobs would
+// have read just before each: the jobs of the same submitter and spec
+// among the submitter's newest DuplicateScan, as the window moves past
+// old jobs of a spec and other writes come between.
+func TestCreateJobLookingSharedTransactions(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	input := func(submitter, spec string) store.NewJob {
+		p := testNewJob(t, spec)
+		p.Submitter, p.Actor = submitter, "user:"+submitter
+		return p
+	}
+	rec := domain.AuditRecord{Actor: "user:test", Action: "job.submit", Target: "job:{id}", Result: domain.AuditOK}
+	// alice's oldest jobs are of s2, which the window leaves behind.
+	for i := range store.DuplicateScan - 5 {
+		spec := "s0"
+		if i < 20 {
+			spec = "s2"
+		}
+		if _, _, err := s.CreateJob(ctx, input("alice", spec), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := time.Unix(0, 0)
+	var (
+		mu      sync.Mutex
+		results []lookResult
+		wg      sync.WaitGroup
+	)
+	for g := range 24 {
+		wg.Go(func() {
+			for i := range 10 {
+				if (g+i)%7 == 0 { // another write between creates
+					if err := s.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				submitter := []string{"alice", "alice", "bob"}[(g+i)%3]
+				spec := []string{"s0", "s1", "s2", "s0"}[(g*3+i)%4]
+				j, created, rep, err := s.CreateJobLooking(ctx, input(submitter, spec), rec, since)
+				if err != nil || !created || rep.Err != nil {
+					t.Errorf("create: created=%v, %v, look: %v", created, err, rep.Err)
+					return
+				}
+				mu.Lock()
+				results = append(results, lookResult{j, rep})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	checkRepeats(t, s, results)
+	if n := s.batched.Load() - s.batches.Load(); n == 0 {
+		t.Log("no creates shared a transaction")
+	}
+}
+
+// lookResult is what a CreateJobLooking returned.
+type lookResult struct {
+	job domain.Job
+	rep store.Repeats
+}
+
+// checkRepeats checks each result against what SameSpecJobs would have
+// read just before its job: the submitter's newest DuplicateScan earlier
+// jobs, those of its spec, newest first.
+func checkRepeats(t *testing.T, s *Store, results []lookResult) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := s.ListJobs(ctx, store.JobFilter{Limit: 10000, Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		var window []domain.Job
+		for _, j := range slices.Backward(all) {
+			if j.ID < r.job.ID && j.Submitter == r.job.Submitter && len(window) < store.DuplicateScan {
+				window = append(window, j)
+			}
+		}
+		var want []int64
+		for _, j := range window {
+			if j.SpecHash == r.job.SpecHash {
+				want = append(want, j.ID)
+			}
+		}
+		more := len(want) > store.DuplicateShown
+		want = want[:min(len(want), store.DuplicateShown)]
+		var got []int64
+		for _, j := range r.rep.Jobs {
+			got = append(got, j.ID)
+		}
+		if fmt.Sprint(got, r.rep.More) != fmt.Sprint(want, more) {
+			t.Errorf("job %d (%s, %s) read repeats %v (more %v), want %v (more %v)",
+				r.job.ID, r.job.Submitter, r.job.Name, got, r.rep.More, want, more)
+		}
+	}
+}
+
+// The creates of one transaction, in a known order, as the submitter's
+// window moves over its oldest jobs of a spec: each reads what
+// SameSpecJobs would have read just before it, also after another write
+// came between. alice has fewer than DuplicateScan jobs when the writer
+// first reads her window, or as many.
+func TestCreateJobLookingOneTransaction(t *testing.T) {
+	for name, seed := range map[string][]string{
+		"fewer":  slices.Concat(slices.Repeat([]string{"s2"}, 4), slices.Repeat([]string{"s0"}, store.DuplicateScan-6)),
+		"enough": slices.Concat([]string{"s0"}, slices.Repeat([]string{"s2"}, 3), slices.Repeat([]string{"s0"}, store.DuplicateScan-3)),
+	} {
+		t.Run(name, func(t *testing.T) { testLookingOneTransaction(t, seed) })
+	}
+}
+
+// testLookingOneTransaction creates alice's jobs of the seed specs, then
+// creates more in one transaction and checks what each read.
+func testLookingOneTransaction(t *testing.T, seed []string) {
+	s := openTest(t)
+	ctx := context.Background()
+	input := func(spec string) store.NewJob {
+		p := testNewJob(t, spec)
+		p.Submitter, p.Actor = "alice", "user:alice"
+		return p
+	}
+	rec := domain.AuditRecord{Actor: "user:test", Action: "job.submit", Target: "job:{id}", Result: domain.AuditOK}
+	for _, spec := range seed {
+		if _, _, err := s.CreateJob(ctx, input(spec), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hold the writer while the requests queue, in order.
+	started, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(ctx, func(*writer) error { close(started); <-release; return nil })
+	}()
+	<-started
+	batches := s.batches.Load()
+	const n = 24
+	results := make([]lookResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		queued := len(s.reqs)
+		wg.Go(func() {
+			if i == 12 { // another write: nothing known stays
+				errs[i] = s.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
+				return
+			}
+			spec := []string{"s2", "s1"}[i%2]
+			j, created, rep, err := s.CreateJobLooking(ctx, input(spec), rec, time.Unix(0, 0))
+			if err == nil && (!created || rep.Err != nil) {
+				err = fmt.Errorf("created=%v, look: %v", created, rep.Err)
+			}
+			results[i], errs[i] = lookResult{j, rep}, err
+		})
+		for deadline := time.Now().Add(10 * time.Second); len(s.reqs) == queued; {
+			if time.Now().After(deadline) {
+				t.Fatal("request did not queue")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.batches.Load() - batches; got != 2 {
+		t.Fatalf("%d transactions, want 2: the held one and the queued requests'", got)
+	}
+	checkRepeats(t, s, slices.Delete(results, 12, 13))
+}
