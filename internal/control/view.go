@@ -129,8 +129,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 	}
 	var edits []pendingEdit
 	var labels []labelEdit
-	var added []int64 // ascending: every read comes in id order
-	removed := false
+	var added, removed []int64 // the ids that entered and left the view
 	change := func(old domain.Job, had bool, j domain.Job, live bool) {
 		c.hintIDs = append(c.hintIDs, j.ID)
 		edits, labels = c.absorb(edits, labels, old, had, j, live)
@@ -138,7 +137,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		case live && !had:
 			added = append(added, j.ID)
 		case !live && had:
-			removed = true
+			removed = append(removed, j.ID)
 		}
 	}
 	// left takes the jobs of the view that are not among the n live ids
@@ -192,21 +191,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		// every job that finds nothing new makes no pass.
 		c.viewAt, c.resync = now, false
 	}
-	if len(added) > 0 || removed {
-		// One merge of the kept ids, less the removed, with the added.
-		next := make([]int64, 0, len(c.view))
-		i := 0
-		for _, id := range c.viewIDs {
-			for i < len(added) && added[i] < id {
-				next = append(next, added[i])
-				i++
-			}
-			if _, ok := c.view[id]; ok {
-				next = append(next, id)
-			}
-		}
-		c.viewIDs = append(next, added[i:]...)
-	}
+	c.viewIDs = editIDs(c.viewIDs, added, removed)
 	c.cursor = cur
 	c.editPending(edits)
 	if len(labels) > 0 {
@@ -227,6 +212,52 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		c.hintIDs, c.hintFull = c.hintIDs[:0], true
 	}
 	return nil
+}
+
+// editIDs returns ids (ascending) with removed taken out and added put in:
+// ids none of added is among, and all of removed is. A few edits are made
+// in place, by binary search; more in one merge of the lists, so that a
+// cycle's cost follows the change, not the view.
+func editIDs(ids, added, removed []int64) []int64 {
+	if len(added) == 0 && len(removed) == 0 {
+		return ids
+	}
+	// Each read comes in id order, but a check removes in two rounds.
+	if !slices.IsSorted(added) {
+		slices.Sort(added)
+	}
+	if !slices.IsSorted(removed) {
+		slices.Sort(removed)
+	}
+	if len(added)+len(removed) <= 16 {
+		for _, id := range removed {
+			if i, ok := slices.BinarySearch(ids, id); ok {
+				ids = slices.Delete(ids, i, i+1)
+			}
+		}
+		for _, id := range added {
+			if i, ok := slices.BinarySearch(ids, id); !ok {
+				ids = slices.Insert(ids, i, id)
+			}
+		}
+		return ids
+	}
+	next := make([]int64, 0, len(ids)+len(added))
+	a, r := 0, 0
+	for _, id := range ids {
+		for a < len(added) && added[a] < id {
+			next = append(next, added[a])
+			a++
+		}
+		for r < len(removed) && removed[r] < id {
+			r++
+		}
+		if r < len(removed) && removed[r] == id {
+			continue
+		}
+		next = append(next, id)
+	}
+	return append(next, added[a:]...)
 }
 
 // absorb takes one changed job into the view (live false: it left it) and

@@ -15,7 +15,9 @@
 // (see watchdog.go). A launched shim reports "started" and "exited" on a
 // pipe; a shim found already running (after a server restart) is watched by
 // polling its directory. Launching costs two process executions: the shim and
-// the user's process.
+// the user's process. Once an attempt started, the executor starts the next
+// attempt's shim (a spare, which learns its attempt from the launch record),
+// so a launch that finds it waits for no shim to start.
 //
 // A zero Launch.Grace means a grace period of 10s.
 //
@@ -174,6 +176,13 @@ type Executor struct {
 	inv   *executor.Inventory
 
 	checks *checkCache // passing environment checks (envcheck_cache.go)
+
+	// spare is a shim started ahead of the next launch (shim); nil: none.
+	// spareStarting: refill is starting one.
+	spareMu       sync.Mutex
+	spare         *spareShim
+	spareStarting bool
+	spareNS       atomic.Bool // the kind of shim the last launch wanted
 }
 
 // attempt is what the executor knows about one attempt it watches.
@@ -345,6 +354,13 @@ func (e *Executor) Close() error {
 	for _, p := range pipes {
 		p.Close() // wakes the watcher's read
 	}
+	e.spareMu.Lock()
+	sp := e.spare
+	e.spare = nil
+	e.spareMu.Unlock()
+	if sp != nil {
+		sp.retire()
+	}
 	e.wg.Wait()
 	close(e.events)
 	return nil
@@ -481,67 +497,136 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 		rec.UID, rec.GID, rec.TmpDir = id.UID, id.GID, filepath.Join(l.Dir, tmpDir)
 	}
 	e.planCheck(a, l, &rec, port, userName) // envcheck_cache.go
-	shimLog, err := os.OpenFile(filepath.Join(l.Dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	newNS := id != nil && !e.noMountNS.Load() && !underSharedTmp(slices.Concat([]string{l.Dir, l.WorkDir}, l.Writable))
+	sp, err := e.shim(newNS)
 	if err != nil {
-		return fmt.Errorf("open shim log: %w", err)
+		return err
 	}
-	defer shimLog.Close()
+	rec.Dir, rec.PrivateTmp = l.Dir, sp.newNS
+	// The record holds the job's secrets: it goes through the pipe only.
+	b, err := json.Marshal(rec)
+	if err == nil {
+		_, err = sp.launch.Write(b)
+	}
+	sp.launch.Close()
+	if err != nil {
+		e.log.Warn("send the launch record", "attempt", l.Ref.String(), "err", err) // the shim records the failure
+	}
+	a.mu.Lock()
+	a.proc, a.pipe = sp.cmd.Process, sp.events
+	a.mu.Unlock()
+	if e.isClosed() {
+		sp.events.Close() // Close may have missed this pipe; the watcher must not block it
+	}
+	go e.watchPipe(a, sp.cmd, sp.events)
+	return nil
+}
+
+// spareShim is a shim started before its attempt is known, waiting for its
+// launch record (ShimMain without --dir).
+type spareShim struct {
+	cmd    *exec.Cmd
+	events *os.File // read end of its event pipe
+	launch *os.File // write end of its launch pipe
+	newNS  bool     // it runs in a mount namespace of its own
+}
+
+// shim returns a shim for an attempt to launch: the spare, when there is
+// one of the kind wanted (newNS: in a mount namespace of its own), else one
+// started now. A spare saves the attempt the supervisor's start (its exec
+// and runtime start, most of the time from launch to started); the next
+// one is started once this attempt has started (refill), off its path.
+func (e *Executor) shim(newNS bool) (*spareShim, error) {
+	e.spareNS.Store(newNS)
+	e.spareMu.Lock()
+	sp := e.spare
+	if sp != nil && sp.newNS == newNS {
+		e.spare = nil
+	} else {
+		sp = nil
+	}
+	e.spareMu.Unlock()
+	if sp != nil {
+		return sp, nil
+	}
+	sp, err := e.startShim(newNS)
+	if err != nil && newNS && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
+		e.noMountNS.Store(true)
+		e.log.Warn("jobs share /tmp: cannot create a mount namespace for a private /tmp (TMPDIR still points to each attempt's own)", "err", err)
+		sp, err = e.startShim(false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start supervisor %s: %w", e.shimPath, err)
+	}
+	return sp, nil
+}
+
+// startShim starts a shim without an attempt: it waits for its launch
+// record, which names the attempt's directory.
+func (e *Executor) startShim(newNS bool) (*spareShim, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("create event pipe: %w", err)
+		return nil, fmt.Errorf("create event pipe: %w", err)
 	}
 	lr, lw, err := os.Pipe()
 	if err != nil {
 		r.Close()
 		w.Close()
-		return fmt.Errorf("create launch pipe: %w", err)
+		return nil, fmt.Errorf("create launch pipe: %w", err)
 	}
 	cmd := &exec.Cmd{
 		Path:        e.shimPath,
-		Args:        append(append(append([]string(nil), e.shimArgs...), "--dir"), l.Dir),
-		Stdout:      shimLog,
-		Stderr:      shimLog,
+		Args:        append([]string(nil), e.shimArgs...),
 		Env:         shimEnviron(),
 		ExtraFiles:  []*os.File{w, lr}, // fd 3 (eventsFD), fd 4 (launchFD)
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	if id != nil && !e.noMountNS.Load() && !underSharedTmp(slices.Concat([]string{l.Dir, l.WorkDir}, l.Writable)) {
+	if newNS {
 		// A mount namespace of its own, for the private /tmp.
 		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
-		rec.PrivateTmp = true
 	}
 	err = cmd.Start()
-	if err != nil && rec.PrivateTmp && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
-		e.noMountNS.Store(true)
-		e.log.Warn("jobs share /tmp: cannot create a mount namespace for a private /tmp (TMPDIR still points to each attempt's own)", "err", err)
-		cmd.SysProcAttr.Unshareflags, rec.PrivateTmp = 0, false
-		cmd.Process, cmd.ProcessState = nil, nil
-		err = cmd.Start()
-	}
 	w.Close()
 	lr.Close()
 	if err != nil {
 		r.Close()
 		lw.Close()
-		return fmt.Errorf("start supervisor %s: %w", e.shimPath, err)
+		return nil, err
 	}
-	// The record holds the job's secrets: it goes through the pipe only.
-	b, err := json.Marshal(rec)
-	if err == nil {
-		_, err = lw.Write(b)
+	return &spareShim{cmd: cmd, events: r, launch: lw, newNS: newNS}, nil
+}
+
+// refill starts a spare shim of the kind the last launch wanted, unless
+// there is one, one is starting, or the executor is closing.
+func (e *Executor) refill(newNS bool) {
+	e.spareMu.Lock()
+	if e.spare != nil || e.spareStarting || e.isClosed() {
+		e.spareMu.Unlock()
+		return
 	}
-	lw.Close()
+	e.spareStarting = true
+	e.spareMu.Unlock()
+	sp, err := e.startShim(newNS && !e.noMountNS.Load())
+	e.spareMu.Lock()
+	e.spareStarting = false
+	if err == nil && e.spare == nil && !e.isClosed() {
+		e.spare, sp = sp, nil
+	}
+	e.spareMu.Unlock()
 	if err != nil {
-		e.log.Warn("send the launch record", "attempt", l.Ref.String(), "err", err) // the shim records the failure
+		e.log.Debug("start a spare supervisor", "err", err) // the next launch starts its own
 	}
-	a.mu.Lock()
-	a.proc, a.pipe = cmd.Process, r
-	a.mu.Unlock()
-	if e.isClosed() {
-		r.Close() // Close may have missed this pipe; the watcher must not block it
+	if sp != nil {
+		sp.retire()
 	}
-	go e.watchPipe(a, cmd, r)
-	return nil
+}
+
+// retire ends a spare shim that is not needed: its launch pipe closes
+// empty, so it exits.
+func (sp *spareShim) retire() {
+	sp.launch.Close()
+	sp.events.Close()
+	go func() { _ = sp.cmd.Wait() }()
 }
 
 // shimEnviron is the environment a shim starts with: the server's, with the Go
@@ -626,6 +711,12 @@ func (e *Executor) handleLine(a *attempt, line string) {
 	if stop && proc != nil {
 		_ = proc.Signal(syscall.SIGTERM)
 	}
+	// This attempt is past its start: time for the next one's spare.
+	e.wg.Add(1) // the watcher's count is held: Close has not reached Wait
+	go func() {
+		defer e.wg.Done()
+		e.refill(e.spareNS.Load())
+	}()
 }
 
 func (e *Executor) sendStarted(a *attempt, pid int, at time.Time) {

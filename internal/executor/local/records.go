@@ -47,6 +47,9 @@ const defaultGrace = 10 * time.Second
 
 // launchRecord is everything the shim needs, sent on its launch pipe.
 type launchRecord struct {
+	// Dir is the attempt's directory, for a shim started without --dir
+	// (a spare, started before the attempt was known).
+	Dir     string   `json:"dir,omitempty"`
 	JobID   int64    `json:"job_id"`
 	Attempt int      `json:"attempt"`
 	Argv    []string `json:"argv"`

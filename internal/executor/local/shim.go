@@ -47,11 +47,14 @@ const (
 const maxLine = 64 << 10
 
 // ShimMain is the entry point of the attempt supervisor, run as
-// "trainyard-shim --dir DIR" (or "trainyard shim --dir DIR") by the local
-// executor, not by people; "--protocol" prints its ShimProtocol. args are
-// the arguments after the command name. It reads the launch record from
-// descriptor 4, runs the attempt's process to its end and records the
-// outcome in DIR/exit.json.
+// "trainyard-shim [--dir DIR]" (or "trainyard shim [--dir DIR]") by the
+// local executor, not by people; "--protocol" prints its ShimProtocol.
+// args are the arguments after the command name. It reads the launch
+// record from descriptor 4, runs the attempt's process to its end and
+// records the outcome in DIR/exit.json. Without --dir it is a spare,
+// started before its attempt was known: DIR is the record's, and the shim
+// sends its stdout and stderr to DIR/shim.log itself; a spare whose record
+// never comes (its pipe closes empty) exits 0.
 //
 // Exit status: 0 when the outcome is recorded; 75 when another shim already
 // owns the attempt; 2 for bad arguments; 1 when it could not supervise at
@@ -77,8 +80,8 @@ func ShimMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *dir == "" || fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: trainyard shim --dir DIR (internal: started by the server's local executor)")
+	if fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: trainyard shim [--dir DIR] (internal: started by the server's local executor)")
 		return 2
 	}
 	s := &shim{dir: *dir, sigs: sigs, events: openEvents()}
@@ -128,9 +131,24 @@ func (s *shim) run() int {
 	// The record first: a server that dies between starting the shim and
 	// sending it leaves the attempt unclaimed, so the next leader's launch
 	// starts it afresh instead of finding it failed.
+	spare := s.dir == ""
+	if spare {
+		// Waiting anyway: the record's decoder is made now rather than
+		// between the launch and the attempt's start.
+		_ = json.Unmarshal([]byte(`{"argv":[""],"env":[""],"cgroups":{}}`), new(launchRecord))
+	}
 	if err := readLaunch(&s.rec); err != nil {
+		if spare && errors.Is(err, errNoRecord) {
+			return 0 // a spare never needed
+		}
 		fmt.Fprintf(os.Stderr, "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
 		return 1
+	}
+	if spare {
+		if err := s.adopt(); err != nil {
+			fmt.Fprintf(os.Stderr, "shim: %v; leaving the attempt unclaimed\n", err)
+			return 1
+		}
 	}
 	// The groups are planned (named) before the claim records them, and
 	// made after it: whoever finds this shim dead can always remove them.
@@ -181,6 +199,30 @@ func (s *shim) run() int {
 	return s.supervise()
 }
 
+// errNoRecord: the launch pipe closed before any record was written.
+var errNoRecord = errors.New("the launch pipe closed without a record")
+
+// adopt makes a spare shim the supervisor of the record's attempt: its
+// directory, and its stdout and stderr on the directory's shim.log, as an
+// executor starting a shim for the attempt gives them.
+func (s *shim) adopt() error {
+	if !filepath.IsAbs(s.rec.Dir) {
+		return fmt.Errorf("the launch record names no attempt directory (got %q)", s.rec.Dir)
+	}
+	s.dir = s.rec.Dir
+	f, err := os.OpenFile(filepath.Join(s.dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open shim log: %w", err)
+	}
+	defer f.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("open shim log: %w", err)
+		}
+	}
+	return nil
+}
+
 // readLaunch reads the launch record from launchFD.
 func readLaunch(rec *launchRecord) error {
 	if _, err := unix.FcntlInt(launchFD, unix.F_GETFD, 0); err != nil {
@@ -191,6 +233,9 @@ func readLaunch(rec *launchRecord) error {
 	b, err := io.ReadAll(io.LimitReader(f, maxLaunchRecord))
 	if err != nil {
 		return err
+	}
+	if len(b) == 0 {
+		return errNoRecord
 	}
 	if err := json.Unmarshal(b, rec); err != nil {
 		return err

@@ -1,0 +1,79 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+)
+
+// TestSpareShim: once an attempt started, a spare shim waits for the next
+// launch, which it supervises like a shim started for it (its claim, its
+// log in the attempt's shim.log); Close ends the spare left over.
+func TestSpareShim(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(testConfig(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	h := executortest.NewHarness(t, e)
+	first := h.Launch(t, shell("true"), nil)
+	if ev := h.Wait(t, first.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("first attempt ended %s: %s", ev.State, ev.Message)
+	}
+	spare := waitSpare(t, e)
+
+	second := h.Launch(t, shell("echo from-the-spare"), nil)
+	if ev := h.Wait(t, second.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("second attempt ended %s: %s", ev.State, ev.Message)
+	}
+	if got := shimID(t, second).PID; got != spare {
+		t.Errorf("the second attempt's shim is pid %d, want the spare, pid %d", got, spare)
+	}
+	if out := stdout(t, second); !strings.Contains(out, "from-the-spare") {
+		t.Errorf("the second attempt's output: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(second.Dir, shimLogFile)); err != nil {
+		t.Errorf("the spare did not open the attempt's shim log: %v", err)
+	}
+
+	left := waitSpare(t, e) // started once the second attempt had
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for syscall.Kill(left, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare shim (pid %d) still runs after Close", left)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the process table
+	}
+}
+
+// waitSpare waits until e has a spare shim and returns its pid.
+func waitSpare(t *testing.T, e *Executor) int {
+	t.Helper()
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for {
+		e.spareMu.Lock()
+		sp := e.spare
+		e.spareMu.Unlock()
+		if sp != nil {
+			return sp.cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no spare shim after an attempt started")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the executor
+	}
+}
