@@ -92,6 +92,12 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 			return false, false
 		}
 		msg := ps.quotaMessage(pr, need, pr.rule.ceiling, pr.rule.canBorrow, false)
+		if pr.rule.ceiling.within(after) {
+			// Over the ceiling only with what the project's waiting jobs
+			// hold, and the job may not borrow (a preemptible one was told
+			// of those jobs above): its guarantee is what stops it.
+			msg = ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true)
+		}
 		ps.holdQuota(j, pr, need)
 		ps.wait(j, domain.ReasonQuotaExceeded, msg, time.Time{})
 		return false, false

@@ -468,6 +468,28 @@ func TestScenarios(t *testing.T) {
 				wantWait:  map[int64]domain.Reason{2: domain.ReasonQuotaExceeded},
 			}},
 		},
+		// A job that may not borrow, over its ceiling only with what the
+		// job waiting ahead holds, is told of its guarantee, not of a
+		// jobs limit it does not have.
+		"a non-preemptible job behind a held quota is told of its guarantee": {
+			pools:  []domain.Pool{Pool(std).Nodes(1, 8).Borrowing().Obj()},
+			quotas: []domain.Quota{Quota("vision", std).GPUs(2).Borrow(6).Obj()},
+			running: func() []scheduler.Allocation {
+				var rs []scheduler.Allocation
+				for i := range 4 {
+					rs = append(rs, Job(int64(10+i)).Project("vision").GPUs(1).Preemptible().Running(T0, On("standard-0", i)))
+				}
+				return rs
+			}(),
+			rounds: []round{{
+				submit: []scheduler.Pending{Job(1).Project("vision").GPUs(5).Preemptible().Submitted(T0).Obj(),
+					Job(2).Project("vision").GPUs(1).Submitted(T0.Add(time.Minute)).Obj()},
+				wantWait: map[int64]domain.Reason{1: domain.ReasonQuotaExceeded, 2: domain.ReasonQuotaExceeded},
+				wantMsg: map[int64]string{
+					1: "project vision uses 4 of 8 GPUs in pool standard (quota 2 + borrow 6), the job needs 5",
+					2: "job is not preemptible and would need borrowed capacity: project vision uses 4 of 2 GPUs in pool standard (quota), the job needs 1"},
+			}},
+		},
 		// Kueue KEP-1337 ("Preempt within cohort while borrowing") and
 		// concepts/cluster_queue.md: borrowWithinCohort defaults to Never, so
 		// a workload that must borrow preempts no other queue's workload.
