@@ -532,22 +532,25 @@ type spareShim struct {
 }
 
 // shim returns a shim for an attempt to launch: the spare, when there is
-// one of the kind wanted (newNS: in a mount namespace of its own), else one
+// one and the attempt needs no mount namespace of its own (newNS), else one
 // started now. A spare saves the attempt the supervisor's start (its exec
 // and runtime start, most of the time from launch to started); the next
 // one is started once this attempt has started (refill), off its path.
+//
+// A shim in a mount namespace of its own is never kept in advance: its
+// namespace is a private copy of the host's mounts when it starts, so a
+// spare kept for long would give its job a stale view of them (missing
+// later mounts) and keep unmounted filesystems alive meanwhile.
 func (e *Executor) shim(newNS bool) (*spareShim, error) {
 	e.spareNS.Store(newNS)
-	e.spareMu.Lock()
-	sp := e.spare
-	if sp != nil && sp.newNS == newNS {
+	if !newNS {
+		e.spareMu.Lock()
+		sp := e.spare
 		e.spare = nil
-	} else {
-		sp = nil
-	}
-	e.spareMu.Unlock()
-	if sp != nil {
-		return sp, nil
+		e.spareMu.Unlock()
+		if sp != nil {
+			return sp, nil
+		}
 	}
 	sp, err := e.startShim(newNS)
 	if err != nil && newNS && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
@@ -596,9 +599,13 @@ func (e *Executor) startShim(newNS bool) (*spareShim, error) {
 	return &spareShim{cmd: cmd, events: r, launch: lw, newNS: newNS}, nil
 }
 
-// refill starts a spare shim of the kind the last launch wanted, unless
-// there is one, one is starting, or the executor is closing.
+// refill starts a spare shim, unless the last launch wanted a mount
+// namespace of its own (see shim), there is one, one is starting, or the
+// executor is closing.
 func (e *Executor) refill(newNS bool) {
+	if newNS {
+		return
+	}
 	e.spareMu.Lock()
 	if e.spare != nil || e.spareStarting || e.isClosed() {
 		e.spareMu.Unlock()
@@ -606,7 +613,7 @@ func (e *Executor) refill(newNS bool) {
 	}
 	e.spareStarting = true
 	e.spareMu.Unlock()
-	sp, err := e.startShim(newNS && !e.noMountNS.Load())
+	sp, err := e.startShim(false)
 	e.spareMu.Lock()
 	e.spareStarting = false
 	if err == nil && e.spare == nil && !e.isClosed() {

@@ -77,3 +77,38 @@ func waitSpare(t *testing.T, e *Executor) int {
 		time.Sleep(10 * time.Millisecond) // polling the executor
 	}
 }
+
+// TestNoSpareWithMountNamespace: a shim that needs a mount namespace of its
+// own is never kept in advance (its copy of the host's mounts would go
+// stale), and a spare without one is not handed to such a launch.
+func TestNoSpareWithMountNamespace(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(testConfig(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.refill(true)
+	e.spareMu.Lock()
+	sp := e.spare
+	e.spareMu.Unlock()
+	if sp != nil {
+		t.Fatalf("refill after a launch in a mount namespace kept spare pid %d", sp.cmd.Process.Pid)
+	}
+	e.refill(false)
+	spare := waitSpare(t, e)
+	got, err := e.shim(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.retire()
+	if got.cmd.Process.Pid == spare {
+		t.Errorf("a launch wanting a mount namespace took the spare, pid %d", spare)
+	}
+	if left := waitSpare(t, e); left != spare {
+		t.Errorf("the spare is pid %d, want it kept, pid %d", left, spare)
+	}
+}
