@@ -124,11 +124,11 @@ type shim struct {
 	waiting bool
 	claimed bool
 	failure atomic.Pointer[string]
-	rec    launchRecord
-	log    *logWriter
-	cg     *cgroup.Attempt // the attempt's groups; nil: none
-	plan   *cgroup.Attempt // the groups planned (and claimed); nil: none
-	self   procID
+	rec     launchRecord
+	log     *logWriter
+	cg      *cgroup.Attempt // the attempt's groups; nil: none
+	plan    *cgroup.Attempt // the groups planned (and claimed); nil: none
+	self    procID
 	// track records the attempt's processes when it has no cgroup; nil
 	// otherwise.
 	track *tracker
