@@ -594,12 +594,12 @@ loop:
 			if s.toMain() {
 				_ = syscall.Kill(-pid, syscall.SIGTERM) // the rest of the group, told now
 			}
-			if reapExited() {
+			if s.groupDone(pid) {
 				break loop
 			}
 			pollC = time.After(groupPoll)
 		case <-pollC:
-			if reapExited() {
+			if s.groupDone(pid) {
 				break loop
 			}
 			pollC = time.After(groupPoll)

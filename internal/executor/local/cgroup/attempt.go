@@ -377,6 +377,18 @@ func (a *Attempt) KillJob(wait time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// JobDone reports whether no live process is left in the job's groups
+// (those that exited and wait to be reaped do not count); an unreadable
+// group counts as not done.
+func (a *Attempt) JobDone() bool {
+	for _, h := range a.Hierarchies {
+		if pids, err := treePids(a.jobDir(h), 0); err != nil || len(pids) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Kill ends every process of the attempt, the supervisor's groups included
 // (the caller excepted), and waits up to wait until none is left: what
 // whoever finds the supervisor dead does before the attempt may run again.

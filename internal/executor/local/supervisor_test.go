@@ -1,0 +1,176 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+)
+
+// shimPIDs lists the distinct supervisors of the launches.
+func shimPIDs(t *testing.T, ls ...executor.Launch) []int {
+	t.Helper()
+	var pids []int
+	for _, l := range ls {
+		if pid := shimID(t, l).PID; !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestAttemptsAreIndependent: beside an attempt that runs on, others are
+// stopped, kill their own process group, run out of memory, or fork and
+// exit, and that attempt neither notices nor ends; under a shared
+// supervisor all run in one process.
+func TestAttemptsAreIndependent(t *testing.T) {
+	e := newExec(t)
+	h := executortest.NewHarness(t, e)
+	g := newGate(t)
+	token := "INDEPENDENT_TEST=" + strconv.Itoa(os.Getpid())
+	steady := h.Launch(t, shell(`sleep 300 & read x < `+string(g)+`; echo steady-done`), func(l *executor.Launch) { l.Env = append(l.Env, token) })
+	h.Wait(t, steady.Ref, executor.Started)
+
+	stopped := h.Launch(t, shell("sleep 300"), nil)
+	selfKill := h.Launch(t, shell("sleep 300 & kill -9 0"), nil)
+	forkExit := h.Launch(t, shell("(sleep 300 &) ; exit 3"), nil)
+	ls := []executor.Launch{steady, stopped, selfKill, forkExit}
+	_, limits := e.LimitsEnforced()
+	var oom executor.Launch
+	if limits {
+		oom = h.Launch(t, shell("exec tail /dev/zero"), func(l *executor.Launch) { l.Resources.Memory = 32 << 20 })
+		ls = append(ls, oom)
+	}
+	h.Wait(t, stopped.Ref, executor.Started)
+	if err := e.Stop(context.Background(), stopped.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.Wait(t, stopped.Ref, executor.Exited); ev.State != domain.AttemptCanceled {
+		t.Errorf("stopped attempt: %s/%s (%s), want canceled", ev.State, ev.Reason, ev.Message)
+	}
+	if ev := h.Wait(t, selfKill.Ref, executor.Exited); ev.State != domain.AttemptFailed || !strings.Contains(ev.Message, "SIGKILL") {
+		t.Errorf("attempt that killed its process group: %s/%s (%s), want failed by SIGKILL", ev.State, ev.Reason, ev.Message)
+	}
+	if ev := h.Wait(t, forkExit.Ref, executor.Exited); ev.State != domain.AttemptFailed || ev.ExitCode == nil || *ev.ExitCode != 3 {
+		b, _ := os.ReadFile(filepath.Join(forkExit.Dir, shimLogFile))
+		t.Errorf("attempt that forked and exited: %s/%s (%s), want failed with code 3; %s:\n%s", ev.State, ev.Reason, ev.Message, shimLogFile, b)
+	}
+	if limits {
+		if ev := h.Wait(t, oom.Ref, executor.Exited); ev.Reason != domain.ReasonOOMKilled {
+			t.Errorf("attempt over its memory limit: %s/%s (%s), want OOMKilled", ev.State, ev.Reason, ev.Message)
+		}
+	}
+	if e.sharedMode {
+		if pids := shimPIDs(t, ls...); len(pids) != 1 {
+			t.Errorf("the attempts ran under supervisors %v, want one shared", pids)
+		}
+	}
+	for _, ev := range h.Events(steady.Ref) {
+		if ev.Kind != executor.Started {
+			t.Fatalf("the steady attempt saw %s (%s) while the others ended", ev.Kind, ev.Message)
+		}
+	}
+	if n := len(marked(token)); n != 2 {
+		t.Fatalf("the steady attempt has %d processes left, want its shell and its sleep", n)
+	}
+	g.release(t)
+	if ev := h.Wait(t, steady.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("steady attempt: %s/%s (%s), want succeeded", ev.State, ev.Reason, ev.Message)
+	}
+	waitFor(t, "no process of the steady attempt", func() bool { return len(marked(token)) == 0 })
+}
+
+// TestSupervisorKilled: SIGKILL to the supervisor of two running attempts
+// (one process, when shared) ends both: each is reported Lost, and none
+// of their processes, those that left the process group included, is left.
+func TestSupervisorKilled(t *testing.T) {
+	executortest.NeedRoot(t)
+	e := newExec(t)
+	h := executortest.NewHarness(t, e)
+	token := "SUPERVISOR_KILLED_TEST=" + strconv.Itoa(os.Getpid())
+	var ls []executor.Launch
+	for range 2 {
+		l := h.Launch(t, shell(forkingJob), func(l *executor.Launch) { l.Env = append(l.Env, token) })
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		h.Wait(t, l.Ref, executor.Started)
+		executortest.WaitFiles(t, l.WorkDir, "ready")
+	}
+	t.Cleanup(func() {
+		for _, pid := range marked(token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	waitFor(t, "the jobs' 12 processes", func() bool { return len(marked(token)) >= 12 })
+	if _, tracked := e.Tracked(); !tracked {
+		for _, l := range ls {
+			waitFor(t, "the shim to record every process", func() bool {
+				return len(readProcs(filepath.Join(l.Dir, procsFile))) >= 6
+			})
+		}
+	}
+	pids := shimPIDs(t, ls...)
+	if e.sharedMode && len(pids) != 1 {
+		t.Fatalf("the attempts run under supervisors %v, want one shared", pids)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range ls {
+		ev := h.Wait(t, l.Ref, executor.Lost)
+		if !strings.Contains(ev.Message, "without recording an outcome") {
+			t.Errorf("Lost message %q does not say what happened", ev.Message)
+		}
+	}
+	if left := marked(token); len(left) > 0 {
+		t.Errorf("Lost reported while %v still run", left)
+	}
+	// The next launch gets a supervisor again.
+	l := h.Launch(t, shell("echo again"), nil)
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("launch after the supervisor died: %s (%s)", ev.State, ev.Message)
+	}
+	if pid := shimID(t, l).PID; slices.Contains(pids, pid) {
+		t.Errorf("the launch after the supervisor died claims the dead one, pid %d", pid)
+	}
+}
+
+// TestSharedSupervisorOutlivesTheServer: once its executor closed, a
+// shared supervisor takes no new attempt but supervises its running one
+// to its end (a new executor reattaches and reports it), then exits.
+func TestSharedSupervisorOutlivesTheServer(t *testing.T) {
+	a := newExec(t)
+	if !a.sharedMode {
+		t.Skip("attempts have supervisors of their own here")
+	}
+	g := newGate(t)
+	ha := executortest.NewHarness(t, a)
+	l := ha.Launch(t, shell("read x < "+string(g)), nil)
+	ha.Wait(t, l.Ref, executor.Started)
+	sup := shimID(t, l)
+	a.Close()
+	if !sup.alive() {
+		t.Fatal("the shared supervisor ended with its executor while an attempt ran")
+	}
+	hb := executortest.NewHarness(t, newExec(t))
+	if err := hb.Exec.Launch(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	g.release(t)
+	if ev := hb.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("reattached attempt: %s (%s)", ev.State, ev.Message)
+	}
+	waitFor(t, "the old supervisor to exit after its last attempt", func() bool { return !sup.alive() })
+}
