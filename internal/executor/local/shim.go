@@ -124,11 +124,14 @@ type shim struct {
 	waiting bool
 	claimed bool
 	failure atomic.Pointer[string]
-	rec     launchRecord
-	log     *logWriter
-	cg      *cgroup.Attempt // the attempt's groups; nil: none
-	plan    *cgroup.Attempt // the groups planned (and claimed); nil: none
-	self    procID
+	// ownThread: under a shared supervisor, the attempt's goroutine is
+	// locked to its thread, which forks the job's processes.
+	ownThread bool
+	rec       launchRecord
+	log       *logWriter
+	cg        *cgroup.Attempt // the attempt's groups; nil: none
+	plan      *cgroup.Attempt // the groups planned (and claimed); nil: none
+	self      procID
 	// track records the attempt's processes when it has no cgroup; nil
 	// otherwise.
 	track *tracker
@@ -150,11 +153,16 @@ func (s *shim) stderr() io.Writer {
 	return os.Stderr
 }
 
-func (s *shim) run() int {
-	self, err := selfProcID()
+// supervisorID identifies the process supervising the attempt.
+func (s *shim) supervisorID() (procID, error) {
 	if s.sv != nil {
-		self, err = s.sv.self, nil
+		return s.sv.self, nil
 	}
+	return selfProcID()
+}
+
+func (s *shim) run() int {
+	self, err := s.supervisorID()
 	if err != nil {
 		fmt.Fprintf(s.stderr(), "shim: %v\n", err)
 		return 1
@@ -249,13 +257,13 @@ func (s *shim) adopt() error {
 		return fmt.Errorf("the launch record names no attempt directory (got %q)", s.rec.Dir)
 	}
 	s.dir = s.rec.Dir
-	f, err := os.OpenFile(filepath.Join(s.dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if s.sv != nil {
+		s.sv.adopted(s) // the attempt's own diagnostics: supervisor.go
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open shim log: %w", err)
-	}
-	if s.sv != nil {
-		s.sv.adopted(s, f) // the attempt's own diagnostics: supervisor.go
-		return nil
 	}
 	defer f.Close()
 	for _, fd := range []int{1, 2} {

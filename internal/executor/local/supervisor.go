@@ -35,13 +35,16 @@ import (
 //
 // What a shim of its own does to its whole process is done per attempt:
 //
-//   - the attempt's goroutine is locked to its thread for its whole life
-//     (the thread ends with it): the job's processes are forked from it, so
-//     their Pdeathsig fires when the attempt's supervision ends or the
-//     supervisor dies; the thread alone gets the job's surroundings (a
-//     mount namespace with the private /tmp, no_new_privs, the job's
-//     umask: see isolateThread), and, in v1 hierarchies, moves into the
-//     job's groups for each fork (cgroup.Attempt.StartInJobThread);
+//   - the job's processes are forked from a thread that lives as long as
+//     they may (their Pdeathsig fires when it ends): the supervisor's
+//     forker, a goroutine locked to its thread for the supervisor's whole
+//     life, starts those of every attempt but isolated ones; an isolated
+//     attempt's goroutine locks itself to its thread for its whole life
+//     (the thread ends with it), which alone gets the job's surroundings
+//     (a mount namespace with the private /tmp, no_new_privs, the job's
+//     umask: see isolateThread) and forks its processes. In v1
+//     hierarchies the forking thread moves into the job's groups for each
+//     fork (cgroup.Attempt.StartInJobThread);
 //   - its diagnostics go to its shim.log, not to the process's stderr;
 //   - SIGTERM means "look for your stop request": every attempt whose stop
 //     file exists is told;
@@ -97,6 +100,8 @@ type supervisor struct {
 	seq    atomic.Uint64 // names the attempts' cgroups
 	oomAdj []byte        // the score to give the job's processes; nil: leave theirs
 
+	forks chan func() // run on the forker's thread
+
 	mu       sync.Mutex
 	attempts map[*shim]string // running attempts → their directory ("" until known)
 	active   int
@@ -124,7 +129,7 @@ func sharedMain(sigs chan os.Signal) int {
 	// Orphaned descendants of every attempt are re-parented here, so that
 	// none escapes its attempt's cleanup by leaving its process group.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	sv := &supervisor{self: self, attempts: map[*shim]string{}, done: make(chan struct{})}
+	sv := &supervisor{self: self, attempts: map[*shim]string{}, done: make(chan struct{}), forks: make(chan func())}
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
 		if os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0) == nil {
 			sv.oomAdj = b
@@ -134,6 +139,7 @@ func sharedMain(sigs chan os.Signal) int {
 	kids.kick = make(chan struct{}, 1)
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
+	go sv.forker()
 	go sv.reap(chld)
 	go sv.stops(sigs)
 	go sv.serve(ctl)
@@ -210,10 +216,17 @@ func (sv *supervisor) maybeDone() {
 	}
 }
 
-// runAttempt supervises one attempt, on a thread of its own that ends
-// with it (it is never unlocked).
-func (sv *supervisor) runAttempt(events, launch *os.File) {
+// forker starts processes for attempts that are not isolated, from one
+// thread that never ends.
+func (sv *supervisor) forker() {
 	runtime.LockOSThread()
+	for f := range sv.forks {
+		f()
+	}
+}
+
+// runAttempt supervises one attempt.
+func (sv *supervisor) runAttempt(events, launch *os.File) {
 	s := &shim{sigs: make(chan os.Signal, 4), events: events, launch: launch, sv: sv}
 	sv.mu.Lock()
 	sv.attempts[s] = ""
@@ -232,8 +245,8 @@ func (sv *supervisor) runAttempt(events, launch *os.File) {
 // release forgets a finished attempt.
 func (sv *supervisor) release(s *shim) {
 	s.events.Close()
-	if f, ok := s.errOut.(*os.File); ok {
-		f.Close()
+	if l, ok := s.errOut.(*shimLog); ok {
+		l.Close()
 	}
 	sv.mu.Lock()
 	delete(sv.attempts, s)
@@ -243,11 +256,45 @@ func (sv *supervisor) release(s *shim) {
 }
 
 // adopted gives the attempt its directory and its shim.log.
-func (sv *supervisor) adopted(s *shim, log *os.File) {
-	s.errOut = log
+func (sv *supervisor) adopted(s *shim) {
+	s.errOut = &shimLog{path: filepath.Join(s.dir, shimLogFile)}
 	sv.mu.Lock()
 	sv.attempts[s] = s.dir
 	sv.mu.Unlock()
+}
+
+// shimLog is an attempt's shim.log under a shared supervisor: created by
+// its first write (most attempts have nothing to say there, and a file
+// less to create is a start's largest saving after the exec).
+type shimLog struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	err  error
+}
+
+func (l *shimLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && l.err == nil {
+		l.f, l.err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	}
+	if l.err != nil {
+		return 0, l.err
+	}
+	return l.f.Write(p)
+}
+
+// Close closes the file, if it was created; a later write reopens it.
+func (l *shimLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f, l.err = nil, nil
+	return err
 }
 
 // stops tells every attempt with a stop request of each SIGTERM.
@@ -306,7 +353,21 @@ func siginfoPID(info *unix.Siginfo) int {
 
 // startProcess starts a process of attempt s from its thread: in its
 // cgroups when it has them, registered so that the reaper leaves it to s.
-func (sv *supervisor) startProcess(s *shim, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+func (sv *supervisor) startProcess(s *shim, path string, argv []string, attr *os.ProcAttr) (proc *os.Process, err error) {
+	if !s.ownThread {
+		done := make(chan struct{})
+		sv.forks <- func() {
+			defer close(done)
+			proc, err = sv.startHere(s, path, argv, attr)
+		}
+		<-done
+		return proc, err
+	}
+	return sv.startHere(s, path, argv, attr)
+}
+
+// startHere is startProcess on the calling thread.
+func (sv *supervisor) startHere(s *shim, path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
 	kids.start.RLock()
 	defer kids.start.RUnlock()
 	var proc *os.Process
@@ -358,6 +419,10 @@ func (s *shim) wait(p *os.Process) (*os.ProcessState, error) {
 // attributes (the job's umask), its own mount namespace with the private
 // /tmp where the launch asks for one, and no_new_privs.
 func (s *shim) isolateThread() error {
+	// Locked for good: the thread ends with the attempt, and with it the
+	// surroundings given to it.
+	runtime.LockOSThread()
+	s.ownThread = true
 	flags := unix.CLONE_FS
 	if s.rec.PrivateTmp {
 		flags |= unix.CLONE_NEWNS
