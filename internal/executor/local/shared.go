@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -30,7 +32,7 @@ func (e *Executor) startSharedSup() (*sharedSup, error) {
 	cmd := &exec.Cmd{
 		Path:        e.shimPath,
 		Args:        append(append([]string(nil), e.shimArgs...), sharedFlag),
-		Env:         shimEnviron(),
+		Env:         sharedEnviron(),
 		ExtraFiles:  []*os.File{theirs}, // fd 3 (ctlFD)
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
@@ -48,6 +50,18 @@ func (e *Executor) startSharedSup() (*sharedSup, error) {
 	e.log.Debug("started the shared supervisor", "pid", cmd.Process.Pid)
 	return sup, nil
 }
+
+// sharedEnviron is the environment the shared supervisor starts with: the
+// server's, with the Go runtime held to at most sharedProcs processors.
+// Unlike a shim of its own, it serves every attempt: with one processor,
+// one attempt's slow file system call would hold up every other start
+// until the runtime noticed.
+func sharedEnviron() []string {
+	return append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(min(runtime.NumCPU(), sharedProcs)))
+}
+
+// sharedProcs bounds the shared supervisor's processors.
+const sharedProcs = 4
 
 // sendShared hands an attempt's event pipe (write end) and launch pipe
 // (read end) to the shared supervisor, started now when there is none or
