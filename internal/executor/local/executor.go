@@ -1,7 +1,11 @@
 // Package local runs attempts as processes on this machine.
 //
-// Each attempt runs under its own supervisor, the shim ("trainyard shim",
-// see ShimMain), in a new session, so that it survives the server. The
+// Each attempt runs under a supervisor, the shim ("trainyard shim", see
+// ShimMain), in a new session, so that it survives the server: by default
+// one shim process for all attempts (the shared supervisor: see
+// supervisor.go and shared.go), which runs the per-attempt logic described
+// here for each on the same pipes and files; else (Config.Supervisor, or
+// without a cgroup hierarchy to track attempts in) a shim per attempt. The
 // executor starts the shim and hands it the launch record (which holds the
 // job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
@@ -14,10 +18,11 @@
 // leaves an attempt the executor ends entirely before it reports it Lost
 // (see watchdog.go). A launched shim reports "started" and "exited" on a
 // pipe; a shim found already running (after a server restart) is watched by
-// polling its directory. Launching costs two process executions: the shim and
-// the user's process. Once an attempt started, the executor starts the next
-// attempt's shim (a spare, which learns its attempt from the launch record),
-// so a launch that finds it waits for no shim to start.
+// polling its directory. With a shim per attempt, launching costs two
+// process executions: the shim and the user's process; once an attempt
+// started, the executor starts the next attempt's shim (a spare, which
+// learns its attempt from the launch record), so a launch that finds it
+// waits for no shim to start. The shared supervisor costs one, the user's.
 //
 // A zero Launch.Grace means a grace period of 10s.
 //

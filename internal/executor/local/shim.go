@@ -55,7 +55,9 @@ const maxLine = 64 << 10
 // records the outcome in DIR/exit.json. Without --dir it is a spare,
 // started before its attempt was known: DIR is the record's, and the shim
 // sends its stdout and stderr to DIR/shim.log itself; a spare whose record
-// never comes (its pipe closes empty) exits 0.
+// never comes (its pipe closes empty) exits 0. With "--shared" it is the
+// shared supervisor (supervisor.go), which takes attempts from descriptor 3
+// until it closes, and exits 0 after the last one ended.
 //
 // Exit status: 0 when the outcome is recorded; 75 when another shim already
 // owns the attempt; 2 for bad arguments; 1 when it could not supervise at

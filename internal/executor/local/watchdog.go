@@ -267,7 +267,8 @@ type tracker struct {
 	done chan struct{}
 }
 
-// Under a shared supervisor (child > 0), whose children are not all the
+// startTracker starts recording the attempt's processes in dir. Under a
+// shared supervisor (child > 0), whose children are not all the
 // attempt's, it records the user's process (child), its group and
 // session, and their descendants, and keeps every process it recorded
 // while it lives: one orphaned (re-parented to the supervisor) is still
