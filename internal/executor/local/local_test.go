@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,13 @@ const shimEnv = "TRAINYARD_TEST_SHIM"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(shimEnv) == "1" {
+		if marker := os.Getenv(panicEnv); marker != "" {
+			shimTestHook = func(s *shim) {
+				if slices.Contains(s.rec.Argv, marker) {
+					panic("a test's panic")
+				}
+			}
+		}
 		os.Exit(ShimMain(os.Args[1:]))
 	}
 	os.Setenv(shimEnv, "1")

@@ -527,6 +527,9 @@ func (s *shim) supervise() int {
 	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argvJSON, _ := json.Marshal(argv)
 	s.log.system("started %s as pid %d in %s", argvJSON, pid, rec.WorkDir)
+	if shimTestHook != nil {
+		shimTestHook(s)
+	}
 	switch {
 	case s.sv != nil:
 		if s.cg == nil {

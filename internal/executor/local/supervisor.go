@@ -67,6 +67,10 @@ const (
 	ctlFD      = 3
 )
 
+// shimTestHook, when set (by the package's tests only), runs in each
+// attempt's supervision once its process started.
+var shimTestHook func(s *shim)
+
 // kids are the supervisor's children that an attempt started and waits
 // for; the reaper leaves them alone.
 var kids struct {

@@ -174,3 +174,37 @@ func TestSharedSupervisorOutlivesTheServer(t *testing.T) {
 	}
 	waitFor(t, "the old supervisor to exit after its last attempt", func() bool { return !sup.alive() })
 }
+
+// panicEnv, in a test shim's environment, makes the supervision of every
+// attempt whose argv holds its value panic once the process started.
+const panicEnv = "TRAINYARD_TEST_SHIM_PANIC"
+
+// TestSupervisorPanicEndsOneAttempt: a panic in the shared supervisor's
+// code for one attempt ends that attempt, failed with the panic's text and
+// none of its processes left, while another runs on to its end.
+func TestSupervisorPanicEndsOneAttempt(t *testing.T) {
+	marker := "panic-" + strconv.Itoa(os.Getpid())
+	t.Setenv(panicEnv, marker) // the supervisor, started by the first launch, inherits it
+	e := newExec(t)
+	if !e.sharedMode {
+		t.Skip("attempts have supervisors of their own here")
+	}
+	h := executortest.NewHarness(t, e)
+	g := newGate(t)
+	steady := h.Launch(t, shell("read x < "+string(g)+"; echo steady-done"), nil)
+	h.Wait(t, steady.Ref, executor.Started)
+	token := "PANIC_TEST=" + strconv.Itoa(os.Getpid())
+	bad := h.Launch(t, []string{"/bin/sh", "-c", "sleep 300 & wait", marker}, func(l *executor.Launch) { l.Env = append(l.Env, token) })
+	ev := h.Wait(t, bad.Ref, executor.Exited)
+	if ev.State != domain.AttemptFailed || !strings.Contains(ev.Message, "a test's panic") {
+		t.Errorf("attempt whose supervision panicked: %s/%s (%s), want failed with the panic", ev.State, ev.Reason, ev.Message)
+	}
+	waitFor(t, "no process of the failed attempt", func() bool { return len(marked(token)) == 0 })
+	g.release(t)
+	if ev := h.Wait(t, steady.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("the other attempt: %s (%s)", ev.State, ev.Message)
+	}
+	if !shimID(t, steady).alive() {
+		t.Error("the shared supervisor died of one attempt's panic")
+	}
+}
