@@ -175,6 +175,67 @@ func TestSharedSupervisorOutlivesTheServer(t *testing.T) {
 	waitFor(t, "the old supervisor to exit after its last attempt", func() bool { return !sup.alive() })
 }
 
+// TestSharedSupervisorKeepsNothingOfEndedAttempts: the shared supervisor
+// lives on; the attempts it ran leave it no descriptor or child (the Go
+// runtime keeps the threads it made for a while).
+func TestSharedSupervisorKeepsNothingOfEndedAttempts(t *testing.T) {
+	e := newExec(t)
+	if !e.sharedMode {
+		t.Skip("attempts have supervisors of their own here")
+	}
+	h := executortest.NewHarness(t, e)
+	g := newGate(t)
+	keep := h.Launch(t, shell("read x < "+string(g)), nil) // keeps the supervisor running
+	h.Wait(t, keep.Ref, executor.Started)
+	sup := shimID(t, keep).PID
+	count := func(what string) int {
+		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(sup) + "/" + what)
+		return len(ents)
+	}
+	children := func() int {
+		n := 0
+		for _, p := range procTable() {
+			if p.ppid == sup && !p.dead {
+				n++
+			}
+		}
+		return n
+	}
+	batch := func(n int) {
+		var ls []executor.Launch
+		for range n {
+			ls = append(ls, h.Launch(t, shell("echo out; echo err >&2; (sleep 300 &); exit 1"), nil))
+		}
+		for _, l := range ls {
+			h.Wait(t, l.Ref, executor.Exited)
+		}
+	}
+	batch(10)
+	var fds, threads int
+	waitFor(t, "the first batch's descriptors to close", func() bool {
+		fds, threads = count("fd"), count("task")
+		return children() == 1
+	})
+	t.Logf("after 10 attempts: %d descriptors, %d threads", fds, threads)
+	batch(30)
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for count("fd") > fds || children() != 1 {
+		if time.Now().After(deadline) {
+			links := []string{}
+			ents, _ := os.ReadDir("/proc/" + strconv.Itoa(sup) + "/fd")
+			for _, ent := range ents {
+				l, _ := os.Readlink("/proc/" + strconv.Itoa(sup) + "/fd/" + ent.Name())
+				links = append(links, ent.Name()+"→"+l)
+			}
+			t.Fatalf("after 30 more attempts: %d descriptors (%v), %d children; want %d, 1", len(ents), links, children(), fds)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("after 40 attempts: %d threads", count("task"))
+	g.release(t)
+	h.Wait(t, keep.Ref, executor.Exited)
+}
+
 // panicEnv, in a test shim's environment, makes the supervision of every
 // attempt whose argv holds its value panic once the process started.
 const panicEnv = "TRAINYARD_TEST_SHIM_PANIC"
