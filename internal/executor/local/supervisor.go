@@ -37,8 +37,8 @@ import (
 //
 //   - the job's processes are forked from a thread that lives as long as
 //     they may (their Pdeathsig fires when it ends): the supervisor's
-//     forker, a goroutine locked to its thread for the supervisor's whole
-//     life, starts those of every attempt but isolated ones; an isolated
+//     forkers, goroutines locked to their threads for the supervisor's
+//     whole life, start those of every attempt but isolated ones; an isolated
 //     attempt's goroutine locks itself to its thread for its whole life
 //     (the thread ends with it), which alone gets the job's surroundings
 //     (a mount namespace with the private /tmp, no_new_privs, the job's
@@ -104,7 +104,7 @@ type supervisor struct {
 	seq    atomic.Uint64 // names the attempts' cgroups
 	oomAdj []byte        // the score to give the job's processes; nil: leave theirs
 
-	forks chan func() // run on the forker's thread
+	forks chan func() // run on a forker's thread
 
 	mu       sync.Mutex
 	attempts map[*shim]string // running attempts → their directory ("" until known)
@@ -143,7 +143,9 @@ func sharedMain(sigs chan os.Signal) int {
 	kids.kick = make(chan struct{}, 1)
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
-	go sv.forker()
+	for range runtime.GOMAXPROCS(0) { // starts in parallel, as many as run
+		go sv.forker()
+	}
 	go sv.reap(chld)
 	go sv.stops(sigs)
 	go sv.serve(ctl)
@@ -220,7 +222,7 @@ func (sv *supervisor) maybeDone() {
 	}
 }
 
-// forker starts processes for attempts that are not isolated, from one
+// forker starts processes for attempts that are not isolated, from a
 // thread that never ends.
 func (sv *supervisor) forker() {
 	runtime.LockOSThread()
