@@ -269,3 +269,57 @@ func TestSupervisorPanicEndsOneAttempt(t *testing.T) {
 		t.Error("the shared supervisor died of one attempt's panic")
 	}
 }
+
+// TestIsolationStaysWithItsAttempt: an isolated attempt's surroundings
+// (no_new_privs, its umask, its mount namespace with the private /tmp) are
+// its thread's under the shared supervisor: once it ended, no thread of
+// the supervisor has any of them.
+func TestIsolationStaysWithItsAttempt(t *testing.T) {
+	executortest.NeedRoot(t)
+	e := isolatedExec(t, 910_300)
+	if !e.sharedMode {
+		t.Skip("attempts have supervisors of their own here")
+	}
+	h := executortest.NewHarness(t, e)
+	a := isolatedLaunch(t, h, "alpha", []string{"sleep", "300"})
+	started := h.Wait(t, a.Ref, executor.Started)
+	sup := shimID(t, a).PID
+	ns := func(pid int) string {
+		l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+		return l
+	}
+	if !e.noMountNS.Load() && ns(started.PID) == ns(os.Getpid()) {
+		t.Error("the isolated job shares the host's mount namespace")
+	}
+	if err := e.Stop(context.Background(), a.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.Wait(t, a.Ref, executor.Exited); ev.State != domain.AttemptCanceled {
+		t.Fatalf("attempt: %s (%s)", ev.State, ev.Message)
+	}
+	check := func() []string {
+		var bad []string
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(sup) + "/task/*")
+		for _, task := range tasks {
+			b, err := os.ReadFile(task + "/status")
+			if err != nil {
+				continue // a thread that just ended
+			}
+			st := string(b)
+			if strings.Contains(st, "NoNewPrivs:\t1") || strings.Contains(st, "Umask:\t0027") {
+				bad = append(bad, task+": no_new_privs or the job's umask")
+			}
+			if l, err := os.Readlink(task + "/ns/mnt"); err == nil && l != ns(os.Getpid()) {
+				bad = append(bad, task+": mount namespace "+l)
+			}
+		}
+		return bad
+	}
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for bad := check(); len(bad) > 0; bad = check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the supervisor keeps an isolated attempt's surroundings: %v", bad)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
