@@ -195,7 +195,7 @@ func (s *server) shutdown() {
 
 // killShims kills any attempt supervisor still alive under the data
 // directory (a test that failed half-way may leave one), so no job outlives
-// its test. The user's process dies with its supervisor.
+// its test. The user's processes die with their supervisor.
 func (s *server) killShims() {
 	files, _ := filepath.Glob(filepath.Join(s.data, "runs", "*", "*", "shim.pid"))
 	for _, f := range files {
@@ -207,7 +207,10 @@ func (s *server) killShims() {
 		if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 || !alive(pid) {
 			continue
 		}
-		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(cmdline, []byte(filepath.Dir(f))) {
+		// A shim of its own names the attempt's directory; the shared
+		// supervisor (which the claim says) ran this server's attempts.
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if bytes.Contains(cmdline, []byte(filepath.Dir(f))) || bytes.Contains(b, []byte("\nshared\n")) && bytes.HasSuffix(cmdline, []byte("\x00--shared\x00")) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

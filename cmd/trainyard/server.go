@@ -151,6 +151,9 @@ type serverConfig struct {
 	// users (docs/security.md): auto (default; when the server runs as
 	// root), required (refuse to start otherwise) or off.
 	Isolation string `yaml:"isolation"`
+	// Supervisor is how attempts are supervised: shared (default; one
+	// supervisor process for all) or per-attempt (docs/operator.md).
+	Supervisor string `yaml:"supervisor"`
 	// RendezvousPorts is the range each attempt's MASTER_PORT comes from
 	// (default 29500-29999; docs/operator.md).
 	RendezvousPorts string `yaml:"rendezvous_ports"`
@@ -399,7 +402,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	execCfg := local.Config{ShimCommand: shimCmd, Logger: log, Isolation: iso, Users: userdb.System{},
 		Unpack: func(r io.Reader, dest string) error { return codepkg.Unpack(r, dest, codeLimits) }, Runs: filepath.Join(cfg.Data, "runs"),
-		EnvCheckTTL: durations.envCheckTTL, EnvCheckCache: filepath.Join(cfg.Data, "env-checks.json")}
+		EnvCheckTTL: durations.envCheckTTL, EnvCheckCache: filepath.Join(cfg.Data, "env-checks.json"), Supervisor: cfg.Supervisor}
 	if cfg.RendezvousPorts != "" {
 		if execCfg.Ports, err = local.ParsePortRange(cfg.RendezvousPorts); err != nil {
 			return fmt.Errorf("server config rendezvous_ports: %w", err)

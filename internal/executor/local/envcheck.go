@@ -75,11 +75,11 @@ func (s *shim) checkEnvironment() (reason domain.Reason, msg string, ok bool) {
 	s.log.system("environment check %s started as pid %d", cmdText, pid)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); s.log.pump(outR, logs.Stdout, nil) }()
-	go func() { defer wg.Done(); s.log.pump(errR, logs.Stderr, nil) }()
+	s.goSafe(func() { defer wg.Done(); s.log.pump(outR, logs.Stdout, nil) })
+	s.goSafe(func() { defer wg.Done(); s.log.pump(errR, logs.Stderr, nil) })
 	exitCh := make(chan *os.ProcessState, 1)
 	go func() {
-		st, _ := proc.Wait()
+		st, _ := s.wait(proc)
 		exitCh <- st
 	}()
 	limit := maxCheckTime

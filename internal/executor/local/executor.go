@@ -1,7 +1,11 @@
 // Package local runs attempts as processes on this machine.
 //
-// Each attempt runs under its own supervisor, the shim ("trainyard shim",
-// see ShimMain), in a new session, so that it survives the server. The
+// Each attempt runs under a supervisor, the shim ("trainyard shim", see
+// ShimMain), in a new session, so that it survives the server: by default
+// one shim process for all attempts (the shared supervisor: see
+// supervisor.go and shared.go), which runs the per-attempt logic described
+// here for each on the same pipes and files; else (Config.Supervisor, or
+// without a cgroup hierarchy to track attempts in) a shim per attempt. The
 // executor starts the shim and hands it the launch record (which holds the
 // job's secrets) through a pipe, never a file; the shim claims the attempt (shim.pid, created exclusively), starts the user's
 // process in its own process group with exactly the given environment, writes
@@ -14,10 +18,11 @@
 // leaves an attempt the executor ends entirely before it reports it Lost
 // (see watchdog.go). A launched shim reports "started" and "exited" on a
 // pipe; a shim found already running (after a server restart) is watched by
-// polling its directory. Launching costs two process executions: the shim and
-// the user's process. Once an attempt started, the executor starts the next
-// attempt's shim (a spare, which learns its attempt from the launch record),
-// so a launch that finds it waits for no shim to start.
+// polling its directory. With a shim per attempt, launching costs two
+// process executions: the shim and the user's process; once an attempt
+// started, the executor starts the next attempt's shim (a spare, which
+// learns its attempt from the launch record), so a launch that finds it
+// waits for no shim to start. The shared supervisor costs one, the user's.
 //
 // A zero Launch.Grace means a grace period of 10s.
 //
@@ -145,7 +150,21 @@ type Config struct {
 	EnvCheckCache string
 	// Now tells the time for EnvCheckTTL; nil: time.Now.
 	Now func() time.Time
+	// Supervisor is how attempts are supervised: SupervisorShared (the
+	// default, "") runs them all under one supervisor process, started
+	// with the first launch (supervisor.go); SupervisorPerAttempt starts
+	// a supervisor process for each attempt. Without a cgroup hierarchy
+	// to track attempts in (see CgroupTrackRoot), each attempt has its
+	// own: a shared supervisor could not tell whose its orphaned
+	// descendants are.
+	Supervisor string
 }
+
+// Supervisor modes (Config.Supervisor).
+const (
+	SupervisorShared     = "shared"
+	SupervisorPerAttempt = "per-attempt"
+)
 
 // eventBuffer is the capacity of the Events channel.
 const eventBuffer = 4096
@@ -183,6 +202,13 @@ type Executor struct {
 	spare         *spareShim
 	spareStarting bool
 	spareNS       atomic.Bool // the kind of shim the last launch wanted
+
+	// shared is the shared supervisor (supervisor.go) when attempts run
+	// under one; nil: none started yet, or attempts run under shims of
+	// their own (sharedMode false).
+	sharedMode bool
+	sharedMu   sync.Mutex
+	shared     *sharedSup
 }
 
 // attempt is what the executor knows about one attempt it watches.
@@ -292,6 +318,16 @@ func New(cfg Config) (*Executor, error) {
 	if layout.Track != nil || layout.Memory != nil || layout.CPU != nil {
 		e.cgroups = &layout
 	}
+	switch cfg.Supervisor {
+	case "", SupervisorShared:
+		e.sharedMode = layout.Track != nil
+		if !e.sharedMode {
+			log.Info("each attempt runs under a supervisor process of its own", "why", "no cgroup hierarchy to track attempts in")
+		}
+	case SupervisorPerAttempt:
+	default:
+		return nil, fmt.Errorf("local executor: supervisor %q: want %q or %q", cfg.Supervisor, SupervisorShared, SupervisorPerAttempt)
+	}
 	return e, nil
 }
 
@@ -361,6 +397,12 @@ func (e *Executor) Close() error {
 	if sp != nil {
 		sp.retire()
 	}
+	e.sharedMu.Lock()
+	if e.shared != nil {
+		e.shared.ctl.Close() // it exits after its last attempt
+		e.shared = nil
+	}
+	e.sharedMu.Unlock()
 	e.wg.Wait()
 	close(e.events)
 	return nil
@@ -498,6 +540,10 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 	}
 	e.planCheck(a, l, &rec, port, userName) // envcheck_cache.go
 	newNS := id != nil && !e.noMountNS.Load() && !underSharedTmp(slices.Concat([]string{l.Dir, l.WorkDir}, l.Writable))
+	if e.sharedMode {
+		rec.Dir, rec.PrivateTmp = l.Dir, newNS
+		return e.startShared(a, &rec)
+	}
 	sp, err := e.shim(newNS)
 	if err != nil {
 		return err
@@ -717,6 +763,9 @@ func (e *Executor) handleLine(a *attempt, line string) {
 	e.sendStarted(a, pid, at)
 	if stop && proc != nil {
 		_ = proc.Signal(syscall.SIGTERM)
+	}
+	if e.sharedMode {
+		return // no spares: the shared supervisor takes every attempt
 	}
 	// This attempt is past its start: time for the next one's spare.
 	e.wg.Add(1) // the watcher's count is held: Close has not reached Wait

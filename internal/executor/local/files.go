@@ -463,12 +463,15 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 }
 
 // waitShimGone waits for the attempt's shim, if it still runs, to exit:
-// after recording the outcome it still removes its cgroups and exits.
+// after recording the outcome it still removes its cgroups and exits. A
+// shared supervisor (which runs on) has nothing of the attempt left to do
+// once it recorded the outcome.
 func waitShimGone(ctx context.Context, dir string) error {
-	id, err := readProcID(filepath.Join(dir, shimPIDFile))
-	if err != nil {
+	c, err := readClaim(dir)
+	if err != nil || c.Shared {
 		return nil
 	}
+	id := c.Shim
 	deadline := time.Now().Add(releaseWait)
 	for id.alive() {
 		if time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
 )
 
 // footprintShims is how many attempts BenchmarkShimFootprint runs at once.
@@ -29,11 +31,21 @@ const footprintShims = 200
 // TRAINYARD_BENCH_SHIM (a command, e.g. "/usr/local/bin/trainyard shim")
 // measures another one.
 //
-// Reported: pss-MiB-total (all shims together; pages of the binary they
-// share count once), pss-KiB and rss-KiB per shim (median), start-cpu-ms
-// per shim (median and p90), threads per shim (median), and, as the floors
+// Reported: pss-MiB-total (all supervisor processes together; pages of
+// the binary they share count once), pss-KiB and rss-KiB per supervisor
+// process (median), start-cpu-ms per attempt (median and p90), threads
+// per supervisor process (median), server-cpu-ms (the CPU time the
+// executor's own process spent per launch, median), and, as the floors
 // under any start, the CPU time of running /bin/true (exec-true-cpu-ms)
 // and an empty Go program built as the shim is (exec-go-cpu-ms).
+//
+// With a supervisor per attempt (TRAINYARD_TEST_SUPERVISOR=per-attempt),
+// an attempt's start CPU is all its shim used. Under the shared
+// supervisor (the default), it is what the supervisor used from before
+// the launch until the next one (the first, which starts the supervisor,
+// is left out and reported as supervisor-start-cpu-ms), and
+// start-cpu-mean-ms is all it used for the 199 others over 199, threads
+// that ended included.
 func BenchmarkShimFootprint(b *testing.B) {
 	shimCmd := strings.Fields(os.Getenv("TRAINYARD_BENCH_SHIM"))
 	if len(shimCmd) == 0 {
@@ -50,26 +62,61 @@ func BenchmarkShimFootprint(b *testing.B) {
 	}
 	defer e.Close()
 	root := b.TempDir()
-	var pssTotal, pss, rss, cpu, threads []float64
+	var pssTotal, pss, rss, cpu, cpuMean, supStart, threads, server []float64
 	for b.Loop() {
 		launches := make(map[executor.Ref]executor.Launch, footprintShims)
 		defer stopAll(e, launches) // when the benchmark fails half-way
 		// One at a time, so that each start's CPU time is its own and not
 		// that of 200 runtimes contending for the machine at once.
-		for range footprintShims {
+		sup, supTicks := 0, 0.0
+		var supBefore float64
+		for i := range footprintShims {
 			l := benchLaunch(root, []string{"sleep", "600"})
 			launches[l.Ref] = l
+			if sup != 0 {
+				supBefore = taskCPUMs(sup)
+			}
+			serverBefore := selfCPUMs()
 			if err := e.Launch(context.Background(), l); err != nil {
 				b.Fatal(err)
 			}
 			waitAll(b, e, map[executor.Ref]executor.Launch{l.Ref: l}, executor.Started)
+			server = append(server, selfCPUMs()-serverBefore)
+			if !e.sharedMode {
+				continue
+			}
+			if i == 0 {
+				c, err := readClaim(l.Dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sup = c.Shim.PID
+				waitFile(b, filepath.Join(l.Dir, childPIDFile))
+				supStart = append(supStart, taskCPUMs(sup))
+				supTicks = statCPUMs(sup)
+				continue
+			}
+			if i > 1 {
+				cpu = append(cpu, taskCPUMs(sup)-supBefore)
+			}
+		}
+		if sup != 0 {
+			// The last launch's work after its start, then all of them.
+			time.Sleep(100 * time.Millisecond)
+			cpu = append(cpu, taskCPUMs(sup)-supBefore)
+			cpuMean = append(cpuMean, (statCPUMs(sup)-supTicks)/float64(footprintShims-1))
 		}
 		var total float64
+		seen := map[int]bool{}
 		for _, l := range launches {
 			c, err := readClaim(l.Dir)
 			if err != nil {
 				b.Fatal(err)
 			}
+			if seen[c.Shim.PID] {
+				continue
+			}
+			seen[c.Shim.PID] = true
 			f, err := readFootprint(c.Shim.PID)
 			if err != nil {
 				b.Fatal(err)
@@ -77,7 +124,9 @@ func BenchmarkShimFootprint(b *testing.B) {
 			total += f.pssKiB
 			pss = append(pss, f.pssKiB)
 			rss = append(rss, f.rssKiB)
-			cpu = append(cpu, f.cpuMs)
+			if !e.sharedMode {
+				cpu = append(cpu, f.cpuMs)
+			}
 			threads = append(threads, f.threads)
 		}
 		pssTotal = append(pssTotal, total/1024)
@@ -94,6 +143,11 @@ func BenchmarkShimFootprint(b *testing.B) {
 	b.ReportMetric(quantile(cpu, 0.5), "start-cpu-ms")
 	b.ReportMetric(quantile(cpu, 0.9), "start-cpu-p90-ms")
 	b.ReportMetric(quantile(threads, 0.5), "threads")
+	b.ReportMetric(quantile(server, 0.5), "server-cpu-ms")
+	if len(cpuMean) > 0 {
+		b.ReportMetric(quantile(cpuMean, 0.5), "start-cpu-mean-ms")
+		b.ReportMetric(quantile(supStart, 0.5), "supervisor-start-cpu-ms")
+	}
 	b.ReportMetric(execCPU(b, "/bin/true"), "exec-true-cpu-ms")
 	b.ReportMetric(execCPU(b, emptyGo(b)), "exec-go-cpu-ms")
 }
@@ -132,8 +186,9 @@ func execCPU(b *testing.B, path string) float64 {
 	return quantile(cpu, 0.5)
 }
 
-// TestShimRuntime: a shim runs on one processor (GOMAXPROCS=1 in its
-// environment), and its job does not inherit that.
+// TestShimRuntime: a shim of its own runs on one processor, the shared
+// supervisor on a few (GOMAXPROCS in its environment), and the job does
+// not inherit that.
 func TestShimRuntime(t *testing.T) {
 	e := newExec(t)
 	l := benchLaunch(t.TempDir(), []string{"sh", "-c", "echo \"gomaxprocs=$GOMAXPROCS\"; exec sleep 600"})
@@ -151,8 +206,12 @@ func TestShimRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vars := strings.Split(string(env), "\x00"); !slices.Contains(vars, "GOMAXPROCS=1") {
-		t.Errorf("shim environment has no GOMAXPROCS=1: %q", vars)
+	want := "GOMAXPROCS=1"
+	if e.sharedMode {
+		want = "GOMAXPROCS=" + strconv.Itoa(min(runtime.NumCPU(), sharedProcs))
+	}
+	if vars := strings.Split(string(env), "\x00"); !slices.Contains(vars, want) {
+		t.Errorf("supervisor environment has no %s: %q", want, vars)
 	}
 	if err := e.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
 		t.Fatal(err)
@@ -243,6 +302,50 @@ func readFootprint(pid int) (footprint, error) {
 	}
 	f.threads = float64(len(tasks))
 	return f, nil
+}
+
+// taskCPUMs is the CPU time pid's live threads used, in ms.
+func taskCPUMs(pid int) float64 {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	var ms float64
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			ns, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+			ms += ns / 1e6
+		}
+	}
+	return ms
+}
+
+// statCPUMs is the CPU time pid used (utime + stime, threads that ended
+// included), in ms, at the resolution of clock ticks (10 ms).
+func statCPUMs(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) * 10 // USER_HZ is 100 on Linux
+}
+
+// selfCPUMs is the CPU time this process used, in ms.
+func selfCPUMs() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+}
+
+// waitFile waits for path to exist.
+func waitFile(b testing.TB, path string) {
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for !exists(path) {
+		if time.Now().After(deadline) {
+			b.Fatalf("no %s within %s", path, executortest.WaitTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func quantile(xs []float64, p float64) float64 {

@@ -3,9 +3,13 @@ package local
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,20 +29,60 @@ const shimEnv = "TRAINYARD_TEST_SHIM"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(shimEnv) == "1" {
+		if marker := os.Getenv(panicEnv); marker != "" {
+			shimTestHook = func(s *shim) {
+				if slices.Contains(s.rec.Argv, marker) {
+					panic("a test's panic")
+				}
+			}
+		}
 		os.Exit(ShimMain(os.Args[1:]))
 	}
 	os.Setenv(shimEnv, "1")
 	// Race-enabled programs sleep a second at exit by default; shims are
 	// race-enabled test binaries under -race.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	os.Exit(m.Run())
+	code := m.Run()
+	if code != 0 || testSupervisor != "" || benchmarking() {
+		os.Exit(code)
+	}
+	// Every test again, with a supervisor process per attempt: the
+	// executor's two ways must pass the same tests.
+	cmd := exec.Command(os.Args[0], os.Args[1:]...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, shimEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, supervisorEnv+"="+SupervisorPerAttempt)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	fmt.Printf("=== the tests again, with %s=%s\n", supervisorEnv, SupervisorPerAttempt)
+	if err := cmd.Run(); err != nil {
+		fmt.Printf("with %s=%s: %v\n", supervisorEnv, SupervisorPerAttempt, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// supervisorEnv sets the supervisor mode of the tests' executors
+// (Config.Supervisor); unset, the tests run with the default, then again
+// with a supervisor per attempt.
+const supervisorEnv = "TRAINYARD_TEST_SUPERVISOR"
+
+var testSupervisor = os.Getenv(supervisorEnv)
+
+// benchmarking reports whether the test binary was asked to run
+// benchmarks, which run in the default mode only.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
 }
 
 // testConfig is the configuration of a test's executor whose shim is
 // shimCmd: this machine's users, and code packages unpacked as the server
 // does with codepkg's default limits.
 func testConfig(shimCmd ...string) Config {
-	return Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond, Users: userdb.System{},
+	return Config{ShimCommand: shimCmd, PollInterval: 20 * time.Millisecond, Users: userdb.System{}, Supervisor: testSupervisor,
 		Unpack: func(r io.Reader, dest string) error { return codepkg.Unpack(r, dest, codepkg.Limits{}) }}
 }
 

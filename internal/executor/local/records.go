@@ -202,10 +202,15 @@ func parseProcID(b []byte) (procID, error) {
 // a server restart), and "cgroups <json>", the groups the shim is about to
 // create (cgroup.Attempt), to end and remove them if it dies. One file,
 // written once: an attempt's start creates as few files as it can.
+//
+// "shared" marks an attempt of a shared supervisor (supervisor.go): Shim
+// is that supervisor, which runs other attempts too, so it is never
+// signalled but with SIGTERM (which tells it to look for stop requests).
 type claimRecord struct {
 	Shim    procID
 	Port    int
 	Cgroups *cgroup.Attempt
+	Shared  bool
 }
 
 func (c claimRecord) encode() ([]byte, error) {
@@ -219,6 +224,9 @@ func (c claimRecord) encode() ([]byte, error) {
 			return nil, err
 		}
 		b = append(append(append(b, "cgroups "...), j...), '\n')
+	}
+	if c.Shared {
+		b = append(b, "shared\n"...)
 	}
 	return b, nil
 }
@@ -245,6 +253,8 @@ func readClaim(dir string) (claimRecord, error) {
 			if c.Port, err = strconv.Atoi(val); err != nil || c.Port <= 0 {
 				return claimRecord{}, fmt.Errorf("read %s: bad port %q", path, val)
 			}
+		case "shared":
+			c.Shared = true
 		case "cgroups":
 			legacy = false
 			c.Cgroups = new(cgroup.Attempt)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,7 +55,9 @@ const maxLine = 64 << 10
 // records the outcome in DIR/exit.json. Without --dir it is a spare,
 // started before its attempt was known: DIR is the record's, and the shim
 // sends its stdout and stderr to DIR/shim.log itself; a spare whose record
-// never comes (its pipe closes empty) exits 0.
+// never comes (its pipe closes empty) exits 0. With "--shared" it is the
+// shared supervisor (supervisor.go), which takes attempts from descriptor 3
+// until it closes, and exits 0 after the last one ended.
 //
 // Exit status: 0 when the outcome is recorded; 75 when another shim already
 // owns the attempt; 2 for bad arguments; 1 when it could not supervise at
@@ -74,6 +77,9 @@ func ShimMain(args []string) int {
 	// A stop request (SIGTERM) must be handled, not fatal, from the start.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if len(args) == 1 && args[0] == sharedFlag {
+		return sharedMain(sigs) // supervisor.go
+	}
 
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the attempt's directory")
@@ -103,11 +109,31 @@ type shim struct {
 	dir    string
 	sigs   chan os.Signal
 	events *os.File
-	rec    launchRecord
-	log    *logWriter
-	cg     *cgroup.Attempt // the attempt's groups; nil: none
-	plan   *cgroup.Attempt // the groups planned (and claimed); nil: none
-	self   procID
+	// launch is the launch record's pipe; nil: descriptor launchFD.
+	launch *os.File
+	// errOut receives the shim's own diagnostics; nil: stderr. A shared
+	// supervisor gives each attempt its shim.log here.
+	errOut io.Writer
+	// sv is the shared supervisor running this attempt among others; nil:
+	// the shim is a process of its own (see supervisor.go).
+	sv *supervisor
+	// pid and proc are the user's process once started (0, nil: not
+	// yet), waiting whether its wait began, claimed whether the attempt
+	// is this shim's, and failure a panic of the attempt's supervision:
+	// for a shared supervisor's recovery (supervisor.go).
+	pid     int
+	proc    *os.Process
+	waiting bool
+	claimed bool
+	failure atomic.Pointer[string]
+	// ownThread: under a shared supervisor, the attempt's goroutine is
+	// locked to its thread, which forks the job's processes.
+	ownThread bool
+	rec       launchRecord
+	log       *logWriter
+	cg        *cgroup.Attempt // the attempt's groups; nil: none
+	plan      *cgroup.Attempt // the groups planned (and claimed); nil: none
+	self      procID
 	// track records the attempt's processes when it has no cgroup; nil
 	// otherwise.
 	track *tracker
@@ -121,10 +147,26 @@ func (s *shim) notify(line string) {
 	}
 }
 
+// stderr is where the shim's own diagnostics go.
+func (s *shim) stderr() io.Writer {
+	if s.errOut != nil {
+		return s.errOut
+	}
+	return os.Stderr
+}
+
+// supervisorID identifies the process supervising the attempt.
+func (s *shim) supervisorID() (procID, error) {
+	if s.sv != nil {
+		return s.sv.self, nil
+	}
+	return selfProcID()
+}
+
 func (s *shim) run() int {
-	self, err := selfProcID()
+	self, err := s.supervisorID()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
+		fmt.Fprintf(s.stderr(), "shim: %v\n", err)
 		return 1
 	}
 	s.self = self
@@ -137,16 +179,16 @@ func (s *shim) run() int {
 		// between the launch and the attempt's start.
 		_ = json.Unmarshal([]byte(`{"argv":[""],"env":[""],"cgroups":{}}`), new(launchRecord))
 	}
-	if err := readLaunch(&s.rec); err != nil {
+	if err := readLaunch(s.launch, &s.rec); err != nil {
 		if spare && errors.Is(err, errNoRecord) {
 			return 0 // a spare never needed
 		}
-		fmt.Fprintf(os.Stderr, "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
+		fmt.Fprintf(s.stderr(), "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
 		return 1
 	}
 	if spare {
 		if err := s.adopt(); err != nil {
-			fmt.Fprintf(os.Stderr, "shim: %v; leaving the attempt unclaimed\n", err)
+			fmt.Fprintf(s.stderr(), "shim: %v; leaving the attempt unclaimed\n", err)
 			return 1
 		}
 	}
@@ -155,15 +197,22 @@ func (s *shim) run() int {
 	var planErr error
 	if s.rec.Cgroups != nil {
 		name := fmt.Sprintf("%d-%d-%d", s.rec.JobID, s.rec.Attempt, self.PID)
+		if s.sv != nil {
+			name += "-" + strconv.FormatUint(s.sv.seq.Add(1), 10) // one supervisor, many attempts
+		}
 		s.plan, planErr = s.rec.Cgroups.Plan(name, cgroup.Limits{Memory: s.rec.Memory, CPUs: s.rec.CPUs})
+		if s.plan != nil && s.sv != nil {
+			s.plan.NoShim = true // the shared supervisor stays in its own groups
+		}
 	}
-	if err := claim(s.dir, claimRecord{Shim: self, Port: s.rec.Port, Cgroups: s.plan}); err != nil {
+	if err := claim(s.dir, claimRecord{Shim: self, Port: s.rec.Port, Cgroups: s.plan, Shared: s.sv != nil}); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return exitOwned
 		}
-		fmt.Fprintf(os.Stderr, "shim: %v\n", err)
+		fmt.Fprintf(s.stderr(), "shim: %v\n", err)
 		return 1
 	}
+	s.claimed = true
 	f, err := logs.Create(s.rec.LogPath, s.rec.LogLimit)
 	if err != nil {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot open the log file: %v", err))
@@ -210,6 +259,10 @@ func (s *shim) adopt() error {
 		return fmt.Errorf("the launch record names no attempt directory (got %q)", s.rec.Dir)
 	}
 	s.dir = s.rec.Dir
+	if s.sv != nil {
+		s.sv.adopted(s) // the attempt's own diagnostics: supervisor.go
+		return nil
+	}
 	f, err := os.OpenFile(filepath.Join(s.dir, shimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open shim log: %w", err)
@@ -223,12 +276,14 @@ func (s *shim) adopt() error {
 	return nil
 }
 
-// readLaunch reads the launch record from launchFD.
-func readLaunch(rec *launchRecord) error {
-	if _, err := unix.FcntlInt(launchFD, unix.F_GETFD, 0); err != nil {
-		return errors.New("the shim was started without its launch pipe (descriptor 4)")
+// readLaunch reads the launch record from f, or from launchFD when f is nil.
+func readLaunch(f *os.File, rec *launchRecord) error {
+	if f == nil {
+		if _, err := unix.FcntlInt(launchFD, unix.F_GETFD, 0); err != nil {
+			return errors.New("the shim was started without its launch pipe (descriptor 4)")
+		}
+		f = os.NewFile(launchFD, "launch")
 	}
-	f := os.NewFile(launchFD, "launch")
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxLaunchRecord))
 	if err != nil {
@@ -249,6 +304,9 @@ func readLaunch(rec *launchRecord) error {
 // isolate prepares an isolated job's surroundings: its private /tmp and
 // the shim thread's restrictions that its processes inherit.
 func (s *shim) isolate() error {
+	if s.sv != nil {
+		return s.isolateThread() // supervisor.go
+	}
 	if s.rec.PrivateTmp {
 		if err := privateTmp(s.rec.TmpDir); err != nil {
 			return fmt.Errorf("cannot give the job a private /tmp: %w", err)
@@ -323,7 +381,7 @@ func (s *shim) launchGrace() time.Duration {
 func (s *shim) enterGroups(planErr error) {
 	a, err := s.plan, planErr
 	if err == nil {
-		if err = a.Create(); err == nil {
+		if err = a.Create(); err == nil && s.sv == nil {
 			if err = a.EnterShim(); err != nil {
 				_ = a.Remove(0)
 			}
@@ -345,6 +403,9 @@ func (s *shim) enterGroups(planErr error) {
 // startProcess starts a process of the job: in the job's cgroups when the
 // attempt has them.
 func (s *shim) startProcess(path string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+	if s.sv != nil {
+		return s.sv.startProcess(s, path, argv, attr) // supervisor.go
+	}
 	if s.cg == nil {
 		return os.StartProcess(path, argv, attr)
 	}
@@ -382,6 +443,9 @@ func (s *shim) finishEarly(reason domain.Reason, msg string) int {
 }
 
 func (s *shim) finish(r *exitRecord) int {
+	if msg := s.failure.Load(); msg != nil && r.State != domain.AttemptFailed {
+		r.State, r.Reason, r.Message = domain.AttemptFailed, domain.ReasonLaunchFailed, *msg+"; "+r.Message
+	}
 	if s.log != nil {
 		s.sealOutputs(r) // checkpoints.go
 	}
@@ -390,7 +454,7 @@ func (s *shim) finish(r *exitRecord) int {
 	}
 	b, _ := json.Marshal(r)
 	if err := writeFileAtomic(filepath.Join(s.dir, exitFile), append(b, '\n'), 0o600); err != nil {
-		fmt.Fprintf(os.Stderr, "shim: write exit record: %v\n", err)
+		fmt.Fprintf(s.stderr(), "shim: write exit record: %v\n", err)
 		return 1
 	}
 	s.notify("exited")
@@ -426,8 +490,11 @@ func (s *shim) supervise() int {
 		return s.finishEarly(domain.ReasonLaunchFailed, fmt.Sprintf("cannot set up the process's output: %v", err))
 	}
 	// Orphaned descendants are re-parented to the shim, so none escapes the
-	// cleanup after the process exits by leaving the process group.
-	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// cleanup after the process exits by leaving the process group. (A
+	// shared supervisor is one from its start.)
+	if s.sv == nil {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
 	env := rec.Env
 	if env == nil {
 		env = []string{}
@@ -455,22 +522,31 @@ func (s *shim) supervise() int {
 	}
 	startedAt := time.Now().UTC()
 	pid := proc.Pid
+	s.pid, s.proc = pid, proc
 	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
 	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argvJSON, _ := json.Marshal(argv)
 	s.log.system("started %s as pid %d in %s", argvJSON, pid, rec.WorkDir)
-	if s.cg != nil {
+	if shimTestHook != nil {
+		shimTestHook(s)
+	}
+	switch {
+	case s.sv != nil:
+		if s.cg == nil {
+			s.track = startTracker(s.dir, s.self, pid) // the shared supervisor's own children are not all this attempt's
+		}
+	case s.cg != nil:
 		// The kernel's OOM killer must pick the user's process, never the
 		// shim (which is outside the job's memory group anyway). The child
 		// was forked before this, so it keeps its own score.
 		_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
-	} else {
-		s.track = startTracker(s.dir, s.self.PID)
+	default:
+		s.track = startTracker(s.dir, s.self, 0)
 	}
 
 	stopScan, scanDone := make(chan struct{}), make(chan struct{})
 	if ckw != nil {
-		go ckw.run(stopScan, scanDone)
+		s.goSafe(func() { ckw.run(stopScan, scanDone) })
 	} else {
 		close(scanDone)
 	}
@@ -478,17 +554,18 @@ func (s *shim) supervise() int {
 	var lastErrLine string
 	pumped := make(chan struct{}, 2) // a value for each output drained
 	prog := newProgressSink(filepath.Join(s.dir, metricsFile), s.notify)
-	go func() { s.log.pumpProgress(outR, logs.Stdout, nil, prog); pumped <- struct{}{} }()
-	go func() { s.log.pump(errR, logs.Stderr, &lastErrLine); pumped <- struct{}{} }()
+	s.goSafe(func() { defer func() { pumped <- struct{}{} }(); s.log.pumpProgress(outR, logs.Stdout, nil, prog) })
+	s.goSafe(func() { defer func() { pumped <- struct{}{} }(); s.log.pump(errR, logs.Stderr, &lastErrLine) })
 
 	type waited struct {
 		st  *os.ProcessState
 		err error
 	}
 	exitCh := make(chan waited, 1)
+	s.waiting = true
 	go func() {
 		awaitExit(pid)
-		st, err := proc.Wait()
+		st, err := s.wait(proc)
 		exitCh <- waited{st, err}
 	}()
 
@@ -530,12 +607,12 @@ loop:
 			if s.toMain() {
 				_ = syscall.Kill(-pid, syscall.SIGTERM) // the rest of the group, told now
 			}
-			if reapExited() {
+			if s.groupDone(pid) {
 				break loop
 			}
 			pollC = time.After(groupPoll)
 		case <-pollC:
-			if reapExited() {
+			if s.groupDone(pid) {
 				break loop
 			}
 			pollC = time.After(groupPoll)
@@ -574,7 +651,11 @@ loop:
 			s.log.system("%v", err)
 		}
 	}
-	reapOrphans(time.Now().Add(reapWait))
+	if s.sv == nil {
+		reapOrphans(time.Now().Add(reapWait))
+	} else if s.cg == nil {
+		s.sv.endTracked(s, pid) // supervisor.go
+	}
 	s.track.stop()
 	s.removeTmp()
 	s.removeCheckpointTmp()

@@ -21,7 +21,9 @@ func TestSpareShim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(testConfig(self))
+	cfg := testConfig(self)
+	cfg.Supervisor = SupervisorPerAttempt // spares are shims of their own
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,9 @@ func TestNoSpareWithMountNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(testConfig(self))
+	cfg := testConfig(self)
+	cfg.Supervisor = SupervisorPerAttempt // spares are shims of their own
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,6 +117,23 @@ func (s *shim) warnSignal() (sig syscall.Signal, at time.Duration, ok bool) {
 	return sig, s.rec.Timeout - w.Before, true
 }
 
+// groupDone reports whether none of the attempt's processes is left
+// once its main process (pid) has been waited for. A shim of its own
+// reaps its exited children (re-parented descendants of the user's
+// process) and looks for any left; a shared supervisor, whose other
+// children are other attempts', looks in the attempt's groups, else for
+// the attempt's processes as its tracker finds them (its reaper reaps).
+func (s *shim) groupDone(pid int) bool {
+	switch {
+	case s.sv == nil:
+		return reapExited()
+	case s.cg != nil:
+		return s.cg.JobDone()
+	default:
+		return len(sharedAttemptProcs(procTable(), s.self, pid, readProcs(filepath.Join(s.dir, procsFile)))) == 0
+	}
+}
+
 // reapExited reaps the shim's exited children (re-parented descendants of
 // the user's process) and reports whether none is left. It must not run
 // before the main process has been waited for.

@@ -81,20 +81,30 @@ func reapAttempt(dir string) error {
 
 // sweep ends the attempt's processes found without cgroups (see above),
 // until deadline.
+//
+// An attempt of a shared supervisor (claimRecord.Shared) shares the
+// supervisor's session with the supervisor's other attempts: while the
+// supervisor lives, only the user's process group and session, the
+// processes recorded and their descendants are ended; once it is dead,
+// every attempt it ran is lost, and its session is ended too.
 func sweep(dir string, deadline time.Time) error {
-	shim, err := readProcID(filepath.Join(dir, shimPIDFile))
+	c, err := readClaim(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no shim claimed the attempt: nothing was started
 	}
 	if err != nil {
 		return err
 	}
+	shim := c.Shim
 	child := 0
-	if b, err := os.ReadFile(filepath.Join(dir, childPIDFile)); err == nil {
+	if b, err := readSmall(filepath.Join(dir, childPIDFile)); err == nil {
 		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	recorded := readProcs(filepath.Join(dir, procsFile))
 	members := func() []int {
+		if c.Shared && shim.alive() {
+			return sharedAttemptProcs(procTable(), shim, child, recorded)
+		}
 		return attemptProcs(procTable(), shim, child, recorded)
 	}
 	for {
@@ -198,6 +208,44 @@ func attemptProcs(t map[int]procInfo, shim procID, child int, recorded map[int]u
 	return out
 }
 
+// sharedAttemptProcs lists the live processes of an attempt of the shared
+// supervisor sup in the table: the user's process child, those in its
+// process group or in a session it leads, those recorded (pid → start
+// time), and their descendants, all started since the supervisor; never
+// the caller, init or the supervisor, whose other children belong to other
+// attempts.
+func sharedAttemptProcs(t map[int]procInfo, sup procID, child int, recorded map[int]uint64) []int {
+	in := map[int]bool{}
+	for pid, p := range t {
+		if p.start < sup.Start || pid == sup.PID {
+			continue
+		}
+		if child > 0 && (pid == child || p.pgrp == child || p.sid == child) {
+			in[pid] = true
+		}
+		if start, ok := recorded[pid]; ok && start == p.start {
+			in[pid] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for pid, p := range t {
+			if !in[pid] && in[p.ppid] && pid != sup.PID {
+				in[pid], grew = true, true
+			}
+		}
+	}
+	self := os.Getpid()
+	var out []int
+	for pid := range in {
+		if pid != self && pid != 1 && pid != sup.PID && !t[pid].dead {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // readProcs reads a procs file: "<pid> <start>" lines.
 func readProcs(path string) map[int]uint64 {
 	b, _ := os.ReadFile(path)
@@ -219,17 +267,34 @@ type tracker struct {
 	done chan struct{}
 }
 
-func startTracker(dir string, shimPID int) *tracker {
+// startTracker starts recording the attempt's processes in dir. Under a
+// shared supervisor (child > 0), whose children are not all the
+// attempt's, it records the user's process (child), its group and
+// session, and their descendants, and keeps every process it recorded
+// while it lives: one orphaned (re-parented to the supervisor) is still
+// the attempt's.
+func startTracker(dir string, shim procID, child int) *tracker {
 	tr := &tracker{quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(tr.done)
 		t := time.NewTicker(trackEvery)
 		defer t.Stop()
 		var last string
+		recorded := map[int]uint64{}
 		for {
 			table := procTable()
+			var pids []int
+			if child > 0 {
+				pids = sharedAttemptProcs(table, shim, child, recorded)
+				clear(recorded)
+				for _, pid := range pids {
+					recorded[pid] = table[pid].start
+				}
+			} else {
+				pids = attemptProcs(table, procID{PID: shim.PID}, 0, nil)
+			}
 			var buf strings.Builder
-			for _, pid := range attemptProcs(table, procID{PID: shimPID}, 0, nil) {
+			for _, pid := range pids {
 				fmt.Fprintf(&buf, "%d %d\n", pid, table[pid].start)
 			}
 			if cur := buf.String(); cur != last {

@@ -14,7 +14,10 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -223,17 +226,26 @@ type usage struct {
 	source string
 }
 
+// sharedSupervisor reports whether the attempt's claim (shim.pid) names a
+// supervisor shared by many attempts: a line "shared".
+func sharedSupervisor(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "shim.pid"))
+	return err == nil && slices.Contains(strings.Split(string(b), "\n"), "shared")
+}
+
 // readAttempt measures the attempt whose supervisor writes into dir: its
 // cgroup when the user's process is in a Trainyard memory group, else the
 // process tree under the supervisor (the user's process, its descendants and
-// orphans re-parented to the supervisor).
+// orphans re-parented to the supervisor). Under a supervisor shared by many
+// attempts (its claim says "shared"), whose children are every attempt's,
+// the tree under the user's process only.
 func (s *Sampler) readAttempt(procs *procTable, dir string) (usage, bool) {
 	child, ok := readPIDFile(dir, "child.pid")
 	if !ok {
 		return usage{}, false
 	}
 	roots := []int{child}
-	if shim, ok := readPIDFile(dir, "shim.pid"); ok && procs.alive(shim) {
+	if shim, ok := readPIDFile(dir, "shim.pid"); ok && procs.alive(shim) && !sharedSupervisor(dir) {
 		roots = procs.childrenOf(shim)
 	}
 	u := procs.tree(roots)

@@ -114,6 +114,24 @@ func TestSamplerWalksTheSupervisorsTree(t *testing.T) {
 	}
 }
 
+func TestSamplerSharedSupervisorCountsItsAttemptOnly(t *testing.T) {
+	// The test process plays a supervisor shared by two attempts: only
+	// the tree under this attempt's process counts.
+	dir := t.TempDir()
+	a, b := startBusy(t), startBusy(t)
+	writePID(t, dir, "child.pid", a.Process.Pid)
+	claim := strconv.Itoa(os.Getpid()) + " 1\nshared\n"
+	if err := os.WriteFile(filepath.Join(dir, "shim.pid"), []byte(claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Targets: func(context.Context) []Target { return []Target{{JobID: 1, Attempt: 1, Dir: dir}} }})
+	s.SampleOnce(context.Background())
+	got := s.Latest()
+	if len(got) != 1 || got[0].Processes != 1 {
+		t.Fatalf("want only the attempt's process (pid %d) counted, not the other attempt's (pid %d), got %+v", a.Process.Pid, b.Process.Pid, got)
+	}
+}
+
 func TestSamplerGoneOrUnstartedAttempt(t *testing.T) {
 	cases := map[string]func(dir string){
 		"no child.pid yet":  func(string) {},

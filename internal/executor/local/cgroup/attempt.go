@@ -6,9 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DetectTracking finds a hierarchy where each attempt's processes can be
@@ -128,6 +131,9 @@ type Attempt struct {
 	Limit       int64       `json:"limit,omitempty"`
 	CPUs        float64     `json:"cpus,omitempty"`
 	Hierarchies []Hierarchy `json:"hierarchies"`
+	// NoShim: the supervisor has no group of the attempt (a supervisor
+	// shared by many attempts stays in its own; see StartInJobThread).
+	NoShim bool `json:"no_shim,omitempty"`
 
 	homes []string // per hierarchy: where the caller was before EnterShim
 	// noCloneInto: the kernel refused CLONE_INTO_CGROUP (StartInJob).
@@ -144,7 +150,10 @@ func (a *Attempt) shimDir(h Hierarchy) string { return filepath.Join(h.Parent, a
 func (a *Attempt) Dirs() []string {
 	var dirs []string
 	for _, h := range a.Hierarchies {
-		dirs = append(dirs, a.jobDir(h), a.shimDir(h))
+		dirs = append(dirs, a.jobDir(h))
+		if !a.NoShim {
+			dirs = append(dirs, a.shimDir(h))
+		}
 	}
 	return dirs
 }
@@ -162,7 +171,7 @@ func (a *Attempt) Create() error {
 		if err == nil && h.CPU && a.CPUs > 0 {
 			err = g.setCPUs(a.CPUs)
 		}
-		if err == nil {
+		if err == nil && !a.NoShim {
 			_, err = h.create(a.Name+ShimSuffix, 0)
 		}
 		if err != nil {
@@ -241,6 +250,83 @@ func (a *Attempt) StartInJob(start func(cgroupFD int) error) error {
 	return err
 }
 
+// StartInJobThread runs start (which starts a process from the calling
+// thread, locked to it) so that the process is born in the job's groups
+// while the calling process stays in its own: the way of a supervisor
+// shared by many attempts. In a v2 hierarchy start is given an open
+// descriptor of the job's group (cgroupFD, else -1) to start the process
+// into (CLONE_INTO_CGROUP); in v1 hierarchies the calling thread alone
+// moves into the job's groups for the fork (a child is born in its
+// forking thread's groups) and back after it. Where the kernel refuses
+// CLONE_INTO_CGROUP, the process is moved into the job's v2 group right
+// after its start: it runs outside of it for that moment. start returns
+// the started process's pid (0: none).
+func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error {
+	fd := -1
+	var v2 []Hierarchy
+	for _, h := range a.Hierarchies {
+		if h.Version != V2 {
+			continue
+		}
+		v2 = append(v2, h)
+		if fd >= 0 || a.noCloneInto {
+			continue
+		}
+		f, err := os.Open(a.jobDir(h))
+		if err != nil {
+			return fmt.Errorf("open cgroup %s: %w", a.jobDir(h), err)
+		}
+		defer f.Close()
+		fd = int(f.Fd())
+	}
+	tid := strconv.Itoa(unix.Gettid())
+	var homes []string
+	var errs []error
+	for _, h := range a.Hierarchies {
+		if h.Version == V2 {
+			continue
+		}
+		home := h.threadGroup()
+		if err := os.WriteFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid), 0); err != nil {
+			errs = append(errs, fmt.Errorf("move the supervisor's thread into cgroup %s: %w", a.jobDir(h), err))
+			break
+		}
+		homes = append(homes, home)
+	}
+	back := func() error {
+		var errs []error
+		for _, home := range homes {
+			if err := os.WriteFile(filepath.Join(home, "tasks"), []byte(tid), 0); err != nil {
+				errs = append(errs, fmt.Errorf("move the supervisor's thread back into cgroup %s: %w", home, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		return errors.Join(append(errs, back())...)
+	}
+	pid, err := start(fd)
+	if fd >= 0 && err != nil && cloneIntoRefused(err) {
+		a.noCloneInto = true
+		fd = -1
+		pid, err = start(-1)
+	}
+	if berr := back(); berr != nil {
+		errs = append(errs, berr)
+	}
+	if err != nil {
+		return errors.Join(append([]error{err}, errs...)...)
+	}
+	if fd < 0 && pid > 0 {
+		for _, h := range v2 {
+			if werr := os.WriteFile(filepath.Join(a.jobDir(h), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); werr != nil {
+				errs = append(errs, fmt.Errorf("move pid %d into cgroup %s: %w", pid, a.jobDir(h), werr))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // cloneIntoRefused reports whether a process start failed because the
 // kernel has no CLONE_INTO_CGROUP (clone3 missing or refusing the flag).
 func cloneIntoRefused(err error) bool {
@@ -291,13 +377,28 @@ func (a *Attempt) KillJob(wait time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// JobDone reports whether no live process is left in the job's groups
+// (those that exited and wait to be reaped do not count); an unreadable
+// group counts as not done.
+func (a *Attempt) JobDone() bool {
+	for _, h := range a.Hierarchies {
+		if pids, err := treePids(a.jobDir(h), 0); err != nil || len(pids) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Kill ends every process of the attempt, the supervisor's groups included
 // (the caller excepted), and waits up to wait until none is left: what
 // whoever finds the supervisor dead does before the attempt may run again.
 func (a *Attempt) Kill(wait time.Duration) error {
 	var errs []error
 	for _, h := range a.Hierarchies {
-		errs = append(errs, kill(a.jobDir(h), wait), kill(a.shimDir(h), wait))
+		errs = append(errs, kill(a.jobDir(h), wait))
+		if !a.NoShim {
+			errs = append(errs, kill(a.shimDir(h), wait))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -314,7 +415,10 @@ func (a *Attempt) Remove(wait time.Duration) error {
 	a.homes = nil
 	var errs []error
 	for _, h := range a.Hierarchies {
-		errs = append(errs, removeTree(a.jobDir(h), wait), removeTree(a.shimDir(h), wait))
+		errs = append(errs, removeTree(a.jobDir(h), wait))
+		if !a.NoShim {
+			errs = append(errs, removeTree(a.shimDir(h), wait))
+		}
 	}
 	return errors.Join(errs...)
 }

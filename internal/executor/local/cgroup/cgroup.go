@@ -343,7 +343,13 @@ func (g *Group) Limit() int64 { return g.limit }
 // ownGroup returns the directory of the calling process's current group in
 // this hierarchy, or the mount point when it cannot be found.
 func (h Hierarchy) ownGroup() string {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	return h.groupIn("/proc/self/cgroup")
+}
+
+// groupIn returns the directory of this hierarchy's group in the cgroup
+// listing file, or the mount point when it cannot be found.
+func (h Hierarchy) groupIn(file string) string {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return h.Mount
 	}
@@ -368,6 +374,12 @@ func (h Hierarchy) ownGroup() string {
 		}
 	}
 	return h.Mount
+}
+
+// threadGroup returns the directory of the calling thread's current group
+// in this (v1) hierarchy, or the mount point when it cannot be found.
+func (h Hierarchy) threadGroup() string {
+	return h.groupIn("/proc/thread-self/cgroup")
 }
 
 // controller is the v1 controller of h; hierarchies recorded before
