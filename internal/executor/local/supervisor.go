@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,8 +54,11 @@ import (
 //   - a panic in an attempt's goroutines ends and records that attempt
 //     (failed, with the panic's text), never the others.
 //
-// The supervisor scores -1000 for the kernel's OOM killer; the job's
-// processes get the score it had before back right after their start.
+// The supervisor keeps the OOM score it was started with: a lower one
+// would be inherited by every process a job forks before the supervisor
+// could raise its score again, and an unprivileged job could keep it (and
+// lower its score back to it) for good. Its small size keeps it last in
+// the OOM killer's choice anyway.
 // Once the executor's end of the socket closes (the server stopped, or
 // restarted, upgraded), the supervisor takes no more attempts and exits
 // after its last one ended. Its death closes every attempt's event pipe:
@@ -100,9 +102,8 @@ func isKid(pid int) bool {
 
 // supervisor is the state of a shared supervisor process.
 type supervisor struct {
-	self   procID
-	seq    atomic.Uint64 // names the attempts' cgroups
-	oomAdj []byte        // the score to give the job's processes; nil: leave theirs
+	self procID
+	seq  atomic.Uint64 // names the attempts' cgroups
 
 	forks chan func() // run on a forker's thread
 
@@ -134,11 +135,6 @@ func sharedMain(sigs chan os.Signal) int {
 	// none escapes its attempt's cleanup by leaving its process group.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	sv := &supervisor{self: self, attempts: map[*shim]string{}, done: make(chan struct{}), forks: make(chan func())}
-	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
-		if os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0) == nil {
-			sv.oomAdj = b
-		}
-	}
 	kids.pids = map[int]bool{}
 	kids.kick = make(chan struct{}, 1)
 	chld := make(chan os.Signal, 1)
@@ -404,9 +400,6 @@ func (sv *supervisor) startHere(s *shim, path string, argv []string, attr *os.Pr
 			s.log.system("%v", err)
 		}
 		err = nil
-	}
-	if proc != nil && sv.oomAdj != nil {
-		_ = os.WriteFile("/proc/"+strconv.Itoa(proc.Pid)+"/oom_score_adj", sv.oomAdj, 0)
 	}
 	return proc, err
 }

@@ -323,3 +323,38 @@ func TestIsolationStaysWithItsAttempt(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSupervisorKeepsItsOOMScore: a shared supervisor scores for the OOM
+// killer no lower than the server that started it, since whatever a job
+// forks before its score could be raised again keeps the supervisor's.
+func TestSupervisorKeepsItsOOMScore(t *testing.T) {
+	e := newExec(t)
+	if !e.sharedMode {
+		t.Skip("attempts have supervisors of their own here")
+	}
+	h := executortest.NewHarness(t, e)
+	a := h.Launch(t, shell("sleep 300"), nil)
+	started := h.Wait(t, a.Ref, executor.Started)
+	score := func(pid int) int {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/oom_score_adj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	own := score(os.Getpid())
+	if got := score(shimID(t, a).PID); got < own {
+		t.Errorf("the supervisor scores %d for the OOM killer, below the server's %d: jobs would inherit it", got, own)
+	}
+	if got := score(started.PID); got < own {
+		t.Errorf("the job scores %d for the OOM killer, below the server's %d", got, own)
+	}
+	if err := e.Stop(context.Background(), a.Ref, executor.StopRequest{Grace: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	h.Wait(t, a.Ref, executor.Exited)
+}
