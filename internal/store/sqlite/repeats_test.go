@@ -130,9 +130,21 @@ func TestCreateJobLookingOneTransaction(t *testing.T) {
 	}
 }
 
+// Creates of one transaction that read their repeats from the jobs the
+// transaction created: the newest of a spec stop counting once the
+// submitter created DuplicateScan jobs after them.
+func TestCreateJobLookingRemembered(t *testing.T) {
+	specs := slices.Concat(slices.Repeat([]string{"s1", "s0"}, store.DuplicateShown+2),
+		slices.Repeat([]string{"s0"}, store.DuplicateScan-store.DuplicateShown-4),
+		slices.Repeat([]string{"s1"}, store.DuplicateShown+2))
+	testLookingOneTransaction(t, nil, specs...)
+}
+
 // testLookingOneTransaction creates alice's jobs of the seed specs, then
-// creates more in one transaction and checks what each read.
-func testLookingOneTransaction(t *testing.T, seed []string) {
+// creates more in one transaction and checks what each read: of specs,
+// or by default 24 alternating between two specs with another write
+// between.
+func testLookingOneTransaction(t *testing.T, seed []string, specs ...string) {
 	s := openTest(t)
 	ctx := context.Background()
 	input := func(spec string) store.NewJob {
@@ -154,18 +166,24 @@ func testLookingOneTransaction(t *testing.T, seed []string) {
 	}()
 	<-started
 	batches := s.batches.Load()
-	const n = 24
+	n, between := len(specs), -1
+	if n == 0 {
+		n, between = 24, 12
+	}
 	results := make([]lookResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		queued := len(s.reqs)
 		wg.Go(func() {
-			if i == 12 { // another write: nothing known stays
+			if i == between { // another write: nothing known stays
 				errs[i] = s.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 				return
 			}
 			spec := []string{"s2", "s1"}[i%2]
+			if len(specs) > 0 {
+				spec = specs[i]
+			}
 			j, created, rep, err := s.CreateJobLooking(ctx, input(spec), rec, time.Unix(0, 0))
 			if err == nil && (!created || rep.Err != nil) {
 				err = fmt.Errorf("created=%v, look: %v", created, rep.Err)
@@ -190,5 +208,8 @@ func testLookingOneTransaction(t *testing.T, seed []string) {
 	if got := s.batches.Load() - batches; got != 2 {
 		t.Fatalf("%d transactions, want 2: the held one and the queued requests'", got)
 	}
-	checkRepeats(t, s, slices.Delete(results, 12, 13))
+	if between >= 0 {
+		results = slices.Delete(results, between, between+1)
+	}
+	checkRepeats(t, s, results)
 }
