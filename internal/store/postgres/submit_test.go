@@ -2,9 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/store"
 )
 
 // TestFailedLookFailsNoCreate: a create whose look for repeats fails is
@@ -30,5 +35,99 @@ func TestFailedLookFailsNoCreate(t *testing.T) {
 	_, created, rep, err := s.CreateJobLooking(ctx, testNewJob(t, "x"), rec, t0.Add(-1))
 	if err != nil || !created || rep.Err != nil || len(rep.Jobs) != 2 || rep.Jobs[0].ID != job.ID || rep.Jobs[1].ID != first.ID {
 		t.Errorf("next create: created=%v, %v, read %+v; want jobs %d and %d", created, err, rep, job.ID, first.ID)
+	}
+}
+
+// TestLooksOfABatchShareAStatement: creates of one submitter and spec that
+// share a batch, each asking for its own since, read what SameSpecJobs
+// reads for that since as the batch begins, finished jobs submitted
+// between their since values included.
+func TestLooksOfABatchShareAStatement(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	rec := domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
+	ms := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+	createTestJob(t, s, "other")
+	for i := range 12 {
+		p := testNewJob(t, "x")
+		p.SubmittedAt = ms(i)
+		j, _, err := s.CreateJob(ctx, p, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 || i > 6 && i != 10 { // finished: counted only when submitted at or after since
+			errs, err := s.Apply(ctx, []store.Change{{JobID: j.ID, Move: domain.MoveCancel().Only(domain.JobQueued),
+				Reason: domain.ReasonCanceledByUser, Actor: "user:test", At: ms(i)}})
+			if err = errors.Join(err, errors.Join(errs...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, sinces := range [][]int{{0, 12}, {3, 4, 5}, {7, 9, 11, 13}, {-1, 5, 5, 10}, {6, 6}} {
+		t.Run(fmt.Sprint(sinces), func(t *testing.T) {
+			want := make([]string, len(sinces))
+			for i, since := range sinces {
+				jobs, more, err := s.SameSpecJobs(ctx, "alice", testNewJob(t, "x").SpecHash, ms(since))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = fmt.Sprint(jobs, more)
+			}
+			// Hold the writer while the creates queue, so they share a batch.
+			started, release := make(chan struct{}), make(chan struct{})
+			held := make(chan error, 1)
+			go func() {
+				held <- s.write(ctx, func(*writer) error { close(started); <-release; return nil })
+			}()
+			<-started
+			batches := s.batches.Load()
+			got := make([]string, len(sinces))
+			errs := make([]error, len(sinces))
+			var wg sync.WaitGroup
+			for i, since := range sinces {
+				queued := len(s.reqs)
+				wg.Go(func() {
+					p := testNewJob(t, "x")
+					p.SubmittedAt = ms(20)
+					_, created, rep, err := s.CreateJobLooking(ctx, p, rec, ms(since))
+					if err == nil && (!created || rep.Err != nil) {
+						err = fmt.Errorf("created=%v, look: %v", created, rep.Err)
+					}
+					got[i], errs[i] = fmt.Sprint(rep.Jobs, rep.More), err
+				})
+				for deadline := time.Now().Add(10 * time.Second); len(s.reqs) == queued; {
+					if time.Now().After(deadline) {
+						t.Fatal("request did not queue")
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			close(release)
+			wg.Wait()
+			if err := errors.Join(append(errs, <-held)...); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.batches.Load() - batches; n != 2 {
+				t.Fatalf("%d batches, want 2: the held one and the creates'", n)
+			}
+			for i := range sinces {
+				if got[i] != want[i] {
+					t.Errorf("since %d read %s, want %s", sinces[i], got[i], want[i])
+				}
+			}
+			// Cancel what the batch created, so the next case reads as this did.
+			jobs, _, err := s.SameSpecJobs(ctx, "alice", testNewJob(t, "x").SpecHash, ms(1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if j.SubmittedAt.Equal(ms(20)) {
+					if _, err := s.Apply(ctx, []store.Change{{JobID: j.ID, Move: domain.MoveCancel().Only(domain.JobQueued),
+						Reason: domain.ReasonCanceledByUser, Actor: "user:test", At: ms(20)}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
