@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"trainyard/internal/audit"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
@@ -129,5 +130,59 @@ func TestLooksOfABatchShareAStatement(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPredictedBatches: after an audited batch, the writer's next one
+// costs one round trip, its audit chain's head and job ids predicted; when
+// another writer appended to the chain or took job ids in between, the
+// batch runs again reading them, and the chain stays intact, the ids
+// unique.
+func TestPredictedBatches(t *testing.T) {
+	ctx := context.Background()
+	dsn := newSchema(t)
+	a, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ids := map[int64]bool{}
+	create := func(s *Store, roundTrips int) {
+		t.Helper()
+		flushes := s.w.flushes // read between batches: the writer is idle
+		j := createTestJob(t, s, "x")
+		if ids[j.ID] {
+			t.Fatalf("job id %d handed out twice", j.ID)
+		}
+		ids[j.ID] = true
+		if n := s.w.flushes - flushes; n != roundTrips {
+			t.Errorf("create (job %d) took %d round trips, want %d", j.ID, n, roundTrips)
+		}
+	}
+	create(a, 2) // nothing known yet
+	create(a, 1)
+	create(b, 2)
+	create(a, 3) // b appended: the prediction fails, then read again
+	create(a, 1)
+	if err := b.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
+		t.Fatal(err)
+	}
+	create(a, 3)
+	create(a, 1)
+	if _, err := b.pool.Exec(ctx, `SELECT nextval('jobs_id_seq')`); err != nil {
+		t.Fatal(err)
+	}
+	create(a, 3) // b took a job id
+	create(a, 1)
+	create(b, 3)
+	create(b, 1)
+	rep, err := audit.Verify(store.AuditRecords(ctx, a, 0, 100))
+	if err != nil || !rep.OK() || rep.Records != int64(len(ids))+1 {
+		t.Fatalf("audit chain: %+v, %v; want %d intact records", rep, err, len(ids)+1)
 	}
 }
