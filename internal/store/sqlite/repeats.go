@@ -18,9 +18,11 @@ import (
 // only.
 
 //
-// Once a submitter created DuplicateShown+1 jobs of a spec in the running
-// transaction, a look at that spec needs no reading at all: it reads
-// those jobs (see repeatMemo).
+// Once a submitter created DuplicateShown+1 jobs of a spec, a look at
+// that spec needs no reading at all: it reads those jobs (see
+// repeatMemo). The writer alone writes the database, so what it knows of
+// them stays true from one transaction to the next while the requests
+// that run are creates that commit.
 
 // repeatWindows is what the writer knows of submitters' windows in the
 // running transaction. It stays true only while the requests that run are
@@ -29,10 +31,11 @@ import (
 type repeatWindows struct {
 	seen map[string]bool          // submitters looked up in this transaction
 	wins map[string]*repeatWindow // and those looked up twice
-	// creates counts each submitter's creates in this transaction.
+	// creates counts each submitter's creates since the writer last
+	// forgot (forget).
 	creates map[string]int
-	// memos holds each submitter's newest jobs of each spec created in
-	// this transaction: see repeatMemo.
+	// memos holds each submitter's newest jobs of each spec created
+	// since: see repeatMemo.
 	memos map[repeatKey]*repeatMemo
 	// Set by the running request (see createJob).
 	keep    bool   // it is a create: it changes no job but the one it adds
@@ -44,13 +47,13 @@ type repeatWindows struct {
 // repeatKey names a submitter's jobs of one spec.
 type repeatKey struct{ submitter, specHash string }
 
-// repeatMemo is a submitter's newest jobs of one spec created in the
-// running transaction, newest first, DuplicateShown+1 at most, with each
-// one's place among the submitter's creates of the transaction (1 the
-// first). Every job of the spec newer than the oldest of them is among
-// them, and each is queued (live), so when there are DuplicateShown+1
-// and the oldest is still among the submitter's newest DuplicateScan
-// jobs, they are what a look reads, whatever since it asks for.
+// repeatMemo is a submitter's newest jobs of one spec created since the
+// writer last forgot, newest first, DuplicateShown+1 at most, with each
+// one's place among the submitter's creates since (1 the first). Every
+// job of the spec newer than the oldest of them is among them, and each
+// is queued (live), so when there are DuplicateShown+1 and the oldest is
+// still among the submitter's newest DuplicateScan jobs, they are what a
+// look reads, whatever since it asks for.
 type repeatMemo struct {
 	jobs []domain.Job
 	ords []int
@@ -94,13 +97,23 @@ func (w *repeatWindow) start() (from int64, skip int) {
 	return 0, max(0, w.n+w.added-store.DuplicateScan)
 }
 
-// begin starts a transaction: nothing is known.
+// maxMemos bounds the submitters and specs the writer remembers; past
+// it, it forgets them all.
+const maxMemos = 1024
+
+// begin starts a transaction: no window is known; the memos of the
+// creates committed before stay true.
 func (r *repeatWindows) begin() {
-	r.forget()
+	clear(r.seen)
+	clear(r.wins)
+	if len(r.memos) > maxMemos || len(r.creates) > maxMemos {
+		r.forget()
+	}
 	r.startRequest()
 }
 
-// forget drops everything known.
+// forget drops everything known: a request changed more than the job it
+// added, or failed, or its transaction rolled back.
 func (r *repeatWindows) forget() {
 	clear(r.seen)
 	clear(r.wins)

@@ -213,3 +213,73 @@ func testLookingOneTransaction(t *testing.T, seed []string, specs ...string) {
 	}
 	checkRepeats(t, s, results)
 }
+
+// Creates in transactions of their own, and in one whose first run rolls
+// back, read the repeats SameSpecJobs would have read just before each,
+// from what the writer remembers of earlier transactions' creates, as
+// the submitter's window moves past them.
+func TestCreateJobLookingAcrossTransactions(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	rec := domain.AuditRecord{Actor: "user:test", Action: "job.submit", Target: "job:{id}", Result: domain.AuditOK}
+	since := time.Unix(0, 0)
+	var results []lookResult
+	create := func(spec string) {
+		t.Helper()
+		p := testNewJob(t, spec)
+		p.Submitter, p.Actor = "alice", "user:alice"
+		j, created, rep, err := s.CreateJobLooking(ctx, p, rec, since)
+		if err != nil || !created || rep.Err != nil {
+			t.Fatalf("create: created=%v, %v, look: %v", created, err, rep.Err)
+		}
+		results = append(results, lookResult{j, rep})
+	}
+	for range store.DuplicateShown + 3 {
+		create("s1")
+	}
+	// A batch whose first run rolls back: two of its creates want one
+	// output directory.
+	release := blockWriter(t, s)
+	type result struct {
+		r   lookResult
+		err error
+	}
+	batch := make(chan result, 6)
+	for i := range cap(batch) {
+		go func() {
+			p := testNewJob(t, "s1")
+			p.Submitter, p.Actor = "alice", "user:alice"
+			if i == 2 || i == 4 {
+				p.OutputDir = func(int64) string { return "/artifacts/same" }
+			}
+			j, _, rep, err := s.CreateJobLooking(ctx, p, rec, since)
+			batch <- result{lookResult{j, rep}, err}
+		}()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	failed := 0
+	for range cap(batch) {
+		r := <-batch
+		if r.err != nil {
+			failed++
+			continue
+		}
+		results = append(results, r.r)
+	}
+	if failed != 1 {
+		t.Fatalf("%d creates of the batch failed, want 1", failed)
+	}
+	for range 2 {
+		create("s1")
+	}
+	// Then the window moves past the remembered jobs of s1: the last
+	// looks read the oldest of them just as it leaves.
+	for range store.DuplicateScan - store.DuplicateShown {
+		create("s0")
+	}
+	for range store.DuplicateShown + 2 {
+		create("s1")
+	}
+	checkRepeats(t, s, results)
+}
