@@ -59,15 +59,15 @@ type repeatMemo struct {
 	ords []int
 }
 
-// answer returns what a look for the memo's submitter and spec reads,
-// given the submitter's creates so far in this transaction; ok is false
-// when only the query tells.
+// answer returns the newest DuplicateShown jobs a look for the memo's
+// submitter and spec reads (it reads more), given the submitter's creates
+// so far; ok is false when only the query tells.
 func (m *repeatMemo) answer(creates int) (jobs []domain.Job, ok bool) {
 	// The submitter's jobs newer than the oldest number creates-ord.
 	if len(m.jobs) != store.DuplicateShown+1 || creates-m.ords[len(m.ords)-1] >= store.DuplicateScan {
 		return nil, false
 	}
-	return slices.Clone(m.jobs), true
+	return slices.Clone(m.jobs[:store.DuplicateShown]), true
 }
 
 // add records a new job of the memo's submitter and spec, its place among
@@ -148,8 +148,9 @@ func (r *repeatWindows) endRequest(err error) {
 	r.startRequest()
 }
 
-// memo returns what a look for submitter's jobs of specHash reads when
-// the jobs created in this transaction tell.
+// memo returns the newest DuplicateShown jobs a look for submitter's jobs
+// of specHash reads (it reads more) when the jobs the writer created
+// tell.
 func (r *repeatWindows) memo(submitter, specHash string) ([]domain.Job, bool) {
 	m := r.memos[repeatKey{submitter, specHash}]
 	if m == nil {
@@ -188,9 +189,6 @@ func (w *writer) repeatWindow(submitter string) (*repeatWindow, error) {
 // lookSameSpec runs SameSpecJobs's query in the write transaction, with
 // the walk over the submitter's newest jobs spared when repeatWindow can.
 func (w *writer) lookSameSpec(submitter, specHash string, since time.Time) ([]domain.Job, error) {
-	if jobs, ok := w.repeats.memo(submitter, specHash); ok {
-		return jobs, nil
-	}
 	win, err := w.repeatWindow(submitter)
 	if err != nil {
 		return nil, err
