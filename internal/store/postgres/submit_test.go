@@ -186,3 +186,28 @@ func TestPredictedBatches(t *testing.T) {
 		t.Fatalf("audit chain: %+v, %v; want %d intact records", rep, err, len(ids)+1)
 	}
 }
+
+// TestSnapshotOfAFailedCreate: a create that fails leaves its config
+// snapshot unstored, and the writer knows it: the next create of that
+// spec stores it.
+func TestSnapshotOfAFailedCreate(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	rec := domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
+	same := func(int64) string { return "/artifacts/same" }
+	first := testNewJob(t, "first")
+	first.OutputDir = same
+	if _, _, err := s.CreateJob(ctx, first, rec); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		createTestJob(t, s, "other") // a batch that commits snapshots
+	}
+	clash := testNewJob(t, "new")
+	clash.OutputDir = same
+	if _, _, err := s.CreateJob(ctx, clash, rec); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("create into a used output directory: %v, want ErrConflict", err)
+	}
+	createTestJob(t, s, "new")
+	createTestJob(t, s, "new")
+}
