@@ -16,7 +16,6 @@ import (
 // where that window starts once, at the second look, and counts the
 // submitter's creates after it: a later look steps over that many ids
 // only.
-
 //
 // Once a submitter created DuplicateShown+1 jobs of a spec, a look at
 // that spec needs no reading at all: it reads those jobs (see
