@@ -168,18 +168,24 @@ func TestPredictedBatches(t *testing.T) {
 	create(a, 1)
 	create(b, 2)
 	create(a, 3) // b appended: the prediction fails, then read again
+	create(a, 2) // and reads once more, finding what it left
 	create(a, 1)
 	if err := b.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
 	}
 	create(a, 3)
+	create(b, 2) // a wrote between: read
+	create(a, 2)
+	create(a, 2)
 	create(a, 1)
 	if _, err := b.pool.Exec(ctx, `SELECT nextval('jobs_id_seq')`); err != nil {
 		t.Fatal(err)
 	}
 	create(a, 3) // b took a job id
+	create(a, 2)
 	create(a, 1)
-	create(b, 3)
+	create(b, 2) // a wrote since b last read
+	create(b, 2)
 	create(b, 1)
 	// An audited batch that creates no job: one round trip too.
 	flushes := b.w.flushes

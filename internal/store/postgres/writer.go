@@ -112,6 +112,10 @@ type writer struct {
 	// began.
 	predicted, began prediction
 	stale            bool
+	// contended reports that another writer came between this one's
+	// batches lately: batches read rather than predict until one finds
+	// what this writer left.
+	contended bool
 	// lookErr is the failure of a look of the running batch: see submit.go.
 	lookErr error
 }
@@ -414,6 +418,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	if fatal != nil && w.stale {
 		// Another writer moved the audit chain or the job ids since this
 		// one's last batch: run it again reading them.
+		w.contended = true
 		w.rollback()
 		if w.conn == nil {
 			if err := w.connect(); err != nil {
@@ -576,7 +581,9 @@ var errStale = errors.New("the audit chain or the job ids moved since the last b
 // writer (a replica) came between: the next batch then neither reads nor
 // waits, it checks in the same round trip as its writes and its commit
 // (predictedStartSQL), and a batch whose check fails is rolled back and
-// runs again reading them (commitBatch).
+// runs again reading them (commitBatch). After such a failure batches
+// read until one finds what this writer left, so replicas that write
+// together do not pay for failed predictions batch after batch.
 func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
@@ -596,7 +603,7 @@ func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 		}
 	}
 	switch {
-	case audited && p.known:
+	case audited && p.known && !w.contended:
 		w.queue("take the audit lock", auditLockSQL)
 		for i := range int64(jobs) {
 			w.ids = append(w.ids, p.lastID+1+i)
@@ -624,6 +631,11 @@ func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 		w.lastID = last
 		if len(w.ids) > 0 {
 			w.lastID = slices.Max(w.ids)
+		}
+		if p.known {
+			// Whether the prediction would have held: no other writer
+			// came between.
+			w.contended = h.seq != p.seq || h.hash != p.hash || w.lastID != p.lastID+int64(jobs)
 		}
 	case jobs > 0:
 		if err := w.queryRow(allocIDsSQL, jobs).Scan(&w.ids); err != nil {
