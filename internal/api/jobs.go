@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -267,6 +266,6 @@ func (h *handler) writeSubmitted(w http.ResponseWriter, job domain.Job, created 
 	} else if h.cfg.Metrics != nil {
 		h.cfg.Metrics.JobSubmitted(job.Project, job.Pool)
 	}
-	w.Header().Set("Location", fmt.Sprintf("/api/v1/jobs/%d", job.ID))
+	w.Header().Set("Location", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10))
 	writeJSON(w, status, out)
 }

@@ -239,16 +239,28 @@ func duplicateRefusal(same []domain.Job, now time.Time) error {
 // duplicateWarning tells the submitter of job that it repeats same (newest
 // first, never empty), and more when there are more.
 func duplicateWarning(job domain.Job, same []domain.Job, more bool, now time.Time) string {
-	var names []string
-	for _, j := range same {
-		names = append(names, fmt.Sprintf("job %d (%s, submitted %s ago)", j.ID, j.State,
-			domain.FormatDuration(now.Sub(j.SubmittedAt).Round(time.Second))))
+	// Built by hand: nearly every submit of a script or sweep says it.
+	id := strconv.FormatInt(job.ID, 10)
+	var b strings.Builder
+	b.Grow(112 + 48*len(same))
+	b.WriteString("job " + id + " has the same spec as your ")
+	for i, j := range same {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("job ")
+		b.WriteString(strconv.FormatInt(j.ID, 10))
+		b.WriteString(" (")
+		b.WriteString(string(j.State))
+		b.WriteString(", submitted ")
+		b.WriteString(domain.FormatDuration(now.Sub(j.SubmittedAt).Round(time.Second)))
+		b.WriteString(" ago)")
 	}
 	if more {
-		names = append(names, "and more")
+		b.WriteString(", and more")
 	}
-	return fmt.Sprintf("job %d has the same spec as your %s; if it is a repeat, cancel it with: trainyard cancel %d",
-		job.ID, strings.Join(names, ", "), job.ID)
+	b.WriteString("; if it is a repeat, cancel it with: trainyard cancel " + id)
+	return b.String()
 }
 
 // storeJob stores the job of a prepared submit.

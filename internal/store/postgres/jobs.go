@@ -84,7 +84,10 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources
 		b := &w.bulk
-		b.addSnapshot(p.SpecHash, string(p.SpecJSON))
+		if !w.snaps.stored(p.SpecHash) {
+			b.addSnapshot(p.SpecHash, string(p.SpecJSON))
+			w.snaps.added = append(w.snaps.added, p.SpecHash)
+		}
 		b.jobID = append(b.jobID, id)
 		b.jobName, b.jobProject, b.jobPool = append(b.jobName, p.Spec.Name), append(b.jobProject, p.Spec.Project), append(b.jobPool, p.Spec.Pool)
 		b.jobState, b.jobReason = append(b.jobState, string(domain.JobQueued)), append(b.jobReason, string(domain.ReasonSubmitted))

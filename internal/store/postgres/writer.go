@@ -98,9 +98,24 @@ type writer struct {
 	bulk         bulk // rows waiting for their multi-row INSERT: bulk.go
 	materialized int  // times bulk rows became statements
 
+	snaps snapshotCache // the config snapshots known stored
+
 	audit auditState // the audit hook's state: see audit.go
 	fence fenceState // the leader term this transaction read: see leader.go
 	ids   []int64    // job ids preallocated for this batch's CreateJob requests
+	// lastID is the highest job id the sequence handed out in this
+	// transaction (0: none known).
+	lastID int64
+	// predicted is what the next audited batch expects to find under the
+	// audit lock, and stale reports that the running batch found
+	// otherwise: see begin. began is predicted as the running batch
+	// began.
+	predicted, began prediction
+	stale            bool
+	// contended reports that another writer came between this one's
+	// batches lately: batches read rather than predict until one finds
+	// what this writer left.
+	contended bool
 	// lookErr is the failure of a look of the running batch: see submit.go.
 	lookErr error
 }
@@ -400,6 +415,19 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	// trips and no subtransactions. Otherwise roll it all back and run it
 	// again, each request in its own savepoint.
 	results, fatal := s.runBatch(claimed, jobs, audited, true)
+	if fatal != nil && w.stale {
+		// Another writer moved the audit chain or the job ids since this
+		// one's last batch: run it again reading them.
+		w.contended = true
+		w.rollback()
+		if w.conn == nil {
+			if err := w.connect(); err != nil {
+				failAll(err)
+				return
+			}
+		}
+		results, fatal = s.runBatch(claimed, jobs, audited, true)
+	}
 	if fatal != nil {
 		w.rollback()
 		if w.conn == nil {
@@ -445,13 +473,14 @@ func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool
 	}
 	results = make([]error, len(claimed))
 	for i, r := range claimed {
-		head := w.audit.head
+		head, snaps := w.audit.head, len(w.snaps.added)
 		err, fatal := w.runInSavepoint("request", func(w *writer) error { return runRequest(w, r) })
 		if fatal != nil {
 			return nil, fatal
 		}
 		if err != nil {
 			w.audit.head = head // the request's records were rolled back
+			w.snaps.added = w.snaps.added[:snaps]
 		}
 		results[i] = err
 	}
@@ -459,7 +488,66 @@ func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool
 	if err := w.flush(); err != nil {
 		return nil, err
 	}
+	w.predict()
+	w.snaps.commit()
 	return results, nil
+}
+
+// knownSnapshots bounds how many committed snapshot hashes the writer
+// remembers; past it, the set starts afresh.
+const knownSnapshots = 4096
+
+// snapshotCache knows which config snapshots are stored. Snapshots are
+// immutable and never deleted (migration 0001's triggers refuse both), so
+// once one is committed every later job of the same spec skips inserting
+// it: most submits repeat a spec that is already stored.
+type snapshotCache struct {
+	committed map[string]struct{}
+	// added lists the hashes inserted in the running transaction, in
+	// order, so a request that fails can drop its own.
+	added []string
+}
+
+// stored reports whether the snapshot of hash is known to be committed.
+func (c *snapshotCache) stored(hash string) bool {
+	_, ok := c.committed[hash]
+	return ok
+}
+
+// commit records the running transaction's snapshots as stored.
+func (c *snapshotCache) commit() {
+	if len(c.added) == 0 {
+		return
+	}
+	if c.committed == nil || len(c.committed)+len(c.added) > knownSnapshots {
+		c.committed = make(map[string]struct{}, len(c.added))
+	}
+	for _, h := range c.added {
+		c.committed[h] = struct{}{}
+	}
+	c.added = c.added[:0]
+}
+
+// prediction is the audit chain's head and the last job id handed out as
+// this writer's last committed audited batch left them, known only then.
+type prediction struct {
+	known  bool
+	seq    int64
+	hash   string
+	lastID int64
+}
+
+// predict records, after a commit, what the next audited batch will find
+// unless another writer comes between.
+func (w *writer) predict() {
+	switch {
+	case w.audit.locked:
+		w.predicted = prediction{known: true, seq: w.audit.head.seq, hash: w.audit.head.hash, lastID: w.lastID}
+	case w.lastID == 0 || w.lastID > w.began.lastID:
+		// It appended no record; any job ids it took came after.
+		w.predicted = w.began
+		w.predicted.lastID = max(w.began.lastID, w.lastID)
+	}
 }
 
 const (
@@ -469,17 +557,40 @@ const (
 	// batchStartSQL reads the audit chain's head and preallocates job ids.
 	batchStartSQL = `SELECT COALESCE((SELECT seq FROM audit ORDER BY seq DESC LIMIT 1), 0),
 		COALESCE((SELECT hash FROM audit ORDER BY seq DESC LIMIT 1), ''),
-		ARRAY(SELECT nextval('jobs_id_seq') FROM generate_series(1, $1::int))`
+		ARRAY(SELECT nextval('jobs_id_seq') FROM generate_series(1, $1::int)),
+		(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM jobs_id_seq)`
 	allocIDsSQL = `SELECT ARRAY(SELECT nextval('jobs_id_seq') FROM generate_series(1, $1::int))`
+	// predictedStartSQL is batchStartSQL for a batch that expects the
+	// chain's head ($1, $2) and the $3 job ids $4: it allocates the ids
+	// and fails with division_by_zero when anything differs.
+	predictedStartSQL = `SELECT 1 / ((SELECT COALESCE((SELECT seq FROM audit ORDER BY seq DESC LIMIT 1), 0)) = $1
+		AND (SELECT COALESCE((SELECT hash FROM audit ORDER BY seq DESC LIMIT 1), '')) = $2
+		AND ARRAY(SELECT nextval('jobs_id_seq') FROM generate_series(1, $3::int)) = $4::bigint[])::int`
 )
+
+// errStale fails a batch whose prediction (predictedStartSQL) was wrong.
+var errStale = errors.New("the audit chain or the job ids moved since the last batch")
 
 // begin opens the batch transaction: it takes the audit lock and reads the
 // chain's head when a request will append audit records, and preallocates
 // jobs ids, in one round trip; when a request is fenced, it first reads the
 // leader term (readFence) in the same round trip as BEGIN.
+//
+// After an audited batch committed, the writer knows the head and the
+// last job id the next one finds under the audit lock, unless another
+// writer (a replica) came between: the next batch then neither reads nor
+// waits, it checks in the same round trip as its writes and its commit
+// (predictedStartSQL), and a batch whose check fails is rolled back and
+// runs again reading them (commitBatch). After such a failure batches
+// read until one finds what this writer left, so replicas that write
+// together do not pay for failed predictions batch after batch.
 func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
+	w.lastID, w.stale = 0, false
+	w.snaps.added = w.snaps.added[:0]
+	p := w.predicted
+	w.began, w.predicted = p, prediction{} // until this batch commits
 	w.pending = w.pending[:0]
 	w.queued, w.sent = 0, 0
 	w.bulk = bulk{}
@@ -492,18 +603,45 @@ func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 		}
 	}
 	switch {
+	case audited && p.known && !w.contended:
+		w.queue("take the audit lock", auditLockSQL)
+		for i := range int64(jobs) {
+			w.ids = append(w.ids, p.lastID+1+i)
+		}
+		w.queueCheck(func(_ pgconn.CommandTag, err error) error {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "22012" { // division_by_zero
+				w.stale = true
+				return errStale
+			}
+			return interpretError("begin write transaction", err)
+		}, predictedStartSQL, p.seq, p.hash, jobs, slices.Clone(w.ids))
+		w.lastID = p.lastID + int64(jobs)
+		w.audit.head = auditHead{seq: p.seq, hash: p.hash, known: true}
+		w.audit.locked = true
 	case audited:
 		w.queue("take the audit lock", auditLockSQL)
 		var h auditHead
-		if err := w.queryRow(batchStartSQL, jobs).Scan(&h.seq, &h.hash, &w.ids); err != nil {
+		var last int64
+		if err := w.queryRow(batchStartSQL, jobs).Scan(&h.seq, &h.hash, &w.ids, &last); err != nil {
 			return err
 		}
 		h.known = true
 		w.audit.head, w.audit.locked = h, true
+		w.lastID = last
+		if len(w.ids) > 0 {
+			w.lastID = slices.Max(w.ids)
+		}
+		if p.known {
+			// Whether the prediction would have held: no other writer
+			// came between.
+			w.contended = h.seq != p.seq || h.hash != p.hash || w.lastID != p.lastID+int64(jobs)
+		}
 	case jobs > 0:
 		if err := w.queryRow(allocIDsSQL, jobs).Scan(&w.ids); err != nil {
 			return err
 		}
+		w.lastID = slices.Max(w.ids)
 	default:
 		return w.flush()
 	}
@@ -521,6 +659,7 @@ func (w *writer) nextJobID() (int64, error) {
 	if err := w.queryRow(allocIDsSQL, 1).Scan(&ids); err != nil || len(ids) != 1 {
 		return 0, interpretError("allocate a job id", errors.Join(err, errors.New("no id returned")))
 	}
+	w.lastID = max(w.lastID, ids[0])
 	return ids[0], nil
 }
 

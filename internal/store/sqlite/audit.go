@@ -75,7 +75,10 @@ func (w *writer) appendAudit(recs []domain.AuditRecord) error {
 	seq, head, err := sqlstore.ChainAudit(w.audit.head.seq, w.audit.head.hash, recs, func(rec domain.AuditRecord) error {
 		_, err := w.exec(insertAuditSQL, rec.Seq, rec.At.UnixNano(), rec.Actor, rec.Action, rec.Target,
 			rec.Before, rec.After, rec.Result, rec.Detail, rec.Client, rec.PrevHash, rec.Hash)
-		return interpretError(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), err)
+		if err != nil {
+			return interpretError(fmt.Sprintf("append audit record %d (%s)", rec.Seq, rec.Action), err)
+		}
+		return nil
 	})
 	if err != nil {
 		return err

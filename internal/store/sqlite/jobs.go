@@ -118,8 +118,11 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 			return err
 		}
 		w.audit.id = id // fills "{id}" in the attached audit records' Target
-		w.repeats.created = p.Submitter
 		sub := normTime(p.SubmittedAt)
+		w.repeats.created = p.Submitter
+		// As a look reads it (sqlstore.SameSpecRow).
+		w.repeats.createdJob = domain.Job{ID: id, Submitter: p.Submitter, SpecHash: p.SpecHash,
+			State: domain.JobQueued, SubmittedAt: sub, IdempotencyKey: p.IdempotencyKey}
 		job = domain.Job{
 			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
 			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,

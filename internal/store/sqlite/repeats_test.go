@@ -130,9 +130,21 @@ func TestCreateJobLookingOneTransaction(t *testing.T) {
 	}
 }
 
+// Creates of one transaction that read their repeats from the jobs the
+// transaction created: the newest of a spec stop counting once the
+// submitter created DuplicateScan jobs after them.
+func TestCreateJobLookingRemembered(t *testing.T) {
+	specs := slices.Concat(slices.Repeat([]string{"s1", "s0"}, store.DuplicateShown+2),
+		slices.Repeat([]string{"s0"}, store.DuplicateScan-store.DuplicateShown-4),
+		slices.Repeat([]string{"s1"}, store.DuplicateShown+2))
+	testLookingOneTransaction(t, nil, specs...)
+}
+
 // testLookingOneTransaction creates alice's jobs of the seed specs, then
-// creates more in one transaction and checks what each read.
-func testLookingOneTransaction(t *testing.T, seed []string) {
+// creates more in one transaction and checks what each read: of specs,
+// or by default 24 alternating between two specs with another write
+// between.
+func testLookingOneTransaction(t *testing.T, seed []string, specs ...string) {
 	s := openTest(t)
 	ctx := context.Background()
 	input := func(spec string) store.NewJob {
@@ -154,18 +166,24 @@ func testLookingOneTransaction(t *testing.T, seed []string) {
 	}()
 	<-started
 	batches := s.batches.Load()
-	const n = 24
+	n, between := len(specs), -1
+	if n == 0 {
+		n, between = 24, 12
+	}
 	results := make([]lookResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		queued := len(s.reqs)
 		wg.Go(func() {
-			if i == 12 { // another write: nothing known stays
+			if i == between { // another write: nothing known stays
 				errs[i] = s.AppendAudit(ctx, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK})
 				return
 			}
 			spec := []string{"s2", "s1"}[i%2]
+			if len(specs) > 0 {
+				spec = specs[i]
+			}
 			j, created, rep, err := s.CreateJobLooking(ctx, input(spec), rec, time.Unix(0, 0))
 			if err == nil && (!created || rep.Err != nil) {
 				err = fmt.Errorf("created=%v, look: %v", created, rep.Err)
@@ -190,5 +208,78 @@ func testLookingOneTransaction(t *testing.T, seed []string) {
 	if got := s.batches.Load() - batches; got != 2 {
 		t.Fatalf("%d transactions, want 2: the held one and the queued requests'", got)
 	}
-	checkRepeats(t, s, slices.Delete(results, 12, 13))
+	if between >= 0 {
+		results = slices.Delete(results, between, between+1)
+	}
+	checkRepeats(t, s, results)
+}
+
+// Creates in transactions of their own, and in one whose first run rolls
+// back, read the repeats SameSpecJobs would have read just before each,
+// from what the writer remembers of earlier transactions' creates, as
+// the submitter's window moves past them.
+func TestCreateJobLookingAcrossTransactions(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	rec := domain.AuditRecord{Actor: "user:test", Action: "job.submit", Target: "job:{id}", Result: domain.AuditOK}
+	since := time.Unix(0, 0)
+	var results []lookResult
+	create := func(spec string) {
+		t.Helper()
+		p := testNewJob(t, spec)
+		p.Submitter, p.Actor = "alice", "user:alice"
+		j, created, rep, err := s.CreateJobLooking(ctx, p, rec, since)
+		if err != nil || !created || rep.Err != nil {
+			t.Fatalf("create: created=%v, %v, look: %v", created, err, rep.Err)
+		}
+		results = append(results, lookResult{j, rep})
+	}
+	for range store.DuplicateShown + 3 {
+		create("s1")
+	}
+	// A batch whose first run rolls back: two of its creates want one
+	// output directory.
+	release := blockWriter(t, s)
+	type result struct {
+		r   lookResult
+		err error
+	}
+	batch := make(chan result, 6)
+	for i := range cap(batch) {
+		go func() {
+			p := testNewJob(t, "s1")
+			p.Submitter, p.Actor = "alice", "user:alice"
+			if i == 2 || i == 4 {
+				p.OutputDir = func(int64) string { return "/artifacts/same" }
+			}
+			j, _, rep, err := s.CreateJobLooking(ctx, p, rec, since)
+			batch <- result{lookResult{j, rep}, err}
+		}()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	failed := 0
+	for range cap(batch) {
+		r := <-batch
+		if r.err != nil {
+			failed++
+			continue
+		}
+		results = append(results, r.r)
+	}
+	if failed != 1 {
+		t.Fatalf("%d creates of the batch failed, want 1", failed)
+	}
+	for range 2 {
+		create("s1")
+	}
+	// Then the window moves past the remembered jobs of s1: the last
+	// looks read the oldest of them just as it leaves.
+	for range store.DuplicateScan - store.DuplicateShown {
+		create("s0")
+	}
+	for range store.DuplicateShown + 2 {
+		create("s1")
+	}
+	checkRepeats(t, s, results)
 }

@@ -18,7 +18,11 @@ func (s *Store) CreateJobLooking(ctx context.Context, p store.NewJob, audit doma
 	var rep store.Repeats
 	job, created, err := s.createJob(ctx, p, audit, func(w *writer) error {
 		rep = store.Repeats{}
-		jobs, err := w.lookSameSpec(p.Submitter, p.SpecHash, since) // repeats.go
+		if jobs, ok := w.repeats.memo(p.Submitter, p.SpecHash); ok { // repeats.go
+			rep.Jobs, rep.More = jobs, true
+			return nil
+		}
+		jobs, err := w.lookSameSpec(p.Submitter, p.SpecHash, since)
 		if err != nil {
 			// A failed look fails no submit (as SameSpecJobs, read
 			// beside the write, would not).

@@ -280,6 +280,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 		}
 		if fatal != nil {
 			_, _ = w.exec("ROLLBACK")
+			w.repeats.forget()
 			return nil, fatal
 		}
 		if err != nil {
@@ -292,6 +293,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 	}
 	if _, err := w.exec("COMMIT"); err != nil {
 		_, _ = w.exec("ROLLBACK")
+		w.repeats.forget()
 		return nil, interpretError("commit write transaction", err)
 	}
 	w.snaps.commit()
