@@ -160,7 +160,25 @@ type poolState struct {
 	vlog  *visitLog
 	phase int
 	fresh bool // decideJob decided afresh (not from the memo)
+	// dep is what the last decision rested on (patch.go).
+	dep uint8
 }
+
+// What a decision rests on besides the job, the pool's definition, the
+// config and the time.
+const (
+	// depPool: the pool's state, or it changed it (a placement,
+	// reservation or preemption).
+	depPool = iota
+	// depLocal: only the job's project (its use, what its waiting jobs
+	// hold, its running and stopping jobs) and the preemption budget;
+	// it changed nothing but what its project's waiting jobs hold.
+	depLocal
+	// depSearch: as depLocal, and a failed search of the nodes that hold
+	// the project's own jobs (preemptOwn), which reads those nodes and
+	// every job on them.
+	depSearch
+)
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation, cache *allocCache) *poolState {
@@ -320,6 +338,10 @@ type allocRes struct {
 	res   req
 	gang  limits
 	cost  float64 // costRate against the pool's capacity
+	// For a patch working out what the allocation's end changed
+	// (patch.go): its start and whether it was stopping.
+	start    time.Time
+	stopping bool
 }
 
 // allocNode is one node of an allocation: its index in the pool's sorted
@@ -382,7 +404,7 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 // resolve looks an allocation's nodes and GPUs up in the pool.
 func (ps *poolState) resolve(a *Allocation) allocRes {
 	ar := allocRes{id: a.JobID, rank: a.Priority.Rank(), res: perNode(a.Resources), gang: gangLimits(a.Resources),
-		cost: costRate(ps.capa, a.Resources), nodes: make([]allocNode, len(a.Nodes))}
+		cost: costRate(ps.capa, a.Resources), nodes: make([]allocNode, len(a.Nodes)), start: a.StartedAt, stopping: a.Stopping}
 	for i, na := range a.Nodes {
 		n := ps.byName[na.Node]
 		if n == nil {
