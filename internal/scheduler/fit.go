@@ -178,7 +178,7 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 		start: ps.now, preemptible: j.Preemptible, borrowed: borrowed, placed: true, nodes: nodes, seq: len(ps.holders)}
 	ps.nowR.flows = true // the job's start and end are the time
 	for _, n := range nodes {
-		ps.touch(n)
+		ps.touch(n, j.Preemptible)
 	}
 	h.unentitled = !pr.rule.guaranteed.within(h.gang)
 	if j.Timeout > 0 {

@@ -318,7 +318,33 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		pr.alloc += ar.cost
 	}
-	ps.markBorrowed()
+	// Which running jobs are borrowed: kept from the last pass for a
+	// project whose running jobs are all as they were (the quotas are
+	// too, or the cache would not be valid), decided again for the
+	// others.
+	var dirty []bool
+	if cache != nil {
+		dirty = cache.dirty
+	}
+	for x := range resolved {
+		ar := &resolved[x]
+		if int(ar.proj) < len(dirty) && !dirty[ar.proj] {
+			h := &holderSlab[x]
+			h.borrowed, h.unentitled = ar.borrowed, ar.unentitled
+			if h.borrowed && !h.stopping {
+				runProjs[ar.proj].borrowedHolders++
+			}
+		}
+	}
+	for p, pr := range runProjs {
+		if pr != nil && (p >= len(dirty) || dirty[p]) {
+			ps.markProject(pr)
+		}
+	}
+	for x := range resolved {
+		h := &holderSlab[x]
+		resolved[x].borrowed, resolved[x].unentitled = h.borrowed, h.unentitled
+	}
 	ps.ix = newNodeIndex(ps.maxG, len(ps.nodes))
 	for _, n := range ps.nodes {
 		ps.ix.set(n, n.availG())
@@ -342,6 +368,9 @@ type allocRes struct {
 	// (patch.go): its start and whether it was stopping.
 	start    time.Time
 	stopping bool
+	// What markProject decided of it when the pass started, valid when
+	// its project's jobs are as then (allocCache.dirty).
+	borrowed, unentitled bool
 }
 
 // allocNode is one node of an allocation: its index in the pool's sorted
@@ -359,6 +388,10 @@ type allocCache struct {
 	valid  bool
 	projs  []string // project names, interned
 	projIx map[string]int32
+	// dirty, by projs index: the project's running jobs are not all as
+	// the last pass had them (resolveAllocs), so their sides
+	// (allocRes.borrowed) are decided again.
+	dirty []bool
 }
 
 // resolveAllocs resolves the pool's running allocations (by id ascending),
@@ -375,18 +408,35 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 	} else {
 		cache.projs, cache.projIx = cache.projs[:0], map[string]int32{}
 	}
+	// Projects whose running jobs are not all as in the last pass: their
+	// jobs' sides are decided again (see newPoolState).
+	dirty := cache.dirty[:0]
+	markDirty := func(p int32) {
+		for int(p) >= len(dirty) {
+			dirty = append(dirty, false)
+		}
+		dirty[p] = true
+	}
 	changed := ps.changed
 	k := 0
+	prev := int64(math.MinInt64)
 	for x, a := range running {
 		for len(changed) > 0 && changed[0] < a.JobID {
 			changed = changed[1:]
 		}
 		for k < len(old) && old[k].id < a.JobID {
+			if old[k].id != prev {
+				markDirty(old[k].proj) // it ended
+			}
 			k++
 		}
-		if k < len(old) && old[k].id == a.JobID && (len(changed) == 0 || changed[0] != a.JobID) {
-			out[x] = old[k]
-			continue
+		prev = a.JobID
+		if k < len(old) && old[k].id == a.JobID {
+			if len(changed) == 0 || changed[0] != a.JobID {
+				out[x] = old[k]
+				continue
+			}
+			markDirty(old[k].proj)
 		}
 		out[x] = ps.resolve(a)
 		p, ok := cache.projIx[a.Project]
@@ -396,8 +446,17 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 			cache.projIx[a.Project] = p
 		}
 		out[x].proj = p
+		markDirty(p)
 	}
-	cache.res, cache.valid = out, true
+	for ; k < len(old); k++ {
+		if old[k].id != prev {
+			markDirty(old[k].proj)
+		}
+	}
+	for len(dirty) < len(cache.projs) {
+		dirty = append(dirty, false)
+	}
+	cache.res, cache.valid, cache.dirty = out, true, dirty
 	return out, cache.projs
 }
 

@@ -85,6 +85,8 @@ type patchScratch struct {
 	newSlots []int
 	classes  []classDec
 	lastCD   []int32
+	maps     [2]struct{ idx, seg []int32 }
+	idx      [3][]int
 }
 
 // patch decides the pool of queue q by a walk over the jobs of the
@@ -162,6 +164,10 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 		}
 	}
 	for _, n := range lg.touched {
+		// Undone now, whichever way it went.
+		if n < 0 {
+			n = -1 - n
+		}
 		if int(n) < len(t) {
 			t[n] = true
 		}
@@ -224,9 +230,12 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 		p.budget = budget
 		return false
 	}
-	// The others' searches must not read what S's walk changed.
+	// The others' searches must not read what S's walk changed, unless
+	// it only took capacity: a search that failed fails again with less.
 	for _, n := range sl.touched {
-		t[n] = true
+		if n >= 0 {
+			t[n] = true
+		}
 	}
 	for i, sr := range lg.search {
 		if sr && i < len(inS) && !inS[i] && ps.searchReads(ps.projs[q.projs[i]], t) {
@@ -234,101 +243,134 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 		}
 	}
 
+	fast := sc.inPlace(lg, sl, inS, len(q.shapes))
+	var merged [3][]visit
+	var endSeg [3]int32
+	var oldSlots, newSlots []int
+	oi, ni := 0, 0
+	if fast {
+		oldSlots, newSlots = sc.oldSlots, sc.oldSlots
+		oi, ni = o.nWait, o.nWait
+		goto entries
+	}
 	// The visits merged by key, phase by phase, and where S's entries
 	// were and go among the pool's. The merged log is numbered afresh
 	// in state versions (each visit changes as many as it did in its
 	// walk), and each class decision a visit found in force is logged
 	// again at the visit's new version, so that a replay can follow
 	// (see replayable).
-	replayable := lg.ok && sl.ok && lg.shapes <= len(q.shapes) && sl.shapes == len(q.shapes)
-	// Memo indexes of the old log's classes, in the layout of now (shapes
-	// only grow).
-	remap := func(m int32) int32 {
-		if lg.shapes == len(q.shapes) {
-			return m
+	{
+		replayable := lg.ok && sl.ok && lg.shapes <= len(q.shapes) && sl.shapes == len(q.shapes)
+		// Memo indexes of the old log's classes, in the layout of now (shapes
+		// only grow).
+		remap := func(m int32) int32 {
+			if lg.shapes == len(q.shapes) {
+				return m
+			}
+			per := int32(lg.shapes) * 8
+			proj, rest := m/2/per, m/2%per
+			return (proj*int32(len(q.shapes))*8+rest)*2 + m%2
 		}
-		per := int32(lg.shapes) * 8
-		proj, rest := m/2/per, m/2%per
-		return (proj*int32(len(q.shapes))*8+rest)*2 + m%2
-	}
-	var merged [3][]visit
-	var endSeg [3]int32
-	classes := sc.classes[:0]
-	lastCD := sc.lastCD
-	clear(lastCD)
-	oldSlots, newSlots := sc.oldSlots[:0], sc.newSlots[:0]
-	oi, ni := 0, 0
-	seg, reserved := int32(0), false
-	for ph := 1; ph <= 2; ph++ {
-		old, nw := lg.phases[ph], sl.phases[ph]
-		out := sc.spare[ph][:0]
-		// take appends visit x of phase ph of log from, which changed
-		// state bumps times.
-		take := func(v visit, bumps int32, from *visitLog, ofS bool) {
-			if cd := v.cd; cd >= 0 && replayable {
-				c := from.classes[cd]
-				if !ofS {
-					c.memo = remap(c.memo)
-				}
-				if int(c.memo) >= len(lastCD) {
-					lastCD = append(lastCD, make([]int32, int(c.memo)+1-len(lastCD))...)
-				}
-				if x := lastCD[c.memo] - 1; x >= 0 && classes[x].seg == seg {
-					v.cd = x
+		classes := sc.classes[:0]
+		// Where each log's class decisions went in classes, and at what
+		// version (by index in the log's classes).
+		for x, from := range [2]*visitLog{lg, sl} {
+			mp := &sc.maps[x]
+			n := len(from.classes)
+			if cap(mp.idx) < n {
+				mp.idx, mp.seg = make([]int32, n), make([]int32, n)
+			}
+			mp.idx, mp.seg = mp.idx[:n], mp.seg[:n]
+			clear(mp.idx)
+		}
+		lastCD := sc.lastCD
+		clear(lastCD)
+		oldSlots, newSlots = sc.oldSlots[:0], sc.newSlots[:0]
+		seg, reserved := int32(0), false
+		for ph := 1; ph <= 2; ph++ {
+			old, nw := lg.phases[ph], sl.phases[ph]
+			out := sc.spare[ph][:0]
+			// take appends visit x of phase ph of log from, which changed
+			// state bumps times.
+			take := func(v *visit, bumps int32, from *visitLog, ofS bool) {
+				w := *v
+				if cd := w.cd; cd >= 0 && replayable {
+					mp := &sc.maps[0]
+					if ofS {
+						mp = &sc.maps[1]
+					}
+					if x := mp.idx[cd] - 1; x >= 0 && mp.seg[cd] == seg {
+						w.cd = x
+					} else {
+						c := &from.classes[cd]
+						memo := c.memo
+						if !ofS {
+							memo = remap(memo)
+						}
+						if int(memo) >= len(lastCD) {
+							lastCD = append(lastCD, make([]int32, int(memo)+1-len(lastCD))...)
+						}
+						if x := lastCD[memo] - 1; x >= 0 && classes[x].seg == seg {
+							w.cd = x
+						} else {
+							classes = append(classes, *c)
+							nc := &classes[len(classes)-1]
+							nc.memo, nc.seg, nc.reserved = memo, seg, reserved
+							w.cd = int32(len(classes) - 1)
+							lastCD[memo] = int32(len(classes))
+						}
+						mp.idx[cd], mp.seg[cd] = w.cd+1, seg
+					}
 				} else {
-					c.seg, c.reserved = seg, reserved
-					classes = append(classes, c)
-					v.cd = int32(len(classes) - 1)
-					lastCD[c.memo] = int32(len(classes))
+					w.cd = -1
 				}
-			} else {
-				v.cd = -1
+				if ofS {
+					reserved = w.resv
+				}
+				w.seg, w.resv = seg, reserved
+				out = append(out, w)
+				seg += bumps
 			}
-			if ofS {
-				reserved = v.resv
-			}
-			v.seg, v.resv = seg, reserved
-			out = append(out, v)
-			seg += bumps
-		}
-		i, k := 0, 0
-		for i < len(old) || k < len(nw) {
-			if i < len(old) {
-				v := &old[i]
-				e := int(v.emits)
-				if inS[v.proj] {
-					for x := range e {
-						oldSlots = append(oldSlots, oi+x)
+			i, k := 0, 0
+			for i < len(old) || k < len(nw) {
+				if i < len(old) {
+					v := &old[i]
+					e := int(v.emits)
+					if inS[v.proj] {
+						for x := range e {
+							oldSlots = append(oldSlots, oi+x)
+						}
+						oi += e
+						i++
+						continue
 					}
-					oi += e
-					i++
-					continue
-				}
-				if k == len(nw) || !visitFirst(&nw[k], v) {
-					if v.share != v.share {
-						return false // NaN: no order to merge by
+					if k == len(nw) || !visitFirst(&nw[k], v) {
+						if v.share != v.share {
+							return false // NaN: no order to merge by
+						}
+						take(v, lg.bumps(ph, i), lg, false)
+						oi, ni = oi+e, ni+e
+						i++
+						continue
 					}
-					take(*v, lg.bumps(ph, i), lg, false)
-					oi, ni = oi+e, ni+e
-					i++
-					continue
 				}
+				u := &nw[k]
+				if u.share != u.share {
+					return false
+				}
+				for x := range int(u.emits) {
+					newSlots = append(newSlots, ni+x)
+				}
+				ni += int(u.emits)
+				take(u, sl.bumps(ph, k), sl, true)
+				k++
 			}
-			u := &nw[k]
-			if u.share != u.share {
-				return false
-			}
-			for x := range int(u.emits) {
-				newSlots = append(newSlots, ni+x)
-			}
-			ni += int(u.emits)
-			take(*u, sl.bumps(ph, k), sl, true)
-			k++
+			merged[ph], endSeg[ph] = out, seg
 		}
-		merged[ph], endSeg[ph] = out, seg
+		sc.classes, sc.lastCD = classes, lastCD
+		sc.oldSlots, sc.newSlots = oldSlots, newSlots
 	}
-	sc.classes, sc.lastCD = classes, lastCD
-	sc.oldSlots, sc.newSlots = oldSlots, newSlots
+entries:
 	if oi != o.nWait || len(newSlots) != len(sub.Waiting) || len(lg.phases[0]) > 0 {
 		return false
 	}
@@ -381,13 +423,19 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 	p.plan.Start = append(p.plan.Start, sub.Start...)
 
 	// The log: merged visits; their state versions are not a walk's.
-	for ph := 1; ph <= 2; ph++ {
-		lg.phases[ph], sc.spare[ph] = merged[ph], lg.phases[ph]
+	if fast {
+		sc.applyInPlace(lg, sl)
+		lg.ok = lg.ok && sl.ok
+	} else {
+		for ph := 1; ph <= 2; ph++ {
+			lg.phases[ph], sc.spare[ph] = merged[ph], lg.phases[ph]
+		}
+		lg.classes, sc.classes = sc.classes, lg.classes
+		clear(sc.classes) // the old log's messages
+		lg.endSeg, lg.dead = endSeg, 0
+		lg.ok = lg.ok && sl.ok && lg.shapes <= len(q.shapes) && sl.shapes == len(q.shapes)
 	}
-	lg.classes, sc.classes = sc.classes, lg.classes
-	clear(sc.classes) // the old log's messages
-	lg.endSeg = endSeg
-	lg.waitN, lg.ok, lg.shapes = n, replayable, len(q.shapes)
+	lg.waitN, lg.shapes = n, len(q.shapes)
 	lg.nonLocal = append(lg.nonLocal[:0], sl.nonLocal...)
 	lg.touched = append(lg.touched[:0], sl.touched...)
 	for i := range lg.search {
@@ -521,4 +569,119 @@ func (lg *visitLog) bumps(ph, i int) int32 {
 		return log[i+1].seg - log[i].seg
 	}
 	return lg.endSeg[ph] - lg.phases[ph][i].seg
+}
+
+// inPlace reports whether, S's visits being sl's, the merged log is the
+// old one (lg) with S's visits replaced one for one: each of S's new
+// visits falls between the same visits of the others as one of S's old
+// ones did, and changes as many state versions, emits as many entries
+// and leaves capacity reserved or not alike. Then the others' visits keep
+// their state versions and class decisions, and the entries their
+// places. It leaves S's old visits' indexes in sc.idx and their entries'
+// places in sc.oldSlots. It declines when the log's class decisions
+// would be mostly dead afterwards (applyInPlace leaves S's old ones in
+// place, dead).
+func (sc *patchScratch) inPlace(lg, sl *visitLog, inS []bool, shapes int) bool {
+	if lg.shapes != shapes {
+		return false
+	}
+	slots := sc.oldSlots[:0]
+	at := 0
+	for ph := 1; ph <= 2; ph++ {
+		idx := sc.idx[ph][:0]
+		old, nw := lg.phases[ph], sl.phases[ph]
+		for i := range old {
+			v := &old[i]
+			if inS[v.proj] {
+				idx = append(idx, i)
+				for x := range int(v.emits) {
+					slots = append(slots, at+x)
+				}
+			}
+			at += int(v.emits)
+		}
+		sc.idx[ph] = idx
+		if len(idx) != len(nw) {
+			sc.oldSlots = slots
+			return false
+		}
+		for k, i := range idx {
+			u, v := &nw[k], &old[i]
+			if u.emits != v.emits || u.resv != v.resv || sl.bumps(ph, k) != lg.bumps(ph, i) || u.share != u.share {
+				sc.oldSlots = slots
+				return false
+			}
+			// Between the same others: the nearest before and after
+			// that are not S's.
+			b := i - 1
+			for b >= 0 && inS[old[b].proj] {
+				b--
+			}
+			a := i + 1
+			for a < len(old) && inS[old[a].proj] {
+				a++
+			}
+			if b >= 0 && !visitFirst(&old[b], u) || a < len(old) && !visitFirst(u, &old[a]) {
+				sc.oldSlots = slots
+				return false
+			}
+		}
+	}
+	sc.oldSlots = slots
+	per := int32(shapes) * 8
+	dead := 0
+	for i := range lg.classes {
+		if m := lg.classes[i].memo; m >= 0 && per > 0 && int(m/2/per) < len(inS) && inS[m/2/per] {
+			dead++
+		}
+	}
+	return lg.dead+dead <= len(lg.classes)/2+1024
+}
+
+// applyInPlace replaces S's old visits in lg with sl's (see inPlace),
+// marks S's old class decisions dead and logs S's new ones at their
+// visits' state versions.
+func (sc *patchScratch) applyInPlace(lg, sl *visitLog) {
+	per := int32(lg.shapes) * 8
+	inS := sc.inS
+	for i := range lg.classes {
+		if c := &lg.classes[i]; c.memo >= 0 && per > 0 && int(c.memo/2/per) < len(inS) && inS[c.memo/2/per] {
+			c.memo = -1 // never found again (class looks for memo ≥ 0)
+			lg.dead++
+		}
+	}
+	mp := &sc.maps[1]
+	n := len(sl.classes)
+	if cap(mp.idx) < n {
+		mp.idx, mp.seg = make([]int32, n), make([]int32, n)
+	}
+	mp.idx, mp.seg = mp.idx[:n], mp.seg[:n]
+	clear(mp.idx)
+	for ph := 1; ph <= 2; ph++ {
+		old := lg.phases[ph]
+		for k, i := range sc.idx[ph] {
+			u := sl.phases[ph][k]
+			u.seg, u.resv = old[i].seg, old[i].resv
+			if cd := u.cd; cd >= 0 {
+				if x := mp.idx[cd] - 1; x >= 0 && mp.seg[cd] == u.seg {
+					u.cd = x
+				} else {
+					// The capacity reserved when it was decided: before u.
+					reserved := false
+					switch {
+					case i > 0:
+						reserved = old[i-1].resv
+					case ph == 2 && len(lg.phases[1]) > 0:
+						reserved = lg.phases[1][len(lg.phases[1])-1].resv
+					}
+					c := sl.classes[cd]
+					c.seg, c.reserved = u.seg, reserved
+					lg.classes = append(lg.classes, c)
+					u.cd = int32(len(lg.classes) - 1)
+					mp.idx[cd], mp.seg[cd] = u.cd+1, u.seg
+				}
+			}
+			old[i] = u
+		}
+	}
 }

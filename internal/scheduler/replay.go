@@ -97,9 +97,10 @@ type visitLog struct {
 	// rested on the pool's state (depPool); manyNonLocal: more than
 	// maxNonLocal of them. search marks, by project, those some visit of
 	// which rested on a search of the nodes of the project's own jobs
-	// (depSearch). touched are the nodes the walk placed jobs on or
-	// reserved; manyTouched: more than maxTouched.
+	// (depSearch). touched are the nodes the walk changed (see touch);
+	// manyTouched: more than maxTouched.
 	patchOK      bool
+	dead         int // classes a patch left dead (memo -1)
 	nonLocal     []int16
 	manyNonLocal bool
 	search       []bool
@@ -133,8 +134,13 @@ func (lg *visitLog) addDep(proj int16, dep uint8) {
 	}
 }
 
-// touch records that the walk placed a job on node n or reserved it.
-func (ps *poolState) touch(n *nodeState) {
+// touch records that the walk changed node n: with grow, in a way that
+// may let a search for victims there succeed (a placement of a
+// preemptible job, a job changing sides), else only taking capacity (a
+// reservation, a placement of a job that is never a victim), after which
+// a search that failed there fails again. It is recorded as idx, or
+// -1-idx when it only took capacity.
+func (ps *poolState) touch(n *nodeState, grow bool) {
 	lg := ps.vlog
 	if lg == nil || lg.manyTouched {
 		return
@@ -143,7 +149,11 @@ func (ps *poolState) touch(n *nodeState) {
 		lg.manyTouched = true
 		return
 	}
-	lg.touched = append(lg.touched, int32(n.idx))
+	x := int32(n.idx)
+	if !grow {
+		x = -1 - x
+	}
+	lg.touched = append(lg.touched, x)
 }
 
 // queueEdit is one job inserted into or removed from a queue since its
@@ -237,6 +247,7 @@ func (lg *visitLog) reset(q *queue) {
 	clear(lg.classes)
 	lg.classes = lg.classes[:0]
 	clear(lg.lastCD)
+	lg.dead = 0
 	// Unpacked submit times (spanning centuries) have nanoseconds apart:
 	// such a queue walks.
 	lg.ok, lg.shapes, lg.waitN, lg.unplaced = q.beneficiaries == 0 && q.packed, len(q.shapes), 0, false
