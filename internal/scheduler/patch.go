@@ -289,7 +289,8 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 		seg, reserved := int32(0), false
 		for ph := 1; ph <= 2; ph++ {
 			old, nw := lg.phases[ph], sl.phases[ph]
-			out := sc.spare[ph][:0]
+			out := slices.Grow(sc.spare[ph][:0], len(old)+len(nw))
+			mp0 := &sc.maps[0]
 			// take appends visit x of phase ph of log from, which changed
 			// state bumps times.
 			take := func(v *visit, bumps int32, from *visitLog, ofS bool) {
@@ -348,7 +349,22 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 						if v.share != v.share {
 							return false // NaN: no order to merge by
 						}
-						take(v, lg.bumps(ph, i), lg, false)
+						// Most visits: a class decision already logged
+						// again at this version.
+						if cd := v.cd; cd < 0 || !replayable {
+							take(v, lg.bumps(ph, i), lg, false)
+						} else if x := mp0.idx[cd] - 1; x >= 0 && mp0.seg[cd] == seg {
+							w := *v
+							w.cd, w.seg, w.resv = x, seg, reserved
+							out = append(out, w)
+							if i+1 < len(old) {
+								seg += old[i+1].seg - v.seg
+							} else {
+								seg += lg.endSeg[ph] - v.seg
+							}
+						} else {
+							take(v, lg.bumps(ph, i), lg, false)
+						}
 						oi, ni = oi+e, ni+e
 						i++
 						continue
