@@ -195,9 +195,17 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	for _, n := range nodes {
 		totalGPUs += len(n.GPUs)
 	}
-	idSlab := make([]int, totalGPUs)
-	usedSlab := make([]bool, totalGPUs)
-	nodeSlab := make([]nodeState, len(nodes))
+	// A queue kept between passes lends the slabs of its last pass,
+	// whose state is dead by now: allocating them anew each pass costs
+	// more in the collector than in the allocation.
+	sl := &slabs{}
+	if cache != nil {
+		sl = &cache.slabs
+	}
+	idSlab := grow(&sl.ids, totalGPUs)
+	usedSlab := grow(&sl.used, totalGPUs)
+	clear(usedSlab)
+	nodeSlab := grow(&sl.nodes, len(nodes))
 	ps.nodes = make([]*nodeState, 0, len(nodes))
 	for i, n := range nodes {
 		ids := idSlab[:len(n.GPUs):len(n.GPUs)]
@@ -235,7 +243,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	// from the last pass for running jobs that did not change.
 	resolved, projNames := ps.resolveAllocs(running, cache)
 	runProjs := make([]*projState, len(projNames)) // by allocRes.proj
-	holderSlab := make([]holder, len(running))
+	holderSlab := grow(&sl.holders, len(running))
 	ps.holders = make([]*holder, 0, len(running)+64)
 	nallocs := 0
 	count := make([]int32, len(ps.nodes))
@@ -247,9 +255,10 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			}
 		}
 	}
-	nodeRefs := make([]*nodeState, 0, nallocs)
+	nodeRefs := grow(&sl.nodeRefs, nallocs)[:0]
 	// Each node's holders, counted first so that one slab holds them all.
-	refSlab := make([]*holder, nallocs)
+	refSlab := grow(&sl.refs, nallocs)
+	clear(refSlab)
 	for i, n := range ps.nodes {
 		c := int(count[i])
 		n.holders = refSlab[:0:c]
@@ -388,6 +397,8 @@ type allocCache struct {
 	valid  bool
 	projs  []string // project names, interned
 	projIx map[string]int32
+	spare  []allocRes // the buffer res was in before
+	slabs  slabs      // newPoolState's, lent between passes
 	// dirty, by projs index: the project's running jobs are not all as
 	// the last pass had them (resolveAllocs), so their sides
 	// (allocRes.borrowed) are decided again.
@@ -398,9 +409,13 @@ type allocCache struct {
 // reusing cache entries of running jobs the pass was told did not change,
 // and leaves the cache holding this pass's.
 func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]allocRes, []string) {
-	out := make([]allocRes, len(running))
 	if cache == nil {
 		cache = &allocCache{}
+	}
+	// Written to the buffer before the last one (not the one read).
+	out := grow(&cache.spare, len(running))
+	if len(out) > 0 && len(cache.res) > 0 && &out[0] == &cache.res[0] {
+		out = make([]allocRes, len(running))
 	}
 	var old []allocRes
 	if cache.valid {
@@ -456,7 +471,7 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 	for len(dirty) < len(cache.projs) {
 		dirty = append(dirty, false)
 	}
-	cache.res, cache.valid, cache.dirty = out, true, dirty
+	cache.res, cache.spare, cache.valid, cache.dirty = out, cache.res[:0], true, dirty
 	return out, cache.projs
 }
 
@@ -529,4 +544,24 @@ func (ps *poolState) accepted(j *job) bool {
 		return ps.accept[j.rank]
 	}
 	return len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, ps.pd(j).Priority)
+}
+
+// slabs are the storage newPoolState builds a pool's nodes and running
+// jobs in.
+type slabs struct {
+	ids      []int
+	used     []bool
+	nodes    []nodeState
+	holders  []holder
+	refs     []*holder
+	nodeRefs []*nodeState
+}
+
+// grow returns (*buf)[:n], reallocating when it is too short.
+func grow[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n, n+n/8)
+	}
+	*buf = (*buf)[:n]
+	return *buf
 }

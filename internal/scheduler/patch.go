@@ -7,14 +7,17 @@ package scheduler
 // others' entries from the previous plan.
 //
 // Why that is exact. Call the changed projects S. A decision is local
-// (poolState.local) when it reads nothing of the pool's state but its
-// own project's (use, what its waiting jobs hold, its running and
-// stopping jobs) and the preemption budget, and changes nothing but what
-// its project's waiting jobs hold: a retry backoff, a job the pool could
-// never hold, a priority above the quota's, and the quota decisions that
-// do not rest on a search of the nodes; a job deferred to the borrowing
-// phase too. If the last walk decided every visit of a project outside S
-// locally, placed and preempted nothing for it, then in a walk now:
+// (depLocal) when it reads nothing of the pool's state but its own
+// project's (use, what its waiting jobs hold, its running and stopping
+// jobs) and the preemption budget, and changes nothing but what its
+// project's waiting jobs hold: a retry backoff, a job the pool could
+// never hold, a priority above the quota's, the quota decisions that do
+// not rest on a search of the nodes, and a deferral to the borrowing
+// phase. A quota decision that rests on a failed search for the
+// project's own victims (depSearch) reads besides the nodes holding the
+// project's preemptible jobs and every job on them. If the last walk
+// decided every visit of a project outside S locally, or on a failed
+// search of nodes S did not change, then in a walk now:
 //
 //   - the pool's state at each visit of a job of S is what the visits of
 //     S before it left (the others change nothing but their own claims,
@@ -23,11 +26,13 @@ package scheduler
 //     own runs, by the same keys;
 //   - the other projects' state at each of their visits is what it was
 //     in the last walk (their running jobs are those of then, and their
-//     decisions are the same, by induction), the budget is the same (S
-//     preempts nothing, or the pass walks), the running cap is not
-//     reached (S's placements leave it below, or the pass walks) and the
-//     time is within what the last walk's comparisons hold for: each of
-//     their decisions is the same local one, with the same entry;
+//     decisions are the same, by induction), the nodes their searches
+//     read are (or only lost capacity, after which a failed search fails
+//     again), the budget is the same (S preempts nothing, or the pass
+//     walks), the running cap is not reached (S's placements leave it
+//     below, or the pass walks) and the time is within what the last
+//     walk's comparisons hold for: each of their decisions is the same,
+//     with the same entry;
 //   - the visits come in the order of their merge keys (tier, then the
 //     run's share when visited, submit time and id): a run's share only
 //     grows with its own placements, so each run's keys increase and the
@@ -36,9 +41,12 @@ package scheduler
 //
 // So the pool's entries are the last plan's, less S's, with the walk over
 // S's jobs merged in by key; positions are renumbered where S's entries
-// moved. Its placements are S's (the others placed nothing). The visit
-// log is merged alike, so the next pass can patch again; its state
-// versions are no longer the walk's, so a replay walks first.
+// moved. Its placements are S's (the others placed nothing). Projects
+// that break the premise (a visit that rested on the pool's state, a
+// search that may read a node S changed) join S first. The visit log is
+// merged alike, renumbered in state versions with each class decision
+// logged again where its visits now are, so that the next pass can patch
+// or replay.
 
 import (
 	"slices"

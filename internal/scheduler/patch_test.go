@@ -107,7 +107,7 @@ func sortSnap(s *scheduler.Snapshot) {
 // patched, and replayed after a patch, so that the test covers both.
 func TestPatchMatchesSchedule(t *testing.T) {
 	seeds := 30
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		seeds = 8
 	}
 	for _, mode := range []string{"last", "read-only", "read-only-lag"} {
