@@ -99,7 +99,7 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 						ps.emitDecision(j, d)
 					}
 					if ps.vlog != nil {
-						ps.logVisit(top, j, ps.stateVer, wb, false, d.deferred)
+						ps.logVisit(top, j, ps.stateVer, wb, false, d.deferred, d.dep)
 					}
 					top.jobs, top.off = top.jobs[1:], top.off+1
 					if len(top.jobs) == 0 || len(heap) > 1 && less(heap[1], top) || len(heap) > 2 && less(heap[2], top) {
@@ -111,7 +111,7 @@ func (ps *poolState) merge(jobs []job, allowDefer bool, later []int) []int {
 				ps.fresh = false
 				placed, deferred := ps.decideJob(j, allowDefer)
 				if ps.vlog != nil {
-					ps.logVisit(top, j, seg, wb, placed, deferred)
+					ps.logVisit(top, j, seg, wb, placed, deferred, ps.dep)
 				}
 				if deferred {
 					later = append(later, top.off)

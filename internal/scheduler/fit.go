@@ -15,19 +15,25 @@ import (
 // left for the second phase.
 func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 	pr, sh := ps.pr(j), ps.sh(j)
+	// Until a branch below says otherwise, the outcome may rest on the
+	// pool's state (see poolState.dep).
+	ps.dep, ps.searched = depPool, false
 	if ps.backoff(j) {
 		nb := ps.pd(j).NotBefore
+		ps.dep = depLocal
 		ps.wait(j, domain.ReasonBackoff, backoffMessage(nb), nb)
 		return false, false
 	}
 	r, k := sh.key.r, sh.key.k
 	ps.kind = kindStatic
 	if msg := ps.static(j); msg != "" {
+		ps.dep = depLocal
 		ps.wait(j, domain.ReasonNoCapacity, msg, time.Time{})
 		return false, false
 	}
 	rank := int(j.rank)
 	if rank > pr.rule.maxRank {
+		ps.dep = depLocal
 		ps.wait(j, domain.ReasonQuotaExceeded, ps.priorityMessage(ps.pd(j), pr), time.Time{})
 		return false, false
 	}
@@ -51,6 +57,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		}
 		if lim.within(after) {
 			// Only the project's waiting jobs stand in the way.
+			ps.dep = depLocal
 			ps.wait(j, domain.ReasonQuotaExceeded, ps.claimedMessage(pr, need, lim, claimed), time.Time{})
 			return false, false
 		}
@@ -87,6 +94,12 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 				}
 			}
 		}
+		// What follows reads only the project and the budget, and the
+		// nodes of the project's own jobs when it searched them.
+		ps.dep = depLocal
+		if ps.searched {
+			ps.dep = depSearch
+		}
 		if !overCeiling {
 			ps.wait(j, domain.ReasonQuotaExceeded, ps.quotaMessage(pr, need, pr.rule.guaranteed, false, true), time.Time{})
 			return false, false
@@ -103,6 +116,7 @@ func (ps *poolState) decide(j *job, allowDefer bool) (placed, deferred bool) {
 		return false, false
 	}
 	if borrowed && allowDefer {
+		ps.dep = depLocal
 		return false, true
 	}
 	ps.kind = kindState
@@ -163,6 +177,9 @@ func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState,
 	h := &holder{id: j.JobID, project: j.Project, rank: j.Priority.Rank(), res: r, gang: gangLimits(j.Resources),
 		start: ps.now, preemptible: j.Preemptible, borrowed: borrowed, placed: true, nodes: nodes, seq: len(ps.holders)}
 	ps.nowR.flows = true // the job's start and end are the time
+	for _, n := range nodes {
+		ps.touch(n, j.Preemptible)
+	}
 	h.unentitled = !pr.rule.guaranteed.within(h.gang)
 	if j.Timeout > 0 {
 		h.end = ps.now.Add(j.Timeout)

@@ -92,6 +92,7 @@ func BenchmarkIncremental(b *testing.B) {
 							inc.Recycle(p) // as the control loop does once a pass is applied
 						}
 						done()
+						b.ReportMetric(float64(inc.Patched())/float64(b.N), "patched/op")
 					})
 				}
 			}
@@ -143,6 +144,7 @@ func BenchmarkIncrementalPlaces(b *testing.B) {
 			}
 			done()
 			b.ReportMetric(float64(inc.Reused())/float64(b.N), "pools-reused/op")
+			b.ReportMetric(float64(inc.Patched())/float64(b.N), "patched/op")
 		})
 	}
 }

@@ -65,6 +65,7 @@ type decision struct {
 	// pass checks again.
 	noVictims bool
 	budget    bool   // preemption budget was left (kindQuota)
+	dep       uint8  // poolState.dep when it was made
 	pass      int    // the pass that last confirmed it (queue.pass)
 	usedVer   int    // kindQuota, within pass: the project's usedVer
 	stopVer   int    // kindQuota, within pass: see quotaStopVer
@@ -92,6 +93,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 		}
 		m.ver = v
 		d := &ps.decs[m.dec]
+		ps.dep = d.dep
 		if d.deferred {
 			return false, true
 		}
@@ -105,7 +107,7 @@ func (ps *poolState) decideJob(j *job, allowDefer bool) (placed, deferred bool) 
 	if placed || ps.stateVer != ver {
 		return placed, deferred
 	}
-	d := decision{deferred: deferred, kind: ps.kind, pass: ps.q.pass}
+	d := decision{deferred: deferred, kind: ps.kind, pass: ps.q.pass, dep: ps.dep}
 	if !deferred {
 		if ps.waiting != before+1 {
 			return placed, deferred

@@ -160,7 +160,25 @@ type poolState struct {
 	vlog  *visitLog
 	phase int
 	fresh bool // decideJob decided afresh (not from the memo)
+	// dep is what the last decision rested on (patch.go).
+	dep uint8
 }
+
+// What a decision rests on besides the job, the pool's definition, the
+// config and the time.
+const (
+	// depPool: the pool's state, or it changed it (a placement,
+	// reservation or preemption).
+	depPool = iota
+	// depLocal: only the job's project (its use, what its waiting jobs
+	// hold, its running and stopping jobs) and the preemption budget;
+	// it changed nothing but what its project's waiting jobs hold.
+	depLocal
+	// depSearch: as depLocal, and a failed search of the nodes that hold
+	// the project's own jobs (preemptOwn), which reads those nodes and
+	// every job on them.
+	depSearch
+)
 
 func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota, shares map[string]float64,
 	usage map[[2]string]float64, running []*Allocation, cache *allocCache) *poolState {
@@ -177,9 +195,17 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	for _, n := range nodes {
 		totalGPUs += len(n.GPUs)
 	}
-	idSlab := make([]int, totalGPUs)
-	usedSlab := make([]bool, totalGPUs)
-	nodeSlab := make([]nodeState, len(nodes))
+	// A queue kept between passes lends the slabs of its last pass,
+	// whose state is dead by now: allocating them anew each pass costs
+	// more in the collector than in the allocation.
+	sl := &slabs{}
+	if cache != nil {
+		sl = &cache.slabs
+	}
+	idSlab := grow(&sl.ids, totalGPUs)
+	usedSlab := grow(&sl.used, totalGPUs)
+	clear(usedSlab)
+	nodeSlab := grow(&sl.nodes, len(nodes))
 	ps.nodes = make([]*nodeState, 0, len(nodes))
 	for i, n := range nodes {
 		ids := idSlab[:len(n.GPUs):len(n.GPUs)]
@@ -217,7 +243,7 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 	// from the last pass for running jobs that did not change.
 	resolved, projNames := ps.resolveAllocs(running, cache)
 	runProjs := make([]*projState, len(projNames)) // by allocRes.proj
-	holderSlab := make([]holder, len(running))
+	holderSlab := grow(&sl.holders, len(running))
 	ps.holders = make([]*holder, 0, len(running)+64)
 	nallocs := 0
 	count := make([]int32, len(ps.nodes))
@@ -229,9 +255,10 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 			}
 		}
 	}
-	nodeRefs := make([]*nodeState, 0, nallocs)
+	nodeRefs := grow(&sl.nodeRefs, nallocs)[:0]
 	// Each node's holders, counted first so that one slab holds them all.
-	refSlab := make([]*holder, nallocs)
+	refSlab := grow(&sl.refs, nallocs)
+	clear(refSlab)
 	for i, n := range ps.nodes {
 		c := int(count[i])
 		n.holders = refSlab[:0:c]
@@ -300,7 +327,33 @@ func (p *pass) newPoolState(pool domain.Pool, quotas map[[2]string]*domain.Quota
 		}
 		pr.alloc += ar.cost
 	}
-	ps.markBorrowed()
+	// Which running jobs are borrowed: kept from the last pass for a
+	// project whose running jobs are all as they were (the quotas are
+	// too, or the cache would not be valid), decided again for the
+	// others.
+	var dirty []bool
+	if cache != nil {
+		dirty = cache.dirty
+	}
+	for x := range resolved {
+		ar := &resolved[x]
+		if int(ar.proj) < len(dirty) && !dirty[ar.proj] {
+			h := &holderSlab[x]
+			h.borrowed, h.unentitled = ar.borrowed, ar.unentitled
+			if h.borrowed && !h.stopping {
+				runProjs[ar.proj].borrowedHolders++
+			}
+		}
+	}
+	for p, pr := range runProjs {
+		if pr != nil && (p >= len(dirty) || dirty[p]) {
+			ps.markProject(pr)
+		}
+	}
+	for x := range resolved {
+		h := &holderSlab[x]
+		resolved[x].borrowed, resolved[x].unentitled = h.borrowed, h.unentitled
+	}
 	ps.ix = newNodeIndex(ps.maxG, len(ps.nodes))
 	for _, n := range ps.nodes {
 		ps.ix.set(n, n.availG())
@@ -320,6 +373,13 @@ type allocRes struct {
 	res   req
 	gang  limits
 	cost  float64 // costRate against the pool's capacity
+	// For a patch working out what the allocation's end changed
+	// (patch.go): its start and whether it was stopping.
+	start    time.Time
+	stopping bool
+	// What markProject decided of it when the pass started, valid when
+	// its project's jobs are as then (allocCache.dirty).
+	borrowed, unentitled bool
 }
 
 // allocNode is one node of an allocation: its index in the pool's sorted
@@ -337,15 +397,25 @@ type allocCache struct {
 	valid  bool
 	projs  []string // project names, interned
 	projIx map[string]int32
+	spare  []allocRes // the buffer res was in before
+	slabs  slabs      // newPoolState's, lent between passes
+	// dirty, by projs index: the project's running jobs are not all as
+	// the last pass had them (resolveAllocs), so their sides
+	// (allocRes.borrowed) are decided again.
+	dirty []bool
 }
 
 // resolveAllocs resolves the pool's running allocations (by id ascending),
 // reusing cache entries of running jobs the pass was told did not change,
 // and leaves the cache holding this pass's.
 func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]allocRes, []string) {
-	out := make([]allocRes, len(running))
 	if cache == nil {
 		cache = &allocCache{}
+	}
+	// Written to the buffer before the last one (not the one read).
+	out := grow(&cache.spare, len(running))
+	if len(out) > 0 && len(cache.res) > 0 && &out[0] == &cache.res[0] {
+		out = make([]allocRes, len(running))
 	}
 	var old []allocRes
 	if cache.valid {
@@ -353,18 +423,35 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 	} else {
 		cache.projs, cache.projIx = cache.projs[:0], map[string]int32{}
 	}
+	// Projects whose running jobs are not all as in the last pass: their
+	// jobs' sides are decided again (see newPoolState).
+	dirty := cache.dirty[:0]
+	markDirty := func(p int32) {
+		for int(p) >= len(dirty) {
+			dirty = append(dirty, false)
+		}
+		dirty[p] = true
+	}
 	changed := ps.changed
 	k := 0
+	prev := int64(math.MinInt64)
 	for x, a := range running {
 		for len(changed) > 0 && changed[0] < a.JobID {
 			changed = changed[1:]
 		}
 		for k < len(old) && old[k].id < a.JobID {
+			if old[k].id != prev {
+				markDirty(old[k].proj) // it ended
+			}
 			k++
 		}
-		if k < len(old) && old[k].id == a.JobID && (len(changed) == 0 || changed[0] != a.JobID) {
-			out[x] = old[k]
-			continue
+		prev = a.JobID
+		if k < len(old) && old[k].id == a.JobID {
+			if len(changed) == 0 || changed[0] != a.JobID {
+				out[x] = old[k]
+				continue
+			}
+			markDirty(old[k].proj)
 		}
 		out[x] = ps.resolve(a)
 		p, ok := cache.projIx[a.Project]
@@ -374,15 +461,24 @@ func (ps *poolState) resolveAllocs(running []*Allocation, cache *allocCache) ([]
 			cache.projIx[a.Project] = p
 		}
 		out[x].proj = p
+		markDirty(p)
 	}
-	cache.res, cache.valid = out, true
+	for ; k < len(old); k++ {
+		if old[k].id != prev {
+			markDirty(old[k].proj)
+		}
+	}
+	for len(dirty) < len(cache.projs) {
+		dirty = append(dirty, false)
+	}
+	cache.res, cache.spare, cache.valid, cache.dirty = out, cache.res[:0], true, dirty
 	return out, cache.projs
 }
 
 // resolve looks an allocation's nodes and GPUs up in the pool.
 func (ps *poolState) resolve(a *Allocation) allocRes {
 	ar := allocRes{id: a.JobID, rank: a.Priority.Rank(), res: perNode(a.Resources), gang: gangLimits(a.Resources),
-		cost: costRate(ps.capa, a.Resources), nodes: make([]allocNode, len(a.Nodes))}
+		cost: costRate(ps.capa, a.Resources), nodes: make([]allocNode, len(a.Nodes)), start: a.StartedAt, stopping: a.Stopping}
 	for i, na := range a.Nodes {
 		n := ps.byName[na.Node]
 		if n == nil {
@@ -448,4 +544,24 @@ func (ps *poolState) accepted(j *job) bool {
 		return ps.accept[j.rank]
 	}
 	return len(ps.pool.Priorities) == 0 || slices.Contains(ps.pool.Priorities, ps.pd(j).Priority)
+}
+
+// slabs are the storage newPoolState builds a pool's nodes and running
+// jobs in.
+type slabs struct {
+	ids      []int
+	used     []bool
+	nodes    []nodeState
+	holders  []holder
+	refs     []*holder
+	nodeRefs []*nodeState
+}
+
+// grow returns (*buf)[:n], reallocating when it is too short.
+func grow[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n, n+n/8)
+	}
+	*buf = (*buf)[:n]
+	return *buf
 }

@@ -313,6 +313,7 @@ func (ps *poolState) fitAfterStops(sh *shape) []*nodeState {
 // unknown, so nothing may backfill there).
 func (ps *poolState) reserve(id int64, rank int, r req, nodes []*nodeState, est time.Time) {
 	for _, n := range nodes {
+		ps.touch(n, false)
 		n.resvG += r.g
 		n.resvC += r.c
 		n.resvM += r.m

@@ -159,8 +159,11 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 	qs.passes++
 	prev := p.prev
 	// running is in id order here.
+	edited := false
 	if p.last != nil && qs.sameInputs(&p.s, p.cfg, pools, running, p.changed) {
-		plan, ok, edited := qs.replay(pools, p.last)
+		var plan Plan
+		var ok bool
+		plan, ok, edited = qs.replay(pools, p.last)
 		if ok {
 			p.plan = plan
 			return
@@ -172,11 +175,23 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 	// A told pass takes a pool's part of the previous plan when nothing
 	// the pool's walk reads changed (see reusable).
 	var runChanged []string
-	if !p.told || !qs.sameShared(&p.s, p.cfg) {
+	same := p.told && qs.sameShared(&p.s, p.cfg)
+	if !same {
 		prev = nil
 	}
 	if prev != nil {
 		runChanged = qs.runningPools(running, p.changed)
+	}
+	// A pool whose changes are a few projects' may patch the previous
+	// plan instead (see patch.go), read from prev or from the last plan
+	// handed back.
+	src := prev
+	if src == nil && same && !edited {
+		src = p.last
+	}
+	var runProjs []poolProject
+	if src != nil {
+		runProjs = qs.runningProjects(running, p.changed)
 	}
 	qs.remember(&p.s, p.cfg, pools, running)
 	sortByPool(running, func(a *Allocation) string { return a.Pool })
@@ -210,7 +225,8 @@ func (p *pass) runQueues(pools []domain.Pool, quotas map[[2]string]*domain.Quota
 			if !p.told || !mc.same {
 				allocs.valid = false // node order may differ: resolve afresh
 			}
-			if prev != nil && mc.same && !slices.Contains(runChanged, pool.Name) && p.reuse(q, prev) {
+			if prev != nil && mc.same && !slices.Contains(runChanged, pool.Name) && p.reuse(q, prev) ||
+				src != nil && mc.same && p.patch(q, pool, mc, quotas, shares, usage, running[ri:rj], src, runProjs) {
 				nowR.and(q.out.nowR)
 				ri = rj
 				continue
@@ -295,6 +311,16 @@ func canonicalPools(in []domain.Pool) []domain.Pool {
 
 // walk visits the pool's queue in order and decides each job.
 func (ps *poolState) walk(q *queue) {
+	var lg *visitLog
+	if ps.memoCfg != nil {
+		lg = q.startLog()
+	}
+	ps.walkJobs(q, q.jobs, lg)
+}
+
+// walkJobs is walk over jobs, q's or some of them in q's order, logging
+// the visits to lg when set.
+func (ps *poolState) walkJobs(q *queue, jobs []job, lg *visitLog) {
 	ps.q = q
 	ps.prs = make([]*projState, len(q.projs))
 	ps.shs = make([]*shape, len(q.shapes))
@@ -308,9 +334,7 @@ func (ps *poolState) walk(q *queue) {
 	}
 	q.prepareMemo(c)
 	ps.memo, ps.decs, ps.stateVer = q.memo, q.decs, q.stateVer
-	if ps.memoCfg != nil {
-		ps.vlog = q.startLog()
-	}
+	ps.vlog = lg
 	defer func() {
 		q.decs, q.stateVer = ps.decs, ps.stateVer+1
 		if ps.vlog != nil {
@@ -326,7 +350,7 @@ func (ps *poolState) walk(q *queue) {
 	// pass.
 	if q.beneficiaries > 0 {
 		first := make([]job, 0, q.beneficiaries)
-		for _, j := range q.jobs {
+		for _, j := range jobs {
 			if j.flags&jobBeneficiary != 0 {
 				first = append(first, j)
 			}
@@ -335,7 +359,7 @@ func (ps *poolState) walk(q *queue) {
 		ps.decidedFirst = true // the later phases skip them
 	}
 	ps.endPhase(1)
-	later := ps.merge(q.jobs, true, ps.laterBuf[:0])
+	later := ps.merge(jobs, true, ps.laterBuf[:0])
 	ps.endPhase(2)
 	if len(later) == 0 {
 		return
@@ -343,7 +367,7 @@ func (ps *poolState) walk(q *queue) {
 	slices.Sort(later) // queue order
 	deferred := make([]job, len(later))
 	for i, x := range later {
-		deferred[i] = q.jobs[x]
+		deferred[i] = jobs[x]
 	}
 	ps.laterBuf = later
 	ps.merge(deferred, false, nil)

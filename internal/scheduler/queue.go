@@ -73,6 +73,8 @@ type queue struct {
 	// reuses them (reuse.go); dirty: jobs were queued or removed since.
 	out   poolOut
 	dirty bool
+	// Scratch for patches (patch.go).
+	patch *patchScratch
 }
 
 // memoConfig is what decisions of every kind may depend on besides the

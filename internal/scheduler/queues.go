@@ -25,6 +25,8 @@ type Queues struct {
 	// passes counts the passes over qs; reused, the pools whose entries
 	// a pass took from the previous plan (reuse.go).
 	passes, reused int64
+	// patched counts the pools decided by a patch (patch.go).
+	patched int64
 }
 
 // Reused is how many times a pass over qs took a pool's entries from the

@@ -177,6 +177,7 @@ func (ps *poolState) markProject(pr *projState) {
 		if h.borrowed != was {
 			for _, n := range h.nodes {
 				n.boundOK = false
+				ps.touch(n, true)
 			}
 		}
 	}

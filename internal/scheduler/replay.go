@@ -47,16 +47,18 @@ const (
 	visitFresh                 // decided afresh, not from the class memo
 )
 
-// visit is one job decided in a walk, in visit order: 32 bytes, as a
+// visit is one job decided in a walk, in visit order: 40 bytes, as a
 // walk writes one per job.
 type visit struct {
 	share float64 // its run's fair share when visited (merge's key)
 	sec   int64   // submit time (packed: the queue's submit times are, when logged)
 	id    int64
 	seg   int32 // stateVer before the decision
+	cd    int32 // index in visitLog.classes of its class's decision in force at seg; -1: none logged
 	proj  int16
 	tf    uint8 // tier (low 4 bits) and flags
 	emits uint8 // waiting entries the decision emitted
+	resv  bool  // some capacity is reserved after it
 }
 
 func (v *visit) tier() int8 { return int8(v.tf & 15) }
@@ -69,6 +71,7 @@ type classDec struct {
 	reserved bool // some capacity was reserved (a job with a timeout might backfill)
 	deferred bool
 	resv     bool
+	dep      uint8 // decision.dep
 	reason   domain.Reason
 	msg      string
 	est      time.Time
@@ -84,8 +87,73 @@ type visitLog struct {
 	phases   [3][]visit // by phase (0: beneficiaries, 1: all, 2: deferred)
 	endSeg   [3]int32   // stateVer when each phase ended
 	classes  []classDec
-	shapes   int // len(queue.shapes) when logged (memo indexes depend on it)
-	waitN    int // waiting entries the pool has in the plan
+	lastCD   []int32 // by memo index: 1 + the index in classes of its latest
+	shapes   int     // len(queue.shapes) when logged (memo indexes depend on it)
+	waitN    int     // waiting entries the pool has in the plan
+	// patchOK: the visits' keys, projects and entries stand for the
+	// pool's part of the last plan (a patch may rewrite them; see
+	// patch.go), though their state versions and classes may not (then
+	// ok is false). nonLocal lists the projects some visit of which
+	// rested on the pool's state (depPool); manyNonLocal: more than
+	// maxNonLocal of them. search marks, by project, those some visit of
+	// which rested on a search of the nodes of the project's own jobs
+	// (depSearch). touched are the nodes the walk changed (see touch);
+	// manyTouched: more than maxTouched.
+	patchOK      bool
+	dead         int // classes a patch left dead (memo -1)
+	nonLocal     []int16
+	manyNonLocal bool
+	search       []bool
+	touched      []int32
+	manyTouched  bool
+}
+
+// maxNonLocal bounds visitLog.nonLocal.
+const maxNonLocal = 8
+
+// maxTouched bounds visitLog.touched.
+const maxTouched = 1 << 12
+
+// addDep records what a visit of project proj rested on.
+func (lg *visitLog) addDep(proj int16, dep uint8) {
+	switch dep {
+	case depSearch:
+		if int(proj) >= len(lg.search) {
+			lg.search = append(lg.search, make([]bool, int(proj)+1-len(lg.search))...)
+		}
+		lg.search[proj] = true
+	case depPool:
+		if lg.manyNonLocal || slices.Contains(lg.nonLocal, proj) {
+			return
+		}
+		if len(lg.nonLocal) == maxNonLocal {
+			lg.manyNonLocal = true
+			return
+		}
+		lg.nonLocal = append(lg.nonLocal, proj)
+	}
+}
+
+// touch records that the walk changed node n: with grow, in a way that
+// may let a search for victims there succeed (a placement of a
+// preemptible job, a job changing sides), else only taking capacity (a
+// reservation, a placement of a job that is never a victim), after which
+// a search that failed there fails again. It is recorded as idx, or
+// -1-idx when it only took capacity.
+func (ps *poolState) touch(n *nodeState, grow bool) {
+	lg := ps.vlog
+	if lg == nil || lg.manyTouched {
+		return
+	}
+	if len(lg.touched) == maxTouched {
+		lg.manyTouched = true
+		return
+	}
+	x := int32(n.idx)
+	if !grow {
+		x = -1 - x
+	}
+	lg.touched = append(lg.touched, x)
 }
 
 // queueEdit is one job inserted into or removed from a queue since its
@@ -112,17 +180,25 @@ type lastInputs struct {
 	usage    []Usage
 	running  []int64  // ids, ascending
 	runPools []string // their pools
+	runProjs []string // their projects
 }
 
-// logVisit appends a visit to the current phase's log.
-func (ps *poolState) logVisit(top *mergeRun, j *job, seg, waitBefore int, placed, deferred bool) {
+// logVisit appends a visit to the current phase's log; dep is what its
+// decision rests on (poolState.dep).
+func (ps *poolState) logVisit(top *mergeRun, j *job, seg, waitBefore int, placed, deferred bool, dep uint8) {
 	lg := ps.vlog
-	v := visit{share: top.share, sec: j.sec, id: j.id, seg: int32(seg), proj: int16(j.proj), tf: uint8(j.tier)}
+	v := visit{share: top.share, sec: j.sec, id: j.id, seg: int32(seg), cd: -1, proj: int16(j.proj), tf: uint8(j.tier), resv: len(ps.reserved) > 0}
+	if m := ps.memoIndex(j, ps.phase == 1); m < len(lg.lastCD) {
+		if c := lg.lastCD[m] - 1; c >= 0 && lg.classes[c].seg == v.seg {
+			v.cd = c
+		}
+	}
 	n := ps.waiting - waitBefore
 	if n > 255 || j.proj > math.MaxInt16 || j.tier < 0 || j.tier > 15 {
-		lg.ok = false
+		lg.ok, lg.patchOK = false, false
 		return
 	}
+	lg.addDep(v.proj, dep)
 	v.emits = uint8(n)
 	if ps.stateVer != seg {
 		v.tf |= visitChanged
@@ -142,8 +218,13 @@ func (ps *poolState) logVisit(top *mergeRun, j *job, seg, waitBefore int, placed
 // logClass records that the class at memo index m has decision d in force
 // in the current state version.
 func (ps *poolState) logClass(m int, d *decision) {
+	lg := ps.vlog
+	if m >= len(lg.lastCD) {
+		lg.lastCD = append(lg.lastCD, make([]int32, m+1-len(lg.lastCD))...)
+	}
+	lg.lastCD[m] = int32(len(lg.classes)) + 1
 	ps.vlog.classes = append(ps.vlog.classes, classDec{memo: int32(m), seg: int32(ps.stateVer), reserved: len(ps.reserved) > 0,
-		deferred: d.deferred, resv: d.resv, reason: d.reason, msg: d.msg, est: d.est})
+		deferred: d.deferred, resv: d.resv, dep: d.dep, reason: d.reason, msg: d.msg, est: d.est})
 }
 
 // startLog readies the queue's log for a walk.
@@ -153,16 +234,26 @@ func (q *queue) startLog() *visitLog {
 		lg = &visitLog{}
 		q.vlog = lg
 	}
+	lg.reset(q)
+	q.edits, q.editsLost = q.edits[:0], false
+	return lg
+}
+
+// reset readies lg for a walk over q's jobs.
+func (lg *visitLog) reset(q *queue) {
 	for i := range lg.phases {
 		lg.phases[i] = lg.phases[i][:0]
 	}
 	clear(lg.classes)
 	lg.classes = lg.classes[:0]
+	clear(lg.lastCD)
+	lg.dead = 0
 	// Unpacked submit times (spanning centuries) have nanoseconds apart:
 	// such a queue walks.
 	lg.ok, lg.shapes, lg.waitN, lg.unplaced = q.beneficiaries == 0 && q.packed, len(q.shapes), 0, false
-	q.edits, q.editsLost = q.edits[:0], false
-	return lg
+	lg.patchOK, lg.nonLocal, lg.manyNonLocal = lg.ok, lg.nonLocal[:0], false
+	clear(lg.search)
+	lg.touched, lg.manyTouched = lg.touched[:0], false
 }
 
 // noteEdit records an insert or removal for the next pass's replay.
@@ -184,10 +275,11 @@ func (qs *Queues) remember(s *Snapshot, cfg Config, pools []domain.Pool, running
 	l.quotas = append(l.quotas[:0], s.Quotas...)
 	l.projects = append(l.projects[:0], s.Projects...)
 	l.usage = append(l.usage[:0], s.Usage...)
-	l.running, l.runPools = l.running[:0], l.runPools[:0]
+	l.running, l.runPools, l.runProjs = l.running[:0], l.runPools[:0], l.runProjs[:0]
 	for _, a := range running {
 		l.running = append(l.running, a.JobID)
 		l.runPools = append(l.runPools, a.Pool)
+		l.runProjs = append(l.runProjs, a.Project)
 	}
 	// The caller may reuse a snapshot's slices: keep copies (of pools
 	// that changed).
@@ -215,7 +307,7 @@ func (qs *Queues) forget() {
 	qs.last.ok = false
 	for _, q := range qs.pools {
 		if q.vlog != nil {
-			q.vlog.ok = false
+			q.vlog.ok, q.vlog.patchOK = false, false
 		}
 	}
 }
@@ -272,6 +364,16 @@ func samePool(a, b *domain.Pool) bool {
 // changed last.
 func (qs *Queues) replay(pools []domain.Pool, last *Plan) (plan Plan, ok, edited bool) {
 	w := last.Waiting
+	// Every pool replayable first, so that a pass that walks has edited
+	// nothing (the pools nothing changed in are then reused, and the
+	// others may patch).
+	for _, pool := range pools {
+		if q := qs.pools[pool.Name]; q != nil {
+			if lg := q.vlog; lg == nil || !lg.ok || q.editsLost || lg.shapes != len(q.shapes) || q.beneficiaries > 0 {
+				return Plan{}, false, false
+			}
+		}
+	}
 	off := 0
 	for _, pool := range pools {
 		q := qs.pools[pool.Name]
@@ -279,9 +381,6 @@ func (qs *Queues) replay(pools []domain.Pool, last *Plan) (plan Plan, ok, edited
 			continue
 		}
 		lg := q.vlog
-		if lg == nil || !lg.ok || q.editsLost || lg.shapes != len(q.shapes) || q.beneficiaries > 0 {
-			return Plan{}, false, edited
-		}
 		for _, e := range q.edits {
 			var ok bool
 			if e.add {
@@ -356,7 +455,7 @@ func (lg *visitLog) place(ph int, j *job) (int, visit, bool) {
 	for b < len(log) && log[b].tier() == j.tier {
 		b++
 	}
-	v := visit{sec: j.sec, id: j.id, proj: int16(j.proj), tf: uint8(j.tier)}
+	v := visit{sec: j.sec, id: j.id, cd: -1, proj: int16(j.proj), tf: uint8(j.tier)}
 	prev, next := -1, -1
 	for i := a; i < b; i++ {
 		u := &log[i]
@@ -397,13 +496,13 @@ func (lg *visitLog) place(ph int, j *job) (int, visit, bool) {
 
 // class is the decision the class at memo index m had in force in state
 // version seg.
-func (lg *visitLog) class(m int, seg int32) *classDec {
+func (lg *visitLog) class(m int, seg int32) (*classDec, int32) {
 	for i := range lg.classes {
 		if c := &lg.classes[i]; c.memo == int32(m) && c.seg == seg {
-			return c
+			return c, int32(i)
 		}
 	}
-	return nil
+	return nil, -1
 }
 
 // add puts job j (just queued) into the logged walk and its entry into w,
@@ -424,11 +523,13 @@ func (lg *visitLog) add(q *queue, w []Waiting, off int, j *job) ([]Waiting, bool
 		if ph == 1 {
 			m++
 		}
-		c := lg.class(m, v.seg)
+		c, cd := lg.class(m, v.seg)
 		if c == nil || c.resv || j.timeout > 0 && c.reserved || c.deferred && ph == 2 {
 			return w, false
 		}
+		lg.addDep(int16(j.proj), c.dep)
 		at[ph], vs[ph] = t, v
+		vs[ph].cd, vs[ph].resv = cd, c.reserved // it reserves nothing
 		if !c.deferred {
 			dec = c
 			vs[ph].emits = 1

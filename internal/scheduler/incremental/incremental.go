@@ -53,11 +53,19 @@ type Scheduler struct {
 	// replayed counts the passes edited from the previous plan; reused,
 	// the pools whose entries a pass took from it.
 	replayed, reused int64
+	// patched counts the pools a pass decided by walking only the jobs of
+	// the projects that changed.
+	patched int64
 }
 
 // Replayed is how many of this scheduler's passes edited the previous
 // plan instead of walking the queues.
 func (in *Scheduler) Replayed() int64 { return in.replayed }
+
+// Patched is how many times one of this scheduler's passes decided a
+// pool by walking only the jobs of the projects whose jobs changed,
+// taking the others' entries from the previous plan.
+func (in *Scheduler) Patched() int64 { return in.patched }
 
 // Reused is how many times one of this scheduler's passes took a pool's
 // entries from the previous plan instead of walking the pool
@@ -132,10 +140,11 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 		}
 	}
 	in.recycled, in.hasRecycled = scheduler.Plan{}, false
-	before, reusedBefore := in.queues.Replayed(), in.queues.Reused()
+	before, reusedBefore, patchedBefore := in.queues.Replayed(), in.queues.Reused(), in.queues.Patched()
 	plan := scheduler.ScheduleQueues(s, cfg, in.queues, k)
 	in.replayed += in.queues.Replayed() - before
 	in.reused += in.queues.Reused() - reusedBefore
+	in.patched += in.queues.Patched() - patchedBefore
 	if n := len(plan.Waiting); n < len(buf) {
 		clear(buf[n:]) // let the recycled plan's messages go
 	}
