@@ -100,7 +100,9 @@ type JobFilter struct {
 type JobCursor uint64
 
 // JobRev is a live job's id and the point of its row's last write in the
-// history that cursors name (LiveJobRevs).
+// history that cursors name (LiveJobRevs). Every write to what JobDetail
+// shows of a job (its row, its attempts, its events) writes its row, so
+// a job whose revision is unchanged shows as it did.
 type JobRev struct {
 	ID  int64
 	Rev JobCursor

@@ -91,7 +91,10 @@ var (
 	qRequestCancel  = Q(`UPDATE jobs SET {REV}, cancel_requested = 1 WHERE id = ? AND state = ?`)
 	qRequestPreempt = Q(`UPDATE jobs SET {REV}, preempt_requested = 1 WHERE id = ? AND state = ?`)
 	qBumpAttempts   = Q(`UPDATE jobs SET {REV}, attempts = attempts + 1 WHERE id = ? AND attempts = ?`)
-	qEventInsert    = Q(`INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
+	// qTouchJob stamps a job whose change wrote only its attempt: the
+	// attempt is part of what showing the job shows (store.JobRev).
+	qTouchJob    = Q(`UPDATE jobs SET {REV} WHERE id = ?`)
+	qEventInsert = Q(`INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	qAttemptInsert = Q(`INSERT INTO attempts (job_id, number, state, reason, message, exit_code, node, gpus,
 		created_at, started_at, finished_at, borrowed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -140,6 +143,9 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 		return guardf(store.ErrConflict, "job %d is %s, not %v", c.JobID, cur, c.Guard())
 	}
 
+	// jobWritten: the change writes the job's row, which stamps it with
+	// the transaction's revision.
+	jobWritten := to != "" || c.SetReason || c.RequestCancel || c.RequestPreempt
 	if to != "" {
 		var started, finished any
 		if to == domain.JobRunning {
@@ -187,14 +193,17 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 	}
 
 	if c.Attempt != nil {
-		return s.applyAttempt(x, c, attempts)
+		return s.applyAttempt(x, c, attempts, jobWritten)
 	}
 	return nil
 }
 
 // applyAttempt creates or updates the attempt of a change whose job guard
-// held. jobAttempts is the job's attempt count before the change.
-func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int) error {
+// held. jobAttempts is the job's attempt count before the change;
+// jobWritten says whether the change wrote the job's row already. An
+// attempt written without its job's row stamps the row too, so that the
+// job's revision changes with everything showing it shows.
+func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int, jobWritten bool) error {
 	a := c.Attempt
 	if a.To == "" {
 		return guardf(domain.ErrInvalid, "job %d attempt %d: change has no target state", c.JobID, a.Number)
@@ -245,6 +254,11 @@ func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int) error {
 		started, finished, BoolArg(a.Usage != nil), u.CPUSeconds, BoolArg(a.Usage != nil), int64(u.MaxRSS),
 		BoolArg(a.Usage != nil), u.GPUSeconds, c.JobID, a.Number, state); err != nil {
 		return err
+	}
+	if !jobWritten {
+		if err := x.Queue(fmt.Sprintf("stamp job %d with its attempt's write", c.JobID), qTouchJob, c.JobID); err != nil {
+			return err
+		}
 	}
 	if cur.Terminal() || !a.To.Terminal() {
 		return nil

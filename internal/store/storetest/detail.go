@@ -88,4 +88,44 @@ func testJobDetail(t *testing.T, s store.Store) {
 	if _, err := s.JobDetail(ctx, freeJob.ID+100); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("JobDetail of a missing job: %v, want ErrNotFound", err)
 	}
+
+	// A detail read again is the same, and shows every write since: a
+	// move, an attempt's, a new rate of the job's pool.
+	check := func(when string, id int64) store.JobDetail {
+		t.Helper()
+		got, err := s.JobDetail(ctx, id)
+		if err != nil {
+			t.Fatalf("JobDetail(%d) %s: %v", id, when, err)
+		}
+		want := store.JobDetail{Job: get(t, s, id), Attempts: attempts(t, s, id), Events: events(t, s, id)}
+		if want.Rates, err = s.RateHistory(ctx, want.Job.Pool); err != nil {
+			t.Fatal(err)
+		}
+		want.Job.Spec, want.Job.SpecJSON = domain.Spec{}, nil
+		cmp := got
+		cmp.Job.SpecJSON = nil
+		if d := diff(want, cmp); d != "" {
+			t.Fatalf("JobDetail(%d) %s differs from GetJob, ListAttempts, ListEvents and RateHistory:%s", id, when, d)
+		}
+		return got
+	}
+	first := check("again", full.ID)
+	first.Attempts[0].Message, first.Events[0].Message = "scribbled", "scribbled" // a caller's copy
+	check("after its caller changed the copy", full.ID)
+	job := create(t, s, newJob(t, testSpec("later", "p"), "dave", at(20)))
+	check("when new", job.ID)
+	mustApply(t, s, store.Change{JobID: job.ID, Move: domain.MoveStart(), At: at(21), Actor: "control",
+		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "node-c"}})
+	check("after a move", job.ID)
+	mustApply(t, s, store.Change{JobID: job.ID, In: states(domain.JobStarting), At: at(22),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptStarting, Message: "pulling"}})
+	if d := check("after an attempt's write", job.ID); d.Attempts[0].Message != "pulling" {
+		t.Fatalf("JobDetail(%d) after an attempt's write = %+v", job.ID, d.Attempts)
+	}
+	p2 := testPool("standard")
+	p2.Rates, p2.UpdatedAt = domain.Rates{GPUHour: 5}, at(30)
+	putPool(t, s, p2)
+	if d := check("after a rate change", job.ID); len(d.Rates) != 3 {
+		t.Fatalf("JobDetail(%d) after a rate change has rates %+v, want 3", job.ID, d.Rates)
+	}
 }

@@ -15,9 +15,10 @@ import (
 // control loop's view of the active jobs, kept current by reading only
 // what was written since, and checked by the live jobs' revisions.
 var feedTests = map[string]func(t *testing.T, s store.Store){
-	"LiveJobsAndChanges": testLiveJobsAndChanges,
-	"LiveJobRevs":        testLiveJobRevs,
-	"JobsByID":           testJobsByID,
+	"LiveJobsAndChanges":  testLiveJobsAndChanges,
+	"LiveJobRevs":         testLiveJobRevs,
+	"JobsByID":            testJobsByID,
+	"AttemptWriteRevises": testAttemptWriteRevises,
 }
 
 func jobIDs(jobs []domain.Job) []int64 {
@@ -205,5 +206,43 @@ func testJobsByID(t *testing.T, s store.Store) {
 	}
 	if got[1].State != domain.JobCanceled || got[0].Spec.Name != "" {
 		t.Fatalf("JobsByID(%v) = %+v, want job %d canceled, and no spec", ids, got, jobs[1].ID)
+	}
+}
+
+// testAttemptWriteRevises: a change that writes only a job's attempt
+// (no move, no reason, no request) still gives the job a revision past
+// every earlier cursor, so a reader that keeps what showing a job shows
+// (its row, attempts and events) by revision sees the attempt's write;
+// and JobDetail, read before and after it, shows the write.
+func testAttemptWriteRevises(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	jobs := createN(t, s, "p", 2)
+	mustApply(t, s, store.Change{JobID: jobs[0].ID, Move: domain.MoveStart(), At: at(11),
+		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n"}})
+	if _, err := s.JobDetail(ctx, jobs[0].ID); err != nil {
+		t.Fatalf("JobDetail(%d): %v", jobs[0].ID, err)
+	}
+	before, c := liveRevs(t, s)
+	mustApply(t, s, store.Change{JobID: jobs[0].ID, In: states(domain.JobStarting), At: at(12),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptStarting,
+			Message: "pulling the image", Usage: &domain.Usage{CPUSeconds: 1.5}}})
+	after, _ := liveRevs(t, s)
+	if rev := after[jobs[0].ID]; rev <= c || rev == before[jobs[0].ID] {
+		t.Fatalf("job %d's attempt was written after cursor %d, yet its revision went from %d to %d; want one past the cursor",
+			jobs[0].ID, c, before[jobs[0].ID], rev)
+	}
+	if after[jobs[1].ID] != before[jobs[1].ID] {
+		t.Fatalf("job %d was not written, yet its revision went from %d to %d", jobs[1].ID, before[jobs[1].ID], after[jobs[1].ID])
+	}
+	changed, _ := changedSince(t, s, c)
+	if !slices.Contains(jobIDs(changed), jobs[0].ID) {
+		t.Fatalf("ChangedJobs(%d) = %v: want job %d, whose attempt was written since", c, jobIDs(changed), jobs[0].ID)
+	}
+	d, err := s.JobDetail(ctx, jobs[0].ID)
+	if err != nil {
+		t.Fatalf("JobDetail(%d): %v", jobs[0].ID, err)
+	}
+	if len(d.Attempts) != 1 || d.Attempts[0].Message != "pulling the image" || d.Attempts[0].Usage.CPUSeconds != 1.5 {
+		t.Fatalf("JobDetail(%d).Attempts = %+v after the attempt's write, want its message and usage", jobs[0].ID, d.Attempts)
 	}
 }

@@ -81,6 +81,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, moveTests)     // the transition table, through Apply: moves.go
 	maps.Copy(tests, reportTests)   // review reports: report.go
 	maps.Copy(tests, detailTests)   // a job with what showing it needs: detail.go
+	maps.Copy(tests, readTests)     // reads repeated across writes: reads.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
