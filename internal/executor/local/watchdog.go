@@ -189,23 +189,7 @@ func attemptProcs(t map[int]procInfo, shim procID, child int, recorded map[int]u
 			in[pid] = true
 		}
 	}
-	for grew := true; grew; {
-		grew = false
-		for pid, p := range t {
-			if !in[pid] && in[p.ppid] {
-				in[pid], grew = true, true
-			}
-		}
-	}
-	self := os.Getpid()
-	var out []int
-	for pid := range in {
-		if pid != self && pid != 1 && pid != shim.PID && !t[pid].dead {
-			out = append(out, pid)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return withDescendants(t, in, shim.PID)
 }
 
 // sharedAttemptProcs lists the live processes of an attempt of the shared
@@ -227,10 +211,17 @@ func sharedAttemptProcs(t map[int]procInfo, sup procID, child int, recorded map[
 			in[pid] = true
 		}
 	}
+	return withDescendants(t, in, sup.PID)
+}
+
+// withDescendants adds to the processes in the set their descendants in
+// the table (never through the supervisor, pid sup) and lists those alive,
+// sorted, leaving out the caller, init and the supervisor.
+func withDescendants(t map[int]procInfo, in map[int]bool, sup int) []int {
 	for grew := true; grew; {
 		grew = false
 		for pid, p := range t {
-			if !in[pid] && in[p.ppid] && pid != sup.PID {
+			if !in[pid] && in[p.ppid] && pid != sup {
 				in[pid], grew = true, true
 			}
 		}
@@ -238,7 +229,7 @@ func sharedAttemptProcs(t map[int]procInfo, sup procID, child int, recorded map[
 	self := os.Getpid()
 	var out []int
 	for pid := range in {
-		if pid != self && pid != 1 && pid != sup.PID && !t[pid].dead {
+		if pid != self && pid != 1 && pid != sup && !t[pid].dead {
 			out = append(out, pid)
 		}
 	}
