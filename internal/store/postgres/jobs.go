@@ -84,9 +84,9 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources
 		b := &w.bulk
-		if !w.snaps.stored(p.SpecHash) {
+		if !w.snaps.Committed(p.SpecHash) {
 			b.addSnapshot(p.SpecHash, string(p.SpecJSON))
-			w.snaps.added = append(w.snaps.added, p.SpecHash)
+			w.snaps.Add(p.SpecHash)
 		}
 		b.jobID = append(b.jobID, id)
 		b.jobName, b.jobProject, b.jobPool = append(b.jobName, p.Spec.Name), append(b.jobProject, p.Spec.Project), append(b.jobPool, p.Spec.Pool)

@@ -15,6 +15,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -98,7 +99,7 @@ type writer struct {
 	bulk         bulk // rows waiting for their multi-row INSERT: bulk.go
 	materialized int  // times bulk rows became statements
 
-	snaps snapshotCache // the config snapshots known stored
+	snaps sqlstore.SnapshotCache // the config snapshots known stored
 
 	audit auditState // the audit hook's state: see audit.go
 	fence fenceState // the leader term this transaction read: see leader.go
@@ -473,14 +474,14 @@ func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool
 	}
 	results = make([]error, len(claimed))
 	for i, r := range claimed {
-		head, snaps := w.audit.head, len(w.snaps.added)
+		head, snaps := w.audit.head, w.snaps.Mark()
 		err, fatal := w.runInSavepoint("request", func(w *writer) error { return runRequest(w, r) })
 		if fatal != nil {
 			return nil, fatal
 		}
 		if err != nil {
 			w.audit.head = head // the request's records were rolled back
-			w.snaps.added = w.snaps.added[:snaps]
+			w.snaps.Undo(snaps)
 		}
 		results[i] = err
 	}
@@ -489,43 +490,8 @@ func (s *Store) runBatch(claimed []*writeReq, jobs int, audited, optimistic bool
 		return nil, err
 	}
 	w.predict()
-	w.snaps.commit()
+	w.snaps.Commit()
 	return results, nil
-}
-
-// knownSnapshots bounds how many committed snapshot hashes the writer
-// remembers; past it, the set starts afresh.
-const knownSnapshots = 4096
-
-// snapshotCache knows which config snapshots are stored. Snapshots are
-// immutable and never deleted (migration 0001's triggers refuse both), so
-// once one is committed every later job of the same spec skips inserting
-// it: most submits repeat a spec that is already stored.
-type snapshotCache struct {
-	committed map[string]struct{}
-	// added lists the hashes inserted in the running transaction, in
-	// order, so a request that fails can drop its own.
-	added []string
-}
-
-// stored reports whether the snapshot of hash is known to be committed.
-func (c *snapshotCache) stored(hash string) bool {
-	_, ok := c.committed[hash]
-	return ok
-}
-
-// commit records the running transaction's snapshots as stored.
-func (c *snapshotCache) commit() {
-	if len(c.added) == 0 {
-		return
-	}
-	if c.committed == nil || len(c.committed)+len(c.added) > knownSnapshots {
-		c.committed = make(map[string]struct{}, len(c.added))
-	}
-	for _, h := range c.added {
-		c.committed[h] = struct{}{}
-	}
-	c.added = c.added[:0]
 }
 
 // prediction is the audit chain's head and the last job id handed out as
@@ -588,7 +554,7 @@ func (w *writer) begin(jobs int, audited, fenced bool, looks []*look) error {
 	w.audit = auditState{}
 	w.ids = w.ids[:0]
 	w.lastID, w.stale = 0, false
-	w.snaps.added = w.snaps.added[:0]
+	w.snaps.Begin()
 	p := w.predicted
 	w.began, w.predicted = p, prediction{} // until this batch commits
 	w.pending = w.pending[:0]

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/store/sqlstore"
 )
 
 // maxBatch bounds how many write requests share one transaction, so one
@@ -58,7 +59,7 @@ type writer struct {
 	// none yet): see nextJobID.
 	jobID int64
 	// snaps knows which config snapshots are stored: see snapshots.go.
-	snaps snapshotCache
+	snaps sqlstore.SnapshotCache
 	// repeats spares the looks for repeats of one transaction walking
 	// the same submitter's jobs again: see repeats.go.
 	repeats repeatWindows
@@ -264,12 +265,12 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	w.jobID = 0                // and the last job id
-	w.snaps.begin()
+	w.snaps.Begin()
 	w.repeats.begin()
 	results = make([]error, len(claimed))
 	for i, r := range claimed {
 		var err error
-		mark := len(w.snaps.added)
+		mark := w.snaps.Mark()
 		if optimistic {
 			ran := w.ran
 			if err = callSafely(w, func(w *writer) error { return runRequest(w, r) }); err != nil && w.ran != ran {
@@ -286,7 +287,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 		if err != nil {
 			// Nothing it wrote stays: in a savepoint it was rolled back;
 			// optimistic, it ran no statement.
-			w.snaps.undo(mark)
+			w.snaps.Undo(mark)
 		}
 		w.repeats.endRequest(err)
 		results[i] = err
@@ -296,7 +297,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 		w.repeats.forget()
 		return nil, interpretError("commit write transaction", err)
 	}
-	w.snaps.commit()
+	w.snaps.Commit()
 	return results, nil
 }
 
