@@ -474,6 +474,28 @@ entries:
 		lg.classes, sc.classes = sc.classes, lg.classes
 		clear(sc.classes) // the old log's messages
 		lg.endSeg, lg.dead = endSeg, 0
+		if lg.countsOK {
+			// S's counts are now the walk's.
+			for ph := 1; ph <= 2; ph++ {
+				cs := lg.counts[ph]
+				if len(cs) < len(inS) {
+					cs = append(cs, make([]int32, len(inS)-len(cs))...)
+				}
+				for i, s := range inS {
+					if s {
+						cs[i] = 0
+					}
+				}
+				for k := range sl.phases[ph] {
+					p := int(sl.phases[ph][k].proj)
+					if p >= len(cs) {
+						cs = append(cs, make([]int32, p+1-len(cs))...)
+					}
+					cs[p]++
+				}
+				lg.counts[ph] = cs
+			}
+		}
 		lg.ok = lg.ok && sl.ok && lg.shapes <= len(q.shapes) && sl.shapes == len(q.shapes)
 	}
 	lg.waitN, lg.shapes = n, len(q.shapes)
@@ -666,6 +688,22 @@ func (sc *patchScratch) inPlace(lg, sl *visitLog, inS []bool, shapes int) bool {
 	if lg.shapes != shapes {
 		return false
 	}
+	// S's visits, as many in each phase as the walk over S's jobs has?
+	// Counted once, then kept by patches.
+	if !lg.countsOK {
+		lg.count(len(inS))
+	}
+	for ph := 1; ph <= 2; ph++ {
+		n, cs := 0, lg.counts[ph]
+		for i, s := range inS {
+			if s && i < len(cs) {
+				n += int(cs[i])
+			}
+		}
+		if n != len(sl.phases[ph]) {
+			return false
+		}
+	}
 	slots := sc.oldSlots[:0]
 	at := 0
 	for ph := 1; ph <= 2; ph++ {
@@ -717,6 +755,23 @@ func (sc *patchScratch) inPlace(lg, sl *visitLog, inS []bool, shapes int) bool {
 		}
 	}
 	return lg.dead+dead <= len(lg.classes)/2+1024
+}
+
+// count sets lg.counts from its visits (projects by index below nproj,
+// or more as visits have).
+func (lg *visitLog) count(nproj int) {
+	for ph := 1; ph <= 2; ph++ {
+		cs := append(lg.counts[ph][:0], make([]int32, nproj)...)
+		for i := range lg.phases[ph] {
+			p := int(lg.phases[ph][i].proj)
+			if p >= len(cs) {
+				cs = append(cs, make([]int32, p+1-len(cs))...)
+			}
+			cs[p]++
+		}
+		lg.counts[ph] = cs
+	}
+	lg.countsOK = true
 }
 
 // applyInPlace replaces S's old visits in lg with sl's (see inPlace),
