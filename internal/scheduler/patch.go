@@ -343,8 +343,25 @@ func (p *pass) patch(q *queue, pool domain.Pool, mc *memoConfig, quotas map[[2]s
 			i, k := 0, 0
 			for i < len(old) || k < len(nw) {
 				if i < len(old) {
+					// Most visits, in a tight loop: the others' before
+					// S's next one, their class decisions none or already
+					// logged again at this version.
+					var u *visit
+					if k < len(nw) {
+						u = &nw[k]
+					}
+					var e int
+					var ok bool
+					out, i, seg, e, ok = mergeOthers(out, old, i, u, inS, mp0.idx, mp0.seg, replayable, seg, lg.endSeg[ph], reserved)
+					if !ok {
+						return false
+					}
+					oi, ni = oi+e, ni+e
+					if i == len(old) {
+						continue
+					}
 					v := &old[i]
-					e := int(v.emits)
+					e = int(v.emits)
 					if inS[v.proj] {
 						for x := range e {
 							oldSlots = append(oldSlots, oi+x)
@@ -457,6 +474,28 @@ entries:
 		lg.classes, sc.classes = sc.classes, lg.classes
 		clear(sc.classes) // the old log's messages
 		lg.endSeg, lg.dead = endSeg, 0
+		if lg.countsOK {
+			// S's counts are now the walk's.
+			for ph := 1; ph <= 2; ph++ {
+				cs := lg.counts[ph]
+				if len(cs) < len(inS) {
+					cs = append(cs, make([]int32, len(inS)-len(cs))...)
+				}
+				for i, s := range inS {
+					if s {
+						cs[i] = 0
+					}
+				}
+				for k := range sl.phases[ph] {
+					p := int(sl.phases[ph][k].proj)
+					if p >= len(cs) {
+						cs = append(cs, make([]int32, p+1-len(cs))...)
+					}
+					cs[p]++
+				}
+				lg.counts[ph] = cs
+			}
+		}
 		lg.ok = lg.ok && sl.ok && lg.shapes <= len(q.shapes) && sl.shapes == len(q.shapes)
 	}
 	lg.waitN, lg.shapes = n, len(q.shapes)
@@ -477,6 +516,46 @@ entries:
 		budgetIn: p.budget, budgetOut: p.budget, now: now, nowR: r}
 	p.qs.patched++
 	return true
+}
+
+// mergeOthers appends to out the visits old[i:] of projects outside S
+// (not in inS) that come before u, S's next new visit (nil: none), up to
+// the first whose class decision is logged but not yet again at its new
+// state version (idx and segs: where the old log's class decisions went,
+// see patch). Each is at version seg, with reserved, and its class
+// decision's new index, or none (-1) when the log is not replayable.
+// It returns out, the index of the first visit not taken, the version
+// after those taken, the entries they emitted, and false when a visit's
+// share is NaN (no order to merge by). end is the old phase's endSeg.
+func mergeOthers(out, old []visit, i int, u *visit, inS []bool, idx, segs []int32, replayable bool, seg, end int32, reserved bool) ([]visit, int, int32, int, bool) {
+	e := 0
+	for ; i < len(old); i++ {
+		v := &old[i]
+		if inS[v.proj] || u != nil && visitFirst(u, v) {
+			break
+		}
+		if v.share != v.share {
+			return out, i, seg, e, false
+		}
+		cd := int32(-1)
+		if replayable && v.cd >= 0 {
+			x := idx[v.cd] - 1
+			if x < 0 || segs[v.cd] != seg {
+				break
+			}
+			cd = x
+		}
+		next := end
+		if i+1 < len(old) {
+			next = old[i+1].seg
+		}
+		out = append(out, *v)
+		w := &out[len(out)-1]
+		w.cd, w.seg, w.resv = cd, seg, reserved
+		seg += next - v.seg
+		e += int(v.emits)
+	}
+	return out, i, seg, e, true
 }
 
 // maxTier is the highest job tier (tierOf).
@@ -609,6 +688,22 @@ func (sc *patchScratch) inPlace(lg, sl *visitLog, inS []bool, shapes int) bool {
 	if lg.shapes != shapes {
 		return false
 	}
+	// S's visits, as many in each phase as the walk over S's jobs has?
+	// Counted once, then kept by patches.
+	if !lg.countsOK {
+		lg.count(len(inS))
+	}
+	for ph := 1; ph <= 2; ph++ {
+		n, cs := 0, lg.counts[ph]
+		for i, s := range inS {
+			if s && i < len(cs) {
+				n += int(cs[i])
+			}
+		}
+		if n != len(sl.phases[ph]) {
+			return false
+		}
+	}
 	slots := sc.oldSlots[:0]
 	at := 0
 	for ph := 1; ph <= 2; ph++ {
@@ -660,6 +755,23 @@ func (sc *patchScratch) inPlace(lg, sl *visitLog, inS []bool, shapes int) bool {
 		}
 	}
 	return lg.dead+dead <= len(lg.classes)/2+1024
+}
+
+// count sets lg.counts from its visits (projects by index below nproj,
+// or more as visits have).
+func (lg *visitLog) count(nproj int) {
+	for ph := 1; ph <= 2; ph++ {
+		cs := append(lg.counts[ph][:0], make([]int32, nproj)...)
+		for i := range lg.phases[ph] {
+			p := int(lg.phases[ph][i].proj)
+			if p >= len(cs) {
+				cs = append(cs, make([]int32, p+1-len(cs))...)
+			}
+			cs[p]++
+		}
+		lg.counts[ph] = cs
+	}
+	lg.countsOK = true
 }
 
 // applyInPlace replaces S's old visits in lg with sl's (see inPlace),

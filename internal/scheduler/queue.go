@@ -44,14 +44,19 @@ type queue struct {
 	// first).
 	beneficiaries int
 	jobs          []job
-	slots         []*Pending // by job.slot; nil: a free slot
-	free          []int32
-	projs         []string // by job.proj
-	projIx        map[string]int32
-	shapes        []shapeID // by job.shape
-	shIx          map[shapeID]int32
-	packed        bool
-	base          int64 // Unix seconds that packed submit times count from
+	// jobsBuf holds jobs at jobsOff when jobs is not a fresh list, with
+	// room before and after it: an insert or delete moves the shorter
+	// side (see insertAt).
+	jobsBuf []job
+	jobsOff int
+	slots   []*Pending // by job.slot; nil: a free slot
+	free    []int32
+	projs   []string // by job.proj
+	projIx  map[string]int32
+	shapes  []shapeID // by job.shape
+	shIx    map[shapeID]int32
+	packed  bool
+	base    int64 // Unix seconds that packed submit times count from
 
 	// The decision memo (see decideJob), kept with the queue so that a
 	// later pass over the same pool definition, quotas and config can
@@ -431,13 +436,56 @@ func (q *queue) insert(pd *Pending) bool {
 		q.slots = append(q.slots, pd)
 	}
 	i, _ := slices.BinarySearchFunc(q.jobs, j, func(a, b job) int { return q.compare(&a, &b) })
-	q.jobs = slices.Insert(q.jobs, i, j)
+	q.insertAt(i, j)
 	if pd.Beneficiary {
 		q.beneficiaries++
 	}
 	q.noteEdit(j, true)
 	q.dirty = true
 	return true
+}
+
+// inBuf reports whether q.jobs lies in q.jobsBuf at q.jobsOff.
+func (q *queue) inBuf() bool {
+	return len(q.jobs) > 0 && q.jobsOff+len(q.jobs) <= len(q.jobsBuf) && &q.jobsBuf[q.jobsOff] == &q.jobs[0]
+}
+
+// insertAt puts j at index i of q.jobs, moving the jobs before it one
+// place back when they are fewer and there is room, else those after it
+// (urgent jobs go near the front of a long queue).
+func (q *queue) insertAt(i int, j job) {
+	n := len(q.jobs)
+	switch buf := q.inBuf(); {
+	case buf && i < n/2 && q.jobsOff > 0:
+		q.jobsOff--
+		q.jobs = q.jobsBuf[q.jobsOff : q.jobsOff+n+1]
+		copy(q.jobs[:i], q.jobs[1:i+1])
+	case n < cap(q.jobs):
+		q.jobs = q.jobs[:n+1]
+		copy(q.jobs[i+1:], q.jobs[i:n])
+	default: // a new list, with room at both ends
+		slack := n/16 + 64
+		nb := make([]job, n+1+2*slack)
+		copy(nb[slack:], q.jobs[:i])
+		copy(nb[slack+i+1:], q.jobs[i:])
+		q.jobsBuf, q.jobsOff = nb, slack
+		q.jobs = nb[slack : slack+n+1 : len(nb)]
+	}
+	q.jobs[i] = j
+}
+
+// deleteAt removes index i of q.jobs, moving the shorter side.
+func (q *queue) deleteAt(i int) {
+	n := len(q.jobs)
+	if i < n/2 && q.inBuf() {
+		copy(q.jobs[1:i+1], q.jobs[:i])
+		q.jobsOff++
+		q.jobs = q.jobsBuf[q.jobsOff : q.jobsOff+n-1 : len(q.jobsBuf)]
+		return
+	}
+	copy(q.jobs[i:], q.jobs[i+1:])
+	q.jobs[n-1] = job{}
+	q.jobs = q.jobs[:n-1]
 }
 
 // remove deletes the job that was queued as pd (the Pending the queue owns).
@@ -456,7 +504,7 @@ func (q *queue) remove(pd *Pending) bool {
 	q.dirty = true
 	q.slots[slot] = nil
 	q.free = append(q.free, slot)
-	q.jobs = slices.Delete(q.jobs, i, i+1)
+	q.deleteAt(i)
 	if pd.Beneficiary {
 		q.beneficiaries--
 	}

@@ -106,6 +106,10 @@ type visitLog struct {
 	search       []bool
 	touched      []int32
 	manyTouched  bool
+	// counts, when countsOK, is how many visits each project (by index)
+	// has in phases 1 and 2 (see inPlace).
+	counts   [3][]int32
+	countsOK bool
 }
 
 // maxNonLocal bounds visitLog.nonLocal.
@@ -254,6 +258,7 @@ func (lg *visitLog) reset(q *queue) {
 	lg.patchOK, lg.nonLocal, lg.manyNonLocal = lg.ok, lg.nonLocal[:0], false
 	clear(lg.search)
 	lg.touched, lg.manyTouched = lg.touched[:0], false
+	lg.countsOK = false
 }
 
 // noteEdit records an insert or removal for the next pass's replay.
@@ -538,6 +543,7 @@ func (lg *visitLog) add(q *queue, w []Waiting, off int, j *job) ([]Waiting, bool
 			for p := 1; p <= ph; p++ {
 				lg.phases[p] = slices.Insert(lg.phases[p], at[p], vs[p])
 			}
+			lg.countsOK = false
 			w = slices.Insert(w, k, Waiting{JobID: j.id, Reason: dec.reason, Message: dec.msg, Position: k - off + 1, EstimatedStart: dec.est})
 			lg.waitN++
 			for i := k + 1; i < off+lg.waitN; i++ {
@@ -578,6 +584,7 @@ func (lg *visitLog) remove(w []Waiting, off int, id int64) ([]Waiting, bool) {
 			lg.phases[ph] = slices.Delete(lg.phases[ph], at[ph], at[ph]+1)
 		}
 	}
+	lg.countsOK = false
 	w = slices.Delete(w, k, k+1)
 	lg.waitN--
 	for i := k; i < off+lg.waitN; i++ {
