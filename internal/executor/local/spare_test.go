@@ -17,17 +17,7 @@ import (
 // launch, which it supervises like a shim started for it (its claim, its
 // log in the attempt's shim.log); Close ends the spare left over.
 func TestSpareShim(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(self)
-	cfg.Supervisor = SupervisorPerAttempt // spares are shims of their own
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newExecWith(t, perAttempt)
 	h := executortest.NewHarness(t, e)
 	first := h.Launch(t, shell("true"), nil)
 	if ev := h.Wait(t, first.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
@@ -62,6 +52,9 @@ func TestSpareShim(t *testing.T) {
 	}
 }
 
+// perAttempt gives every attempt a shim of its own: spares are such shims.
+func perAttempt(c *Config) { c.Supervisor = SupervisorPerAttempt }
+
 // waitSpare waits until e has a spare shim and returns its pid.
 func waitSpare(t *testing.T, e *Executor) int {
 	t.Helper()
@@ -84,17 +77,7 @@ func waitSpare(t *testing.T, e *Executor) int {
 // own is never kept in advance (its copy of the host's mounts would go
 // stale), and a spare without one is not handed to such a launch.
 func TestNoSpareWithMountNamespace(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(self)
-	cfg.Supervisor = SupervisorPerAttempt // spares are shims of their own
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newExecWith(t, perAttempt)
 	e.refill(true)
 	e.spareMu.Lock()
 	sp := e.spare
