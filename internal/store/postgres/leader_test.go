@@ -104,16 +104,7 @@ func TestLeases(t *testing.T) {
 func TestFencedWrites(t *testing.T) {
 	ctx := context.Background()
 	dsn := newSchema(t)
-	a, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openOn(t, dsn), openOn(t, dsn)
 	j := createTestJob(t, a, "fenced")
 	setMessage := func(st *Store, fctx context.Context, msg string) error {
 		_, err := st.Apply(fctx, []store.Change{{JobID: j.ID, In: []domain.JobState{domain.JobQueued},

@@ -26,7 +26,13 @@ func newSchema(t testing.TB) string { return pgtest.Schema(t) }
 // the schema is dropped).
 func openTest(t testing.TB) *Store {
 	t.Helper()
-	dsn := newSchema(t)
+	return openOn(t, newSchema(t))
+}
+
+// openOn opens a store on the schema of dsn and closes it at cleanup:
+// two of them on one schema are two replicas.
+func openOn(t testing.TB, dsn string) *Store {
+	t.Helper()
 	s, err := Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -141,16 +141,7 @@ func TestLooksOfABatchShareAStatement(t *testing.T) {
 func TestPredictedBatches(t *testing.T) {
 	ctx := context.Background()
 	dsn := newSchema(t)
-	a, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openOn(t, dsn), openOn(t, dsn)
 	ids := map[int64]bool{}
 	create := func(s *Store, roundTrips int) {
 		t.Helper()
