@@ -219,7 +219,7 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 	}
 	lin.RerunOf = job.RerunOf
 	if name, version, err := domain.ParseEnvRef(lin.Env); err == nil {
-		if env, err := c.cfg.Store.GetEnv(ctx, name, version); err == nil {
+		if env, err := c.envs.get(ctx, c.cfg.Store, name, version); err == nil {
 			lin.Env = env.Name + "@" + strconv.Itoa(env.Version)
 			lin.EnvDigest = env.Digest
 		}

@@ -299,6 +299,8 @@ type Controller struct {
 	// grants follows the compute grants in force, to reclaim what each
 	// added when it lapses (grants.go). Loop goroutine only.
 	grants grantWatch
+	// envs are the environment versions launches read (envs.go).
+	envs envCache
 
 	// The last pass's waiting jobs and their labels, from which Queue
 	// builds the queue view an API request reads: nothing is built for a
