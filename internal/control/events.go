@@ -174,10 +174,20 @@ func (c *Controller) logLimited(ctx context.Context, ev executor.Event, at time.
 	c.cfg.Observer.LogLimited(job, ev.Attempt, ev.Limit, at)
 }
 
-// stopIfCanceled stops an attempt that started after its job was canceled.
+// stopIfCanceled stops an attempt that started after its job was canceled
+// (a stop sent while it started may have found nothing to stop). It looks
+// at the view: a cancel requested after the view's last read changed the
+// job's row, so the next read of what changed (refreshView) has the loop
+// stop the attempt then; a job the view lacks is read.
 func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
-	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
-	if err == nil && job.CancelRequested {
+	job, ok := c.view[ref.JobID]
+	if !ok {
+		var err error
+		if job, err = c.cfg.Store.GetJob(ctx, ref.JobID); err != nil {
+			return
+		}
+	}
+	if job.CancelRequested {
 		delete(c.stopping, ref)
 		c.stop(ctx, ref, cancelRequest(job))
 	}
