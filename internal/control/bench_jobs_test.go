@@ -47,8 +47,8 @@ func (s *readCounter) AttemptHealth(ctx context.Context, jobID int64, attempt in
 
 // BenchmarkJobLifecycle measures what the control loop spends per job
 // from its submit to its success: batches of 200 one-CPU jobs (pinned to
-// host@1, as a submit pins them) whose attempts start and succeed at
-// once, on the embedded store, with the Prometheus series and the alerter
+// host@1, as a submit pins them) in a pool of one 16-CPU node, whose
+// attempts start and succeed at once, on the embedded store, with the Prometheus series and the alerter
 // wired as the server wires them. It reports this process's CPU per job
 // (the store writes of the submits included) and the reads of a whole
 // job, of an environment version and of an attempt's health per job.
@@ -62,8 +62,15 @@ func BenchmarkJobLifecycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	bigPool(b, st)
 	audit := domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
+	// The server's inventory in the HTTP end-to-end run: one node of 16 CPUs.
+	pool := domain.Pool{Name: "small", Executor: "local", Nodes: []domain.Node{{Name: "n", CPUs: 16, Memory: 256 << 30}}}
+	if _, err := st.PutPool(ctx, pool, audit); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PutQuota(ctx, domain.Quota{Project: "proj-001", Pool: "small", Guaranteed: pool.Capacity(), MaxPriority: domain.PriorityUrgent}, audit); err != nil {
+		b.Fatal(err)
+	}
 	if err := st.PutEnv(ctx, domain.HostEnvironment(time.Now()), audit); err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +87,7 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	go func() { al.Run(ctx); done <- struct{}{} }()
 	defer func() { cancel(); <-done; <-done }()
 
-	spec := domain.Spec{Name: "t", Project: "proj-001", Pool: "big", Entrypoint: []string{"true"}, Env: "host@1",
+	spec := domain.Spec{Name: "t", Project: "proj-001", Pool: "small", Entrypoint: []string{"true"}, Env: "host@1",
 		Resources: domain.Resources{CPUs: 1, Memory: 16 << 20, Nodes: 1}}
 	raw, err := json.Marshal(spec)
 	if err != nil {
