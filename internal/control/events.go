@@ -154,8 +154,10 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 }
 
 // observeEnd tells the Observer about a recorded attempt end, with the job
-// the end was decided on as the end left it (afterEnd); read from the
-// store when ended kept none.
+// the end was decided on as the end left it (afterEnd): what the end
+// writes is as stored, the rest as ended had it (for a success, as the
+// loop last saw it, e.g. StartedAt). It is read from the store when ended
+// kept none.
 func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
 	if _, ok := c.cfg.Observer.(nopObserver); ok {
 		return
