@@ -28,37 +28,23 @@ type expectation struct {
 }
 
 // runawayFacts fills what the runaway rule judges running attempts by:
-// when each started and last reported progress (one read of the active
-// attempts' health), and how long it is expected to take: the p90
-// (nearest rank) of its submitter's last expectedRuns successful runs of
-// the same job name, read at most every expectedRefresh per name. Of a
-// few runs the p90 is the longest. With the rule off, or nothing
-// running, it reads nothing.
+// how long each is expected to take, the p90 (nearest rank) of its
+// submitter's last expectedRuns successful runs of the same job name,
+// read at most every expectedRefresh per name (of a few runs the p90 is
+// the longest); and, when one has an expected duration, when each
+// started and last reported progress (one read of the active attempts'
+// health). An attempt without an expected duration is never a runaway,
+// so with none (nor the rule on, nor anything running) the health is not
+// read: an alerter woken at every attempt end of many short jobs of new
+// names reads nothing.
 func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []alerts.RunningAttempt) {
 	if !a.cfg.Alerts.Rules.Runaway.On() || len(running) == 0 {
 		return
 	}
-	hs, err := a.cfg.Store.ActiveHealth(ctx)
-	if err != nil {
-		a.log.Warn("runaway rule skipped this round: read attempt health", "err", err)
-		return
-	}
-	type ref struct {
-		job     int64
-		attempt int
-	}
-	health := make(map[ref]int, len(hs))
-	for i, h := range hs {
-		health[ref{h.JobID, h.Attempt}] = i
-	}
 	live := make(map[runKey]bool, len(running))
+	expected := false // whether any attempt has an expected duration
 	for i := range running {
 		r := &running[i]
-		h, ok := health[ref{r.Job.ID, r.Attempt}]
-		if !ok {
-			continue
-		}
-		r.StartedAt, r.LastProgressAt = hs[h].StartedAt, hs[h].LastProgressAt
 		k := runKey{r.Job.Owner, r.Job.Name}
 		live[k] = true
 		e, ok := a.expected[k]
@@ -72,10 +58,36 @@ func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []ale
 			a.expected[k] = e
 		}
 		r.Expected, r.ExpectedRuns = e.d, e.runs
+		expected = expected || e.d > 0
 	}
 	for k := range a.expected { // forget names nothing runs of
 		if !live[k] {
 			delete(a.expected, k)
+		}
+	}
+	if !expected {
+		return
+	}
+	hs, err := a.cfg.Store.ActiveHealth(ctx)
+	if err != nil {
+		a.log.Warn("runaway rule skipped this round: read attempt health", "err", err)
+		for i := range running { // judged on nothing: none fires, none resolves
+			running[i].Expected = 0
+		}
+		return
+	}
+	type ref struct {
+		job     int64
+		attempt int
+	}
+	health := make(map[ref]int, len(hs))
+	for i, h := range hs {
+		health[ref{h.JobID, h.Attempt}] = i
+	}
+	for i := range running {
+		r := &running[i]
+		if h, ok := health[ref{r.Job.ID, r.Attempt}]; ok {
+			r.StartedAt, r.LastProgressAt = hs[h].StartedAt, hs[h].LastProgressAt
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,5 +117,59 @@ func TestRunawayFiresPastTheExpectedDurationWithoutProgress(t *testing.T) {
 	waitFor(t, "the resolution", func() bool { return len(h.list()) == 2 })
 	if got := h.list()[1]; got != "resolved "+key {
 		t.Fatalf("receiver got %q, want the resolution", got)
+	}
+}
+
+// healthCounter counts a store's reads of the active attempts' health
+// and of earlier runs.
+type healthCounter struct {
+	store.Store
+	health, runs atomic.Int64
+}
+
+func (s *healthCounter) ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error) {
+	s.health.Add(1)
+	return s.Store.ActiveHealth(ctx)
+}
+
+func (s *healthCounter) RecentRuns(ctx context.Context, submitter, name string, limit int) ([]time.Duration, error) {
+	s.runs.Add(1)
+	return s.Store.RecentRuns(ctx, submitter, name, limit)
+}
+
+// Running attempts none of which has a successful run to go by cannot be
+// runaways: their health is not read.
+func TestRunawayReadsNoHealthWithoutExpectations(t *testing.T) {
+	st := &healthCounter{Store: openStore(t)}
+	a, stop, done := newAlerterWith(t, st, "http://127.0.0.1:1", nil)
+	defer func() { stop(); <-done }()
+	// bob's attempt runs (it has a health row), with no earlier run.
+	ctx := context.Background()
+	spec := domain.Spec{Name: "train", Project: "vision", Pool: "gpu", Entrypoint: []string{"true"}, Resources: domain.Resources{CPUs: 1, Nodes: 1}}
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	job, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: b, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Submitter: "bob", SubmittedAt: time.Now(), Actor: "user:bob", OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }},
+		domain.AuditRecord{At: time.Now(), Actor: "user:bob", Action: "job.submit", Target: "test", Result: domain.AuditOK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := st.Apply(ctx, []store.Change{{JobID: job.ID, Move: domain.MoveStart(), At: time.Now(),
+		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n"}},
+		{JobID: job.ID, Move: domain.MoveRun(), At: time.Now(),
+			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}}})
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job, err = st.GetJob(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	observe(a, map[int64]domain.Job{job.ID: job}, []domain.Attempt{{JobID: job.ID, Number: 1}})
+	waitFor(t, "the rule to look at bob's earlier runs", func() bool { return st.runs.Load() > 0 })
+	if n := st.health.Load(); n != 0 {
+		t.Errorf("attempt health read %d times; no attempt has an expected duration", n)
 	}
 }

@@ -73,6 +73,10 @@ func (c *Controller) recordThenEnd(end store.Change) {
 	ref := executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}
 	sealed := c.sealed[ref]
 	delete(c.sealed, ref)
+	var job *domain.Job // the job the end was decided on, whose immutable fields the lineage reads
+	if j, ok := c.endJobs[ref]; ok {
+		job = &j
+	}
 	parent := c.runCtx
 	if parent == nil {
 		parent = context.Background()
@@ -86,7 +90,7 @@ func (c *Controller) recordThenEnd(end store.Change) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(parent, outputsTimeout)
-		err := c.recordOutputs(rctx, ref, &end, sealed)
+		err := c.recordOutputs(rctx, ref, job, &end, sealed)
 		cancel()
 		<-c.outputSem
 		if err != nil {
@@ -146,7 +150,7 @@ func (c *Controller) outputs(ref executor.Ref) {
 		}
 		ctx, cancel := context.WithTimeout(parent, outputsTimeout)
 		defer cancel()
-		if err := c.recordOutputs(ctx, ref, nil, nil); err != nil {
+		if err := c.recordOutputs(ctx, ref, nil, nil, nil); err != nil {
 			c.log.Warn("record outputs", "attempt", ref.String(), "err", err)
 			if ctx.Err() != nil {
 				return // stopped: the marker stays for the next start
@@ -156,14 +160,24 @@ func (c *Controller) outputs(ref executor.Ref) {
 	}()
 }
 
-// recordOutputs records the outputs of the attempt ref. end is the
-// attempt's end when it is not stored yet (recordThenEnd); nil: it is.
-// sealed is what the executor's agent recorded of them (OutputsSealed);
-// nil: they are read here, through the executor.
-func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, end *store.Change, sealed *executor.SealedOutputs) error {
-	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
-	if err != nil || job.OutputDir == "" {
-		return err
+// recordOutputs records the outputs of the attempt ref. known is its job
+// with at least its immutable fields right (knownJob); nil: it is read
+// here. end is the attempt's end when it is not stored yet
+// (recordThenEnd); nil: it is, and the job is read. sealed is what the
+// executor's agent recorded of them (OutputsSealed); nil: they are read
+// here, through the executor.
+func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, known *domain.Job, end *store.Change, sealed *executor.SealedOutputs) error {
+	var job domain.Job
+	if known != nil && end != nil { // the job's state, which may be stale in known, comes from end
+		job = *known
+	} else {
+		var err error
+		if job, err = c.cfg.Store.GetJob(ctx, ref.JobID); err != nil {
+			return err
+		}
+	}
+	if job.OutputDir == "" {
+		return nil
 	}
 	atts, err := c.cfg.Store.ListAttempts(ctx, ref.JobID)
 	if err != nil {
@@ -219,7 +233,7 @@ func (c *Controller) lineageExtras(ctx context.Context, job domain.Job, lin *dom
 	}
 	lin.RerunOf = job.RerunOf
 	if name, version, err := domain.ParseEnvRef(lin.Env); err == nil {
-		if env, err := c.cfg.Store.GetEnv(ctx, name, version); err == nil {
+		if env, err := c.envs.get(ctx, c.cfg.Store, name, version); err == nil {
 			lin.Env = env.Name + "@" + strconv.Itoa(env.Version)
 			lin.EnvDigest = env.Digest
 		}

@@ -27,11 +27,12 @@ func (c *Controller) checkpointed(ctx context.Context, ev executor.Event) {
 	if ck == nil || ck.Name == "" {
 		return
 	}
-	job, err := c.cfg.Store.GetJob(ctx, ev.JobID)
+	ji, err := c.info(ctx, ev.JobID) // what is read of the job below never changes
 	if err != nil {
 		c.log.Warn("record checkpoint", "attempt", ev.Ref.String(), "err", err)
 		return
 	}
+	job := ji.job
 	added, err := c.cfg.Store.RecordCheckpoint(ctx, ck.Record(ev.JobID, ev.Attempt))
 	if err != nil {
 		c.log.Warn("record checkpoint", "job", ev.JobID, "checkpoint", ck.Name, "err", err)

@@ -299,6 +299,12 @@ type Controller struct {
 	// grants follows the compute grants in force, to reclaim what each
 	// added when it lapses (grants.go). Loop goroutine only.
 	grants grantWatch
+	// endJobs holds the job each attempt end not yet stored was decided
+	// on (ended), for what follows its write (observeEnd, recordThenEnd);
+	// dropped once the store took or refused the end. Loop goroutine only.
+	endJobs map[executor.Ref]domain.Job
+	// envs are the environment versions launches read (envs.go).
+	envs envCache
 
 	// The last pass's waiting jobs and their labels, from which Queue
 	// builds the queue view an API request reads: nothing is built for a
@@ -316,6 +322,9 @@ type jobInfo struct {
 	spec      domain.Spec
 	outputDir string
 	code      *domain.CodeRef // the code package to unpack (code.go); nil: none
+	// job is the job as info read it: its identity, Spec, Code and
+	// OutputDir never change; the rest is as of that read (knownJob).
+	job domain.Job
 }
 
 type launchResult struct {
@@ -513,7 +522,7 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load job %d: %w", id, err)
 	}
-	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir, code: job.Code}
+	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir, code: job.Code, job: job}
 	c.jobs[id] = ji
 	return ji, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -28,7 +29,7 @@ func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec doma
 	if err != nil {
 		return fmt.Errorf("%w %s: %v", errEnv, ref, err)
 	}
-	env, err := c.cfg.Store.GetEnv(ctx, name, version)
+	env, err := c.envs.get(ctx, c.cfg.Store, name, version)
 	switch {
 	case errors.Is(err, domain.ErrNotFound) && name == domain.HostEnv:
 		return nil
@@ -48,6 +49,53 @@ func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec doma
 		l.EnvRef, l.EnvDigest = env.Ref(), env.Digest
 	}
 	return nil
+}
+
+// envCacheMax bounds the environment versions an envCache keeps; past it,
+// it starts afresh.
+const envCacheMax = 256
+
+// envCache keeps the environment versions read for launches and lineage,
+// so that a launch does not read its job's environment again. A stored
+// version never changes but for its deprecation (store.Envs), which
+// neither reads, so a version read once stays right on every replica;
+// only pinned versions ("name@N") are kept, and only those found, so a
+// host environment registered later is seen. Safe for concurrent use
+// (lineage is recorded off the loop).
+type envCache struct {
+	mu sync.Mutex
+	m  map[envKey]domain.Environment
+}
+
+type envKey struct {
+	name    string
+	version int
+}
+
+// get returns version of name as Store.GetEnv does, from the cache when
+// it holds it.
+func (e *envCache) get(ctx context.Context, st Store, name string, version int) (domain.Environment, error) {
+	if version <= 0 { // the latest version: it changes
+		return st.GetEnv(ctx, name, version)
+	}
+	k := envKey{name, version}
+	e.mu.Lock()
+	env, ok := e.m[k]
+	e.mu.Unlock()
+	if ok {
+		return env, nil
+	}
+	env, err := st.GetEnv(ctx, name, version)
+	if err != nil {
+		return env, err
+	}
+	e.mu.Lock()
+	if e.m == nil || len(e.m) >= envCacheMax {
+		e.m = map[envKey]domain.Environment{}
+	}
+	e.m[k] = env
+	e.mu.Unlock()
+	return env, nil
 }
 
 // checkNote returns words for a Started event whose attempt skipped the

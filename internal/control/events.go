@@ -82,7 +82,13 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			}
 		}
 	}
-	c.apply(ctx, changes, true)
+	if !c.apply(ctx, changes, true) {
+		for _, ch := range changes { // not recorded: the executor reports the end again
+			if ch.Attempt != nil && ch.Attempt.To.Terminal() {
+				delete(c.endJobs, executor.Ref{JobID: ch.JobID, Attempt: ch.Attempt.Number})
+			}
+		}
+	}
 	// After the batch's Started changes, which the outputs' lineage reads.
 	for _, ch := range deferred {
 		c.recordThenEnd(ch)
@@ -139,19 +145,31 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		default:
 			c.log.Warn("executor event not recorded", "job", changes[i].JobID, "err", e)
 		}
+		if a := changes[i].Attempt; a != nil && a.To.Terminal() {
+			delete(c.endJobs, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+		}
 	}
 	c.holdPaused(ctx, paused)
 	return true
 }
 
-// observeEnd tells the Observer about a recorded attempt end.
+// observeEnd tells the Observer about a recorded attempt end, with the job
+// the end was decided on as the end left it (afterEnd): what the end
+// writes is as stored, the rest as ended had it (for a success, as the
+// loop last saw it, e.g. StartedAt). It is read from the store when ended
+// kept none.
 func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
 	if _, ok := c.cfg.Observer.(nopObserver); ok {
 		return
 	}
-	job, err := c.cfg.Store.GetJob(ctx, ch.JobID)
-	if err != nil {
-		return
+	job, ok := c.endJobs[executor.Ref{JobID: ch.JobID, Attempt: ch.Attempt.Number}]
+	if ok {
+		afterEnd(&job, ch)
+	} else {
+		var err error
+		if job, err = c.cfg.Store.GetJob(ctx, ch.JobID); err != nil {
+			return
+		}
 	}
 	a := domain.Attempt{JobID: ch.JobID, Number: ch.Attempt.Number, State: ch.Attempt.To, Reason: ch.Attempt.Reason,
 		Message: ch.Attempt.Message, FinishedAt: ch.At}
@@ -159,6 +177,48 @@ func (c *Controller) observeEnd(ctx context.Context, ch store.Change) {
 		a.Reason, a.Message = ch.Reason, ch.Message
 	}
 	c.cfg.Observer.AttemptEnded(job, a)
+}
+
+// afterEnd makes job, as read before the attempt end ch, what the store
+// has once ch applied (the job's row: Apply's transition).
+func afterEnd(job *domain.Job, ch store.Change) {
+	to := ch.To()
+	if to == "" {
+		return
+	}
+	job.State, job.Reason, job.Message, job.UpdatedAt = to, ch.Reason, ch.Message, ch.At
+	if to.Terminal() {
+		job.FinishedAt = ch.At
+	}
+	if to.Terminal() || to == domain.JobQueued {
+		job.CancelRequested = false
+	}
+	job.PreemptRequested = false
+	if ch.CountPreemption {
+		job.Preemptions++
+	}
+	job.NextAttempt = ch.NextAttempt
+	if ch.Attempt != nil {
+		job.Attempts = max(job.Attempts, ch.Attempt.Number)
+	}
+}
+
+// knownJob is job id as the loop knows it without reading the store: its
+// row as of the view's last read (the row info read when the view does
+// not hold it), with the Spec and Code info read. Its immutable fields
+// are right; the rest may be stale, so no decision that depends on them
+// (a cancel or preemption requested, the state) may rest on it.
+func (c *Controller) knownJob(ctx context.Context, id int64) (domain.Job, error) {
+	ji, err := c.info(ctx, id)
+	if err != nil {
+		return domain.Job{}, err
+	}
+	job, ok := c.view[id]
+	if !ok {
+		return ji.job, nil
+	}
+	job.Spec, job.SpecJSON, job.Code = ji.job.Spec, ji.job.SpecJSON, ji.job.Code
+	return job, nil
 }
 
 // logLimited tells the Observer that an attempt's log reached its limit,
@@ -174,10 +234,20 @@ func (c *Controller) logLimited(ctx context.Context, ev executor.Event, at time.
 	c.cfg.Observer.LogLimited(job, ev.Attempt, ev.Limit, at)
 }
 
-// stopIfCanceled stops an attempt that started after its job was canceled.
+// stopIfCanceled stops an attempt that started after its job was canceled
+// (a stop sent while it started may have found nothing to stop). It looks
+// at the view: a cancel requested after the view's last read changed the
+// job's row, so the next read of what changed (refreshView) has the loop
+// stop the attempt then; a job the view lacks is read.
 func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
-	job, err := c.cfg.Store.GetJob(ctx, ref.JobID)
-	if err == nil && job.CancelRequested {
+	job, ok := c.view[ref.JobID]
+	if !ok {
+		var err error
+		if job, err = c.cfg.Store.GetJob(ctx, ref.JobID); err != nil {
+			return
+		}
+	}
+	if job.CancelRequested {
 		delete(c.stopping, ref)
 		c.stop(ctx, ref, cancelRequest(job))
 	}
@@ -185,8 +255,19 @@ func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
 
 // ended decides what an attempt's end means for its job: success, a retry
 // after backoff, cancellation, or failure.
+//
+// The decision rests on the job as the store has it now (a cancel or a
+// preemption may have been requested since the loop last looked, on any
+// replica), except for an attempt that succeeded: that ends its job
+// succeeded whatever was requested, so the job is not read for it.
 func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time, gpu *gpuUse) (store.Change, error) {
-	job, err := c.cfg.Store.GetJob(ctx, ev.JobID)
+	var job domain.Job
+	var err error
+	if ev.Kind == executor.Exited && ev.State == domain.AttemptSucceeded {
+		job, err = c.knownJob(ctx, ev.JobID)
+	} else {
+		job, err = c.cfg.Store.GetJob(ctx, ev.JobID)
+	}
 	if err != nil {
 		return store.Change{}, err
 	}
@@ -276,6 +357,10 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time,
 			ch.Message = fmt.Sprintf("%s (no retries left of %d)", outcome, spec.Policy.Retries)
 		}
 	}
+	if c.endJobs == nil {
+		c.endJobs = map[executor.Ref]domain.Job{}
+	}
+	c.endJobs[ev.Ref] = job
 	return ch, nil
 }
 
