@@ -214,12 +214,12 @@ func (a *Attempt) StartInJob(start func(cgroupFD int) error) error {
 		if h.Version != V2 || a.noCloneInto {
 			continue
 		}
-		f, err := os.Open(a.jobDir(h))
+		dfd, err := openFile(a.jobDir(h), unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			break
 		}
-		defer f.Close()
-		fd = int(f.Fd())
+		defer closeFile(dfd)
+		fd = dfd
 		break
 	}
 	move := func(into func(Hierarchy) string, v2 bool) error {
@@ -272,12 +272,12 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 		if fd >= 0 || a.noCloneInto {
 			continue
 		}
-		f, err := os.Open(a.jobDir(h))
+		dfd, err := openFile(a.jobDir(h), unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return fmt.Errorf("open cgroup %s: %w", a.jobDir(h), err)
 		}
-		defer f.Close()
-		fd = int(f.Fd())
+		defer closeFile(dfd)
+		fd = dfd
 	}
 	tid := strconv.Itoa(unix.Gettid())
 	var homes []string
@@ -287,7 +287,7 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 			continue
 		}
 		home := h.threadGroup()
-		if err := os.WriteFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid), 0); err != nil {
+		if err := writeFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid)); err != nil {
 			errs = append(errs, fmt.Errorf("move the supervisor's thread into cgroup %s: %w", a.jobDir(h), err))
 			break
 		}
@@ -296,7 +296,7 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 	back := func() error {
 		var errs []error
 		for _, home := range homes {
-			if err := os.WriteFile(filepath.Join(home, "tasks"), []byte(tid), 0); err != nil {
+			if err := writeFile(filepath.Join(home, "tasks"), []byte(tid)); err != nil {
 				errs = append(errs, fmt.Errorf("move the supervisor's thread back into cgroup %s: %w", home, err))
 			}
 		}
@@ -319,7 +319,7 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 	}
 	if fd < 0 && pid > 0 {
 		for _, h := range v2 {
-			if werr := os.WriteFile(filepath.Join(a.jobDir(h), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); werr != nil {
+			if werr := writeFile(filepath.Join(a.jobDir(h), "cgroup.procs"), []byte(strconv.Itoa(pid))); werr != nil {
 				errs = append(errs, fmt.Errorf("move pid %d into cgroup %s: %w", pid, a.jobDir(h), werr))
 			}
 		}

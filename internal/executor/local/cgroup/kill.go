@@ -50,7 +50,7 @@ func kill(dir string, wait time.Duration) error {
 		// by being forked by one of its members.
 		return nil
 	}
-	if !slices.Contains(all, self) && !(useCgroupKill && os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil) {
+	if !slices.Contains(all, self) && !(useCgroupKill && writeFile(filepath.Join(dir, "cgroup.kill"), []byte("1")) == nil) {
 		thaw := freeze(dir, time.Now().Add(freezeWait))
 		signalAll(dir, self)
 		thaw()
@@ -79,16 +79,16 @@ func freeze(dir string, deadline time.Time) (thaw func()) {
 	v1 := filepath.Join(dir, "freezer.state")
 	var frozen func() bool
 	switch {
-	case os.WriteFile(v2, []byte("1"), 0) == nil:
-		thaw = func() { _ = os.WriteFile(v2, []byte("0"), 0) }
+	case writeFile(v2, []byte("1")) == nil:
+		thaw = func() { _ = writeFile(v2, []byte("0")) }
 		frozen = func() bool {
 			n, ok, _ := (&Group{path: dir}).readKey("cgroup.events", "frozen")
 			return ok && n == 1
 		}
-	case os.WriteFile(v1, []byte("FROZEN"), 0) == nil:
-		thaw = func() { _ = os.WriteFile(v1, []byte("THAWED"), 0) }
+	case writeFile(v1, []byte("FROZEN")) == nil:
+		thaw = func() { _ = writeFile(v1, []byte("THAWED")) }
 		frozen = func() bool {
-			b, err := os.ReadFile(v1)
+			b, err := readFile(v1)
 			return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
 		}
 	default:
@@ -125,7 +125,7 @@ func treePids(dir string, self int) ([]int, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		b, err := readFile(filepath.Join(p, "cgroup.procs"))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
 				return nil // removed meanwhile
@@ -146,7 +146,7 @@ func treePids(dir string, self int) ([]int, error) {
 // process (cgroup.events); true where that is unknown (v1, or unreadable),
 // so that the caller looks.
 func populated(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	b, err := readFile(filepath.Join(dir, "cgroup.events"))
 	if err != nil {
 		return true
 	}
@@ -156,7 +156,7 @@ func populated(dir string) bool {
 // zombie reports whether pid has exited (or is gone) and only waits to be
 // reaped.
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return true
 	}
