@@ -997,6 +997,11 @@ func (w *logWriter) noteLimit(t time.Time) {
 	_, _ = w.f.Write(logs.AppendLine(nil, t, logs.System, []byte(text)))
 }
 
+// pumpBufs are the pumps' read buffers, two per attempt, reused once its
+// output closed: a shared supervisor would otherwise allocate (and its
+// collector clear and sweep) 64KiB for every attempt it starts.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // pump copies r to the log as lines of stream until EOF. A final line
 // without a newline is written at EOF; a line longer than maxLine is split
 // (never inside a secret value). Secret values are redacted from every line,
@@ -1010,7 +1015,9 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 // pumpProgress is pump that also hands every line, with its log time, to
 // prog (nil: none), which picks out progress reports.
 func (w *logWriter) pumpProgress(r io.Reader, stream string, last *string, prog *progressSink) {
-	buf := make([]byte, 32<<10)
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
 	var pending []byte
 	var lines [][]byte
 	for {
