@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
@@ -98,3 +99,73 @@ func openFile(path string, flags int) (int, error) {
 }
 
 func closeFile(fd int) error { return unix.Close(fd) }
+
+// groupTree lists the group dir and the groups below it, each before the
+// groups below it; none when dir does not exist. A group removed while it
+// is listed is left out.
+func groupTree(dir string) ([]string, error) {
+	var dirs []string
+	for next := []string{dir}; len(next) > 0; {
+		d := next[0]
+		next = next[1:]
+		subs, err := subgroups(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		dirs = append(dirs, d)
+		if err != nil {
+			return dirs, err
+		}
+		next = append(next, subs...)
+	}
+	return dirs, nil
+}
+
+// subgroups lists the directories in dir (its child groups).
+func subgroups(dir string) ([]string, error) {
+	fd, err := openFile(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFile(fd)
+	var subs []string
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return subs, &fs.PathError{Op: "readdirent", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			return subs, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ, name := b[18], b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			s := string(name)
+			if s == "." || s == ".." {
+				continue
+			}
+			p := dir + "/" + s
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+					continue
+				}
+			} else if typ != unix.DT_DIR {
+				continue
+			}
+			subs = append(subs, p)
+		}
+	}
+}

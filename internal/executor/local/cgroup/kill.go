@@ -37,9 +37,6 @@ const freezeWait = time.Second
 // that have exited but wait to be reaped (zombies) no longer count. The error says how many processes are left when wait is over.
 func kill(dir string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	self := os.Getpid()
 	all, err := treePids(dir, 0)
 	if err != nil {
@@ -114,32 +111,26 @@ func treePids(dir string, self int) ([]int, error) {
 	if !populated(dir) {
 		return nil, nil
 	}
+	dirs, err := groupTree(dir)
+	if err != nil {
+		return nil, err
+	}
 	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		b, err := readFile(filepath.Join(p, "cgroup.procs"))
+	for _, d := range dirs {
+		b, err := readFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
-				return nil // removed meanwhile
+				continue // removed meanwhile
 			}
-			return err
+			return nil, err
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
 				pids = append(pids, pid)
 			}
 		}
-		return nil
-	})
-	return pids, err
+	}
+	return pids, nil
 }
 
 // populated reports whether the v2 group dir or a group below it has a
@@ -170,14 +161,8 @@ func zombie(pid int) bool {
 // removeTree deletes the group dir and the groups below it, deepest first,
 // retrying for up to wait while exiting processes keep one busy.
 func removeTree(dir string, wait time.Duration) error {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	slices.Reverse(dirs)
+	dirs, _ := groupTree(dir)
+	slices.Reverse(dirs) // the groups below a group first
 	deadline := time.Now().Add(wait)
 	for _, d := range dirs {
 		for {
