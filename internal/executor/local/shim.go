@@ -338,7 +338,7 @@ func claim(dir string, c claimRecord) error {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(c.Shim.PID))
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := writeFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -524,7 +524,7 @@ func (s *shim) supervise() int {
 	pid := proc.Pid
 	s.pid, s.proc = pid, proc
 	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
-	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+	_ = writeFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argvJSON, _ := json.Marshal(argv)
 	s.log.system("started %s as pid %d in %s", argvJSON, pid, rec.WorkDir)
 	if shimTestHook != nil {
