@@ -344,16 +344,33 @@ func readClaim(dir string) (claimRecord, error) {
 // readSmall reads a record of the attempt's directory without following a
 // link a job may have put in its place.
 func readSmall(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	fd, err := openRaw(path, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, 1<<20))
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for len(b) < 1<<20 {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):min(cap(b), 1<<20)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
+	}
+	return b, nil
 }
 
 func readProcID(path string) (procID, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return procID{}, err
 	}
