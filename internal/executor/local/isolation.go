@@ -244,12 +244,13 @@ func prepareDirs(dir, workDir string, writable []string, id *identity) error {
 // directory to a job opens it without following links (giveDir).
 func makeDir(d string, perm fs.FileMode) error {
 	err := os.Mkdir(d, perm)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return os.MkdirAll(d, perm)
-	case errors.Is(err, fs.ErrExist):
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(d), perm); err != nil {
+			return err
+		}
+		err = os.Mkdir(d, perm)
+	}
+	if errors.Is(err, fs.ErrExist) {
 		if st, serr := os.Stat(d); serr == nil && st.IsDir() {
 			return nil
 		}
