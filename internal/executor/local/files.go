@@ -520,6 +520,12 @@ func removeCgroups(c claimRecord, err error) error {
 	if err != nil {
 		return err
 	}
+	if !slices.ContainsFunc(c.Cgroups.Dirs(), func(d string) bool {
+		_, err := os.Lstat(d)
+		return !errors.Is(err, fs.ErrNotExist)
+	}) {
+		return nil // removed, as the supervisor does: a group that holds a process cannot be
+	}
 	if err := c.Cgroups.Kill(time.Second); err != nil {
 		return err
 	}
