@@ -102,9 +102,11 @@ func closeFile(fd int) error { return unix.Close(fd) }
 
 // groupTree lists the group dir and the groups below it, each before the
 // groups below it; none when dir does not exist. A group removed while it
-// is listed is left out.
+// is listed is left out; one that cannot be listed is still listed
+// itself, and the first such error returned with the rest.
 func groupTree(dir string) ([]string, error) {
 	var dirs []string
+	var first error
 	for next := []string{dir}; len(next) > 0; {
 		d := next[0]
 		next = next[1:]
@@ -113,12 +115,12 @@ func groupTree(dir string) ([]string, error) {
 			continue
 		}
 		dirs = append(dirs, d)
-		if err != nil {
-			return dirs, err
+		if err != nil && first == nil {
+			first = err
 		}
 		next = append(next, subs...)
 	}
-	return dirs, nil
+	return dirs, first
 }
 
 // subgroups lists the directories in dir (its child groups).
