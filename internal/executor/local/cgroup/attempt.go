@@ -282,11 +282,18 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 	tid := strconv.Itoa(unix.Gettid())
 	var homes []string
 	var errs []error
+	// The calling thread's groups, read once for every v1 hierarchy:
+	// moving it in one leaves it where it was in the others.
+	var listing []byte
+	var listErr error
+	if len(v2) < len(a.Hierarchies) {
+		listing, listErr = readFile("/proc/thread-self/cgroup")
+	}
 	for _, h := range a.Hierarchies {
 		if h.Version == V2 {
 			continue
 		}
-		home := h.threadGroup()
+		home := h.groupFrom(listing, listErr) // where the thread is now
 		if err := writeFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid)); err != nil {
 			errs = append(errs, fmt.Errorf("move the supervisor's thread into cgroup %s: %w", a.jobDir(h), err))
 			break

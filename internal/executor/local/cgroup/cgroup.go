@@ -340,7 +340,11 @@ func (h Hierarchy) ownGroup() string {
 // groupIn returns the directory of this hierarchy's group in the cgroup
 // listing file, or the mount point when it cannot be found.
 func (h Hierarchy) groupIn(file string) string {
-	b, err := readFile(file)
+	return h.groupFrom(readFile(file))
+}
+
+// groupFrom is groupIn of the listing b, read with err.
+func (h Hierarchy) groupFrom(b []byte, err error) string {
 	if err != nil {
 		return h.Mount
 	}
@@ -365,12 +369,6 @@ func (h Hierarchy) groupIn(file string) string {
 		}
 	}
 	return h.Mount
-}
-
-// threadGroup returns the directory of the calling thread's current group
-// in this (v1) hierarchy, or the mount point when it cannot be found.
-func (h Hierarchy) threadGroup() string {
-	return h.groupIn("/proc/thread-self/cgroup")
 }
 
 // controller is the v1 controller of h; hierarchies recorded before
