@@ -92,6 +92,9 @@ type checkpointWatch struct {
 // (the launch's Resume list): those are not read again unless they change.
 func (s *shim) newCheckpointWatch(o executor.Outputs) *checkpointWatch {
 	w := &checkpointWatch{s: s, o: o, seen: map[string]seenCheckpoint{}}
+	if len(s.rec.Resume) == 0 {
+		return w // nothing registered: no listing to compare with
+	}
 	known := map[string]string{}
 	for _, r := range s.rec.Resume {
 		known[r.Name] = r.SHA256

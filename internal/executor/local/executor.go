@@ -504,7 +504,7 @@ func (e *Executor) start(ctx context.Context, a *attempt, l executor.Launch) err
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(l.LogPath), 0o755); err != nil {
+	if err := makeDir(filepath.Dir(l.LogPath), 0o755); err != nil {
 		return fmt.Errorf("create directory: %w", err)
 	}
 	if l.Code != nil {

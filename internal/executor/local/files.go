@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -409,10 +410,13 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 			return fmt.Errorf("release %s: end what is left of the lost attempt: %w", ref, err)
 		}
 	}
-	if err := waitShimGone(ctx, dir); err != nil {
+	// One read of the claim and one listing of the directory: only what
+	// is there is removed.
+	c, cerr := readClaim(dir)
+	if err := waitShimGone(ctx, c, cerr); err != nil {
 		return fmt.Errorf("release %s: %w", ref, err)
 	}
-	if err := removeCgroups(dir); err != nil {
+	if err := removeCgroups(c, cerr); err != nil {
 		return fmt.Errorf("release %s: %w", ref, err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -420,14 +424,29 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 		return fmt.Errorf("release %s: %w", ref, err)
 	}
 	defer root.Close()
+	names, err := readDirNames(root)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", ref, err)
+	}
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
 	var errs []error
-	trees := []string{homeDir, tmpDir}
-	if b, err := root.ReadFile(codeDirFile); err == nil {
-		// An unpacked code package (of this attempt's own): it may be
-		// gigabytes. A working directory without one holds only what the
-		// job wrote there, and stays.
-		if rel, err := filepath.Rel(dir, string(b)); err == nil && filepath.IsLocal(rel) {
-			trees = append(trees, rel)
+	var trees []string
+	for _, name := range []string{homeDir, tmpDir} {
+		if present[name] {
+			trees = append(trees, name)
+		}
+	}
+	if present[codeDirFile] {
+		if b, err := root.ReadFile(codeDirFile); err == nil {
+			// An unpacked code package (of this attempt's own): it may be
+			// gigabytes. A working directory without one holds only what
+			// the job wrote there, and stays.
+			if rel, err := filepath.Rel(dir, string(b)); err == nil && filepath.IsLocal(rel) {
+				trees = append(trees, rel)
+			}
 		}
 	}
 	for _, name := range trees {
@@ -437,22 +456,17 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	}
 	// The claim stays: it keeps a shim started late off the attempt (claim).
 	state := []string{childPIDFile, stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
-	for _, name := range state {
-		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+	temps := append(slices.Clone(state), exitFile) // written atomically
+	for _, n := range names {
+		// The state files, and temporary files of interrupted atomic
+		// writes (writeFileAtomic).
+		remove := slices.Contains(state, n)
+		for _, s := range temps {
+			remove = remove || strings.HasPrefix(n, "."+s+".")
 		}
-	}
-	// Temporary files of interrupted atomic writes (writeFileAtomic).
-	if f, err := root.Open("."); err == nil {
-		names, _ := f.Readdirnames(-1)
-		f.Close()
-		for _, n := range names {
-			for _, s := range append(state, exitFile) {
-				if strings.HasPrefix(n, "."+s+".") {
-					if err := root.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						errs = append(errs, err)
-					}
-				}
+		if remove {
+			if err := root.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -462,12 +476,22 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	return nil
 }
 
+// readDirNames lists the names in root's directory.
+func readDirNames(root *os.Root) ([]string, error) {
+	f, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
 // waitShimGone waits for the attempt's shim, if it still runs, to exit:
 // after recording the outcome it still removes its cgroups and exits. A
 // shared supervisor (which runs on) has nothing of the attempt left to do
 // once it recorded the outcome.
-func waitShimGone(ctx context.Context, dir string) error {
-	c, err := readClaim(dir)
+// c is the attempt's claim, err the error reading it.
+func waitShimGone(ctx context.Context, c claimRecord, err error) error {
 	if err != nil || c.Shared {
 		return nil
 	}
@@ -488,14 +512,19 @@ func waitShimGone(ctx context.Context, dir string) error {
 
 // removeCgroups kills and removes the attempt's cgroups, when its claim
 // names some: the shim removes them as it exits, but may have failed
-// to.
-func removeCgroups(dir string) error {
-	c, err := readClaim(dir)
+// to. c is the attempt's claim, err the error reading it.
+func removeCgroups(c claimRecord, err error) error {
 	if errors.Is(err, fs.ErrNotExist) || err == nil && c.Cgroups == nil {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(c.Cgroups.Dirs(), func(d string) bool {
+		_, err := os.Lstat(d)
+		return !errors.Is(err, fs.ErrNotExist)
+	}) {
+		return nil // removed, as the supervisor does: a group that holds a process cannot be
 	}
 	if err := c.Cgroups.Kill(time.Second); err != nil {
 		return err

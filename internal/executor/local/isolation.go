@@ -191,19 +191,19 @@ func prepareDirs(dir, workDir string, writable []string, id *identity) error {
 	// Traversable, not listable: another project's job may not read the
 	// names of this project's jobs.
 	for _, d := range writable {
-		if err := os.MkdirAll(d, traversable); err != nil {
+		if err := makeDir(d, traversable); err != nil {
 			return fmt.Errorf("%w: %w", executor.ErrOutputs, err)
 		}
 	}
 	if id == nil {
 		for _, d := range []string{filepath.Join(dir, homeDir), filepath.Join(dir, tmpDir), workDir} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
+			if err := makeDir(d, 0o755); err != nil {
 				return fmt.Errorf("create directory: %w", err)
 			}
 		}
 		return nil
 	}
-	if err := os.MkdirAll(dir, traversable); err != nil {
+	if err := makeDir(dir, traversable); err != nil {
 		return fmt.Errorf("create directory: %w", err)
 	}
 	// The attempt's directory and the job's directory above it may exist
@@ -234,6 +234,28 @@ func prepareDirs(dir, workDir string, writable []string, id *identity) error {
 		}
 	}
 	return nil
+}
+
+// makeDir creates the directory d (mode perm, less the umask) and its
+// missing parents unless it exists: what os.MkdirAll does, in one mkdir(2)
+// where the parent exists, as it mostly does (os.MkdirAll first stats d,
+// then each parent up to one that exists). Like os.MkdirAll, it takes an
+// existing directory, or a link to one, as made: whoever hands the
+// directory to a job opens it without following links (giveDir).
+func makeDir(d string, perm fs.FileMode) error {
+	err := os.Mkdir(d, perm)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(d), perm); err != nil {
+			return err
+		}
+		err = os.Mkdir(d, perm)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if st, serr := os.Stat(d); serr == nil && st.IsDir() {
+			return nil
+		}
+	}
+	return err
 }
 
 // giveDir makes the directory d (never a symlink) the user's own, mode 0700.

@@ -1,12 +1,14 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +302,56 @@ func TestIsolationNeedsUsers(t *testing.T) {
 		t.Fatal("New isolated jobs without Config.Users")
 	} else if !strings.Contains(err.Error(), "Config.Users") {
 		t.Errorf("error %q does not name Config.Users", err)
+	}
+}
+
+// TestIsolatedOutputsLinkIsNotFollowed: a job's outputs outlive its
+// attempts, and the job may replace a directory there with a link before
+// its next attempt. That attempt's launch takes the existing entry as
+// made (one mkdir, refused with EEXIST) and must then refuse it, never
+// handing the link's target to the job's user.
+func TestIsolatedOutputsLinkIsNotFollowed(t *testing.T) {
+	executortest.NeedRoot(t)
+	e := isolatedExec(t, 915_000)
+	h := executortest.NewHarness(t, e)
+	outRoot := jobRoot(t)
+	out := filepath.Join(outRoot, "outputs")
+	ckpt := filepath.Join(out, executor.CheckpointsDir)
+	withOutputs := func(l *executor.Launch) { l.Writable = []string{out, ckpt} }
+	first := isolatedLaunch(t, h, "gamma", []string{"/bin/true"}, withOutputs)
+	if ev := h.Wait(t, first.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("first attempt ended %s (%s): %s", ev.State, ev.Reason, ev.Message)
+	}
+	if st, err := os.Stat(ckpt); err != nil || st.Sys().(*syscall.Stat_t).Uid == 0 {
+		t.Fatalf("the first attempt's checkpoint directory is not the job's: %v", err)
+	}
+
+	// A directory of the server's, and the job's link to it in place of
+	// its checkpoint directory.
+	secret := jobRoot(t)
+	if err := os.Chmod(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, ckpt); err != nil {
+		t.Fatal(err)
+	}
+	second := first
+	second.Attempt = 2
+	second.Dir = filepath.Join(filepath.Dir(first.Dir), "2")
+	second.LogPath = filepath.Join(second.Dir, "output.log")
+	second.WorkDir = filepath.Join(second.Dir, "work")
+	if err := e.Launch(context.Background(), second); err == nil {
+		h.Wait(t, second.Ref, executor.Exited)
+		t.Error("the second attempt launched with its checkpoint directory a link to a directory of the server's")
+	}
+	st, err := os.Stat(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || sys.Gid != 0 || st.Mode().Perm() != 0o700 {
+		t.Errorf("the link's target is now owner %d:%d, mode %04o; want root's, 0700", sys.Uid, sys.Gid, st.Mode().Perm())
 	}
 }

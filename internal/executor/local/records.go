@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
@@ -135,17 +139,27 @@ func (r *exitRecord) started() bool { return r.PID > 0 }
 // file and a rename, so readers see either nothing or the whole file, and
 // concurrent writers never trip over each other's temporary file.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	var tmp string
+	var fd int
+	var err error
+	for range 100 {
+		tmp = filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		fd, err = openRaw(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil && perm != 0o600 { // CreateTemp makes 0600 files
-		err = f.Chmod(perm)
+	err = writeAll(fd, tmp, data)
+	if err == nil && perm != 0o600 { // as os.CreateTemp, 0600 whatever the umask
+		if err = unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+			err = &fs.PathError{Op: "chmod", Path: tmp, Err: err}
+		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = &fs.PathError{Op: "close", Path: tmp, Err: cerr}
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -153,6 +167,56 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// writeFile writes data to the file path, created (mode perm, less the
+// umask) or truncated, never through a link. Files of an attempt's
+// directory are written with plain system calls: an os.File would first
+// try the runtime's poller (four more system calls, for each of the files
+// a shared supervisor writes for every attempt).
+func writeFile(path string, data []byte, perm os.FileMode) error {
+	fd, err := openRaw(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, uint32(perm.Perm()))
+	if err != nil {
+		return err
+	}
+	err = writeAll(fd, path, data)
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = &fs.PathError{Op: "close", Path: path, Err: cerr}
+	}
+	return err
+}
+
+// openRaw opens path with flags (and O_CLOEXEC, O_NOFOLLOW), retrying on
+// EINTR.
+func openRaw(path string, flags int, perm uint32) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, perm)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// writeAll writes data to fd, the file path.
+func writeAll(fd int, path string, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "write", Path: path, Err: err}
+		}
+		if n == 0 {
+			return &fs.PathError{Op: "write", Path: path, Err: io.ErrShortWrite}
+		}
+		data = data[n:]
 	}
 	return nil
 }
@@ -280,16 +344,33 @@ func readClaim(dir string) (claimRecord, error) {
 // readSmall reads a record of the attempt's directory without following a
 // link a job may have put in its place.
 func readSmall(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	fd, err := openRaw(path, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, 1<<20))
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for len(b) < 1<<20 {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):min(cap(b), 1<<20)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
+	}
+	return b, nil
 }
 
 func readProcID(path string) (procID, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return procID{}, err
 	}

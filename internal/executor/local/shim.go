@@ -338,7 +338,7 @@ func claim(dir string, c claimRecord) error {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	tmp := filepath.Join(dir, shimPIDFile+"."+strconv.Itoa(c.Shim.PID))
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := writeFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("claim attempt: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -524,7 +524,7 @@ func (s *shim) supervise() int {
 	pid := proc.Pid
 	s.pid, s.proc = pid, proc
 	s.notify("started " + strconv.Itoa(pid) + " " + strconv.FormatInt(startedAt.UnixNano(), 10))
-	_ = os.WriteFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+	_ = writeFile(filepath.Join(s.dir, childPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o600)
 	argvJSON, _ := json.Marshal(argv)
 	s.log.system("started %s as pid %d in %s", argvJSON, pid, rec.WorkDir)
 	if shimTestHook != nil {
@@ -997,6 +997,11 @@ func (w *logWriter) noteLimit(t time.Time) {
 	_, _ = w.f.Write(logs.AppendLine(nil, t, logs.System, []byte(text)))
 }
 
+// pumpBufs are the pumps' read buffers, two per attempt, reused once its
+// output closed: a shared supervisor would otherwise allocate (and its
+// collector clear and sweep) 64KiB for every attempt it starts.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // pump copies r to the log as lines of stream until EOF. A final line
 // without a newline is written at EOF; a line longer than maxLine is split
 // (never inside a secret value). Secret values are redacted from every line,
@@ -1010,7 +1015,9 @@ func (w *logWriter) pump(r io.Reader, stream string, last *string) {
 // pumpProgress is pump that also hands every line, with its log time, to
 // prog (nil: none), which picks out progress reports.
 func (w *logWriter) pumpProgress(r io.Reader, stream string, last *string, prog *progressSink) {
-	buf := make([]byte, 32<<10)
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
 	var pending []byte
 	var lines [][]byte
 	for {

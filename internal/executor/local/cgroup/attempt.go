@@ -214,12 +214,12 @@ func (a *Attempt) StartInJob(start func(cgroupFD int) error) error {
 		if h.Version != V2 || a.noCloneInto {
 			continue
 		}
-		f, err := os.Open(a.jobDir(h))
+		dfd, err := openFile(a.jobDir(h), unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			break
 		}
-		defer f.Close()
-		fd = int(f.Fd())
+		defer closeFile(dfd)
+		fd = dfd
 		break
 	}
 	move := func(into func(Hierarchy) string, v2 bool) error {
@@ -272,22 +272,29 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 		if fd >= 0 || a.noCloneInto {
 			continue
 		}
-		f, err := os.Open(a.jobDir(h))
+		dfd, err := openFile(a.jobDir(h), unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return fmt.Errorf("open cgroup %s: %w", a.jobDir(h), err)
 		}
-		defer f.Close()
-		fd = int(f.Fd())
+		defer closeFile(dfd)
+		fd = dfd
 	}
 	tid := strconv.Itoa(unix.Gettid())
 	var homes []string
 	var errs []error
+	// The calling thread's groups, read once for every v1 hierarchy:
+	// moving it in one leaves it where it was in the others.
+	var listing []byte
+	var listErr error
+	if len(v2) < len(a.Hierarchies) {
+		listing, listErr = readFile("/proc/thread-self/cgroup")
+	}
 	for _, h := range a.Hierarchies {
 		if h.Version == V2 {
 			continue
 		}
-		home := h.threadGroup()
-		if err := os.WriteFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid), 0); err != nil {
+		home := h.groupFrom(listing, listErr) // where the thread is now
+		if err := writeFile(filepath.Join(a.jobDir(h), "tasks"), []byte(tid)); err != nil {
 			errs = append(errs, fmt.Errorf("move the supervisor's thread into cgroup %s: %w", a.jobDir(h), err))
 			break
 		}
@@ -296,7 +303,7 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 	back := func() error {
 		var errs []error
 		for _, home := range homes {
-			if err := os.WriteFile(filepath.Join(home, "tasks"), []byte(tid), 0); err != nil {
+			if err := writeFile(filepath.Join(home, "tasks"), []byte(tid)); err != nil {
 				errs = append(errs, fmt.Errorf("move the supervisor's thread back into cgroup %s: %w", home, err))
 			}
 		}
@@ -319,7 +326,7 @@ func (a *Attempt) StartInJobThread(start func(cgroupFD int) (int, error)) error 
 	}
 	if fd < 0 && pid > 0 {
 		for _, h := range v2 {
-			if werr := os.WriteFile(filepath.Join(a.jobDir(h), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); werr != nil {
+			if werr := writeFile(filepath.Join(a.jobDir(h), "cgroup.procs"), []byte(strconv.Itoa(pid))); werr != nil {
 				errs = append(errs, fmt.Errorf("move pid %d into cgroup %s: %w", pid, a.jobDir(h), werr))
 			}
 		}

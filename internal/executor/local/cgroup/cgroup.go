@@ -17,7 +17,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -214,7 +213,7 @@ func (g *Group) setCPUs(cpus float64) error {
 func (g *Group) CPUQuota() float64 {
 	switch g.h.Version {
 	case V2:
-		b, err := os.ReadFile(filepath.Join(g.path, "cpu.max"))
+		b, err := readFile(filepath.Join(g.path, "cpu.max"))
 		f := strings.Fields(string(b))
 		if err != nil || len(f) != 2 {
 			return 0
@@ -234,14 +233,6 @@ func (g *Group) CPUQuota() float64 {
 		return float64(q) / float64(p)
 	}
 	return 0
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func prepareV1(mount string) (Hierarchy, error) {
@@ -349,7 +340,11 @@ func (h Hierarchy) ownGroup() string {
 // groupIn returns the directory of this hierarchy's group in the cgroup
 // listing file, or the mount point when it cannot be found.
 func (h Hierarchy) groupIn(file string) string {
-	b, err := os.ReadFile(file)
+	return h.groupFrom(readFile(file))
+}
+
+// groupFrom is groupIn of the listing b, read with err.
+func (h Hierarchy) groupFrom(b []byte, err error) string {
 	if err != nil {
 		return h.Mount
 	}
@@ -376,12 +371,6 @@ func (h Hierarchy) groupIn(file string) string {
 	return h.Mount
 }
 
-// threadGroup returns the directory of the calling thread's current group
-// in this (v1) hierarchy, or the mount point when it cannot be found.
-func (h Hierarchy) threadGroup() string {
-	return h.groupIn("/proc/thread-self/cgroup")
-}
-
 // controller is the v1 controller of h; hierarchies recorded before
 // Controller existed were memory hierarchies.
 func (h Hierarchy) controller() string {
@@ -393,7 +382,7 @@ func (h Hierarchy) controller() string {
 
 // moveSelf moves the calling process (all its threads) into the group dir.
 func moveSelf(dir string) error {
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+	if err := writeFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid()))); err != nil {
 		return fmt.Errorf("move into cgroup %s: %w", dir, err)
 	}
 	return nil
@@ -417,11 +406,7 @@ func (g *Group) Failcnt() (int64, error) {
 	if g.h.Version != V1 {
 		return 0, nil
 	}
-	b, err := os.ReadFile(filepath.Join(g.path, "memory.failcnt"))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return readInt(filepath.Join(g.path, "memory.failcnt"))
 }
 
 // Peak returns the group's highest memory use in bytes, or 0 when the kernel
@@ -431,11 +416,7 @@ func (g *Group) Peak() int64 {
 	if g.h.Version == V1 {
 		name = "memory.max_usage_in_bytes"
 	}
-	b, err := os.ReadFile(filepath.Join(g.path, name))
-	if err != nil {
-		return 0
-	}
-	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	v, _ := readInt(filepath.Join(g.path, name))
 	return v
 }
 
@@ -449,19 +430,17 @@ func (g *Group) Kill(wait time.Duration) error { return kill(g.path, wait) }
 func (g *Group) Remove(wait time.Duration) error { return removeTree(g.path, wait) }
 
 func (g *Group) write(file string, v []byte) error {
-	return os.WriteFile(filepath.Join(g.path, file), v, 0)
+	return writeFile(filepath.Join(g.path, file), v)
 }
 
 // readKey reads "key value" from a flat-keyed cgroup file.
 func (g *Group) readKey(file, key string) (int64, bool, error) {
-	f, err := os.Open(filepath.Join(g.path, file))
+	b, err := readFile(filepath.Join(g.path, file))
 	if err != nil {
 		return 0, false, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
 		if ok && k == key {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
@@ -470,7 +449,7 @@ func (g *Group) readKey(file, key string) (int64, bool, error) {
 			return n, true, nil
 		}
 	}
-	return 0, false, sc.Err()
+	return 0, false, nil
 }
 
 func exists(path string) bool {

@@ -37,9 +37,6 @@ const freezeWait = time.Second
 // that have exited but wait to be reaped (zombies) no longer count. The error says how many processes are left when wait is over.
 func kill(dir string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	self := os.Getpid()
 	all, err := treePids(dir, 0)
 	if err != nil {
@@ -50,7 +47,7 @@ func kill(dir string, wait time.Duration) error {
 		// by being forked by one of its members.
 		return nil
 	}
-	if !slices.Contains(all, self) && !(useCgroupKill && os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil) {
+	if !slices.Contains(all, self) && !(useCgroupKill && writeFile(filepath.Join(dir, "cgroup.kill"), []byte("1")) == nil) {
 		thaw := freeze(dir, time.Now().Add(freezeWait))
 		signalAll(dir, self)
 		thaw()
@@ -79,16 +76,16 @@ func freeze(dir string, deadline time.Time) (thaw func()) {
 	v1 := filepath.Join(dir, "freezer.state")
 	var frozen func() bool
 	switch {
-	case os.WriteFile(v2, []byte("1"), 0) == nil:
-		thaw = func() { _ = os.WriteFile(v2, []byte("0"), 0) }
+	case writeFile(v2, []byte("1")) == nil:
+		thaw = func() { _ = writeFile(v2, []byte("0")) }
 		frozen = func() bool {
 			n, ok, _ := (&Group{path: dir}).readKey("cgroup.events", "frozen")
 			return ok && n == 1
 		}
-	case os.WriteFile(v1, []byte("FROZEN"), 0) == nil:
-		thaw = func() { _ = os.WriteFile(v1, []byte("THAWED"), 0) }
+	case writeFile(v1, []byte("FROZEN")) == nil:
+		thaw = func() { _ = writeFile(v1, []byte("THAWED")) }
 		frozen = func() bool {
-			b, err := os.ReadFile(v1)
+			b, err := readFile(v1)
 			return err == nil && strings.TrimSpace(string(b)) == "FROZEN"
 		}
 	default:
@@ -114,39 +111,33 @@ func treePids(dir string, self int) ([]int, error) {
 	if !populated(dir) {
 		return nil, nil
 	}
+	dirs, err := groupTree(dir)
+	if err != nil {
+		return nil, err
+	}
 	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+	for _, d := range dirs {
+		b, err := readFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
-				return nil // removed meanwhile
+				continue // removed meanwhile
 			}
-			return err
+			return nil, err
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
 				pids = append(pids, pid)
 			}
 		}
-		return nil
-	})
-	return pids, err
+	}
+	return pids, nil
 }
 
 // populated reports whether the v2 group dir or a group below it has a
 // process (cgroup.events); true where that is unknown (v1, or unreadable),
 // so that the caller looks.
 func populated(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	b, err := readFile(filepath.Join(dir, "cgroup.events"))
 	if err != nil {
 		return true
 	}
@@ -156,7 +147,7 @@ func populated(dir string) bool {
 // zombie reports whether pid has exited (or is gone) and only waits to be
 // reaped.
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return true
 	}
@@ -170,14 +161,8 @@ func zombie(pid int) bool {
 // removeTree deletes the group dir and the groups below it, deepest first,
 // retrying for up to wait while exiting processes keep one busy.
 func removeTree(dir string, wait time.Duration) error {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	slices.Reverse(dirs)
+	dirs, _ := groupTree(dir)
+	slices.Reverse(dirs) // the groups below a group first
 	deadline := time.Now().Add(wait)
 	for _, d := range dirs {
 		for {
