@@ -132,7 +132,7 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		}
 		created = true
 		return nil
-	}, withAudit(audit))
+	}, withAudit(audit), createsJob)
 	if err != nil {
 		return domain.Job{}, false, err
 	}
