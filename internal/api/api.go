@@ -247,32 +247,69 @@ func pathID(r *http.Request) (int64, error) {
 // would decode to the zero value (a PUT of null would zero what it
 // replaces), and anything after the object would be silently ignored.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSpecBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSpecBytes))
+	if err != nil {
+		return bodyError(err)
+	}
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return decodeNonObject(body)
+	}
+	// An object, as nearly every body is: decode it into v in one pass,
+	// then look past it. A syntax error in it is reported as is; any
+	// other problem (a field v lacks, a wrong type) comes after what
+	// follows the object, as decodeNonObject orders them.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return bodyError(err)
+	}
+	if err := afterObject(dec); err != nil {
+		return bodyError(err)
+	}
+	if err != nil {
+		return bodyError(err)
+	}
+	return nil
+}
+
+// afterObject checks that nothing but white space follows the value dec
+// just decoded.
+func afterObject(dec *json.Decoder) error {
+	_, err := dec.Token()
+	switch {
+	case err == io.EOF:
+		return nil
+	case err == nil:
+		return errors.New("more follows the JSON object; send exactly one object")
+	}
+	return err
+}
+
+// decodeNonObject says what is wrong with a body that does not start
+// with an object: nothing, not JSON, or another kind of value.
+func decodeNonObject(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	var raw json.RawMessage
 	err := dec.Decode(&raw)
 	if err == nil {
-		if _, err = dec.Token(); err == io.EOF {
-			err = nil
-		} else if err == nil {
-			err = errors.New("more follows the JSON object; send exactly one object")
-		}
+		err = afterObject(dec)
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is larger than %d bytes", maxSpecBytes)}}
-		}
-		return domain.FieldErrors{{Path: "body", Message: "is not valid JSON for this endpoint: " + err.Error()}}
+		return bodyError(err)
 	}
-	if raw[0] != '{' {
-		return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is %s, not a JSON object; send an object with this endpoint's fields (see docs/api.md)", jsonKind(raw))}}
+	return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is %s, not a JSON object; send an object with this endpoint's fields (see docs/api.md)", jsonKind(raw))}}
+}
+
+// bodyError is the field error on body for err, a failure to read or
+// decode it.
+func bodyError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return domain.FieldErrors{{Path: "body", Message: fmt.Sprintf("is larger than %d bytes", maxSpecBytes)}}
 	}
-	dec = json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return domain.FieldErrors{{Path: "body", Message: "is not valid JSON for this endpoint: " + err.Error()}}
-	}
-	return nil
+	return domain.FieldErrors{{Path: "body", Message: "is not valid JSON for this endpoint: " + err.Error()}}
 }
 
 // jsonKind names the kind of a JSON value, for messages: "null", "an array".

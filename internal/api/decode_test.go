@@ -48,6 +48,11 @@ func TestBodyMustBeOneJSONObject(t *testing.T) {
 			`"x"`:                     "is a string",
 			`{"cpus": 4} {"cpus": 0}`: "more follows the JSON object",
 			`{"cpus": 4} trailing`:    "not valid JSON",
+			`{"cpus": 4`:              "not valid JSON for this endpoint: unexpected EOF",
+			// What follows the object is reported before what is wrong
+			// in it.
+			`{"no_such_field": 1} {}`: "more follows the JSON object",
+			`{"no_such_field": 1}`:    `unknown field "no_such_field"`,
 		} {
 			code, b := e.do(rt.method, rt.path, admin, body)
 			var eb apitypes.Error

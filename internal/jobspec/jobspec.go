@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"trainyard/internal/domain"
@@ -173,14 +174,36 @@ func Canonical(s domain.Spec) ([]byte, string) {
 	if math.IsNaN(s.Resources.CPUs) || math.IsInf(s.Resources.CPUs, 0) {
 		s.Resources.CPUs = 0
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	// Every submit encodes its spec: the encoder writes into a buffer
+	// kept from an earlier call, and the result is one copy of exactly
+	// the bytes, not the buffer's growth.
+	buf := canonicalBufs.Get().(*bytes.Buffer)
+	defer canonicalBufs.Put(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(s); err != nil {
 		// Unreachable: every field of domain.Spec encodes once CPUs is finite.
 		panic("jobspec: encoding a spec failed: " + err.Error())
 	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	sum := sha256.Sum256(b)
-	return b, "sha256:" + hex.EncodeToString(sum[:])
+	b := bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	if buf.Cap() > maxKeptCanonicalBuf {
+		*buf = bytes.Buffer{} // an outsized spec's buffer is not kept
+	}
+	return b, specHash(b)
 }
+
+// specHash is "sha256:<hex>" of b, the hash Canonical returns with b.
+func specHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	var h [len("sha256:") + 2*sha256.Size]byte
+	copy(h[:], "sha256:")
+	hex.Encode(h[len("sha256:"):], sum[:])
+	return string(h[:])
+}
+
+// canonicalBufs holds Canonical's encoding buffers, up to
+// maxKeptCanonicalBuf bytes each.
+var canonicalBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxKeptCanonicalBuf = 64 << 10

@@ -285,12 +285,14 @@ func (s *JobService) storeLooking(ctx context.Context, p Principal, in SubmitInp
 	// spec by its hash: the spec itself may carry values that are no
 	// business of the audit log.
 	rec := s.audited(ctx, p, authz.JobSubmit, "job/"+store.AuditIDPlaceholder, nil,
-		map[string]string{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "spec_hash": hash})
+		submitSummary{Name: spec.Name, Pool: spec.Pool, Project: spec.Project, SpecHash: hash})
+	// The directory needs three of the spec's fields, not a copy of it.
+	outputs, project, name := spec.Outputs.Path, spec.Project, spec.Name
 	nj := store.NewJob{
 		Spec: spec, SpecJSON: specJSON, SpecHash: hash,
 		Submitter: p.Subject, SubmittedAt: s.cfg.Clock.Now(),
 		IdempotencyKey: in.IdempotencyKey,
-		OutputDir:      func(id int64) string { return s.outputDir(spec, id) },
+		OutputDir:      func(id int64) string { return s.jobDir(outputs, project, name, id) },
 		Actor:          p.Actor(),
 		Code:           in.Code,
 		RerunOf:        in.rerunOf,
@@ -313,15 +315,27 @@ func (s *JobService) storeLooking(ctx context.Context, p Principal, in SubmitInp
 	return job, created, nil
 }
 
-// outputDir is the job's versioned output directory: the user's path with
-// {job_id} filled in (checked by checkOutputPath), or
+// submitSummary is the After of a submit's audit record: the JSON of
+// map[string]string with these keys, which it replaces (a struct encodes
+// without sorting keys or building a map), so its fields stay in the
+// keys' order.
+type submitSummary struct {
+	Name     string `json:"name"`
+	Pool     string `json:"pool"`
+	Project  string `json:"project"`
+	SpecHash string `json:"spec_hash"`
+}
+
+// jobDir is the versioned output directory of job id of a spec with
+// outputs.path outputs, project and name: the user's path with {job_id}
+// filled in (checked by checkOutputPath), or
 // <artifacts>/<project>/<name>/<job-id>.
-func (s *JobService) outputDir(spec domain.Spec, id int64) string {
+func (s *JobService) jobDir(outputs, project, name string, id int64) string {
 	ids := strconv.FormatInt(id, 10)
-	if spec.Outputs.Path != "" {
-		return filepath.Clean(strings.ReplaceAll(spec.Outputs.Path, "{job_id}", ids))
+	if outputs != "" {
+		return filepath.Clean(strings.ReplaceAll(outputs, "{job_id}", ids))
 	}
-	return filepath.Join(s.cfg.ArtifactsRoot, spec.Project, spec.Name, ids)
+	return filepath.Join(s.cfg.ArtifactsRoot, project, name, ids)
 }
 
 // JobDetail is a job with its attempts and transitions.

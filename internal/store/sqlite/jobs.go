@@ -101,17 +101,28 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		}
 		at := timeArg(p.SubmittedAt)
 		r := p.Spec.Resources
-		if _, err := w.exec(insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, domain.JobQueued,
-			domain.ReasonSubmitted, p.Spec.Policy.Priority, p.Submitter, at, at, p.SpecHash,
-			sql.NullString{String: dir, Valid: dir != ""}, p.IdempotencyKey,
-			r.GPUs, r.CPUs, int64(r.Memory), r.Nodes, int64(p.Spec.Policy.Timeout), boolArg(p.Spec.Policy.Preemptible),
-			sql.NullInt64{Int64: p.RerunOf, Valid: p.RerunOf != 0}, w.rev); err != nil {
+		// Every argument is of a type database/sql passes on as it is
+		// (string, int64, float64, nil): one of a named type would be
+		// converted through reflection, and a Valuer called, on every
+		// submit.
+		var dirArg, rerunArg any
+		if dir != "" {
+			dirArg = dir
+		}
+		if p.RerunOf != 0 {
+			rerunArg = p.RerunOf
+		}
+		if _, err := w.exec(insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, string(domain.JobQueued),
+			string(domain.ReasonSubmitted), string(p.Spec.Policy.Priority), p.Submitter, at, at, p.SpecHash,
+			dirArg, p.IdempotencyKey,
+			int64(r.GPUs), r.CPUs, int64(r.Memory), int64(r.Nodes), int64(p.Spec.Policy.Timeout), int64(boolArg(p.Spec.Policy.Preemptible)),
+			rerunArg, w.rev); err != nil {
 			if dir != "" && isUniqueViolation(err) && strings.Contains(err.Error(), "jobs.output_dir") {
 				return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
 			}
 			return interpretError("create job", err)
 		}
-		if _, err := w.exec(insertEventSQL, id, 0, at, "", domain.JobQueued, p.Actor, domain.ReasonSubmitted, ""); err != nil {
+		if _, err := w.exec(insertEventSQL, id, int64(0), at, "", string(domain.JobQueued), p.Actor, string(domain.ReasonSubmitted), ""); err != nil {
 			return interpretError("create job: record submit event", err)
 		}
 		if err := w.insertJobCode(id, p.Code); err != nil { // code.go
@@ -132,7 +143,7 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 		}
 		created = true
 		return nil
-	}, withAudit(audit))
+	}, withAudit(audit), createsJob)
 	if err != nil {
 		return domain.Job{}, false, err
 	}

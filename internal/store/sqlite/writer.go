@@ -32,8 +32,10 @@ const (
 type writeReq struct {
 	fn    func(w *writer) error
 	audit []domain.AuditRecord // the mutation's records: withAudit
-	state atomic.Int32
-	done  chan error // buffered, receives exactly one value once claimed
+	// create marks a CreateJob request (createsJob): see runBatch.
+	create bool
+	state  atomic.Int32
+	done   chan error // buffered, receives exactly one value once claimed
 }
 
 // writeOpt adds to what a write request does.
@@ -44,6 +46,9 @@ type writeOpt func(*writeReq)
 func withAudit(recs ...domain.AuditRecord) writeOpt {
 	return func(r *writeReq) { r.audit = append(r.audit, recs...) }
 }
+
+// createsJob marks a CreateJob request.
+func createsJob(r *writeReq) { r.create = true }
 
 // writer owns the single write connection. Only the writer goroutine (and
 // Open, before it starts) touches it, so it needs no locking.
@@ -232,9 +237,9 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	if len(claimed) == 0 {
 		return
 	}
-	results, fatal := s.runBatch(claimed, true)
+	claimed, results, fatal := s.runBatch(claimed, true)
 	if errors.Is(fatal, errRetrySafely) {
-		results, fatal = s.runBatch(claimed, false)
+		_, results, fatal = s.runBatch(claimed, false)
 	}
 	if fatal != nil {
 		for _, r := range claimed {
@@ -255,20 +260,30 @@ func (s *Store) commitBatch(batch []*writeReq) {
 var errRetrySafely = errors.New("a write request failed after running a statement")
 
 // runBatch runs the requests in one transaction and commits it, each in
-// its own savepoint unless optimistic (see commitBatch). fatal reports that
-// nothing committed.
-func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error, fatal error) {
+// its own savepoint unless optimistic (see commitBatch), and returns them
+// with their results in order. fatal reports that nothing committed.
+//
+// A batch of creates stays open for the requests queued while it runs
+// (claimMore): submits that arrive while one batch runs share its commit
+// instead of waiting for one of their own (a commit costs as much as
+// several submits' statements). Only creates: a batch holding another write (which may have
+// been waiting a while, or may hold the writer on purpose) commits when
+// its requests are done. The rerun with savepoints runs the same
+// requests and takes no more.
+func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (_ []*writeReq, results []error, fatal error) {
 	w := s.w
 	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
-		return nil, interpretError("begin write transaction", err)
+		return claimed, nil, interpretError("begin write transaction", err)
 	}
 	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
 	w.jobID = 0                // and the last job id
 	w.snaps.Begin()
 	w.repeats.begin()
-	results = make([]error, len(claimed))
-	for i, r := range claimed {
+	results = make([]error, 0, len(claimed))
+	creates := true // every request run so far is a create
+	for i := 0; i < len(claimed); i++ {
+		r := claimed[i]
 		var err error
 		mark := w.snaps.Mark()
 		if optimistic {
@@ -282,7 +297,7 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 		if fatal != nil {
 			_, _ = w.exec("ROLLBACK")
 			w.repeats.forget()
-			return nil, fatal
+			return claimed, nil, fatal
 		}
 		if err != nil {
 			// Nothing it wrote stays: in a savepoint it was rolled back;
@@ -290,15 +305,35 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (results []error,
 			w.snaps.Undo(mark)
 		}
 		w.repeats.endRequest(err)
-		results[i] = err
+		results = append(results, err)
+		creates = creates && r.create
+		if optimistic && creates && i == len(claimed)-1 {
+			claimed = s.claimMore(claimed)
+		}
 	}
 	if _, err := w.exec("COMMIT"); err != nil {
 		_, _ = w.exec("ROLLBACK")
 		w.repeats.forget()
-		return nil, interpretError("commit write transaction", err)
+		return claimed, nil, interpretError("commit write transaction", err)
 	}
 	w.snaps.Commit()
-	return results, nil
+	return claimed, results, nil
+}
+
+// claimMore appends to claimed the requests waiting now, up to maxBatch
+// in all.
+func (s *Store) claimMore(claimed []*writeReq) []*writeReq {
+	for len(claimed) < maxBatch {
+		select {
+		case r := <-s.reqs:
+			if r.state.CompareAndSwap(reqPending, reqClaimed) {
+				claimed = append(claimed, r)
+			}
+		default:
+			return claimed
+		}
+	}
+	return claimed
 }
 
 // runInSavepoint runs fn inside SAVEPOINT name. When fn fails, its changes are
