@@ -479,8 +479,8 @@ func whereFunc(conds []string) func(extra string) string {
 
 // sqliteOnly and postgresOnly are statements built for one engine at the
 // time of the call.
-func sqliteOnly(text string) Query   { return Query{text: [engines]string{SQLite: text}} }
-func postgresOnly(text string) Query { return Query{text: [engines]string{Postgres: text}} }
+func sqliteOnly(text string) Query   { return fixed(text, "") }
+func postgresOnly(text string) Query { return fixed("", text) }
 
 // uniqueStates returns states sorted and without duplicates.
 func uniqueStates(states []domain.JobState) []domain.JobState {

@@ -8,14 +8,16 @@
 // What engines do differently stays in the backend: the writer and its group
 // commit or pipelining, bulk loading, leader leases, notifications and
 // migrations. What differs only in SQL text is written once here: statements
-// use ? placeholders and become $n for PostgreSQL when the package
-// initializes (see Q), so a call pays nothing for the translation.
+// use ? placeholders and become $n for PostgreSQL on a statement's first use
+// (see Q): a call after that pays nothing for the translation, and a process
+// that runs no statement, such as a CLI command, pays nothing at its start.
 package sqlstore
 
 import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"trainyard/internal/domain"
 )
@@ -29,35 +31,46 @@ const (
 	engines
 )
 
-// Query is one statement in the text of each engine, built at package
-// initialization.
-type Query struct {
-	text [engines]string
+// Query is one statement in the text of each engine, translated from its
+// source on first use. Copies of a Query share the translation.
+type Query struct{ q *query }
+
+type query struct {
+	src  string
+	text [engines]atomic.Pointer[string]
 	// rev marks a statement that stamps the job rows it writes with the
 	// transaction's revision ({REV}): SQLite passes the revision as the
 	// statement's first argument (see Revised).
 	rev bool
 }
 
-// SQL returns q's text for engine e.
-func (q Query) SQL(e Engine) string { return q.text[e] }
+// SQL returns q's text for engine e. Concurrent first uses may each
+// translate it; they store the same text.
+func (q Query) SQL(e Engine) string {
+	if t := q.q.text[e].Load(); t != nil {
+		return *t
+	}
+	t := translate(q.q.src, e)
+	q.q.text[e].Store(&t)
+	return t
+}
 
 // Revised reports whether q's SQLite text takes the writer's revision as
 // its first argument, before the ones the caller passes.
-func (q Query) Revised() bool { return q.rev }
+func (q Query) Revised() bool { return q.q.rev }
 
 // Q builds a statement written with ? placeholders in SQLite's form. For
 // PostgreSQL each ? becomes $1, $2, … in order; each marker becomes its
 // engine's text (see markers). Quoted text is copied as it is.
 func Q(text string) Query {
-	q := Query{text: [engines]string{SQLite: translate(text, SQLite), Postgres: translate(text, Postgres)}}
+	q := &query{src: text}
 	if i := strings.Index(text, revMarker); i >= 0 {
 		if strings.Contains(text[:i], "?") {
 			panic("sqlstore: " + revMarker + " must come before every ? of " + text)
 		}
 		q.rev = true
 	}
-	return q
+	return Query{q}
 }
 
 // revMarker sets the revision columns of a job row: SQLite numbers write
@@ -90,8 +103,14 @@ var markers = []struct {
 
 // Each builds a statement whose text differs beyond placeholders, given in
 // each engine's own form.
-func Each(sqliteText, postgresText string) Query {
-	return Query{text: [engines]string{SQLite: sqliteText, Postgres: postgresText}}
+func Each(sqliteText, postgresText string) Query { return fixed(sqliteText, postgresText) }
+
+// fixed is a statement whose text is given for each engine as it is.
+func fixed(sqliteText, postgresText string) Query {
+	q := &query{}
+	q.text[SQLite].Store(&sqliteText)
+	q.text[Postgres].Store(&postgresText)
+	return Query{q}
 }
 
 // translate writes text in engine e's form: markers become their text and,
