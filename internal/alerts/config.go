@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 )
 
 // Config is the `alerts:` section of the server config. Durations read as Go
@@ -266,8 +266,8 @@ func setSev(s *Severity, v Severity) {
 }
 
 var (
-	channelName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	headerName  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	channelName = lazyre.New(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	headerName  = lazyre.New("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
 // Validate reports every problem in c, each naming its field path from

@@ -2,11 +2,11 @@ package diagnose
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 )
 
 // stage says when a rule is tried (see Classify).
@@ -25,7 +25,7 @@ type rule struct {
 	// facts matches on the exit record; used when pattern is nil.
 	facts func(Evidence) bool
 	// pattern matches one line of the program's output.
-	pattern *regexp.Regexp
+	pattern *lazyre.Regexp
 	// explain returns the summary and the hint; line is the deciding log
 	// line and sub its submatches (both empty for facts).
 	explain func(ev Evidence, line string, sub []string) (summary, hint string)
@@ -116,13 +116,13 @@ var rules = []rule{
 			return s, "the message names what was missing (a secret, a directory, the supervisor); fix it and resubmit"
 		}},
 	{class: CUDAOutOfMemory, stage: stageLog,
-		pattern: regexp.MustCompile(`CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory|cudaErrorMemoryAllocation|OutOfMemoryError|RESOURCE_EXHAUSTED: Out of memory`),
+		pattern: lazyre.New(`CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory|cudaErrorMemoryAllocation|OutOfMemoryError|RESOURCE_EXHAUSTED: Out of memory`),
 		explain: func(ev Evidence, _ string, _ []string) (string, string) {
 			return "a GPU ran out of memory",
 				"lower the batch size, use mixed precision or gradient accumulation/checkpointing, or run on GPUs with more memory; make sure no other process shares the GPU"
 		}},
 	{class: NCCLTimeout, stage: stageLog,
-		pattern: regexp.MustCompile(`(?i)watchdog caught collective operation timeout|\b(?:nccl|gloo)\b.*\b(?:timeout|timed out)\b|\b(?:timeout|timed out)\b.*\b(?:nccl|gloo)\b|DistStoreError: Timed out|rendezvous.*\b(?:timeout|timed out)\b`),
+		pattern: lazyre.New(`(?i)watchdog caught collective operation timeout|\b(?:nccl|gloo)\b.*\b(?:timeout|timed out)\b|\b(?:timeout|timed out)\b.*\b(?:nccl|gloo)\b|DistStoreError: Timed out|rendezvous.*\b(?:timeout|timed out)\b`),
 		explain: func(ev Evidence, _ string, _ []string) (string, string) {
 			return "a collective operation (NCCL/Gloo) timed out: one rank stalled, crashed or could not reach the others",
 				"look for the first rank that failed in its log; rerun with env_vars NCCL_DEBUG=INFO (and TORCH_NCCL_ASYNC_ERROR_HANDLING=1) to see which collective hung; check that all ranks reach the same collectives"
@@ -151,7 +151,7 @@ var rules = []rule{
 			}
 		}},
 	{class: DiskFull, stage: stageLog,
-		pattern: regexp.MustCompile(`(?i)No space left on device|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b`),
+		pattern: lazyre.New(`(?i)No space left on device|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b`),
 		explain: func(ev Evidence, line string, sub []string) (string, string) {
 			s := "a disk filled up"
 			if p := pathIn(line); p != "" {
@@ -160,7 +160,7 @@ var rules = []rule{
 			return s, "free space or write elsewhere: keep fewer checkpoints (checkpoint.keep), write outputs to $TRAINYARD_OUTPUT_DIR, and ask an operator how much room the volume has"
 		}},
 	{class: PermissionDenied, stage: stageLog,
-		pattern: regexp.MustCompile(`Permission denied|PermissionError|\bEACCES\b|Operation not permitted|\bEPERM\b`),
+		pattern: lazyre.New(`Permission denied|PermissionError|\bEACCES\b|Operation not permitted|\bEPERM\b`),
 		explain: func(ev Evidence, line string, sub []string) (string, string) {
 			s := "the program was refused access to a file or directory"
 			if p := pathIn(line); p != "" {
@@ -169,7 +169,7 @@ var rules = []rule{
 			return s, "write under $TRAINYARD_OUTPUT_DIR or $TRAINYARD_CHECKPOINT_DIR (the job's own directories), or ask the owner of the path to grant access; scripts run directly need the executable bit"
 		}},
 	{class: FileNotFound, stage: stageLog,
-		pattern: regexp.MustCompile(`FileNotFoundError|No such file or directory|\bENOENT\b`),
+		pattern: lazyre.New(`FileNotFoundError|No such file or directory|\bENOENT\b`),
 		explain: func(ev Evidence, line string, sub []string) (string, string) {
 			s := "a file the program needs does not exist"
 			if p := pathIn(line); p != "" {
@@ -193,7 +193,7 @@ var rules = []rule{
 			}
 		}},
 	{class: PythonException, stage: stageFallback,
-		pattern: regexp.MustCompile(`^(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?:: (?P<msg>.*))?$`),
+		pattern: lazyre.New(`^(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?:: (?P<msg>.*))?$`),
 		explain: func(ev Evidence, line string, sub []string) (string, string) {
 			return "the program raised " + line,
 				"read the traceback above the last line: " + logsCmd(ev, " --tail 50")
@@ -223,10 +223,10 @@ var rules = []rule{
 
 // missingDependency matches Python import failures and the dynamic
 // loader's missing shared libraries; its named groups say what is missing.
-var missingDependency = regexp.MustCompile(`(?:ModuleNotFoundError|ImportError): (?:No module named '?(?P<mod>[\w.]+)'?|cannot import name '(?P<name>[^']+)' from '(?P<from>[\w.]+)'|(?P<lib>[^\s:]+): cannot open shared object file|(?P<other>.+))|error while loading shared libraries: (?P<solib>[^\s:]+)`)
+var missingDependency = lazyre.New(`(?:ModuleNotFoundError|ImportError): (?:No module named '?(?P<mod>[\w.]+)'?|cannot import name '(?P<name>[^']+)' from '(?P<from>[\w.]+)'|(?P<lib>[^\s:]+): cannot open shared object file|(?P<other>.+))|error while loading shared libraries: (?P<solib>[^\s:]+)`)
 
 // group returns the named submatch of re in sub, or "".
-func group(re *regexp.Regexp, sub []string, name string) string {
+func group(re *lazyre.Regexp, sub []string, name string) string {
 	if i := re.SubexpIndex(name); i >= 0 && i < len(sub) {
 		return sub[i]
 	}
@@ -234,15 +234,15 @@ func group(re *regexp.Regexp, sub []string, name string) string {
 }
 
 var (
-	singleQuoted = regexp.MustCompile(`'([^']+)'`)
-	doubleQuoted = regexp.MustCompile(`"([^"]+)"`)
-	barePath     = regexp.MustCompile(`(?:^|\s)(/[^\s:'"]+)`)
+	singleQuoted = lazyre.New(`'([^']+)'`)
+	doubleQuoted = lazyre.New(`"([^"]+)"`)
+	barePath     = lazyre.New(`(?:^|\s)(/[^\s:'"]+)`)
 )
 
 // pathIn is the last path-looking token of a log line: quoted first, else a
 // bare absolute path.
 func pathIn(line string) string {
-	for _, re := range []*regexp.Regexp{singleQuoted, doubleQuoted, barePath} {
+	for _, re := range []*lazyre.Regexp{singleQuoted, doubleQuoted, barePath} {
 		if m := re.FindAllStringSubmatch(line, -1); m != nil {
 			return m[len(m)-1][1]
 		}
@@ -274,7 +274,7 @@ func jobRef(ev Evidence) string {
 	return strconv.FormatInt(ev.JobID, 10)
 }
 
-var signalInMessage = regexp.MustCompile(`\bkilled by (SIG[A-Z0-9]+|signal \d+)`)
+var signalInMessage = lazyre.New(`\bkilled by (SIG[A-Z0-9]+|signal \d+)`)
 
 // SignalFromMessage returns the signal named in an exit message such as
 // "killed by SIGKILL", or "".

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 )
 
 // Rules of template names, variable names and references.
@@ -48,7 +48,7 @@ const (
 )
 
 var (
-	templateVarRE = regexp.MustCompile(TemplateVarPattern)
+	templateVarRE = lazyre.New(TemplateVarPattern)
 	varFields     = []string{"default", "description", "allowed"}
 )
 

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 )
 
 // Patterns of the spec's names. They also appear in Schema.
@@ -46,12 +46,12 @@ const JobOutputPlaceholder = "{job_id}"
 const ReservedEnvPrefix = "TRAINYARD_"
 
 var (
-	nameRE       = regexp.MustCompile(NamePattern)
-	envNameRE    = regexp.MustCompile(envNamePattern)
-	envVersionRE = regexp.MustCompile(envVersionPattern)
-	paramRE      = regexp.MustCompile(ParamPattern)
-	secretRE     = regexp.MustCompile(SecretPattern)
-	labelKeyRE   = regexp.MustCompile(LabelKeyPattern)
+	nameRE       = lazyre.New(NamePattern)
+	envNameRE    = lazyre.New(envNamePattern)
+	envVersionRE = lazyre.New(envVersionPattern)
+	paramRE      = lazyre.New(ParamPattern)
+	secretRE     = lazyre.New(SecretPattern)
+	labelKeyRE   = lazyre.New(LabelKeyPattern)
 )
 
 // retriesNeedReentrant is the R08 message.

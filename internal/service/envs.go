@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
+	"trainyard/internal/lazyre"
 	"trainyard/internal/store"
 )
 
@@ -49,10 +49,10 @@ const (
 )
 
 var (
-	envVarNameRE = regexp.MustCompile(jobspec.ParamPattern)
+	envVarNameRE = lazyre.New(jobspec.ParamPattern)
 	// envImageRE is a container image reference: registry/path:tag or
 	// @sha256:digest, without spaces.
-	envImageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
+	envImageRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
 )
 
 // EnvDefinition is what RegisterEnv stores as a new version.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 	"trainyard/internal/store"
 )
 
@@ -44,7 +44,7 @@ var _ PoolStore = store.Store(nil)
 
 // nameRule is the rule for pool, node and project names: lowercase letters,
 // digits and inner dashes, 1 to 63 characters (a DNS label).
-var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var nameRule = lazyre.New(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 const nameRuleText = "use 1-63 lowercase letters, digits or dashes, starting and ending with a letter or digit"
 

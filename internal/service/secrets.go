@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
 	"trainyard/internal/jobspec"
+	"trainyard/internal/lazyre"
 	"trainyard/internal/secrets"
 	"trainyard/internal/store"
 )
@@ -48,8 +48,8 @@ const (
 )
 
 var (
-	secretNameRE  = regexp.MustCompile(jobspec.SecretPattern)
-	projectNameRE = regexp.MustCompile(jobspec.NamePattern)
+	secretNameRE  = lazyre.New(jobspec.SecretPattern)
+	projectNameRE = lazyre.New(jobspec.NamePattern)
 )
 
 // SecretInfo describes one secret's newest version. It never holds the value.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 	"trainyard/internal/scheduler"
 	"trainyard/internal/yamlcheck"
 )
@@ -424,7 +424,7 @@ func closestName(s string, names []string) string {
 	return yamlcheck.Suggest(s, names, nil)
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
+var yamlLineRE = lazyre.New(`line (\d+): (.*)`)
 
 // yamlError turns a YAML syntax error into a field error with its line.
 func yamlError(path string, err error) domain.FieldError {
@@ -480,7 +480,7 @@ func pathAt(lines map[string]int, values map[string]string, l int, msg string) s
 	return onLine[0]
 }
 
-var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.*)$")
+var unmarshalRE = lazyre.New("^cannot unmarshal !!(\\w+) `(.*)` into (.*)$")
 
 func cleanTypeMessage(s string) string {
 	m := unmarshalRE.FindStringSubmatch(s)

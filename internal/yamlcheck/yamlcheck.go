@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/lazyre"
 )
 
 // Tags a document's field names can come from.
@@ -248,7 +248,7 @@ func wanted(t reflect.Type) string {
 	return ""
 }
 
-var lineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+var lineRE = lazyre.New(`^line (\d+): (.*)$`)
 
 // parserProblems are the YAML parser's (not scanner's) messages. The
 // library reports their line 0-based, so it is shifted by one.
