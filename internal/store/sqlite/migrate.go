@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"trainyard/internal/store/sqlstore"
@@ -91,6 +92,17 @@ func applyMigration(ctx context.Context, w *writer, m sqlstore.Migration) (err e
 	}
 	if _, err := w.conn.ExecContext(ctx, m.SQL); err != nil {
 		return interpretError("apply migration "+m.Name, err)
+	}
+	if strings.Contains(m.SQL, "sqlite_schema") {
+		// A migration that rewrote the schema's text in place: a new
+		// schema version makes every connection read it again.
+		var v int64
+		if err := w.conn.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&v); err != nil {
+			return interpretError("read schema version in migration "+m.Name, err)
+		}
+		if _, err := w.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA schema_version = %d", v+1)); err != nil {
+			return interpretError("bump schema version in migration "+m.Name, err)
+		}
 	}
 	if _, err := w.conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
 		m.Version, m.Name, time.Now().UTC().UnixNano()); err != nil {
