@@ -186,6 +186,11 @@ type Jobs interface {
 	// ActiveAttempts returns every attempt in state starting or running, in
 	// (job id, number) order.
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	// ActiveAttemptsOf returns ActiveAttempts' rows of the jobs of ids
+	// only, in the same order, in one read. Every write to an attempt
+	// writes its job's row (JobRev), so a reader that keeps the active
+	// attempts reads again only those of the jobs ChangedJobs returns.
+	ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error)
 	// AttemptSpans returns every attempt that started and had not finished
 	// before since (running ones included), with its job's project, pool,
 	// request, submitter and name and the attempt's state — the input of
@@ -416,6 +421,12 @@ type Pools interface {
 	// GetPool returns the named pool or ErrNotFound.
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	// SettingsRev returns the settings revision: a number that changes
+	// with every write to the pools, quotas, projects or compute
+	// requests, whoever makes it (another replica, a migration, a
+	// command run on the database), and only then. A reader that keeps
+	// them reads them again only when it changed; read it before them.
+	SettingsRev(ctx context.Context) (int64, error)
 	// RateHistory returns every change of the named pools' rates (of
 	// every pool when none is named), by pool, then From: PutPool records
 	// one, in its transaction, whenever it writes rates other than the
