@@ -15,6 +15,7 @@ import (
 // double implements only this; cmd/trainyard hands it the whole store.
 type Store interface {
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error)
 	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
 	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
 	AppendPoints(ctx context.Context, points []domain.MetricPoint) error
@@ -49,6 +50,7 @@ type Store interface {
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 	RecordManifest(ctx context.Context, m domain.Manifest) error
 	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error
+	SettingsRev(ctx context.Context) (int64, error)
 }
 
 var _ Store = store.Store(nil)

@@ -120,6 +120,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		c.resync = true // read everything next time
 		return err
 	}
+	c.attempts.noteJobsRead(jobs, full || check) // attempts.go
 	if c.view == nil {
 		c.view = map[int64]domain.Job{}
 		c.viewRead = map[int64]store.JobCursor{}
