@@ -108,6 +108,14 @@ type JobRev struct {
 	Rev JobCursor
 }
 
+// JobChanges is what ChangedJobsWith read at one moment.
+type JobChanges struct {
+	Jobs        []domain.Job     // as ChangedJobs returns them
+	Cursor      JobCursor        // the cursor to pass next
+	Attempts    []domain.Attempt // ActiveAttemptsOf(the ids of Jobs)
+	SettingsRev int64            // SettingsRev
+}
+
 // Jobs stores jobs, their attempts and their transition events.
 // DuplicateScan bounds how many of a submitter's newest jobs SameSpecJobs
 // looks at; DuplicateShown, how many of those it returns.
@@ -163,6 +171,12 @@ type Jobs interface {
 	// state) created or updated after cursor, and the cursor to pass next.
 	// It may return a job more than once across calls, never miss one.
 	ChangedJobs(ctx context.Context, since JobCursor) ([]domain.Job, JobCursor, error)
+	// ChangedJobsWith is ChangedJobs that also reads, in the same read
+	// (one snapshot), the active attempts of the jobs it returns
+	// (ActiveAttemptsOf) and the settings revision (SettingsRev): a
+	// reader that keeps the live jobs, their attempts and the settings
+	// learns what changed of all three in one read.
+	ChangedJobsWith(ctx context.Context, since JobCursor) (JobChanges, error)
 	// LiveJobRevs returns every live job's id and revision (by id
 	// ascending) and a cursor, read at one moment like LiveJobs, without
 	// reading the rest of the rows. A revision compares with cursors:

@@ -174,6 +174,49 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 	return jobs, cur, err
 }
 
+// ChangedJobsWith implements store.Jobs: ChangedJobs' read, the active
+// attempts of its jobs and the settings revision, in one read
+// transaction.
+func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
+	var ch store.JobChanges
+	cur, err := s.readAtRev(ctx, "list changed jobs", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+sqlstore.ListCols+` FROM jobs WHERE rev > ?`, int64(since))
+		if err != nil {
+			return err
+		}
+		if ch.Jobs, err = scanJobs(rows, 0); err != nil {
+			return err
+		}
+		slices.SortFunc(ch.Jobs, func(a, b domain.Job) int { return cmp.Compare(a.ID, b.ID) })
+		if len(ch.Jobs) > 0 {
+			ids := make([]int64, len(ch.Jobs))
+			for i := range ch.Jobs {
+				ids[i] = ch.Jobs[i].ID
+			}
+			q, args := sqlstore.ActiveAttemptsOfQuery(sqlstore.SQLite, ids)
+			rows, err := tx.QueryContext(ctx, q.SQL(sqlstore.SQLite), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				a, err := sqlstore.ScanAttempt(rows)
+				if err != nil {
+					return err
+				}
+				ch.Attempts = append(ch.Attempts, a)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRowContext(ctx, sqlstore.QSettingsRev.SQL(sqlstore.SQLite)).Scan(&ch.SettingsRev)
+	})
+	ch.Cursor = cur
+	return ch, err
+}
+
 // jobsSince runs query, and reads the newest revision, in one read
 // transaction, and returns the rows with that revision as cursor;
 // countQuery, when set, sizes the result first.

@@ -546,8 +546,15 @@ func (s Shared) ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Att
 		}
 		return nil, nil
 	}
+	q, args := ActiveAttemptsOfQuery(s.e, ids)
+	return queryAll(ctx, s, "list active attempts of jobs", scanAttempt, q, args...)
+}
+
+// ActiveAttemptsOfQuery is ActiveAttemptsOf's statement and arguments on
+// engine e, for a backend that runs it in a read of its own.
+func ActiveAttemptsOfQuery(e Engine, ids []int64) (Query, []any) {
 	var arg any = ids
-	if s.e == SQLite {
+	if e == SQLite {
 		b := make([]byte, 0, 2+len(ids)*8)
 		b = append(b, '[')
 		for i, id := range ids {
@@ -558,9 +565,11 @@ func (s Shared) ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Att
 		}
 		arg = string(append(b, ']'))
 	}
-	return queryAll(ctx, s, "list active attempts of jobs", scanAttempt, qActiveAttemptsOf,
-		arg, string(domain.AttemptStarting), string(domain.AttemptRunning))
+	return qActiveAttemptsOf, []any{arg, string(domain.AttemptStarting), string(domain.AttemptRunning)}
 }
+
+// ScanAttempt reads one row of ActiveAttemptsOfQuery.
+func ScanAttempt(row Row) (domain.Attempt, error) { return scanAttempt(row) }
 
 // PreemptedAttempts returns the attempts that ended preempted at or after
 // since, in finish order.

@@ -44,8 +44,9 @@ var (
 	qProjectUpsert = Q(`INSERT INTO projects (name, shares, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET shares = excluded.shares`)
 	qProjectGet    = Q(`SELECT name, shares, created_at FROM projects WHERE name = ?`)
 	qProjectList   = Q(`SELECT name, shares, created_at FROM projects ORDER BY name{C}`)
-	// The triggers of migration 0031 keep the one row of settings_rev.
-	qSettingsRev = Q(`SELECT rev FROM settings_rev WHERE id = 1`)
+	// QSettingsRev reads the one row of settings_rev, which the triggers
+	// of migration 0031 keep.
+	QSettingsRev = Q(`SELECT rev FROM settings_rev WHERE id = 1`)
 )
 
 func scanPool(sc Row) (domain.Pool, error) {
@@ -325,5 +326,5 @@ func (s Shared) SettingsRev(ctx context.Context) (int64, error) {
 		var rev int64
 		err := row.Scan(&rev)
 		return rev, err
-	}, qSettingsRev)
+	}, QSettingsRev)
 }

@@ -17,6 +17,7 @@ import (
 var settingsTests = map[string]func(t *testing.T, s store.Store){
 	"SettingsRev":      testSettingsRev,
 	"ActiveAttemptsOf": testActiveAttemptsOf,
+	"ChangedJobsWith":  testChangedJobsWith,
 }
 
 // settingsRev reads the settings revision.
@@ -177,5 +178,52 @@ func testSettingsRevReplicas(t *testing.T, a, b store.Store) {
 	}
 	if rb, ra := settingsRev(t, b), settingsRev(t, a); ra != rb {
 		t.Errorf("the stores read revisions %d and %d of one database", ra, rb)
+	}
+}
+
+// ChangedJobsWith reads what ChangedJobs, ActiveAttemptsOf of its jobs
+// and SettingsRev read.
+func testChangedJobsWith(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ch, err := s.ChangedJobsWith(ctx, 0)
+	if err != nil || len(ch.Jobs) != 0 || len(ch.Attempts) != 0 || ch.SettingsRev != settingsRev(t, s) {
+		t.Fatalf("ChangedJobsWith on an empty store = %+v, %v", ch, err)
+	}
+	start := ch.Cursor
+	a := startJob(t, s, "a", []int{0})
+	create(t, s, newJob(t, testSpec("b", "p"), "alice", t0))
+	putPool(t, s, testPool("standard"))
+	c := startJob(t, s, "c", []int{1})
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: at(6),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded, ExitCode: ptr(0)}})
+	ch, err = s.ChangedJobsWith(ctx, start)
+	if err != nil {
+		t.Fatalf("ChangedJobsWith: %v", err)
+	}
+	// (The cursors need not be equal: PostgreSQL's follows the other
+	// transactions of the server.)
+	jobs, _, err := s.ChangedJobs(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(jobs, ch.Jobs); d != "" {
+		t.Errorf("ChangedJobsWith's jobs differ from ChangedJobs':%s", d)
+	}
+	var ids []int64
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	atts, err := s.ActiveAttemptsOf(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) != 1 || atts[0].JobID != c.ID {
+		t.Fatalf("ActiveAttemptsOf(%v) = %+v, want job %d's attempt", ids, atts, c.ID)
+	}
+	if d := diff(atts, ch.Attempts); d != "" {
+		t.Errorf("ChangedJobsWith's attempts differ from ActiveAttemptsOf's:%s", d)
+	}
+	if rev := settingsRev(t, s); ch.SettingsRev != rev {
+		t.Errorf("ChangedJobsWith's settings revision %d, SettingsRev %d", ch.SettingsRev, rev)
 	}
 }
