@@ -10,26 +10,26 @@ import (
 
 // activeAttempts are the active (starting or running) attempts, kept
 // between cycles: read in full when the view is (a full read or a
-// check), else again only for the jobs the view's read returned, as
-// every write to an attempt writes its job. Loop goroutine only.
+// check); else the view's read of the jobs written since the last brings
+// their active attempts with them (Store.ChangedJobsWith), as every
+// write to an attempt writes its job, and those replace what was kept
+// of these jobs. Loop goroutine only.
 type activeAttempts struct {
 	loaded bool
-	full   bool    // the view was read in full: read every attempt
-	ids    []int64 // the jobs the view read since the attempts were
+	full   bool             // the view was read in full: read every attempt
+	ids    []int64          // the jobs the view read since the attempts were merged
+	fresh  []domain.Attempt // their active attempts, read with them
 	list   []domain.Attempt
 	spare  []domain.Attempt // the list before list, reused by a merge
 }
 
-// noteJobsRead records that the view read the rows of jobs (full: every
-// live job), whose attempts the next refreshAttempts reads again.
-func (a *activeAttempts) noteJobsRead(jobs []domain.Job, full bool) {
-	if full {
-		a.full, a.ids = true, a.ids[:0]
-		return
+// noteRead records the jobs the view read (by id ascending) and their
+// active attempts, read with them, for refreshAttempts to merge.
+func (a *activeAttempts) noteRead(jobs []domain.Job, fresh []domain.Attempt) {
+	if len(a.ids) > 0 {
+		a.full = true // two reads unmerged: not expected, read everything
 	}
-	if a.full {
-		return
-	}
+	a.ids, a.fresh = a.ids[:0], fresh
 	for _, j := range jobs {
 		a.ids = append(a.ids, j.ID)
 	}
@@ -46,20 +46,14 @@ func (c *Controller) refreshAttempts(ctx context.Context) ([]domain.Attempt, err
 			a.loaded = false
 			return nil, err
 		}
-		a.list, a.spare, a.loaded, a.full, a.ids = list, nil, true, false, a.ids[:0]
+		a.list, a.spare, a.loaded, a.full, a.ids, a.fresh = list, nil, true, false, a.ids[:0], nil
 		return a.list, nil
 	}
-	if len(a.ids) == 0 {
-		return a.list, nil
+	if len(a.ids) > 0 {
+		ids := slices.Compact(slices.Sorted(slices.Values(a.ids)))
+		a.list, a.spare = mergeAttempts(a.spare[:0], a.list, ids, a.fresh), a.list
+		a.ids, a.fresh = a.ids[:0], nil
 	}
-	ids := slices.Compact(slices.Sorted(slices.Values(a.ids)))
-	fresh, err := c.cfg.Store.ActiveAttemptsOf(ctx, ids)
-	if err != nil {
-		a.loaded = false // read them all next cycle
-		return nil, err
-	}
-	a.ids = a.ids[:0]
-	a.list, a.spare = mergeAttempts(a.spare[:0], a.list, ids, fresh), a.list
 	return a.list, nil
 }
 

@@ -869,6 +869,11 @@ func (c *Controller) needPass(now time.Time, snap scheduler.Snapshot, backoffDue
 // fair-share usage, the queue and the active attempts.
 func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Snapshot, map[int64]domain.Job, []domain.Attempt, error) {
 	snap := scheduler.Snapshot{Now: now}
+	// The view first: its read of what changed brings the settings
+	// revision and the changed jobs' attempts (view.go).
+	if err := c.refreshView(ctx, now); err != nil {
+		return snap, nil, nil, err
+	}
 	if err := c.loadSettings(ctx, now); err != nil { // settings.go
 		return snap, nil, nil, err
 	}
@@ -883,9 +888,6 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		c.usageAt = now
 	}
 	snap.Usage = c.usage
-	if err := c.refreshView(ctx, now); err != nil {
-		return snap, nil, nil, err
-	}
 	atts, err := c.refreshAttempts(ctx) // attempts.go
 	if err != nil {
 		return snap, nil, nil, err

@@ -31,7 +31,14 @@ type settings struct {
 	// effective are quotas with grants added (domain.EffectiveQuotas),
 	// computed again when either changes.
 	effective []domain.Quota
+	// seen: the view's read brought the revision (seenRev) this cycle.
+	seen    bool
+	seenRev int64
 }
+
+// noteRev records the revision the view's read of the jobs brought, which
+// this cycle's loadSettings uses instead of reading it.
+func (s *settings) noteRev(rev int64) { s.seen, s.seenRev = true, rev }
 
 // loadSettings brings c.settings up to date for a cycle at now: it reads
 // the pools, quotas, projects and grants again when the revision changed
@@ -39,11 +46,15 @@ type settings struct {
 // ended by now. On error the next cycle reads everything.
 func (c *Controller) loadSettings(ctx context.Context, now time.Time) error {
 	s := &c.settings
-	rev, err := c.cfg.Store.SettingsRev(ctx)
-	if err != nil {
-		s.loaded = false
-		return err
+	rev := s.seenRev
+	if !s.seen {
+		var err error
+		if rev, err = c.cfg.Store.SettingsRev(ctx); err != nil {
+			s.loaded = false
+			return err
+		}
 	}
+	s.seen = false
 	if !s.loaded || rev != s.rev || now.Before(s.grantsAt) {
 		s.loaded = false
 		// The revision is read first: a write after it changes it again,

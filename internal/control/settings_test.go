@@ -52,10 +52,10 @@ func (s *rowCounter) ActiveAttempts(ctx context.Context) ([]domain.Attempt, erro
 	return out, err
 }
 
-func (s *rowCounter) ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error) {
-	out, err := s.Store.ActiveAttemptsOf(ctx, ids)
-	s.rows.Add(int64(len(out)))
-	return out, err
+func (s *rowCounter) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
+	ch, err := s.cycleCounter.ChangedJobsWith(ctx, since)
+	s.rows.Add(int64(len(ch.Attempts)))
+	return ch, err
 }
 
 // A cycle in which nothing changed reads no pool, quota, project, grant

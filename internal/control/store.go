@@ -15,7 +15,6 @@ import (
 // double implements only this; cmd/trainyard hands it the whole store.
 type Store interface {
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
-	ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error)
 	ActiveGrants(ctx context.Context, now time.Time) ([]domain.QuotaRequest, error)
 	ActiveHealth(ctx context.Context) ([]store.AttemptHealth, error)
 	AppendPoints(ctx context.Context, points []domain.MetricPoint) error
@@ -24,7 +23,7 @@ type Store interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	RunningSpans(ctx context.Context) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
-	ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error)
+	ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error)
 	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
