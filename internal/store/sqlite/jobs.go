@@ -180,7 +180,11 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
 	var ch store.JobChanges
 	cur, err := s.readAtRev(ctx, "list changed jobs", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+sqlstore.ListCols+` FROM jobs WHERE rev > ?`, int64(since))
+		st, err := s.txStmt(ctx, tx, qChangedJobs)
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(ctx, int64(since))
 		if err != nil {
 			return err
 		}
@@ -194,7 +198,11 @@ func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (sto
 				ids[i] = ch.Jobs[i].ID
 			}
 			q, args := sqlstore.ActiveAttemptsOfQuery(sqlstore.SQLite, ids)
-			rows, err := tx.QueryContext(ctx, q.SQL(sqlstore.SQLite), args...)
+			st, err := s.txStmt(ctx, tx, q.SQL(sqlstore.SQLite))
+			if err != nil {
+				return err
+			}
+			rows, err := st.QueryContext(ctx, args...)
 			if err != nil {
 				return err
 			}
@@ -211,10 +219,27 @@ func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (sto
 				return err
 			}
 		}
-		return tx.QueryRowContext(ctx, sqlstore.QSettingsRev.SQL(sqlstore.SQLite)).Scan(&ch.SettingsRev)
+		if st, err = s.txStmt(ctx, tx, sqlstore.QSettingsRev.SQL(sqlstore.SQLite)); err != nil {
+			return err
+		}
+		return st.QueryRowContext(ctx).Scan(&ch.SettingsRev)
 	})
 	ch.Cursor = cur
 	return ch, err
+}
+
+// qChangedJobs is ChangedJobs' statement. Without ORDER BY the rev index
+// serves the range; rows are few and sorted after.
+var qChangedJobs = `SELECT ` + sqlstore.ListCols + ` FROM jobs WHERE rev > ?`
+
+// txStmt returns the statement of query, prepared once on the readers
+// (readStmt), for tx: a read made every cycle is not parsed every cycle.
+func (s *Store) txStmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st), nil
 }
 
 // jobsSince runs query, and reads the newest revision, in one read
@@ -319,7 +344,11 @@ func (s *Store) readAtRev(ctx context.Context, action string, read func(tx *sql.
 	}
 	defer tx.Rollback()
 	var rev sql.NullInt64 // a bare MAX over the rev index reads one entry
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(rev) FROM jobs`).Scan(&rev); err != nil {
+	st, err := s.txStmt(ctx, tx, `SELECT MAX(rev) FROM jobs`)
+	if err != nil {
+		return 0, interpretError(action, err)
+	}
+	if err := st.QueryRowContext(ctx).Scan(&rev); err != nil {
 		return 0, interpretError(action, err)
 	}
 	if err := read(tx); err != nil {
