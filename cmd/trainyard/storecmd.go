@@ -169,9 +169,11 @@ func copyStore(ctx context.Context, out io.Writer, path, dsn string) error {
 }
 
 // sqliteTables lists the data tables in creation order (parents first).
+// settings_rev is not data: each store keeps its own (the target's
+// triggers count the copy's writes).
 func sqliteTables(ctx context.Context, db *sql.DB) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'
-		AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY rowid`)
+		AND name NOT LIKE 'sqlite_%' AND name NOT IN ('schema_migrations', 'settings_rev') ORDER BY rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("list the source's tables: %w", err)
 	}

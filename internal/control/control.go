@@ -305,6 +305,11 @@ type Controller struct {
 	endJobs map[executor.Ref]domain.Job
 	// envs are the environment versions launches read (envs.go).
 	envs envCache
+	// settings are the pools, quotas, projects and grants (settings.go),
+	// and attempts the active attempts (attempts.go), kept between
+	// cycles. Loop goroutine only.
+	settings settings
+	attempts activeAttempts
 
 	// The last pass's waiting jobs and their labels, from which Queue
 	// builds the queue view an API request reads: nothing is built for a
@@ -873,26 +878,18 @@ func (c *Controller) needPass(now time.Time, snap scheduler.Snapshot, backoffDue
 // fair-share usage, the queue and the active attempts.
 func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Snapshot, map[int64]domain.Job, []domain.Attempt, error) {
 	snap := scheduler.Snapshot{Now: now}
+	// The view first: its read of what changed brings the settings
+	// revision and the changed jobs' attempts (view.go).
+	if err := c.refreshView(ctx, now); err != nil {
+		return snap, nil, nil, err
+	}
+	if err := c.loadSettings(ctx, now); err != nil { // settings.go
+		return snap, nil, nil, err
+	}
+	st := &c.settings
+	snap.Pools, snap.Quotas, snap.Projects = st.pools, st.effective, st.projects
+	c.grants.now, c.grants.base = st.grants, st.quotas // grants.go
 	var err error
-	if snap.Pools, err = c.cfg.Store.ListPools(ctx); err != nil {
-		return snap, nil, nil, err
-	}
-	c.poolLogLimits = make(map[string]domain.ByteSize, len(snap.Pools))
-	for _, p := range snap.Pools {
-		c.poolLogLimits[p.Name] = p.LogLimit
-	}
-	if snap.Quotas, err = c.cfg.Store.ListQuotas(ctx, "", ""); err != nil {
-		return snap, nil, nil, err
-	}
-	grants, err := c.cfg.Store.ActiveGrants(ctx, now)
-	if err != nil {
-		return snap, nil, nil, err
-	}
-	c.grants.now, c.grants.base = grants, snap.Quotas // grants.go
-	snap.Quotas = domain.EffectiveQuotas(snap.Quotas, grants, now)
-	if snap.Projects, err = c.cfg.Store.ListProjects(ctx); err != nil {
-		return snap, nil, nil, err
-	}
 	if now.Sub(c.usageAt) >= c.cfg.UsageRefresh || c.usage == nil {
 		if c.usage, err = c.loadUsage(ctx, now, snap.Pools); err != nil {
 			return snap, nil, nil, err
@@ -900,10 +897,7 @@ func (c *Controller) snapshot(ctx context.Context, now time.Time) (scheduler.Sna
 		c.usageAt = now
 	}
 	snap.Usage = c.usage
-	if err := c.refreshView(ctx, now); err != nil {
-		return snap, nil, nil, err
-	}
-	atts, err := c.cfg.Store.ActiveAttempts(ctx)
+	atts, err := c.refreshAttempts(ctx) // attempts.go
 	if err != nil {
 		return snap, nil, nil, err
 	}
@@ -947,8 +941,8 @@ func (c *Controller) schedule(snap scheduler.Snapshot) scheduler.Plan {
 	}
 	c.hintIDs, c.hintFull = c.hintIDs[:0], false
 	// The snapshot's node lists are built afresh each cycle, so keeping
-	// them needs no copy; nor do its pools, quotas and projects, read
-	// afresh each cycle too.
+	// them needs no copy; nor do its pools, quotas and projects, which
+	// nothing modifies: a slice is replaced, never written (settings.go).
 	c.hintRun = append(c.hintRun[:0], snap.Running...)
 	c.passed, c.pendingDirty = true, false
 	c.passPools, c.passQuotas, c.passProjects, c.passUsage, c.passNow = snap.Pools, snap.Quotas, snap.Projects, c.usageAt, snap.Now

@@ -50,9 +50,9 @@ type cycleCounter struct {
 	reads atomic.Int64
 }
 
-func (s *cycleCounter) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
+func (s *cycleCounter) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
 	s.reads.Add(1)
-	return s.Store.ChangedJobs(ctx, since)
+	return s.Store.ChangedJobsWith(ctx, since)
 }
 
 // waitCycles waits until the loop has run n more cycles.

@@ -14,7 +14,8 @@ import (
 	"trainyard/internal/store"
 )
 
-// resyncStore leaves the jobs named hidden out of ChangedJobs, as if the
+// resyncStore leaves the jobs named hidden out of ChangedJobsWith (and
+// their attempts), as if the
 // loop had missed their writes, and counts the loop's reads of every job.
 type resyncStore struct {
 	control.Store
@@ -26,9 +27,17 @@ type resyncStore struct {
 
 const hiddenName = "hidden"
 
-func (s *resyncStore) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error) {
-	jobs, cur, err := s.Store.ChangedJobs(ctx, since)
-	return slices.DeleteFunc(jobs, func(j domain.Job) bool { return j.Name == hiddenName }), cur, err
+func (s *resyncStore) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
+	ch, err := s.Store.ChangedJobsWith(ctx, since)
+	var hidden []int64
+	ch.Jobs = slices.DeleteFunc(ch.Jobs, func(j domain.Job) bool {
+		if j.Name == hiddenName {
+			hidden = append(hidden, j.ID)
+		}
+		return j.Name == hiddenName
+	})
+	ch.Attempts = slices.DeleteFunc(ch.Attempts, func(a domain.Attempt) bool { return slices.Contains(hidden, a.JobID) })
+	return ch, err
 }
 
 func (s *resyncStore) LiveJobs(ctx context.Context) ([]domain.Job, store.JobCursor, error) {

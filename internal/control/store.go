@@ -23,7 +23,7 @@ type Store interface {
 	AttemptSpans(ctx context.Context, since time.Time) ([]store.AttemptSpan, error)
 	RunningSpans(ctx context.Context) ([]store.AttemptSpan, error)
 	SpendTotals(ctx context.Context, q store.SpendQuery) ([]store.SpendRow, error)
-	ChangedJobs(ctx context.Context, since store.JobCursor) ([]domain.Job, store.JobCursor, error)
+	ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error)
 	GetEnv(ctx context.Context, name string, version int) (domain.Environment, error)
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
@@ -49,6 +49,7 @@ type Store interface {
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 	RecordManifest(ctx context.Context, m domain.Manifest) error
 	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error
+	SettingsRev(ctx context.Context) (int64, error)
 }
 
 var _ Store = store.Store(nil)

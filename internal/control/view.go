@@ -114,11 +114,22 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 			}
 		}
 	default:
-		jobs, cur, err = c.cfg.Store.ChangedJobs(ctx, c.cursor)
+		// With the jobs, their active attempts and the settings revision,
+		// in the same read (attempts.go, settings.go).
+		var ch store.JobChanges
+		ch, err = c.cfg.Store.ChangedJobsWith(ctx, c.cursor)
+		jobs, cur = ch.Jobs, ch.Cursor
+		if err == nil {
+			c.attempts.noteRead(ch.Jobs, ch.Attempts)
+			c.settings.noteRev(ch.SettingsRev)
+		}
 	}
 	if err != nil {
 		c.resync = true // read everything next time
 		return err
+	}
+	if full || check {
+		c.attempts.full = true // attempts.go
 	}
 	if c.view == nil {
 		c.view = map[int64]domain.Job{}

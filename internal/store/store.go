@@ -108,6 +108,14 @@ type JobRev struct {
 	Rev JobCursor
 }
 
+// JobChanges is what ChangedJobsWith read at one moment.
+type JobChanges struct {
+	Jobs        []domain.Job     // as ChangedJobs returns them
+	Cursor      JobCursor        // the cursor to pass next
+	Attempts    []domain.Attempt // ActiveAttemptsOf(the ids of Jobs)
+	SettingsRev int64            // SettingsRev
+}
+
 // Jobs stores jobs, their attempts and their transition events.
 // DuplicateScan bounds how many of a submitter's newest jobs SameSpecJobs
 // looks at; DuplicateShown, how many of those it returns.
@@ -163,6 +171,12 @@ type Jobs interface {
 	// state) created or updated after cursor, and the cursor to pass next.
 	// It may return a job more than once across calls, never miss one.
 	ChangedJobs(ctx context.Context, since JobCursor) ([]domain.Job, JobCursor, error)
+	// ChangedJobsWith is ChangedJobs that also reads, in the same read
+	// (one snapshot), the active attempts of the jobs it returns
+	// (ActiveAttemptsOf) and the settings revision (SettingsRev): a
+	// reader that keeps the live jobs, their attempts and the settings
+	// learns what changed of all three in one read.
+	ChangedJobsWith(ctx context.Context, since JobCursor) (JobChanges, error)
 	// LiveJobRevs returns every live job's id and revision (by id
 	// ascending) and a cursor, read at one moment like LiveJobs, without
 	// reading the rest of the rows. A revision compares with cursors:
@@ -186,6 +200,11 @@ type Jobs interface {
 	// ActiveAttempts returns every attempt in state starting or running, in
 	// (job id, number) order.
 	ActiveAttempts(ctx context.Context) ([]domain.Attempt, error)
+	// ActiveAttemptsOf returns ActiveAttempts' rows of the jobs of ids
+	// only, in the same order, in one read. Every write to an attempt
+	// writes its job's row (JobRev), so a reader that keeps the active
+	// attempts reads again only those of the jobs ChangedJobs returns.
+	ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error)
 	// AttemptSpans returns every attempt that started and had not finished
 	// before since (running ones included), with its job's project, pool,
 	// request, submitter and name and the attempt's state — the input of
@@ -416,6 +435,12 @@ type Pools interface {
 	// GetPool returns the named pool or ErrNotFound.
 	GetPool(ctx context.Context, name string) (domain.Pool, error)
 	ListPools(ctx context.Context) ([]domain.Pool, error)
+	// SettingsRev returns the settings revision: a number that changes
+	// with every write to the pools, quotas, projects or compute
+	// requests, whoever makes it (another replica, a migration, a
+	// command run on the database), and only then. A reader that keeps
+	// them reads them again only when it changed; read it before them.
+	SettingsRev(ctx context.Context) (int64, error)
 	// RateHistory returns every change of the named pools' rates (of
 	// every pool when none is named), by pool, then From: PutPool records
 	// one, in its transaction, whenever it writes rates other than the

@@ -185,6 +185,48 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 		[]any{strconv.FormatUint(uint64(since), 10)}, "", nil)
 }
 
+// ChangedJobsWith implements store.Jobs: ChangedJobs' read, the active
+// attempts of its jobs and the settings revision, in one snapshot.
+func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
+	var ch store.JobChanges
+	cur, err := s.readAtXmin(ctx, "list changed jobs", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+sqlstore.JobCols+` FROM jobs WHERE changed_xid >= $1::text::xid8 ORDER BY id`,
+			strconv.FormatUint(uint64(since), 10))
+		if err != nil {
+			return err
+		}
+		if ch.Jobs, err = scanJobs(rows, 0); err != nil {
+			return err
+		}
+		if len(ch.Jobs) > 0 {
+			ids := make([]int64, len(ch.Jobs))
+			for i := range ch.Jobs {
+				ids[i] = ch.Jobs[i].ID
+			}
+			q, args := sqlstore.ActiveAttemptsOfQuery(sqlstore.Postgres, ids)
+			rows, err := tx.Query(ctx, q.SQL(sqlstore.Postgres), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				a, err := sqlstore.ScanAttempt(rows)
+				if err != nil {
+					return err
+				}
+				ch.Attempts = append(ch.Attempts, a)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, sqlstore.QSettingsRev.SQL(sqlstore.Postgres)).Scan(&ch.SettingsRev)
+	})
+	ch.Cursor = cur
+	return ch, err
+}
+
 // jobsSince runs query in a read-only repeatable-read transaction and
 // returns its rows with the transaction's snapshot xmin as cursor;
 // countQuery, when set, sizes the result first.

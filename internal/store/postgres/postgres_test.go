@@ -49,6 +49,13 @@ func TestConformance(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTest(t) })
 }
 
+func TestConformanceReplicas(t *testing.T) {
+	storetest.ExerciseReplicas(t, func(t *testing.T) (store.Store, store.Store) {
+		dsn := newSchema(t)
+		return openOn(t, dsn), openOn(t, dsn)
+	})
+}
+
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)
 
 func testNewJob(t testing.TB, name string) store.NewJob {

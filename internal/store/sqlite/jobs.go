@@ -185,6 +185,74 @@ func (s *Store) ChangedJobs(ctx context.Context, since store.JobCursor) ([]domai
 	return jobs, cur, err
 }
 
+// ChangedJobsWith implements store.Jobs: ChangedJobs' read, the active
+// attempts of its jobs and the settings revision, in one read
+// transaction.
+func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (store.JobChanges, error) {
+	var ch store.JobChanges
+	cur, err := s.readAtRev(ctx, "list changed jobs", func(tx *sql.Tx) error {
+		st, err := s.txStmt(ctx, tx, qChangedJobs)
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(ctx, int64(since))
+		if err != nil {
+			return err
+		}
+		if ch.Jobs, err = scanJobs(rows, 0); err != nil {
+			return err
+		}
+		slices.SortFunc(ch.Jobs, func(a, b domain.Job) int { return cmp.Compare(a.ID, b.ID) })
+		if len(ch.Jobs) > 0 {
+			ids := make([]int64, len(ch.Jobs))
+			for i := range ch.Jobs {
+				ids[i] = ch.Jobs[i].ID
+			}
+			q, args := sqlstore.ActiveAttemptsOfQuery(sqlstore.SQLite, ids)
+			st, err := s.txStmt(ctx, tx, q.SQL(sqlstore.SQLite))
+			if err != nil {
+				return err
+			}
+			rows, err := st.QueryContext(ctx, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				a, err := sqlstore.ScanAttempt(rows)
+				if err != nil {
+					return err
+				}
+				ch.Attempts = append(ch.Attempts, a)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		if st, err = s.txStmt(ctx, tx, sqlstore.QSettingsRev.SQL(sqlstore.SQLite)); err != nil {
+			return err
+		}
+		return st.QueryRowContext(ctx).Scan(&ch.SettingsRev)
+	})
+	ch.Cursor = cur
+	return ch, err
+}
+
+// qChangedJobs is ChangedJobs' statement. Without ORDER BY the rev index
+// serves the range; rows are few and sorted after.
+var qChangedJobs = `SELECT ` + sqlstore.ListCols + ` FROM jobs WHERE rev > ?`
+
+// txStmt returns the statement of query, prepared once on the readers
+// (readStmt), for tx: a read made every cycle is not parsed every cycle.
+func (s *Store) txStmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st), nil
+}
+
 // jobsSince runs query, and reads the newest revision, in one read
 // transaction, and returns the rows with that revision as cursor;
 // countQuery, when set, sizes the result first.
@@ -287,7 +355,11 @@ func (s *Store) readAtRev(ctx context.Context, action string, read func(tx *sql.
 	}
 	defer tx.Rollback()
 	var rev sql.NullInt64 // a bare MAX over the rev index reads one entry
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(rev) FROM jobs`).Scan(&rev); err != nil {
+	st, err := s.txStmt(ctx, tx, `SELECT MAX(rev) FROM jobs`)
+	if err != nil {
+		return 0, interpretError(action, err)
+	}
+	if err := st.QueryRowContext(ctx).Scan(&rev); err != nil {
 		return 0, interpretError(action, err)
 	}
 	if err := read(tx); err != nil {

@@ -42,6 +42,29 @@ func TestConformance(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) store.Store { return openTest(t) })
 }
 
+// Two stores on one file stand for two processes writing it.
+func TestConformanceReplicas(t *testing.T) {
+	storetest.ExerciseReplicas(t, func(t *testing.T) (store.Store, store.Store) {
+		path := filepath.Join(t.TempDir(), "trainyard.db")
+		return openAt(t, path), openAt(t, path)
+	})
+}
+
+// openAt opens the store at path and closes it at cleanup.
+func openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)
 
 func testNewJob(t testing.TB, name string) store.NewJob {

@@ -529,6 +529,48 @@ func (s Shared) ActiveAttempts(ctx context.Context) ([]domain.Attempt, error) {
 		string(domain.AttemptStarting), string(domain.AttemptRunning))
 }
 
+// qActiveAttemptsOf is qActiveAttempts of some jobs: their ids are a
+// JSON array (SQLite) or an array (PostgreSQL), so that the text,
+// and the statement prepared from it, is one for any number of ids.
+// SQLite's +state keeps its planner on the primary key, off the state
+// index, which would visit every active attempt.
+var qActiveAttemptsOf = Each(`SELECT `+attemptCols+` FROM attempts
+	WHERE job_id IN (SELECT value FROM json_each(?)) AND +state IN (?, ?) ORDER BY job_id, number`,
+	`SELECT `+attemptCols+` FROM attempts WHERE job_id = ANY($1::bigint[]) AND state IN ($2, $3) ORDER BY job_id, number`)
+
+// ActiveAttemptsOf implements store.Jobs.
+func (s Shared) ActiveAttemptsOf(ctx context.Context, ids []int64) ([]domain.Attempt, error) {
+	if len(ids) == 0 {
+		if _, err := s.b.Reader(); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	q, args := ActiveAttemptsOfQuery(s.e, ids)
+	return queryAll(ctx, s, "list active attempts of jobs", scanAttempt, q, args...)
+}
+
+// ActiveAttemptsOfQuery is ActiveAttemptsOf's statement and arguments on
+// engine e, for a backend that runs it in a read of its own.
+func ActiveAttemptsOfQuery(e Engine, ids []int64) (Query, []any) {
+	var arg any = ids
+	if e == SQLite {
+		b := make([]byte, 0, 2+len(ids)*8)
+		b = append(b, '[')
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		arg = string(append(b, ']'))
+	}
+	return qActiveAttemptsOf, []any{arg, string(domain.AttemptStarting), string(domain.AttemptRunning)}
+}
+
+// ScanAttempt reads one row of ActiveAttemptsOfQuery.
+func ScanAttempt(row Row) (domain.Attempt, error) { return scanAttempt(row) }
+
 // PreemptedAttempts returns the attempts that ended preempted at or after
 // since, in finish order.
 func (s Shared) PreemptedAttempts(ctx context.Context, since time.Time) ([]domain.Attempt, error) {

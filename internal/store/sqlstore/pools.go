@@ -44,6 +44,9 @@ var (
 	qProjectUpsert = Q(`INSERT INTO projects (name, shares, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET shares = excluded.shares`)
 	qProjectGet    = Q(`SELECT name, shares, created_at FROM projects WHERE name = ?`)
 	qProjectList   = Q(`SELECT name, shares, created_at FROM projects ORDER BY name{C}`)
+	// QSettingsRev reads the one row of settings_rev, which the triggers
+	// of migration 0031 keep.
+	QSettingsRev = Q(`SELECT rev FROM settings_rev WHERE id = 1`)
 )
 
 func scanPool(sc Row) (domain.Pool, error) {
@@ -313,4 +316,15 @@ func (s Shared) GetProject(ctx context.Context, name string) (domain.Project, er
 // ListProjects returns every project, sorted by name.
 func (s Shared) ListProjects(ctx context.Context) ([]domain.Project, error) {
 	return queryAll(ctx, s, "list projects", scanProject, qProjectList)
+}
+
+// SettingsRev implements store.Pools: the revision the triggers of
+// migration 0031 bump in every transaction that writes pools, quotas,
+// projects or compute requests.
+func (s Shared) SettingsRev(ctx context.Context) (int64, error) {
+	return queryOne(ctx, s, "read the settings revision", func(row Row) (int64, error) {
+		var rev int64
+		err := row.Scan(&rev)
+		return rev, err
+	}, QSettingsRev)
 }
