@@ -81,10 +81,19 @@ func guardf(sentinel error, format string, args ...any) error {
 
 var (
 	qJobGuard   = Q(`SELECT state, attempts FROM jobs WHERE id = ?{FOR UPDATE}`)
-	qTransition = Q(`UPDATE jobs SET {REV}, state = ?, reason = ?, message = ?, updated_at = ?,
+	// qTransition moves a job. A start (a move to running) keeps the
+	// reason and message of a cancel or preemption requested while the
+	// attempt was starting, and the request itself: the attempt is about
+	// to be stopped for it, and its end must be read as that stop. Only a
+	// move back to the queue or to an end clears a preemption request.
+	qTransition = Q(`UPDATE jobs SET {REV}, state = ?,
+		reason = CASE WHEN CAST(? AS INTEGER) = 1 AND (cancel_requested = 1 OR preempt_requested = 1) THEN reason ELSE ? END,
+		message = CASE WHEN CAST(? AS INTEGER) = 1 AND (cancel_requested = 1 OR preempt_requested = 1) THEN message ELSE ? END,
+		updated_at = ?,
 		started_at = COALESCE(started_at, ?), finished_at = COALESCE(?, finished_at),
 		cancel_requested = CASE WHEN CAST(? AS INTEGER) = 2 THEN cancel_requested ELSE CAST(? AS INTEGER) END,
-		preempt_requested = 0, preemptions = preemptions + ?,
+		preempt_requested = CASE WHEN CAST(? AS INTEGER) = 2 THEN preempt_requested ELSE 0 END,
+		preemptions = preemptions + ?,
 		next_attempt_at = ?
 		WHERE id = ? AND state = ?`)
 	qSetReason      = Q(`UPDATE jobs SET {REV}, reason = ?, message = ? WHERE id = ? AND state = ?`)
@@ -161,9 +170,16 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 		case c.RequestCancel:
 			cancel = cancelSet
 		}
+		// A start keeps the reason of a pending request; an end or a
+		// requeue clears a preemption request (cancelClear), anything
+		// else keeps it (cancelKeep).
+		keepReason, preempt := BoolArg(to == domain.JobRunning), cancelKeep
+		if cancel == cancelClear {
+			preempt = cancelClear
+		}
 		if err := s.queueOneRow(x, fmt.Sprintf("move job %d from %s to %s", c.JobID, cur, to), qTransition,
-			string(to), string(c.Reason), c.Message, TimeArg(c.At), started, finished, cancel, cancel,
-			BoolArg(c.CountPreemption), TimeArg(c.NextAttempt), c.JobID, state); err != nil {
+			string(to), keepReason, string(c.Reason), keepReason, c.Message, TimeArg(c.At), started, finished, cancel, cancel,
+			preempt, BoolArg(c.CountPreemption), TimeArg(c.NextAttempt), c.JobID, state); err != nil {
 			return err
 		}
 		attempt := 0

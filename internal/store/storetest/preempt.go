@@ -35,9 +35,22 @@ func testPreemption(t *testing.T, s store.Store) {
 	if a, _ := s.ListAttempts(context.Background(), j.ID); len(a) != 1 || !a[0].Borrowed {
 		t.Fatalf("attempt borrowed flag lost: %+v", a)
 	}
-	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobStarting), CountPreemption: true,
+	// The attempt starts before it is stopped: the request, and the
+	// reason and message it set, outlast the start, which the job's
+	// events still record.
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveRun(), Reason: domain.ReasonStarted, Message: "attempt 1 started", At: at(2),
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}})
+	g = get(t, s, j.ID)
+	if g.State != domain.JobRunning || !g.PreemptRequested || g.Reason != domain.ReasonPreempted || g.Message != "preempted for job 9" {
+		t.Fatalf("after the start: %s, requested %v, %s %q; want running with the request and its reason", g.State, g.PreemptRequested, g.Reason, g.Message)
+	}
+	evs, err := s.ListEvents(context.Background(), j.ID)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].To != domain.JobRunning || evs[len(evs)-1].Reason != domain.ReasonStarted {
+		t.Fatalf("events = %+v, %v; want the start recorded last", evs, err)
+	}
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveRequeue().Only(domain.JobRunning), CountPreemption: true,
 		Reason: domain.ReasonPreempted, At: at(3),
-		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptPreempted}})
+		Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptPreempted}})
 	g = get(t, s, j.ID)
 	if g.PreemptRequested || g.Preemptions != 1 || g.State != domain.JobQueued {
 		t.Fatalf("after the preemption: requested %v, count %d, state %s; want false, 1, queued", g.PreemptRequested, g.Preemptions, g.State)
