@@ -213,7 +213,8 @@ type Controller struct {
 	// Kept from the view as jobs change (view.go): the scheduler's
 	// pending list by id (pendingSpare: the list before it, reused), the
 	// queued jobs by pool and project, the queued jobs' retry backoffs
-	// still running, and the jobs whose cancel the loop must act on.
+	// still running, and the jobs whose cancel or preemption the loop must
+	// act on (stop their attempt, once: stop).
 	pending      []scheduler.Pending
 	pendingSpare []scheduler.Pending
 	queuedBy     map[PoolProject]int
@@ -570,8 +571,15 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		next = min(next, max(c.guard.next.Sub(now), 0))
 	}
 	for _, id := range c.cancels {
-		if j, ok := byID[id]; ok && j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
-			c.stop(ctx, executor.Ref{JobID: id, Attempt: j.Attempts}, cancelRequest(j))
+		j, ok := byID[id]
+		if !ok || j.State == domain.JobQueued || j.Attempts == 0 {
+			continue
+		}
+		switch ref := (executor.Ref{JobID: id, Attempt: j.Attempts}); {
+		case j.CancelRequested:
+			c.stop(ctx, ref, cancelRequest(j))
+		case j.PreemptRequested:
+			c.stop(ctx, ref, preemptRequest(j))
 		}
 	}
 	c.cancels = c.cancels[:0]

@@ -119,7 +119,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		switch {
 		case e == nil:
 			if changes[i].To() == domain.JobRunning {
-				c.stopIfCanceled(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
+				c.stopIfRequested(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: changes[i].Attempt.Number})
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
 				c.forgetAttempt(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
@@ -234,22 +234,28 @@ func (c *Controller) logLimited(ctx context.Context, ev executor.Event, at time.
 	c.cfg.Observer.LogLimited(job, ev.Attempt, ev.Limit, at)
 }
 
-// stopIfCanceled stops an attempt that started after its job was canceled
-// (a stop sent while it started may have found nothing to stop). It looks
-// at the view: a cancel requested after the view's last read changed the
-// job's row, so the next read of what changed (refreshView) has the loop
-// stop the attempt then; a job the view lacks is read.
-func (c *Controller) stopIfCanceled(ctx context.Context, ref executor.Ref) {
+// stopIfRequested stops an attempt that started after its job was
+// canceled or preempted: a stop sent while it started may have found
+// nothing to stop. It looks at the view: a cancel requested after the
+// view's last read changed the job's row, so the next read of what changed
+// (refreshView) has the loop stop the attempt then. A job the view lacks
+// is read, and so is one whose attempt this loop already sent a stop while
+// it started (a preemption, which the view learns only at its next read).
+func (c *Controller) stopIfRequested(ctx context.Context, ref executor.Ref) {
 	job, ok := c.view[ref.JobID]
-	if !ok {
+	if !ok || c.stopping[ref] {
 		var err error
 		if job, err = c.cfg.Store.GetJob(ctx, ref.JobID); err != nil {
 			return
 		}
 	}
-	if job.CancelRequested {
+	switch {
+	case job.CancelRequested:
 		delete(c.stopping, ref)
 		c.stop(ctx, ref, cancelRequest(job))
+	case job.PreemptRequested:
+		delete(c.stopping, ref)
+		c.stop(ctx, ref, preemptRequest(job))
 	}
 }
 

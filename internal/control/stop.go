@@ -28,6 +28,12 @@ func cancelRequest(j domain.Job) executor.StopRequest {
 	return executor.StopRequest{Reason: domain.ReasonCanceledByUser, Message: msg}
 }
 
+// preemptRequest is the stop request for a job whose preemption was
+// requested (by a pass, a budget or a lapsed grant): its message says why.
+func preemptRequest(j domain.Job) executor.StopRequest {
+	return executor.StopRequest{Reason: domain.ReasonPreempted, Message: j.Message}
+}
+
 // healthRequest is the stop request for an attempt that failed a health
 // check. Its words are short: the attempt's message, recorded by ended,
 // already starts with the check's own.

@@ -315,7 +315,7 @@ func (c *Controller) absorb(edits []pendingEdit, labels []labelEdit, old domain.
 	} else {
 		delete(c.backoffs, j.ID)
 	}
-	if live && j.State != domain.JobQueued && j.CancelRequested && j.Attempts > 0 {
+	if live && j.State != domain.JobQueued && (j.CancelRequested || j.PreemptRequested) && j.Attempts > 0 {
 		c.cancels = append(c.cancels, j.ID)
 	}
 	return edits, labels
