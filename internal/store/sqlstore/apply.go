@@ -80,7 +80,7 @@ func guardf(sentinel error, format string, args ...any) error {
 }
 
 var (
-	qJobGuard   = Q(`SELECT state, attempts FROM jobs WHERE id = ?{FOR UPDATE}`)
+	qJobGuard = Q(`SELECT state, attempts FROM jobs WHERE id = ?{FOR UPDATE}`)
 	// qTransition moves a job. A start (a move to running) keeps the
 	// reason and message of a cancel or preemption requested while the
 	// attempt was starting, and the request itself: the attempt is about
