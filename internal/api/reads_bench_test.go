@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite"
 )
 
 // BenchmarkReadsVsHello compares the API's reads with a hello-world
@@ -33,7 +35,10 @@ import (
 // connections:
 //
 //   - hello: GET / of a handler that writes "Hello, World!";
-//   - show: GET /api/v1/jobs/{id} of a random job;
+//   - show: GET /api/v1/jobs/{id} of a random job, every job having been
+//     shown once before the rounds (the store's detail cache warm, as on
+//     a server that has answered shows for a while; with
+//     TRAINYARD_BENCH_COLD=1 it is not, and most shows miss it);
 //   - list: GET /api/v1/jobs?limit=50 at a random cursor.
 //
 // It reports each one's requests per second over all rounds, show's and
@@ -43,7 +48,9 @@ import (
 // the CPU time of a request (the process's, client included) and the
 // fractions of hello's rate those give (…/hello-cpu): on a busy machine
 // the rates follow the share of the CPUs the process gets in each phase,
-// the CPU times much less. With TRAINYARD_BENCH_PROFILE=dir, it writes a
+// the CPU times much less. It reports the share of shows the SQLite
+// store's detail cache answered (detail-hit-%) and the memory it held
+// (detail-cache-MiB). With TRAINYARD_BENCH_PROFILE=dir, it writes a
 // CPU profile of each load of each round there (list-1.prof, …), which
 // go tool pprof merges when given several.
 func BenchmarkReadsVsHello(b *testing.B) {
@@ -130,6 +137,21 @@ func BenchmarkReadsVsHello(b *testing.B) {
 	for k := range kinds {
 		run(k, 0)
 	}
+	if os.Getenv("TRAINYARD_BENCH_COLD") == "" {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		showAll(b, e, n)
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		// The detail cache, mostly.
+		b.Logf("showing every job once added %.1f MiB to the heap", float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/(1<<20))
+	}
+	sq, _ := e.st.(*sqlite.Store)
+	var cache0 sqlite.DetailCacheStats
+	if sq != nil {
+		cache0 = sq.DetailCacheStats()
+	}
 	reqs := make([]int, len(kinds))
 	took := make([]time.Duration, len(kinds))
 	cpu := make([]time.Duration, len(kinds))
@@ -174,6 +196,13 @@ func BenchmarkReadsVsHello(b *testing.B) {
 		b.ReportMetric(xs[len(xs)/2], kind.name+"-p50-ms")
 		b.ReportMetric(xs[len(xs)*99/100], kind.name+"-p99-ms")
 	}
+	if sq != nil {
+		c := sq.DetailCacheStats()
+		if reads := c.Hits + c.Misses - cache0.Hits - cache0.Misses; reads > 0 {
+			b.ReportMetric(100*float64(c.Hits-cache0.Hits)/float64(reads), "detail-hit-%")
+		}
+		b.ReportMetric(float64(c.Bytes)/(1<<20), "detail-cache-MiB")
+	}
 	b.ReportMetric(rate[1]/rate[0], "show/hello")
 	b.ReportMetric(rate[2]/rate[0], "list/hello")
 	// The same fractions from the CPU time of a request (server and
@@ -182,6 +211,28 @@ func BenchmarkReadsVsHello(b *testing.B) {
 	b.ReportMetric(cpuPer[0]/cpuPer[1], "show/hello-cpu")
 	b.ReportMetric(cpuPer[0]/cpuPer[2], "list/hello-cpu")
 	b.ReportMetric(0, "ns/op") // one op is a round of three loads: meaningless
+}
+
+// showAll shows each of jobs 1…n once, from 32 connections.
+func showAll(b *testing.B, e *env, n int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := next.Add(1); id <= int64(n); id = next.Add(1) {
+				if code, page := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d", id), e.token, nil); code != 200 {
+					b.Errorf("show job %d: %d %s", id, code, page)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
 }
 
 // seedPricedJobs stores n jobs through the API in e's pool "default",

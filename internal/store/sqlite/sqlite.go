@@ -69,6 +69,11 @@ type Store struct {
 
 	readStmts sync.Map // SQL text → *sql.Stmt prepared on readDB
 
+	details *detailCache // JobDetail's answers: detailcache.go
+	// afterBatch, when set (by tests, before the first write), runs on the
+	// writer goroutine after every batch.
+	afterBatch func()
+
 	// Shared holds the methods whose SQL both engines share. It comes
 	// last, so the fields the writer and its callers touch keep their
 	// layout.
@@ -77,9 +82,22 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Options tune a Store beyond its defaults.
+type Options struct {
+	// DetailCacheBytes bounds the memory of the cache of job details
+	// (detailcache.go): 0 means DefaultDetailCacheBytes, a negative
+	// number turns the cache off.
+	DetailCacheBytes int64
+}
+
 // Open opens the database file at path, creating it and its parent directory
 // when missing, and applies any migrations it lacks.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite store: the database path is empty; pass a file path such as /var/lib/trainyard/trainyard.db")
 	}
@@ -118,6 +136,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: read the newest job revision: %w", abs, err)
 	}
 	w.rev = rev.Int64
+	if err := w.hookWrites(ctx); err != nil {
+		w.close()
+		writeDB.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
 
 	readDB, err := sql.Open("sqlite", dsn(abs, true))
 	if err != nil {
@@ -146,6 +169,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
+	cacheBytes := opts.DetailCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultDetailCacheBytes
+	}
+	s.details = newDetailCache(cacheBytes)
 	s.Shared = sqlstore.New(sqlstore.SQLite, backend{s})
 	go s.runWriter()
 	return s, nil

@@ -71,6 +71,8 @@ type writer struct {
 	// ran counts the statements run, so a failed request tells whether
 	// it ran any (runBatch).
 	ran int
+	// notes are the jobs the running batch wrote: detailcache.go.
+	notes writeNotes
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -240,6 +242,10 @@ func (s *Store) commitBatch(batch []*writeReq) {
 	claimed, results, fatal := s.runBatch(claimed, true)
 	if errors.Is(fatal, errRetrySafely) {
 		_, results, fatal = s.runBatch(claimed, false)
+	}
+	s.forgetWritten() // before anyone hears the writes are done
+	if s.afterBatch != nil {
+		s.afterBatch()
 	}
 	if fatal != nil {
 		for _, r := range claimed {

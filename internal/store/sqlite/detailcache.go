@@ -1,0 +1,441 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// The detail cache keeps the answers of JobDetail in memory, so that
+// showing a job reads no SQLite pages (half a show's CPU, measured, is the
+// driver stepping the detail statement). It can, because this process
+// holds the database's only writer: every row any write changes passes
+// the writer connection's pre-update hook (hookWrites), which notes the
+// job it belongs to, and once the transaction has ended the writer drops
+// those jobs' entries (forget) before it answers the writes' callers. A
+// write that returned is therefore never followed by a stale show.
+//
+// A reader that misses reads the database and offers what it read (put).
+// A write may commit between that read and the offer, and its forget may
+// run before the offer; to keep such a stale read out, every shard counts
+// the forgets that touched it, the reader notes the count before its read,
+// and put takes the entry only when the count has not moved since.
+//
+// Entries are bounded by an estimate of the bytes they hold. A put over
+// the bound drops entries of its shard at random (the map's iteration
+// order) until it is under, which keeps put O(1) amortised without an LRU
+// list to maintain on every hit. An entry holds the job without its
+// parsed spec (never filled by a detail read), and shares what jobs have
+// in common: the spec's text, counted once per distinct spec, and the
+// pool's rate history.
+type detailCache struct {
+	shards    [detailShards]detailShard
+	capBytes  int64        // 0 turns the cache off
+	bytes     atomic.Int64 // held now: entries and distinct specs
+	hits, mis atomic.Int64
+
+	// Lock order: a shard's mu, then shared's.
+	shared struct {
+		sync.Mutex
+		specs map[string]*specRef           // by spec hash
+		rates map[string][]store.RateChange // by pool: the last history seen
+	}
+}
+
+const detailShards = 64
+
+type detailShard struct {
+	mu  sync.Mutex
+	gen uint64 // forgets that touched this shard
+	m   map[int64]*detailEntry
+	_   [40]byte // keep shards on their own cache lines
+}
+
+// detailEntry is a cached detail.
+type detailEntry struct {
+	job      cachedJob
+	attempts []domain.Attempt
+	events   []domain.Event
+	rates    []store.RateChange
+	spec     *specRef
+	bytes    int64 // without the spec's
+}
+
+// cachedJob is domain.Job without Spec (a detail read leaves it empty)
+// and SpecJSON (detailEntry.spec). TestCachedJobHasEveryField holds the
+// two together.
+type cachedJob struct {
+	ID                                         int64
+	Name, Project, Pool                        string
+	State                                      domain.JobState
+	Reason                                     domain.Reason
+	Message                                    string
+	Priority                                   domain.Priority
+	Submitter                                  string
+	SubmittedAt, UpdatedAt, StartedAt          time.Time
+	FinishedAt, NextAttempt                    time.Time
+	Resources                                  domain.Resources
+	SpecHash, OutputDir, IdempotencyKey        string
+	Attempts, Preemptions                      int
+	CancelRequested, PreemptRequested, Preempt bool
+	Timeout                                    domain.Duration
+	Code                                       *domain.CodeRef
+	RerunOf                                    int64
+}
+
+func cacheJob(j *domain.Job) cachedJob {
+	return cachedJob{ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: j.State, Reason: j.Reason,
+		Message: j.Message, Priority: j.Priority, Submitter: j.Submitter, SubmittedAt: j.SubmittedAt,
+		UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, NextAttempt: j.NextAttempt,
+		Resources: j.Resources, SpecHash: j.SpecHash, OutputDir: j.OutputDir, IdempotencyKey: j.IdempotencyKey,
+		Attempts: j.Attempts, Preemptions: j.Preemptions, CancelRequested: j.CancelRequested,
+		PreemptRequested: j.PreemptRequested, Preempt: j.Preemptible, Timeout: j.Timeout, Code: j.Code, RerunOf: j.RerunOf}
+}
+
+func (c *cachedJob) job(specJSON []byte) domain.Job {
+	return domain.Job{ID: c.ID, Name: c.Name, Project: c.Project, Pool: c.Pool, State: c.State, Reason: c.Reason,
+		Message: c.Message, Priority: c.Priority, Submitter: c.Submitter, SubmittedAt: c.SubmittedAt,
+		UpdatedAt: c.UpdatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, NextAttempt: c.NextAttempt,
+		Resources: c.Resources, SpecJSON: specJSON, SpecHash: c.SpecHash, OutputDir: c.OutputDir,
+		IdempotencyKey: c.IdempotencyKey, Attempts: c.Attempts, Preemptions: c.Preemptions,
+		CancelRequested: c.CancelRequested, PreemptRequested: c.PreemptRequested, Preemptible: c.Preempt,
+		Timeout: c.Timeout, Code: c.Code, RerunOf: c.RerunOf}
+}
+
+// specRef is the text of a spec some entries hold.
+type specRef struct {
+	json []byte
+	refs int
+}
+
+// DefaultDetailCacheBytes bounds the detail cache when Options leaves it
+// unset: about 100,000 jobs of the usual size (two attempts, a few events).
+const DefaultDetailCacheBytes = 256 << 20
+
+func newDetailCache(capBytes int64) *detailCache {
+	c := &detailCache{capBytes: max(capBytes, 0)}
+	for i := range c.shards {
+		c.shards[i].m = map[int64]*detailEntry{}
+	}
+	c.shared.specs = map[string]*specRef{}
+	c.shared.rates = map[string][]store.RateChange{}
+	return c
+}
+
+func (c *detailCache) shard(id int64) *detailShard {
+	return &c.shards[uint64(id)%detailShards]
+}
+
+// get returns a copy of the cached detail of job id.
+func (c *detailCache) get(id int64) (store.JobDetail, bool) {
+	if c.capBytes == 0 {
+		return store.JobDetail{}, false
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	e := sh.m[id]
+	sh.mu.Unlock()
+	if e == nil {
+		c.mis.Add(1)
+		return store.JobDetail{}, false
+	}
+	c.hits.Add(1)
+	return store.JobDetail{Job: e.job.job(e.spec.json), Attempts: slices.Clone(e.attempts),
+		Events: slices.Clone(e.events), Rates: slices.Clone(e.rates)}, true
+}
+
+// generation returns the count put compares with: note it before reading
+// the database.
+func (c *detailCache) generation(id int64) uint64 {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.gen
+}
+
+// put caches d as job id's detail, read after generation returned gen,
+// unless a forget has touched id's shard since. It keeps its own copy.
+func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
+	if c.capBytes == 0 {
+		return
+	}
+	e := &detailEntry{job: cacheJob(&d.Job), attempts: slices.Clone(d.Attempts), events: slices.Clone(d.Events),
+		rates: slices.Clone(d.Rates)}
+	e.bytes = detailBytes(&d)
+	if e.bytes+int64(len(d.Job.SpecJSON)) > c.capBytes/64 {
+		return // one huge job would push out many
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.gen != gen {
+		return
+	}
+	c.share(e, &d)
+	if old := sh.m[id]; old != nil {
+		c.drop(old)
+	}
+	sh.m[id] = e
+	c.bytes.Add(e.bytes)
+	for k, v := range sh.m {
+		if c.bytes.Load() <= c.capBytes {
+			break
+		}
+		if k != id {
+			delete(sh.m, k)
+			c.drop(v)
+		}
+	}
+}
+
+// share points e at the cache's copy of d's spec text and of its pool's
+// rate history, when they are the same. Called with e's shard locked.
+func (c *detailCache) share(e *detailEntry, d *store.JobDetail) {
+	c.shared.Lock()
+	defer c.shared.Unlock()
+	ref := c.shared.specs[d.Job.SpecHash]
+	if ref == nil || !bytes.Equal(ref.json, d.Job.SpecJSON) {
+		ref = &specRef{json: d.Job.SpecJSON}
+		if d.Job.SpecHash != "" {
+			c.shared.specs[d.Job.SpecHash] = ref
+		}
+		c.bytes.Add(specBytes(ref))
+	}
+	ref.refs++
+	e.spec = ref
+	pool := d.Job.Pool
+	if seen, ok := c.shared.rates[pool]; ok && slices.EqualFunc(seen, e.rates, sameRate) {
+		e.rates = seen
+	} else {
+		c.shared.rates[pool] = e.rates
+	}
+}
+
+func sameRate(a, b store.RateChange) bool {
+	return a.Pool == b.Pool && a.From.Equal(b.From) && a.Rates == b.Rates
+}
+
+// drop releases what e holds. Called with e's shard locked.
+func (c *detailCache) drop(e *detailEntry) {
+	c.bytes.Add(-e.bytes)
+	c.shared.Lock()
+	defer c.shared.Unlock()
+	if e.spec.refs--; e.spec.refs == 0 {
+		c.bytes.Add(-specBytes(e.spec))
+		if c.shared.specs[e.job.SpecHash] == e.spec {
+			delete(c.shared.specs, e.job.SpecHash)
+		}
+	}
+}
+
+func specBytes(r *specRef) int64 { return int64(len(r.json)) + 96 } // with its map slot and header
+
+// forget drops the entries of jobs ids (all of them when all is set) and
+// counts a forget on every shard it touched.
+func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
+	if all {
+		for i := range c.shards {
+			sh := &c.shards[i]
+			sh.mu.Lock()
+			sh.gen++
+			for _, e := range sh.m {
+				c.drop(e)
+			}
+			clear(sh.m)
+			sh.mu.Unlock()
+		}
+		return
+	}
+	for id := range ids {
+		sh := c.shard(id)
+		sh.mu.Lock()
+		sh.gen++
+		if e := sh.m[id]; e != nil {
+			delete(sh.m, id)
+			c.drop(e)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// detailBytes estimates the memory an entry of d holds, its spec's text
+// aside and its rate history counted as the slice alone (both shared:
+// see share). Slices are copied (cloned) on the way in and out, so the
+// entry's own ones neither see nor make a caller's changes; what they
+// point at (an attempt's exit code and GPUs, the code reference) is never
+// changed in place.
+func detailBytes(d *store.JobDetail) int64 {
+	j := &d.Job
+	n := int64(unsafe.Sizeof(detailEntry{})) + 64 // with the map's slot
+	n += int64(len(j.Name) + len(j.Project) + len(j.Pool) + len(j.State) + len(j.Reason) + len(j.Message) +
+		len(j.Priority) + len(j.Submitter) + len(j.SpecHash) + len(j.OutputDir) + len(j.IdempotencyKey))
+	if j.Code != nil {
+		n += int64(unsafe.Sizeof(*j.Code) + uintptr(len(j.Code.SHA256)+len(j.Code.Commit)))
+	}
+	for i := range d.Attempts {
+		a := &d.Attempts[i]
+		n += int64(unsafe.Sizeof(*a)) + int64(len(a.State)+len(a.Reason)+len(a.Message)+len(a.Node)+8*len(a.GPUs))
+		if a.ExitCode != nil {
+			n += 8
+		}
+	}
+	for i := range d.Events {
+		e := &d.Events[i]
+		n += int64(unsafe.Sizeof(*e)) + int64(len(e.From)+len(e.To)+len(e.Actor)+len(e.Reason)+len(e.Message))
+	}
+	return n
+}
+
+// JobDetail implements store.Jobs: from the detail cache, or read and
+// cached.
+func (s *Store) JobDetail(ctx context.Context, id int64) (store.JobDetail, error) {
+	if d, ok := s.details.get(id); ok {
+		if err := s.checkOpen(); err != nil {
+			return store.JobDetail{}, err
+		}
+		return d, nil
+	}
+	gen := s.details.generation(id)
+	d, err := s.Shared.JobDetail(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	s.details.put(id, gen, d)
+	return d, nil
+}
+
+// DetailCacheStats is what the detail cache did and holds.
+type DetailCacheStats struct {
+	Hits, Misses int64 // reads answered from memory, and from the database
+	Entries      int   // jobs cached now
+	Bytes        int64 // their estimated size
+}
+
+// DetailCacheStats returns the detail cache's counts.
+func (s *Store) DetailCacheStats() DetailCacheStats {
+	c := s.details
+	st := DetailCacheStats{Hits: c.hits.Load(), Misses: c.mis.Load(), Bytes: c.bytes.Load()}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		st.Entries += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// writeNotes is what the writer's pre-update hook noted in the running
+// batch: the jobs whose detail its rows belong to, or that every detail
+// may have changed.
+type writeNotes struct {
+	jobs map[int64]struct{}
+	all  bool
+}
+
+// manyJobs is where noting stops and the batch forgets every detail
+// instead (a rebuild that rewrites every job row, say).
+const manyJobs = 4096
+
+func (n *writeNotes) job(id int64) {
+	if n.all {
+		return
+	}
+	if len(n.jobs) >= manyJobs {
+		n.all = true
+		return
+	}
+	if n.jobs == nil {
+		n.jobs = map[int64]struct{}{}
+	}
+	n.jobs[id] = struct{}{}
+}
+
+// The tables a job's detail reads, and the column of each that holds the
+// job's id (-1: the row id). snapshots is not among them: a snapshot is
+// stored once under its content's hash and never changes.
+var detailTables = map[string]int{
+	"jobs":       -1,
+	"job_code":   -1,
+	"attempts":   0,
+	"events":     1,
+	"pool_rates": -2, // any change may reprice every job of the pool: forget all
+}
+
+// hookWrites has the writer connection's pre-update hook note, for every
+// row a statement is about to change, the job whose detail it belongs to.
+func (w *writer) hookWrites(ctx context.Context) error {
+	return w.conn.Raw(func(dc any) error {
+		h, ok := dc.(interface {
+			RegisterPreUpdateHook(msqlite.PreUpdateHookFn)
+		})
+		if !ok {
+			return fmt.Errorf("the sqlite driver's connection (%T) has no pre-update hook", dc)
+		}
+		h.RegisterPreUpdateHook(w.noteRow)
+		return nil
+	})
+}
+
+// noteRow is the pre-update hook: it runs on the writer goroutine, inside
+// the statement changing the row.
+func (w *writer) noteRow(d msqlite.SQLitePreUpdateData) {
+	col, ok := detailTables[d.TableName]
+	if !ok || d.DatabaseName != "main" {
+		return
+	}
+	n := &w.notes
+	switch {
+	case col == -2:
+		n.all = true
+	case col == -1:
+		if d.Op != sqlite3.SQLITE_INSERT {
+			n.job(d.OldRowID)
+		}
+		if d.Op != sqlite3.SQLITE_DELETE {
+			n.job(d.NewRowID)
+		}
+	default:
+		vals := make([]any, col+1)
+		note := func(read func(...any) error) {
+			if err := read(vals...); err != nil {
+				n.all = true // unknown job: forget them all
+				return
+			}
+			if id, ok := vals[col].(int64); ok {
+				n.job(id)
+			} else {
+				n.all = true
+			}
+		}
+		if d.Op != sqlite3.SQLITE_INSERT {
+			note(d.Old)
+		}
+		if d.Op != sqlite3.SQLITE_DELETE {
+			note(d.New)
+		}
+	}
+}
+
+// forgetWritten drops the details of the jobs the batch that just ended
+// wrote (committed or not: a rolled-back write only costs a miss).
+func (s *Store) forgetWritten() {
+	n := &s.w.notes
+	if n.all {
+		s.details.forget(nil, true)
+	} else if len(n.jobs) > 0 {
+		s.details.forget(n.jobs, false)
+	}
+	n.all = false
+	clear(n.jobs)
+}

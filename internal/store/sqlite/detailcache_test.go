@@ -1,0 +1,239 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/storetest"
+)
+
+// The conformance suite, on stores whose detail cache is filled with the
+// detail of every job (up to checkedJobs of the newest) after every write
+// batch, and checked against a fresh read of each after the next one:
+// whatever a write changes, no cached detail may outlive it.
+func TestConformanceWithFullDetailCache(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store {
+		s := openTest(t)
+		s.afterBatch = func() { checkCachedDetails(t, s) }
+		return s
+	})
+}
+
+const checkedJobs = 40
+
+// checkCachedDetails compares the cached detail of each of the newest jobs
+// with a fresh read, and leaves every one of them cached.
+func checkCachedDetails(t *testing.T, s *Store) {
+	ctx := context.Background()
+	rows, err := s.readDB.QueryContext(ctx, `SELECT id FROM jobs ORDER BY id DESC LIMIT ?`, checkedJobs)
+	if err != nil {
+		t.Errorf("list job ids: %v", err)
+		return
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Errorf("scan job id: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		cached, cerr := s.JobDetail(ctx, id)
+		fresh, ferr := s.Shared.JobDetail(ctx, id)
+		if errors.Is(cerr, store.ErrNotFound) && errors.Is(ferr, store.ErrNotFound) {
+			continue
+		}
+		if cerr != nil || ferr != nil {
+			t.Errorf("job %d: cached read: %v, fresh read: %v", id, cerr, ferr)
+			continue
+		}
+		if !reflect.DeepEqual(cached, fresh) {
+			t.Errorf("job %d: the cached detail outlived a write:\ncached %+v\nfresh  %+v", id, cached, fresh)
+		}
+	}
+}
+
+// Readers that fill the cache race writers that change the same jobs: a
+// write that returned is always seen by the next read of its writer, and
+// a read that began before it never leaves its stale answer behind.
+func TestDetailCacheReadsYourWrites(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	const jobs, writes = 4, 150
+	ids := make([]int64, jobs)
+	for i := range ids {
+		j, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("race-%d", i)), testAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = j.ID
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for n := r; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.JobDetail(ctx, ids[n%jobs]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for _, id := range ids {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for n := range writes {
+				msg := fmt.Sprintf("note %d", n)
+				errs, err := s.Apply(ctx, []store.Change{{JobID: id, In: []domain.JobState{domain.JobQueued},
+					SetReason: true, Reason: domain.ReasonQuotaExceeded, Message: msg, Actor: "test", At: t0}})
+				if err == nil {
+					err = errs[0]
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d, err := s.JobDetail(ctx, id)
+				if err != nil || d.Job.Message != msg {
+					t.Errorf("job %d after writing %q: read %q, %v", id, msg, d.Job.Message, err)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	// What the cache holds at the end is what the database holds.
+	for _, id := range ids {
+		cached, _ := s.JobDetail(ctx, id)
+		fresh, err := s.Shared.JobDetail(ctx, id)
+		if err != nil || !reflect.DeepEqual(cached, fresh) {
+			t.Errorf("job %d: cached %q, stored %q (%v)", id, cached.Job.Message, fresh.Job.Message, err)
+		}
+	}
+	if s.DetailCacheStats().Hits == 0 {
+		t.Error("no read was answered from the cache: the test exercised nothing")
+	}
+}
+
+// A store opened with the cache off reads every detail from the database.
+func TestDetailCacheOff(t *testing.T) {
+	s, err := OpenWith(context.Background(), filepath.Join(t.TempDir(), "db"), Options{DetailCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	j, _, err := s.CreateJob(ctx, testNewJob(t, "off"), testAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.JobDetail(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.DetailCacheStats(); st.Hits != 0 || st.Entries != 0 {
+		t.Fatalf("with the cache off: %+v", st)
+	}
+}
+
+// The cache stays within its bound, dropping entries as it fills, and
+// counts a spec shared by many entries once.
+func TestDetailCacheBound(t *testing.T) {
+	c := newDetailCache(1 << 20)
+	d := store.JobDetail{Job: domain.Job{Name: "x", SpecHash: "sha256:1", SpecJSON: make([]byte, 4096)}}
+	per := detailBytes(&d)
+	for id := range int64(10_000) {
+		c.put(id, c.generation(id), d)
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if got := c.bytes.Load(); got > c.capBytes {
+		t.Errorf("the cache holds %d bytes, over its %d", got, c.capBytes)
+	}
+	if want := int64(n)*per + specBytes(&specRef{json: d.Job.SpecJSON}); c.bytes.Load() != want {
+		t.Errorf("the cache counts %d bytes for %d entries of %d and one spec, want %d", c.bytes.Load(), n, per, want)
+	}
+	if n == 0 || n == 10_000 {
+		t.Errorf("%d of 10000 entries kept: want some, not all", n)
+	}
+	// Forgetting every entry releases the spec too.
+	c.forget(nil, true)
+	if got := c.bytes.Load(); got != 0 || len(c.shared.specs) != 0 {
+		t.Errorf("after forgetting all: %d bytes, %d specs", got, len(c.shared.specs))
+	}
+	// A put that read before a forget is refused.
+	gen := c.generation(1)
+	c.forget(map[int64]struct{}{1: {}}, false)
+	c.put(1, gen, d)
+	if _, ok := c.get(1); ok {
+		t.Error("a detail read before a forget was cached after it")
+	}
+}
+
+// An entry gives back every field of the job a detail read fills: all but
+// the parsed spec.
+func TestCachedJobHasEveryField(t *testing.T) {
+	var j domain.Job
+	v := reflect.ValueOf(&j).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if v.Type().Field(i).Name == "Spec" {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("s" + strconv.Itoa(i))
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.SetBytes([]byte{byte(i)})
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Struct:
+			switch x := f.Addr().Interface().(type) {
+			case *time.Time:
+				*x = t0.Add(time.Duration(i) * time.Second)
+			case *domain.Resources:
+				*x = domain.Resources{GPUs: i, CPUs: 1.5, Memory: 1 << 30, Nodes: 2}
+			default:
+				t.Fatalf("field %s: set a value of type %s here", v.Type().Field(i).Name, f.Type())
+			}
+		default:
+			t.Fatalf("field %s: set a value of kind %s here", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	c := cacheJob(&j)
+	if got := c.job(j.SpecJSON); !reflect.DeepEqual(got, j) {
+		t.Fatalf("a job through the cache:\n got %+v\nwant %+v", got, j)
+	}
+}
+
+var testAudit = domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
