@@ -161,6 +161,8 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:5: pools[0].rates.currency: rates are in the server's currency, EUR, not "USD"`},
 		"bad currency": {"currency: usd\n",
 			`server.yaml:1: currency: "usd" is not a currency code; use three uppercase letters such as USD (the default) or EUR`},
+		"bad detail cache": {"detail_cache: lots\n",
+			`server.yaml:1: detail_cache: "lots" is not a size; use one such as 256MiB (the default), or 0 to turn the cache off`},
 		"bad duplicate policy": {"duplicate_submits: block\n",
 			`server.yaml:1: duplicate_submits: "block" is not a policy; use warn (the default) or refuse`},
 		"bad retry storm": {"retry_storm: {failures: -1}\n",

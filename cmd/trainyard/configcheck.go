@@ -205,6 +205,23 @@ func parseLogLimit(s string) (domain.ByteSize, error) {
 	return b, nil
 }
 
+// parseDetailCache reads the server config's detail_cache: a size, 0 for
+// no cache; "" is the store's default. It returns sqlite.Options'
+// DetailCacheBytes.
+func parseDetailCache(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	b, err := domain.ParseByteSize(s)
+	if err != nil || b < 0 {
+		return 0, fmt.Errorf("server config detail_cache: %q is not a size; use one such as 256MiB (the default), or 0 to turn the cache off", s)
+	}
+	if b == 0 {
+		return -1, nil
+	}
+	return int64(b), nil
+}
+
 // parseCurrency reads the server config's currency; "" is
 // domain.DefaultCurrency.
 func parseCurrency(s string) (string, error) {
@@ -239,6 +256,8 @@ func validateServerConfig(cfg serverConfig) error {
 	_, err := parseDurations(cfg)
 	add(err)
 	_, err = parseLogLimit(cfg.LogLimit)
+	add(err)
+	_, err = parseDetailCache(cfg.DetailCache)
 	add(err)
 	currency, err := parseCurrency(cfg.Currency)
 	add(err)

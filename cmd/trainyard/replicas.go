@@ -20,10 +20,15 @@ import (
 // openStore opens the metadata store a DSN names: postgres://… or
 // postgresql://… for PostgreSQL, else an SQLite file (sqlite:// optional).
 func openStore(ctx context.Context, dsn string) (store.Store, error) {
+	return openStoreWith(ctx, dsn, sqlite.Options{})
+}
+
+// openStoreWith is openStore with the options of an SQLite store.
+func openStoreWith(ctx context.Context, dsn string, opts sqlite.Options) (store.Store, error) {
 	if isPostgres(dsn) {
 		return postgres.Open(ctx, dsn)
 	}
-	return sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite://"))
+	return sqlite.OpenWith(ctx, strings.TrimPrefix(dsn, "sqlite://"), opts)
 }
 
 // leaderLoops runs the loops only the leader runs — the control loop, the

@@ -45,6 +45,7 @@ import (
 	"trainyard/internal/scheduler"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite"
 )
 
 // serverConfig is the server's configuration file (--config). Every field is
@@ -54,6 +55,10 @@ type serverConfig struct {
 	Data      string `yaml:"data"`
 	Artifacts string `yaml:"artifacts"` // default <data>/artifacts
 	Store     string `yaml:"store"`     // default sqlite at <data>/trainyard.db
+	// DetailCache bounds the memory an SQLite store keeps job details in,
+	// so that showing a job reads no pages (default 256MiB; 0: off). A
+	// PostgreSQL store, shared by replicas, reads every detail afresh.
+	DetailCache string `yaml:"detail_cache"`
 	// DataRoots are the directories jobs may name as inputs: for every
 	// job, per project and per pool (docs/operator.md). None: no inputs.
 	DataRoots service.DataRoots `yaml:"data_roots"`
@@ -372,7 +377,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 
-	st, err := openStore(ctx, cfg.Store)
+	detailCache, err := parseDetailCache(cfg.DetailCache)
+	if err != nil {
+		return err
+	}
+	st, err := openStoreWith(ctx, cfg.Store, sqlite.Options{DetailCacheBytes: detailCache})
 	if err != nil {
 		return fmt.Errorf("open the store: %w", err)
 	}
