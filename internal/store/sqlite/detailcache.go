@@ -339,8 +339,9 @@ func (s *Store) DetailCacheStats() DetailCacheStats {
 // batch: the jobs whose detail its rows belong to, or that every detail
 // may have changed.
 type writeNotes struct {
-	jobs map[int64]struct{}
-	all  bool
+	jobs  map[int64]struct{}
+	all   bool
+	rates bool // the pools' rate history changed (rateCache)
 }
 
 // manyJobs is where noting stops and the batch forgets every detail
@@ -397,7 +398,7 @@ func (w *writer) noteRow(d msqlite.SQLitePreUpdateData) {
 	n := &w.notes
 	switch {
 	case col == -2:
-		n.all = true
+		n.all, n.rates = true, true
 	case col == -1:
 		if d.Op != sqlite3.SQLITE_INSERT {
 			n.job(d.OldRowID)
@@ -436,6 +437,9 @@ func (s *Store) forgetWritten() {
 	} else if len(n.jobs) > 0 {
 		s.details.forget(n.jobs, false)
 	}
-	n.all = false
+	if n.rates {
+		s.rates.forget()
+	}
+	n.all, n.rates = false, false
 	clear(n.jobs)
 }

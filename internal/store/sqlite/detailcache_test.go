@@ -62,6 +62,34 @@ func checkCachedDetails(t *testing.T, s *Store) {
 			t.Errorf("job %d: the cached detail outlived a write:\ncached %+v\nfresh  %+v", id, cached, fresh)
 		}
 	}
+	// Lists and attempt times answered from the cache (every job of them
+	// is cached now) are what the database answers.
+	if len(ids) == 0 {
+		return
+	}
+	for _, f := range []store.JobFilter{
+		{Limit: 50}, {Limit: 3, BeforeID: ids[0]}, {Limit: 10, States: []domain.JobState{domain.JobQueued, domain.JobRunning}},
+		{Limit: 10, States: []domain.JobState{domain.JobSucceeded}}, {Limit: 20, Project: "p"},
+		{Limit: 20, Restrict: true, Projects: []string{"vision"}, Submitter: "alice"}, {Limit: 20, Restrict: true},
+	} {
+		cached, cerr := s.ListJobs(ctx, f)
+		fresh, ferr := s.Shared.ListJobs(ctx, f)
+		if cerr != nil || ferr != nil || !reflect.DeepEqual(cached, fresh) {
+			t.Errorf("ListJobs(%+v): from the cache %+v, %v;\nfrom the database %+v, %v", f, cached, cerr, fresh, ferr)
+		}
+	}
+	for _, pools := range [][]string{nil, {"standard"}, {"standard", "gpu", "none"}} {
+		cached, cerr := s.RateHistory(ctx, pools...)
+		fresh, ferr := s.Shared.RateHistory(ctx, pools...)
+		if cerr != nil || ferr != nil || !reflect.DeepEqual(cached, fresh) {
+			t.Errorf("RateHistory(%q): from memory %+v, %v;\nfrom the database %+v, %v", pools, cached, cerr, fresh, ferr)
+		}
+	}
+	cached, cerr := s.AttemptTimes(ctx, ids)
+	fresh, ferr := s.Shared.AttemptTimes(ctx, ids)
+	if cerr != nil || ferr != nil || !reflect.DeepEqual(cached, fresh) {
+		t.Errorf("AttemptTimes: from the cache %+v, %v;\nfrom the database %+v, %v", cached, cerr, fresh, ferr)
+	}
 }
 
 // Readers that fill the cache race writers that change the same jobs: a
@@ -237,3 +265,75 @@ func TestCachedJobHasEveryField(t *testing.T) {
 }
 
 var testAudit = domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
+
+// Lists by state race jobs moving between states: every job a page
+// returns is in a state the filter asked for, whether the page came from
+// the cache or from the database.
+func TestCachedListsKeepTheirFilter(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	const jobs, moves = 8, 60
+	ids := make([]int64, jobs)
+	for i := range ids {
+		j, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("flip-%d", i)), testAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = j.ID
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for _, st := range []domain.JobState{domain.JobQueued, domain.JobHeld} {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Fill the cache, so pages come from it.
+				for _, id := range ids {
+					if _, err := s.JobDetail(ctx, id); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				page, err := s.ListJobs(ctx, store.JobFilter{States: []domain.JobState{st}, Limit: jobs})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, j := range page {
+					if j.State != st {
+						t.Errorf("a list of %s jobs returned job %d, %s", st, j.ID, j.State)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for n := range moves {
+		var changes []store.Change
+		for _, id := range ids {
+			mv := domain.MoveHold()
+			if n%2 == 1 {
+				mv = domain.MoveRelease()
+			}
+			changes = append(changes, store.Change{JobID: id, Move: mv, Actor: "test", At: t0})
+		}
+		errs, err := s.Apply(ctx, changes)
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	readers.Wait()
+	if s.DetailCacheStats().Hits == 0 {
+		t.Error("no read was answered from the cache: the test exercised nothing")
+	}
+}

@@ -70,6 +70,7 @@ type Store struct {
 	readStmts sync.Map // SQL text → *sql.Stmt prepared on readDB
 
 	details *detailCache // JobDetail's answers: detailcache.go
+	rates   rateCache    // RateHistory's: listcache.go
 	// afterBatch, when set (by tests, before the first write), runs on the
 	// writer goroutine after every batch.
 	afterBatch func()

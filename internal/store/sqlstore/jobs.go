@@ -323,7 +323,21 @@ func ListJobsQuery(e Engine, f store.JobFilter) (Query, []any) {
 	return liteListJobsQuery(f)
 }
 
+// ListJobIDsQuery is ListJobsQuery reading only the jobs' ids, for a
+// store that has their rows in memory (SQLite only).
+func ListJobIDsQuery(f store.JobFilter) (Query, []any) {
+	return liteJobsQuery(f, true)
+}
+
 func liteListJobsQuery(f store.JobFilter) (Query, []any) {
+	return liteJobsQuery(f, false)
+}
+
+func liteJobsQuery(f store.JobFilter, idsOnly bool) (Query, []any) {
+	cols := ListCols
+	if idsOnly {
+		cols = "id"
+	}
 	states := uniqueStates(f.States)
 	order := "DESC"
 	if f.Ascending {
@@ -375,8 +389,11 @@ func liteListJobsQuery(f store.JobFilter) (Query, []any) {
 			all = append(all, f.Limit)
 		}
 		all = append(all, f.Limit)
-		return sqliteOnly("SELECT " + ListCols + " FROM (" + strings.Join(parts, " UNION ALL ") + " ORDER BY id " + order + limit +
-			") AS picked JOIN jobs USING (id) ORDER BY id " + order), all
+		picked := "(" + strings.Join(parts, " UNION ALL ") + " ORDER BY id " + order + limit + ") AS picked"
+		if idsOnly {
+			return sqliteOnly("SELECT id FROM " + picked + " ORDER BY id " + order), all
+		}
+		return sqliteOnly("SELECT " + ListCols + " FROM " + picked + " JOIN jobs USING (id) ORDER BY id " + order), all
 	}
 
 	var stateCond string
@@ -395,7 +412,7 @@ func liteListJobsQuery(f store.JobFilter) (Query, []any) {
 	if f.Limit > 0 {
 		all = append(all, f.Limit)
 	}
-	return sqliteOnly("SELECT " + ListCols + " FROM jobs" + where(stateCond) + " ORDER BY id " + order + limit), all
+	return sqliteOnly("SELECT " + cols + " FROM jobs" + where(stateCond) + " ORDER BY id " + order + limit), all
 }
 
 func pgListJobsQuery(f store.JobFilter) (Query, []any) {

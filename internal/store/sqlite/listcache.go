@@ -1,0 +1,180 @@
+package sqlite
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/sqlstore"
+)
+
+// A page of a job list reads only the jobs' ids from the database (a few
+// integers from an index) and their rows from the detail cache, when
+// every one of them is there and still matches the filter; otherwise it
+// reads the rows as before. Pricing the page reads the attempts' times
+// from the cache the same way. Reading a page's rows costs ten times
+// what reading its ids does.
+
+// maxCachedPage is the largest page ListJobs answers from the cache.
+const maxCachedPage = 1000
+
+// ListJobs implements store.Jobs.
+func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error) {
+	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || s.details.capBytes == 0 {
+		return s.Shared.ListJobs(ctx, f)
+	}
+	q, args := sqlstore.ListJobIDsQuery(f)
+	st, err := s.readStmt(ctx, q.SQL(sqlstore.SQLite))
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, interpretError("list jobs", err)
+	}
+	ids := make([]int64, 0, f.Limit)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, interpretError("list jobs", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, interpretError("list jobs", err)
+	}
+	rows.Close()
+	if jobs, ok := s.details.listRows(ids, &f); ok {
+		return jobs, nil
+	}
+	return s.Shared.ListJobs(ctx, f)
+}
+
+// listRows returns the list rows of jobs ids from the cache, or false
+// when one is missing or no longer matches f (it changed since the ids
+// were read: the database answers then, as of one moment).
+func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, bool) {
+	jobs := make([]domain.Job, len(ids))
+	for i, id := range ids {
+		sh := c.shard(id)
+		sh.mu.Lock()
+		e := sh.m[id]
+		if e != nil {
+			jobs[i] = e.job.job(nil)
+		}
+		sh.mu.Unlock()
+		if e == nil || !matches(&jobs[i], f) {
+			c.mis.Add(1)
+			return nil, false
+		}
+		jobs[i].Code = nil // list rows carry no code reference
+	}
+	c.hits.Add(int64(len(ids)))
+	return jobs, true
+}
+
+// matches reports whether j passes f's conditions (not its paging).
+func matches(j *domain.Job, f *store.JobFilter) bool {
+	if len(f.States) > 0 && !slices.Contains(f.States, j.State) {
+		return false
+	}
+	if f.Project != "" && j.Project != f.Project {
+		return false
+	}
+	if f.Restrict && !slices.Contains(f.Projects, j.Project) && (f.Submitter == "" || j.Submitter != f.Submitter) {
+		return false
+	}
+	return true
+}
+
+// AttemptTimes implements store.Jobs: from the detail cache when it holds
+// every job of jobIDs.
+func (s *Store) AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.AttemptTime, error) {
+	if times, ok := s.details.attemptTimes(jobIDs); ok {
+		return times, nil
+	}
+	return s.Shared.AttemptTimes(ctx, jobIDs)
+}
+
+// attemptTimes returns the times of the attempts of jobs ids that started,
+// by job and number, or false when a job is not cached.
+func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
+	if c.capBytes == 0 || len(ids) == 0 {
+		return nil, false
+	}
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	times := make([]store.AttemptTime, 0, 2*len(sorted))
+	for _, id := range sorted {
+		sh := c.shard(id)
+		sh.mu.Lock()
+		e := sh.m[id]
+		if e != nil {
+			for i := range e.attempts {
+				if a := &e.attempts[i]; !a.StartedAt.IsZero() {
+					times = append(times, store.AttemptTime{JobID: id, Attempt: a.Number, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt})
+				}
+			}
+		}
+		sh.mu.Unlock()
+		if e == nil {
+			c.mis.Add(1)
+			return nil, false
+		}
+	}
+	if len(times) == 0 {
+		return nil, true // as the database answers
+	}
+	return times, true
+}
+
+// rateCache holds every pool's rate history (a row per pool and change of
+// its rates: few), read once and again after a write to it, which the
+// writer's hook notes as it notes jobs (noteRow).
+type rateCache struct {
+	mu  sync.Mutex
+	gen uint64 // writes to the history so far
+	all []store.RateChange
+	ok  bool
+}
+
+// RateHistory implements store.Pools: from memory once read.
+func (s *Store) RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error) {
+	c := &s.rates
+	c.mu.Lock()
+	all, ok, gen := c.all, c.ok, c.gen
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if all, err = s.Shared.RateHistory(ctx); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.gen == gen {
+			c.all, c.ok = all, true
+		}
+		c.mu.Unlock()
+	}
+	// all is ordered by pool, then From, as the database orders one
+	// pool's or several; the filter keeps that order.
+	var out []store.RateChange
+	for _, rc := range all {
+		if len(pools) == 0 || slices.Contains(pools, rc.Pool) {
+			out = append(out, rc)
+		}
+	}
+	return out, nil
+}
+
+// forget drops the history: a write changed it.
+func (c *rateCache) forget() {
+	c.mu.Lock()
+	c.gen++
+	c.all, c.ok = nil, false
+	c.mu.Unlock()
+}
