@@ -415,10 +415,11 @@ func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) (map[int64]do
 	if err != nil {
 		return nil, err
 	}
-	out := map[int64]domain.Money{}
-	byID := map[int64]domain.Job{}
+	out := make(map[int64]domain.Money, len(jobs))
+	byID := make(map[int64]*domain.Job, len(jobs)) // not copies: a job is large
 	var started []int64
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if ledger.Priced(j.Pool) {
 			out[j.ID] = 0
 			if j.Attempts > 0 {
