@@ -321,17 +321,30 @@ func appendRaw(b []byte, raw json.RawMessage, ok *bool) []byte {
 
 // appendString appends s as a JSON string as encoding/json does with
 // HTML escaping on (its default).
+// jsonSafe holds the bytes encoding/json writes as they are: printable
+// ASCII but for the quote, the backslash and the HTML characters it
+// escapes.
+var jsonSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = false
+	}
+	return t
+}()
+
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if jsonSafe[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':

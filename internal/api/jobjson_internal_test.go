@@ -108,3 +108,26 @@ func TestJobJSONRefuses(t *testing.T) {
 		}
 	}
 }
+
+// appendString writes every byte, and every rune up to U+3000, as
+// encoding/json does, alone and between plain text.
+func TestAppendStringMatches(t *testing.T) {
+	var cases []string
+	for c := range 256 {
+		cases = append(cases, string([]byte{byte(c)}))
+	}
+	for r := rune(0x80); r < 0x3000; r++ {
+		cases = append(cases, string(r))
+	}
+	for _, c := range cases {
+		for _, s := range []string{c, "ab" + c + "cd"} {
+			want, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendString(nil, s); !bytes.Equal(got, want) {
+				t.Errorf("appendString(%q) = %s, encoding/json %s", s, got, want)
+			}
+		}
+	}
+}
