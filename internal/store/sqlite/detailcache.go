@@ -42,6 +42,7 @@ import (
 type detailCache struct {
 	shards    [detailShards]detailShard
 	capBytes  int64        // 0 turns the cache off
+	off       atomic.Bool  // turned off for good: another process wrote the file (noteOtherWriters)
 	bytes     atomic.Int64 // held now: entries and distinct specs
 	hits, mis atomic.Int64
 
@@ -133,13 +134,16 @@ func newDetailCache(capBytes int64) *detailCache {
 	return c
 }
 
+// on reports whether the cache answers and keeps details.
+func (c *detailCache) on() bool { return c.capBytes > 0 && !c.off.Load() }
+
 func (c *detailCache) shard(id int64) *detailShard {
 	return &c.shards[uint64(id)%detailShards]
 }
 
 // get returns a copy of the cached detail of job id.
 func (c *detailCache) get(id int64) (store.JobDetail, bool) {
-	if c.capBytes == 0 {
+	if !c.on() {
 		return store.JobDetail{}, false
 	}
 	sh := c.shard(id)
@@ -167,7 +171,7 @@ func (c *detailCache) generation(id int64) uint64 {
 // put caches d as job id's detail, read after generation returned gen,
 // unless a forget has touched id's shard since. It keeps its own copy.
 func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
-	if c.capBytes == 0 {
+	if !c.on() {
 		return
 	}
 	e := &detailEntry{job: cacheJob(&d.Job), attempts: slices.Clone(d.Attempts), events: slices.Clone(d.Events),
@@ -179,7 +183,7 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 	sh := c.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.gen != gen {
+	if sh.gen != gen || c.off.Load() {
 		return
 	}
 	c.share(e, &d)
@@ -320,12 +324,15 @@ type DetailCacheStats struct {
 	Hits, Misses int64 // reads answered from memory, and from the database
 	Entries      int   // jobs cached now
 	Bytes        int64 // their estimated size
+	// OtherWriter says another process wrote the database file, which
+	// turned the cache off for good (noteOtherWriters).
+	OtherWriter bool
 }
 
 // DetailCacheStats returns the detail cache's counts.
 func (s *Store) DetailCacheStats() DetailCacheStats {
 	c := s.details
-	st := DetailCacheStats{Hits: c.hits.Load(), Misses: c.mis.Load(), Bytes: c.bytes.Load()}
+	st := DetailCacheStats{Hits: c.hits.Load(), Misses: c.mis.Load(), Bytes: c.bytes.Load(), OtherWriter: c.off.Load()}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
@@ -442,4 +449,26 @@ func (s *Store) forgetWritten() {
 	}
 	n.all, n.rates = false, false
 	clear(n.jobs)
+}
+
+// noteOtherWriters turns the caches off for good once another connection
+// than this store's writer has committed to the database: the data
+// version the writer connection reads moves only for others' commits.
+// That breaks what they rest on (every write passes the hook), which the
+// package's rule, one process per file, should have kept. It runs at the
+// start of every write transaction, holding the write lock; what another
+// process wrote since this store's last write may be missed until then.
+func (s *Store) noteOtherWriters() error {
+	var v int64
+	if err := s.w.queryRow("PRAGMA data_version").Scan(&v); err != nil {
+		return err
+	}
+	if v != s.w.dataVersion && !s.details.off.Load() {
+		s.details.off.Store(true)
+		s.details.forget(nil, true)
+		s.rates.off.Store(true)
+		s.rates.forget()
+	}
+	s.w.dataVersion = v
+	return nil
 }

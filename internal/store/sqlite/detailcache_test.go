@@ -337,3 +337,47 @@ func TestCachedListsKeepTheirFilter(t *testing.T) {
 		t.Error("no read was answered from the cache: the test exercised nothing")
 	}
 }
+
+// A second store on the file stands for another process writing it: the
+// first store's next write notices, and its caches stay off from then on.
+func TestOtherWriterTurnsTheCacheOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trainyard.db")
+	a, b := openAt(t, path), openAt(t, path)
+	ctx := context.Background()
+	j, _, err := a.CreateJob(ctx, testNewJob(t, "shared"), testAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.JobDetail(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	note := func(s *Store, msg string) {
+		t.Helper()
+		errs, err := s.Apply(ctx, []store.Change{{JobID: j.ID, In: []domain.JobState{domain.JobQueued},
+			SetReason: true, Reason: domain.ReasonQuotaExceeded, Message: msg, Actor: "test", At: t0}})
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	note(a, "from a")
+	if st := a.DetailCacheStats(); st.OtherWriter {
+		t.Fatalf("its own writes turned the cache off: %+v", st)
+	}
+	if _, err := a.JobDetail(ctx, j.ID); err != nil { // cached again
+		t.Fatal(err)
+	}
+	note(b, "from b")
+	if _, _, err := a.CreateJob(ctx, testNewJob(t, "next"), testAudit); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.DetailCacheStats(); !st.OtherWriter || st.Entries != 0 {
+		t.Fatalf("after another store wrote: %+v", st)
+	}
+	d, err := a.JobDetail(ctx, j.ID)
+	if err != nil || d.Job.Message != "from b" {
+		t.Fatalf("after another store wrote: message %q, %v", d.Job.Message, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -22,7 +23,7 @@ const maxCachedPage = 1000
 
 // ListJobs implements store.Jobs.
 func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error) {
-	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || s.details.capBytes == 0 {
+	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || !s.details.on() {
 		return s.Shared.ListJobs(ctx, f)
 	}
 	q, args := sqlstore.ListJobIDsQuery(f)
@@ -103,7 +104,7 @@ func (s *Store) AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.Attem
 // attemptTimes returns the times of the attempts of jobs ids that started,
 // by job and number, or false when a job is not cached.
 func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
-	if c.capBytes == 0 || len(ids) == 0 {
+	if !c.on() || len(ids) == 0 {
 		return nil, false
 	}
 	sorted := slices.Clone(ids)
@@ -137,6 +138,7 @@ func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
 // its rates: few), read once and again after a write to it, which the
 // writer's hook notes as it notes jobs (noteRow).
 type rateCache struct {
+	off atomic.Bool // another process wrote the file: noteOtherWriters
 	mu  sync.Mutex
 	gen uint64 // writes to the history so far
 	all []store.RateChange
@@ -146,6 +148,9 @@ type rateCache struct {
 // RateHistory implements store.Pools: from memory once read.
 func (s *Store) RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error) {
 	c := &s.rates
+	if c.off.Load() {
+		return s.Shared.RateHistory(ctx, pools...)
+	}
 	c.mu.Lock()
 	all, ok, gen := c.all, c.ok, c.gen
 	c.mu.Unlock()
@@ -155,7 +160,7 @@ func (s *Store) RateHistory(ctx context.Context, pools ...string) ([]store.RateC
 			return nil, err
 		}
 		c.mu.Lock()
-		if c.gen == gen {
+		if c.gen == gen && !c.off.Load() {
 			c.all, c.ok = all, true
 		}
 		c.mu.Unlock()

@@ -137,6 +137,11 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: read the newest job revision: %w", abs, err)
 	}
 	w.rev = rev.Int64
+	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&w.dataVersion); err != nil {
+		w.close()
+		writeDB.Close()
+		return nil, fmt.Errorf("open sqlite store %s: read the data version: %w", abs, err)
+	}
 	if err := w.hookWrites(ctx); err != nil {
 		w.close()
 		writeDB.Close()

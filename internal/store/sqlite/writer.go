@@ -73,6 +73,9 @@ type writer struct {
 	ran int
 	// notes are the jobs the running batch wrote: detailcache.go.
 	notes writeNotes
+	// dataVersion is the connection's PRAGMA data_version at the last
+	// batch (noteOtherWriters).
+	dataVersion int64
 }
 
 func newWriter(conn *sql.Conn) *writer {
@@ -280,6 +283,10 @@ func (s *Store) runBatch(claimed []*writeReq, optimistic bool) (_ []*writeReq, r
 	w := s.w
 	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		return claimed, nil, interpretError("begin write transaction", err)
+	}
+	if err := s.noteOtherWriters(); err != nil {
+		_, _ = w.exec("ROLLBACK")
+		return claimed, nil, interpretError("read the data version", err)
 	}
 	w.rev++
 	w.audit.head = auditHead{} // read the newest audit record afresh, once per transaction
