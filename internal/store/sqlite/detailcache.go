@@ -304,10 +304,10 @@ func detailBytes(d *store.JobDetail) int64 {
 // JobDetail implements store.Jobs: from the detail cache, or read and
 // cached.
 func (s *Store) JobDetail(ctx context.Context, id int64) (store.JobDetail, error) {
+	if err := s.checkOpen(); err != nil {
+		return store.JobDetail{}, err
+	}
 	if d, ok := s.details.get(id); ok {
-		if err := s.checkOpen(); err != nil {
-			return store.JobDetail{}, err
-		}
 		return d, nil
 	}
 	gen := s.details.generation(id)

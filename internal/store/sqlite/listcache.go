@@ -23,6 +23,9 @@ const maxCachedPage = 1000
 
 // ListJobs implements store.Jobs.
 func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
 	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || !s.details.on() {
 		return s.Shared.ListJobs(ctx, f)
 	}
@@ -95,6 +98,9 @@ func matches(j *domain.Job, f *store.JobFilter) bool {
 // AttemptTimes implements store.Jobs: from the detail cache when it holds
 // every job of jobIDs.
 func (s *Store) AttemptTimes(ctx context.Context, jobIDs []int64) ([]store.AttemptTime, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
 	if times, ok := s.details.attemptTimes(jobIDs); ok {
 		return times, nil
 	}
@@ -147,6 +153,9 @@ type rateCache struct {
 
 // RateHistory implements store.Pools: from memory once read.
 func (s *Store) RateHistory(ctx context.Context, pools ...string) ([]store.RateChange, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
 	c := &s.rates
 	if c.off.Load() {
 		return s.Shared.RateHistory(ctx, pools...)

@@ -421,6 +421,11 @@ func TestClose(t *testing.T) {
 	_, checks["GetJob"] = s.GetJob(ctx, 1)
 	_, checks["Apply"] = s.Apply(ctx, []store.Change{{JobID: 1, In: []domain.JobState{domain.JobQueued}}})
 	checks["Ping"] = s.Ping(ctx)
+	// The reads memory may answer (detailcache.go, listcache.go).
+	_, checks["JobDetail"] = s.JobDetail(ctx, 1)
+	_, checks["ListJobs"] = s.ListJobs(ctx, store.JobFilter{Limit: 10})
+	_, checks["AttemptTimes"] = s.AttemptTimes(ctx, []int64{1})
+	_, checks["RateHistory"] = s.RateHistory(ctx)
 	for name, err := range checks {
 		if !errors.Is(err, errClosed) {
 			t.Errorf("%s after Close: err = %v, want errClosed", name, err)
