@@ -49,8 +49,9 @@ import (
 // fractions of hello's rate those give (…/hello-cpu): on a busy machine
 // the rates follow the share of the CPUs the process gets in each phase,
 // the CPU times much less. It reports the share of shows the SQLite
-// store's detail cache answered (detail-hit-%) and the memory it held
-// (detail-cache-MiB). With TRAINYARD_BENCH_PROFILE=dir, it writes a
+// store's detail cache answered (detail-hit-%), the memory it held
+// (detail-cache-MiB) and the size of a list answer (list-KiB: sending it
+// alone costs a share of a request's CPU, see docs/operator.md). With TRAINYARD_BENCH_PROFILE=dir, it writes a
 // CPU profile of each load of each round there (list-1.prof, …), which
 // go tool pprof merges when given several.
 func BenchmarkReadsVsHello(b *testing.B) {
@@ -195,6 +196,9 @@ func BenchmarkReadsVsHello(b *testing.B) {
 		slices.Sort(xs)
 		b.ReportMetric(xs[len(xs)/2], kind.name+"-p50-ms")
 		b.ReportMetric(xs[len(xs)*99/100], kind.name+"-p99-ms")
+	}
+	if _, page := e.do("GET", "/api/v1/jobs?limit=50", e.token, nil); len(page) > 0 {
+		b.ReportMetric(float64(len(page))/1024, "list-KiB")
 	}
 	if sq != nil {
 		c := sq.DetailCacheStats()
