@@ -50,8 +50,8 @@ import (
 // the rates follow the share of the CPUs the process gets in each phase,
 // the CPU times much less. It reports the share of shows the SQLite
 // store's detail cache answered (detail-hit-%), the memory it held
-// (detail-cache-MiB) and the size of a list answer (list-KiB: sending it
-// alone costs a share of a request's CPU, see docs/operator.md). With TRAINYARD_BENCH_PROFILE=dir, it writes a
+// (detail-cache-MiB) and the size of a list answer (list-KiB: writing
+// and reading that many bytes is itself a good share of a list's CPU). With TRAINYARD_BENCH_PROFILE=dir, it writes a
 // CPU profile of each load of each round there (list-1.prof, …), which
 // go tool pprof merges when given several.
 func BenchmarkReadsVsHello(b *testing.B) {
