@@ -105,6 +105,8 @@ type Alerter struct {
 	// expected caches, by submitter and job name, how long their runs are
 	// expected to take (runaway.go); touched by Run's goroutine only.
 	expected map[runKey]expectation
+	// runawayAt is when runawayFacts last judged running attempts.
+	runawayAt time.Time
 	// marks carries what Run's context carries to the deliveries'
 	// records (the leader's fence), without its cancellation: a delivery
 	// made as the loop stops is still recorded. Set by Run before the

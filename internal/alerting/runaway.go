@@ -16,6 +16,16 @@ const expectedRefresh = 10 * time.Minute
 // name the expected duration is the p90 of.
 const expectedRuns = 20
 
+// runawayEvery is how often at most running attempts are judged for the
+// runaway rule: a tenth of a minute per hour of its quiet time (10s at
+// the default hour), at least a second. The rule is about hours; the
+// alerter wakes at every attempt end, which with many short jobs is many
+// times a second, and each judgement reads every running attempt's
+// health.
+func runawayEvery(quiet time.Duration) time.Duration {
+	return max(time.Second, min(10*time.Second, quiet/360))
+}
+
 // runKey names a submitter's jobs of one name.
 type runKey struct{ submitter, name string }
 
@@ -38,9 +48,16 @@ type expectation struct {
 // read: an alerter woken at every attempt end of many short jobs of new
 // names reads nothing.
 func (a *Alerter) runawayFacts(ctx context.Context, now time.Time, running []alerts.RunningAttempt) {
-	if !a.cfg.Alerts.Rules.Runaway.On() || len(running) == 0 {
+	rule := a.cfg.Alerts.Rules.Runaway
+	if !rule.On() || len(running) == 0 {
 		return
 	}
+	// Judged a moment ago: leave every attempt unjudged (Expected 0), so
+	// none fires and none resolves until the next judgement.
+	if last := a.runawayAt; !last.IsZero() && !now.Before(last) && now.Sub(last) < runawayEvery(rule.Quiet.D()) {
+		return
+	}
+	a.runawayAt = now
 	live := make(map[runKey]bool, len(running))
 	expected := false // whether any attempt has an expected duration
 	for i := range running {

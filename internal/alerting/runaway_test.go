@@ -173,3 +173,65 @@ func TestRunawayReadsNoHealthWithoutExpectations(t *testing.T) {
 		t.Errorf("attempt health read %d times; no attempt has an expected duration", n)
 	}
 }
+
+// The alerter wakes at every attempt end and on every interval, but
+// judges running attempts for the runaway rule (reading their health) at
+// most every ten seconds at the default quiet hour.
+func TestRunawayJudgesAtMostEveryTenSeconds(t *testing.T) {
+	ctx := context.Background()
+	st := &healthCounter{Store: openStore(t)}
+	t0 := time.Date(2026, 12, 10, 0, 0, 0, 0, time.UTC)
+	spec := domain.Spec{Name: "train", Project: "vision", Pool: "gpu", Entrypoint: []string{"true"}, Resources: domain.Resources{CPUs: 1, Nodes: 1}}
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	// run creates alice's job of spec and runs it from start; for > 0
+	// ends it succeeded that much later.
+	run := func(start time.Time, ran time.Duration) domain.Job {
+		t.Helper()
+		j, _, err := st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: b, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+			Submitter: "alice", SubmittedAt: start, Actor: "user:alice", OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }},
+			domain.AuditRecord{At: start, Actor: "user:alice", Action: "job.submit", Target: "test", Result: domain.AuditOK})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := []store.Change{{JobID: j.ID, Move: domain.MoveStart(), At: start,
+			Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "n"}},
+			{JobID: j.ID, Move: domain.MoveRun(), At: start,
+				Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}}}
+		if ran > 0 {
+			changes = append(changes, store.Change{JobID: j.ID, Move: domain.MoveSucceed().Only(domain.JobRunning), At: start.Add(ran),
+				Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded}})
+		}
+		errs, err := st.Apply(ctx, changes)
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err = st.GetJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	run(t0, time.Hour) // what alice's runs of "train" take
+	long := run(t0.Add(2*time.Hour), 0)
+	clk := clock.NewFake(t0.Add(3 * time.Hour))
+	var evaluations atomic.Int64
+	a, stop, done := newAlerterWith(t, st, "http://127.0.0.1:1", func(c *alerting.Config) {
+		c.Clock = clk
+		c.Samples = func() []alerting.Sample { evaluations.Add(1); return nil }
+	})
+	defer func() { stop(); <-done }()
+	observe(a, map[int64]domain.Job{long.ID: long}, []domain.Attempt{{JobID: long.ID, Number: 1}})
+	waitFor(t, "the first judgement", func() bool { return st.health.Load() == 1 })
+	// Many evaluations (every 10ms of the alerter's interval) at the
+	// same time on the clock judge nothing again.
+	seen := evaluations.Load()
+	waitFor(t, "twenty more evaluations", func() bool { return evaluations.Load() >= seen+20 })
+	if n := st.health.Load(); n != 1 {
+		t.Fatalf("attempt health read %d times in %d evaluations at one moment; want once", n, evaluations.Load())
+	}
+	clk.Advance(10 * time.Second)
+	waitFor(t, "the judgement ten seconds later", func() bool { return st.health.Load() == 2 })
+}
