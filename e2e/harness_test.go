@@ -26,27 +26,40 @@ import (
 
 var binary string // path of the built trainyard binary
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trainyard-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	// TRAINYARD_E2E_BIN_DIR runs binaries built beforehand (trainyard and
+	// trainyard-shim), which outlive the run: a profiler can name their
+	// functions afterwards.
+	dir := os.Getenv("TRAINYARD_E2E_BIN_DIR")
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "trainyard-e2e-bin-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// Both binaries, side by side, as an install puts them: the server
+		// finds its supervisor beside itself.
+		build := exec.Command("go", "build", "-o", dir+"/", "trainyard/cmd/trainyard", "trainyard/cmd/trainyard-shim")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build trainyard:", err)
+			return 1
+		}
 	}
 	binary = filepath.Join(dir, "trainyard")
-	// Both binaries, side by side, as an install puts them: the server
-	// finds its supervisor beside itself.
-	build := exec.Command("go", "build", "-o", dir+"/", "trainyard/cmd/trainyard", "trainyard/cmd/trainyard-shim")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build trainyard:", err)
-		os.Exit(1)
+	if _, err := os.Stat(binary); err != nil {
+		fmt.Fprintln(os.Stderr, "TRAINYARD_E2E_BIN_DIR:", err)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if strings.HasPrefix(filepath.Base(repo), "trainyard-e2e-repo-") {
-		os.RemoveAll(repo) // the copy made for jobs to read
-	}
-	os.Exit(code)
+	defer func() {
+		if strings.HasPrefix(filepath.Base(repo), "trainyard-e2e-repo-") {
+			os.RemoveAll(repo) // the copy made for jobs to read
+		}
+	}()
+	return m.Run()
 }
 
 // server is one running trainyard server.
