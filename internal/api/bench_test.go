@@ -90,21 +90,12 @@ func BenchmarkShowAndList100k(b *testing.B) {
 	const n = 100_000
 	spec, _ := json.Marshal("name: seed\nentrypoint: [true]\n")
 	body := apitypes.SubmitRequest{Spec: spec}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= n {
-				if code, _ := e.do("POST", "/api/v1/jobs", e.token, body); code != 201 {
-					b.Errorf("seed: status %d", code)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	eachOf(b, n, 8, func(int64) error {
+		if code, _ := e.do("POST", "/api/v1/jobs", e.token, body); code != 201 {
+			return fmt.Errorf("seed: status %d", code)
+		}
+		return nil
+	})
 	if c, _ := e.st.CountJobs(context.Background()); c["queued"] != n {
 		b.Fatalf("seeded %d jobs", c["queued"])
 	}

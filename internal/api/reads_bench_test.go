@@ -219,15 +219,27 @@ func BenchmarkReadsVsHello(b *testing.B) {
 
 // showAll shows each of jobs 1…n once, from 32 connections.
 func showAll(b *testing.B, e *env, n int) {
+	eachOf(b, n, 32, func(id int64) error {
+		if code, page := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d", id), e.token, nil); code != 200 {
+			return fmt.Errorf("show job %d: %d %s", id, code, page)
+		}
+		return nil
+	})
+}
+
+// eachOf calls fn for each of 1…n from workers goroutines, and stops the
+// benchmark at the first error.
+func eachOf(b *testing.B, n, workers int, fn func(i int64) error) {
+	b.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range 32 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := next.Add(1); id <= int64(n); id = next.Add(1) {
-				if code, page := e.do("GET", fmt.Sprintf("/api/v1/jobs/%d", id), e.token, nil); code != 200 {
-					b.Errorf("show job %d: %d %s", id, code, page)
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if err := fn(i); err != nil {
+					b.Error(err)
 					return
 				}
 			}
@@ -255,24 +267,12 @@ func seedPricedJobs(b *testing.B, e *env, n int) {
 	}
 	spec, _ := json.Marshal("name: seed\nentrypoint: [python3, train.py]\nresources: {cpus: 1, memory: 1GiB}\nparams: {lr: '0.1'}\n")
 	body := apitypes.SubmitRequest{Spec: spec}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if code, b := e.do("POST", "/api/v1/jobs", e.token, body); code != 201 {
-					e.t.Errorf("seed: status %d: %s", code, b)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if b.Failed() {
-		b.FailNow()
-	}
+	eachOf(b, n, 32, func(int64) error {
+		if code, page := e.do("POST", "/api/v1/jobs", e.token, body); code != 201 {
+			return fmt.Errorf("seed: status %d: %s", code, page)
+		}
+		return nil
+	})
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for lo := int64(1); lo <= int64(n); lo += 1000 {
 		var changes []store.Change

@@ -99,14 +99,7 @@ func TestDetailCacheReadsYourWrites(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	const jobs, writes = 4, 150
-	ids := make([]int64, jobs)
-	for i := range ids {
-		j, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("race-%d", i)), testAudit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = j.ID
-	}
+	ids := createJobs(t, s, "race", jobs)
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
 	for r := range 3 {
@@ -264,6 +257,20 @@ func TestCachedJobHasEveryField(t *testing.T) {
 	}
 }
 
+// createJobs creates n jobs named prefix-0… and returns their ids.
+func createJobs(t *testing.T, s *Store, prefix string, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, n)
+	for i := range ids {
+		j, _, err := s.CreateJob(context.Background(), testNewJob(t, fmt.Sprintf("%s-%d", prefix, i)), testAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = j.ID
+	}
+	return ids
+}
+
 var testAudit = domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
 
 // Lists by state race jobs moving between states: every job a page
@@ -273,14 +280,7 @@ func TestCachedListsKeepTheirFilter(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	const jobs, moves = 8, 60
-	ids := make([]int64, jobs)
-	for i := range ids {
-		j, _, err := s.CreateJob(ctx, testNewJob(t, fmt.Sprintf("flip-%d", i)), testAudit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = j.ID
-	}
+	ids := createJobs(t, s, "flip", jobs)
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
 	for _, st := range []domain.JobState{domain.JobQueued, domain.JobHeld} {
