@@ -218,15 +218,7 @@ func (s *Store) ChangedJobsWith(ctx context.Context, since store.JobCursor) (sto
 				return err
 			}
 			defer rows.Close()
-			for rows.Next() {
-				a, err := sqlstore.ScanAttempt(rows)
-				if err != nil {
-					return err
-				}
-				ch.Attempts = append(ch.Attempts, a)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			if ch.Attempts, err = sqlstore.ScanAttempts(ch.Attempts, rows); err != nil {
 				return err
 			}
 		}

@@ -585,8 +585,22 @@ func ActiveAttemptsOfQuery(e Engine, ids []int64) (Query, []any) {
 	return qActiveAttemptsOf, []any{arg, string(domain.AttemptStarting), string(domain.AttemptRunning)}
 }
 
-// ScanAttempt reads one row of ActiveAttemptsOfQuery.
-func ScanAttempt(row Row) (domain.Attempt, error) { return scanAttempt(row) }
+// ScanAttempts appends the attempts of every row of ActiveAttemptsOfQuery
+// (read through either engine's driver) to dst.
+func ScanAttempts(dst []domain.Attempt, rows interface {
+	Row
+	Next() bool
+	Err() error
+}) ([]domain.Attempt, error) {
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, a)
+	}
+	return dst, rows.Err()
+}
 
 // PreemptedAttempts returns the attempts that ended preempted at or after
 // since, in finish order.
