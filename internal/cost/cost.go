@@ -73,6 +73,15 @@ func Of(res domain.Resources, r domain.Rates, d time.Duration) domain.Money {
 type calc struct{ acc, per, term, x, q, rem big.Int }
 
 func (c *calc) of(res domain.Resources, r domain.Rates, d time.Duration) domain.Money {
+	if n, ok := add128(u128{}, res, r, d); ok {
+		if m, ok := roundDiv128(n); ok {
+			return m
+		}
+	}
+	return c.ofBig(res, r, d)
+}
+
+func (c *calc) ofBig(res domain.Resources, r domain.Rates, d time.Duration) domain.Money {
 	c.acc.SetInt64(0)
 	c.add(res, r, d)
 	return c.roundDiv(&c.acc, denominator)
@@ -82,6 +91,13 @@ func (c *calc) of(res domain.Resources, r domain.Rates, d time.Duration) domain.
 // force over that time: each part between rate changes exactly, their
 // sum rounded once.
 func (c *calc) price(res domain.Resources, l Ledger, pool string, from, to time.Time) domain.Money {
+	if m, ok := price128(res, l, pool, from, to); ok {
+		return m
+	}
+	return c.priceBig(res, l, pool, from, to)
+}
+
+func (c *calc) priceBig(res domain.Resources, l Ledger, pool string, from, to time.Time) domain.Money {
 	c.acc.SetInt64(0)
 	cs := l.pools[pool]
 	for i := at(cs, from); i >= 0 && from.Before(to); i++ {
