@@ -57,17 +57,28 @@ const maxMoney = Money(1<<63 - 1)
 // String writes m with two decimal places, or as many more as it needs
 // ("2.10", "0.000125", "-3.00").
 func (m Money) String() string {
-	sign := ""
+	var buf [32]byte
+	return string(m.Append(buf[:0]))
+}
+
+// Append appends m as String writes it; list pages write a cost per
+// job this way without a string each.
+func (m Money) Append(b []byte) []byte {
 	u := uint64(m)
 	if m < 0 {
-		sign, u = "-", uint64(-m)
+		b, u = append(b, '-'), -u
 	}
-	frac := fmt.Sprintf("%06d", u%uint64(MoneyUnit))
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
+	b = strconv.AppendUint(b, u/uint64(MoneyUnit), 10)
+	var frac [7]byte // ".dddddd"
+	frac[0] = '.'
+	for i, f := 6, u%uint64(MoneyUnit); i > 0; i, f = i-1, f/10 {
+		frac[i] = byte('0' + f%10)
 	}
-	return fmt.Sprintf("%s%d.%s", sign, u/uint64(MoneyUnit), frac)
+	n := 7
+	for n > 3 && frac[n-1] == '0' {
+		n--
+	}
+	return append(b, frac[:n]...)
 }
 
 // Cents writes m rounded to two decimal places, half away from zero, as

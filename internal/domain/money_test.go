@@ -2,6 +2,10 @@ package domain
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -71,6 +75,32 @@ func TestCheckCurrency(t *testing.T) {
 	for _, bad := range []string{"", "usd", "US", "USDT", "U$D"} {
 		if err := CheckCurrency(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CheckCurrency(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// String writes what the plain definition does: the whole part, then the
+// six decimals less their trailing zeros, at least two.
+func TestMoneyStringMatchesDefinition(t *testing.T) {
+	def := func(m Money) string {
+		sign, u := "", uint64(m)
+		if m < 0 {
+			sign, u = "-", -u
+		}
+		frac := strings.TrimRight(fmt.Sprintf("%06d", u%uint64(MoneyUnit)), "0")
+		for len(frac) < 2 {
+			frac += "0"
+		}
+		return fmt.Sprintf("%s%d.%s", sign, u/uint64(MoneyUnit), frac)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	cases := []Money{0, 1, -1, 10, 100_000, 120_000, 999_999, MoneyUnit, -MoneyUnit, math.MaxInt64, math.MinInt64}
+	for range 100_000 {
+		cases = append(cases, Money(r.Int64()>>r.IntN(64)), -Money(r.Int64()>>r.IntN(64)))
+	}
+	for _, m := range cases {
+		if got, want := m.String(), def(m); got != want {
+			t.Fatalf("Money(%d).String() = %q, want %q", int64(m), got, want)
 		}
 	}
 }
