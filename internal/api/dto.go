@@ -15,13 +15,22 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func jobDTO(j domain.Job) apitypes.Job {
+// timeAt is t, or nil when t is zero: a pointer into the job a DTO is
+// made from, which outlives it, where timePtr allocates a copy.
+func timeAt(t *time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func jobDTO(j *domain.Job) apitypes.Job {
 	r := j.Resources
 	out := apitypes.Job{
 		ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: string(j.State),
 		Reason: string(j.Reason), Message: j.Message, Priority: string(j.Priority),
 		Submitter: j.Submitter, SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt,
-		StartedAt: timePtr(j.StartedAt), FinishedAt: timePtr(j.FinishedAt),
+		StartedAt: timeAt(&j.StartedAt), FinishedAt: timeAt(&j.FinishedAt),
 		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested, Preemptions: j.Preemptions,
 		SpecHash: j.SpecHash, Code: codeDTO(j.Code), RerunOf: j.RerunOf,
 	}
@@ -30,7 +39,7 @@ func jobDTO(j domain.Job) apitypes.Job {
 }
 
 func detailDTO(d service.JobDetail) apitypes.Job {
-	out := jobDTO(d.Job)
+	out := jobDTO(&d.Job)
 	out.Spec = d.Job.SpecJSON
 	out.Attempts = make([]apitypes.Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {

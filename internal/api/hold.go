@@ -25,7 +25,7 @@ func (h *handler) hold(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobDTO(job))
+	writeJSON(w, http.StatusOK, jobDTO(&job))
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -39,5 +39,5 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, p service.Prin
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobDTO(job))
+	writeJSON(w, http.StatusOK, jobDTO(&job))
 }

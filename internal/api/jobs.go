@@ -133,10 +133,10 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		return
 	}
 	out := apitypes.JobList{Jobs: make([]apitypes.Job, len(jobs))}
-	for i, j := range jobs {
-		out.Jobs[i] = jobDTO(j)
-		if c, ok := costs[j.ID]; ok {
-			out.Jobs[i].Cost, out.Jobs[i].Currency = c.String(), h.cfg.currency()
+	for i := range jobs {
+		out.Jobs[i] = jobDTO(&jobs[i])
+		if i < len(costs) && costs[i].Priced {
+			out.Jobs[i].Cost, out.Jobs[i].Currency = costs[i].Cost.String(), h.cfg.currency()
 		}
 	}
 	if more {
@@ -188,7 +188,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p service.Princ
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobDTO(job))
+	writeJSON(w, http.StatusOK, jobDTO(&job))
 }
 
 func (h *handler) logs(w http.ResponseWriter, r *http.Request, p service.Principal) {
@@ -258,7 +258,7 @@ func (h *handler) why(w http.ResponseWriter, r *http.Request, p service.Principa
 // writeSubmitted answers a submit or re-run: 201 with the new job (counted
 // in the metrics), or 200 with the one an idempotent repeat found.
 func (h *handler) writeSubmitted(w http.ResponseWriter, job domain.Job, created bool, warnings ...string) {
-	out := jobDTO(job)
+	out := jobDTO(&job)
 	out.Created, out.Warnings = &created, warnings
 	status := http.StatusCreated
 	if !created {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -396,16 +397,23 @@ func (s *JobService) Show(ctx context.Context, p Principal, id int64) (JobDetail
 	return d, nil
 }
 
+// JobCost is what a job has cost so far; Priced is false for a job of a
+// pool that never had rates (it shows no cost).
+type JobCost struct {
+	Cost   domain.Money
+	Priced bool
+}
+
 // Costs prices jobs as Get does (their attempts at the rates in force
 // while they ran, until now) in two reads for them all: their pools' rate
-// history, then the attempts of those priced that started. A job of a
-// pool that never had rates has no entry. jobs are what List or Get gave
-// the caller, who may therefore see their cost.
-func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) (map[int64]domain.Money, error) {
+// history, then the attempts of those priced that started. The answer is
+// in the order of jobs. jobs are what List or Get gave the caller, who may
+// therefore see their cost.
+func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) ([]JobCost, error) {
 	var pools []string
-	for _, j := range jobs {
-		if !slices.Contains(pools, j.Pool) {
-			pools = append(pools, j.Pool)
+	for i := range jobs {
+		if p := jobs[i].Pool; !slices.Contains(pools, p) {
+			pools = append(pools, p)
 		}
 	}
 	if len(pools) == 0 {
@@ -415,31 +423,50 @@ func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) (map[int64]do
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int64]domain.Money, len(jobs))
-	byID := make(map[int64]*domain.Job, len(jobs)) // not copies: a job is large
-	var started []int64
+	out := make([]JobCost, len(jobs))
+	// started holds the jobs to price by id, to meet the attempts in the
+	// order the store gives them (by job id).
+	type at struct {
+		id  int64
+		job int
+	}
+	started := make([]at, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		if ledger.Priced(j.Pool) {
-			out[j.ID] = 0
+			out[i].Priced = true
 			if j.Attempts > 0 {
-				started = append(started, j.ID)
-				byID[j.ID] = j
+				started = append(started, at{j.ID, i})
 			}
 		}
 	}
-	times, err := s.st.AttemptTimes(ctx, started)
+	slices.SortFunc(started, func(a, b at) int { return cmp.Compare(a.id, b.id) })
+	ids := make([]int64, len(started))
+	for i, a := range started {
+		ids[i] = a.id
+	}
+	times, err := s.st.AttemptTimes(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read the attempts of %d jobs: %w", len(started), err)
+		return nil, fmt.Errorf("read the attempts of %d jobs: %w", len(ids), err)
 	}
 	now := s.cfg.Clock.Now()
-	spans := make([]cost.Span, 0, len(times))
+	var spans []cost.Span
+	k := 0 // started[k] is the job of times[i], or the first past it
 	for i, a := range times {
-		j := byID[a.JobID]
+		for k < len(started) && started[k].id < a.JobID {
+			k++
+		}
+		if k == len(started) || started[k].id != a.JobID {
+			continue // not asked for
+		}
+		j := &jobs[started[k].job]
 		spans = append(spans, cost.Span{JobID: a.JobID, Attempt: a.Attempt, Pool: j.Pool, Resources: j.Resources,
 			Start: a.StartedAt, End: a.FinishedAt})
 		if i+1 == len(times) || times[i+1].JobID != a.JobID {
-			out[a.JobID] = cost.Spent(spans, ledger, now)
+			spent := cost.Spent(spans, ledger, now)
+			for ; k < len(started) && started[k].id == a.JobID; k++ { // the same job twice on a page
+				out[started[k].job].Cost = spent
+			}
 			spans = spans[:0]
 		}
 	}
