@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
 )
 
 // The answers that show and list jobs are encoded here, field by field,
@@ -27,8 +28,52 @@ func appendFast(b []byte, v any) (_ []byte, ok bool) {
 		return appendJobLine(b, &v)
 	case apitypes.JobList:
 		return appendJobList(b, &v)
+	case jobPage:
+		return v.append(b)
 	}
 	return b, false
+}
+
+// jobPage is a list answer not yet converted to its apitypes.JobList:
+// the fast encoder converts one job at a time into the same scratch DTO,
+// and encoding/json (pretty, or a value the fast one refuses) gets the
+// whole list.
+type jobPage struct {
+	jobs   []domain.Job
+	dto    func(j *domain.Job, i int) apitypes.Job // the DTO of jobs[i]
+	cursor string
+}
+
+func (p jobPage) list() apitypes.JobList {
+	l := apitypes.JobList{Jobs: make([]apitypes.Job, len(p.jobs)), NextCursor: p.cursor}
+	for i := range p.jobs {
+		l.Jobs[i] = p.dto(&p.jobs[i], i)
+	}
+	return l
+}
+
+// MarshalJSON is the list's encoding for encoding/json.
+func (p jobPage) MarshalJSON() ([]byte, error) { return json.Marshal(p.list()) }
+
+// append appends the page as appendJobList does its list.
+func (p jobPage) append(b []byte) ([]byte, bool) {
+	b = append(b, `{"jobs":[`...)
+	for i := range p.jobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		j := p.dto(&p.jobs[i], i)
+		var ok bool
+		if b, ok = appendJob(b, &j); !ok {
+			return b, false
+		}
+	}
+	b = append(b, ']')
+	if p.cursor != "" {
+		b = append(b, `,"next_cursor":`...)
+		b = appendString(b, p.cursor)
+	}
+	return append(b, "}\n"...), true
 }
 
 // appendJobList appends l as encoding/json's Encoder does, newline

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
 )
 
 // encodeStd is what encoding/json's Encoder writes for v.
@@ -85,6 +86,44 @@ func TestJobJSONMatches(t *testing.T) {
 	}
 	if _, ok := appendFast(nil, apitypes.Version{}); ok {
 		t.Errorf("appendFast took a value that is not a job")
+	}
+}
+
+// A page converted a job at a time encodes as its whole list does, in
+// either encoder.
+func TestJobPageMatches(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 1, 2000, time.UTC)
+	full := domain.Job{ID: 3, Name: `n <&> "q"`, Project: "p", Pool: "default", State: domain.JobFailed, Reason: domain.ReasonPreempted,
+		Message: "m\t\x01", Priority: "high", Submitter: "u", SubmittedAt: at, UpdatedAt: at, StartedAt: at, FinishedAt: at,
+		Resources: domain.Resources{GPUs: 2, CPUs: 1.5, Memory: 1 << 30, Nodes: 2}, SpecHash: "sha256:x", OutputDir: "/o",
+		Attempts: 3, CancelRequested: true, Preemptions: 1, Code: &domain.CodeRef{SHA256: "c", Commit: "d", Dirty: true}, RerunOf: 2}
+	odd := domain.Job{ID: 7, Name: "<b>\u2028\xff", Resources: domain.Resources{CPUs: 1e21}, StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+	for _, p := range []jobPage{
+		{jobs: nil},
+		{jobs: []domain.Job{full, {}, odd}, cursor: "42"},
+		{jobs: []domain.Job{odd}},
+	} {
+		p.dto = func(j *domain.Job, i int) apitypes.Job {
+			out := jobDTO(j)
+			if i%2 == 0 {
+				out.Cost, out.Currency = domain.Money(i*1234567).String(), "EUR"
+			}
+			return out
+		}
+		want, err := encodeStd(t, p.list())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaMarshaler, err := encodeStd(t, p); err != nil || !bytes.Equal(viaMarshaler, want) {
+			t.Errorf("%d jobs: encoding/json of the page\n%s\nof its list\n%s", len(p.jobs), viaMarshaler, want)
+		}
+		if got, ok := appendFast(nil, p); !ok || !bytes.Equal(got, want) {
+			t.Errorf("%d jobs: fast encoding (ok %v)\n%s\nencoding/json\n%s", len(p.jobs), ok, got, want)
+		}
+	}
+	nan := jobPage{jobs: []domain.Job{{Resources: domain.Resources{CPUs: math.NaN()}}}, dto: func(j *domain.Job, _ int) apitypes.Job { return jobDTO(j) }}
+	if _, ok := appendFast(nil, nan); ok {
+		t.Errorf("the fast encoder took a NaN")
 	}
 }
 

@@ -132,17 +132,17 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
-	out := apitypes.JobList{Jobs: make([]apitypes.Job, len(jobs))}
-	for i := range jobs {
-		out.Jobs[i] = jobDTO(&jobs[i])
+	page := jobPage{jobs: jobs, dto: func(j *domain.Job, i int) apitypes.Job {
+		out := jobDTO(j)
 		if i < len(costs) && costs[i].Priced {
-			out.Jobs[i].Cost, out.Jobs[i].Currency = costs[i].Cost.String(), h.cfg.currency()
+			out.Cost, out.Currency = costs[i].Cost.String(), h.cfg.currency()
 		}
-	}
+		return out
+	}}
 	if more {
-		out.NextCursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+		page.cursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
 	}
-	writeJSONTagged(w, r, out)
+	writeJSONTagged(w, r, page)
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {
