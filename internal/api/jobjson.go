@@ -364,8 +364,6 @@ func appendRaw(b []byte, raw json.RawMessage, ok *bool) []byte {
 	return b
 }
 
-// appendString appends s as a JSON string as encoding/json does with
-// HTML escaping on (its default).
 // jsonSafe holds the bytes encoding/json writes as they are: printable
 // ASCII but for the quote, the backslash and the HTML characters it
 // escapes.
@@ -379,6 +377,8 @@ var jsonSafe = func() (t [256]bool) {
 	return t
 }()
 
+// appendString appends s as a JSON string as encoding/json does with
+// HTML escaping on (its default).
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')

@@ -158,8 +158,15 @@ func TestAppendStringMatches(t *testing.T) {
 	for r := rune(0x80); r < 0x3000; r++ {
 		cases = append(cases, string(r))
 	}
+	// Each case at each place of a plain text that the encoder reads
+	// eight bytes at a time, and two of them in one word.
+	plain := "abcdefghijklmnopqrstuvw"
 	for _, c := range cases {
-		for _, s := range []string{c, "ab" + c + "cd"} {
+		tests := []string{c, "ab" + c + "cd"}
+		for at := range 17 {
+			tests = append(tests, plain[:at]+c+plain[at:], plain[:at]+c+"x"+c+plain[at:])
+		}
+		for _, s := range tests {
 			want, err := json.Marshal(s)
 			if err != nil {
 				t.Fatal(err)
