@@ -7,13 +7,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"trainyard/internal/domain"
 	"trainyard/internal/store"
 )
 
@@ -65,58 +63,16 @@ type detailShard struct {
 
 // detailEntry is a cached detail.
 type detailEntry struct {
-	job      cachedJob
-	attempts []domain.Attempt
-	events   []domain.Event
-	rates    []store.RateChange
-	spec     *specRef
-	bytes    int64 // without the spec's
-}
-
-// cachedJob is domain.Job without Spec (a detail read leaves it empty)
-// and SpecJSON (detailEntry.spec). TestCachedJobHasEveryField holds the
-// two together.
-type cachedJob struct {
-	ID                                         int64
-	Name, Project, Pool                        string
-	State                                      domain.JobState
-	Reason                                     domain.Reason
-	Message                                    string
-	Priority                                   domain.Priority
-	Submitter                                  string
-	SubmittedAt, UpdatedAt, StartedAt          time.Time
-	FinishedAt, NextAttempt                    time.Time
-	Resources                                  domain.Resources
-	SpecHash, OutputDir, IdempotencyKey        string
-	Attempts, Preemptions                      int
-	CancelRequested, PreemptRequested, Preempt bool
-	Timeout                                    domain.Duration
-	Code                                       *domain.CodeRef
-	RerunOf                                    int64
-}
-
-func cacheJob(j *domain.Job) cachedJob {
-	return cachedJob{ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: j.State, Reason: j.Reason,
-		Message: j.Message, Priority: j.Priority, Submitter: j.Submitter, SubmittedAt: j.SubmittedAt,
-		UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, NextAttempt: j.NextAttempt,
-		Resources: j.Resources, SpecHash: j.SpecHash, OutputDir: j.OutputDir, IdempotencyKey: j.IdempotencyKey,
-		Attempts: j.Attempts, Preemptions: j.Preemptions, CancelRequested: j.CancelRequested,
-		PreemptRequested: j.PreemptRequested, Preempt: j.Preemptible, Timeout: j.Timeout, Code: j.Code, RerunOf: j.RerunOf}
-}
-
-func (c *cachedJob) job(specJSON []byte) domain.Job {
-	return domain.Job{ID: c.ID, Name: c.Name, Project: c.Project, Pool: c.Pool, State: c.State, Reason: c.Reason,
-		Message: c.Message, Priority: c.Priority, Submitter: c.Submitter, SubmittedAt: c.SubmittedAt,
-		UpdatedAt: c.UpdatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, NextAttempt: c.NextAttempt,
-		Resources: c.Resources, SpecJSON: specJSON, SpecHash: c.SpecHash, OutputDir: c.OutputDir,
-		IdempotencyKey: c.IdempotencyKey, Attempts: c.Attempts, Preemptions: c.Preemptions,
-		CancelRequested: c.CancelRequested, PreemptRequested: c.PreemptRequested, Preemptible: c.Preempt,
-		Timeout: c.Timeout, Code: c.Code, RerunOf: c.RerunOf}
+	blob  detailBlob // the job, its attempts and its events
+	rates []store.RateChange
+	spec  *specRef
+	bytes int64 // without the spec's
 }
 
 // specRef is the text of a spec some entries hold.
 type specRef struct {
 	json []byte
+	hash string
 	refs int
 }
 
@@ -155,8 +111,11 @@ func (c *detailCache) get(id int64) (store.JobDetail, bool) {
 		return store.JobDetail{}, false
 	}
 	c.hits.Add(1)
-	return store.JobDetail{Job: e.job.job(e.spec.json), Attempts: slices.Clone(e.attempts),
-		Events: slices.Clone(e.events), Rates: slices.Clone(e.rates)}, true
+	d := store.JobDetail{Rates: slices.Clone(e.rates)}
+	e.blob.job(&d.Job, true)
+	d.Job.SpecJSON = e.spec.json
+	d.Attempts, d.Events = e.blob.details()
+	return d, true
 }
 
 // generation returns the count put compares with: note it before reading
@@ -174,9 +133,8 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 	if !c.on() {
 		return
 	}
-	e := &detailEntry{job: cacheJob(&d.Job), attempts: slices.Clone(d.Attempts), events: slices.Clone(d.Events),
-		rates: slices.Clone(d.Rates)}
-	e.bytes = detailBytes(&d)
+	e := &detailEntry{blob: encodeDetail(&d), rates: slices.Clone(d.Rates)}
+	e.bytes = e.blob.bytes()
 	if e.bytes+int64(len(d.Job.SpecJSON)) > c.capBytes/64 {
 		return // one huge job would push out many
 	}
@@ -210,7 +168,7 @@ func (c *detailCache) share(e *detailEntry, d *store.JobDetail) {
 	defer c.shared.Unlock()
 	ref := c.shared.specs[d.Job.SpecHash]
 	if ref == nil || !bytes.Equal(ref.json, d.Job.SpecJSON) {
-		ref = &specRef{json: d.Job.SpecJSON}
+		ref = &specRef{json: d.Job.SpecJSON, hash: d.Job.SpecHash}
 		if d.Job.SpecHash != "" {
 			c.shared.specs[d.Job.SpecHash] = ref
 		}
@@ -237,8 +195,8 @@ func (c *detailCache) drop(e *detailEntry) {
 	defer c.shared.Unlock()
 	if e.spec.refs--; e.spec.refs == 0 {
 		c.bytes.Add(-specBytes(e.spec))
-		if c.shared.specs[e.job.SpecHash] == e.spec {
-			delete(c.shared.specs, e.job.SpecHash)
+		if c.shared.specs[e.spec.hash] == e.spec {
+			delete(c.shared.specs, e.spec.hash)
 		}
 	}
 }
@@ -273,33 +231,9 @@ func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
 	}
 }
 
-// detailBytes estimates the memory an entry of d holds, its spec's text
-// aside and its rate history counted as the slice alone (both shared:
-// see share). Slices are copied (cloned) on the way in and out, so the
-// entry's own ones neither see nor make a caller's changes; what they
-// point at (an attempt's exit code and GPUs, the code reference) is never
-// changed in place.
-func detailBytes(d *store.JobDetail) int64 {
-	j := &d.Job
-	n := int64(unsafe.Sizeof(detailEntry{})) + 64 // with the map's slot
-	n += int64(len(j.Name) + len(j.Project) + len(j.Pool) + len(j.State) + len(j.Reason) + len(j.Message) +
-		len(j.Priority) + len(j.Submitter) + len(j.SpecHash) + len(j.OutputDir) + len(j.IdempotencyKey))
-	if j.Code != nil {
-		n += int64(unsafe.Sizeof(*j.Code) + uintptr(len(j.Code.SHA256)+len(j.Code.Commit)))
-	}
-	for i := range d.Attempts {
-		a := &d.Attempts[i]
-		n += int64(unsafe.Sizeof(*a)) + int64(len(a.State)+len(a.Reason)+len(a.Message)+len(a.Node)+8*len(a.GPUs))
-		if a.ExitCode != nil {
-			n += 8
-		}
-	}
-	for i := range d.Events {
-		e := &d.Events[i]
-		n += int64(unsafe.Sizeof(*e)) + int64(len(e.From)+len(e.To)+len(e.Actor)+len(e.Reason)+len(e.Message))
-	}
-	return n
-}
+// bytes is the memory an entry of x holds, its spec's text and the rate
+// history it shares aside: the blob, the entry and its map slot.
+func (x detailBlob) bytes() int64 { return int64(len(x.b)) + int64(unsafe.Sizeof(detailEntry{})) + 64 }
 
 // JobDetail implements store.Jobs: from the detail cache, or read and
 // cached.

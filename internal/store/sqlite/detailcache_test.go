@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,7 +187,7 @@ func TestDetailCacheOff(t *testing.T) {
 func TestDetailCacheBound(t *testing.T) {
 	c := newDetailCache(1 << 20)
 	d := store.JobDetail{Job: domain.Job{Name: "x", SpecHash: "sha256:1", SpecJSON: make([]byte, 4096)}}
-	per := detailBytes(&d)
+	per := encodeDetail(&d).bytes()
 	for id := range int64(10_000) {
 		c.put(id, c.generation(id), d)
 	}
@@ -217,43 +218,85 @@ func TestDetailCacheBound(t *testing.T) {
 	}
 }
 
-// An entry gives back every field of the job a detail read fills: all but
-// the parsed spec.
-func TestCachedJobHasEveryField(t *testing.T) {
-	var j domain.Job
-	v := reflect.ValueOf(&j).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		if v.Type().Field(i).Name == "Spec" {
-			continue
-		}
-		switch f.Kind() {
+// An entry gives back every field a detail read fills (all but the
+// job's parsed spec), nil slices as nil and empty ones as empty.
+func TestDetailBlobRoundTrip(t *testing.T) {
+	n := 0
+	// fill sets every field of v to a value of its own, with text that
+	// needs the length's second byte now and then.
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		n++
+		switch v.Kind() {
 		case reflect.String:
-			f.SetString("s" + strconv.Itoa(i))
+			v.SetString("s" + strconv.Itoa(n) + strings.Repeat("é", n%3*40))
 		case reflect.Int, reflect.Int64:
-			f.SetInt(int64(i + 1))
+			v.SetInt(int64(n*n) * int64(1-2*(n%2))) // negative too
+		case reflect.Uint8:
+			v.SetUint(uint64(n))
+		case reflect.Float64:
+			v.SetFloat(float64(n) + 0.25)
 		case reflect.Bool:
-			f.SetBool(true)
+			v.SetBool(true)
 		case reflect.Slice:
-			f.SetBytes([]byte{byte(i)})
+			v.Set(reflect.MakeSlice(v.Type(), n%3+1, n%3+1))
+			for i := range v.Len() {
+				fill(v.Index(i))
+			}
 		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
+			v.Set(reflect.New(v.Type().Elem()))
+			fill(v.Elem())
 		case reflect.Struct:
-			switch x := f.Addr().Interface().(type) {
-			case *time.Time:
-				*x = t0.Add(time.Duration(i) * time.Second)
-			case *domain.Resources:
-				*x = domain.Resources{GPUs: i, CPUs: 1.5, Memory: 1 << 30, Nodes: 2}
-			default:
-				t.Fatalf("field %s: set a value of type %s here", v.Type().Field(i).Name, f.Type())
+			if x, ok := v.Addr().Interface().(*time.Time); ok {
+				*x = time.Unix(0, int64(n)*1_000_000_007).UTC() // as a read makes it
+				return
+			}
+			for i := range v.NumField() {
+				if v.Type() == reflect.TypeFor[domain.Job]() && v.Type().Field(i).Name == "Spec" {
+					continue
+				}
+				fill(v.Field(i))
 			}
 		default:
-			t.Fatalf("field %s: set a value of kind %s here", v.Type().Field(i).Name, f.Kind())
+			t.Fatalf("%s: set a value of kind %s here", v.Type(), v.Kind())
 		}
 	}
-	c := cacheJob(&j)
-	if got := c.job(j.SpecJSON); !reflect.DeepEqual(got, j) {
-		t.Fatalf("a job through the cache:\n got %+v\nwant %+v", got, j)
+	var full store.JobDetail
+	fill(reflect.ValueOf(&full.Job).Elem())
+	full.Attempts = make([]domain.Attempt, 2)
+	full.Events = make([]domain.Event, 3)
+	for i := range full.Attempts {
+		fill(reflect.ValueOf(&full.Attempts[i]).Elem())
+	}
+	for i := range full.Events {
+		fill(reflect.ValueOf(&full.Events[i]).Elem())
+	}
+	full.Attempts[1].GPUs = []int{}
+	for name, d := range map[string]store.JobDetail{
+		"full":  full,
+		"empty": {Attempts: []domain.Attempt{}, Events: []domain.Event{}},
+		"nil":   {Job: domain.Job{ID: 1, State: domain.JobQueued}},
+	} {
+		blob := encodeDetail(&d)
+		var got store.JobDetail
+		got.Job.SpecJSON = d.Job.SpecJSON
+		blob.job(&got.Job, true)
+		got.Attempts, got.Events = blob.details()
+		if !reflect.DeepEqual(got, d) {
+			t.Fatalf("%s: a detail through the cache:\n got %+v\nwant %+v", name, got, d)
+		}
+		var row domain.Job
+		blob.job(&row, false)
+		want := d.Job
+		want.Code, want.SpecJSON = nil, nil
+		if !reflect.DeepEqual(row, want) {
+			t.Fatalf("%s: a list row through the cache:\n got %+v\nwant %+v", name, row, want)
+		}
+		var seen []int
+		blob.eachAttempt(func(a *domain.Attempt) { seen = append(seen, a.Number) })
+		if len(seen) != len(d.Attempts) {
+			t.Fatalf("%s: eachAttempt gave %v for %d attempts", name, seen, len(d.Attempts))
+		}
 	}
 }
 

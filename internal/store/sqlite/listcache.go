@@ -68,14 +68,13 @@ func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, b
 		sh.mu.Lock()
 		e := sh.m[id]
 		if e != nil {
-			jobs[i] = e.job.job(nil)
+			e.blob.job(&jobs[i], false)
 		}
 		sh.mu.Unlock()
 		if e == nil || !matches(&jobs[i], f) {
 			c.mis.Add(1)
 			return nil, false
 		}
-		jobs[i].Code = nil // list rows carry no code reference
 	}
 	c.hits.Add(int64(len(ids)))
 	return jobs, true
@@ -122,11 +121,11 @@ func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
 		sh.mu.Lock()
 		e := sh.m[id]
 		if e != nil {
-			for i := range e.attempts {
-				if a := &e.attempts[i]; !a.StartedAt.IsZero() {
+			e.blob.eachAttempt(func(a *domain.Attempt) {
+				if !a.StartedAt.IsZero() {
 					times = append(times, store.AttemptTime{JobID: id, Attempt: a.Number, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt})
 				}
-			}
+			})
 		}
 		sh.mu.Unlock()
 		if e == nil {
