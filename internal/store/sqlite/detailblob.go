@@ -92,7 +92,9 @@ func (w *blobWriter) bool(v bool) {
 		w.b = append(w.b, 0)
 	}
 }
-func (w *blobWriter) float(f float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f)) }
+func (w *blobWriter) float(f float64) {
+	w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+}
 
 // time writes t as its Unix nanoseconds, as the database keeps it (a read
 // makes it time.Unix(0, n).UTC()); zero is NULL.
