@@ -21,15 +21,25 @@ import (
 // every field of the three types.
 
 // detailBlob is the encoding of a detail: its job (all but Spec and
-// SpecJSON), then its attempts, then its events.
+// SpecJSON), the times of its attempts (what pricing a list page reads),
+// its attempts, then its events.
 type detailBlob struct {
 	b        []byte
+	times    int // where the attempts' times start
 	attempts int // where the attempts start
 }
 
 func encodeDetail(d *store.JobDetail) detailBlob {
 	var w blobWriter
 	w.job(&d.Job)
+	times := len(w.b)
+	w.int(int64(len(d.Attempts)))
+	for i := range d.Attempts {
+		a := &d.Attempts[i]
+		w.int(int64(a.Number))
+		w.time(a.StartedAt)
+		w.time(a.FinishedAt)
+	}
 	at := len(w.b)
 	w.count(len(d.Attempts), d.Attempts == nil)
 	for i := range d.Attempts {
@@ -39,7 +49,7 @@ func encodeDetail(d *store.JobDetail) detailBlob {
 	for i := range d.Events {
 		w.event(&d.Events[i])
 	}
-	return detailBlob{b: bytes.Clone(w.b), attempts: at} // no spare capacity held
+	return detailBlob{b: bytes.Clone(w.b), times: times, attempts: at} // no spare capacity held
 }
 
 // job sets j's fields from the blob, leaving Spec and SpecJSON as they
@@ -69,16 +79,17 @@ func (x detailBlob) details() ([]domain.Attempt, []domain.Event) {
 	return atts, evs
 }
 
-// eachAttempt calls fn with each attempt in turn, decoded into one
-// scratch value.
-func (x detailBlob) eachAttempt(fn func(a *domain.Attempt)) {
-	r := blobReader{b: x.b, off: x.attempts}
-	n, _ := r.count()
-	var a domain.Attempt
-	for range n {
-		r.attempt(&a)
-		fn(&a)
+// appendAttemptTimes appends the times of the attempts that started, as
+// job id's.
+func (x detailBlob) appendAttemptTimes(times []store.AttemptTime, id int64) []store.AttemptTime {
+	r := blobReader{b: x.b, off: x.times}
+	for range r.int() {
+		number, started, finished := int(r.int()), r.time(), r.time()
+		if !started.IsZero() {
+			times = append(times, store.AttemptTime{JobID: id, Attempt: number, StartedAt: started, FinishedAt: finished})
+		}
 	}
+	return times
 }
 
 type blobWriter struct{ b []byte }

@@ -272,6 +272,7 @@ func TestDetailBlobRoundTrip(t *testing.T) {
 		fill(reflect.ValueOf(&full.Events[i]).Elem())
 	}
 	full.Attempts[1].GPUs = []int{}
+	full.Attempts = append(full.Attempts, domain.Attempt{Number: 3, State: domain.AttemptStarting}) // not started
 	for name, d := range map[string]store.JobDetail{
 		"full":  full,
 		"empty": {Attempts: []domain.Attempt{}, Events: []domain.Event{}},
@@ -292,10 +293,14 @@ func TestDetailBlobRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(row, want) {
 			t.Fatalf("%s: a list row through the cache:\n got %+v\nwant %+v", name, row, want)
 		}
-		var seen []int
-		blob.eachAttempt(func(a *domain.Attempt) { seen = append(seen, a.Number) })
-		if len(seen) != len(d.Attempts) {
-			t.Fatalf("%s: eachAttempt gave %v for %d attempts", name, seen, len(d.Attempts))
+		var started []store.AttemptTime // of the attempts that started
+		for _, a := range d.Attempts {
+			if !a.StartedAt.IsZero() {
+				started = append(started, store.AttemptTime{JobID: 9, Attempt: a.Number, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt})
+			}
+		}
+		if got := blob.appendAttemptTimes(nil, 9); !reflect.DeepEqual(got, started) {
+			t.Fatalf("%s: attempt times %+v, want %+v", name, got, started)
 		}
 	}
 }

@@ -121,11 +121,7 @@ func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
 		sh.mu.Lock()
 		e := sh.m[id]
 		if e != nil {
-			e.blob.eachAttempt(func(a *domain.Attempt) {
-				if !a.StartedAt.IsZero() {
-					times = append(times, store.AttemptTime{JobID: id, Attempt: a.Number, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt})
-				}
-			})
+			times = e.blob.appendAttemptTimes(times, id)
 		}
 		sh.mu.Unlock()
 		if e == nil {
