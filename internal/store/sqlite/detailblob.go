@@ -25,8 +25,8 @@ import (
 // its attempts, then its events.
 type detailBlob struct {
 	b        []byte
-	times    int // where the attempts' times start
-	attempts int // where the attempts start
+	times    int32 // where the attempts' times start
+	attempts int32 // where the attempts start
 }
 
 func encodeDetail(d *store.JobDetail) detailBlob {
@@ -49,7 +49,7 @@ func encodeDetail(d *store.JobDetail) detailBlob {
 	for i := range d.Events {
 		w.event(&d.Events[i])
 	}
-	return detailBlob{b: bytes.Clone(w.b), times: times, attempts: at} // no spare capacity held
+	return detailBlob{b: bytes.Clone(w.b), times: int32(times), attempts: int32(at)} // no spare capacity held
 }
 
 // job sets j's fields from the blob, leaving Spec and SpecJSON as they
@@ -61,7 +61,7 @@ func (x detailBlob) job(j *domain.Job, code bool) {
 
 // details decodes the attempts and the events.
 func (x detailBlob) details() ([]domain.Attempt, []domain.Event) {
-	r := blobReader{b: x.b, off: x.attempts}
+	r := blobReader{b: x.b, off: int(x.attempts)}
 	var atts []domain.Attempt
 	if n, isNil := r.count(); !isNil {
 		atts = make([]domain.Attempt, n)
@@ -82,7 +82,7 @@ func (x detailBlob) details() ([]domain.Attempt, []domain.Event) {
 // appendAttemptTimes appends the times of the attempts that started, as
 // job id's.
 func (x detailBlob) appendAttemptTimes(times []store.AttemptTime, id int64) []store.AttemptTime {
-	r := blobReader{b: x.b, off: x.times}
+	r := blobReader{b: x.b, off: int(x.times)}
 	for range r.int() {
 		number, started, finished := int(r.int()), r.time(), r.time()
 		if !started.IsZero() {

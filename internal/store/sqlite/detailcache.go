@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,9 +57,9 @@ const detailShards = 64
 
 type detailShard struct {
 	mu  sync.Mutex
-	gen uint64 // forgets that touched this shard
-	m   map[int64]*detailEntry
-	_   [40]byte // keep shards on their own cache lines
+	gen uint64                // forgets that touched this shard
+	m   map[int64]detailEntry // by value: a lookup reaches the blob in one step fewer
+	_   [40]byte              // keep shards on their own cache lines
 }
 
 // detailEntry is a cached detail.
@@ -83,7 +84,7 @@ const DefaultDetailCacheBytes = 256 << 20
 func newDetailCache(capBytes int64) *detailCache {
 	c := &detailCache{capBytes: max(capBytes, 0)}
 	for i := range c.shards {
-		c.shards[i].m = map[int64]*detailEntry{}
+		c.shards[i].m = map[int64]detailEntry{}
 	}
 	c.shared.specs = map[string]*specRef{}
 	c.shared.rates = map[string][]store.RateChange{}
@@ -104,9 +105,9 @@ func (c *detailCache) get(id int64) (store.JobDetail, bool) {
 	}
 	sh := c.shard(id)
 	sh.mu.Lock()
-	e := sh.m[id]
+	e, ok := sh.m[id]
 	sh.mu.Unlock()
-	if e == nil {
+	if !ok {
 		c.mis.Add(1)
 		return store.JobDetail{}, false
 	}
@@ -133,10 +134,10 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 	if !c.on() {
 		return
 	}
-	e := &detailEntry{blob: encodeDetail(&d), rates: slices.Clone(d.Rates)}
+	e := detailEntry{blob: encodeDetail(&d), rates: slices.Clone(d.Rates)}
 	e.bytes = e.blob.bytes()
-	if e.bytes+int64(len(d.Job.SpecJSON)) > c.capBytes/64 {
-		return // one huge job would push out many
+	if e.bytes+int64(len(d.Job.SpecJSON)) > min(c.capBytes/64, math.MaxInt32) {
+		return // one huge job would push out many (and its offsets must fit an int32)
 	}
 	sh := c.shard(id)
 	sh.mu.Lock()
@@ -144,9 +145,9 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 	if sh.gen != gen || c.off.Load() {
 		return
 	}
-	c.share(e, &d)
-	if old := sh.m[id]; old != nil {
-		c.drop(old)
+	c.share(&e, &d)
+	if old, ok := sh.m[id]; ok {
+		c.drop(&old)
 	}
 	sh.m[id] = e
 	c.bytes.Add(e.bytes)
@@ -156,7 +157,7 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 		}
 		if k != id {
 			delete(sh.m, k)
-			c.drop(v)
+			c.drop(&v)
 		}
 	}
 }
@@ -212,7 +213,7 @@ func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
 			sh.mu.Lock()
 			sh.gen++
 			for _, e := range sh.m {
-				c.drop(e)
+				c.drop(&e)
 			}
 			clear(sh.m)
 			sh.mu.Unlock()
@@ -223,16 +224,16 @@ func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
 		sh := c.shard(id)
 		sh.mu.Lock()
 		sh.gen++
-		if e := sh.m[id]; e != nil {
+		if e, ok := sh.m[id]; ok {
 			delete(sh.m, id)
-			c.drop(e)
+			c.drop(&e)
 		}
 		sh.mu.Unlock()
 	}
 }
 
 // bytes is the memory an entry of x holds, its spec's text and the rate
-// history it shares aside: the blob, the entry and its map slot.
+// history it shares aside: the blob, and the entry in its map slot.
 func (x detailBlob) bytes() int64 { return int64(len(x.b)) + int64(unsafe.Sizeof(detailEntry{})) + 64 }
 
 // JobDetail implements store.Jobs: from the detail cache, or read and

@@ -66,12 +66,12 @@ func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, b
 	for i, id := range ids {
 		sh := c.shard(id)
 		sh.mu.Lock()
-		e := sh.m[id]
-		if e != nil {
+		e, ok := sh.m[id]
+		sh.mu.Unlock()
+		if ok {
 			e.blob.job(&jobs[i], false)
 		}
-		sh.mu.Unlock()
-		if e == nil || !matches(&jobs[i], f) {
+		if !ok || !matches(&jobs[i], f) {
 			c.mis.Add(1)
 			return nil, false
 		}
@@ -119,15 +119,13 @@ func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
 	for _, id := range sorted {
 		sh := c.shard(id)
 		sh.mu.Lock()
-		e := sh.m[id]
-		if e != nil {
-			times = e.blob.appendAttemptTimes(times, id)
-		}
+		e, ok := sh.m[id]
 		sh.mu.Unlock()
-		if e == nil {
+		if !ok {
 			c.mis.Add(1)
 			return nil, false
 		}
+		times = e.blob.appendAttemptTimes(times, id)
 	}
 	if len(times) == 0 {
 		return nil, true // as the database answers
