@@ -16,7 +16,7 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // timeAt is t, or nil when t is zero: a pointer into the job a DTO is
-// made from, which outlives it, where timePtr allocates a copy.
+// made from, where timePtr allocates a copy.
 func timeAt(t *time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -25,12 +25,27 @@ func timeAt(t *time.Time) *time.Time {
 }
 
 func jobDTO(j *domain.Job) apitypes.Job {
+	out := jobFields(j)
+	out.StartedAt, out.FinishedAt = timePtr(j.StartedAt), timePtr(j.FinishedAt)
+	return out
+}
+
+// pageJobDTO is jobDTO for a job of a list page, which outlives its DTO:
+// its times are pointed at rather than copied. (jobDTO copies them, so
+// that a single job's DTO does not move the job to the heap.)
+func pageJobDTO(j *domain.Job) apitypes.Job {
+	out := jobFields(j)
+	out.StartedAt, out.FinishedAt = timeAt(&j.StartedAt), timeAt(&j.FinishedAt)
+	return out
+}
+
+// jobFields is a job's DTO but for its start and end.
+func jobFields(j *domain.Job) apitypes.Job {
 	r := j.Resources
 	out := apitypes.Job{
 		ID: j.ID, Name: j.Name, Project: j.Project, Pool: j.Pool, State: string(j.State),
 		Reason: string(j.Reason), Message: j.Message, Priority: string(j.Priority),
 		Submitter: j.Submitter, SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt,
-		StartedAt: timeAt(&j.StartedAt), FinishedAt: timeAt(&j.FinishedAt),
 		OutputDir: j.OutputDir, AttemptCount: j.Attempts, CancelRequested: j.CancelRequested, Preemptions: j.Preemptions,
 		SpecHash: j.SpecHash, Code: codeDTO(j.Code), RerunOf: j.RerunOf,
 	}

@@ -133,7 +133,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		return
 	}
 	page := jobPage{jobs: jobs, dto: func(j *domain.Job, i int) apitypes.Job {
-		out := jobDTO(j)
+		out := pageJobDTO(j)
 		if i < len(costs) && costs[i].Priced {
 			out.Cost, out.Currency = costs[i].Cost.String(), h.cfg.currency()
 		}
