@@ -26,8 +26,6 @@ func appendFast(b []byte, v any) (_ []byte, ok bool) {
 	switch v := v.(type) {
 	case apitypes.Job:
 		return appendJobLine(b, &v)
-	case apitypes.JobList:
-		return appendJobList(b, &v)
 	case jobPage:
 		return v.append(b)
 	}
@@ -55,7 +53,8 @@ func (p jobPage) list() apitypes.JobList {
 // MarshalJSON is the list's encoding for encoding/json.
 func (p jobPage) MarshalJSON() ([]byte, error) { return json.Marshal(p.list()) }
 
-// append appends the page as appendJobList does its list.
+// append appends the page as encoding/json's Encoder does its list,
+// newline included.
 func (p jobPage) append(b []byte) ([]byte, bool) {
 	b = append(b, `{"jobs":[`...)
 	for i := range p.jobs {
@@ -72,32 +71,6 @@ func (p jobPage) append(b []byte) ([]byte, bool) {
 	if p.cursor != "" {
 		b = append(b, `,"next_cursor":`...)
 		b = appendString(b, p.cursor)
-	}
-	return append(b, "}\n"...), true
-}
-
-// appendJobList appends l as encoding/json's Encoder does, newline
-// included.
-func appendJobList(b []byte, l *apitypes.JobList) ([]byte, bool) {
-	b = append(b, `{"jobs":`...)
-	if l.Jobs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range l.Jobs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendJob(b, &l.Jobs[i]); !ok {
-				return b, false
-			}
-		}
-		b = append(b, ']')
-	}
-	if l.NextCursor != "" {
-		b = append(b, `,"next_cursor":`...)
-		b = appendString(b, l.NextCursor)
 	}
 	return append(b, "}\n"...), true
 }
