@@ -8,11 +8,11 @@ import (
 	"trainyard/internal/domain"
 )
 
-// The same exact arithmetic as calc's, in 128 bits: every price a job
-// of the usual size runs up fits (a 64-GPU gang at 10 a GPU-hour, held a
-// month, needs about 2^117), and a list page prices every job on it. A
-// computation that would not fit, or has a negative term, is done again
-// in big.Int, which gives the same answer (TestExact128MatchesBig).
+// The same exact arithmetic as calc's, in 128 bits, for a list page
+// prices every job on it: at 10 a GPU-hour, an attempt on a node of 8
+// GPUs fits for about six weeks, a gang of 64 GPUs for about five days.
+// A computation that would not fit, or has a negative term, is done
+// again in big.Int, which gives the same answer (TestExact128MatchesBig).
 
 // u128 is an unsigned 128-bit integer.
 type u128 struct{ hi, lo uint64 }
