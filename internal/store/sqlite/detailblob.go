@@ -94,8 +94,11 @@ func (x detailBlob) appendAttemptTimes(times []store.AttemptTime, id int64) []st
 
 type blobWriter struct{ b []byte }
 
-func (w *blobWriter) int(v int64)  { w.b = binary.AppendVarint(w.b, v) }
-func (w *blobWriter) str(s string) { w.b = append(binary.AppendUvarint(w.b, uint64(len(s))), s...) }
+func (w *blobWriter) int(v int64) { w.b = binary.AppendVarint(w.b, v) }
+func (w *blobWriter) str(s string) {
+	w.int(int64(len(s)))
+	w.b = append(w.b, s...)
+}
 func (w *blobWriter) bool(v bool) {
 	if v {
 		w.b = append(w.b, 1)
@@ -214,19 +217,13 @@ func (r *blobReader) int() int64 {
 }
 
 func (r *blobReader) str() string {
-	n := int(r.length())
+	n := int(r.int())
 	if n == 0 {
 		return ""
 	}
 	s := unsafe.String(&r.b[r.off], n)
 	r.off += n
 	return s
-}
-
-func (r *blobReader) length() uint64 {
-	v, n := binary.Uvarint(r.b[r.off:])
-	r.off += n
-	return v
 }
 
 func (r *blobReader) bool() bool {
