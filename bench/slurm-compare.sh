@@ -61,7 +61,7 @@ for cmd in curl; do
 done
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/slurm-compare.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/slurm-compare.XXXXXX")
 chmod 0755 "$work"
 pids=()
 cleanup() {
