@@ -429,3 +429,31 @@ func TestOtherWriterTurnsTheCacheOff(t *testing.T) {
 		t.Fatalf("after another store wrote: message %q, %v", d.Job.Message, err)
 	}
 }
+
+// BenchmarkDetailBlobRow decodes a list row and its attempts' times from a
+// cached detail shaped like a finished job's, as a list page does per job.
+func BenchmarkDetailBlobRow(b *testing.B) {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 123456789, time.UTC)
+	fin := at.Add(time.Hour)
+	d := store.JobDetail{
+		Job: domain.Job{ID: 123456, Name: "train-resnet50", Project: "vision", Pool: "default", State: domain.JobSucceeded,
+			Priority: domain.Priority("normal"), Submitter: "alice", SubmittedAt: at, UpdatedAt: fin, StartedAt: at, FinishedAt: fin,
+			Resources: domain.Resources{GPUs: 8, CPUs: 32, Memory: 256 << 30, Nodes: 1}, SpecHash: strings.Repeat("ab", 32),
+			OutputDir: "/data/artifacts/vision/train-resnet50/123456", Attempts: 1, Timeout: domain.Duration(24 * time.Hour)},
+		Attempts: []domain.Attempt{{JobID: 123456, Number: 1, State: domain.AttemptSucceeded, Node: "n1", CreatedAt: at, StartedAt: at, FinishedAt: fin}},
+	}
+	for i := range 5 {
+		d.Events = append(d.Events, domain.Event{ID: int64(i + 1), JobID: 123456, Attempt: 1, At: at.Add(time.Duration(i) * time.Minute), From: domain.JobQueued, To: domain.JobRunning, Actor: "system:executor"})
+	}
+	blob := encodeDetail(&d)
+	var j domain.Job
+	times := make([]store.AttemptTime, 0, 4)
+	for b.Loop() {
+		blob.job(&j, false)
+		times = blob.appendAttemptTimes(times[:0], j.ID)
+	}
+	if j.Name != d.Job.Name || len(times) != 1 {
+		b.Fatalf("decoded %q with %d attempt times", j.Name, len(times))
+	}
+	b.ReportMetric(float64(len(blob.b)), "blob-bytes")
+}
