@@ -50,7 +50,8 @@ import (
 // the rates follow the share of the CPUs the process gets in each phase,
 // the CPU times much less. It reports the share of shows the SQLite
 // store's detail cache answered (detail-hit-%), the memory it held
-// (detail-cache-MiB) and the size of a list answer (list-KiB: writing
+// (detail-cache-MiB), the share of list pages it answered without reading
+// their ids from the database (list-memory-only-%), and the size of a list answer (list-KiB: writing
 // and reading that many bytes is itself a good share of a list's CPU). With TRAINYARD_BENCH_PROFILE=dir, it writes a
 // CPU profile of each load of each round there (list-1.prof, …), which
 // go tool pprof merges when given several.
@@ -206,6 +207,7 @@ func BenchmarkReadsVsHello(b *testing.B) {
 			b.ReportMetric(100*float64(c.Hits-cache0.Hits)/float64(reads), "detail-hit-%")
 		}
 		b.ReportMetric(float64(c.Bytes)/(1<<20), "detail-cache-MiB")
+		b.ReportMetric(100*float64(c.CursorPages-cache0.CursorPages)/float64(max(reqs[2], 1)), "list-memory-only-%")
 	}
 	b.ReportMetric(rate[1]/rate[0], "show/hello")
 	b.ReportMetric(rate[2]/rate[0], "list/hello")

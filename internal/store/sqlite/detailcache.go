@@ -39,11 +39,12 @@ import (
 // in common: the spec's text, counted once per distinct spec, and the
 // pool's rate history.
 type detailCache struct {
-	shards    [detailShards]detailShard
-	capBytes  int64        // 0 turns the cache off
-	off       atomic.Bool  // turned off for good: another process wrote the file (noteOtherWriters)
-	bytes     atomic.Int64 // held now: entries and distinct specs
-	hits, mis atomic.Int64
+	shards     [detailShards]detailShard
+	capBytes   int64        // 0 turns the cache off
+	off        atomic.Bool  // turned off for good: another process wrote the file (noteOtherWriters)
+	bytes      atomic.Int64 // held now: entries and distinct specs
+	hits, mis  atomic.Int64
+	belowPages atomic.Int64 // list pages answered without the database (listBelow)
 
 	// Lock order: a shard's mu, then shared's.
 	shared struct {
@@ -257,8 +258,11 @@ func (s *Store) JobDetail(ctx context.Context, id int64) (store.JobDetail, error
 // DetailCacheStats is what the detail cache did and holds.
 type DetailCacheStats struct {
 	Hits, Misses int64 // reads answered from memory, and from the database
-	Entries      int   // jobs cached now
-	Bytes        int64 // their estimated size
+	// CursorPages counts list pages after a cursor answered from memory
+	// alone, without reading their ids from the database.
+	CursorPages int64
+	Entries     int   // jobs cached now
+	Bytes       int64 // their estimated size
 	// OtherWriter says another process wrote the database file, which
 	// turned the cache off for good (noteOtherWriters).
 	OtherWriter bool
@@ -267,7 +271,7 @@ type DetailCacheStats struct {
 // DetailCacheStats returns the detail cache's counts.
 func (s *Store) DetailCacheStats() DetailCacheStats {
 	c := s.details
-	st := DetailCacheStats{Hits: c.hits.Load(), Misses: c.mis.Load(), Bytes: c.bytes.Load(), OtherWriter: c.off.Load()}
+	st := DetailCacheStats{Hits: c.hits.Load(), Misses: c.mis.Load(), CursorPages: c.belowPages.Load(), Bytes: c.bytes.Load(), OtherWriter: c.off.Load()}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()

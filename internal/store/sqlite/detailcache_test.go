@@ -72,6 +72,11 @@ func checkCachedDetails(t *testing.T, s *Store) {
 		{Limit: 50}, {Limit: 3, BeforeID: ids[0]}, {Limit: 10, States: []domain.JobState{domain.JobQueued, domain.JobRunning}},
 		{Limit: 10, States: []domain.JobState{domain.JobSucceeded}}, {Limit: 20, Project: "p"},
 		{Limit: 20, Restrict: true, Projects: []string{"vision"}, Submitter: "alice"}, {Limit: 20, Restrict: true},
+		// After a cursor: from the cache alone while every id below it is
+		// cached, from the database past the newest checkedJobs.
+		{Limit: 5, BeforeID: ids[len(ids)/2]}, {Limit: 50, BeforeID: ids[0] + 1},
+		{Limit: 4, BeforeID: ids[0], States: []domain.JobState{domain.JobQueued}},
+		{Limit: 4, BeforeID: ids[0], Restrict: true, Projects: []string{"p"}, Submitter: "alice"},
 	} {
 		cached, cerr := s.ListJobs(ctx, f)
 		fresh, ferr := s.Shared.ListJobs(ctx, f)
@@ -456,4 +461,81 @@ func BenchmarkDetailBlobRow(b *testing.B) {
 		b.Fatalf("decoded %q with %d attempt times", j.Name, len(times))
 	}
 	b.ReportMetric(float64(len(blob.b)), "blob-bytes")
+}
+
+// A page after a cursor comes from the cache alone when every id below the
+// cursor is cached down to a full page, and from the database otherwise:
+// the same page either way, a changed job's new state included.
+func TestCursorPagesFromTheCache(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	ids := createJobs(t, s, "page", 12)
+	list := func(f store.JobFilter) []domain.Job {
+		t.Helper()
+		got, err := s.ListJobs(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.Shared.ListJobs(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("ListJobs(%+v):\n got %+v\nwant %+v", f, got, want)
+		}
+		return got
+	}
+	pages := func() int64 { return s.DetailCacheStats().CursorPages }
+	below := store.JobFilter{Limit: 4, BeforeID: ids[10]} // ids[9] down to ids[6]
+	list(below)
+	if pages() != 0 {
+		t.Fatal("a page of jobs never read came from the cache")
+	}
+	for _, id := range ids[5:10] {
+		if _, err := s.JobDetail(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := list(below); len(got) != 4 || got[0].ID != ids[9] || pages() != 1 {
+		t.Fatalf("a page of cached jobs: %d jobs from %d, %d pages from the cache; want 4 from %d, 1", len(got), got[0].ID, pages(), ids[9])
+	}
+	// The last page ends at the first job: every id below the cursor must
+	// be cached for the cache to know that.
+	last := store.JobFilter{Limit: 50, BeforeID: ids[10]}
+	list(last)
+	if pages() != 1 {
+		t.Fatal("a page reaching jobs never read came from the cache")
+	}
+	for _, id := range ids[:5] {
+		if _, err := s.JobDetail(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := list(last); len(got) != 10 || pages() != 2 {
+		t.Fatalf("the last page: %d jobs, %d pages from the cache; want 10, 2", len(got), pages())
+	}
+	// A write forgets its job: the page goes to the database and shows
+	// the change; read again, the job is cached and the page comes back.
+	errs, err := s.Apply(ctx, []store.Change{{JobID: ids[7], Move: domain.MoveHold(), Actor: "test", At: t0}})
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := store.JobFilter{Limit: 3, BeforeID: ids[10], States: []domain.JobState{domain.JobHeld}}
+	if got := list(held); len(got) != 1 || got[0].ID != ids[7] || pages() != 2 {
+		t.Fatalf("held jobs after a hold: %+v, %d pages from the cache; want job %d from the database", got, pages(), ids[7])
+	}
+	if _, err := s.JobDetail(ctx, ids[7]); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(held); len(got) != 1 || got[0].ID != ids[7] || pages() != 3 {
+		t.Fatalf("held jobs, all cached: %+v, %d pages from the cache; want job %d from the cache", got, pages(), ids[7])
+	}
+	// A filter most jobs fail is the database's: eleven ids to scan for a
+	// page of two is past the bound (four a row).
+	if got := list(store.JobFilter{Limit: 2, BeforeID: ids[11], States: []domain.JobState{domain.JobRunning}}); len(got) != 0 || pages() != 3 {
+		t.Fatalf("running jobs: %+v, %d pages from the cache; want none, from the database", got, pages())
+	}
 }

@@ -17,6 +17,13 @@ import (
 // reads the rows as before. Pricing the page reads the attempts' times
 // from the cache the same way. Reading a page's rows costs ten times
 // what reading its ids does.
+//
+// A page after a cursor (BeforeID) may not need the database at all: it
+// holds jobs whose ids are below the cursor, newest first, so when each id
+// from the cursor down is a cached job until the page is full, the cache
+// alone is the answer (listBelow). An id it does not hold, a job that was never
+// read, one a write forgot, or no job at all, sends the page to the
+// database as before; so does a filter most cached jobs fail.
 
 // maxCachedPage is the largest page ListJobs answers from the cache.
 const maxCachedPage = 1000
@@ -28,6 +35,9 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 	}
 	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || !s.details.on() {
 		return s.Shared.ListJobs(ctx, f)
+	}
+	if jobs, ok := s.details.listBelow(&f); ok {
+		return jobs, nil
 	}
 	q, args := sqlstore.ListJobIDsQuery(f)
 	st, err := s.readStmt(ctx, q.SQL(sqlstore.SQLite))
@@ -79,6 +89,44 @@ func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, b
 	c.hits.Add(int64(len(ids)))
 	return jobs, true
 }
+
+// listBelow returns the page of f below its cursor from the cache alone,
+// or false when that would take an id the cache does not hold, or more
+// than belowScan ids per row wanted. It reads every id below the cursor
+// in turn, so no job the database would put on the page is skipped.
+func (c *detailCache) listBelow(f *store.JobFilter) ([]domain.Job, bool) {
+	if f.BeforeID <= 1 {
+		return nil, false // the first page: its newest jobs are seldom cached yet
+	}
+	jobs := make([]domain.Job, 0, f.Limit)
+	scan := belowScan * f.Limit
+	for id := f.BeforeID - 1; id > 0 && len(jobs) < f.Limit; id-- {
+		if scan--; scan < 0 {
+			return nil, false
+		}
+		sh := c.shard(id)
+		sh.mu.Lock()
+		e, ok := sh.m[id]
+		sh.mu.Unlock()
+		if !ok {
+			return nil, false
+		}
+		jobs = jobs[:len(jobs)+1]
+		j := &jobs[len(jobs)-1]
+		e.blob.job(j, false)
+		if !matches(j, f) {
+			*j = domain.Job{}
+			jobs = jobs[:len(jobs)-1]
+		}
+	}
+	c.belowPages.Add(1)
+	c.hits.Add(int64(len(jobs)))
+	return jobs, true
+}
+
+// belowScan bounds the ids listBelow reads per row of the page: a filter
+// few jobs pass is the database's to answer, from its indexes.
+const belowScan = 4
 
 // matches reports whether j passes f's conditions (not its paging).
 func matches(j *domain.Job, f *store.JobFilter) bool {
