@@ -445,11 +445,12 @@ func TestOpenAppliesPragmasAtAnOddPath(t *testing.T) {
 		t.Fatalf("database file not at the given path: %v", err)
 	}
 	var mode string
-	var fk, syncMode, busy int
+	var fk, syncMode, busy, ckpt int
 	err = s.write(ctx, func(w *writer) error {
 		for q, dst := range map[string]any{
 			"PRAGMA journal_mode": &mode, "PRAGMA foreign_keys": &fk,
 			"PRAGMA synchronous": &syncMode, "PRAGMA busy_timeout": &busy,
+			"PRAGMA wal_autocheckpoint": &ckpt,
 		} {
 			if err := w.conn.QueryRowContext(w.ctx, q).Scan(dst); err != nil {
 				return fmt.Errorf("%s: %w", q, err)
@@ -460,9 +461,9 @@ func TestOpenAppliesPragmasAtAnOddPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mode != "wal" || fk != 1 || syncMode != 1 || busy != busyTimeoutMS {
-		t.Errorf("writer pragmas: journal_mode=%s foreign_keys=%d synchronous=%d busy_timeout=%d; want wal 1 1 %d",
-			mode, fk, syncMode, busy, busyTimeoutMS)
+	if mode != "wal" || fk != 1 || syncMode != 1 || busy != busyTimeoutMS || ckpt != walCheckpointPages {
+		t.Errorf("writer pragmas: journal_mode=%s foreign_keys=%d synchronous=%d busy_timeout=%d wal_autocheckpoint=%d; want wal 1 1 %d %d",
+			mode, fk, syncMode, busy, ckpt, busyTimeoutMS, walCheckpointPages)
 	}
 	if _, err := s.readDB.ExecContext(ctx, "INSERT INTO tokens (name, subject, role, hash) VALUES ('x', 'x', 'x', 'x')"); err == nil {
 		t.Errorf("a read connection accepted a write; it must be query-only")
