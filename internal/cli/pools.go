@@ -134,7 +134,7 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 	kv("Name", p.Name)
 	kv("Executor", p.Executor)
 	kv("GPU type", p.GPUType)
-	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), dash(p.Capacity.Memory)))
+	kv("Capacity", fmt.Sprintf("%d GPUs, %s CPUs, %s memory", p.Capacity.GPUs, formatFloat(p.Capacity.CPUs), memText(dash(p.Capacity.Memory))))
 	if p.BeyondHardware != "" {
 		kv("Hardware", poolHardwareNote(p))
 	}

@@ -398,3 +398,17 @@ func TestGPUList(t *testing.T) {
 		}
 	}
 }
+
+// A machine's memory is seldom a round number of GiB: pool show writes it
+// as people read it, not in the exact KiB the API gives.
+func TestPoolShowRoundsMachineMemory(t *testing.T) {
+	h, pf := newPoolHarness(t)
+	pf.addPool(apitypes.Pool{Name: "default", Executor: "local", Borrowing: true,
+		Nodes: []apitypes.Node{{Name: "vm", CPUs: 16, Memory: "131961976KiB", GPUs: []int{0}}}})
+	r := h.mustRun(0, "pool", "show", "default")
+	for _, want := range []string{"Capacity:           1 GPUs, 16 CPUs, 125.8GiB memory", "  vm    16    125.8GiB  0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("pool show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
