@@ -108,6 +108,12 @@ func Admit(pool domain.Pool, quota *domain.Quota, open bool, spec domain.Spec) d
 		return errs
 	}
 	need := gangLimits(r)
+	if rule.open {
+		// Its ceiling is the pool's capacity: a job that fits each of the
+		// nodes it asks for fits their sum, so the checks of the job's
+		// shape above said whatever there is to say.
+		return errs
+	}
 	if !rule.ceiling.within(need) {
 		dim := exceededDim(rule.ceiling, need)
 		errs.Add(quotaPath(dim), "needs %s %s in total; project %s may use at most %s in pool %s (%s): lower the request or ask an admin for a larger quota",

@@ -46,6 +46,10 @@ func TestAdmit(t *testing.T) {
 		"open pool, plain job": {pool: Pool(std).Nodes(2, 8).Obj(), open: true, spec: spec(func(s *domain.Spec) {
 			s.Policy.Preemptible, s.Policy.Priority, s.Resources.GPUs = false, Urgent, 8
 		})},
+		// A job larger than an open pool's nodes is told so once, not
+		// again as a quota the pool does not have.
+		"open pool, too many GPUs": {pool: Pool(std).Nodes(1, 1).Obj(), open: true, spec: spec(func(s *domain.Spec) { s.Resources.GPUs = 2 }),
+			wantPath: []string{"resources.gpus"}, wantMsg: "the largest node in pool standard has 1"},
 		"empty pool": {pool: Pool(std).Obj(), spec: spec(func(*domain.Spec) {}), wantPath: []string{"pool"}, wantMsg: "has no nodes"},
 	}
 	for name, tc := range cases {

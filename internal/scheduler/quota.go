@@ -32,6 +32,7 @@ const unlimitedJobs = math.MaxInt / 2
 //     share it by fair share as one queue (see victimFor).
 type quotaRule struct {
 	has        bool
+	open       bool // no project has a quota in the pool: the ceiling is its capacity
 	guaranteed limits
 	ceiling    limits
 	canBorrow  bool
@@ -41,7 +42,7 @@ type quotaRule struct {
 func newQuotaRule(pool domain.Pool, capa domain.Limits, q *domain.Quota, open bool) quotaRule {
 	if q == nil && open {
 		all := limits{gpus: capa.GPUs, cpus: capa.CPUs, mem: float64(capa.Memory), jobs: unlimitedJobs}
-		return quotaRule{has: true, guaranteed: all, ceiling: all, maxRank: domain.PriorityUrgent.Rank()}
+		return quotaRule{has: true, open: true, guaranteed: all, ceiling: all, maxRank: domain.PriorityUrgent.Rank()}
 	}
 	if q == nil {
 		r := quotaRule{maxRank: domain.PriorityNormal.Rank()}
