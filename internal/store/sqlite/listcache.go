@@ -111,12 +111,10 @@ func (c *detailCache) listBelow(f *store.JobFilter) ([]domain.Job, bool) {
 		if !ok {
 			return nil, false
 		}
-		jobs = jobs[:len(jobs)+1]
-		j := &jobs[len(jobs)-1]
+		j := &jobs[:len(jobs)+1][len(jobs)] // decoding sets every field a row has
 		e.blob.job(j, false)
-		if !matches(j, f) {
-			*j = domain.Job{}
-			jobs = jobs[:len(jobs)-1]
+		if matches(j, f) {
+			jobs = jobs[:len(jobs)+1]
 		}
 	}
 	c.belowPages.Add(1)
