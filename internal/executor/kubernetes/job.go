@@ -1,0 +1,268 @@
+package kubernetes
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"trainyard/internal/executor"
+)
+
+// Labels on everything the executor creates: what finds an attempt's
+// objects again after a restart.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelJob       = "trainyard.io/job"
+	LabelAttempt   = "trainyard.io/attempt"
+	LabelProject   = "trainyard.io/project"
+	LabelPool      = "trainyard.io/pool"
+	managedBy      = "trainyard"
+
+	// containerName is the job's container in its pods.
+	containerName = "job"
+	// masterPort is the rendezvous port of a multi-node attempt: every
+	// pod has its own IP, so one fixed port serves every attempt.
+	masterPort = 29500
+	// completionIndex is the annotation that holds an Indexed Job pod's
+	// index, its node rank.
+	completionIndex = "batch.kubernetes.io/job-completion-index"
+)
+
+// objectName is the name of the attempt's Job, Service and Secret: a DNS
+// label, unique per attempt.
+func objectName(ref executor.Ref) string {
+	return fmt.Sprintf("ty-%d-%d", ref.JobID, ref.Attempt)
+}
+
+// refOf reads the attempt a labelled object belongs to.
+func refOf(labels map[string]string) (executor.Ref, bool) {
+	if labels[LabelManagedBy] != managedBy {
+		return executor.Ref{}, false
+	}
+	id, err1 := strconv.ParseInt(labels[LabelJob], 10, 64)
+	n, err2 := strconv.Atoi(labels[LabelAttempt])
+	if err1 != nil || err2 != nil || id <= 0 || n <= 0 {
+		return executor.Ref{}, false
+	}
+	return executor.Ref{JobID: id, Attempt: n}, true
+}
+
+func labelsOf(l executor.Launch) map[string]string {
+	m := map[string]string{
+		LabelManagedBy: managedBy,
+		LabelJob:       strconv.FormatInt(l.JobID, 10),
+		LabelAttempt:   strconv.Itoa(l.Attempt),
+	}
+	if l.Project != "" {
+		m[LabelProject] = l.Project
+	}
+	if l.Pool != "" {
+		m[LabelPool] = l.Pool
+	}
+	return m
+}
+
+// objects is what one attempt creates: its Job, the Secret holding its
+// secret variables (nil when it has none) and, for a multi-node attempt,
+// the headless Service its pods find each other by.
+type objects struct {
+	job     *batchv1.Job
+	secret  *corev1.Secret
+	service *corev1.Service
+}
+
+// build returns the objects of attempt l in namespace cfg.Namespace.
+//
+// One pod per node: resources.nodes pods, each with the attempt's whole
+// per-node request. A multi-node attempt is an Indexed Job whose pods
+// take their rank from their completion index and find rank 0 at
+// <job>-0.<service>, with a pod anti-affinity that keeps them on separate
+// nodes. Retries are Trainyard's: backoffLimit 0 and restartPolicy Never.
+// A variable whose value is one of l.Redact goes through the Secret, so
+// that no secret is in the Job's spec.
+func build(cfg Config, l executor.Launch) objects {
+	name := objectName(l.Ref)
+	labels := labelsOf(l)
+	nodes := max(l.Resources.Nodes, 1)
+	meta := metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace, Labels: labels}
+
+	env, secret := splitEnv(l.Env, l.Redact, name)
+	var o objects
+	if len(secret) > 0 {
+		o.secret = &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: secret}
+	}
+	env = append(env, placementEnv(l, name, nodes)...)
+
+	res := corev1.ResourceList{}
+	if l.Resources.CPUs > 0 {
+		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(l.Resources.CPUs*1000+0.5), resource.DecimalSI)
+	}
+	if l.Resources.Memory > 0 {
+		res[corev1.ResourceMemory] = *resource.NewQuantity(int64(l.Resources.Memory), resource.BinarySI)
+	}
+	if l.Resources.GPUs > 0 {
+		res[corev1.ResourceName(cfg.gpuResource())] = *resource.NewQuantity(int64(l.Resources.GPUs), resource.DecimalSI)
+	}
+	grace := int64(l.Grace.Round(time.Second) / time.Second)
+	if l.Grace <= 0 {
+		grace = 10
+	}
+	no := false
+	pod := corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  &no,
+		EnableServiceLinks:            &no,
+		TerminationGracePeriodSeconds: &grace,
+		NodeSelector:                  cfg.NodeSelector,
+		Tolerations:                   cfg.Tolerations,
+		PriorityClassName:             cfg.PriorityClass,
+		Affinity:                      affinity(l, labels, nodes),
+		Containers: []corev1.Container{{
+			Name:      containerName,
+			Image:     cfg.Image,
+			Command:   l.Argv,
+			Env:       env,
+			Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+		}},
+	}
+	for _, s := range cfg.ImagePullSecrets {
+		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	n := int32(nodes)
+	zero := int32(0)
+	spec := batchv1.JobSpec{
+		Parallelism:  &n,
+		Completions:  &n,
+		BackoffLimit: &zero,
+		Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+	}
+	if l.Timeout > 0 {
+		// A backstop: the executor stops the attempt at its timeout
+		// itself; this ends it even while the server is down.
+		d := int64((l.Timeout + time.Duration(grace)*time.Second).Round(time.Second) / time.Second)
+		spec.ActiveDeadlineSeconds = &d
+	}
+	if nodes > 1 {
+		mode := batchv1.IndexedCompletion
+		spec.CompletionMode = &mode
+		spec.Template.Spec.Subdomain = name
+		o.service = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 map[string]string{LabelManagedBy: managedBy, LabelJob: labels[LabelJob], LabelAttempt: labels[LabelAttempt]},
+			PublishNotReadyAddresses: true,
+		}}
+	}
+	o.job = &batchv1.Job{ObjectMeta: meta, Spec: spec}
+	return o
+}
+
+// splitEnv separates the variables whose value is a secret (one of
+// redact; values under 4 bytes are never treated as secrets, as in the
+// logs) into the Secret's data, referenced by name, from the others. A
+// later definition of a name wins, as in a process's environment.
+func splitEnv(vars, redact []string, secretName string) ([]corev1.EnvVar, map[string][]byte) {
+	secrets := map[string]bool{}
+	for _, v := range redact {
+		if len(v) >= 4 {
+			secrets[v] = true
+		}
+	}
+	last := map[string]int{}
+	for i, kv := range vars {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
+	var env []corev1.EnvVar
+	var data map[string][]byte
+	for i, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || last[k] != i || placementVar(k) {
+			continue
+		}
+		if !secrets[v] {
+			env = append(env, corev1.EnvVar{Name: k, Value: v})
+			continue
+		}
+		if data == nil {
+			data = map[string][]byte{}
+		}
+		data[k] = []byte(v)
+		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: k},
+		}})
+	}
+	return env, data
+}
+
+// placementVar reports the variables the executor sets from the
+// placement itself (executor.Placement.Env); the device plugin sets
+// CUDA_VISIBLE_DEVICES in a pod.
+func placementVar(k string) bool {
+	switch k {
+	case "CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "RANK", "NODE_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT":
+		return true
+	}
+	return false
+}
+
+// placementEnv is the rank environment of a pod (executor.Placement.Env
+// without CUDA_VISIBLE_DEVICES, which the GPU device plugin sets): a
+// multi-node attempt's pods read their rank from their completion index.
+func placementEnv(l executor.Launch, name string, nodes int) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: "WORLD_SIZE", Value: strconv.Itoa(nodes)},
+		{Name: "LOCAL_RANK", Value: "0"},
+		{Name: "LOCAL_WORLD_SIZE", Value: "1"},
+		{Name: "MASTER_PORT", Value: strconv.Itoa(masterPort)},
+	}
+	if nodes == 1 {
+		return append(env,
+			corev1.EnvVar{Name: "RANK", Value: "0"},
+			corev1.EnvVar{Name: "NODE_RANK", Value: "0"},
+			corev1.EnvVar{Name: "MASTER_ADDR", Value: "localhost"})
+	}
+	index := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + completionIndex + "']"}}
+	return append(env,
+		corev1.EnvVar{Name: "RANK", ValueFrom: index},
+		corev1.EnvVar{Name: "NODE_RANK", ValueFrom: index},
+		// Pod 0 of an Indexed Job is <job>-0, and the headless Service
+		// named like the Job publishes it as <job>-0.<job>.
+		corev1.EnvVar{Name: "MASTER_ADDR", Value: name + "-0." + name})
+}
+
+// affinity pins the attempt's pods to the nodes Trainyard's scheduler
+// placed it on (when the placement names them) and, for a multi-node
+// attempt, one pod per node.
+func affinity(l executor.Launch, labels map[string]string, nodes int) *corev1.Affinity {
+	var placed []string
+	for _, n := range l.Placement.Nodes {
+		if n.Name != "" && !slices.Contains(placed, n.Name) {
+			placed = append(placed, n.Name)
+		}
+	}
+	var a corev1.Affinity
+	if len(placed) > 0 {
+		a.NodeAffinity = &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: placed,
+			}}}},
+		}}
+	}
+	if nodes > 1 {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelJob: labels[LabelJob], LabelAttempt: labels[LabelAttempt]}},
+			TopologyKey:   corev1.LabelHostname,
+		}}}
+	}
+	if a.NodeAffinity == nil && a.PodAntiAffinity == nil {
+		return nil
+	}
+	return &a
+}

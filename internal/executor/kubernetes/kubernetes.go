@@ -1,0 +1,460 @@
+// Package kubernetes runs attempts on a Kubernetes cluster, one batch/v1
+// Job per attempt (an Indexed Job and a headless Service for a multi-node
+// attempt), and follows them through shared informers on Jobs and pods:
+// one watch of each for every attempt, however many run.
+//
+// Trainyard keeps the queue, quotas and retries: a Job's backoffLimit is
+// 0 and its pods never restart; the scheduler has already placed the
+// attempt, so its pods are pinned to the nodes it chose.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+)
+
+// Config configures a Kubernetes executor.
+type Config struct {
+	// REST reaches the API server (from a kubeconfig, or in-cluster).
+	REST *rest.Config
+	// Namespace holds the attempts' Jobs, pods, Services and Secrets.
+	Namespace string
+	// Image runs jobs whose environment names none.
+	Image string
+	// GPUResource is the extended resource that counts GPUs; default
+	// nvidia.com/gpu.
+	GPUResource string
+	// NodeSelector, Tolerations and PriorityClass go on every pod; the
+	// nodes NodeSelector picks are also the inventory.
+	NodeSelector     map[string]string
+	Tolerations      []corev1.Toleration
+	PriorityClass    string
+	ImagePullSecrets []string
+	// Files is the read side (logs, outputs): where the executor keeps
+	// what outlives the pods.
+	Files executor.Files
+	Log   *slog.Logger
+}
+
+func (c Config) gpuResource() string {
+	if c.GPUResource == "" {
+		return "nvidia.com/gpu"
+	}
+	return c.GPUResource
+}
+
+// Executor runs attempts as Kubernetes Jobs.
+type Executor struct {
+	executor.Files
+	cfg     Config
+	client  kubernetes.Interface
+	factory informers.SharedInformerFactory
+	jobs    cache.SharedIndexInformer
+	pods    cache.SharedIndexInformer
+	nodes   cache.SharedIndexInformer
+	events  chan executor.Event
+	stop    chan struct{}
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	attempts map[executor.Ref]*attempt
+	pending  []executor.Event // to deliver, in order (pump)
+	wake     chan struct{}    // pending has grown
+	closed   bool
+}
+
+// attempt is what the executor remembers of an attempt it launched.
+type attempt struct {
+	started  bool // Started sent
+	done     bool // Exited or Lost sent
+	seen     bool // its Job has been in the cache
+	stopping *executor.StopRequest
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// byAttempt indexes Jobs and pods by the attempt they belong to.
+const byAttempt = "attempt"
+
+func attemptKey(ref executor.Ref) string { return ref.String() }
+
+func indexAttempt(obj any) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	if ref, ok := refOf(m.GetLabels()); ok {
+		return []string{attemptKey(ref)}, nil
+	}
+	return nil, nil
+}
+
+// New starts the executor's informers and returns once their caches
+// hold the cluster's current state.
+func New(ctx context.Context, cfg Config) (*Executor, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("kubernetes executor: no API server configured (Config.REST)")
+	}
+	if cfg.Namespace == "" {
+		return nil, errors.New("kubernetes executor: no namespace configured")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	client, err := kubernetes.NewForConfig(cfg.REST)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	e := &Executor{
+		Files:    cfg.Files,
+		cfg:      cfg,
+		client:   client,
+		events:   make(chan executor.Event, 1024),
+		stop:     make(chan struct{}),
+		log:      cfg.Log,
+		attempts: map[executor.Ref]*attempt{},
+		wake:     make(chan struct{}, 1),
+	}
+	go e.pump()
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy}).String()
+	e.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
+	e.jobs = e.factory.Batch().V1().Jobs().Informer()
+	e.pods = e.factory.Core().V1().Pods().Informer()
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(cfg.NodeSelector).String()
+		}))
+	e.nodes = nodeFactory.Core().V1().Nodes().Informer()
+	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods} {
+		if err := inf.AddIndexers(cache.Indexers{byAttempt: indexAttempt}); err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    e.changed,
+			UpdateFunc: func(_, obj any) { e.changed(obj) },
+			DeleteFunc: e.changed,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	e.factory.Start(e.stop)
+	nodeFactory.Start(e.stop)
+	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods, e.nodes} {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			close(e.stop)
+			return nil, fmt.Errorf("kubernetes executor: the API server's Jobs, pods and nodes could not be listed: %w", context.Cause(ctx))
+		}
+	}
+	return e, nil
+}
+
+// Close stops the informers. Attempts keep running in the cluster; a new
+// executor adopts them when the server launches them again.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		e.closed = true
+		close(e.stop)
+	}
+	return nil
+}
+
+// Capabilities: multi-node gangs, containers, memory and CPU limits
+// (enforced by the kubelet, OOM reported), GPUs of the configured kind.
+func (e *Executor) Capabilities() executor.Capabilities {
+	return executor.Capabilities{MultiNode: true, Containers: true, MemoryLimits: true, CPULimits: true,
+		GPUKinds: []string{"nvidia"}}
+}
+
+// Events delivers the attempts' observations.
+func (e *Executor) Events() <-chan executor.Event { return e.events }
+
+// Launch creates the attempt's objects; those that exist already are
+// kept (the attempt is adopted), and its state is reported again.
+func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
+	if len(l.Argv) == 0 {
+		return fmt.Errorf("launch %s: no entrypoint", l.Ref)
+	}
+	o := build(e.cfg, l)
+	e.mu.Lock()
+	a := e.attempts[l.Ref]
+	if a == nil {
+		a = &attempt{}
+		e.attempts[l.Ref] = a
+	} else {
+		a.started, a.done, a.seen = false, false, false // report them again
+	}
+	e.mu.Unlock()
+
+	ns := e.cfg.Namespace
+	if o.secret != nil {
+		if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, o.secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			e.forget(l.Ref)
+			return fmt.Errorf("launch %s: create Secret %s/%s: %w", l.Ref, ns, o.secret.Name, err)
+		}
+	}
+	if o.service != nil {
+		if _, err := e.client.CoreV1().Services(ns).Create(ctx, o.service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			e.forget(l.Ref)
+			return fmt.Errorf("launch %s: create Service %s/%s: %w", l.Ref, ns, o.service.Name, err)
+		}
+	}
+	if _, err := e.client.BatchV1().Jobs(ns).Create(ctx, o.job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.forget(l.Ref)
+		return fmt.Errorf("launch %s: create Job %s/%s: %w", l.Ref, ns, o.job.Name, err)
+	}
+	e.reconcile(l.Ref)
+	return nil
+}
+
+func (e *Executor) forget(ref executor.Ref) {
+	e.mu.Lock()
+	delete(e.attempts, ref)
+	e.mu.Unlock()
+}
+
+// Stop deletes the attempt's Job and its pods, giving them grace to
+// stop: the kubelet sends SIGTERM, then SIGKILL once it has passed. The
+// Exited event follows once the pods are gone.
+func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.StopRequest) error {
+	if req.Reason == "" {
+		req.Reason = domain.ReasonCanceledByUser
+	}
+	e.mu.Lock()
+	a := e.attempts[ref]
+	if a != nil && a.stopping == nil && !a.done {
+		a.stopping = &req
+	}
+	e.mu.Unlock()
+	if err := e.deleteJob(ctx, ref, req.Grace); err != nil {
+		return fmt.Errorf("stop %s: %w", ref, err)
+	}
+	e.reconcile(ref)
+	return nil
+}
+
+// deleteJob deletes the attempt's Job in the foreground (its pods first),
+// with grace (zero: each pod's own grace period).
+func (e *Executor) deleteJob(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	if grace > 0 {
+		s := int64(math.Ceil(grace.Seconds()))
+		opts.GracePeriodSeconds = &s
+	}
+	err := e.client.BatchV1().Jobs(e.cfg.Namespace).Delete(ctx, objectName(ref), opts)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// Release deletes what is left of an ended attempt: its Job and pods, its
+// Secret and Service.
+func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
+	e.mu.Lock()
+	a := e.attempts[ref]
+	e.mu.Unlock()
+	if a != nil && !a.done {
+		return fmt.Errorf("release %s: it has not ended; stop it first: %w", ref, domain.ErrConflict)
+	}
+	ns, name := e.cfg.Namespace, objectName(ref)
+	if err := e.deleteJob(ctx, ref, 0); err != nil {
+		return fmt.Errorf("release %s: delete Job %s/%s: %w", ref, ns, name, err)
+	}
+	if err := e.client.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release %s: delete Secret %s/%s: %w", ref, ns, name, err)
+	}
+	if err := e.client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release %s: delete Service %s/%s: %w", ref, ns, name, err)
+	}
+	e.forget(ref)
+	return nil
+}
+
+// Inventory lists the nodes the pool's node selector picks, with what
+// they can allocate; nodes that are not Ready or are cordoned are left
+// out.
+func (e *Executor) Inventory(ctx context.Context) (executor.Inventory, error) {
+	var inv executor.Inventory
+	for _, obj := range e.nodes.GetStore().List() {
+		n, ok := obj.(*corev1.Node)
+		if !ok || n.Spec.Unschedulable || !ready(n) {
+			continue
+		}
+		alloc := n.Status.Allocatable
+		node := executor.Node{Name: n.Name, CPUs: float64(alloc.Cpu().MilliValue()) / 1000,
+			Memory: domain.ByteSize(alloc.Memory().Value())}
+		if q, ok := alloc[corev1.ResourceName(e.cfg.gpuResource())]; ok {
+			for i := range int(q.Value()) {
+				node.GPUs = append(node.GPUs, i)
+			}
+		}
+		inv.Nodes = append(inv.Nodes, node)
+	}
+	slices.SortFunc(inv.Nodes, func(a, b executor.Node) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return inv, nil
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// changed is the informers' handler: an object of an attempt changed.
+func (e *Executor) changed(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	if ref, ok := refOf(m.GetLabels()); ok {
+		e.reconcile(ref)
+	}
+}
+
+// reconcile compares what the caches say of an attempt with what has been
+// reported, and reports the difference: Started once a container runs,
+// Exited once the Job has ended, or its pods are gone after a stop, or
+// its image cannot be pulled (the Job is then deleted).
+func (e *Executor) reconcile(ref executor.Ref) {
+	var job *batchv1.Job
+	objs, _ := e.jobs.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
+	for _, obj := range objs {
+		if j, ok := obj.(*batchv1.Job); ok {
+			job = j
+		}
+	}
+	var pods []*corev1.Pod
+	objs, _ = e.pods.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
+	for _, obj := range objs {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	o := observe(job, pods)
+
+	var deleteForPull bool
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a := e.attempts[ref]
+	if a == nil || a.done {
+		return
+	}
+	a.seen = a.seen || job != nil
+	if o.started && !a.started {
+		a.started = true
+		at := o.at
+		if at.IsZero() {
+			at = time.Now()
+		}
+		// A container's main process is PID 1 in its own namespace.
+		e.emit(executor.Event{Ref: ref, Kind: executor.Started, At: at, PID: 1})
+	}
+	var exit *executor.Event
+	switch {
+	case o.ended:
+		exit = &o.exit
+	case a.stopping != nil && (job == nil || job.DeletionTimestamp != nil) && len(pods) == 0:
+		exit = &executor.Event{State: domain.AttemptCanceled, Reason: a.stopping.Reason, Message: stopMessage(*a.stopping)}
+	case o.pullFail:
+		exit = &o.exit
+		deleteForPull = true
+	case a.seen && job == nil && a.stopping == nil:
+		// Its Job vanished without an outcome: someone deleted it.
+		e.emit(executor.Event{Ref: ref, Kind: executor.Lost, At: time.Now(),
+			Message: "its Kubernetes Job " + e.cfg.Namespace + "/" + objectName(ref) + " was deleted outside Trainyard"})
+		a.done = true
+	}
+	if exit != nil {
+		ev := *exit
+		ev.Ref, ev.Kind = ref, executor.Exited
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
+		e.emit(ev)
+		a.done = true
+	}
+	if deleteForPull {
+		go func() {
+			if err := e.deleteJob(context.Background(), ref, time.Second); err != nil {
+				e.log.Warn("delete the Job of an attempt whose image cannot be pulled", "attempt", ref.String(), "err", err)
+			}
+		}()
+	}
+}
+
+// emit queues ev for delivery; e.mu is held. Events go out in the order
+// they were queued, and queuing never blocks on a slow reader.
+func (e *Executor) emit(ev executor.Event) {
+	e.pending = append(e.pending, ev)
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump delivers queued events until the executor is closed.
+func (e *Executor) pump() {
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.wake:
+		}
+		e.mu.Lock()
+		batch := e.pending
+		e.pending = nil
+		e.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case e.events <- ev:
+			case <-e.stop:
+				return
+			}
+		}
+	}
+}
+
+func stopMessage(r executor.StopRequest) string {
+	if r.Message != "" {
+		return r.Message
+	}
+	return "stopped (" + string(r.Reason) + ")"
+}

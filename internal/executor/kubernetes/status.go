@@ -1,0 +1,147 @@
+package kubernetes
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+)
+
+// ReasonImagePullFailed: the job's image could not be pulled (a wrong
+// name or tag, a private registry without pull secret).
+const ReasonImagePullFailed domain.Reason = "ImagePullFailed"
+
+// ReasonEvicted: the node evicted the attempt's pod (memory or disk
+// pressure, a drain).
+const ReasonEvicted domain.Reason = "Evicted"
+
+// pullFailures are the waiting reasons of a container whose image will
+// not come: the attempt ends rather than waits.
+var pullFailures = map[string]bool{
+	"ErrImagePull":      true,
+	"ImagePullBackOff":  true,
+	"InvalidImageName":  true,
+	"ErrImageNeverPull": true,
+}
+
+// observed is what the Job and its pods say of an attempt.
+type observed struct {
+	started  bool      // a container of it has run
+	at       time.Time // when it started, or ended
+	ended    bool      // it will not run again: exit is its outcome
+	exit     executor.Event
+	pullFail bool   // a pod cannot pull its image (exit says which)
+	waiting  string // why it is not running yet, in words (unschedulable…)
+}
+
+// observe reads an attempt's state from its Job (nil: none) and pods. It
+// decides nothing about stops: the caller knows which it asked for.
+func observe(job *batchv1.Job, pods []*corev1.Pod) observed {
+	var o observed
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != containerName {
+				continue
+			}
+			switch {
+			case cs.State.Running != nil:
+				o.started = true
+				o.at = later(o.at, cs.State.Running.StartedAt.Time)
+			case cs.State.Terminated != nil:
+				o.started = true
+				o.at = later(o.at, cs.State.Terminated.StartedAt.Time)
+			case cs.State.Waiting != nil && pullFailures[cs.State.Waiting.Reason]:
+				o.pullFail = true
+				o.exit = executor.Event{State: domain.AttemptFailed, Reason: ReasonImagePullFailed,
+					Message: fmt.Sprintf("image %s cannot be pulled (%s): %s; check the image name and tag, and the pool's image pull secrets",
+						cs.Image, cs.State.Waiting.Reason, strings.TrimSpace(cs.State.Waiting.Message))}
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				o.waiting = "Kubernetes cannot place a pod: " + c.Message
+			}
+		}
+	}
+	if job == nil {
+		return o
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			zero := 0
+			o.ended = true
+			o.exit = executor.Event{State: domain.AttemptSucceeded, Reason: domain.ReasonCompleted, ExitCode: &zero,
+				Message: "exited with code 0", At: c.LastTransitionTime.Time}
+			return o
+		case batchv1.JobFailed:
+			o.ended = true
+			o.exit = failure(c, pods)
+			o.exit.At = c.LastTransitionTime.Time
+			return o
+		}
+	}
+	return o
+}
+
+// failure is the outcome of a failed Job: the first pod that failed
+// names it (OOM, its exit code, an eviction), else the Job's condition
+// (its deadline, which is the attempt's timeout).
+func failure(c batchv1.JobCondition, pods []*corev1.Pod) executor.Event {
+	if c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return executor.Event{State: domain.AttemptTimedOut, Reason: domain.ReasonTimeout,
+			Message: "timed out: " + c.Message}
+	}
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if p.Status.Reason == "Evicted" {
+			return executor.Event{State: domain.AttemptFailed, Reason: ReasonEvicted,
+				Message: "pod " + p.Name + " was evicted: " + p.Status.Message}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name != containerName || t == nil || t.ExitCode == 0 {
+				continue
+			}
+			code := int(t.ExitCode)
+			if t.Reason == "OOMKilled" {
+				return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonOOMKilled, ExitCode: &code,
+					Message: fmt.Sprintf("killed for exceeding its memory limit (pod %s, exit code %d)", p.Name, code)}
+			}
+			msg := "exited with code " + strconv.Itoa(code)
+			if len(pods) > 1 {
+				msg += " (pod " + p.Name + ")"
+			}
+			if t.Message != "" {
+				msg += ": " + strings.TrimSpace(t.Message)
+			}
+			return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonExitCode, ExitCode: &code, Message: msg}
+		}
+	}
+	msg := "the Kubernetes Job failed"
+	if c.Reason != "" {
+		msg += " (" + c.Reason + ")"
+	}
+	if c.Message != "" {
+		msg += ": " + c.Message
+	}
+	return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonNodeLost, Message: msg}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
