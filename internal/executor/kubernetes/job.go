@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,9 +145,10 @@ func build(cfg Config, l executor.Launch) objects {
 		Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 	}
 	if l.Timeout > 0 {
-		// A backstop: the executor stops the attempt at its timeout
-		// itself; this ends it even while the server is down.
-		d := int64((l.Timeout + time.Duration(grace)*time.Second).Round(time.Second) / time.Second)
+		// At the deadline the Job controller deletes the pods: the kubelet
+		// sends SIGTERM, and SIGKILL once the grace period has passed, as
+		// the local executor does at a timeout.
+		d := int64(math.Ceil(l.Timeout.Seconds()))
 		spec.ActiveDeadlineSeconds = &d
 	}
 	if nodes > 1 {

@@ -48,8 +48,8 @@ func TestBuildOneNode(t *testing.T) {
 	if *j.Spec.BackoffLimit != 0 || *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || o.service != nil {
 		t.Errorf("one node: backoff %d, completions %d, mode %v, service %v", *j.Spec.BackoffLimit, *j.Spec.Completions, j.Spec.CompletionMode, o.service)
 	}
-	if got := *j.Spec.ActiveDeadlineSeconds; got != 2*3600+30 {
-		t.Errorf("activeDeadlineSeconds %d, want the timeout plus grace", got)
+	if got := *j.Spec.ActiveDeadlineSeconds; got != 2*3600 {
+		t.Errorf("activeDeadlineSeconds %d, want the timeout", got)
 	}
 	pod := j.Spec.Template.Spec
 	if pod.RestartPolicy != corev1.RestartPolicyNever || *pod.TerminationGracePeriodSeconds != 30 || *pod.AutomountServiceAccountToken {

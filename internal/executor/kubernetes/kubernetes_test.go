@@ -211,7 +211,7 @@ func TestTheJobCarriesTheSpec(t *testing.T) {
 	if got := j.Labels[kubernetes.LabelProject] + "/" + j.Labels[kubernetes.LabelPool]; got != "vision/gpu" {
 		t.Errorf("labels %v", j.Labels)
 	}
-	if *j.Spec.BackoffLimit != 0 || j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds < 3600 {
+	if *j.Spec.BackoffLimit != 0 || j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != 3600 {
 		t.Errorf("backoffLimit %d, activeDeadlineSeconds %v", *j.Spec.BackoffLimit, j.Spec.ActiveDeadlineSeconds)
 	}
 	pod := j.Spec.Template.Spec
@@ -323,4 +323,12 @@ func TestANewExecutorAdoptsRunningAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExit(t, h.Wait(t, running.Ref, executor.Exited), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
+}
+
+func TestTimeoutEndsTheAttempt(t *testing.T) {
+	w := newWorld(t, nil)
+	l := w.launch(t, []string{"TRAINYARD_KWOK_BLOCK=1"}, func(l *executor.Launch) { l.Timeout = time.Second })
+	w.h.Wait(t, l.Ref, executor.Started)
+	ev := w.h.Wait(t, l.Ref, executor.Exited)
+	checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
 }

@@ -94,12 +94,18 @@ func Shared(t testing.TB) *Cluster {
 }
 
 // Stop stops the shared cluster, if one was started, and removes its
-// directory; TestMain calls it after the tests.
+// directory (kept, and named, with TRAINYARD_TEST_KUBE_KEEP=1: the
+// daemons' logs are there); TestMain calls it after the tests.
 func Stop() {
-	if shared.c != nil {
-		shared.c.Stop()
-		_ = os.RemoveAll(shared.c.Dir)
+	if shared.c == nil {
+		return
 	}
+	shared.c.Stop()
+	if os.Getenv("TRAINYARD_TEST_KUBE_KEEP") == "1" {
+		fmt.Fprintln(os.Stderr, "kubetest: kept", shared.c.Dir)
+		return
+	}
+	_ = os.RemoveAll(shared.c.Dir)
 }
 
 // Start starts a control plane from the binaries in bin, keeping its
@@ -162,7 +168,7 @@ func Start(bin, dir string) (*Cluster, error) {
 		"--service-account-signing-key-file", path("sa.key"),
 		"--service-cluster-ip-range", "10.96.0.0/16",
 		"--endpoint-reconciler-type", "none",
-		"--disable-admission-plugins", "ServiceAccount"); err != nil {
+		"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition"); err != nil {
 		return nil, err
 	}
 	c.Config = &rest.Config{Host: c.Server, BearerToken: c.Token,
@@ -369,6 +375,7 @@ type Node struct {
 	Memory      string // "64Gi"
 	GPUs        int
 	GPUResource string
+	Pods        string // how many pods it takes; default 110
 	Labels      map[string]string
 	Taints      []corev1.Taint
 }
@@ -379,10 +386,13 @@ func (c *Cluster) AddNode(t testing.TB, n Node) {
 	t.Helper()
 	ctx := context.Background()
 	cs := c.Client(t)
+	if n.Pods == "" {
+		n.Pods = "110"
+	}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(n.CPUs),
 		corev1.ResourceMemory: resource.MustParse(n.Memory),
-		corev1.ResourcePods:   resource.MustParse("110"),
+		corev1.ResourcePods:   resource.MustParse(n.Pods),
 	}
 	if n.GPUs > 0 {
 		name := n.GPUResource
