@@ -34,12 +34,12 @@ func benchJobs() int {
 // benchClients is how many goroutines create Jobs at once, on both sides.
 const benchClients = 8
 
-// benchNodes adds four kwok nodes of 64 CPUs that take 1,000 pods each,
+// benchNodes adds four kwok nodes of cpus CPUs that take 1,000 pods each,
 // labelled for this benchmark alone, and returns their selector.
-func benchNodes(b *testing.B, c *kubetest.Cluster, name string) map[string]string {
+func benchNodes(b *testing.B, c *kubetest.Cluster, name, cpus string) map[string]string {
 	sel := map[string]string{"trainyard.io/bench": name}
 	for i := range 4 {
-		c.AddNode(b, kubetest.Node{Name: name + "-" + strconv.Itoa(i), CPUs: "64", Memory: "512Gi", Pods: "1000", Labels: sel})
+		c.AddNode(b, kubetest.Node{Name: name + "-" + strconv.Itoa(i), CPUs: cpus, Memory: "4Ti", Pods: "1000", Labels: sel})
 	}
 	return sel
 }
@@ -60,7 +60,7 @@ func benchLaunch(i int) executor.Launch {
 // most 10%: ≥ 0.9).
 func BenchmarkThousandJobs(b *testing.B) {
 	c := kubetest.Shared(b)
-	sel := benchNodes(b, c, "bench-throughput")
+	sel := benchNodes(b, c, "bench-throughput", "64")
 	n := benchJobs()
 	var direct, via []float64
 	for b.Loop() {
@@ -145,13 +145,14 @@ func executorRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n i
 	return time.Since(start)
 }
 
-// BenchmarkLiveAttempts launches 1,000 attempts that keep running and
-// reports the memory the executor holds for them: the Go heap in use and
-// the process's resident set, each above what it was before the launches,
-// with the informers counted (one set, however many attempts).
+// BenchmarkLiveAttempts launches 1,000 one-CPU attempts that keep running
+// (on 1,024 CPUs) and reports the memory the executor holds for them: the
+// Go heap in use and the process's resident set, each above what it was
+// before the executor started, its informers included (one set, however
+// many attempts), and the process's goroutines.
 func BenchmarkLiveAttempts(b *testing.B) {
 	c := kubetest.Shared(b)
-	sel := benchNodes(b, c, "bench-live")
+	sel := benchNodes(b, c, "bench-live", "256") // room for every attempt at once
 	n := benchJobs()
 	for b.Loop() {
 		ns := c.Namespace(b)
