@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes engine the Kubernetes executor's tests run against
-# and prints the line that points them at it:
+# Builds the Kubernetes engine the Kubernetes executor's tests run against,
+# and helm for the chart's, and prints the lines that point them at them:
 #
-#   eval "$(bash .ci/kube.sh)"     # exports TRAINYARD_TEST_KUBE_BIN
+#   eval "$(bash .ci/kube.sh)"     # exports TRAINYARD_TEST_KUBE_BIN, TRAINYARD_TEST_HELM
 #
 # etcd, kube-apiserver, kube-controller-manager and kube-scheduler come from
 # the module in tools/kube (k8s.io/kubernetes and etcd's server, from the Go
@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 kwok_version=v0.8.0
+helm_version=v3.21.4
 log() { echo "kube: $*" >&2; }
 
 key="$(cat tools/kube/go.mod tools/kube/go.sum tools/kube/etcd/main.go | sha256sum | cut -c1-12)"
@@ -48,3 +49,18 @@ if ! complete; then
 fi
 
 echo "export TRAINYARD_TEST_KUBE_BIN=$dir"
+
+helm_dir="${TRAINYARD_KUBE_CACHE:-$HOME/.cache/trainyard}/helm-$helm_version-$(go env GOVERSION)"
+if [ ! -x "$helm_dir/helm" ]; then
+  log "building helm $helm_version into $helm_dir (a few minutes the first time)"
+  tmp="$helm_dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+  CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-buildvcs=false go install -trimpath -ldflags "-s -w" \
+    "helm.sh/helm/v3/cmd/helm@$helm_version" >&2
+  rm -rf "$helm_dir"
+  mv "$tmp" "$helm_dir"
+  trap - EXIT
+fi
+echo "export TRAINYARD_TEST_HELM=$helm_dir/helm"

@@ -1,5 +1,6 @@
 // Package deploy holds the files that install Trainyard (a systemd unit, a
-// container image); its tests check them against the code they install.
+// container image, a Helm chart); its tests check them against the code
+// they install.
 package deploy
 
 import (
