@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/executor/local"
 )
 
 // Config configures a Kubernetes executor.
@@ -73,6 +76,8 @@ type Executor struct {
 	nodes   cache.SharedIndexInformer
 	events  chan executor.Event
 	stop    chan struct{}
+	ctx     context.Context // ends with stop: the log followers'
+	cancel  context.CancelFunc
 	log     *slog.Logger
 
 	mu       sync.Mutex
@@ -84,10 +89,12 @@ type Executor struct {
 
 // attempt is what the executor remembers of an attempt it launched.
 type attempt struct {
-	started  bool // Started sent
-	done     bool // Exited or Lost sent
-	seen     bool // its Job has been in the cache
-	stopping *executor.StopRequest
+	started   bool // Started sent
+	startedAt time.Time
+	done      bool // Exited or Lost decided (sent once its log is written)
+	seen      bool // its Job has been in the cache
+	stopping  *executor.StopRequest
+	log       *attemptLog
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -134,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		attempts: map[executor.Ref]*attempt{},
 		wake:     make(chan struct{}, 1),
 	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.pump()
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy}).String()
 	e.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
@@ -163,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods, e.nodes} {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			close(e.stop)
+			e.cancel()
 			return nil, fmt.Errorf("kubernetes executor: the API server's Jobs, pods and nodes could not be listed: %w", context.Cause(ctx))
 		}
 	}
@@ -177,6 +186,7 @@ func (e *Executor) Close() error {
 	if !e.closed {
 		e.closed = true
 		close(e.stop)
+		e.cancel()
 	}
 	return nil
 }
@@ -197,15 +207,32 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	if len(l.Argv) == 0 {
 		return fmt.Errorf("launch %s: no entrypoint", l.Ref)
 	}
+	for _, d := range []string{l.Dir, filepath.Dir(l.LogPath)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("launch %s: %w", l.Ref, err)
+		}
+	}
+	// An attempt whose outcome is recorded has ended (and may have been
+	// released, its Job deleted): report it again, never run it again.
+	if ev, started, ok, err := local.Outcome(l.Dir); err != nil {
+		return fmt.Errorf("launch %s: %w", l.Ref, err)
+	} else if ok {
+		e.mu.Lock()
+		if !started.IsZero() {
+			e.emit(executor.Event{Ref: l.Ref, Kind: executor.Started, At: started, PID: 1})
+		}
+		ev.Ref = l.Ref
+		e.emit(ev)
+		e.mu.Unlock()
+		return nil
+	}
 	o := build(e.cfg, l)
 	e.mu.Lock()
-	a := e.attempts[l.Ref]
-	if a == nil {
-		a = &attempt{}
-		e.attempts[l.Ref] = a
-	} else {
-		a.started, a.done, a.seen = false, false, false // report them again
+	if a := e.attempts[l.Ref]; a != nil {
+		a.log.stop() // a relaunch: follow its pods again, from where the log ends
 	}
+	a := &attempt{log: newAttemptLog(e.ctx, l)}
+	e.attempts[l.Ref] = a
 	e.mu.Unlock()
 
 	ns := e.cfg.Namespace
@@ -380,12 +407,17 @@ func (e *Executor) reconcile(ref executor.Ref) {
 	a.seen = a.seen || job != nil
 	if o.started && !a.started {
 		a.started = true
-		at := o.at
-		if at.IsZero() {
-			at = time.Now()
+		a.startedAt = o.at
+		if a.startedAt.IsZero() {
+			a.startedAt = time.Now()
 		}
 		// A container's main process is PID 1 in its own namespace.
-		e.emit(executor.Event{Ref: ref, Kind: executor.Started, At: at, PID: 1})
+		e.emit(executor.Event{Ref: ref, Kind: executor.Started, At: a.startedAt, PID: 1})
+	}
+	for _, p := range pods {
+		if containerStarted(p) {
+			a.log.follow(e.client.CoreV1().Pods(p.Namespace), p.Name, rankOf(p))
+		}
 	}
 	var exit *executor.Event
 	switch {
@@ -398,9 +430,9 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		deleteForPull = true
 	case a.seen && job == nil && a.stopping == nil:
 		// Its Job vanished without an outcome: someone deleted it.
-		e.emit(executor.Event{Ref: ref, Kind: executor.Lost, At: time.Now(),
-			Message: "its Kubernetes Job " + e.cfg.Namespace + "/" + objectName(ref) + " was deleted outside Trainyard"})
 		a.done = true
+		go e.finish(a, executor.Event{Ref: ref, Kind: executor.Lost, At: time.Now(),
+			Message: "its Kubernetes Job " + e.cfg.Namespace + "/" + objectName(ref) + " was deleted outside Trainyard"})
 	}
 	if exit != nil {
 		ev := *exit
@@ -408,8 +440,8 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		if ev.At.IsZero() {
 			ev.At = time.Now()
 		}
-		e.emit(ev)
 		a.done = true
+		go e.finish(a, ev)
 	}
 	if deleteForPull {
 		go func() {
@@ -418,6 +450,21 @@ func (e *Executor) reconcile(ref executor.Ref) {
 			}
 		}()
 	}
+}
+
+// finish ends an attempt's log (its followers have read their pods' logs
+// to the end, or logGrace has passed), records its outcome beside it, and
+// reports ev: a reader of the log sees every line before the end.
+func (e *Executor) finish(a *attempt, ev executor.Event) {
+	a.log.finish(ev)
+	if ev.Kind == executor.Exited {
+		if err := local.RecordOutcome(a.log.dir, ev, a.startedAt); err != nil {
+			e.log.Warn("record the outcome of an attempt", "attempt", ev.Ref.String(), "err", err)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.emit(ev)
 }
 
 // emit queues ev for delivery; e.mu is held. Events go out in the order

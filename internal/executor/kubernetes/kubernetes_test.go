@@ -289,6 +289,15 @@ func TestMultiNodeIsAnIndexedJobWithAService(t *testing.T) {
 	if err != nil || len(pods.Items) != 2 || pods.Items[0].Spec.NodeName == pods.Items[1].Spec.NodeName {
 		t.Fatalf("want 2 pods on 2 nodes, got %d (%v)", len(pods.Items), err)
 	}
+	b, err := os.ReadFile(l.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stdout [rank 0] hello from the pod\n", "stdout [rank 1] hello from the pod\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the attempt's log lacks %q:\n%s", want, b)
+		}
+	}
 }
 
 // TestANewExecutorAdoptsRunningAttempts is a server restart: the first
@@ -331,4 +340,51 @@ func TestTimeoutEndsTheAttempt(t *testing.T) {
 	w.h.Wait(t, l.Ref, executor.Started)
 	ev := w.h.Wait(t, l.Ref, executor.Exited)
 	checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+}
+
+// TestPodLogsOutliveThePod: the pod's log is copied into the attempt's
+// log (secrets redacted) before the outcome is reported, the outcome is
+// recorded beside it, and launching the attempt again once it is released
+// reports that outcome instead of running it again.
+func TestPodLogsOutliveThePod(t *testing.T) {
+	w := newWorld(t, nil)
+	l := w.launch(t, []string{"TRAINYARD_KWOK_RUN_MS=200"}, func(l *executor.Launch) { l.Redact = []string{"hello"} })
+	checkExit(t, w.h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	b, err := os.ReadFile(l.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, want := range []string{"stdout [redacted] from the pod\n", "stdout step 1 loss 0.5\n", "system exited with code 0\n"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the attempt's log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "hello") {
+		t.Errorf("the secret is in the log:\n%s", log)
+	}
+	if err := w.ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubetest.WaitFor(context.Background(), 30*time.Second, "the Job to go", func(ctx context.Context) (bool, error) {
+		_, err := w.c.Client(t).BatchV1().Jobs(w.ns).Get(ctx, name(l.Ref), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ex, err := kubernetes.New(context.Background(), kubernetes.Config{REST: w.c.Config, Namespace: w.ns, Image: "example.com/trainer:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ex.Close() })
+	h := executortest.NewHarness(t, ex)
+	if err := ex.Launch(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	h.Wait(t, l.Ref, executor.Started)
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	if _, err := w.c.Client(t).BatchV1().Jobs(w.ns).Get(context.Background(), name(l.Ref), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("launching an ended attempt again created its Job again (%v)", err)
+	}
 }

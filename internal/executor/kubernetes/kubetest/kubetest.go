@@ -46,6 +46,39 @@ const EnvBin = "TRAINYARD_TEST_KUBE_BIN"
 //go:embed stages.yaml
 var stages []byte
 
+// PodLog is the file, in the cluster's directory, that kwok serves as
+// every pod's log (its "job" container's), in the CRI log format; it
+// holds PodLogLines.
+const PodLog = "pod.log"
+
+// PodLogLines are the lines of every pod's log.
+var PodLogLines = []string{"hello from the pod", "step 1 loss 0.5"}
+
+// criLog writes lines as a container runtime logs them.
+func criLog(lines []string) string {
+	var b strings.Builder
+	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", t.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano), l)
+	}
+	return b.String()
+}
+
+// podLogs is the kwok configuration that serves file as every pod's log.
+func podLogs(file string) string {
+	return `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: every-pod
+spec:
+  logs:
+  - containers: [job]
+    logsFile: ` + file + `
+    follow: false
+`
+}
+
 // Cluster is a running control plane.
 type Cluster struct {
 	// Dir holds the cluster's state, configuration and daemon logs.
@@ -119,11 +152,11 @@ func Start(bin, dir string) (*Cluster, error) {
 			c.Stop()
 		}
 	}()
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	etcdPort, peerPort, apiPort, kwokPort := ports[0], ports[1], ports[2], ports[3]
 	c.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	c.Token = randomHex(16)
 
@@ -137,7 +170,8 @@ func Start(bin, dir string) (*Cluster, error) {
 		"sa.key":      keyPEM,
 		"tokens.csv":  []byte(c.Token + ",admin,admin,system:masters\n"),
 		"kubeconfig":  []byte(kubeconfig(c.Server, c.Token)),
-		"stages.yaml": stages,
+		"stages.yaml": append(append([]byte(nil), stages...), podLogs(filepath.Join(dir, PodLog))...),
+		PodLog:        []byte(criLog(PodLogLines)),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
@@ -191,7 +225,11 @@ func Start(bin, dir string) (*Cluster, error) {
 		"--kubeconfig", c.Kubeconfig, "--config", path("stages.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-		"--node-ip", "10.0.0.1", "--cidr", "10.244.0.0/16"); err != nil {
+		// kwok serves the nodes' kubelet API (pod logs) on kwokPort, which
+		// the API server reaches at the nodes' address, 127.0.0.1.
+		"--server-address", "127.0.0.1:"+strconv.Itoa(kwokPort),
+		"--node-ip", "127.0.0.1", "--node-port", strconv.Itoa(kwokPort),
+		"--cidr", "10.244.0.0/16"); err != nil {
 		return nil, err
 	}
 	ok = true
