@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,20 @@ func TestUnschedulableSaysWhy(t *testing.T) {
 	o := observe(nil, []*corev1.Pod{p})
 	if o.started || o.ended || !strings.Contains(o.waiting, "Insufficient nvidia.com/gpu") {
 		t.Errorf("%+v", o)
+	}
+}
+
+// The executor links neither client-go's clientset nor its informer
+// factory: both register every API group at process start, in every
+// process that links the executor (client.go).
+func TestLinksNoClientset(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "k8s.io/client-go/kubernetes" || pkg == "k8s.io/client-go/informers" || pkg == "k8s.io/client-go/kubernetes/scheme" {
+			t.Errorf("the executor links %s", pkg)
+		}
 	}
 }

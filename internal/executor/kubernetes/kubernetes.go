@@ -25,8 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -68,17 +66,16 @@ func (c Config) gpuResource() string {
 // Executor runs attempts as Kubernetes Jobs.
 type Executor struct {
 	executor.Files
-	cfg     Config
-	client  kubernetes.Interface
-	factory informers.SharedInformerFactory
-	jobs    cache.SharedIndexInformer
-	pods    cache.SharedIndexInformer
-	nodes   cache.SharedIndexInformer
-	events  chan executor.Event
-	stop    chan struct{}
-	ctx     context.Context // ends with stop: the log followers'
-	cancel  context.CancelFunc
-	log     *slog.Logger
+	cfg    Config
+	client *client
+	jobs   cache.SharedIndexInformer
+	pods   cache.SharedIndexInformer
+	nodes  cache.SharedIndexInformer
+	events chan executor.Event
+	stop   chan struct{}
+	ctx    context.Context // ends with stop: the log followers'
+	cancel context.CancelFunc
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	attempts map[executor.Ref]*attempt
@@ -127,7 +124,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	client, err := kubernetes.NewForConfig(cfg.REST)
+	client, err := newClient(cfg.REST)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
@@ -144,20 +141,11 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.pump()
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy}).String()
-	e.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
-	e.jobs = e.factory.Batch().V1().Jobs().Informer()
-	e.pods = e.factory.Core().V1().Pods().Informer()
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.SelectorFromSet(cfg.NodeSelector).String()
-		}))
-	e.nodes = nodeFactory.Core().V1().Nodes().Informer()
+	byRef := cache.Indexers{byAttempt: indexAttempt}
+	e.jobs = client.informer(client.jobs(), cfg.Namespace, managed, &batchv1.Job{}, &batchv1.JobList{}, byRef)
+	e.pods = client.informer(client.pods(), cfg.Namespace, managed, &corev1.Pod{}, &corev1.PodList{}, byRef)
+	e.nodes = client.informer(client.nodes(), "", labels.SelectorFromSet(cfg.NodeSelector).String(), &corev1.Node{}, &corev1.NodeList{}, cache.Indexers{})
 	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods} {
-		if err := inf.AddIndexers(cache.Indexers{byAttempt: indexAttempt}); err != nil {
-			return nil, err
-		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    e.changed,
 			UpdateFunc: func(_, obj any) { e.changed(obj) },
@@ -166,8 +154,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 			return nil, err
 		}
 	}
-	e.factory.Start(e.stop)
-	nodeFactory.Start(e.stop)
+	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods, e.nodes} {
+		go inf.RunWithContext(e.ctx)
+	}
 	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods, e.nodes} {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			close(e.stop)
@@ -237,18 +226,18 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 
 	ns := e.cfg.Namespace
 	if o.secret != nil {
-		if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, o.secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := e.client.create(ctx, e.client.secrets(), ns, o.secret); err != nil && !apierrors.IsAlreadyExists(err) {
 			e.forget(l.Ref)
 			return fmt.Errorf("launch %s: create Secret %s/%s: %w", l.Ref, ns, o.secret.Name, err)
 		}
 	}
 	if o.service != nil {
-		if _, err := e.client.CoreV1().Services(ns).Create(ctx, o.service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := e.client.create(ctx, e.client.services(), ns, o.service); err != nil && !apierrors.IsAlreadyExists(err) {
 			e.forget(l.Ref)
 			return fmt.Errorf("launch %s: create Service %s/%s: %w", l.Ref, ns, o.service.Name, err)
 		}
 	}
-	if _, err := e.client.BatchV1().Jobs(ns).Create(ctx, o.job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.client.create(ctx, e.client.jobs(), ns, o.job); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.forget(l.Ref)
 		return fmt.Errorf("launch %s: create Job %s/%s: %w", l.Ref, ns, o.job.Name, err)
 	}
@@ -291,7 +280,7 @@ func (e *Executor) deleteJob(ctx context.Context, ref executor.Ref, grace time.D
 		s := int64(math.Ceil(grace.Seconds()))
 		opts.GracePeriodSeconds = &s
 	}
-	err := e.client.BatchV1().Jobs(e.cfg.Namespace).Delete(ctx, objectName(ref), opts)
+	err := e.client.delete(ctx, e.client.jobs(), e.cfg.Namespace, objectName(ref), opts)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -311,10 +300,10 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	if err := e.deleteJob(ctx, ref, 0); err != nil {
 		return fmt.Errorf("release %s: delete Job %s/%s: %w", ref, ns, name, err)
 	}
-	if err := e.client.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := e.client.delete(ctx, e.client.secrets(), ns, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release %s: delete Secret %s/%s: %w", ref, ns, name, err)
 	}
-	if err := e.client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := e.client.delete(ctx, e.client.services(), ns, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release %s: delete Service %s/%s: %w", ref, ns, name, err)
 	}
 	e.forget(ref)
@@ -416,7 +405,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 	}
 	for _, p := range pods {
 		if containerStarted(p) {
-			a.log.follow(e.client.CoreV1().Pods(p.Namespace), p.Name, rankOf(p))
+			a.log.follow(e.client, p.Namespace, p.Name, rankOf(p))
 		}
 	}
 	var exit *executor.Event

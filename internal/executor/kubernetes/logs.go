@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"trainyard/internal/executor"
 	"trainyard/internal/logs"
@@ -68,7 +67,7 @@ func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
 
 // follow starts reading pod's log into the attempt's, once per pod.
 // Called with the executor's lock held.
-func (a *attemptLog) follow(pods typedcorev1.PodInterface, pod string, rank int) {
+func (a *attemptLog) follow(c *client, ns, pod string, rank int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.followed[pod] || a.ctx.Err() != nil {
@@ -79,7 +78,7 @@ func (a *attemptLog) follow(pods typedcorev1.PodInterface, pod string, rank int)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := a.copy(pods, pod, rank); err != nil && a.ctx.Err() == nil {
+		if err := a.copy(c, ns, pod, rank); err != nil && a.ctx.Err() == nil {
 			a.system(time.Now(), "cannot read the log of pod "+pod+": "+err.Error())
 		}
 	}()
@@ -87,13 +86,13 @@ func (a *attemptLog) follow(pods typedcorev1.PodInterface, pod string, rank int)
 
 // copy streams pod's log until it ends (its container has exited) or the
 // attempt's context does.
-func (a *attemptLog) copy(pods typedcorev1.PodInterface, pod string, rank int) error {
+func (a *attemptLog) copy(c *client, ns, pod string, rank int) error {
 	opts := &corev1.PodLogOptions{Container: containerName, Follow: true, Timestamps: true}
 	if !a.last.IsZero() {
 		since := metav1.NewTime(a.last)
 		opts.SinceTime = &since
 	}
-	rc, err := pods.GetLogs(pod, opts).Stream(a.ctx)
+	rc, err := c.podLog(a.ctx, ns, pod, opts)
 	if err != nil {
 		return err
 	}
