@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -44,9 +45,12 @@ func benchNodes(b *testing.B, c *kubetest.Cluster, name, cpus string) map[string
 	return sel
 }
 
-func benchLaunch(i int) executor.Launch {
+// benchLaunch is job i's first attempt, its directory and log below root.
+func benchLaunch(root string, i int) executor.Launch {
+	dir := filepath.Join(root, strconv.Itoa(i+1), "1")
 	return executor.Launch{Ref: executor.Ref{JobID: int64(i + 1), Attempt: 1}, Project: "bench", Pool: "k8s",
-		Argv: []string{"true"}, Resources: domain.Resources{CPUs: 1, Memory: 64 << 20, Nodes: 1}}
+		Argv: []string{"true"}, Resources: domain.Resources{CPUs: 1, Memory: 64 << 20, Nodes: 1},
+		Dir: dir, LogPath: filepath.Join(dir, "output.log")}
 }
 
 // BenchmarkThousandJobs runs 1,000 one-pod jobs that end at once on kwok
@@ -77,6 +81,7 @@ func BenchmarkThousandJobs(b *testing.B) {
 func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int) time.Duration {
 	ns := c.Namespace(b)
 	cs := c.Client(b)
+	root := b.TempDir()
 	cfg := Config{Namespace: ns, Image: "example.com/bench:1", NodeSelector: sel}
 	var complete atomic.Int64
 	seen := sync.Map{}
@@ -104,7 +109,7 @@ func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int
 
 	start := time.Now()
 	each(n, func(i int) {
-		job := build(cfg, benchLaunch(i)).job
+		job := build(cfg, benchLaunch(root, i)).job
 		if _, err := cs.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
 			b.Error(err)
 		}
@@ -115,6 +120,7 @@ func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int
 
 func executorRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int) time.Duration {
 	ns := c.Namespace(b)
+	root := b.TempDir()
 	ex, err := New(context.Background(), Config{REST: c.Config, Namespace: ns, Image: "example.com/bench:1", NodeSelector: sel})
 	if err != nil {
 		b.Fatal(err)
@@ -137,7 +143,7 @@ func executorRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n i
 	}()
 	start := time.Now()
 	each(n, func(i int) {
-		if err := ex.Launch(context.Background(), benchLaunch(i)); err != nil {
+		if err := ex.Launch(context.Background(), benchLaunch(root, i)); err != nil {
 			b.Error(err)
 		}
 	})
@@ -156,6 +162,7 @@ func BenchmarkLiveAttempts(b *testing.B) {
 	n := benchJobs()
 	for b.Loop() {
 		ns := c.Namespace(b)
+		root := b.TempDir()
 		runtime.GC()
 		heap0, rss0 := heapInUse(), rss()
 		ex, err := New(context.Background(), Config{REST: c.Config, Namespace: ns, Image: "example.com/bench:1", NodeSelector: sel})
@@ -174,7 +181,7 @@ func BenchmarkLiveAttempts(b *testing.B) {
 			}
 		}()
 		each(n, func(i int) {
-			l := benchLaunch(i)
+			l := benchLaunch(root, i)
 			l.Env = []string{"TRAINYARD_KWOK_BLOCK=1"}
 			if err := ex.Launch(context.Background(), l); err != nil {
 				b.Error(err)

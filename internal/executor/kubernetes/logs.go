@@ -22,7 +22,7 @@ import (
 // kubelet ends them once the container has exited), until none has read a
 // line for logIdle, or for logGrace at most; then the outcome is reported.
 const (
-	logIdle  = 2 * time.Second
+	logIdle  = time.Second
 	logGrace = time.Minute
 )
 
