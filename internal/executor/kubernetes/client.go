@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -69,6 +70,15 @@ func (c *client) nodes() kind    { return kind{c.core, "nodes"} }
 
 func (c *client) create(ctx context.Context, r kind, ns string, obj runtime.Object) error {
 	return r.c.Post().Namespace(ns).Resource(r.plural).Body(obj).Do(ctx).Error()
+}
+
+// exists reports whether the object name of kind r is on the API server.
+func (c *client) exists(ctx context.Context, r kind, ns, name string) (bool, error) {
+	err := r.c.Get().Namespace(ns).Resource(r.plural).Name(name).Do(ctx).Error()
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (c *client) delete(ctx context.Context, r kind, ns, name string, opts metav1.DeleteOptions) error {

@@ -90,6 +90,7 @@ type attempt struct {
 	startedAt time.Time
 	done      bool // Exited or Lost decided (sent once its log is written)
 	seen      bool // its Job has been in the cache
+	checking  bool // confirmLost is asking whether its Job is gone
 	stopping  *executor.StopRequest
 	log       *attemptLog
 }
@@ -417,11 +418,12 @@ func (e *Executor) reconcile(ref executor.Ref) {
 	case o.pullFail:
 		exit = &o.exit
 		deleteForPull = true
-	case a.seen && job == nil && a.stopping == nil:
-		// Its Job vanished without an outcome: someone deleted it.
-		a.done = true
-		go e.finish(a, executor.Event{Ref: ref, Kind: executor.Lost, At: time.Now(),
-			Message: "its Kubernetes Job " + e.cfg.Namespace + "/" + objectName(ref) + " was deleted outside Trainyard"})
+	case a.seen && job == nil && a.stopping == nil && !a.checking:
+		// Its Job is gone from the cache without an outcome. Ask the API
+		// server before calling it lost: a cache can miss an object
+		// for a moment while its watch is re-established.
+		a.checking = true
+		go e.confirmLost(ref, a)
 	}
 	if exit != nil {
 		ev := *exit
@@ -439,6 +441,36 @@ func (e *Executor) reconcile(ref executor.Ref) {
 			}
 		}()
 	}
+}
+
+// confirmLost reports the attempt lost if the API server says its Job
+// is gone (someone deleted it outside Trainyard), else looks again.
+func (e *Executor) confirmLost(ref executor.Ref, a *attempt) {
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	there, err := e.client.exists(ctx, e.client.jobs(), e.cfg.Namespace, objectName(ref))
+	e.mu.Lock()
+	a.checking = false
+	lost := err == nil && !there && !a.done && a.stopping == nil && e.attempts[ref] == a
+	if lost {
+		a.done = true
+	}
+	e.mu.Unlock()
+	if lost {
+		e.finish(a, executor.Event{Ref: ref, Kind: executor.Lost, At: time.Now(),
+			Message: "its Kubernetes Job " + e.cfg.Namespace + "/" + objectName(ref) + " was deleted outside Trainyard"})
+		return
+	}
+	if err != nil {
+		e.log.Warn("cannot tell whether an attempt's Job is gone", "attempt", ref.String(), "err", err)
+	}
+	// Look again once the cache has had time to catch up.
+	select {
+	case <-e.ctx.Done():
+		return
+	case <-time.After(time.Second):
+	}
+	e.reconcile(ref)
 }
 
 // finish ends an attempt's log (its followers have read their pods' logs
