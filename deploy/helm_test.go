@@ -22,11 +22,7 @@ import (
 	"trainyard/internal/executor/kubernetes/kubetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	kubetest.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 var chart = filepath.Join("helm", "trainyard")
 

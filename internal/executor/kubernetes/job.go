@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -111,7 +110,7 @@ func build(cfg Config, l executor.Launch) objects {
 	if l.Resources.GPUs > 0 {
 		res[corev1.ResourceName(cfg.gpuResource())] = *resource.NewQuantity(int64(l.Resources.GPUs), resource.DecimalSI)
 	}
-	grace := int64(l.Grace.Round(time.Second) / time.Second)
+	grace := int64(math.Ceil(l.Grace.Seconds())) // never rounded down to an immediate kill
 	if l.Grace <= 0 {
 		grace = 10
 	}

@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -217,39 +218,55 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 		return nil
 	}
 	o := build(e.cfg, l)
-	e.mu.Lock()
-	if a := e.attempts[l.Ref]; a != nil {
-		a.log.stop() // a relaunch: follow its pods again, from where the log ends
-	}
 	a := &attempt{log: newAttemptLog(e.ctx, l)}
+	e.mu.Lock()
+	old := e.attempts[l.Ref]
 	e.attempts[l.Ref] = a
 	e.mu.Unlock()
+	if old != nil {
+		old.log.stop() // a relaunch: follow its pods again, from where the log ends
+	}
 
 	ns := e.cfg.Namespace
+	create := func(k kind, obj runtime.Object, name string) error {
+		err := e.client.create(ctx, k, ns, obj)
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		e.forget(l.Ref)
+		// Leave nothing behind of an attempt that never started.
+		cleanup, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		_ = e.Release(cleanup, l.Ref)
+		return fmt.Errorf("launch %s: create %s %s/%s: %w", l.Ref, k.plural, ns, name, err)
+	}
 	if o.secret != nil {
-		if err := e.client.create(ctx, e.client.secrets(), ns, o.secret); err != nil && !apierrors.IsAlreadyExists(err) {
-			e.forget(l.Ref)
-			return fmt.Errorf("launch %s: create Secret %s/%s: %w", l.Ref, ns, o.secret.Name, err)
+		if err := create(e.client.secrets(), o.secret, o.secret.Name); err != nil {
+			return err
 		}
 	}
 	if o.service != nil {
-		if err := e.client.create(ctx, e.client.services(), ns, o.service); err != nil && !apierrors.IsAlreadyExists(err) {
-			e.forget(l.Ref)
-			return fmt.Errorf("launch %s: create Service %s/%s: %w", l.Ref, ns, o.service.Name, err)
+		if err := create(e.client.services(), o.service, o.service.Name); err != nil {
+			return err
 		}
 	}
-	if err := e.client.create(ctx, e.client.jobs(), ns, o.job); err != nil && !apierrors.IsAlreadyExists(err) {
-		e.forget(l.Ref)
-		return fmt.Errorf("launch %s: create Job %s/%s: %w", l.Ref, ns, o.job.Name, err)
+	if err := create(e.client.jobs(), o.job, o.job.Name); err != nil {
+		return err
 	}
 	e.reconcile(l.Ref)
 	return nil
 }
 
+// forget drops what the executor remembers of an attempt, stopping its
+// log followers.
 func (e *Executor) forget(ref executor.Ref) {
 	e.mu.Lock()
+	a := e.attempts[ref]
 	delete(e.attempts, ref)
 	e.mu.Unlock()
+	if a != nil {
+		a.log.cancel()
+	}
 }
 
 // Stop deletes the attempt's Job and its pods, giving them grace to
@@ -436,7 +453,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 	}
 	if deleteForPull {
 		go func() {
-			if err := e.deleteJob(context.Background(), ref, time.Second); err != nil {
+			if err := e.deleteJob(e.ctx, ref, time.Second); err != nil {
 				e.log.Warn("delete the Job of an attempt whose image cannot be pulled", "attempt", ref.String(), "err", err)
 			}
 		}()

@@ -22,11 +22,7 @@ import (
 	"trainyard/internal/executor/kubernetes/kubetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	kubetest.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // world is one test's cluster view: a namespace of its own, two kwok
 // nodes with GPUs (labelled pool=test) and an executor on them.

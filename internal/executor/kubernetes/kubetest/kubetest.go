@@ -126,6 +126,14 @@ func Shared(t testing.TB) *Cluster {
 	return shared.c
 }
 
+// Main runs a test package's tests, then stops the shared cluster: call
+// it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
 // Stop stops the shared cluster, if one was started, and removes its
 // directory (kept, and named, with TRAINYARD_TEST_KUBE_KEEP=1: the
 // daemons' logs are there); TestMain calls it after the tests.
