@@ -274,9 +274,9 @@ type Controller struct {
 	sealed   map[executor.Ref]*executor.SealedOutputs
 	recorded chan store.Change
 	ends     []store.Change
-	// poolLogLimits are the pools' log limits as of the last snapshot
-	// (poolLogLimit). Loop goroutine only.
-	poolLogLimits map[string]domain.ByteSize
+	// poolFacts are what launches read of the pools, as of the last
+	// snapshot (poolFactsOf). Loop goroutine only.
+	poolFacts map[string]poolFacts
 	// known are the active attempts this loop launched or reattached to;
 	// others are adopted (adoptStrays). Loop goroutine only.
 	known  map[executor.Ref]bool
@@ -1077,18 +1077,29 @@ func (c *Controller) stop(ctx context.Context, ref executor.Ref, req executor.St
 
 // poolLogLimit is the log limit of the named pool (0: none, or no such
 // pool): from the last snapshot, or the store before the first (recover).
-func (c *Controller) poolLogLimit(ctx context.Context, name string) (domain.ByteSize, error) {
-	if l, ok := c.poolLogLimits[name]; ok {
-		return l, nil
+// poolFacts are what a launch reads of its pool.
+type poolFacts struct {
+	logLimit domain.ByteSize
+	executor string
+}
+
+func factsOf(p domain.Pool) poolFacts { return poolFacts{logLimit: p.LogLimit, executor: p.Executor} }
+
+// poolFactsOf returns the log limit and executor of pool name, from the
+// last snapshot or, for a pool created since, the store; a pool that no
+// longer exists has neither.
+func (c *Controller) poolFactsOf(ctx context.Context, name string) (poolFacts, error) {
+	if f, ok := c.poolFacts[name]; ok {
+		return f, nil
 	}
 	p, err := c.cfg.Store.GetPool(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return 0, nil
+		return poolFacts{}, nil
 	case err != nil:
-		return 0, fmt.Errorf("read the log limit of pool %q: %w", name, err)
+		return poolFacts{}, fmt.Errorf("read pool %q: %w", name, err)
 	}
-	return p.LogLimit, nil
+	return factsOf(p), nil
 }
 
 // launchFor builds the executor's view of one attempt, creating the job's
@@ -1100,7 +1111,7 @@ func (c *Controller) poolLogLimit(ctx context.Context, name string) (domain.Byte
 func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, place executor.Placement) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
-	poolLimit, err := c.poolLogLimit(ctx, spec.Pool)
+	pool, err := c.poolFactsOf(ctx, spec.Pool)
 	if err != nil {
 		return executor.Launch{Ref: ref}, err
 	}
@@ -1143,9 +1154,9 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	code, codeEnv := c.codeFor(ji, id, attempt) // code.go
 	env = append(env, codeEnv...)
 	l := executor.Launch{
-		Ref: ref, Project: spec.Project, Pool: spec.Pool, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
+		Ref: ref, Project: spec.Project, Pool: spec.Pool, Executor: pool.executor, Argv: spec.Entrypoint, Env: env, WorkDir: workdir,
 		Dir: c.cfg.Logs.AttemptDir(id, attempt), LogPath: c.cfg.Logs.LogPath(id, attempt),
-		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, poolLimit, c.cfg.LogLimit)),
+		LogLimit: int64(domain.EffectiveLogLimit(spec.Policy.LogLimit, pool.logLimit, c.cfg.LogLimit)),
 		Writable: []string{ji.outputDir, ckpt},
 		Timeout:  spec.Policy.Timeout.D(), Grace: domain.EffectiveGrace(spec.Policy.Grace.D(), c.cfg.Grace, c.cfg.MaxGrace),
 		Resources: spec.Resources, Placement: place, Redact: redact, Code: code,

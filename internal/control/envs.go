@@ -39,6 +39,7 @@ func (c *Controller) applyEnv(ctx context.Context, l *executor.Launch, spec doma
 		return fmt.Errorf("%w %s: %v", errEnv, ref, err)
 	}
 	l.Env = withEnvironment(l.Env, env, spec.EnvVars)
+	l.Image = env.Image
 	if len(env.Check) > 0 {
 		l.Check = slices.Clone(env.Check)
 		// The check verifies the environment, not the job: it gets none of

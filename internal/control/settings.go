@@ -77,9 +77,9 @@ func (c *Controller) loadSettings(ctx context.Context, now time.Time) error {
 		}
 		*s = settings{loaded: true, rev: rev, pools: pools, quotas: quotas, projects: projects, grants: grants, grantsAt: now,
 			effective: domain.EffectiveQuotas(quotas, grants, now)}
-		c.poolLogLimits = make(map[string]domain.ByteSize, len(pools))
+		c.poolFacts = make(map[string]poolFacts, len(pools))
 		for _, p := range pools {
-			c.poolLogLimits[p.Name] = p.LogLimit
+			c.poolFacts[p.Name] = factsOf(p)
 		}
 		return nil
 	}

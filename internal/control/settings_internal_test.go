@@ -182,12 +182,12 @@ func TestSnapshotKeepsWhatTheStoreSays(t *testing.T) {
 		same("grants", c.grants.now, grants)
 		same("projects", snap.Projects, wantProjects)
 		same("active attempts", atts, wantAtts)
-		limits := map[string]domain.ByteSize{}
+		facts := map[string]poolFacts{}
 		for _, p := range wantPools {
-			limits[p.Name] = p.LogLimit
+			facts[p.Name] = factsOf(p)
 		}
-		if !reflect.DeepEqual(c.poolLogLimits, limits) {
-			t.Fatalf("step %d: pool log limits %v, want %v", step, c.poolLogLimits, limits)
+		if !reflect.DeepEqual(c.poolFacts, facts) {
+			t.Fatalf("step %d: pool facts %v, want %v", step, c.poolFacts, facts)
 		}
 		var running []int64
 		for _, r := range snap.Running {

@@ -41,6 +41,14 @@ type Launch struct {
 	// (or one its configuration names for the project or pool).
 	Project string
 	Pool    string
+	// Executor names the executor the pool runs its jobs on (the pool's
+	// executor, e.g. "local" or a configured Kubernetes cluster), for a
+	// router that drives several; empty means the only one.
+	Executor string
+	// Image is the container image of the job's environment (pinned at
+	// submit), for executors that run containers; empty: the executor's
+	// default image. Executors that run processes ignore it.
+	Image   string
 	Argv    []string // Argv[0] is looked up in PATH of Env when it has no slash
 	Env     []string // the environment, "KEY=value"; secrets included, so never written to disk
 	WorkDir string   // the process's working directory; created if missing

@@ -114,6 +114,10 @@ func build(cfg Config, l executor.Launch) objects {
 	if l.Grace <= 0 {
 		grace = 10
 	}
+	image := l.Image // the job's environment's, else the executor's default
+	if image == "" {
+		image = cfg.Image
+	}
 	no := false
 	pod := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
@@ -126,7 +130,7 @@ func build(cfg Config, l executor.Launch) objects {
 		Affinity:                      affinity(l, labels, nodes),
 		Containers: []corev1.Container{{
 			Name:      containerName,
-			Image:     cfg.Image,
+			Image:     image,
 			Command:   l.Argv,
 			Env:       env,
 			Resources: corev1.ResourceRequirements{Requests: res, Limits: res},

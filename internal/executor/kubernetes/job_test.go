@@ -115,6 +115,13 @@ func TestBuildMultiNode(t *testing.T) {
 	if f := e["RANK"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
 		t.Errorf("RANK %+v", e["RANK"])
 	}
+	if img := j.Spec.Template.Spec.Containers[0].Image; img != "reg/train:1" {
+		t.Errorf("image %q, want the executor's default for a job whose environment names none", img)
+	}
+	l.Image = "reg/env@sha256:0123"
+	if img := build(Config{Namespace: "ml", Image: "reg/train:1"}, l).job.Spec.Template.Spec.Containers[0].Image; img != l.Image {
+		t.Errorf("image %q, want the environment's %q", img, l.Image)
+	}
 	if g := j.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceName("amd.com/gpu")]; g.Value() != 8 {
 		t.Errorf("GPUs per pod under the pool's resource name: %v", g)
 	}
