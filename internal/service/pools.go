@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +52,8 @@ const nameRuleText = "use 1-63 lowercase letters, digits or dashes, starting and
 // maxShares bounds a project's shares.
 const maxShares = 1000
 
-// ExecutorLocal is the only executor pools can use today.
+// ExecutorLocal is the executor every server has: processes on this
+// machine. Others are configured by name (Config.Executors).
 const ExecutorLocal = "local"
 
 // ListPools returns every pool, sorted by name.
@@ -81,12 +83,30 @@ func (s *PoolService) PutPool(ctx context.Context, p Principal, pool domain.Pool
 	if pool.Executor == "" {
 		pool.Executor = ExecutorLocal
 	}
-	if err := ValidatePool(pool); err != nil {
+	managed := pool.Executor != ExecutorLocal && slices.Contains(s.cfg.Executors, pool.Executor)
+	if managed {
+		pool.Nodes = nil // the executor's, below
+	}
+	if err := validatePool(pool, s.cfg.Executors); err != nil {
 		return domain.Pool{}, false, err
 	}
 	if err := s.authorize(ctx, p, authz.PoolWrite, authz.Resource{Kind: "pool", ID: pool.Name}); err != nil {
 		return domain.Pool{}, false, err
 	}
+	if managed {
+		// The cluster's nodes, whatever the definition declares: they
+		// change as the cluster does (SyncPoolNodes).
+		nodes, err := s.cfg.ExecutorNodes(ctx, pool.Executor)
+		if err != nil {
+			return domain.Pool{}, false, fmt.Errorf("read the nodes of executor %q for pool %q: %w", pool.Executor, pool.Name, err)
+		}
+		pool.Nodes = nodes
+	}
+	return s.storePool(ctx, p, pool)
+}
+
+// storePool stores a validated pool, audited as p's write.
+func (s *PoolService) storePool(ctx context.Context, p Principal, pool domain.Pool) (stored domain.Pool, created bool, err error) {
 	old, err := s.st.GetPool(ctx, pool.Name)
 	var before any
 	switch {
@@ -107,18 +127,74 @@ func (s *PoolService) PutPool(ctx context.Context, p Principal, pool domain.Pool
 	return stored, created, nil
 }
 
+// SyncPoolNodes gives every pool on executor its nodes as the executor
+// offers them now (a cluster that grew, shrank or drained a node), as the
+// system; pools whose nodes did not change are not written. It returns
+// the pools it changed.
+func (s *PoolService) SyncPoolNodes(ctx context.Context, executor string) ([]string, error) {
+	if executor == ExecutorLocal || !slices.Contains(s.cfg.Executors, executor) {
+		return nil, nil
+	}
+	pools, err := s.st.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []domain.Node
+	var changed []string
+	for _, pool := range pools {
+		if pool.Executor != executor {
+			continue
+		}
+		if nodes == nil {
+			if nodes, err = s.cfg.ExecutorNodes(ctx, executor); err != nil {
+				return changed, fmt.Errorf("read the nodes of executor %q: %w", executor, err)
+			}
+			if nodes == nil {
+				nodes = []domain.Node{}
+			}
+		}
+		if slices.EqualFunc(pool.Nodes, nodes, sameNode) {
+			continue
+		}
+		pool.Nodes = nodes
+		if _, _, err := s.storePool(ctx, Principal{Subject: "system:" + executor, Role: "admin"}, pool); err != nil {
+			return changed, err
+		}
+		changed = append(changed, pool.Name)
+	}
+	return changed, nil
+}
+
+func sameNode(a, b domain.Node) bool {
+	return a.Name == b.Name && a.CPUs == b.CPUs && a.Memory == b.Memory && slices.Equal(a.GPUs, b.GPUs)
+}
+
 // ValidatePool reports every problem with a pool definition as
-// domain.FieldErrors, with paths named as in the API (nodes[1].gpus).
-func ValidatePool(pool domain.Pool) error {
+// domain.FieldErrors, with paths named as in the API (nodes[1].gpus), for
+// a server whose only executor is the local one.
+func ValidatePool(pool domain.Pool) error { return validatePool(pool, nil) }
+
+// validatePool validates a pool for a server that also has executors:
+// a pool on one of them takes its nodes from it, so it needs none of its
+// own.
+func validatePool(pool domain.Pool, executors []string) error {
 	var errs domain.FieldErrors
 	checkName(&errs, "name", pool.Name)
-	if pool.Executor != ExecutorLocal {
-		errs.Add("executor", "executor %q is not supported; use %q", pool.Executor, ExecutorLocal)
+	managed := false
+	switch {
+	case pool.Executor == ExecutorLocal:
+	case slices.Contains(executors, pool.Executor):
+		managed = true
+	case len(executors) == 0:
+		errs.Add("executor", "executor %q is not configured on this server; use %q, or declare it in the server config's executors (docs/operator.md)", pool.Executor, ExecutorLocal)
+	default:
+		errs.Add("executor", "executor %q is not configured on this server; use one of %s, or declare it in the server config's executors (docs/operator.md)",
+			pool.Executor, strings.Join(append([]string{ExecutorLocal}, executors...), ", "))
 	}
 	if msg := domain.TextProblem(pool.GPUType, false); msg != "" {
 		errs.Add("gpu_type", "%s", msg)
 	}
-	if len(pool.Nodes) == 0 {
+	if len(pool.Nodes) == 0 && !managed {
 		errs.Add("nodes", "a pool needs at least one node; add one such as {name: node-a, cpus: 8, memory: 32GiB, gpus: [0, 1]}")
 	}
 	nodeAt := map[string]int{}

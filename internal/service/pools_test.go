@@ -315,3 +315,62 @@ func TestQueueShowsOnlyListableJobs(t *testing.T) {
 		t.Errorf("member's entry = %+v, want position 2 (one hidden job ahead)", q)
 	}
 }
+
+// TestPoolOnClusterExecutor: a pool on a configured executor takes its
+// nodes from it, whatever its definition declares, and follows them as
+// the cluster changes; an executor the server does not configure is
+// refused with those it does named.
+func TestPoolOnClusterExecutor(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var nodes []domain.Node
+	var reads atomic.Int64
+	svc := service.New(service.Config{Store: st, Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
+		Executors: []string{"gpu-cluster"},
+		ExecutorNodes: func(ctx context.Context, name string) ([]domain.Node, error) {
+			if name != "gpu-cluster" {
+				t.Errorf("nodes of executor %q asked", name)
+			}
+			reads.Add(1)
+			return slices.Clone(nodes), nil
+		}})
+
+	_, _, err = svc.Pools.PutPool(ctx, admin, domain.Pool{Name: "a100", Executor: "slurm-east"})
+	if err == nil || !strings.Contains(err.Error(), `"slurm-east"`) || !strings.Contains(err.Error(), "local, gpu-cluster") {
+		t.Errorf("pool on an unconfigured executor: %v, want refused with the configured ones named", err)
+	}
+
+	// An empty cluster (scaled to zero) is a valid pool, with no nodes.
+	p, created, err := svc.Pools.PutPool(ctx, admin, domain.Pool{Name: "a100", Executor: "gpu-cluster",
+		Nodes: []domain.Node{{Name: "declared", CPUs: 1}}})
+	if err != nil || !created {
+		t.Fatalf("PutPool: %v (created %v)", err, created)
+	}
+	if len(p.Nodes) != 0 {
+		t.Errorf("nodes %+v, want the cluster's (none), not the declared ones", p.Nodes)
+	}
+
+	nodes = []domain.Node{{Name: "ip-10-0-0-7.ec2.internal", CPUs: 96, Memory: 1 << 40, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}
+	changed, err := svc.Pools.SyncPoolNodes(ctx, "gpu-cluster")
+	if err != nil || !slices.Equal(changed, []string{"a100"}) {
+		t.Fatalf("SyncPoolNodes = %v, %v; want a100 changed", changed, err)
+	}
+	got, err := svc.Pools.GetPool(ctx, admin, "a100")
+	if err != nil || !slices.EqualFunc(got.Nodes, nodes, func(a, b domain.Node) bool { return a.Name == b.Name && len(a.GPUs) == len(b.GPUs) }) {
+		t.Fatalf("pool nodes %+v (%v), want the cluster's %+v", got.Nodes, err, nodes)
+	}
+	if changed, err := svc.Pools.SyncPoolNodes(ctx, "gpu-cluster"); err != nil || len(changed) != 0 {
+		t.Errorf("SyncPoolNodes with nothing changed = %v, %v; want no write", changed, err)
+	}
+	if changed, err := svc.Pools.SyncPoolNodes(ctx, service.ExecutorLocal); err != nil || len(changed) != 0 {
+		t.Errorf("SyncPoolNodes(local) = %v, %v; want nothing (its pools declare their nodes)", changed, err)
+	}
+	before := reads.Load()
+	if _, err := svc.Pools.SyncPoolNodes(ctx, "elsewhere"); err != nil || reads.Load() != before {
+		t.Errorf("SyncPoolNodes of an unknown executor: %v, %d reads", err, reads.Load()-before)
+	}
+}

@@ -113,6 +113,14 @@ type Config struct {
 	// executor) runs jobs on more than one node: its Capabilities, asked
 	// by admission. Nil: none does.
 	MultiNode func(executor string) bool
+	// Executors are the executors pools may name besides ExecutorLocal:
+	// those the server's config declares. Each keeps its own nodes (a
+	// cluster's), which ExecutorNodes reports; a pool on one of them takes
+	// its nodes from it, not from its definition.
+	Executors []string
+	// ExecutorNodes returns the nodes an executor of Executors offers now;
+	// nil with Executors empty.
+	ExecutorNodes func(ctx context.Context, executor string) ([]domain.Node, error)
 	// LocalEnvs says jobs run on this machine (the local executor), so an
 	// environment's path_prefix directories must exist here to be
 	// registered; with remote executors they live on the nodes.
