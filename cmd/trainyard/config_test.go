@@ -173,6 +173,14 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:2: retry_backoff: "soon" is not a positive duration`},
 		"leader lease too short": {"replica: a\nleader_lease: 500ms\n",
 			"server.yaml:2: leader_lease: 500ms is outside 1s..5m"},
+		"executor without a kind": {"executors:\n  - name: gpu-cluster\n    namespace: ml\n    image: python:3\n",
+			"server.yaml:2: executors[0].kind: missing; say which engine it is: kubernetes"},
+		"executor named local": {"executors:\n  - {name: local, kind: kubernetes, namespace: ml, image: python:3}\n",
+			`server.yaml:2: executors[0].name: "local" is the built-in local executor; choose another name`},
+		"bad toleration": {"executors:\n  - name: k\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n    tolerations: [{key: a, effect: Never}]\n",
+			`server.yaml:6: executors[0].tolerations[0].effect: "Never" is not an effect`},
+		"pool on an undeclared executor": {"executors:\n  - {name: k, kind: kubernetes, namespace: ml, image: python:3}\npools:\n  - {name: a, executor: slurm}\n",
+			`server.yaml:4: pools[0].executor: executor "slurm" is not configured on this server; use one of local, k,`},
 		"negative env check ttl": {"env_check_ttl: -1h\n",
 			`server.yaml:1: env_check_ttl: "-1h" is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt`},
 	} {
@@ -239,5 +247,26 @@ func TestEnvCheckTTLConfig(t *testing.T) {
 		if err != nil || d.envCheckTTL != want {
 			t.Errorf("%q: env check TTL %v (%v), want %v", doc, d.envCheckTTL, err, want)
 		}
+	}
+}
+
+// A pool on a declared executor needs no nodes: it takes the cluster's.
+func TestServerConfigClusterPool(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.yaml")
+	doc := "executors:\n  - name: gpu-cluster\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n" +
+		"    node_selector: {pool: a100}\n    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n" +
+		"pools:\n  - {name: a100, executor: gpu-cluster, max_gpus_per_job: 8}\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadServerConfig(path)
+	if err == nil {
+		err = validateServerConfig(cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := executorNames(cfg.Executors); len(got) != 1 || got[0] != "gpu-cluster" {
+		t.Errorf("executors %v", got)
 	}
 }

@@ -313,6 +313,7 @@ func validateServerConfig(cfg serverConfig) error {
 			}
 		}
 	}
+	problems = append(problems, validateExecutors(cfg.Executors)...)
 	var errs domain.FieldErrors
 	for _, err := range problems {
 		errs = append(errs, cfg.fieldError("", err)...)
@@ -331,7 +332,7 @@ func validateServerConfig(cfg serverConfig) error {
 			if p.Executor == "" {
 				p.Executor = service.ExecutorLocal // as PutPool does
 			}
-			err = service.ValidatePool(p)
+			err = service.ValidatePoolOn(p, executorNames(cfg.Executors))
 		}
 		errs = append(errs, cfg.fieldError(fmt.Sprintf("pools[%d]", i), err)...)
 	}

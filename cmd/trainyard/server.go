@@ -37,6 +37,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/local"
+	"trainyard/internal/executor/router"
 	"trainyard/internal/executor/local/userdb"
 	"trainyard/internal/logs"
 	"trainyard/internal/metrics"
@@ -74,6 +75,9 @@ type serverConfig struct {
 		GPUs      int     `yaml:"gpus"`
 		Simulated bool    `yaml:"simulated"`
 	} `yaml:"inventory"`
+	// Executors declares where pools may run jobs besides this machine:
+	// Kubernetes clusters (executors.go, docs/operator.md).
+	Executors []executorConfig `yaml:"executors"`
 	// Pools, quotas and projects, in the API's shape (docs/pools.md).
 	schedulingConfig `yaml:",inline"`
 	// FairShareHalfLife is the half-life of past usage in fair share
@@ -438,6 +442,21 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return fmt.Errorf("start local executor: %w", err)
 	}
 	defer ex.Close()
+	// Executors beside the local one (Kubernetes clusters): pools name
+	// them, and the router hands each attempt to its pool's.
+	clusters, err := startExecutors(ctx, cfg.Executors, ex, log, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	execs := map[string]executor.Executor{service.ExecutorLocal: ex}
+	for _, c := range clusters {
+		defer c.ex.Close()
+		execs[c.name] = c.ex
+	}
+	rt, err := router.New(service.ExecutorLocal, execs, ex)
+	if err != nil {
+		return err
+	}
 
 	layout := logs.Layout{Root: filepath.Join(cfg.Data, "runs")}
 	// Code packages (submit --context, docs/code.md) live in a blob store:
@@ -537,7 +556,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		gpuSamples = s
 	}
 	controlConfig := func(alerter *alerting.Alerter, fence func(context.Context) error) control.Config {
-		return control.Config{Store: st, GPUSamples: gpuSamples, Executor: ex, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
+		return control.Config{Store: st, GPUSamples: gpuSamples, Executor: rt, Clock: clock.Real{}, Logger: log, Logs: layout, Currency: currency,
 			BaseEnv: baseEnv(), Grace: grace, MaxGrace: durations.maxGrace, RetryBackoff: retry, LogLimit: logLimit,
 			Scheduler: scheduler.Config{FairShareHalfLife: halfLife},
 			Secrets: func(ctx context.Context, project string, names []string) ([]string, []string, error) {
@@ -586,14 +605,30 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			defer t.Stop()
 			svc.Artifacts.RunStorageAccrual(ctx, t.C, nil)
 		}()
+		// Pools on a cluster follow its nodes (autoscaling, drains).
+		for _, c := range clusters {
+			wg.Add(1)
+			go func() { defer wg.Done(); followNodes(ctx, svc, c, log) }()
+		}
 		return ctl, wg.Wait
 	}
-	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: true, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
+	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: len(clusters) == 0, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
 		RightSizeMinRun: durations.rightSizeMinRun,
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
-		MultiNode: func(name string) bool { return name == service.ExecutorLocal && ex.Capabilities().MultiNode }})
+		MultiNode: func(name string) bool {
+			e, ok := rt.Executor(name)
+			return ok && e.Capabilities().MultiNode
+		},
+		Executors: executorNames(cfg.Executors),
+		ExecutorNodes: func(ctx context.Context, name string) ([]domain.Node, error) {
+			e, ok := rt.Executor(name)
+			if !ok {
+				return nil, fmt.Errorf("executor %q is not configured", name)
+			}
+			return nodesOf(ctx, e)
+		}})
 	if err := svc.Audit.LoadAuditWitness(); err != nil {
 		return fmt.Errorf("server config audit_witness: %w", err)
 	}

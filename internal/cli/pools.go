@@ -197,6 +197,7 @@ func (a *app) showPool(w io.Writer, p apitypes.Pool, quotas []apitypes.Quota) {
 
 // poolFlags are the flags of pool create and pool update.
 type poolFlags struct {
+	executor       string
 	nodes          []string
 	maxGPUsPerJob  int
 	maxNodesPerJob int
@@ -298,6 +299,7 @@ func (f *poolFlags) register(cmd *cobra.Command, update bool) {
 		nodeHelp += "; replaces every node of the pool"
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&f.executor, "executor", "", "where the pool's jobs run: local (this machine, the default) or an executor the server config declares, e.g. a Kubernetes cluster, whose nodes the pool then has")
 	fl.StringArrayVar(&f.nodes, "node", nil, nodeHelp)
 	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "largest GPU request one job may make (0: only capacity limits it)")
 	fl.IntVar(&f.maxNodesPerJob, "max-nodes-per-job", 0, "largest node count one job may ask for (0: only capacity limits it)")
@@ -319,6 +321,9 @@ func (f *poolFlags) register(cmd *cobra.Command, update bool) {
 // were.
 func (f *poolFlags) apply(cmd *cobra.Command, p *apitypes.Pool) (changed bool, err error) {
 	set := cmd.Flags().Changed
+	if set("executor") {
+		p.Executor = strings.TrimSpace(f.executor)
+	}
 	if set("node") {
 		p.Nodes = make([]apitypes.Node, 0, len(f.nodes))
 		for _, s := range f.nodes {
@@ -426,10 +431,16 @@ func (a *app) poolCreateCmd() *cobra.Command {
 		Long: `Create a pool from its nodes and rules. Give each node with --node as
 comma-separated key=value pairs: name, cpus, memory and gpus (GPU indices as a
 list or ranges: gpus=0-3, gpus=0,2, or none). GPU indices must be unique within
-the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
+the pool. Fails when the pool exists; change it with 'trainyard pool update'.
+
+A pool on --executor NAME, an executor the server config declares (a
+Kubernetes cluster), runs its jobs there and takes the cluster's nodes (those
+the executor's node selector picks) instead of --node; it follows them as the
+cluster grows and shrinks.`,
 		Example: `  trainyard pool create standard --node name=node-a,cpus=32,memory=256GiB,gpus=0-3 \
     --max-gpus-per-job 4 --max-running 8 --borrowing --preemption --rate-gpu-hour 2.10
-  trainyard pool create cpu --node name=local,cpus=8,memory=16GiB --priorities low,normal`,
+  trainyard pool create cpu --node name=local,cpus=8,memory=16GiB --priorities low,normal
+  trainyard pool create a100 --executor gpu-cluster --max-gpus-per-job 8`,
 		Args: exactArgs(1),
 	}
 	f.register(cmd, false)
@@ -442,8 +453,8 @@ the pool. Fails when the pool exists; change it with 'trainyard pool update'.`,
 		if _, err := f.apply(cmd, &p); err != nil {
 			return err
 		}
-		if len(p.Nodes) == 0 {
-			return usageErrorf("a pool needs at least one node: add --node name=n1,cpus=8,memory=32GiB,gpus=0-3")
+		if len(p.Nodes) == 0 && (p.Executor == "" || p.Executor == "local") {
+			return usageErrorf("a pool needs at least one node: add --node name=n1,cpus=8,memory=32GiB,gpus=0-3 (a pool on a cluster's --executor takes the cluster's nodes)")
 		}
 		c, err := a.client()
 		if err != nil {

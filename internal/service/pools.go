@@ -87,7 +87,7 @@ func (s *PoolService) PutPool(ctx context.Context, p Principal, pool domain.Pool
 	if managed {
 		pool.Nodes = nil // the executor's, below
 	}
-	if err := validatePool(pool, s.cfg.Executors); err != nil {
+	if err := ValidatePoolOn(pool, s.cfg.Executors); err != nil {
 		return domain.Pool{}, false, err
 	}
 	if err := s.authorize(ctx, p, authz.PoolWrite, authz.Resource{Kind: "pool", ID: pool.Name}); err != nil {
@@ -172,12 +172,12 @@ func sameNode(a, b domain.Node) bool {
 // ValidatePool reports every problem with a pool definition as
 // domain.FieldErrors, with paths named as in the API (nodes[1].gpus), for
 // a server whose only executor is the local one.
-func ValidatePool(pool domain.Pool) error { return validatePool(pool, nil) }
+func ValidatePool(pool domain.Pool) error { return ValidatePoolOn(pool, nil) }
 
-// validatePool validates a pool for a server that also has executors:
-// a pool on one of them takes its nodes from it, so it needs none of its
-// own.
-func validatePool(pool domain.Pool, executors []string) error {
+// ValidatePoolOn validates a pool for a server that also has executors
+// (Config.Executors): a pool on one of them takes its nodes from it, so it
+// needs none of its own.
+func ValidatePoolOn(pool domain.Pool, executors []string) error {
 	var errs domain.FieldErrors
 	checkName(&errs, "name", pool.Name)
 	managed := false
@@ -413,6 +413,17 @@ func poolErr(name string, err error) error {
 		return domain.Errorf(domain.ErrNotFound, "pool %q does not exist; list pools with: trainyard pool ls", name)
 	}
 	return err
+}
+
+// ValidName says whether name is a valid pool, node, project or executor
+// name, and if not, why.
+func ValidName(name string) error {
+	var errs domain.FieldErrors
+	checkName(&errs, "", name)
+	if len(errs) > 0 {
+		return errors.New(errs[0].Message)
+	}
+	return nil
 }
 
 func checkName(errs *domain.FieldErrors, path, name string) {

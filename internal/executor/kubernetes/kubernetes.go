@@ -78,6 +78,10 @@ type Executor struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 
+	// nodesChanged gets a token when a node is added, changes or goes
+	// (NodesChanged); one pending token is enough.
+	nodesChanged chan struct{}
+
 	mu       sync.Mutex
 	attempts map[executor.Ref]*attempt
 	pending  []executor.Event // to deliver, in order (pump)
@@ -140,6 +144,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		attempts: map[executor.Ref]*attempt{},
 		wake:     make(chan struct{}, 1),
 	}
+	e.nodesChanged = make(chan struct{}, 1)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.pump()
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy}).String()
@@ -155,6 +160,19 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		}); err != nil {
 			return nil, err
 		}
+	}
+	nodeChanged := func(any) {
+		select {
+		case e.nodesChanged <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := e.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    nodeChanged,
+		UpdateFunc: func(old, obj any) { nodeChanged(obj) },
+		DeleteFunc: nodeChanged,
+	}); err != nil {
+		return nil, err
 	}
 	for _, inf := range []cache.SharedIndexInformer{e.jobs, e.pods, e.nodes} {
 		go inf.RunWithContext(e.ctx)
@@ -191,6 +209,11 @@ func (e *Executor) Capabilities() executor.Capabilities {
 
 // Events delivers the attempts' observations.
 func (e *Executor) Events() <-chan executor.Event { return e.events }
+
+// NodesChanged signals that a node was added, changed or removed, so that
+// Inventory may differ: a cluster that autoscales grows and shrinks its
+// pools. Node heartbeats signal too; compare inventories before acting.
+func (e *Executor) NodesChanged() <-chan struct{} { return e.nodesChanged }
 
 // Launch creates the attempt's objects; those that exist already are
 // kept (the attempt is adopted), and its state is reported again.

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/kubernetes"
+	"trainyard/internal/service"
+)
+
+// executorConfig declares an executor beside the local one (server config
+// executors, docs/operator.md): pools name it to run their jobs there.
+type executorConfig struct {
+	// Name is what pools name (pool create --executor NAME).
+	Name string `yaml:"name"`
+	// Kind is the engine: kubernetes.
+	Kind string `yaml:"kind"`
+	// Kubeconfig is the kubeconfig file that reaches the cluster (its
+	// current context, or Context); empty: the service account of the pod
+	// the server runs in.
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`
+	// Namespace holds the attempts' Jobs, pods, Services and Secrets.
+	Namespace string `yaml:"namespace"`
+	// Image runs jobs whose environment names no image.
+	Image string `yaml:"image"`
+	// GPUResource is the extended resource that counts GPUs (default
+	// nvidia.com/gpu).
+	GPUResource string `yaml:"gpu_resource"`
+	// NodeSelector picks the nodes the executor offers (its pools' nodes)
+	// and goes on every pod, with Tolerations and PriorityClass.
+	NodeSelector     map[string]string  `yaml:"node_selector"`
+	Tolerations      []tolerationConfig `yaml:"tolerations"`
+	PriorityClass    string             `yaml:"priority_class"`
+	ImagePullSecrets []string           `yaml:"image_pull_secrets"`
+}
+
+// tolerationConfig is a pod toleration, as in a pod spec.
+type tolerationConfig struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal (default) or Exists
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute, or empty: all
+}
+
+// executorKubernetes is the one kind of executor besides the local one.
+const executorKubernetes = "kubernetes"
+
+// validateExecutors reports every problem with the executors block.
+func validateExecutors(cfgs []executorConfig) []error {
+	var errs []error
+	add := func(i int, field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("server config executors[%d].%s: %s", i, field, fmt.Sprintf(format, args...)))
+	}
+	seen := map[string]int{}
+	for i, c := range cfgs {
+		switch {
+		case c.Name == "":
+			add(i, "name", "missing; name the executor as pools will (e.g. gpu-cluster)")
+		case c.Name == service.ExecutorLocal:
+			add(i, "name", "%q is the built-in local executor; choose another name", c.Name)
+		default:
+			if err := service.ValidName(c.Name); err != nil {
+				add(i, "name", "%v", err)
+			}
+			if j, dup := seen[c.Name]; dup {
+				add(i, "name", "%q is already declared at executors[%d]", c.Name, j)
+			}
+			seen[c.Name] = i
+		}
+		if c.Kind == "" {
+			add(i, "kind", "missing; say which engine it is: %s", executorKubernetes)
+			continue
+		}
+		if c.Kind != executorKubernetes {
+			add(i, "kind", "%q is not a kind of executor; use %s", c.Kind, executorKubernetes)
+			continue
+		}
+		if c.Namespace == "" {
+			add(i, "namespace", "missing; name the namespace the jobs' pods run in")
+		}
+		if c.Image == "" {
+			add(i, "image", "missing; name the image that runs jobs whose environment names none (e.g. python:3.12)")
+		}
+		for j, t := range c.Tolerations {
+			if t.Operator != "" && t.Operator != "Equal" && t.Operator != "Exists" {
+				add(i, fmt.Sprintf("tolerations[%d].operator", j), "%q is not an operator; use Equal or Exists", t.Operator)
+			}
+			switch t.Effect {
+			case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+			default:
+				add(i, fmt.Sprintf("tolerations[%d].effect", j), "%q is not an effect; use NoSchedule, PreferNoSchedule or NoExecute (or leave it out: all)", t.Effect)
+			}
+		}
+	}
+	return errs
+}
+
+// executorNames lists the declared executors' names.
+func executorNames(cfgs []executorConfig) []string {
+	var names []string
+	for _, c := range cfgs {
+		if c.Name != "" && c.Name != service.ExecutorLocal && !slices.Contains(names, c.Name) {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// clusterExecutor is a started executor beside the local one.
+type clusterExecutor struct {
+	name string
+	ex   *kubernetes.Executor
+}
+
+// startExecutors starts every declared executor, each reading what
+// outlives attempts (logs) through files, within timeout. On error it
+// closes those it started.
+func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.Files, log *slog.Logger, timeout time.Duration) ([]clusterExecutor, error) {
+	var out []clusterExecutor
+	for _, c := range cfgs {
+		rest, err := kubernetes.RESTConfig(c.Kubeconfig, c.Context)
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			var ex *kubernetes.Executor
+			ex, err = kubernetes.New(sctx, kubernetes.Config{REST: rest, Namespace: c.Namespace, Image: c.Image,
+				GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
+				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files,
+				Log: log.With("executor", c.Name)})
+			cancel()
+			if err == nil {
+				out = append(out, clusterExecutor{name: c.Name, ex: ex})
+				continue
+			}
+		}
+		for _, s := range out {
+			s.ex.Close()
+		}
+		return nil, fmt.Errorf("start executor %s (kubernetes, namespace %s): %w", c.Name, c.Namespace, err)
+	}
+	return out, nil
+}
+
+func tolerations(in []tolerationConfig) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range in {
+		out = append(out, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return out
+}
+
+// nodesOf returns what an executor offers as pool nodes.
+func nodesOf(ctx context.Context, ex executor.Executor) ([]domain.Node, error) {
+	inv, err := ex.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]domain.Node, 0, len(inv.Nodes))
+	for _, n := range inv.Nodes {
+		nodes = append(nodes, domain.Node{Name: n.Name, CPUs: n.CPUs, Memory: n.Memory, GPUs: slices.Clone(n.GPUs)})
+	}
+	return nodes, nil
+}
+
+// followNodes keeps the pools on a cluster executor in step with its
+// nodes until ctx ends: a node added, drained or removed (autoscaling)
+// changes their capacity within moments. Bursts of node updates
+// (heartbeats) are coalesced; pools whose nodes did not change are not
+// written.
+func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, log *slog.Logger) {
+	update := func() {
+		changed, err := svc.Pools.SyncPoolNodes(ctx, c.name)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("cannot update the pools of an executor from its nodes", "executor", c.name, "err", err)
+		case len(changed) > 0:
+			log.Info("pools follow their cluster's nodes", "executor", c.name, "pools", strings.Join(changed, ","))
+		}
+	}
+	update()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.ex.NodesChanged():
+			update()
+			select { // coalesce a burst
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
