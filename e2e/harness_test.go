@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/executor/kubernetes/kubetest"
 )
 
 var binary string // path of the built trainyard binary
@@ -49,6 +50,7 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 	}
+	defer kubetest.Stop() // the cluster the Kubernetes tests share, if one started
 	binary = filepath.Join(dir, "trainyard")
 	if _, err := os.Stat(binary); err != nil {
 		fmt.Fprintln(os.Stderr, "TRAINYARD_E2E_BIN_DIR:", err)
