@@ -291,8 +291,12 @@ func (s *server) submit(spec string, set ...string) apitypes.Job {
 	s.t.Helper()
 	b, _ := json.Marshal(spec)
 	var job apitypes.Job
-	if code := s.api("POST", "/api/v1/jobs", apitypes.SubmitRequest{Spec: b, Set: set}, &job); code != 201 {
-		s.t.Fatalf("submit: status %d", code)
+	code, body := s.rawAPI("POST", "/api/v1/jobs", apitypes.SubmitRequest{Spec: b, Set: set})
+	if code != 201 {
+		s.t.Fatalf("submit: status %d: %s", code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &job); err != nil {
+		s.t.Fatalf("submit: %v", err)
 	}
 	return job
 }
