@@ -622,6 +622,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			return ok && e.Capabilities().MultiNode
 		},
 		Executors: executorNames(cfg.Executors),
+		Waiting: func(id int64, attempt int) string {
+			return rt.Waiting(executor.Ref{JobID: id, Attempt: attempt})
+		},
 		ExecutorNodes: func(ctx context.Context, name string) ([]domain.Node, error) {
 			e, ok := rt.Executor(name)
 			if !ok {

@@ -121,6 +121,10 @@ type Config struct {
 	// ExecutorNodes returns the nodes an executor of Executors offers now;
 	// nil with Executors empty.
 	ExecutorNodes func(ctx context.Context, executor string) ([]domain.Node, error)
+	// Waiting says why a starting attempt is not running yet, when its
+	// executor can tell (a pod Kubernetes cannot place), for why; nil or
+	// "": nothing to say.
+	Waiting func(jobID int64, attempt int) string
 	// LocalEnvs says jobs run on this machine (the local executor), so an
 	// environment's path_prefix directories must exist here to be
 	// registered; with remote executors they live on the nodes.

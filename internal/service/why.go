@@ -108,6 +108,12 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 		if last != nil {
 			w.Evidence = append(w.Evidence, fmt.Sprintf("attempt %d is %s on %s", last.Number, last.State, orDash(last.Node)))
 			w.Evidence = append(w.Evidence, s.runningFlags(ctx, job, *last)...)
+			if job.State == domain.JobStarting && s.cfg.Waiting != nil {
+				if note := s.cfg.Waiting(id, last.Number); note != "" {
+					w.Evidence = append(w.Evidence, note)
+					w.Hint = "the cluster cannot start it where the scheduler placed it: check the executor's tolerations and node selector against the nodes' taints and labels (trainyard pool show " + job.Pool + "), or cancel it"
+				}
+			}
 		}
 		if job.CancelRequested {
 			w.Hint = "cancel was requested; the process is being stopped"

@@ -143,3 +143,38 @@ func storeJob(t *testing.T, st *sqlite.Store, spec domain.Spec) domain.Job {
 	}
 	return job
 }
+
+// why on a starting job whose executor says why it cannot start (a pod
+// Kubernetes cannot place) gives that reason and what to check.
+func TestWhyNamesWhatHoldsAStartingAttempt(t *testing.T) {
+	ctx := context.Background()
+	st := openWhyStore(t)
+	var asked []string
+	waiting := "Kubernetes cannot place a pod: 0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}"
+	svc := service.New(service.Config{Store: st, Waiting: func(id int64, attempt int) string {
+		asked = append(asked, fmt.Sprintf("%d/%d", id, attempt))
+		return waiting
+	}})
+	spec := domain.Spec{Name: "plain", Project: "vision", Pool: "a100", Entrypoint: []string{"train"},
+		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}}
+	job := storeJob(t, st, spec)
+	start := store.Change{JobID: job.ID, Move: domain.MoveStart(), At: time.Now(),
+		Attempt: &store.AttemptChange{Number: 1, Create: true, To: domain.AttemptStarting, Node: "ip-10-0-0-7"}}
+	if errs, err := st.Apply(ctx, []store.Change{start}); err != nil || errs[0] != nil {
+		t.Fatalf("start: %v %v", err, errs)
+	}
+	w, err := svc.Jobs.Explain(ctx, admin, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(w.Evidence, waiting) || !strings.Contains(w.Hint, "tolerations") || !strings.Contains(w.Hint, "pool show a100") {
+		t.Errorf("evidence %q, hint %q; want the executor's reason and what to check", w.Evidence, w.Hint)
+	}
+	if want := []string{fmt.Sprintf("%d/1", job.ID)}; !slices.Equal(asked, want) {
+		t.Errorf("asked the executor about %v, want %v", asked, want)
+	}
+	waiting = ""
+	if w, _ = svc.Jobs.Explain(ctx, admin, job.ID); strings.Contains(w.Hint, "tolerations") {
+		t.Errorf("hint %q with nothing holding the attempt", w.Hint)
+	}
+}

@@ -210,6 +210,17 @@ func (e *Executor) Capabilities() executor.Capabilities {
 // Events delivers the attempts' observations.
 func (e *Executor) Events() <-chan executor.Event { return e.events }
 
+// Waiting says why the attempt's pods are not running yet, in words,
+// when Kubernetes says (a pod it cannot place); "" otherwise.
+func (e *Executor) Waiting(ref executor.Ref) string {
+	job, pods := e.objects(ref)
+	o := observe(job, pods)
+	if o.started || o.ended {
+		return ""
+	}
+	return o.waiting
+}
+
 // NodesChanged signals that a node was added, changed or removed, so that
 // Inventory may differ: a cluster that autoscales grows and shrinks its
 // pools. Node heartbeats signal too; compare inventories before acting.
@@ -352,13 +363,14 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 }
 
 // Inventory lists the nodes the pool's node selector picks, with what
-// they can allocate; nodes that are not Ready or are cordoned are left
-// out.
+// they can allocate; nodes that are not Ready, are cordoned, or carry a
+// taint the executor's tolerations do not tolerate (its pods could not
+// go there) are left out.
 func (e *Executor) Inventory(ctx context.Context) (executor.Inventory, error) {
 	var inv executor.Inventory
 	for _, obj := range e.nodes.GetStore().List() {
 		n, ok := obj.(*corev1.Node)
-		if !ok || n.Spec.Unschedulable || !ready(n) {
+		if !ok || n.Spec.Unschedulable || !ready(n) || !tolerated(n.Spec.Taints, e.cfg.Tolerations) {
 			continue
 		}
 		alloc := n.Status.Allocatable
@@ -381,6 +393,54 @@ func (e *Executor) Inventory(ctx context.Context) (executor.Inventory, error) {
 		return 0
 	})
 	return inv, nil
+}
+
+// objects returns the attempt's Job (nil: none) and pods from the caches.
+func (e *Executor) objects(ref executor.Ref) (job *batchv1.Job, pods []*corev1.Pod) {
+	objs, _ := e.jobs.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
+	for _, obj := range objs {
+		if j, ok := obj.(*batchv1.Job); ok {
+			job = j
+		}
+	}
+	objs, _ = e.pods.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
+	for _, obj := range objs {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return job, pods
+}
+
+// tolerated says whether pods with tolerations can be placed on a node
+// with taints: every NoSchedule and NoExecute taint is tolerated.
+func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool { return tolerates(tol, t) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// tolerates is Kubernetes' rule for one toleration and one taint.
+func tolerates(tol corev1.Toleration, t corev1.Taint) bool {
+	if tol.Effect != "" && tol.Effect != t.Effect {
+		return false
+	}
+	if tol.Key != "" && tol.Key != t.Key {
+		return false
+	}
+	switch tol.Operator {
+	case corev1.TolerationOpExists:
+		return true
+	case "", corev1.TolerationOpEqual:
+		return tol.Key != "" && tol.Value == t.Value
+	}
+	return false
 }
 
 func ready(n *corev1.Node) bool {
@@ -411,20 +471,7 @@ func (e *Executor) changed(obj any) {
 // Exited once the Job has ended, or its pods are gone after a stop, or
 // its image cannot be pulled (the Job is then deleted).
 func (e *Executor) reconcile(ref executor.Ref) {
-	var job *batchv1.Job
-	objs, _ := e.jobs.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
-	for _, obj := range objs {
-		if j, ok := obj.(*batchv1.Job); ok {
-			job = j
-		}
-	}
-	var pods []*corev1.Pod
-	objs, _ = e.pods.GetIndexer().ByIndex(byAttempt, attemptKey(ref))
-	for _, obj := range objs {
-		if p, ok := obj.(*corev1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
+	job, pods := e.objects(ref)
 	o := observe(job, pods)
 
 	var deleteForPull bool

@@ -191,3 +191,21 @@ func (r *Router) Release(ctx context.Context, ref executor.Ref) error {
 	r.mu.Unlock()
 	return nil
 }
+
+// waiter is an executor that can say why an attempt is not running yet.
+type waiter interface {
+	Waiting(ref executor.Ref) string
+}
+
+// Waiting says why the attempt is not running yet, when its executor can
+// tell (a pod Kubernetes cannot place); "" otherwise.
+func (r *Router) Waiting(ref executor.Ref) string {
+	for _, ex := range r.owners(ref) {
+		if w, ok := ex.(waiter); ok {
+			if s := w.Waiting(ref); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
