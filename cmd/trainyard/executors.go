@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -198,6 +199,51 @@ func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, l
 				return
 			case <-time.After(time.Second):
 			}
+		}
+	}
+}
+
+// strayAge is how old a Job no attempt of this server owns must be before
+// it is removed: younger, it may be a launch another replica is making.
+const strayAge = time.Minute
+
+// jobGetter reads a job from the store.
+type jobGetter interface {
+	GetJob(ctx context.Context, id int64) (domain.Job, error)
+}
+
+// strayer is a cluster executor that lists the attempts it runs that no
+// attempt of this server owns (kubernetes.Executor.Strays).
+type strayer interface {
+	Strays(minAge time.Duration) []executor.Ref
+	Release(ctx context.Context, ref executor.Ref) error
+}
+
+// reapStrays removes, on every tick until ctx ends, the Jobs on a cluster
+// that no active attempt owns: attempts that ended or were lost while no
+// server watched, jobs deleted since, a release a crash interrupted. Jobs
+// of active attempts are left to the control loop, which adopts them.
+func reapStrays(ctx context.Context, st jobGetter, name string, ex strayer, log *slog.Logger, ticks <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+		for _, ref := range ex.Strays(strayAge) {
+			job, err := st.GetJob(ctx, ref.JobID)
+			switch {
+			case errors.Is(err, domain.ErrNotFound):
+			case err != nil:
+				continue // the next tick tries again
+			case job.State.Active() && job.Attempts == ref.Attempt:
+				continue // the control loop adopts it
+			}
+			if err := ex.Release(ctx, ref); err != nil {
+				log.Warn("cannot remove a Kubernetes Job that no active attempt owns", "executor", name, "attempt", ref.String(), "err", err)
+				continue
+			}
+			log.Info("removed a Kubernetes Job that no active attempt owns", "executor", name, "attempt", ref.String())
 		}
 	}
 }

@@ -606,9 +606,16 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			svc.Artifacts.RunStorageAccrual(ctx, t.C, nil)
 		}()
 		// Pools on a cluster follow its nodes (autoscaling, drains).
+		// ... and lose the Jobs no active attempt owns.
 		for _, c := range clusters {
-			wg.Add(1)
+			wg.Add(2)
 			go func() { defer wg.Done(); followNodes(ctx, svc, c, log) }()
+			go func() {
+				defer wg.Done()
+				t := time.NewTicker(strayAge)
+				defer t.Stop()
+				reapStrays(ctx, st, c.name, c.ex, log, t.C)
+			}()
 		}
 		return ctl, wg.Wait
 	}

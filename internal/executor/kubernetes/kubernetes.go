@@ -9,6 +9,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -360,6 +361,31 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	}
 	e.forget(ref)
 	return nil
+}
+
+// Strays lists the attempts whose Jobs are in the namespace but that this
+// executor neither launched nor reattached to, created more than minAge
+// ago: Jobs of attempts that ended while no server watched, or that a
+// server crashed before releasing. The caller releases those its store
+// no longer counts as active (Release deletes them).
+func (e *Executor) Strays(minAge time.Duration) []executor.Ref {
+	cutoff := time.Now().Add(-minAge)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []executor.Ref
+	for _, obj := range e.jobs.GetStore().List() {
+		j, ok := obj.(*batchv1.Job)
+		if !ok || j.DeletionTimestamp != nil || j.CreationTimestamp.Time.After(cutoff) {
+			continue
+		}
+		if ref, ok := refOf(j.Labels); ok && e.attempts[ref] == nil {
+			out = append(out, ref)
+		}
+	}
+	slices.SortFunc(out, func(a, b executor.Ref) int {
+		return cmp.Or(cmp.Compare(a.JobID, b.JobID), cmp.Compare(a.Attempt, b.Attempt))
+	})
+	return out
 }
 
 // Inventory lists the nodes the pool's node selector picks, with what
