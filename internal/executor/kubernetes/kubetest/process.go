@@ -538,19 +538,29 @@ func (p *ProcessNode) start(c corev1.Container, env []string, log *criLogFile) (
 	} else if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Pipes of its own, not StdoutPipe's, which Wait closes before what
+	// the process wrote last is read.
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
+		outW.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return nil, err
 	}
-	log.copy("stdout", stdout)
-	log.copy("stderr", stderr)
+	log.copy("stdout", outR)
+	log.copy("stderr", errR)
 	return cmd, nil
 }
 
@@ -731,11 +741,13 @@ func createCRILog(path string) (*criLogFile, error) {
 	return &criLogFile{path: path, f: f, grew: make(chan struct{})}, nil
 }
 
-// copy appends the lines read from r as stream's records.
-func (l *criLogFile) copy(stream string, r io.Reader) {
+// copy appends the lines read from r as stream's records, and closes r
+// at its end.
+func (l *criLogFile) copy(stream string, r io.ReadCloser) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		defer r.Close()
 		br := bufio.NewReaderSize(r, 16<<10)
 		for {
 			line, err := br.ReadSlice('\n')
