@@ -517,7 +517,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		// The supervisor removes half-written checkpoints (.tmp) after the attempt.
 		wantPaths := []string{"a.txt", "checkpoints/ck-1/" + domain.CheckpointMarker, "checkpoints/ck-1/w.bin", "checkpoints/ck-2/w.bin", "sub/b.txt"}
 		if opts.NoAgent { // no supervisor in the job's place removes them
-			wantPaths = slices.Insert(wantPaths, 3, "checkpoints/ck-3.tmp/w.bin")
+			wantPaths = slices.Insert(wantPaths, 4, "checkpoints/ck-3.tmp/w.bin")
 		}
 		if err != nil || !slices.Equal(paths, wantPaths) {
 			t.Errorf("Manifest() paths = %q, %v; want %q", paths, err, wantPaths)

@@ -167,8 +167,9 @@ func (c *Cluster) ProcessNode(t testing.TB, n Node) *ProcessNode {
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 			Reason: "KubeletReady", Message: "the process kubelet is posting ready status",
 			LastHeartbeatTime: now, LastTransitionTime: now}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"},
-			{Type: corev1.NodeHostName, Address: n.Name}},
+		// No Hostname address: the API server prefers it to reach a
+		// kubelet, and nothing resolves the node's name here.
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
 		NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux",
 			KubeletVersion: "process", ContainerRuntimeVersion: "process://1"},
