@@ -721,9 +721,9 @@ func (l *limitWriter) Write(b []byte) (int, error) {
 }
 
 // criLogFile is a container's log, in the CRI format: one record a line,
-// "<RFC 3339 time> <stream> <F|P> <text>", P for text that no newline
-// ended (a last line without one). Records are timed and appended under
-// one lock, so their times never go back.
+// "<RFC 3339 time> <stream> <F|P> <text>", P for the first parts of a
+// line longer than the reader's buffer. Records are timed and appended
+// under one lock, so their times never go back.
 type criLogFile struct {
 	path string
 	mu   sync.Mutex
@@ -752,13 +752,15 @@ func (l *criLogFile) copy(stream string, r io.ReadCloser) {
 		br := bufio.NewReaderSize(r, 16<<10)
 		for {
 			line, err := br.ReadSlice('\n')
-			full := errors.Is(err, nil) && len(line) > 0
 			if len(line) > 0 {
-				tag := "P"
-				if full {
-					tag, line = "F", line[:len(line)-1]
+				// As containerd tags them: P for a line cut at the buffer's
+				// size, F for the rest, the last line without a newline
+				// included (the kubelet serves it with one).
+				tag := "F"
+				if errors.Is(err, bufio.ErrBufferFull) {
+					tag = "P"
 				}
-				l.append(stream, tag, line)
+				l.append(stream, tag, bytes.TrimSuffix(line, []byte("\n")))
 			}
 			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				return
