@@ -169,7 +169,7 @@ func lastLine(msg string) string {
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
 	l := strings.TrimSpace(lines[len(lines)-1])
 	if len(l) > 512 {
-		l = "…" + l[len(l)-512:]
+		l = "…" + strings.ToValidUTF8(l[len(l)-512:], "")
 	}
 	return l
 }
