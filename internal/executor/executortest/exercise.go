@@ -48,6 +48,52 @@ type Options struct {
 	// working directory made on disk, the environment of a process started
 	// without a shell.
 	Processes bool
+
+	// The fields below say what an executor that runs each attempt in a
+	// container (a pod) cannot show by nature; their zero values keep
+	// every check, as the local executor and Fake pass them.
+
+	// SignalExitCodes: a process killed by signal N is reported as a
+	// container runtime reports it, exit code 128+N (the message still
+	// names the signal), not as killed without an exit code.
+	SignalExitCodes bool
+	// MergedStreams: the job's stdout and stderr reach its log as one
+	// stream, stdout (the Kubernetes pods/log API does not tell them
+	// apart): the checks of each stream's lines, and of the Stream
+	// filter, become checks of the merged lines (each stream's lines in
+	// their order, the two interleaved as they came).
+	MergedStreams bool
+	// ContainerEnv: the job's environment is its container's: the job's
+	// variables and its placement's rank variables, plus what the
+	// container runtime adds (HOSTNAME, HOME of the image's user); HOME
+	// and TMPDIR are not directories of the attempt's own and LOGNAME is
+	// not set. The environment check then wants every variable of the
+	// job with its value, and the rank variables, among what is there.
+	ContainerEnv bool
+	// ImageWorkDir: the job runs in its image's working directory (where
+	// the image keeps its code), not in Launch.WorkDir: the WorkDir check
+	// is skipped.
+	ImageWorkDir bool
+	// PodNetwork: the ranks of a multi-node attempt find rank 0 at its
+	// pod's address (each pod has its own), not at its node's name, and
+	// CUDA_VISIBLE_DEVICES comes from the node's GPU device plugin, not
+	// from the placement's GPU indices: the Placement check wants
+	// MASTER_ADDR set alike on every rank, and leaves
+	// CUDA_VISIBLE_DEVICES out.
+	PodNetwork bool
+	// NoSupervisor: the attempt has no supervisor process that the job
+	// could kill (the kubelet supervises it): the Lost check, whose job
+	// kills its parent process, is skipped. (An executor that runs pods
+	// as local processes for its tests must not run it: the parent is
+	// the test.)
+	NoSupervisor bool
+	// NoAgent: the executor has no in-job agent yet, so nothing reads the
+	// job's output or outputs while it runs or once it ends: no Progress,
+	// Checkpointed or OutputsSealed events, no resume hand-over
+	// (TRAINYARD_RESUME_FROM), and half-written checkpoints (.tmp) are
+	// not removed after the attempt. Those checks are skipped. A gap, not
+	// a limit by nature: remove it once the executor has an agent.
+	NoAgent bool
 }
 
 // Exercise runs the conformance suite: every method of the contract,
@@ -89,7 +135,11 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		h := NewHarness(t, newExec(t))
 		l := h.Run(t, Program{Steps: []Step{{Signal: "KILL"}}}, nil)
 		ev := h.Wait(t, l.Ref, executor.Exited)
-		checkExit(t, ev, domain.AttemptFailed, domain.ReasonExitCode, nil)
+		var code *int // killed: no exit code
+		if opts.SignalExitCodes {
+			code = intPtr(128 + int(syscall.SIGKILL))
+		}
+		checkExit(t, ev, domain.AttemptFailed, domain.ReasonExitCode, code)
 		if !strings.Contains(ev.Message, "SIGKILL") {
 			t.Errorf("message %q does not name the signal SIGKILL", ev.Message)
 		}
@@ -281,6 +331,13 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 			}
 		}
 		want := map[string][]string{logs.Stdout: {"out1", "out 2", "partial"}, logs.Stderr: {"err1", "err2"}}
+		if opts.MergedStreams {
+			if len(got[logs.Stderr]) != 0 || !interleaves(got[logs.Stdout], want[logs.Stdout], want[logs.Stderr]) {
+				t.Errorf("stdout lines = %q, stderr lines = %q; want stdout to hold %q and %q, each in its order, and stderr none (merged streams)",
+					got[logs.Stdout], got[logs.Stderr], want[logs.Stdout], want[logs.Stderr])
+			}
+			want = map[string][]string{logs.Stdout: got[logs.Stdout], logs.Stderr: nil}
+		}
 		for stream, w := range want {
 			if !slices.Equal(got[stream], w) {
 				t.Errorf("%s lines = %q, want %q", stream, got[stream], w)
@@ -336,9 +393,14 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		check("tail beyond the log", executor.LogQuery{Tail: 100}, text)
 		check("grep", executor.LogQuery{Grep: regexp.MustCompile(`^line 1[0-9]?$`)}, []string{"line 1", "line 10", "line 11", "line 12"})
 		check("grep and tail", executor.LogQuery{Grep: regexp.MustCompile(`^line`), Tail: 2}, []string{"line 11", "line 12"})
-		check("stream stderr", executor.LogQuery{Stream: executor.StreamStderr}, []string{"warning 1", "warning 2", "warning 3"})
+		if !opts.MergedStreams {
+			check("stream stderr", executor.LogQuery{Stream: executor.StreamStderr}, []string{"warning 1", "warning 2", "warning 3"})
+			check("stream and grep", executor.LogQuery{Stream: executor.StreamStderr, Grep: regexp.MustCompile(`[23]$`)}, []string{"warning 2", "warning 3"})
+		} else {
+			check("stream stderr (merged)", executor.LogQuery{Stream: executor.StreamStderr}, nil)
+			check("stream and grep (merged)", executor.LogQuery{Stream: executor.StreamStdout, Grep: regexp.MustCompile(`^warning [23]$`)}, []string{"warning 2", "warning 3"})
+		}
 		check("stream and tail", executor.LogQuery{Stream: executor.StreamStdout, Tail: 2}, stdout[len(stdout)-2:])
-		check("stream and grep", executor.LogQuery{Stream: executor.StreamStderr, Grep: regexp.MustCompile(`[23]$`)}, []string{"warning 2", "warning 3"})
 		// Since a line's time: that line and every later one.
 		since := all[len(all)/2].Time
 		var want []string
@@ -391,6 +453,9 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 
 	t.Run("Progress", func(t *testing.T) {
 		t.Parallel()
+		if opts.NoAgent {
+			t.Skip("Options.NoAgent: no agent reads the job's progress lines")
+		}
 		h := NewHarness(t, newExec(t))
 		l := h.Run(t, Program{Steps: []Step{{Progress: 1}, {Progress: 2}, {Progress: 3}, {Block: true}}}, nil)
 		ev := h.WaitFor(t, l.Ref, "progress at step 3", func(ev executor.Event) bool { return ev.Kind == executor.Progress && ev.Step == 3 })
@@ -451,6 +516,9 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		}
 		// The supervisor removes half-written checkpoints (.tmp) after the attempt.
 		wantPaths := []string{"a.txt", "checkpoints/ck-1/" + domain.CheckpointMarker, "checkpoints/ck-1/w.bin", "checkpoints/ck-2/w.bin", "sub/b.txt"}
+		if opts.NoAgent { // no supervisor in the job's place removes them
+			wantPaths = slices.Insert(wantPaths, 4, "checkpoints/ck-3.tmp/w.bin")
+		}
 		if err != nil || !slices.Equal(paths, wantPaths) {
 			t.Errorf("Manifest() paths = %q, %v; want %q", paths, err, wantPaths)
 		}
@@ -536,11 +604,17 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 
 	t.Run("CheckpointEvents", func(t *testing.T) {
 		t.Parallel()
+		if opts.NoAgent {
+			t.Skip("Options.NoAgent: no agent reports checkpoints or hands one over")
+		}
 		exerciseCheckpointEvents(t, newExec)
 	})
 
 	t.Run("OutputsSealed", func(t *testing.T) {
 		t.Parallel()
+		if opts.NoAgent {
+			t.Skip("Options.NoAgent: no agent records the outputs")
+		}
 		exerciseOutputsSealed(t, newExec)
 	})
 
@@ -579,6 +653,9 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 
 	t.Run("Lost", func(t *testing.T) {
 		t.Parallel()
+		if opts.NoSupervisor {
+			t.Skip("Options.NoSupervisor: the job has no supervisor to kill")
+		}
 		h := NewHarness(t, newExec(t))
 		l := h.Run(t, Program{Steps: []Step{{Out: "before"}, {KillSupervisor: true}}}, nil)
 		ev := h.Wait(t, l.Ref, executor.Lost)
@@ -608,7 +685,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		l := h.Run(t, Program{Steps: []Step{{PrintEnv: true}}}, func(l *executor.Launch) { l.Env = env })
 		ev := h.Wait(t, l.Ref, executor.Exited)
 		checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-		checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}))
+		checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}), opts.ContainerEnv)
 	})
 
 	if opts.Processes {
@@ -619,7 +696,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 			l := h.Launch(t, []string{"env"}, func(l *executor.Launch) { l.Env = env })
 			ev := h.Wait(t, l.Ref, executor.Exited)
 			checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
-			checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}))
+			checkEnv(t, l, env, h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamStdout}), false)
 		})
 	}
 
@@ -634,7 +711,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		l := h.Run(t, Program{Steps: []Step{{EnvFile: "env"}}}, func(l *executor.Launch) { l.Placement = executor.Placement{Nodes: nodes} })
 		checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
 		o := h.Outputs(t, l)
-		var port string
+		var port, master string
 		for rank, n := range nodes {
 			got := map[string]string{}
 			for _, kv := range strings.Split(ReadOutput(t, o, fmt.Sprintf("env.%d", rank)), "\n") {
@@ -644,8 +721,15 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 			gpus := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(n.GPUs)), ","), "[]")
 			want := map[string]string{"CUDA_VISIBLE_DEVICES": gpus, "WORLD_SIZE": strconv.Itoa(len(nodes)),
 				"RANK": strconv.Itoa(rank), "NODE_RANK": strconv.Itoa(rank), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
-			if len(nodes) > 1 {
+			if len(nodes) > 1 && !opts.PodNetwork {
 				want["MASTER_ADDR"] = nodes[0].Name
+			}
+			if opts.PodNetwork {
+				delete(want, "CUDA_VISIBLE_DEVICES") // the device plugin's
+				if master != "" && got["MASTER_ADDR"] != master {
+					t.Errorf("rank %d: MASTER_ADDR=%q, rank 0 has %q: want the same on every node", rank, got["MASTER_ADDR"], master)
+				}
+				master = got["MASTER_ADDR"]
 			}
 			for k, v := range want {
 				if got[k] != v {
@@ -661,6 +745,9 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 
 	t.Run("WorkDir", func(t *testing.T) {
 		t.Parallel()
+		if opts.ImageWorkDir {
+			t.Skip("Options.ImageWorkDir: the job runs in its image's working directory")
+		}
 		h := NewHarness(t, newExec(t))
 		l := h.Run(t, Program{Steps: []Step{{Pwd: true}}}, func(l *executor.Launch) {
 			// The executor creates a missing work dir.
@@ -709,7 +796,10 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 // name of the user it runs as, where env does not set them, plus the
 // device and rank environment of its placement (none: no GPUs, a single
 // process), and nothing else.
-func checkEnv(t *testing.T, l executor.Launch, env, lines []string) {
+//
+// In a container (Options.ContainerEnv), what the runtime adds is
+// allowed, and HOME, TMPDIR and LOGNAME are not checked.
+func checkEnv(t *testing.T, l executor.Launch, env, lines []string, container bool) {
 	t.Helper()
 	var got []string
 	added := map[string]string{}
@@ -729,12 +819,23 @@ func checkEnv(t *testing.T, l executor.Launch, env, lines []string) {
 		got = append(got, ln)
 	}
 	for k, want := range rank {
+		if container && k == "CUDA_VISIBLE_DEVICES" {
+			continue // the GPU device plugin's (see Options.PodNetwork)
+		}
 		if v, ok := added[k]; !ok || (want != "" && v != want) || (k != "CUDA_VISIBLE_DEVICES" && v == "") {
 			t.Errorf("%s=%q (set: %v), want %q", k, v, ok, want)
 		}
 	}
 	slices.Sort(got)
 	want := slices.Sorted(slices.Values(env))
+	if container {
+		for _, kv := range want {
+			if !slices.Contains(got, kv) {
+				t.Errorf("environment = %q, want %q among it", got, kv)
+			}
+		}
+		return
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment = %q, want exactly %q", got, want)
 	}
@@ -812,6 +913,25 @@ func (w *watchedBuffer) waitFor(t testing.TB, s string) {
 			t.Fatalf("%q not written within %s; got %q", s, WaitTimeout, w.String())
 		}
 	}
+}
+
+// interleaves reports whether got is a and b merged, each in its order.
+func interleaves(got, a, b []string) bool {
+	if len(got) != len(a)+len(b) {
+		return false
+	}
+	var i, j int
+	for _, s := range got {
+		switch {
+		case i < len(a) && s == a[i]:
+			i++
+		case j < len(b) && s == b[j]:
+			j++
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func intPtr(i int) *int { return &i }

@@ -129,11 +129,14 @@ func build(cfg Config, l executor.Launch) objects {
 		PriorityClassName:             cfg.PriorityClass,
 		Affinity:                      affinity(l, labels, nodes),
 		Containers: []corev1.Container{{
-			Name:      containerName,
-			Image:     image,
-			Command:   l.Argv,
-			Env:       env,
-			Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+			Name:    containerName,
+			Image:   image,
+			Command: escapeAll(l.Argv),
+			Env:     env,
+			// A failed job's terminated state carries its log's tail
+			// (what a command not found says).
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			Resources:                corev1.ResourceRequirements{Requests: res, Limits: res},
 		}},
 	}
 	for _, s := range cfg.ImagePullSecrets {
@@ -192,7 +195,7 @@ func splitEnv(vars, redact []string, secretName string) ([]corev1.EnvVar, map[st
 			continue
 		}
 		if !secrets[v] {
-			env = append(env, corev1.EnvVar{Name: k, Value: v})
+			env = append(env, corev1.EnvVar{Name: k, Value: escape(v)})
 			continue
 		}
 		if data == nil {
@@ -204,6 +207,18 @@ func splitEnv(vars, redact []string, secretName string) ([]corev1.EnvVar, map[st
 		}})
 	}
 	return env, data
+}
+
+// escape keeps s as it is in a container's command or a variable's
+// value: the kubelet expands $(VAR) there, and $$ to $.
+func escape(s string) string { return strings.ReplaceAll(s, "$", "$$") }
+
+func escapeAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = escape(s)
+	}
+	return out
 }
 
 // placementVar reports the variables the executor sets from the

@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,11 +194,20 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 // executor adopts them when the server launches them again.
 func (e *Executor) Close() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	var logs []*attemptLog
 	if !e.closed {
 		e.closed = true
 		close(e.stop)
 		e.cancel()
+		for _, a := range e.attempts {
+			logs = append(logs, a.log)
+		}
+	}
+	e.mu.Unlock()
+	// Nothing more is written to the attempts' logs once it returns: the
+	// next executor follows their pods from where the logs end.
+	for _, l := range logs {
+		l.stop()
 	}
 	return nil
 }
@@ -252,6 +263,9 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 		e.mu.Unlock()
 		return nil
 	}
+	// One pod per node placed: a placement over more nodes than the
+	// request names is run on all of them.
+	l.Resources.Nodes = max(l.Resources.Nodes, len(l.Placement.Nodes))
 	o := build(e.cfg, l)
 	a := &attempt{log: newAttemptLog(e.ctx, l)}
 	e.mu.Lock()
@@ -320,7 +334,28 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 	if err := e.deleteJob(ctx, ref, req.Grace); err != nil {
 		return fmt.Errorf("stop %s: %w", ref, err)
 	}
+	if req.Grace > 0 {
+		// The garbage collector deletes the Job's pods with their own
+		// grace period (the launch's); the stop's is given to them here.
+		if err := e.deletePods(ctx, ref, req.Grace); err != nil {
+			return fmt.Errorf("stop %s: %w", ref, err)
+		}
+	}
 	e.reconcile(ref)
+	return nil
+}
+
+// deletePods deletes the attempt's pods with grace.
+func (e *Executor) deletePods(ctx context.Context, ref executor.Ref, grace time.Duration) error {
+	s := int64(math.Ceil(grace.Seconds()))
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy,
+		LabelJob: strconv.FormatInt(ref.JobID, 10), LabelAttempt: strconv.Itoa(ref.Attempt)}).String()
+	err := e.client.core.Delete().Namespace(e.cfg.Namespace).Resource("pods").
+		VersionedParams(&metav1.ListOptions{LabelSelector: sel}, e.client.params).
+		Body(&metav1.DeleteOptions{GracePeriodSeconds: &s}).Do(ctx).Error()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the pods of %s: %w", ref, err)
+	}
 	return nil
 }
 
@@ -516,15 +551,25 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		}
 		// A container's main process is PID 1 in its own namespace.
 		e.emit(executor.Event{Ref: ref, Kind: executor.Started, At: a.startedAt, PID: 1})
+		if a.log.last.IsZero() {
+			// A new log starts with where the attempt runs; the status's
+			// start time (whole seconds) is never after its first line.
+			a.log.system(a.startedAt, "started "+startedWhere(pods))
+		}
 	}
 	for _, p := range pods {
 		if containerStarted(p) {
 			a.log.follow(e.client, p.Namespace, p.Name, rankOf(p))
 		}
 	}
+	// The Job controller still judges a Job being deleted: pods that end on
+	// the stop's SIGTERM make it Complete (exit code 0) or Failed. An
+	// outcome from after the stop is the stop's: canceled.
+	byStop := a.stopping != nil && o.ended && job != nil && job.DeletionTimestamp != nil &&
+		!o.exit.At.Before(job.DeletionTimestamp.Time)
 	var exit *executor.Event
 	switch {
-	case o.ended:
+	case o.ended && !byStop:
 		exit = &o.exit
 	case a.stopping != nil && (job == nil || job.DeletionTimestamp != nil) && len(pods) == 0:
 		exit = &executor.Event{State: domain.AttemptCanceled, Reason: a.stopping.Reason, Message: stopMessage(*a.stopping)}
@@ -541,9 +586,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 	if exit != nil {
 		ev := *exit
 		ev.Ref, ev.Kind = ref, executor.Exited
-		if ev.At.IsZero() {
-			ev.At = time.Now()
-		}
+		ev.At = endTime(ev.At, time.Now())
 		a.done = true
 		go e.finish(a, ev)
 	}
@@ -631,6 +674,38 @@ func (e *Executor) pump() {
 			}
 		}
 	}
+}
+
+// endTime is when an attempt ended, from at, the time a Job's condition
+// gives (whole seconds; zero: none), seen at now: the end of that
+// second, or now if sooner, so that it is not before the last line of
+// its log, which the kubelet timed to the nanosecond.
+func endTime(at, now time.Time) time.Time {
+	if at.IsZero() {
+		return now
+	}
+	if at.Nanosecond() == 0 {
+		if end := at.Add(time.Second - time.Nanosecond); end.Before(now) {
+			return end
+		}
+		return now
+	}
+	return at
+}
+
+// startedWhere names the pods of an attempt and their nodes.
+func startedWhere(pods []*corev1.Pod) string {
+	var on []string
+	for _, p := range pods {
+		if containerStarted(p) {
+			on = append(on, "pod "+p.Name+" on node "+p.Spec.NodeName)
+		}
+	}
+	slices.Sort(on)
+	if len(on) == 0 {
+		return "in Kubernetes"
+	}
+	return "as " + strings.Join(on, ", ")
 }
 
 func stopMessage(r executor.StopRequest) string {

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -119,12 +122,32 @@ func failure(c batchv1.JobCondition, pods []*corev1.Pod) executor.Event {
 				return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonOOMKilled, ExitCode: &code,
 					Message: fmt.Sprintf("killed for exceeding its memory limit (pod %s, exit code %d)", p.Name, code)}
 			}
+			if notFound(t) {
+				// The shell's "command not found" (127), or the runtime could
+				// not start the command at all.
+				msg := "the entrypoint was not found"
+				if t.Reason != "" && t.Reason != "Error" {
+					msg += " (" + t.Reason + ")"
+				}
+				msg += ": exited with code " + strconv.Itoa(code)
+				if len(pods) > 1 {
+					msg += " (pod " + p.Name + ")"
+				}
+				if t.Message != "" {
+					msg += ": " + lastLine(t.Message)
+				}
+				return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonEntrypointNotFound, ExitCode: &code, Message: msg}
+			}
 			msg := "exited with code " + strconv.Itoa(code)
+			if sig := signalName(code); sig != "" {
+				// A runtime reports a process killed by signal N as 128+N.
+				msg += " (" + sig + ")"
+			}
 			if len(pods) > 1 {
 				msg += " (pod " + p.Name + ")"
 			}
 			if t.Message != "" {
-				msg += ": " + strings.TrimSpace(t.Message)
+				msg += ": " + lastLine(t.Message)
 			}
 			return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonExitCode, ExitCode: &code, Message: msg}
 		}
@@ -137,6 +160,44 @@ func failure(c batchv1.JobCondition, pods []*corev1.Pod) executor.Event {
 		msg += ": " + c.Message
 	}
 	return executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonNodeLost, Message: msg}
+}
+
+// lastLine is the last line of a terminated state's message, which holds
+// the tail of the container's log under FallbackToLogsOnError: one line,
+// so that the outcome's message is one line of the attempt's log.
+func lastLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	if len(l) > 512 {
+		l = "…" + strings.ToValidUTF8(l[len(l)-512:], "")
+	}
+	return l
+}
+
+// notFound reports a container whose command was not found: the
+// shell's exit code 127 (command not found), or a runtime that could not
+// start it (StartError, ContainerCannotRun) because the file is missing.
+func notFound(t *corev1.ContainerStateTerminated) bool {
+	if t.ExitCode == 127 {
+		return true
+	}
+	if t.Reason != "StartError" && t.Reason != "ContainerCannotRun" {
+		return false
+	}
+	m := strings.ToLower(t.Message)
+	return strings.Contains(m, "not found") || strings.Contains(m, "no such file")
+}
+
+// signalName names the signal of an exit code a runtime gives a process
+// killed by one (128+N), e.g. "SIGKILL"; "" for other codes.
+func signalName(code int) string {
+	if code <= 128 || code > 128+31 {
+		return ""
+	}
+	if name := unix.SignalName(syscall.Signal(code - 128)); name != "" {
+		return name
+	}
+	return ""
 }
 
 func later(a, b time.Time) time.Time {

@@ -2,8 +2,9 @@
 // kube-apiserver, kube-controller-manager (its Job controller makes a
 // Job's pods) and kube-scheduler (which binds them), with kwok playing
 // the nodes and the pods' lives (stages.yaml says how a test steers a
-// pod). The binaries come from .ci/kube.sh, named by
-// TRAINYARD_TEST_KUBE_BIN.
+// pod). A test that needs its pods to really run adds process nodes
+// instead (ProcessNode), whose pods run as local processes. The binaries
+// come from .ci/kube.sh, named by TRAINYARD_TEST_KUBE_BIN.
 //
 // Starting one takes a few seconds, so a test package shares one
 // (Shared) and stops it in TestMain (Stop).
