@@ -422,9 +422,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		e.emit(executor.Event{Ref: ref, Kind: executor.Started, At: a.startedAt, PID: 1})
 	}
 	for _, p := range pods {
-		if containerStarted(p) {
-			a.log.follow(e.client, p.Namespace, p.Name, rankOf(p))
-		}
+		a.log.follow(e.client, p)
 	}
 	var exit *executor.Event
 	switch {
