@@ -267,8 +267,8 @@ func median(xs []float64) float64 {
 }
 
 // requestCount counts the requests a client made, by verb and resource
-// ("POST jobs", "GET pods/log", "WATCH pods"), and how long the pods/log
-// streams it opened stayed open.
+// ("POST jobs", "GET pods/log", "GET pods/log (follow)", "WATCH pods"),
+// and how long the pods/log streams it opened stayed open.
 type requestCount struct {
 	mu      sync.Mutex
 	n       map[string]int
@@ -287,7 +287,7 @@ func (r *requestCount) add(kind string) {
 func (r *requestCount) logs() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.n["GET pods/log"]
+	return r.n["GET pods/log"] + r.n["GET pods/log (follow)"]
 }
 
 func (r *requestCount) total() int {
@@ -303,10 +303,11 @@ func (r *requestCount) total() int {
 func (r *requestCount) logOpenMS() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.n["GET pods/log"] == 0 {
+	n := r.n["GET pods/log"] + r.n["GET pods/log (follow)"]
+	if n == 0 {
 		return 0
 	}
-	return float64(r.logOpen.Milliseconds()) / float64(r.n["GET pods/log"])
+	return float64(r.logOpen.Milliseconds()) / float64(n)
 }
 
 func (r *requestCount) per(jobs float64) string {
@@ -331,7 +332,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	t.count.add(kind)
 	start := time.Now()
 	resp, err := t.rt.RoundTrip(req)
-	if err == nil && kind == "GET pods/log" {
+	if err == nil && strings.HasPrefix(kind, "GET pods/log") {
 		resp.Body = &timedBody{ReadCloser: resp.Body, done: func() {
 			t.count.mu.Lock()
 			t.count.logOpen += time.Since(start)
@@ -375,6 +376,9 @@ func requestKind(req *http.Request) string {
 		verb = "WATCH"
 	case verb == "GET" && len(parts) == 1:
 		verb = "LIST"
+	}
+	if res == "pods/log" && req.URL.Query().Get("follow") == "true" {
+		res += " (follow)"
 	}
 	return verb + " " + res
 }
