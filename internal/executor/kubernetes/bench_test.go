@@ -2,6 +2,9 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"trainyard/internal/domain"
@@ -67,15 +71,30 @@ func BenchmarkThousandJobs(b *testing.B) {
 	sel := benchNodes(b, c, "bench-throughput", "64")
 	n := benchJobs()
 	var direct, via []float64
+	var directCPU, viaCPU cpuUse
+	var reqs requestCount
 	for b.Loop() {
+		cpu0 := cpuNow(c.Dir)
 		direct = append(direct, float64(n)/directRound(b, c, sel, n).Seconds())
-		via = append(via, float64(n)/executorRound(b, c, sel, n).Seconds())
+		cpu1 := cpuNow(c.Dir)
+		via = append(via, float64(n)/executorRound(b, c, sel, n, &reqs).Seconds())
+		cpu2 := cpuNow(c.Dir)
+		directCPU.add(cpu1.sub(cpu0))
+		viaCPU.add(cpu2.sub(cpu1))
 	}
 	d, v := median(direct), median(via)
 	b.ReportMetric(d, "direct-jobs/s")
 	b.ReportMetric(v, "executor-jobs/s")
 	b.ReportMetric(v/d, "executor/direct")
+	jobs := float64(n * len(direct))
+	b.ReportMetric(float64(directCPU.total())/jobs, "direct-cpu-ms/job")
+	b.ReportMetric(float64(viaCPU.total())/jobs, "executor-cpu-ms/job")
+	b.ReportMetric(float64(reqs.logs())/jobs, "log-requests/pod")
+	b.ReportMetric(float64(reqs.total())/jobs, "requests/job")
 	b.ReportMetric(0, "ns/op")
+	b.Logf("CPU ms per job, direct: %s", directCPU.per(jobs))
+	b.Logf("CPU ms per job, executor: %s", viaCPU.per(jobs))
+	b.Logf("the executor's requests per job: %s; log streams open %.0f ms each on average", reqs.per(jobs), reqs.logOpenMS())
 }
 
 func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int) time.Duration {
@@ -118,10 +137,12 @@ func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int
 	return time.Since(start)
 }
 
-func executorRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int) time.Duration {
+func executorRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int, reqs *requestCount) time.Duration {
 	ns := c.Namespace(b)
 	root := b.TempDir()
-	ex, err := New(context.Background(), Config{REST: c.Config, Namespace: ns, Image: "example.com/bench:1", NodeSelector: sel})
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, count: reqs} })
+	ex, err := New(context.Background(), Config{REST: cfg, Namespace: ns, Image: "example.com/bench:1", NodeSelector: sel})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,4 +264,198 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// requestCount counts the requests a client made, by verb and resource
+// ("POST jobs", "GET pods/log", "GET pods/log (follow)", "WATCH pods"),
+// and how long the pods/log streams it opened stayed open.
+type requestCount struct {
+	mu      sync.Mutex
+	n       map[string]int
+	logOpen time.Duration
+}
+
+func (r *requestCount) add(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[kind]++
+}
+
+func (r *requestCount) logs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n["GET pods/log"] + r.n["GET pods/log (follow)"]
+}
+
+func (r *requestCount) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := 0
+	for _, v := range r.n {
+		t += v
+	}
+	return t
+}
+
+func (r *requestCount) logOpenMS() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.n["GET pods/log"] + r.n["GET pods/log (follow)"]
+	if n == 0 {
+		return 0
+	}
+	return float64(r.logOpen.Milliseconds()) / float64(n)
+}
+
+func (r *requestCount) per(jobs float64) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []string
+	for k, v := range r.n {
+		parts = append(parts, fmt.Sprintf("%s %.3f", k, float64(v)/jobs))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// countingTransport counts the requests that pass through it.
+type countingTransport struct {
+	rt    http.RoundTripper
+	count *requestCount
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	kind := requestKind(req)
+	t.count.add(kind)
+	start := time.Now()
+	resp, err := t.rt.RoundTrip(req)
+	if err == nil && strings.HasPrefix(kind, "GET pods/log") {
+		resp.Body = &timedBody{ReadCloser: resp.Body, done: func() {
+			t.count.mu.Lock()
+			t.count.logOpen += time.Since(start)
+			t.count.mu.Unlock()
+		}}
+	}
+	return resp, err
+}
+
+// timedBody calls done once, when it is closed.
+type timedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *timedBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
+}
+
+// requestKind names a request by verb and resource: /api/v1/namespaces/x/pods/p/log
+// is "GET pods/log", a list "LIST pods", a watch "WATCH pods".
+func requestKind(req *http.Request) string {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if len(parts) > 0 && parts[0] == "apis" && len(parts) > 3 {
+		parts = parts[3:]
+	} else if len(parts) > 2 {
+		parts = parts[2:]
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	res := strings.Join(parts[:min(len(parts), 1)], "")
+	if len(parts) >= 3 {
+		res += "/" + parts[2]
+	}
+	verb := req.Method
+	switch {
+	case req.URL.Query().Get("watch") == "true":
+		verb = "WATCH"
+	case verb == "GET" && len(parts) == 1:
+		verb = "LIST"
+	}
+	if res == "pods/log" && req.URL.Query().Get("follow") == "true" {
+		res += " (follow)"
+	}
+	return verb + " " + res
+}
+
+// cpuUse is CPU time, in milliseconds, by process: the control plane's
+// daemons (by name) and "self" (this process: the executor, or the
+// direct loop).
+type cpuUse map[string]int64
+
+// cpuNow reads the CPU time used so far by this process and by every
+// process whose command line names dir (the cluster's daemons).
+func cpuNow(dir string) cpuUse {
+	u := cpuUse{"self": procCPU("self")}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), dir) {
+			continue
+		}
+		name, _, _ := strings.Cut(string(cmd), "\x00")
+		u[filepath.Base(name)] += procCPU(e.Name())
+	}
+	return u
+}
+
+// procCPU is a process's user and system CPU time in ms, from /proc/pid/stat.
+func procCPU(pid string) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (ut + st) * 10 // clock ticks of 10 ms
+}
+
+func (u cpuUse) sub(v cpuUse) cpuUse {
+	d := cpuUse{}
+	for k, x := range u {
+		d[k] = x - v[k]
+	}
+	return d
+}
+
+func (u *cpuUse) add(v cpuUse) {
+	if *u == nil {
+		*u = cpuUse{}
+	}
+	for k, x := range v {
+		(*u)[k] += x
+	}
+}
+
+func (u cpuUse) total() int64 {
+	var t int64
+	for _, x := range u {
+		t += x
+	}
+	return t
+}
+
+func (u cpuUse) per(jobs float64) string {
+	var parts []string
+	for k, x := range u {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(x)/jobs))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (total %.2f)", float64(u.total())/jobs)
 }

@@ -558,9 +558,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		}
 	}
 	for _, p := range pods {
-		if containerStarted(p) {
-			a.log.follow(e.client, p.Namespace, p.Name, rankOf(p))
-		}
+		a.log.follow(e.client, p)
 	}
 	// The Job controller still judges a Job being deleted: pods that end on
 	// the stop's SIGTERM make it Complete (exit code 0) or Failed. An

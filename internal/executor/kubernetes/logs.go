@@ -18,9 +18,15 @@ import (
 	"trainyard/internal/logs"
 )
 
-// An ended attempt's followers read on until their streams end (the
-// kubelet ends them once the container has exited), until none has read a
-// line for logIdle, or for logGrace at most; then the outcome is reported.
+// Each pod's log is read with one request, once its container has
+// started: one plain GET, which ends at the end of the log, if the
+// container had exited when the pod was first seen; else one stream
+// (follow=true), which the kubelet ends once the container has exited,
+// so that its lines reach the attempt's log as they are written. An
+// ended attempt's readers read on until their requests end, until none
+// has read a line for logIdle (a kubelet that keeps a stream open after
+// the exit, as kwok's does), or for logGrace at most; then the outcome
+// is reported.
 const (
 	logIdle  = time.Second
 	logGrace = time.Minute
@@ -43,20 +49,20 @@ type attemptLog struct {
 	redact [][]byte
 	multi  bool
 
-	wg sync.WaitGroup
-
-	mu       sync.Mutex
-	followed map[string]bool // pods being or already read
-	w        *logs.Writer    // opened at the first line
-	last     time.Time       // the newest line already in the log (after a restart)
-	err      error           // the first write error
-	active   time.Time       // when a follower last wrote or started
+	mu      sync.Mutex
+	read    map[string]bool // pods being or already read
+	reading int             // readers still running
+	drained chan struct{}   // closed when reading drops to 0 (made on demand)
+	w       *logs.Writer    // opened at the first line
+	last    time.Time       // the newest line already in the log (after a restart)
+	err     error           // the first write error
+	active  time.Time       // when a reader last wrote or started
 }
 
 func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
 	ctx, cancel := context.WithCancel(parent)
 	a := &attemptLog{ctx: ctx, cancel: cancel, dir: l.Dir, path: l.LogPath, limit: l.LogLimit,
-		multi: max(l.Resources.Nodes, 1) > 1, followed: map[string]bool{}, last: lastLogTime(l.LogPath)}
+		multi: max(l.Resources.Nodes, 1) > 1, read: map[string]bool{}, last: lastLogTime(l.LogPath)}
 	for _, v := range l.Redact {
 		if len(v) >= 4 {
 			a.redact = append(a.redact, []byte(v))
@@ -65,29 +71,58 @@ func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
 	return a
 }
 
-// follow starts reading pod's log into the attempt's, once per pod.
-// Called with the executor's lock held.
-func (a *attemptLog) follow(c *client, ns, pod string, rank int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.followed[pod] || a.ctx.Err() != nil {
+// follow starts reading pod's log into the attempt's, once per pod, once
+// its container has started. Called with the executor's lock held,
+// whenever the attempt's pods change.
+func (a *attemptLog) follow(c *client, p *corev1.Pod) {
+	if !containerStarted(p) {
 		return
 	}
-	a.followed[pod] = true
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.read[p.Name] || a.ctx.Err() != nil {
+		return
+	}
+	a.read[p.Name] = true
 	a.active = time.Now()
-	a.wg.Add(1)
+	a.reading++
+	ns, pod, rank, live := p.Namespace, p.Name, rankOf(p), !containerExited(p)
 	go func() {
-		defer a.wg.Done()
-		if err := a.copy(c, ns, pod, rank); err != nil && a.ctx.Err() == nil {
+		defer a.readerDone()
+		if err := a.copy(c, ns, pod, rank, live); err != nil && a.ctx.Err() == nil {
 			a.system(time.Now(), "cannot read the log of pod "+pod+": "+err.Error())
 		}
 	}()
 }
 
-// copy streams pod's log until it ends (its container has exited) or the
-// attempt's context does.
-func (a *attemptLog) copy(c *client, ns, pod string, rank int) error {
-	opts := &corev1.PodLogOptions{Container: containerName, Follow: true, Timestamps: true}
+func (a *attemptLog) readerDone() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reading--; a.reading == 0 && a.drained != nil {
+		close(a.drained)
+		a.drained = nil
+	}
+}
+
+// allRead is closed once no reader is left.
+func (a *attemptLog) allRead() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reading == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if a.drained == nil {
+		a.drained = make(chan struct{})
+	}
+	return a.drained
+}
+
+// copy reads pod's log to its end (follow: until the stream ends, its
+// container having exited, or the attempt's context does).
+func (a *attemptLog) copy(c *client, ns, pod string, rank int, follow bool) error {
+	opts := &corev1.PodLogOptions{Container: containerName, Follow: follow, Timestamps: true}
 	if !a.last.IsZero() {
 		since := metav1.NewTime(a.last)
 		opts.SinceTime = &since
@@ -165,35 +200,35 @@ func (a *attemptLog) write(t time.Time, stream string, text []byte) {
 	a.active = time.Now()
 }
 
-// finish waits for the followers to reach the end of their pods' logs
+// finish waits for the readers to reach the end of their pods' logs
 // (see logIdle and logGrace), stops them, and closes the log with a note
 // of how the attempt ended.
 func (a *attemptLog) finish(ev executor.Event) {
-	done := make(chan struct{})
-	go func() {
-		a.wg.Wait()
-		close(done)
-	}()
+	read := a.allRead()
 	deadline := time.Now().Add(logGrace)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	t := time.NewTimer(logIdle)
+	defer t.Stop()
 wait:
 	for {
+		a.mu.Lock()
+		until := a.active.Add(logIdle)
+		a.mu.Unlock()
+		if until.After(deadline) {
+			until = deadline
+		}
+		d := time.Until(until)
+		if d <= 0 {
+			break
+		}
+		t.Reset(d)
 		select {
-		case <-done:
+		case <-read:
 			break wait
-		case now := <-tick.C:
-			a.mu.Lock()
-			idle := now.Sub(a.active)
-			a.mu.Unlock()
-			if idle > logIdle || now.After(deadline) {
-				a.cancel()
-				<-done
-				break wait
-			}
+		case <-t.C:
 		}
 	}
 	a.cancel()
+	<-read
 	if ev.Message != "" {
 		a.system(ev.At, ev.Message)
 	}
@@ -205,10 +240,10 @@ wait:
 	}
 }
 
-// stop ends the followers at once (the attempt is being launched again).
+// stop ends the readers at once (the attempt is being launched again).
 func (a *attemptLog) stop() {
 	a.cancel()
-	a.wg.Wait()
+	<-a.allRead()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.w != nil {
@@ -250,6 +285,17 @@ func lastLogTime(path string) time.Time {
 func containerStarted(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == containerName && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerExited reports whether pod's job container has exited (its
+// pod never restarts it).
+func containerExited(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == containerName && cs.State.Terminated != nil {
 			return true
 		}
 	}
