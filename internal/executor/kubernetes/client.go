@@ -40,6 +40,10 @@ func newClient(cfg *rest.Config) (*client, error) {
 		c := rest.CopyConfig(cfg)
 		c.GroupVersion, c.APIPath = &gv, path
 		c.NegotiatedSerializer = codecs.WithoutConversion()
+		// Protocol buffers rather than JSON, both ways: a third of the
+		// API server's and our decoding per object, on every watch event.
+		c.ContentType = runtime.ContentTypeProtobuf
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 		if c.UserAgent == "" {
 			c.UserAgent = "trainyard"
 		}
