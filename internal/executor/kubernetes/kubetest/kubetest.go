@@ -427,19 +427,16 @@ type Node struct {
 	Taints      []corev1.Taint
 }
 
-// AddNode creates a kwok node and waits until it is Ready; t's cleanup
-// deletes it.
-func (c *Cluster) AddNode(t testing.TB, n Node) {
-	t.Helper()
-	ctx := context.Background()
-	cs := c.Client(t)
-	if n.Pods == "" {
-		n.Pods = "110"
+// allocatable is what the node offers: its CPUs, memory, pods and GPUs.
+func (n Node) allocatable() corev1.ResourceList {
+	pods := n.Pods
+	if pods == "" {
+		pods = "110"
 	}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(n.CPUs),
 		corev1.ResourceMemory: resource.MustParse(n.Memory),
-		corev1.ResourcePods:   resource.MustParse(n.Pods),
+		corev1.ResourcePods:   resource.MustParse(pods),
 	}
 	if n.GPUs > 0 {
 		name := n.GPUResource
@@ -448,10 +445,25 @@ func (c *Cluster) AddNode(t testing.TB, n Node) {
 		}
 		res[corev1.ResourceName(name)] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
 	}
-	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": "kwok"}
+	return res
+}
+
+// labels are the node's labels, with its hostname and type.
+func (n Node) labels(typ string) map[string]string {
+	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": typ}
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
+	return labels
+}
+
+// AddNode creates a kwok node and waits until it is Ready; t's cleanup
+// deletes it.
+func (c *Cluster) AddNode(t testing.TB, n Node) {
+	t.Helper()
+	ctx := context.Background()
+	cs := c.Client(t)
+	res, labels := n.allocatable(), n.labels("kwok")
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},

@@ -58,7 +58,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,25 +133,7 @@ func (c *Cluster) ProcessNode(t testing.TB, n Node) *ProcessNode {
 	go func() { _ = p.srv.ServeTLS(ln, "", "") }()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	if n.Pods == "" {
-		n.Pods = "110"
-	}
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(n.CPUs),
-		corev1.ResourceMemory: resource.MustParse(n.Memory),
-		corev1.ResourcePods:   resource.MustParse(n.Pods),
-	}
-	if n.GPUs > 0 {
-		name := n.GPUResource
-		if name == "" {
-			name = "nvidia.com/gpu"
-		}
-		res[corev1.ResourceName(name)] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
-	}
-	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": "process"}
-	for k, v := range n.Labels {
-		labels[k] = v
-	}
+	res, labels := n.allocatable(), n.labels("process")
 	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: n.Taints},
