@@ -58,6 +58,7 @@ var allowed = map[string][]string{
 	// The test engine: starts a control plane and adds kwok nodes.
 	"internal/executor/kubernetes/kubetest": {"k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/executor/local/userdb":        {},
+	"internal/agent":                        {"internal/domain", "internal/logs", "internal/artifacts", "internal/api/apitypes"}, // the in-job agent: HTTP to the API, never the client or the server
 	"internal/executor/local":               {"internal/executor", "internal/domain", "internal/logs", "internal/artifacts", "internal/codepkg", "internal/executor/local/cgroup", "golang.org/x/sys"},
 	"internal/service":                      {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg", "internal/cost", "internal/tier", "internal/lazyre"},
 	"internal/metrics/sample":               {},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"trainyard/internal/agent"
 	"trainyard/internal/cli"
 	"trainyard/internal/executor/local"
 )
@@ -24,14 +25,22 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "shim" {
 		os.Exit(local.ShimMain(os.Args[2:]))
 	}
+	// So is the in-job agent (a Kubernetes pod's main process), and
+	// everything after "agent" is the job's command, never our flags.
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		os.Exit(agent.Main(os.Args[2:]))
+	}
 	os.Exit(cli.Execute(rootCommand()))
 }
 
 // rootCommand is the whole command tree: the client commands plus the server
-// and the (hidden) attempt supervisor.
+// and the (hidden) attempt supervisor and in-job agent.
 func rootCommand() *cobra.Command {
 	shim := &cobra.Command{Use: "shim", Hidden: true, Short: "Supervise one attempt (internal)",
 		DisableFlagParsing: true,
 		Run:                func(cmd *cobra.Command, args []string) { os.Exit(local.ShimMain(args)) }}
-	return cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), storeCommand(), shim)
+	agentCmd := &cobra.Command{Use: "agent [--] COMMAND [ARG...]", Hidden: true, Short: "Run a job's command and report it through the API (internal)",
+		DisableFlagParsing: true,
+		Run:                func(cmd *cobra.Command, args []string) { os.Exit(agent.Main(args)) }}
+	return cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit}, serverCommand(), storeCommand(), shim, agentCmd)
 }

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +94,11 @@ func build(cfg Config, l executor.Launch) objects {
 	nodes := max(l.Resources.Nodes, 1)
 	meta := metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace, Labels: labels}
 
-	env, secret := splitEnv(l.Env, l.Redact, name)
+	argv, vars := l.Argv, l.Env
+	if cfg.Agent.Image != "" {
+		argv, vars = agentCommand(cfg.Agent, l)
+	}
+	env, secret := splitEnv(vars, l.Redact, name)
 	var o objects
 	if len(secret) > 0 {
 		o.secret = &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: secret}
@@ -131,13 +136,16 @@ func build(cfg Config, l executor.Launch) objects {
 		Containers: []corev1.Container{{
 			Name:    containerName,
 			Image:   image,
-			Command: escapeAll(l.Argv),
+			Command: escapeAll(argv),
 			Env:     env,
 			// A failed job's terminated state carries its log's tail
 			// (what a command not found says).
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			Resources:                corev1.ResourceRequirements{Requests: res, Limits: res},
 		}},
+	}
+	if cfg.Agent.Image != "" {
+		addAgent(&pod, cfg.Agent)
 	}
 	for _, s := range cfg.ImagePullSecrets {
 		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
@@ -169,6 +177,49 @@ func build(cfg Config, l executor.Launch) objects {
 	}
 	o.job = &batchv1.Job{ObjectMeta: meta, Spec: spec}
 	return o
+}
+
+// agentVolume is the emptyDir that carries the trainyard binary and the
+// job's outputs; agentInit the init container that puts the binary there.
+const (
+	agentVolume = "trainyard"
+	agentInit   = "trainyard-agent"
+)
+
+// agentCommand is the job container's command and environment under the
+// agent: Dir/bin/trainyard agent -- argv, its outputs and checkpoints in
+// the emptyDir (replacing the server's paths the launch carries) and the
+// API at the URL pods reach.
+func agentCommand(a AgentConfig, l executor.Launch) (argv, env []string) {
+	dir := a.dir()
+	argv = append([]string{path.Join(dir, "bin", "trainyard"), "agent", "--"}, l.Argv...)
+	out := path.Join(dir, "outputs")
+	// A later definition wins (splitEnv).
+	env = append(slices.Clip(l.Env), "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+path.Join(out, "checkpoints"))
+	if a.APIURL != "" {
+		env = append(env, "TRAINYARD_API="+a.APIURL)
+	}
+	return argv, env
+}
+
+// addAgent adds to pod the emptyDir mounted at a.Dir in every container
+// and the init container that copies the trainyard binary of a.Image
+// into it, as Dir/bin/trainyard.
+func addAgent(pod *corev1.PodSpec, a AgentConfig) {
+	dir := a.dir()
+	mount := corev1.VolumeMount{Name: agentVolume, MountPath: dir}
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: agentVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	for i := range pod.Containers {
+		pod.Containers[i].VolumeMounts = append(pod.Containers[i].VolumeMounts, mount)
+	}
+	pod.InitContainers = append(pod.InitContainers, corev1.Container{
+		Name:  agentInit,
+		Image: a.Image,
+		// The paths as the shell's arguments, never parsed by it.
+		Command:                  escapeAll([]string{"/bin/sh", "-c", `mkdir -p "$0/bin" && cp "$1" "$0/bin/trainyard"`, dir, a.path()}),
+		VolumeMounts:             []corev1.VolumeMount{mount},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
 }
 
 // splitEnv separates the variables whose value is a secret (one of

@@ -57,8 +57,43 @@ type Config struct {
 	// Files is the read side (logs, outputs): where the executor keeps
 	// what outlives the pods.
 	Files executor.Files
+	// Agent, with its Image set, runs each pod's command under the in-job
+	// agent (trainyard agent), which reports the attempt's progress,
+	// checkpoints and outputs through the API with its job token: the
+	// pod's filesystem is not the server's. Without it pods run the bare
+	// command.
+	Agent AgentConfig
 	Log   *slog.Logger
 }
+
+// Defaults of AgentConfig.
+const (
+	DefaultAgentPath = "/usr/local/bin/trainyard"
+	DefaultAgentDir  = "/trainyard"
+)
+
+// AgentConfig puts the trainyard binary in every pod: an init container of
+// Image copies Path into an emptyDir volume mounted at Dir, and the job's
+// container runs Dir/bin/trainyard agent -- COMMAND, with its outputs
+// (TRAINYARD_OUTPUT_DIR) in Dir/outputs, its checkpoints
+// (TRAINYARD_CHECKPOINT_DIR) in Dir/outputs/checkpoints.
+type AgentConfig struct {
+	// Image holds the trainyard binary (and a shell with mkdir and cp):
+	// the server's own image does. Empty: no agent.
+	Image string
+	// Path is the binary's path in Image; default DefaultAgentPath.
+	Path string
+	// Dir is where the pod's emptyDir is mounted; default
+	// DefaultAgentDir. It must not be a directory of the job's image.
+	Dir string
+	// APIURL is the server's URL as pods reach it: it replaces
+	// TRAINYARD_API (the server's own view) in the pod's environment.
+	// Empty: TRAINYARD_API is left as launched.
+	APIURL string
+}
+
+func (a AgentConfig) path() string { return cmp.Or(a.Path, DefaultAgentPath) }
+func (a AgentConfig) dir() string  { return cmp.Or(a.Dir, DefaultAgentDir) }
 
 func (c Config) gpuResource() string {
 	if c.GPUResource == "" {

@@ -1,0 +1,285 @@
+// Package agent is the in-job agent of attempts whose filesystem is not
+// the server's (the Kubernetes executor's pods): `trainyard agent --
+// COMMAND...` runs the job's command and reports through the API, with the
+// attempt's job token, what the local executor's supervisor reads from
+// disk: the command's progress lines (as metrics), the checkpoints it
+// completes while it runs and, once it has ended, its outputs.
+//
+// Reporting never decides the job's fate: whatever the API answers, or
+// whether it answers at all, the agent exits with its command's status. The
+// job's files are the job's: the agent uploads regular files only, never
+// through a symbolic link, and never leaves its output directory.
+//
+// The agent reads its configuration from the environment the executor gives
+// the job: TRAINYARD_API (the server's URL), TRAINYARD_JOB_TOKEN,
+// TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_OUTPUT_DIR and
+// TRAINYARD_CHECKPOINT_DIR (its "checkpoints" directory).
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"trainyard/internal/artifacts"
+)
+
+// Intervals of the agent's reporting.
+const (
+	// flushEvery is the shortest interval between two metric reports.
+	flushEvery = time.Second
+	// scanEvery is how often the checkpoint directory is looked at.
+	scanEvery = 2 * time.Second
+	// retryFor bounds how long one API call is retried on a network
+	// error or a 5xx answer.
+	retryFor = 30 * time.Second
+	// drainWait bounds the wait for the command's stdout to end once it
+	// has exited, when a process that left its group still holds it.
+	drainWait = 2 * time.Second
+)
+
+// usage is printed for a call without a command.
+const usage = "usage: trainyard agent [--] COMMAND [ARG...]\n" +
+	"Runs COMMAND, passing its output through, and reports its progress, checkpoints and outputs\n" +
+	"through the API (TRAINYARD_API, TRAINYARD_JOB_TOKEN); exits with COMMAND's status.\n"
+
+// Main runs `trainyard agent [--] ARGV...`: args are the arguments after
+// "agent". It returns the command's exit status (128+N when a signal N
+// ended it), 127 when it could not be found, 126 when it could not be
+// started, and 2 when there is no command.
+func Main(args []string) int {
+	// Pdeathsig fires when the thread that forked the child exits: pinned,
+	// only the agent's death kills the command it runs.
+	runtime.LockOSThread()
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	// Stop requests are the command's to handle, from the start.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	cfg := configFromEnv(os.Getenv)
+	return run(cfg, args, sigs, os.Stdout, os.Stderr)
+}
+
+// config is the agent's environment.
+type config struct {
+	api, token    string
+	jobID         int64
+	attempt       int
+	outputDir     string
+	checkpointDir string
+	// Test knobs; zero means the defaults above.
+	flushEvery, scanEvery, retryFor time.Duration
+}
+
+func configFromEnv(getenv func(string) string) config {
+	c := config{
+		api:           getenv("TRAINYARD_API"),
+		token:         getenv("TRAINYARD_JOB_TOKEN"),
+		outputDir:     getenv("TRAINYARD_OUTPUT_DIR"),
+		checkpointDir: getenv("TRAINYARD_CHECKPOINT_DIR"),
+	}
+	c.jobID, _ = strconv.ParseInt(getenv("TRAINYARD_JOB_ID"), 10, 64)
+	c.attempt, _ = strconv.Atoi(getenv("TRAINYARD_ATTEMPT"))
+	return c
+}
+
+// missing names what the agent needs to report and the environment lacks.
+func (c config) missing() string {
+	switch {
+	case c.api == "":
+		return "TRAINYARD_API"
+	case c.token == "":
+		return "TRAINYARD_JOB_TOKEN"
+	case c.jobID <= 0:
+		return "TRAINYARD_JOB_ID"
+	case c.attempt <= 0:
+		return "TRAINYARD_ATTEMPT"
+	}
+	return ""
+}
+
+// logger writes the agent's own lines to stderr (the pod's log), the job
+// token never among them.
+type logger struct {
+	mu    sync.Mutex
+	w     io.Writer
+	token string
+}
+
+func (l *logger) printf(format string, args ...any) {
+	msg := redact(fmt.Sprintf(format, args...), l.token)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "trainyard agent: %s\n", msg)
+}
+
+// run is Main once its arguments and environment are read: it starts argv,
+// reports while it runs and once it has ended, and returns its status.
+func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+	log := &logger{w: stderr, token: cfg.token}
+	var rep *reporter
+	if m := cfg.missing(); m != "" {
+		log.printf("%s is not set: running %s without reporting its progress, checkpoints or outputs", m, argv[0])
+	} else {
+		rep = newReporter(cfg, log)
+	}
+	// The outputs are opened before the command runs: the directory the
+	// agent reads is the one it was given, whatever the job renames.
+	var out *outputs
+	if rep != nil && cfg.outputDir != "" {
+		var err error
+		out, err = openOutputs(cfg, rep, log)
+		if err != nil {
+			log.printf("outputs: %v; they will not be uploaded", err)
+		} else {
+			defer out.close()
+		}
+	}
+
+	cmd, outR, err := start(argv, stderr)
+	if err != nil {
+		log.printf("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	pid := cmd.Process.Pid
+
+	// Progress: the command's stdout passes through, its progress lines
+	// are taken on the way.
+	var metrics *metricsQueue
+	if rep != nil {
+		metrics = newMetricsQueue(rep, cfg.flushEvery)
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		passThrough(outR, stdout, metrics)
+	}()
+
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	if out != nil {
+		go out.watch(stopWatch, watched)
+	} else {
+		close(watched)
+	}
+
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		_ = cmd.Wait()
+		exited <- cmd.ProcessState
+	}()
+	var ps *os.ProcessState
+	for ps == nil {
+		select {
+		case ps = <-exited:
+		case s := <-sigs:
+			if sig, ok := s.(syscall.Signal); ok {
+				_ = syscall.Kill(-pid, sig)
+			}
+		}
+	}
+	// What it left in its group goes with it, as with a container's main
+	// process.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-drained:
+	case <-time.After(drainWait):
+		outR.Close() // held open by a process outside the group
+		<-drained
+	}
+	outR.Close()
+	code := exitStatus(ps)
+
+	close(stopWatch)
+	<-watched
+	if metrics != nil {
+		metrics.close()
+	}
+	if out != nil {
+		out.final()
+	}
+	if rep != nil {
+		rep.summary()
+	}
+	return code
+}
+
+// start starts argv (looked up in PATH) in a process group of its own,
+// stdin from /dev/null, stderr to stderr and stdout into the returned pipe.
+func start(argv []string, stderr io.Writer) (*exec.Cmd, *os.File, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout = outW
+	if f, ok := stderr.(*os.File); ok {
+		cmd.Stderr = f
+	} else {
+		cmd.Stderr = stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	outW.Close()
+	if err != nil {
+		outR.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	return cmd, outR, nil
+}
+
+// exitStatus is the status a shell reports for ps: 128+N for a signal N.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// passThrough copies r to w as it comes, handing each complete line to
+// metrics (when not nil).
+func passThrough(r io.Reader, w io.Writer, metrics *metricsQueue) {
+	var lines lineSplitter
+	if metrics != nil {
+		lines.fn = metrics.line
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = w.Write(buf[:n])
+			if metrics != nil {
+				lines.feed(buf[:n])
+			}
+		}
+		if err != nil {
+			if metrics != nil {
+				lines.end()
+			}
+			return
+		}
+	}
+}
+
+// isCheckpointsOf reports whether dir is parent's "checkpoints" directory.
+func isCheckpointsOf(dir, parent string) bool {
+	return dir != "" && filepath.Clean(dir) == filepath.Join(filepath.Clean(parent), artifacts.CheckpointsDir)
+}

@@ -1,0 +1,283 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"trainyard/internal/agent"
+	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/kubernetes"
+	"trainyard/internal/executor/kubernetes/kubetest"
+	"trainyard/internal/executor/local"
+	"trainyard/internal/logs"
+)
+
+// The test binary is the agent's binary in the process node's pods: the
+// test puts it where the init container would copy trainyard
+// (Agent.Dir/bin/trainyard), and the pod's command runs it as
+// "trainyard agent -- ...", which lands here before any test starts.
+func init() {
+	if len(os.Args) > 1 && filepath.Base(os.Args[0]) == "trainyard" && os.Args[1] == "agent" {
+		os.Exit(agent.Main(os.Args[2:]))
+	}
+}
+
+// agentAPI records what a job's agent reports: the three endpoints, for
+// any job, with the one token it accepts.
+type agentAPI struct {
+	token string
+	srv   *httptest.Server
+
+	mu       sync.Mutex
+	calls    []string // "<job>/<attempt> metrics|PUT <path>|complete <name>"
+	points   []apitypes.MetricsStep
+	files    map[string][]byte
+	badToken int
+	changed  chan struct{}
+}
+
+func newAgentAPI(t *testing.T, token string) *agentAPI {
+	a := &agentAPI{token: token, files: map[string][]byte{}, changed: make(chan struct{})}
+	mux := http.NewServeMux()
+	const prefix = "/api/v1/jobs/{id}/attempts/{n}"
+	ok := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("Authorization") != "Bearer "+a.token {
+			a.mu.Lock()
+			a.badToken++
+			a.mu.Unlock()
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return false
+		}
+		return true
+	}
+	mux.HandleFunc("POST "+prefix+"/metrics", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.MetricsReport
+		if !ok(w, r) {
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.record(r, "metrics", func() { a.points = append(a.points, req.Points...) })
+		_ = json.NewEncoder(w).Encode(apitypes.MetricsReportResult{Stored: len(req.Points)})
+	})
+	mux.HandleFunc("PUT "+prefix+"/outputs/{path...}", func(w http.ResponseWriter, r *http.Request) {
+		if !ok(w, r) {
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		p := r.PathValue("path")
+		a.record(r, "PUT "+p, func() { a.files[p] = b })
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": p, "size": len(b)})
+	})
+	mux.HandleFunc("POST "+prefix+"/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.CheckpointComplete
+		if !ok(w, r) {
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.record(r, "complete "+req.Name, nil)
+		_ = json.NewEncoder(w).Encode(map[string]any{"name": req.Name})
+	})
+	a.srv = httptest.NewServer(mux)
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *agentAPI) record(r *http.Request, call string, fn func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, r.PathValue("id")+"/"+r.PathValue("n")+" "+call)
+	if fn != nil {
+		fn()
+	}
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+func (a *agentAPI) waitCall(t *testing.T, call string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		a.mu.Lock()
+		found, ch := slices.Contains(a.calls, call), a.changed
+		calls := slices.Clone(a.calls)
+		a.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("no call %q; calls %q", call, calls)
+		}
+	}
+}
+
+// TestAgentReportsThroughTheAPI: the executor's pod, run by a process
+// node as its main container's command and environment, runs the job
+// under the agent, whose reports reach the API: the progress lines as
+// metrics, a checkpoint the job completes while it runs (its files, its
+// marker, then the complete call), and its outputs once it has ended,
+// without following the link the job planted.
+func TestAgentReportsThroughTheAPI(t *testing.T) {
+	c := kubetest.Shared(t)
+	const pool = "agent"
+	c.ProcessNode(t, kubetest.Node{Name: "node-agent", CPUs: "8", Memory: "16Gi",
+		Labels: map[string]string{"trainyard.io/test-pool": pool}})
+
+	// What the init container would do: the trainyard binary (here the
+	// test binary) at Dir/bin/trainyard.
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(exe, filepath.Join(dir, "bin", "trainyard")); err != nil {
+		t.Fatal(err)
+	}
+	const token = "tyj_agent-test-token-0123"
+	api := newAgentAPI(t, token)
+
+	ns := c.Namespace(t)
+	runs := logs.Layout{Root: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ex, err := kubernetes.New(ctx, kubernetes.Config{REST: c.Config, Namespace: ns, Image: "example.com/trainer:1",
+		NodeSelector: map[string]string{"trainyard.io/test-pool": pool}, Files: local.NewReader(runs.Root),
+		Agent: kubernetes.AgentConfig{Image: "example.com/trainyard:1", Dir: dir, APIURL: api.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ex.Close() })
+	h := executortest.NewHarness(t, layoutExec{Executor: ex, runs: runs})
+
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("the server's secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	script := `set -e
+out="$TRAINYARD_OUTPUT_DIR"; ck="$TRAINYARD_CHECKPOINT_DIR"
+echo 'trainyard: {"step": 100, "loss": 0.5}'
+echo 'plain output'
+echo 'trainyard: {"step": 200, "loss": 0.25, "lr": 0.001}'
+mkdir "$ck/step-200"
+printf 'weights-200' > "$ck/step-200/weights.bin"
+ln -s "$SECRET" "$ck/step-200/stolen"
+: > "$ck/step-200/.complete"
+while [ ! -e "$GATE" ]; do sleep 0.05; done
+echo 'trainyard: {"step": 300, "loss": 0.125}'
+mkdir -p "$out/model"
+printf 'final-model' > "$out/model/final.pt"
+printf 'half' > "$out/model/final.pt.tmp"
+ln -s "$SECRET" "$out/stolen"
+env | grep '^TRAINYARD_\(OUTPUT_DIR\|CHECKPOINT_DIR\|API\)=' | sort > "$out/env.txt"
+`
+	l := h.Launch(t, []string{"/bin/sh", "-c", script}, func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}
+		l.Env = append(l.Env, "TRAINYARD_JOB_ID="+strconv.FormatInt(l.JobID, 10), "TRAINYARD_ATTEMPT="+strconv.Itoa(l.Attempt),
+			"TRAINYARD_JOB_TOKEN="+token, "TRAINYARD_API=http://the-server-itself.invalid:7070",
+			"SECRET="+secret, "GATE="+gate)
+		l.Redact = append(l.Redact, token)
+	})
+	ref := strconv.FormatInt(l.JobID, 10) + "/" + strconv.Itoa(l.Attempt) + " "
+
+	// The checkpoint is reported while the job runs.
+	api.waitCall(t, ref+"complete step-200")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	api.waitCall(t, ref+"PUT env.txt") // the agent's last uploads come before its exit
+
+	// The Job the executor created is the one that ran: the agent's
+	// init container and volume, its command around the job's.
+	job, err := c.Client(t).BatchV1().Jobs(ns).Get(context.Background(), name(l.Ref), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := job.Spec.Template.Spec
+	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != "example.com/trainyard:1" || len(spec.Volumes) != 1 {
+		t.Errorf("pod spec: init containers %+v, volumes %+v", spec.InitContainers, spec.Volumes)
+	}
+	if cmd := spec.Containers[0].Command; len(cmd) < 4 || cmd[0] != filepath.Join(dir, "bin", "trainyard") || cmd[1] != "agent" || cmd[2] != "--" {
+		t.Errorf("command %q", cmd)
+	}
+
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.badToken > 0 {
+		t.Errorf("%d calls without the job token", api.badToken)
+	}
+	var steps []int64
+	for _, p := range api.points {
+		steps = append(steps, p.Step)
+	}
+	if !slices.Equal(steps, []int64{100, 200, 300}) || api.points[1].Metrics["lr"] != 0.001 || api.points[2].Metrics["loss"] != 0.125 {
+		t.Errorf("metrics %+v, want steps 100, 200, 300", api.points)
+	}
+	got := map[string]string{}
+	for k, v := range api.files {
+		got[k] = string(v)
+	}
+	want := map[string]string{
+		"checkpoints/step-200/weights.bin": "weights-200",
+		"checkpoints/step-200/.complete":   "",
+		"model/final.pt":                   "final-model",
+		"env.txt": "TRAINYARD_API=" + api.srv.URL + "\n" +
+			"TRAINYARD_CHECKPOINT_DIR=" + filepath.Join(dir, "outputs", "checkpoints") + "\n" +
+			"TRAINYARD_OUTPUT_DIR=" + filepath.Join(dir, "outputs") + "\n",
+	}
+	if len(got) != len(want) {
+		t.Errorf("uploaded %d files %q, want %d", len(got), slices.Sorted(maps.Keys(got)), len(want))
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("upload %s = %q (uploaded: %v), want %q", k, g, ok, v)
+		}
+	}
+	for k, v := range got {
+		if strings.Contains(v, "the server's secret") || strings.Contains(k, "stolen") {
+			t.Errorf("the planted link was followed: %s = %q", k, v)
+		}
+	}
+	idx := func(c string) int { return slices.Index(api.calls, ref+c) }
+	if !(idx("PUT checkpoints/step-200/weights.bin") < idx("PUT checkpoints/step-200/.complete") &&
+		idx("PUT checkpoints/step-200/.complete") < idx("complete step-200")) {
+		t.Errorf("a checkpoint's data, then its marker, then the complete call; got %q", api.calls)
+	}
+	// The job's stdout is the pod's log, progress lines included.
+	if lines := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Contains(lines, "plain output") ||
+		!slices.Contains(lines, `trainyard: {"step": 100, "loss": 0.5}`) {
+		t.Errorf("log %q", lines)
+	}
+}
