@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"internal/executor/executortest": {"internal/executor", "internal/domain", "internal/logs"},
 	"internal/executor/local/cgroup": {"golang.org/x/sys"},
 	"internal/executor/router":       {"internal/executor", "internal/domain"},
-	"internal/executor/kubernetes":   {"internal/executor", "internal/domain", "internal/logs", "internal/executor/local", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
+	"internal/executor/kubernetes":   {"internal/executor", "internal/domain", "internal/logs", "internal/executor/local", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go", "golang.org/x/sys"}, // x/sys: signal names
 	// The test engine: starts a control plane and adds kwok nodes.
 	"internal/executor/kubernetes/kubetest": {"k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/executor/local/userdb":        {},

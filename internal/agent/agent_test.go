@@ -40,7 +40,7 @@ type fakeAPI struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
-	calls    []string          // "metrics", "PUT <path>", "complete <name>", in order
+	calls    []string // "metrics", "PUT <path>", "complete <name>", in order
 	points   []apitypes.MetricsStep
 	files    map[string][]byte // output path → bytes
 	fail     map[string]int    // call kind → how many more times to answer 503
