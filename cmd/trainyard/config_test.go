@@ -181,6 +181,10 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:6: executors[0].tolerations[0].effect: "Never" is not an effect`},
 		"pool on an undeclared executor": {"executors:\n  - {name: k, kind: kubernetes, namespace: ml, image: python:3}\npools:\n  - {name: a, executor: slurm}\n",
 			`server.yaml:4: pools[0].executor: executor "slurm" is not configured on this server; use one of local, k,`},
+		"agent without an image": {"executors:\n  - name: k\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n    agent: {api_url: http://ty:7070}\n",
+			"server.yaml:6: executors[0].agent.image: missing; name the image holding the trainyard binary"},
+		"agent api_url not a URL": {"executors:\n  - name: k\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n    agent: {image: ty:1, api_url: ty.svc}\n",
+			`server.yaml:6: executors[0].agent.api_url: "ty.svc" is not an http(s) URL`},
 		"negative env check ttl": {"env_check_ttl: -1h\n",
 			`server.yaml:1: env_check_ttl: "-1h" is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt`},
 	} {
@@ -255,6 +259,7 @@ func TestServerConfigClusterPool(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "server.yaml")
 	doc := "executors:\n  - name: gpu-cluster\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n" +
 		"    node_selector: {pool: a100}\n    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n" +
+		"    agent: {image: registry.example.com/trainyard:1, api_url: http://trainyard.trainyard.svc:7070}\n" +
 		"pools:\n  - {name: a100, executor: gpu-cluster, max_gpus_per_job: 8}\n"
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +44,25 @@ type executorConfig struct {
 	Tolerations      []tolerationConfig `yaml:"tolerations"`
 	PriorityClass    string             `yaml:"priority_class"`
 	ImagePullSecrets []string           `yaml:"image_pull_secrets"`
+	// Agent puts the in-job agent (this binary) in every pod, which
+	// reports progress, checkpoints and outputs through the API: without
+	// it they stay in the pod.
+	Agent agentConfig `yaml:"agent"`
+}
+
+// agentConfig is where pods get the in-job agent and reach the server.
+type agentConfig struct {
+	// Image holds the trainyard binary and a shell: the server's image.
+	Image string `yaml:"image"`
+	// Path is the binary's path in Image (default /usr/local/bin/trainyard).
+	Path string `yaml:"path"`
+	// Dir is where each pod gets the agent and its outputs (default
+	// /trainyard): a directory the job's image does not use.
+	Dir string `yaml:"dir"`
+	// APIURL is the server's URL as pods reach it, e.g.
+	// http://trainyard.trainyard.svc:7070; default the server's own,
+	// which only pods on its machine reach.
+	APIURL string `yaml:"api_url"`
 }
 
 // tolerationConfig is a pod toleration, as in a pod spec.
@@ -91,6 +112,18 @@ func validateExecutors(cfgs []executorConfig) []error {
 		if c.Image == "" {
 			add(i, "image", "missing; name the image that runs jobs whose environment names none (e.g. python:3.12)")
 		}
+		if a := c.Agent; a.Image != "" {
+			if u, err := url.Parse(a.APIURL); a.APIURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+				add(i, "agent.api_url", "%q is not an http(s) URL; give one such as http://trainyard.trainyard.svc:7070", a.APIURL)
+			}
+			for _, f := range []struct{ name, path string }{{"agent.path", a.Path}, {"agent.dir", a.Dir}} {
+				if f.path != "" && !path.IsAbs(f.path) {
+					add(i, f.name, "%q is not an absolute path", f.path)
+				}
+			}
+		} else if c.Agent != (agentConfig{}) {
+			add(i, "agent.image", "missing; name the image holding the trainyard binary (the server's own), or leave agent out")
+		}
 		for j, t := range c.Tolerations {
 			if t.Operator != "" && t.Operator != "Equal" && t.Operator != "Exists" {
 				add(i, fmt.Sprintf("tolerations[%d].operator", j), "%q is not an operator; use Equal or Exists", t.Operator)
@@ -128,6 +161,9 @@ type clusterExecutor struct {
 func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.Files, log *slog.Logger, timeout time.Duration) ([]clusterExecutor, error) {
 	var out []clusterExecutor
 	for _, c := range cfgs {
+		if c.Agent.Image != "" && c.Agent.APIURL == "" {
+			log.Warn("executor agent.api_url is not set: pods report to the server's own URL, which pods on other machines cannot reach", "executor", c.Name)
+		}
 		rest, err := kubernetes.RESTConfig(c.Kubeconfig, c.Context)
 		if err == nil {
 			sctx, cancel := context.WithTimeout(ctx, timeout)
@@ -135,6 +171,7 @@ func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.F
 			ex, err = kubernetes.New(sctx, kubernetes.Config{REST: rest, Namespace: c.Namespace, Image: c.Image,
 				GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
 				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files,
+				Agent: kubernetes.AgentConfig{Image: c.Agent.Image, Path: c.Agent.Path, Dir: c.Agent.Dir, APIURL: c.Agent.APIURL},
 				Log: log.With("executor", c.Name)})
 			cancel()
 			if err == nil {

@@ -173,9 +173,21 @@ func TestObserve(t *testing.T) {
 		{name: "pull", pods: []*corev1.Pod{pod("p", corev1.PodPending, corev1.ContainerStatus{Image: "reg/x:1",
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}})},
 			state: domain.AttemptFailed, reason: ReasonImagePullFailed, code: -1},
+		{name: "agent image pull", pods: []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "trainyard-agent", Image: "reg/trainyard:typo",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}}}}}}},
+			state: domain.AttemptFailed, reason: ReasonImagePullFailed, code: -1},
+		{name: "agent setup", job: failedJob(batchv1.JobReasonBackoffLimitExceeded),
+			pods: []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+				InitContainerStatuses: []corev1.ContainerStatus{{Name: "trainyard-agent",
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "cp: cannot stat '/usr/bin/trainyard'"}}}}}}},
+			ended: true, state: domain.AttemptFailed, reason: ReasonAgentSetupFailed, code: -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := observe(c.job, c.pods)
+			if c.reason == ReasonImagePullFailed && !o.pullFail {
+				t.Error("a pull failure not marked as one")
+			}
 			if o.started != c.started || o.ended != c.ended {
 				t.Fatalf("started %v ended %v, want %v %v", o.started, o.ended, c.started, c.ended)
 			}

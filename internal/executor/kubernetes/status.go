@@ -24,6 +24,10 @@ const ReasonImagePullFailed domain.Reason = "ImagePullFailed"
 // pressure, a drain).
 const ReasonEvicted domain.Reason = "Evicted"
 
+// ReasonAgentSetupFailed: the init container that installs the in-job
+// agent failed (a wrong agent image or path): the job never ran.
+const ReasonAgentSetupFailed domain.Reason = "AgentSetupFailed"
+
 // pullFailures are the waiting reasons of a container whose image will
 // not come: the attempt ends rather than waits.
 var pullFailures = map[string]bool{
@@ -48,6 +52,14 @@ type observed struct {
 func observe(job *batchv1.Job, pods []*corev1.Pod) observed {
 	var o observed
 	for _, p := range pods {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if w := cs.State.Waiting; w != nil && pullFailures[w.Reason] {
+				o.pullFail = true
+				o.exit = executor.Event{State: domain.AttemptFailed, Reason: ReasonImagePullFailed,
+					Message: fmt.Sprintf("the in-job agent's image %s cannot be pulled (%s): %s; check the executor's agent.image and its image pull secrets",
+						cs.Image, w.Reason, strings.TrimSpace(w.Message))}
+			}
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name != containerName {
 				continue
@@ -111,6 +123,13 @@ func failure(c batchv1.JobCondition, pods []*corev1.Pod) executor.Event {
 		if p.Status.Reason == "Evicted" {
 			return executor.Event{State: domain.AttemptFailed, Reason: ReasonEvicted,
 				Message: "pod " + p.Name + " was evicted: " + p.Status.Message}
+		}
+		for _, cs := range p.Status.InitContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return executor.Event{State: domain.AttemptFailed, Reason: ReasonAgentSetupFailed,
+					Message: fmt.Sprintf("the in-job agent could not be installed in pod %s (init container %s exited with code %d%s); the job did not run: check the executor's agent.image and agent.path",
+						p.Name, cs.Name, t.ExitCode, oneLineSuffix(t.Message))}
+			}
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			t := cs.State.Terminated
@@ -205,4 +224,16 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// oneLineSuffix is ": " and the last line of msg, or "" for none.
+func oneLineSuffix(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
 }
