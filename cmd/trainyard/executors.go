@@ -172,7 +172,7 @@ func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.F
 				GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
 				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files,
 				Agent: kubernetes.AgentConfig{Image: c.Agent.Image, Path: c.Agent.Path, Dir: c.Agent.Dir, APIURL: c.Agent.APIURL},
-				Log: log.With("executor", c.Name)})
+				Log:   log.With("executor", c.Name)})
 			cancel()
 			if err == nil {
 				out = append(out, clusterExecutor{name: c.Name, ex: ex})
