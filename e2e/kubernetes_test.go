@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -223,4 +226,76 @@ func TestKubernetesGangAndRestart(t *testing.T) {
 		_, err := cs.CoreV1().Services(ns).Get(ctx, kj.Spec.Template.Spec.Subdomain, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && len(kubeJobs(t, cs, ns, gang.ID)) == 0
 	})
+}
+
+// TestKubernetesAgent: a pool on a cluster whose executor puts the in-job
+// agent in every pod. The pods run on a test node that runs their
+// command as local processes (a real kubelet cannot run here; the agent
+// is where the pod spec says, as an init container would have put it):
+// the job's progress, checkpoint and outputs reach the server through
+// the API with the job token, as on the local executor.
+func TestKubernetesAgent(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	c.ProcessNode(t, kubetest.Node{Name: ns + "-proc", CPUs: "4", Memory: "8Gi", Labels: map[string]string{"trainyard.test/e2e": ns}})
+	agentDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(agentDir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(binary, filepath.Join(agentDir, "bin", "trainyard")); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, serverOpts{extra: fmt.Sprintf(`executors:
+  - name: proc
+    kind: kubernetes
+    kubeconfig: %s
+    namespace: %s
+    image: registry.example/train:1
+    node_selector: {trainyard.test/e2e: %s}
+    agent: {image: registry.example/trainyard:1, dir: %s}
+pools:
+  - name: cpu
+    nodes: [{name: here, cpus: 2, memory: 8GiB}]
+  - name: k8s
+    executor: proc
+`, c.Kubeconfig, ns, ns, agentDir)})
+	var pool apitypes.Pool
+	waitFor(t, 20*time.Second, "pool k8s to have the cluster's node", func() bool {
+		s.api("GET", "/api/v1/pools/k8s", nil, &pool)
+		return len(pool.Nodes) == 1
+	})
+	script := `echo 'trainyard: {"step": 1, "loss": 0.9}'
+echo 'trainyard: {"step": 2, "loss": 0.5}'
+mkdir -p "$TRAINYARD_OUTPUT_DIR/model" "$TRAINYARD_CHECKPOINT_DIR/step-2"
+echo weights > "$TRAINYARD_OUTPUT_DIR/model/final.txt"
+echo ckpt > "$TRAINYARD_CHECKPOINT_DIR/step-2/w.bin"
+touch "$TRAINYARD_CHECKPOINT_DIR/step-2/.complete"
+ln -s /etc "$TRAINYARD_OUTPUT_DIR/escape"
+echo done`
+	spec, _ := json.Marshal(map[string]any{"name": "agent", "pool": "k8s", "entrypoint": []string{"/bin/sh", "-c", script},
+		"resources": map[string]any{"cpus": 1, "memory": "1GiB"}})
+	j := s.submit(string(spec))
+	got := s.waitState(j.ID, time.Minute, "succeeded", "failed")
+	if got.State != "succeeded" {
+		t.Fatalf("job: %s (%s)\n%s", got.State, got.Reason, s.mustCLI("logs", strconv.FormatInt(j.ID, 10)))
+	}
+	id := strconv.FormatInt(j.ID, 10)
+	if out := s.mustCLI("metrics", id); !strings.Contains(out, "0.5") {
+		t.Errorf("metrics of the cluster job:\n%s\nwant the reported loss", out)
+	}
+	out := s.mustCLI("artifacts", "ls", id)
+	if !strings.Contains(out, "model/final.txt") || strings.Contains(out, "escape") || strings.Contains(out, "passwd") {
+		t.Errorf("artifacts of the cluster job:\n%s\nwant model/final.txt and nothing through the planted link", out)
+	}
+	dest := t.TempDir()
+	s.mustCLI("artifacts", "get", id, "model/final.txt", "--dest", dest)
+	if b, err := os.ReadFile(filepath.Join(dest, "model", "final.txt")); err != nil || strings.TrimSpace(string(b)) != "weights" {
+		t.Errorf("downloaded artifact %q (%v), want weights", b, err)
+	}
+	if out := s.mustCLI("checkpoints", "ls", id); !strings.Contains(out, "step-2") {
+		t.Errorf("checkpoints of the cluster job:\n%s\nwant step-2", out)
+	}
+	if out := s.mustCLI("logs", id); !strings.Contains(out, "done") {
+		t.Errorf("logs:\n%s", out)
+	}
 }
