@@ -50,7 +50,7 @@ func (d *Dir) CreateFile(name string) (*os.File, error) {
 		case err != nil:
 			return nil, err
 		case !fi.IsDir():
-			return nil, fmt.Errorf("create %s: %w", d.Join(name), &NotDirError{Path: next, Kind: kind(fi.Mode())})
+			return nil, fmt.Errorf("create %s: %w", d.Join(name), &KindError{Path: next, Kind: kind(fi.Mode()), Want: "directory"})
 		}
 		dir = next
 	}
@@ -64,18 +64,24 @@ func (d *Dir) CreateFile(name string) (*os.File, error) {
 	return f, nil
 }
 
-// NotDirError says that a path on the way to one being written is no
-// directory (a symbolic link, a regular file…): nothing is written
-// through it. It matches syscall.ENOTDIR.
-type NotDirError struct {
+// KindError says that a path is not of the kind it must be: one on the
+// way to a file being written is no directory (a symbolic link, a
+// regular file…), or what a file would replace is no regular file.
+// Nothing is written through it or over it. It matches syscall.ENOTDIR
+// or ErrNotRegular, as Want says.
+type KindError struct {
 	Path string // slash-separated, relative to the directory
-	Kind string // what it is: "symbolic link", "regular file"…
+	Kind string // what it is: "symbolic link", "directory"…
+	Want string // what it must be: "directory" or "regular file"
 }
 
-func (e *NotDirError) Error() string { return e.Path + " is a " + e.Kind + ", not a directory" }
+func (e *KindError) Error() string { return e.Path + " is a " + e.Kind + ", not a " + e.Want }
 
-// Is makes a *NotDirError match syscall.ENOTDIR.
-func (e *NotDirError) Is(target error) bool { return target == syscall.ENOTDIR }
+// Is makes a *KindError match syscall.ENOTDIR (Want "directory") or
+// ErrNotRegular (Want "regular file").
+func (e *KindError) Is(target error) bool {
+	return e.Want == "directory" && target == syscall.ENOTDIR || e.Want == "regular file" && target == ErrNotRegular
+}
 
 // ownLike gives name the owner of the directory dir, where the server may.
 func (d *Dir) ownLike(dir, name string) {
@@ -127,7 +133,7 @@ func (d *Dir) Replace(from, to string) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return &fs.PathError{Op: "replace", Path: d.Join(from), Err: ErrNotRegular}
+		return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: from, Kind: kind(fi.Mode()), Want: "regular file"})
 	}
 	parts := strings.Split(to, "/")
 	for i := 1; i < len(parts); i++ {
@@ -137,11 +143,11 @@ func (d *Dir) Replace(from, to string) error {
 			return err
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("replace %s: %w", d.Join(to), &NotDirError{Path: dir, Kind: kind(fi.Mode())})
+			return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: dir, Kind: kind(fi.Mode()), Want: "directory"})
 		}
 	}
 	if fi, err := d.root.Lstat(to); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("replace %s: it is a %s: %w", d.Join(to), kind(fi.Mode()), ErrNotRegular)
+		return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: to, Kind: kind(fi.Mode()), Want: "regular file"})
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

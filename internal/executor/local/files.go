@@ -375,15 +375,31 @@ func (o *outputs) CreateFile(ctx context.Context, rel string) (io.WriteCloser, e
 	return f, nil
 }
 
-// notDir makes an error matching syscall.ENOTDIR (artifacts.NotDirError:
+// notDir makes an error matching syscall.ENOTDIR (artifacts.KindError:
 // a link or a file where a directory must be) match executor.ErrNotDir
-// too.
+// too; an artifacts.KindError (in CreateFile and Replace) says only what
+// is wrong where, with the path relative to the outputs.
 func notDir(err error) error {
-	if errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, executor.ErrNotDir) {
+	var k *artifacts.KindError
+	switch {
+	case errors.As(err, &k) && errors.Is(k, syscall.ENOTDIR):
+		return kindError{k, executor.ErrNotDir}
+	case errors.As(err, &k):
+		return kindError{k, executor.ErrNotRegular}
+	case errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, executor.ErrNotDir):
 		return fmt.Errorf("%w (%w)", err, executor.ErrNotDir)
 	}
 	return err
 }
+
+// kindError is an artifacts.KindError that matches an executor error too.
+type kindError struct {
+	*artifacts.KindError
+	also error
+}
+
+func (e kindError) Is(target error) bool { return target == e.also }
+func (e kindError) Unwrap() error        { return e.KindError }
 
 func (o *outputs) Replace(ctx context.Context, from, to string) error {
 	if err := ctx.Err(); err != nil {
@@ -397,7 +413,7 @@ func (o *outputs) Replace(ctx context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
-	return notDir(notRegular(o.d.Replace(f, t)))
+	return notRegular(notDir(o.d.Replace(f, t)))
 }
 
 func (o *outputs) Rename(ctx context.Context, from, to string) error {
