@@ -139,9 +139,9 @@ func Handler(cfg Config) http.Handler {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})
 	if cfg.Metrics != nil {
-		return h.promObserve(h.recoverer(prettyJSON(mux)))
+		return h.promObserve(h.recoverer(prettyJSON(h.uncleanUploads(mux))))
 	}
-	return h.recoverer(prettyJSON(mux))
+	return h.recoverer(prettyJSON(h.uncleanUploads(mux)))
 }
 
 type handler struct {

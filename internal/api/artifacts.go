@@ -2,8 +2,10 @@ package api
 
 import (
 	"archive/tar"
+	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -19,6 +21,7 @@ func (h *handler) artifactRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints", h.auth(h.checkpoints))
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints/{name}/archive", h.auth(h.checkpointArchive))
 	mux.Handle("POST /api/v1/jobs/{id}/attempts/{n}/checkpoints", h.auth(h.completeCheckpoint))
+	mux.Handle("PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}", h.auth(h.putOutput))
 	mux.Handle("GET /api/v1/checkpoints/usage", h.auth(h.checkpointUsage))
 	mux.Handle("POST /api/v1/gc", h.auth(h.gc))
 }
@@ -153,6 +156,75 @@ func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p s
 		return
 	}
 	writeJSON(w, http.StatusOK, checkpointDTO(c))
+}
+
+// putOutput serves PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}
+// with the attempt's job token: the body is the file's bytes, written at
+// path below the job's output directory (service.PutOutput); 201 with its
+// size and SHA-256.
+func (h *handler) putOutput(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	v := r.PathValue("n")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		h.writeError(w, r, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
+		return
+	}
+	limit := h.svc.Artifacts.MaxUploadBytes()
+	// Past the limit the server stops reading and closes the connection
+	// after the answer, instead of draining what the client still sends.
+	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, limit)}
+	u, err := h.svc.Artifacts.PutOutput(r.Context(), p, id, n, r.PathValue("path"), body, r.ContentLength)
+	switch {
+	case errors.Is(err, service.ErrUploadTooLarge):
+		writeErr(w, http.StatusRequestEntityTooLarge, "too_large", err.Error(), nil)
+	case errors.Is(err, service.ErrNoUploads):
+		writeErr(w, http.StatusNotImplemented, "not_implemented", err.Error(), nil)
+	case err != nil:
+		h.writeError(w, r, err)
+	default:
+		writeJSON(w, http.StatusCreated, apitypes.OutputUpload{Path: u.Path, Size: u.Size, SHA256: u.SHA256})
+	}
+}
+
+// uploadRoute matches the paths of uploads (PUT
+// /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}) up to the file's path.
+var uploadRoute = regexp.MustCompile(`^/api/v1/jobs/[^/]+/attempts/[^/]+/outputs/`)
+
+// uncleanUploads answers an upload whose file path is not clean ("..",
+// ".", doubled slashes, NUL…; service.CheckUploadPath) with the field
+// error the route gives any bad path. ServeMux would instead redirect
+// the request to the cleaned path, which an uploading client does not
+// follow (or follows with a GET), and could not tell what was wrong.
+func (h *handler) uncleanUploads(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			if loc := uploadRoute.FindStringIndex(r.URL.Path); loc != nil {
+				if err := service.CheckUploadPath(r.URL.Path[loc[1]:]); err != nil {
+					h.writeError(w, r, err)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// uploadBody is an upload's body that reports going past the limit of its
+// http.MaxBytesReader as the service does (service.UploadTooLargeError).
+type uploadBody struct{ r io.Reader }
+
+func (b *uploadBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		err = &service.UploadTooLargeError{Size: -1, Limit: mbe.Limit}
+	}
+	return n, err
 }
 
 // checkpointUsage serves GET /api/v1/checkpoints/usage[?project=P].

@@ -87,6 +87,8 @@ var routeActions = map[string]string{
 	"GET /api/v1/envs/{name}":                          "env.read",
 	"GET /api/v1/envs/{name}/{version}":                "env.read",
 	"POST /api/v1/envs/{name}/{version}/deprecate":     "env.write",
+	// The uploads of a job's agent (outputs and checkpoints).
+	"PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}": "attempt.report",
 }
 
 // identityRoutes registers whoami and the user, role and token endpoints.

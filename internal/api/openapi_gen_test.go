@@ -94,6 +94,8 @@ var apiRoutes = map[string]apiRoute{
 	"GET /api/v1/jobs/{id}/checkpoints/{name}/archive": {id: "checkpointArchive", summary: "One checkpoint as a tar stream.", respMedia: "application/x-tar"},
 	"POST /api/v1/jobs/{id}/attempts/{n}/checkpoints": {id: "completeCheckpoint", summary: "Register a checkpoint the attempt marked complete (its job token).",
 		body: apitypes.CheckpointComplete{}, resp: apitypes.Checkpoint{}},
+	"PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}": {id: "putOutput", summary: "Write one file of the job's outputs (the attempt's job token, while the attempt is the latest and running): the body is its bytes, written at path below the output directory, replacing a file there in one step; 201 with its size and SHA-256. 400 for a path that is not clean and relative or leads through a link or a file, 409 once the attempt has ended, 413 over the per-file limit.",
+		body: []byte{}, bodyMedia: "application/octet-stream", resp: apitypes.OutputUpload{}, status: []int{201}},
 	"GET /api/v1/checkpoints/usage": {id: "checkpointUsage", summary: "Checkpoint space by job and project.", query: []apiParam{qProject}, resp: apitypes.CheckpointUsageList{}},
 	"POST /api/v1/gc":               {id: "gc", summary: "Delete outputs and checkpoints past their retention (or list them with dry_run).", body: apitypes.GCRequest{}, resp: apitypes.GCReport{}},
 	"GET /api/v1/version":           {id: "version", summary: "Server version and store kind.", resp: apitypes.Version{}},

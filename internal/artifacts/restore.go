@@ -50,7 +50,7 @@ func (d *Dir) CreateFile(name string) (*os.File, error) {
 		case err != nil:
 			return nil, err
 		case !fi.IsDir():
-			return nil, fmt.Errorf("create %s: %s is a %s, not a directory", d.Join(name), d.Join(next), kind(fi.Mode()))
+			return nil, fmt.Errorf("create %s: %w", d.Join(name), &KindError{Path: next, Kind: kind(fi.Mode()), Want: "directory"})
 		}
 		dir = next
 	}
@@ -62,6 +62,25 @@ func (d *Dir) CreateFile(name string) (*os.File, error) {
 	}
 	d.ownLike(dir, name)
 	return f, nil
+}
+
+// KindError says that a path is not of the kind it must be: one on the
+// way to a file being written is no directory (a symbolic link, a
+// regular file…), or what a file would replace is no regular file.
+// Nothing is written through it or over it. It matches syscall.ENOTDIR
+// or ErrNotRegular, as Want says.
+type KindError struct {
+	Path string // slash-separated, relative to the directory
+	Kind string // what it is: "symbolic link", "directory"…
+	Want string // what it must be: "directory" or "regular file"
+}
+
+func (e *KindError) Error() string { return e.Path + " is a " + e.Kind + ", not a " + e.Want }
+
+// Is makes a *KindError match syscall.ENOTDIR (Want "directory") or
+// ErrNotRegular (Want "regular file").
+func (e *KindError) Is(target error) bool {
+	return e.Want == "directory" && target == syscall.ENOTDIR || e.Want == "regular file" && target == ErrNotRegular
 }
 
 // ownLike gives name the owner of the directory dir, where the server may.
@@ -89,6 +108,47 @@ func (d *Dir) Rename(from, to string) error {
 	if _, err := d.root.Lstat(to); err == nil {
 		return fmt.Errorf("rename to %s: %w", d.Join(to), fs.ErrExist)
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return d.root.Rename(from, to)
+}
+
+// Replace moves the regular file from to to, both below the directory,
+// replacing the regular file at to in one step (rename(2)): a reader sees
+// the old file or the new one, never part of either. What is at to must
+// be a regular file or nothing; anything else there (a symbolic link, a
+// directory, a fifo…) is an error matching ErrNotRegular, a directory
+// above to that is a link or no directory one matching syscall.ENOTDIR,
+// and nothing is followed: a link put at to meanwhile is itself replaced.
+func (d *Dir) Replace(from, to string) error {
+	from, err := local(from)
+	if err != nil {
+		return err
+	}
+	if to, err = local(to); err != nil {
+		return err
+	}
+	fi, err := d.root.Lstat(from)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: from, Kind: kind(fi.Mode()), Want: "regular file"})
+	}
+	parts := strings.Split(to, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := strings.Join(parts[:i], "/")
+		fi, err := d.root.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: dir, Kind: kind(fi.Mode()), Want: "directory"})
+		}
+	}
+	if fi, err := d.root.Lstat(to); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("replace %s: %w", d.Join(to), &KindError{Path: to, Kind: kind(fi.Mode()), Want: "regular file"})
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return d.root.Rename(from, to)

@@ -74,6 +74,11 @@ const CheckpointsDir = "checkpoints"
 // symbolic link, a directory, a device…); only regular files are read.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrNotDir says a path in a job's outputs that must be a directory (one
+// above a file being written) is something else: a symbolic link, a
+// regular file…; nothing is written through it.
+var ErrNotDir = errors.New("not a directory")
+
 // ErrIncomplete says a checkpoint is not complete (see
 // domain.CheckpointMarker): it must not be registered or resumed from.
 var ErrIncomplete = errors.New("checkpoint not complete")
@@ -224,6 +229,34 @@ type Restorer interface {
 	// Rename moves from to to; a link at from is moved, not followed.
 	// Something already at to is an error matching fs.ErrExist.
 	Rename(ctx context.Context, from, to string) error
+}
+
+// Writer is an Outputs the server writes files into on the job's behalf:
+// those an in-job agent uploads (PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path})
+// from where the server cannot read them (a cluster's containers). It
+// writes each to a temporary name beside it (Restorer.CreateFile), then
+// moves it into place with Replace.
+type Writer interface {
+	Restorer
+	// Replace moves the regular file from to to, replacing the regular
+	// file at to in one step: a reader sees the old file or the new one,
+	// never part of either. Nothing is followed: anything but a regular
+	// file at to (a link, a directory) is an error matching ErrNotRegular,
+	// a link or non-directory among the directories above to one matching
+	// ErrNotDir. (CreateFile's errors for a link or non-directory on the
+	// way match ErrNotDir too.)
+	Replace(ctx context.Context, from, to string) error
+}
+
+// OutputsCreator is a Files that can make a job's output tree when it is
+// not there yet: for a job whose attempts run where the server cannot see
+// (a cluster's pods) nothing else makes it on the server's side before its
+// agent uploads the first file.
+type OutputsCreator interface {
+	// CreateOutputs makes the output tree dir (an absolute path, the
+	// job's output location) and the directories above it that are
+	// missing, and opens it as Outputs does; one already there is opened.
+	CreateOutputs(ctx context.Context, dir string) (Outputs, error)
 }
 
 // Files is the read side of an executor: what attempts left, read

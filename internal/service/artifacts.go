@@ -33,6 +33,7 @@ type ArtifactStore interface {
 	AppendAudit(ctx context.Context, recs ...domain.AuditRecord) error
 	GetJob(ctx context.Context, id int64) (domain.Job, error)
 	GetManifest(ctx context.Context, jobID int64, attempt int) (domain.Manifest, error)
+	ListAttempts(ctx context.Context, jobID int64) ([]domain.Attempt, error)
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
 	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
 	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)

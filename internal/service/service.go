@@ -106,6 +106,9 @@ type Config struct {
 	Blobs blob.Store
 	// MaxCodeBytes bounds an uploaded code package (0: codepkg.DefaultMaxSize).
 	MaxCodeBytes int64
+	// MaxUploadBytes bounds one output file a job's agent uploads
+	// (upload.go; 0: DefaultMaxUploadBytes).
+	MaxUploadBytes int64
 	// AuditWitness is the file the server keeps the audit log's head in,
 	// outside the store (auditwitness.go); "" keeps none.
 	AuditWitness string

@@ -78,6 +78,15 @@ type CheckpointComplete struct {
 	Name string `json:"name"`
 }
 
+// OutputUpload is the answer of PUT
+// /api/v1/jobs/{id}/attempts/{n}/outputs/{path}: the file written.
+type OutputUpload struct {
+	// Path is the file's path below the job's output directory, as sent.
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"` // of the bytes written, hex
+}
+
 // CheckpointUsage is one job's checkpoint space.
 type CheckpointUsage struct {
 	Job     int64  `json:"job"`

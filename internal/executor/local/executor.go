@@ -83,8 +83,13 @@ import (
 
 var _ executor.Executor = (*Executor)(nil)
 
-// The server restores checkpoints into a job's outputs on this disk.
-var _ executor.Restorer = (*outputs)(nil)
+// The server restores checkpoints into a job's outputs on this disk, and
+// writes the files an in-job agent uploads there (making the tree of a job
+// that runs elsewhere).
+var (
+	_ executor.Writer         = (*outputs)(nil)
+	_ executor.OutputsCreator = (*Executor)(nil)
+)
 
 // Config configures an Executor.
 type Config struct {

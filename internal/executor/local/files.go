@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"trainyard/internal/artifacts"
@@ -220,6 +221,22 @@ func (e *Executor) Outputs(ctx context.Context, dir string) (executor.Outputs, e
 	return &outputs{d: d}, nil
 }
 
+// CreateOutputs makes the job's output directory dir and its missing
+// parents (the server's own directories: the artifacts root, the
+// project's and the job name's), then opens it as Outputs does.
+func (e *Executor) CreateOutputs(ctx context.Context, dir string) (executor.Outputs, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("outputs: %q is not an absolute path", dir)
+	}
+	if err := makeDir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("outputs: %w", err)
+	}
+	return e.Outputs(ctx, dir)
+}
+
 // outputs adapts an artifacts.Dir to executor.Outputs.
 type outputs struct {
 	d *artifacts.Dir
@@ -351,7 +368,52 @@ func (o *outputs) CreateFile(ctx context.Context, rel string) (io.WriteCloser, e
 	if err != nil {
 		return nil, err
 	}
-	return o.d.CreateFile(name)
+	f, err := o.d.CreateFile(name)
+	if err != nil {
+		return nil, notDir(err)
+	}
+	return f, nil
+}
+
+// notDir makes an error matching syscall.ENOTDIR (artifacts.KindError:
+// a link or a file where a directory must be) match executor.ErrNotDir
+// too; an artifacts.KindError (in CreateFile and Replace) says only what
+// is wrong where, with the path relative to the outputs.
+func notDir(err error) error {
+	var k *artifacts.KindError
+	switch {
+	case errors.As(err, &k) && errors.Is(k, syscall.ENOTDIR):
+		return kindError{k, executor.ErrNotDir}
+	case errors.As(err, &k):
+		return kindError{k, executor.ErrNotRegular}
+	case errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, executor.ErrNotDir):
+		return fmt.Errorf("%w (%w)", err, executor.ErrNotDir)
+	}
+	return err
+}
+
+// kindError is an artifacts.KindError that matches an executor error too.
+type kindError struct {
+	*artifacts.KindError
+	also error
+}
+
+func (e kindError) Is(target error) bool { return target == e.also }
+func (e kindError) Unwrap() error        { return e.KindError }
+
+func (o *outputs) Replace(ctx context.Context, from, to string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := below(from)
+	if err != nil {
+		return err
+	}
+	t, err := below(to)
+	if err != nil {
+		return err
+	}
+	return notRegular(notDir(o.d.Replace(f, t)))
 }
 
 func (o *outputs) Rename(ctx context.Context, from, to string) error {
