@@ -134,15 +134,9 @@ func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request, p service.
 // completeCheckpoint serves POST /api/v1/jobs/{id}/attempts/{n}/checkpoints
 // {"name": DIR} with the attempt's job token.
 func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id, err := pathID(r)
+	id, n, err := pathAttempt(r)
 	if err != nil {
 		h.writeError(w, r, err)
-		return
-	}
-	v := r.PathValue("n")
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		h.writeError(w, r, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
 		return
 	}
 	var req apitypes.CheckpointComplete
@@ -163,15 +157,9 @@ func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p s
 // path below the job's output directory (service.PutOutput); 201 with its
 // size and SHA-256.
 func (h *handler) putOutput(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id, err := pathID(r)
+	id, n, err := pathAttempt(r)
 	if err != nil {
 		h.writeError(w, r, err)
-		return
-	}
-	v := r.PathValue("n")
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		h.writeError(w, r, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
 		return
 	}
 	limit := h.svc.Artifacts.MaxUploadBytes()

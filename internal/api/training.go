@@ -16,15 +16,9 @@ func (h *handler) trainingRoutes(mux *http.ServeMux) {
 }
 
 func (h *handler) reportMetrics(w http.ResponseWriter, r *http.Request, p service.Principal) {
-	id, err := pathID(r)
+	id, n, err := pathAttempt(r)
 	if err != nil {
 		h.writeError(w, r, err)
-		return
-	}
-	v := r.PathValue("n")
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		h.writeError(w, r, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}})
 		return
 	}
 	var req apitypes.MetricsReport
@@ -72,4 +66,18 @@ func (h *handler) getMetrics(w http.ResponseWriter, r *http.Request, p service.P
 		out.Series[k] = s
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pathAttempt reads the job id and the attempt number {n} of a route.
+func pathAttempt(r *http.Request) (int64, int, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	v := r.PathValue("n")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, 0, domain.FieldErrors{{Path: "n", Message: strconv.Quote(v) + " is not an attempt number (1 or more)"}}
+	}
+	return id, n, nil
 }
