@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"trainyard/internal/executor"
 )
 
@@ -83,6 +85,9 @@ func TestBuildWithAgent(t *testing.T) {
 	ic := pod.InitContainers[0]
 	if ic.Image != "reg/trainyard:v1.2" || !reflect.DeepEqual(ic.VolumeMounts, c.VolumeMounts) {
 		t.Errorf("init container %+v", ic)
+	}
+	if m := ic.Resources.Limits[corev1.ResourceMemory]; m.IsZero() || !reflect.DeepEqual(ic.Resources.Requests, ic.Resources.Limits) {
+		t.Errorf("init container resources %+v, want small requests equal to limits (quotas that require both)", ic.Resources)
 	}
 	// The kubelet turns $$ back into $: the shell gets the paths as $0, $1.
 	if want := []string{"/bin/sh", "-c", `mkdir -p "$$0/bin" && cp "$$1" "$$0/bin/trainyard"`, "/trainyard", DefaultAgentPath}; !slices.Equal(ic.Command, want) {

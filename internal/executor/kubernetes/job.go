@@ -219,7 +219,17 @@ func addAgent(pod *corev1.PodSpec, a AgentConfig) {
 		Command:                  escapeAll([]string{"/bin/sh", "-c", `mkdir -p "$0/bin" && cp "$1" "$0/bin/trainyard"`, dir, a.path()}),
 		VolumeMounts:             []corev1.VolumeMount{mount},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// Small, and both set: a namespace whose quota requires them on
+		// every container still admits the pod, and the pod's request
+		// stays the job's (the larger of the init and the app containers).
+		Resources: corev1.ResourceRequirements{Requests: agentInitResources, Limits: agentInitResources},
 	})
+}
+
+// agentInitResources are what copying the agent takes.
+var agentInitResources = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("100m"),
+	corev1.ResourceMemory: resource.MustParse("128Mi"),
 }
 
 // splitEnv separates the variables whose value is a secret (one of
