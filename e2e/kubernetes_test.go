@@ -84,6 +84,13 @@ func TestKubernetesPool(t *testing.T) {
 	if pool.Executor != "kube" || pool.Capacity.GPUs != 8 || pool.Capacity.CPUs != 16 {
 		t.Errorf("pool k8s: executor %q, capacity %+v; want kube with 8 GPUs and 16 CPUs", pool.Executor, pool.Capacity)
 	}
+	// The cluster grows (an autoscaler's node): so does the pool.
+	kubetest.Shared(t).AddNode(t, kubetest.Node{Name: ns + "-c", CPUs: "8", Memory: "32Gi", GPUs: 4,
+		Labels: map[string]string{"trainyard.test/e2e": ns}})
+	waitFor(t, 20*time.Second, "pool k8s to follow the cluster's new node", func() bool {
+		s.api("GET", "/api/v1/pools/k8s", nil, &pool)
+		return len(pool.Nodes) == 3 && pool.Capacity.GPUs == 12
+	})
 
 	// A local job and a cluster job side by side.
 	local := s.submit("name: here\npool: cpu\nentrypoint: echo on this machine\n")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -215,7 +216,16 @@ func nodesOf(ctx context.Context, ex executor.Executor) ([]domain.Node, error) {
 // (heartbeats) are coalesced; pools whose nodes did not change are not
 // written.
 func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, log *slog.Logger) {
+	// Most node updates are heartbeats that change nothing a pool holds:
+	// the store is read only when the cluster's offer differs from the
+	// one last synced (pools created since took the offer themselves).
+	var last []domain.Node
+	synced := false
 	update := func() {
+		nodes, err := nodesOf(ctx, c.ex)
+		if err == nil && synced && reflect.DeepEqual(nodes, last) {
+			return
+		}
 		changed, err := svc.Pools.SyncPoolNodes(ctx, c.name)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -223,6 +233,7 @@ func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, l
 		case len(changed) > 0:
 			log.Info("pools follow their cluster's nodes", "executor", c.name, "pools", strings.Join(changed, ","))
 		}
+		last, synced = nodes, err == nil
 	}
 	update()
 	for {
