@@ -66,6 +66,12 @@ func TestWeeklyReportIsSentOncePerWeek(t *testing.T) {
 	if len(firing) != 1 || firing[0].Rule != "weekly_report" || firing[0].Severity != "info" || firing[0].Summary != "Review of 2026-11-23: 3 jobs" {
 		t.Fatalf("stored alerts = %+v", firing)
 	}
+	// Delivery is at least once: a stop before the send is recorded would
+	// send it again after the restart.
+	waitFor(t, "the delivery recorded", func() bool {
+		p, err := st.PendingNotifications(ctx, 10)
+		return err == nil && len(p) == 0
+	})
 	stop()
 	<-done
 

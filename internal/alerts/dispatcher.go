@@ -229,15 +229,17 @@ func (d *Dispatcher) try(ctx context.Context, q *queue, p *pending) {
 		return
 	}
 	err := q.route.Channel.Send(ctx, p.n)
-	if ctx.Err() != nil {
-		return // shutting down: not the channel's fault
-	}
 	if err == nil {
+		// Recorded even while shutting down: a delivery that is not
+		// recorded is sent again after the restart.
 		q.remove(p)
 		if d.opts.OnDelivered != nil {
 			d.opts.OnDelivered(p.n.Key, name, p.n.Status)
 		}
 		return
+	}
+	if ctx.Err() != nil {
+		return // shutting down: not the channel's fault
 	}
 	p.tries++
 	now := d.opts.Now()
