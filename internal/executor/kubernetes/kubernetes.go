@@ -366,6 +366,9 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 		a.stopping = &req
 	}
 	e.mu.Unlock()
+	if a != nil {
+		a.log.followNow(true) // before the pods go
+	}
 	if err := e.deleteJob(ctx, ref, req.Grace); err != nil {
 		return fmt.Errorf("stop %s: %w", ref, err)
 	}

@@ -19,17 +19,20 @@ import (
 )
 
 // Each pod's log is read with one request, once its container has
-// started: one plain GET, which ends at the end of the log, if the
-// container had exited when the pod was first seen; else one stream
-// (follow=true), which the kubelet ends once the container has exited,
-// so that its lines reach the attempt's log as they are written. An
-// ended attempt's readers read on until their requests end, until none
-// has read a line for logIdle (a kubelet that keeps a stream open after
-// the exit, as kwok's does), or for logGrace at most; then the outcome
-// is reported.
+// started. A container seen running for followAfter is followed (one
+// stream, follow=true, which the kubelet ends once the container has
+// exited), so that its lines reach the attempt's log as they are written;
+// one that exits sooner, or whose attempt ends or is stopped first, is
+// read with one plain GET, which ends at the end of its log (a stop
+// follows at once: its pods may be gone soon after). Most short pods thus
+// cost one short request, not a stream held open. An ended attempt's
+// readers read on until their requests end, until none has read a line
+// for logIdle (a kubelet that keeps a stream open after the exit, as
+// kwok's does), or for logGrace at most; then the outcome is reported.
 const (
-	logIdle  = time.Second
-	logGrace = time.Minute
+	followAfter = 5 * time.Second
+	logIdle     = time.Second
+	logGrace    = time.Minute
 )
 
 // maxLine bounds one log line; a longer one is cut there.
@@ -50,19 +53,20 @@ type attemptLog struct {
 	multi  bool
 
 	mu      sync.Mutex
-	read    map[string]bool // pods being or already read
-	reading int             // readers still running
-	drained chan struct{}   // closed when reading drops to 0 (made on demand)
-	w       *logs.Writer    // opened at the first line
-	last    time.Time       // the newest line already in the log (after a restart)
-	err     error           // the first write error
-	active  time.Time       // when a reader last wrote or started
+	read    map[string]bool       // pods being or already read
+	waiting map[string]waitingPod // running pods not yet followed (followAfter)
+	reading int                   // readers still running
+	drained chan struct{}         // closed when reading drops to 0 (made on demand)
+	w       *logs.Writer          // opened at the first line
+	last    time.Time             // the newest line already in the log (after a restart)
+	err     error                 // the first write error
+	active  time.Time             // when a reader last wrote or started
 }
 
 func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
 	ctx, cancel := context.WithCancel(parent)
 	a := &attemptLog{ctx: ctx, cancel: cancel, dir: l.Dir, path: l.LogPath, limit: l.LogLimit,
-		multi: max(l.Resources.Nodes, 1) > 1, read: map[string]bool{}, last: lastLogTime(l.LogPath)}
+		multi: max(l.Resources.Nodes, 1) > 1, read: map[string]bool{}, waiting: map[string]waitingPod{}, last: lastLogTime(l.LogPath)}
 	for _, v := range l.Redact {
 		if len(v) >= 4 {
 			a.redact = append(a.redact, []byte(v))
@@ -71,9 +75,19 @@ func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
 	return a
 }
 
+// waitingPod is a running pod whose log is to be followed once its
+// timer fires.
+type waitingPod struct {
+	c     *client
+	ns    string
+	rank  int
+	timer *time.Timer
+}
+
 // follow starts reading pod's log into the attempt's, once per pod, once
-// its container has started. Called with the executor's lock held,
-// whenever the attempt's pods change.
+// its container has started: at once if it has exited, else after
+// followAfter (see above). Called with the executor's lock held, whenever
+// the attempt's pods change.
 func (a *attemptLog) follow(c *client, p *corev1.Pod) {
 	if !containerStarted(p) {
 		return
@@ -83,10 +97,44 @@ func (a *attemptLog) follow(c *client, p *corev1.Pod) {
 	if a.read[p.Name] || a.ctx.Err() != nil {
 		return
 	}
-	a.read[p.Name] = true
+	name, ns, rank := p.Name, p.Namespace, rankOf(p)
+	if containerExited(p) {
+		a.readLocked(c, ns, name, rank, false)
+		return
+	}
+	if _, ok := a.waiting[name]; !ok {
+		a.waiting[name] = waitingPod{c: c, ns: ns, rank: rank, timer: time.AfterFunc(followAfter, func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.readLocked(c, ns, name, rank, true)
+		})}
+	}
+}
+
+// followNow starts reading the pods still waiting for followAfter: live
+// (a stop: their lines to come are wanted) or to the end of their logs
+// (the attempt has ended).
+func (a *attemptLog) followNow(live bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, w := range a.waiting {
+		a.readLocked(w.c, w.ns, name, w.rank, live)
+	}
+}
+
+// readLocked starts the one reader of pod's log, unless it has one or
+// the attempt's readers were stopped; a.mu is held.
+func (a *attemptLog) readLocked(c *client, ns, pod string, rank int, live bool) {
+	if w, ok := a.waiting[pod]; ok {
+		w.timer.Stop()
+		delete(a.waiting, pod)
+	}
+	if a.read[pod] || a.ctx.Err() != nil {
+		return
+	}
+	a.read[pod] = true
 	a.active = time.Now()
 	a.reading++
-	ns, pod, rank, live := p.Namespace, p.Name, rankOf(p), !containerExited(p)
 	go func() {
 		defer a.readerDone()
 		if err := a.copy(c, ns, pod, rank, live); err != nil && a.ctx.Err() == nil {
@@ -204,6 +252,7 @@ func (a *attemptLog) write(t time.Time, stream string, text []byte) {
 // (see logIdle and logGrace), stops them, and closes the log with a note
 // of how the attempt ended.
 func (a *attemptLog) finish(ev executor.Event) {
+	a.followNow(false)
 	read := a.allRead()
 	deadline := time.Now().Add(logGrace)
 	t := time.NewTimer(logIdle)
@@ -243,6 +292,7 @@ wait:
 // stop ends the readers at once (the attempt is being launched again).
 func (a *attemptLog) stop() {
 	a.cancel()
+	a.followNow(false) // a.ctx has ended: only drops the timers
 	<-a.allRead()
 	a.mu.Lock()
 	defer a.mu.Unlock()
