@@ -45,6 +45,9 @@ type executorConfig struct {
 	Tolerations      []tolerationConfig `yaml:"tolerations"`
 	PriorityClass    string             `yaml:"priority_class"`
 	ImagePullSecrets []string           `yaml:"image_pull_secrets"`
+	// Compress asks the API server to gzip its answers: only worth its
+	// CPU over a slow link to the cluster.
+	Compress bool `yaml:"compress"`
 	// Agent puts the in-job agent (this binary) in every pod, which
 	// reports progress, checkpoints and outputs through the API: without
 	// it they stay in the pod.
@@ -171,7 +174,7 @@ func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.F
 			var ex *kubernetes.Executor
 			ex, err = kubernetes.New(sctx, kubernetes.Config{REST: rest, Namespace: c.Namespace, Image: c.Image,
 				GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
-				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files,
+				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files, Compress: c.Compress,
 				Agent: kubernetes.AgentConfig{Image: c.Agent.Image, Path: c.Agent.Path, Dir: c.Agent.Dir, APIURL: c.Agent.APIURL},
 				Log:   log.With("executor", c.Name)})
 			cancel()

@@ -27,7 +27,7 @@ type client struct {
 	params      runtime.ParameterCodec
 }
 
-func newClient(cfg *rest.Config) (*client, error) {
+func newClient(cfg *rest.Config, compress bool) (*client, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, err
@@ -44,6 +44,7 @@ func newClient(cfg *rest.Config) (*client, error) {
 		// API server's and our decoding per object, on every watch event.
 		c.ContentType = runtime.ContentTypeProtobuf
 		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		c.DisableCompression = !compress // see Config.Compress
 		if c.UserAgent == "" {
 			c.UserAgent = "trainyard"
 		}

@@ -63,7 +63,12 @@ type Config struct {
 	// pod's filesystem is not the server's. Without it pods run the bare
 	// command.
 	Agent AgentConfig
-	Log   *slog.Logger
+	// Compress asks the API server to gzip its answers, watch events
+	// included. Off by default: compressing every event costs the API
+	// server, and decompressing it the executor, more CPU than the bytes
+	// are worth unless the API server is reached over a slow link.
+	Compress bool
+	Log      *slog.Logger
 }
 
 // Defaults of AgentConfig.
@@ -168,7 +173,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	client, err := newClient(cfg.REST)
+	client, err := newClient(cfg.REST, cfg.Compress)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
