@@ -62,18 +62,26 @@ type Pinner struct {
 	base     http.RoundTripper
 }
 
-// CheckRegistries checks a list of registries for Config.Insecure: each
-// a host or host:port, without a scheme or a path. It returns one error
-// naming every bad entry.
+// CheckRegistries checks a list of registries for Config.Insecure (see
+// CheckRegistry). It returns one error naming every bad entry by its index.
 func CheckRegistries(list []string) error {
 	var bad []string
 	for i, r := range list {
-		if msg := registryProblem(r); msg != "" {
-			bad = append(bad, fmt.Sprintf("[%d]: %s", i, msg))
+		if err := CheckRegistry(r); err != nil {
+			bad = append(bad, fmt.Sprintf("[%d]: %v", i, err))
 		}
 	}
 	if len(bad) > 0 {
 		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// CheckRegistry checks one registry for Config.Insecure: a host or
+// host:port as image references name it, without a scheme or a path.
+func CheckRegistry(r string) error {
+	if msg := registryProblem(r); msg != "" {
+		return errors.New(msg)
 	}
 	return nil
 }

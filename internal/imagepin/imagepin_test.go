@@ -107,6 +107,24 @@ func TestPinTag(t *testing.T) {
 	}
 }
 
+// A multi-platform image is pinned by its index's digest.
+func TestPinIndex(t *testing.T) {
+	reg := newRegistry(t, nil)
+	idx, err := random.Index(256, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := name.ParseReference(reg.host+"/torch:multi", name.Insecure)
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := idx.Digest()
+	got, err := pinner(t, imagepin.Config{Insecure: []string{reg.host}}).Pin(context.Background(), reg.host+"/torch:multi")
+	if err != nil || got != reg.host+"/torch:multi@"+digest.String() {
+		t.Fatalf("Pin(index) = %q, %v; want the index's digest %s", got, err, digest)
+	}
+}
+
 func TestPinNotFound(t *testing.T) {
 	reg := newRegistry(t, nil)
 	digest := reg.push(t, "torch:2.4")
