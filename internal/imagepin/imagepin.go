@@ -123,10 +123,6 @@ func New(cfg Config) (*Pinner, error) {
 	return p, nil
 }
 
-// ByDigest says whether ref already names its image by digest
-// (…@sha256:…), so Pin only verifies it.
-func ByDigest(ref string) bool { return strings.Contains(ref, "@") }
-
 // Pin returns ref pinned by the digest of the manifest its registry
 // serves now: "name:tag@sha256:…", keeping ref as it was written and its
 // tag for readability (":latest" added when ref names none, as that is
@@ -277,8 +273,9 @@ func clip(s string) string {
 // roundTripper is the bottom of one Pin's transport: it keeps every
 // request on HTTPS unless the registry is trusted as insecure (the
 // library tries plain HTTP on loopback and private addresses by itself),
-// and remembers the first network error, which the library's own errors
-// do not always carry.
+// and remembers whether the last round trip failed and why, which the
+// library's own errors do not always carry. (An insecure registry's
+// HTTPS ping fails before its HTTP one succeeds: only the last counts.)
 type roundTripper struct {
 	base     http.RoundTripper
 	insecure bool
@@ -295,13 +292,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.URL = &u
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil && req.Context().Err() == nil {
-		t.mu.Lock()
-		if t.err == nil {
-			t.err = transportError(err)
-		}
-		t.mu.Unlock()
+	if err != nil && req.Context().Err() != nil {
+		return resp, err // canceled: the loser of the library's HTTPS/HTTP race, or the timeout
 	}
+	t.mu.Lock()
+	t.err = nil
+	if err != nil {
+		t.err = transportError(err)
+	}
+	t.mu.Unlock()
 	return resp, err
 }
 

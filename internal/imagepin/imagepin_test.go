@@ -258,30 +258,41 @@ func TestPinTimeout(t *testing.T) {
 	}
 }
 
-// A registry that answers HEAD without the digest is asked with GET.
+// A registry that does not answer HEAD with the digest is asked with GET.
 func TestPinFallsBackToGet(t *testing.T) {
-	var heads, gets int
-	var pushed atomic.Bool
-	reg := newRegistry(t, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if pushed.Load() && strings.Contains(r.URL.Path, "/manifests/") {
-				switch r.Method {
-				case http.MethodHead:
-					heads++
-					w.WriteHeader(http.StatusMethodNotAllowed)
-					return
-				case http.MethodGet:
-					gets++
-				}
+	for name, head := range map[string]func(http.ResponseWriter){
+		"HEAD not allowed": func(w http.ResponseWriter) { w.WriteHeader(http.StatusMethodNotAllowed) },
+		"no digest header": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Header().Set("Content-Length", "10")
+			w.WriteHeader(http.StatusOK)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var heads, gets atomic.Int32
+			var pushed atomic.Bool
+			reg := newRegistry(t, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if pushed.Load() && strings.Contains(r.URL.Path, "/manifests/") {
+						switch r.Method {
+						case http.MethodHead:
+							heads.Add(1)
+							head(w)
+							return
+						case http.MethodGet:
+							gets.Add(1)
+						}
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			digest := reg.push(t, "torch:2.4")
+			pushed.Store(true)
+			got, err := pinner(t, imagepin.Config{Insecure: []string{reg.host}}).Pin(context.Background(), reg.host+"/torch:2.4")
+			if err != nil || got != reg.host+"/torch:2.4@"+digest || heads.Load() != 1 || gets.Load() != 1 {
+				t.Fatalf("Pin = %q, %v after %d HEADs and %d GETs", got, err, heads.Load(), gets.Load())
 			}
-			h.ServeHTTP(w, r)
 		})
-	})
-	digest := reg.push(t, "torch:2.4")
-	pushed.Store(true)
-	got, err := pinner(t, imagepin.Config{Insecure: []string{reg.host}}).Pin(context.Background(), reg.host+"/torch:2.4")
-	if err != nil || got != reg.host+"/torch:2.4@"+digest || heads != 1 || gets != 1 {
-		t.Fatalf("Pin = %q, %v after %d HEADs and %d GETs", got, err, heads, gets)
 	}
 }
 
