@@ -265,7 +265,7 @@ func clip(s string) string {
 		return r
 	}, s)
 	if len(s) > 300 {
-		s = s[:300] + "…"
+		s = strings.ToValidUTF8(s[:300], "") + "…"
 	}
 	return s
 }
