@@ -137,7 +137,7 @@ func New(cfg Config) (*Pinner, error) {
 func (p *Pinner) Pin(ctx context.Context, ref string) (string, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return "", domain.Errorf(domain.ErrInvalid, "%q is not an image reference: %s", ref, clip(err.Error()))
+		return "", domain.Errorf(domain.ErrInvalid, "%q is not an image reference: %s%s", ref, clip(err.Error()), lowercaseHint(ref))
 	}
 	reg := r.Context().RegistryStr()
 	if p.insecure[reg] {
@@ -179,6 +179,22 @@ func (p *Pinner) Pin(ctx context.Context, ref string) (string, error) {
 func Digest(ref string) string {
 	if _, d, ok := strings.Cut(ref, "@"); ok {
 		return d
+	}
+	return ""
+}
+
+// lowercaseHint says so when a reference that does not parse has capitals
+// in its repository, which references may not (tags and hosts may).
+func lowercaseHint(ref string) string {
+	repo, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(repo, "/"); strings.Contains(repo[i+1:], ":") {
+		repo = repo[:i+1+strings.Index(repo[i+1:], ":")]
+	}
+	if host, rest, ok := strings.Cut(repo, "/"); ok && (strings.ContainsAny(host, ".:") || host == "localhost") {
+		repo = rest
+	}
+	if repo != strings.ToLower(repo) {
+		return " (a repository's name is lowercase)"
 	}
 	return ""
 }

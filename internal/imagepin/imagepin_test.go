@@ -3,6 +3,7 @@ package imagepin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -144,9 +145,14 @@ func TestPinNotFound(t *testing.T) {
 
 func TestPinInvalid(t *testing.T) {
 	p := pinner(t, imagepin.Config{})
-	for _, ref := range []string{"Registry.example.com/Torch:2.4", "torch:bad tag", "torch@sha256:abc"} {
-		if _, err := p.Pin(context.Background(), ref); !errors.Is(err, domain.ErrInvalid) || !strings.Contains(err.Error(), "is not an image reference") {
+	for ref, lowercase := range map[string]bool{"Registry.example.com/Torch:2.4": true, "Bad/Ref:1": true,
+		"torch:bad tag": false, "torch@sha256:abc": false, "Registry.example.com/torch:V 1": false} {
+		_, err := p.Pin(context.Background(), ref)
+		if !errors.Is(err, domain.ErrInvalid) || !strings.Contains(err.Error(), "is not an image reference") {
 			t.Errorf("Pin(%q) = %v; want invalid", ref, err)
+		}
+		if hint := strings.Contains(fmt.Sprint(err), "a repository's name is lowercase"); hint != lowercase {
+			t.Errorf("Pin(%q) = %v; want the lowercase hint: %v", ref, err, lowercase)
 		}
 	}
 }
