@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"internal/agent":                        {"internal/domain", "internal/logs", "internal/artifacts", "internal/api/apitypes"}, // the in-job agent: HTTP to the API, never the client or the server
 	"internal/executor/local":               {"internal/executor", "internal/domain", "internal/logs", "internal/artifacts", "internal/codepkg", "internal/executor/local/cgroup", "golang.org/x/sys"},
 	"internal/service":                      {"internal/executor", "internal/artifacts", "internal/domain", "internal/jobspec", "internal/store", "internal/logs", "internal/clock", "internal/scheduler", "internal/authz", "internal/audit", "internal/secrets", "internal/diagnose", "internal/blob", "internal/codepkg", "internal/cost", "internal/tier", "internal/lazyre"},
+	"internal/imagepin":                     {"internal/domain", "github.com/google/go-containerregistry"}, // asks registries for digests; the server hands it to service as service.ImagePinner
 	"internal/metrics/sample":               {},
 	"internal/metrics":                      {"internal/domain", "internal/metrics/sample", "internal/cost", "github.com/prometheus"},
 	"internal/alerts":                       {"internal/domain", "internal/lazyre"},

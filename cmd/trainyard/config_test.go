@@ -187,6 +187,12 @@ func TestServerConfigErrors(t *testing.T) {
 			`server.yaml:6: executors[0].agent.api_url: "ty.svc" is not an http(s) URL`},
 		"negative env check ttl": {"env_check_ttl: -1h\n",
 			`server.yaml:1: env_check_ttl: "-1h" is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt`},
+		"bad pin mode": {"envs:\n  pin_images: false\n",
+			`server.yaml:2: envs.pin_images: "false" is not a mode; use auto (pin when the registry answers, else keep the tag with a warning), required or off`},
+		"insecure registry with a scheme": {"envs:\n  insecure_registries:\n    - localhost:5000\n    - http://10.0.0.5:5000\n",
+			`server.yaml:4: envs.insecure_registries[1]: "http://10.0.0.5:5000" has a scheme; name the registry alone, e.g. 10.0.0.5:5000`},
+		"registry timeout too long": {"envs: {registry_timeout: 1h}\n",
+			`server.yaml:1: envs.registry_timeout: "1h" is not a duration from 1ms to 1m; use e.g. 5s (the default)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "server.yaml")
@@ -250,6 +256,19 @@ func TestEnvCheckTTLConfig(t *testing.T) {
 		d, err := parseDurations(cfg)
 		if err != nil || d.envCheckTTL != want {
 			t.Errorf("%q: env check TTL %v (%v), want %v", doc, d.envCheckTTL, err, want)
+		}
+	}
+}
+
+// envs.pin_images: auto unless set; off hands the service no pinner, so
+// images are stored as given.
+func TestPinImagesConfig(t *testing.T) {
+	for mode, want := range map[string]struct{ pinner, required bool }{
+		"": {true, false}, "auto": {true, false}, "required": {true, true}, "off": {false, false},
+	} {
+		p, required, err := envsConfig{PinImages: mode, InsecureRegistries: []string{"localhost:5000"}}.pinner()
+		if err != nil || (p != nil) != want.pinner || required != want.required {
+			t.Errorf("pin_images %q: pinner %v, required %v, %v; want pinner %v, required %v", mode, p != nil, required, err, want.pinner, want.required)
 		}
 	}
 }

@@ -294,6 +294,7 @@ func validateServerConfig(cfg serverConfig) error {
 			add(fmt.Errorf("server config rendezvous_ports: %w", err))
 		}
 	}
+	problems = append(problems, cfg.Envs.check()...)
 	switch cfg.Isolation {
 	case "", isolationAuto, isolationRequired, isolationOff:
 	default:

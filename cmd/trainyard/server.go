@@ -151,6 +151,9 @@ type serverConfig struct {
 	// a node before it runs again (docs/envs.md); 0 runs it before every
 	// attempt. Default 1h.
 	EnvCheckTTL string `yaml:"env_check_ttl"`
+	// Envs says whether environments' container images are pinned by
+	// digest when they are registered (images.go, docs/envs.md).
+	Envs envsConfig `yaml:"envs"`
 	// Retention are the policies trainyard gc applies (docs/artifacts.md).
 	Retention []artifacts.Policy `yaml:"retention"`
 	// CheckpointLifecycle are the policies that move checkpoints to the
@@ -619,7 +622,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 		return ctl, wg.Wait
 	}
+	images, requirePins, err := cfg.Envs.pinner()
+	if err != nil {
+		return err
+	}
 	svc = service.New(service.Config{Store: st, Clock: clock.Real{}, Logger: log, LocalEnvs: len(clusters) == 0, Currency: currency, DuplicateSubmits: cfg.DuplicateSubmits,
+		Images: images, RequirePinnedImages: requirePins,
 		RightSizeMinRun: durations.rightSizeMinRun,
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,

@@ -63,16 +63,17 @@ func (h *handler) registerEnv(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, err)
 		return
 	}
-	env, created, err := h.svc.Envs.RegisterEnv(r.Context(), p, service.EnvDefinition{Name: req.Name, Image: req.Image,
+	reg, err := h.svc.Envs.Registration(r.Context(), p, service.EnvDefinition{Name: req.Name, Image: req.Image,
 		PathPrefix: req.PathPrefix, Vars: req.Vars, Check: req.Check, Description: req.Description})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	env := reg.Env
 	out := envDTO(env)
-	out.Created = &created
+	out.Created, out.Warnings = &reg.Created, reg.Warnings
 	status := http.StatusOK
-	if created {
+	if reg.Created {
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", fmt.Sprintf("/api/v1/envs/%s/%d", url.PathEscape(env.Name), env.Version))

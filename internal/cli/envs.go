@@ -53,6 +53,14 @@ override the file's fields (--path-prefix and --var add to them).
 --check takes one command line, split into words like a shell does (quotes
 group words; no variables or globs).
 
+An --image given by tag is pinned: the server asks the image's registry
+which manifest the tag names now and stores NAME:TAG@sha256:..., printed
+here and by env show, so the version keeps running that image when the tag
+moves. An image the registry does not have is refused. When the registry
+cannot be asked, the tag is kept and a warning printed (or, on a server
+that requires pinned images, registering is refused). An image given by
+digest is kept as given. See docs/envs.md.
+
 A definition that a stored version already has is not stored again: that
 version is printed. Versions never change; to change an environment,
 register a new version and deprecate the old one.`,
@@ -63,7 +71,7 @@ register a new version and deprecate the old one.`,
 		Args: exactArgs(1),
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file with the definition (\"-\": standard input)")
-	cmd.Flags().StringVar(&image, "image", "", "container image reference, for executors that run containers")
+	cmd.Flags().StringVar(&image, "image", "", "container image reference, for executors that run containers; a tag is pinned by digest")
 	cmd.Flags().StringArrayVar(&prefix, "path-prefix", nil, "absolute directory put in front of PATH (repeat for several, in order)")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "environment variable K=V (repeatable); a job's env_vars override it")
 	cmd.Flags().StringVar(&check, "check", "", "command that must succeed before a job's entrypoint (a pass is trusted per node for env_check_ttl), e.g. 'python3 -c \"import torch\"'")
@@ -109,10 +117,17 @@ register a new version and deprecate the old one.`,
 		if err != nil {
 			return err
 		}
+		stderr := cmd.ErrOrStderr()
+		for _, w := range e.Warnings {
+			fmt.Fprintln(stderr, "warning: "+oneLine(w))
+		}
 		if e.Created != nil && !*e.Created {
-			fmt.Fprintf(cmd.ErrOrStderr(), "environment %s already has this definition; no new version\n", oneLine(e.Ref))
+			fmt.Fprintf(stderr, "environment %s already has this definition; no new version\n", oneLine(e.Ref))
 		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "registered environment %s\n", oneLine(e.Ref))
+			fmt.Fprintf(stderr, "registered environment %s\n", oneLine(e.Ref))
+		}
+		if e.Image != "" && e.Image != def.Image {
+			fmt.Fprintf(stderr, "image %s pinned by digest: %s\n", oneLine(def.Image), oneLine(e.Image))
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), oneLine(e.Ref))
 		return nil
@@ -239,8 +254,9 @@ func (a *app) envLsCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List environments and their versions",
 		Long: `List every version of every environment (or of NAME) as a table: REF
-(NAME@VERSION, what a spec's env names), IMAGE, PATH PREFIX, VARS (names),
-CHECK, CREATED and STATUS (ok, or deprecated with the reason).`,
+(NAME@VERSION, what a spec's env names), IMAGE (its digest abbreviated;
+whole with -o wide), PATH PREFIX, VARS (names), CHECK, CREATED and STATUS
+(ok, or deprecated with the reason).`,
 		Example: `  trainyard env ls
   trainyard env ls pytorch-2.4 -o json`,
 		Args: cobra.MaximumNArgs(1),
@@ -274,7 +290,11 @@ CHECK, CREATED and STATUS (ok, or deprecated with the reason).`,
 		tw := newTable(out)
 		fmt.Fprintln(tw, "REF\tIMAGE\tPATH PREFIX\tVARS\tCHECK\tCREATED\tSTATUS")
 		for _, e := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Ref), cell(e.Image), cell(strings.Join(e.PathPrefix, ":")),
+			image := e.Image
+			if *output != formatWide {
+				image = shortImage(image)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(e.Ref), cell(image), cell(strings.Join(e.PathPrefix, ":")),
 				cell(strings.Join(slices.Sorted(maps.Keys(e.Vars)), ",")), cell(quoteCommand(e.Check)), age(now, e.CreatedAt), cell(envStatus(e)))
 		}
 		return tw.Flush()
@@ -297,9 +317,10 @@ func (a *app) envShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show NAME[@VERSION]",
 		Short: "Show one version of an environment",
-		Long: `Show environment NAME@VERSION, or NAME's latest version: its image, PATH
-prefix, variables, check command, digest, who registered it and when, and
-whether it is deprecated.`,
+		Long: `Show environment NAME@VERSION, or NAME's latest version: its image (as
+stored: pinned by digest, or marked as by tag only), PATH prefix, variables,
+check command, digest, who registered it and when, and whether it is
+deprecated.`,
 		Example: `  trainyard env show pytorch-2.4@3
   trainyard env show pytorch-2.4 -o yaml`,
 		Args: exactArgs(1),
@@ -344,7 +365,7 @@ whether it is deprecated.`,
 		if e.Description != "" {
 			fmt.Fprintf(out, "About:       %s\n", oneLine(firstLine(e.Description)))
 		}
-		fmt.Fprintf(out, "Image:       %s\n", orNone(oneLine(e.Image)))
+		fmt.Fprintf(out, "Image:       %s\n", orNone(oneLine(e.Image)+imageNote(e.Image)))
 		fmt.Fprintf(out, "PATH prefix: %s\n", orNone(oneLine(strings.Join(e.PathPrefix, ":"))))
 		fmt.Fprintf(out, "Check:       %s\n", orNone(oneLine(quoteCommand(e.Check))))
 		if len(e.Vars) == 0 {
@@ -358,6 +379,30 @@ whether it is deprecated.`,
 		return nil
 	}
 	return cmd
+}
+
+// shortImage abbreviates the digest of a pinned image reference for a
+// table: reg/torch:2.4@sha256:0123456789ab… (-o wide and env show print
+// it whole).
+func shortImage(image string) string {
+	name, digest, ok := strings.Cut(image, "@")
+	if !ok {
+		return image
+	}
+	alg, hex, ok := strings.Cut(digest, ":")
+	if !ok || len(hex) <= 12 {
+		return image
+	}
+	return name + "@" + alg + ":" + hex[:12] + "…"
+}
+
+// imageNote says when an image is named by tag only: what it runs may
+// change when the tag moves.
+func imageNote(image string) string {
+	if image == "" || strings.Contains(image, "@") {
+		return ""
+	}
+	return " (by tag, not pinned by digest)"
 }
 
 func orNone(s string) string {

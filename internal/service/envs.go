@@ -35,6 +35,16 @@ type EnvStore interface {
 
 var _ EnvStore = store.Store(nil)
 
+// ImagePinner pins a container image reference by the digest its registry
+// answers (imagepin.Pinner): "name:tag@sha256:…", or a reference already
+// by digest unchanged once the registry confirmed it. Its errors match
+// domain.ErrInvalid (not a reference), domain.ErrNotFound (the registry
+// has no such image) or domain.ErrUnavailable (the registry could not be
+// asked), and name the registry and its answer.
+type ImagePinner interface {
+	Pin(ctx context.Context, ref string) (string, error)
+}
+
 // Limits on environment definitions.
 const (
 	maxEnvImageLen    = 512
@@ -159,17 +169,34 @@ func checkEnvDefinition(d EnvDefinition) domain.FieldErrors {
 	return errs
 }
 
-// RegisterEnv stores d as the next version of environment d.Name (version
-// 1 for a new name). Versions never change once stored. When a stored
-// version already has d's definition (see domain.EnvDigest), nothing is
-// stored and that version is returned with created false; when that
-// version is deprecated, registering is refused.
+// EnvRegistration is a registered environment: the version, whether this
+// call created it, and what the one registering it should know (an image
+// kept by its tag because its registry could not be asked).
+type EnvRegistration struct {
+	Env      domain.Environment
+	Created  bool
+	Warnings []string
+}
+
+// RegisterEnv is Registration without its warnings.
 func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefinition) (env domain.Environment, created bool, err error) {
+	r, err := s.Registration(ctx, p, d)
+	return r.Env, r.Created, err
+}
+
+// Registration stores d as the next version of environment d.Name
+// (version 1 for a new name). Versions never change once stored. An image
+// given by tag is first pinned by digest (pinImage), so the version names
+// exactly the image its registry serves now. When a stored version
+// already has d's definition, pinned (see domain.EnvDigest), nothing is
+// stored and that version is returned with Created false; when that
+// version is deprecated, registering is refused.
+func (s *EnvService) Registration(ctx context.Context, p Principal, d EnvDefinition) (EnvRegistration, error) {
 	if err := checkEnvDefinition(d).Err(); err != nil {
-		return domain.Environment{}, false, err
+		return EnvRegistration{}, err
 	}
 	if err := s.authorize(ctx, p, authz.EnvWrite, authz.Resource{Kind: "env", ID: d.Name}); err != nil {
-		return domain.Environment{}, false, err
+		return EnvRegistration{}, err
 	}
 	if s.cfg.LocalEnvs { // after authorize: only those who may register learn what exists
 		var errs domain.FieldErrors
@@ -179,10 +206,20 @@ func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefiniti
 			}
 		}
 		if err := errs.Err(); err != nil {
-			return domain.Environment{}, false, err
+			return EnvRegistration{}, err
 		}
 	}
-	rec := domain.Environment{Name: d.Name, Image: d.Image, Description: d.Description}
+	// After authorize too: only those who may register make the server
+	// ask a registry.
+	image, warning, err := s.pinImage(ctx, d.Image)
+	if err != nil {
+		return EnvRegistration{}, err
+	}
+	var warnings []string
+	if warning != "" {
+		warnings = append(warnings, warning)
+	}
+	rec := domain.Environment{Name: d.Name, Image: image, Description: d.Description}
 	if len(d.PathPrefix) > 0 {
 		rec.PathPrefix = slices.Clone(d.PathPrefix)
 	}
@@ -196,7 +233,7 @@ func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefiniti
 	for range 5 { // another register of the same name may take our version
 		versions, err := s.st.ListEnvs(ctx, d.Name)
 		if err != nil {
-			return domain.Environment{}, false, fmt.Errorf("read environment %s: %w", d.Name, err)
+			return EnvRegistration{}, fmt.Errorf("read environment %s: %w", d.Name, err)
 		}
 		latest := 0
 		for _, v := range versions {
@@ -208,11 +245,11 @@ func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefiniti
 				continue
 			}
 			if v.Deprecated {
-				return domain.Environment{}, false, domain.Errorf(domain.ErrConflict,
+				return EnvRegistration{}, domain.Errorf(domain.ErrConflict,
 					"this definition is the same as %s, which is deprecated (%s); change the definition (e.g. a fixed image or check) to register a new version",
 					v.Ref(), deprecationNote(v))
 			}
-			return v, false, nil
+			return EnvRegistration{Env: v, Warnings: warnings}, nil
 		}
 		rec.Version = latest + 1
 		rec.CreatedBy, rec.CreatedAt = p.Actor(), s.cfg.Clock.Now()
@@ -229,18 +266,65 @@ func (s *EnvService) RegisterEnv(ctx context.Context, p Principal, d EnvDefiniti
 		if len(rec.PathPrefix) > 0 {
 			after["path_prefix"] = rec.PathPrefix
 		}
+		if rec.Image != "" {
+			after["image"] = rec.Image
+		}
 		actx := s.audited(ctx, p, authz.EnvWrite, envTarget(d.Name, 0), before, after)
 		err = s.st.PutEnv(ctx, rec, actx)
 		if errors.Is(err, domain.ErrConflict) {
 			continue
 		}
 		if err != nil {
-			return domain.Environment{}, false, fmt.Errorf("store environment %s: %w", rec.Ref(), err)
+			return EnvRegistration{}, fmt.Errorf("store environment %s: %w", rec.Ref(), err)
 		}
 		s.envsChanged()
-		return rec, true, nil
+		return EnvRegistration{Env: rec, Created: true, Warnings: warnings}, nil
 	}
-	return domain.Environment{}, false, domain.Errorf(domain.ErrConflict, "environment %s kept changing while it was being registered; try again", d.Name)
+	return EnvRegistration{}, domain.Errorf(domain.ErrConflict, "environment %s kept changing while it was being registered; try again", d.Name)
+}
+
+// pinImage returns image pinned by digest (Config.Images), or a refusal
+// on the image field that says what the registry answered and what to do:
+//
+//   - an image the registry has not (no such repository, tag or digest),
+//     or that is not a reference, is refused;
+//   - an image by tag that could not be pinned (the registry could not be
+//     asked) is refused with Config.RequirePinnedImages, and otherwise
+//     kept by its tag, with a warning for the one registering it;
+//   - an image by digest is pinned already: when its registry cannot be
+//     asked it is kept as given.
+//
+// Without Config.Images the image is kept as given.
+func (s *EnvService) pinImage(ctx context.Context, image string) (pinned, warning string, err error) {
+	if image == "" || s.cfg.Images == nil {
+		return image, "", nil
+	}
+	refuse := func(format string, args ...any) (string, string, error) {
+		return "", "", domain.FieldErrors{{Path: "image", Message: fmt.Sprintf(format, args...)}}
+	}
+	byDigest := strings.Contains(image, "@")
+	got, err := s.cfg.Images.Pin(ctx, image)
+	switch {
+	case err == nil:
+		if len(got) > maxEnvImageLen {
+			return refuse("pinned by digest, %q is %d characters long; the limit is %d: use a shorter name", got, len(got), maxEnvImageLen)
+		}
+		return got, "", nil
+	case errors.Is(err, domain.ErrInvalid):
+		return refuse("%v; use registry/name:tag or registry/name@sha256:...", err)
+	case errors.Is(err, domain.ErrNotFound):
+		return refuse("%v: check the repository and the tag or digest (or push the image first)", err)
+	case !errors.Is(err, domain.ErrUnavailable):
+		return "", "", fmt.Errorf("pin image %s: %w", image, err) // e.g. the request was canceled
+	case byDigest:
+		return image, "", nil
+	case s.cfg.RequirePinnedImages:
+		return refuse("cannot pin %s by digest: %v. This server stores images only pinned by digest (envs.pin_images: required): make sure it can reach the registry, or give the image by digest (%s@sha256:...)",
+			image, err, image)
+	}
+	s.cfg.Logger.Warn("environment image kept by its tag: its registry could not be asked", "image", image, "err", err)
+	return image, fmt.Sprintf("image %s is stored by its tag, not pinned by digest: %v. Jobs will run whatever the tag names when they start; "+
+		"register the environment again once the server can reach the registry (that makes a new version, pinned), or give the image by digest", image, err), nil
 }
 
 // ListEnvs returns every version of environment name ("" for all),

@@ -132,6 +132,14 @@ type Config struct {
 	// environment's path_prefix directories must exist here to be
 	// registered; with remote executors they live on the nodes.
 	LocalEnvs bool
+	// Images pins environments' container images by digest when they are
+	// registered (envs.go); nil: images are stored as given (the server
+	// config's envs.pin_images: off).
+	Images ImagePinner
+	// RequirePinnedImages refuses an image by tag that Images could not
+	// pin because its registry could not be asked (envs.pin_images:
+	// required); otherwise it is stored by its tag, with a warning.
+	RequirePinnedImages bool
 }
 
 // Service is the set of use cases, one service per aggregate. Each holds

@@ -7,7 +7,9 @@ type Env struct {
 	Name    string `json:"name"`
 	Version int    `json:"version"`
 	Ref     string `json:"ref"` // "name@version", as a spec's env names it
-	// Image is the container image executors that run containers use.
+	// Image is the container image executors that run containers use,
+	// as stored: pinned by digest (name:tag@sha256:...) when its registry
+	// answered at registration (docs/envs.md).
 	Image string `json:"image,omitempty"`
 	// PathPrefix lists directories put in front of PATH, in order.
 	PathPrefix []string          `json:"path_prefix,omitempty"`
@@ -24,6 +26,10 @@ type Env struct {
 	// Created answers POST /api/v1/envs: false when a stored version has
 	// the same definition; that version is returned and none is added.
 	Created *bool `json:"created,omitempty"`
+	// Warnings, in POST /api/v1/envs's answer, tell the one registering
+	// what to check (an image kept by its tag: its registry could not be
+	// asked).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // EnvList is the answer of GET /api/v1/envs, GET /api/v1/envs/{name} and
