@@ -89,7 +89,8 @@ func TestCLIGivesUpAfterTheRetryTime(t *testing.T) {
 	if !regexp.MustCompile(`^error: still unavailable after retrying for 1s \(\d+ tries\): the store is unavailable: .* an operator should check the database$`).MatchString(last) {
 		t.Errorf("last line: %q", last)
 	}
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "store unavailable (503); retrying in ") {
+	// At least one retry before the end; how many fit in 1 s depends on the load.
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "store unavailable (503); retrying in ") {
 		t.Errorf("stderr:\n%s", r.stderr)
 	}
 
