@@ -13,7 +13,9 @@
 // The agent reads its configuration from the environment the executor gives
 // the job: TRAINYARD_API (the server's URL), TRAINYARD_JOB_TOKEN,
 // TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_OUTPUT_DIR and
-// TRAINYARD_CHECKPOINT_DIR (its "checkpoints" directory).
+// TRAINYARD_CHECKPOINT_DIR (its "checkpoints" directory), and, for an
+// attempt that may resume, TRAINYARD_AGENT_RESUME: the job's checkpoints
+// to resume from, which it fetches before the command starts (resume.go).
 package agent
 
 import (
@@ -27,6 +29,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -82,6 +85,7 @@ type config struct {
 	attempt       int
 	outputDir     string
 	checkpointDir string
+	resume        string // TRAINYARD_AGENT_RESUME; empty: none
 	// Test knobs; zero means the defaults above.
 	flushEvery, scanEvery, retryFor time.Duration
 }
@@ -92,6 +96,7 @@ func configFromEnv(getenv func(string) string) config {
 		token:         getenv("TRAINYARD_JOB_TOKEN"),
 		outputDir:     getenv("TRAINYARD_OUTPUT_DIR"),
 		checkpointDir: getenv("TRAINYARD_CHECKPOINT_DIR"),
+		resume:        getenv(resumeEnv),
 	}
 	c.jobID, _ = strconv.ParseInt(getenv("TRAINYARD_JOB_ID"), 10, 64)
 	c.attempt, _ = strconv.Atoi(getenv("TRAINYARD_ATTEMPT"))
@@ -151,7 +156,26 @@ func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Wri
 		}
 	}
 
-	cmd, outR, err := start(argv, stderr)
+	// The checkpoint to resume from is there before the command starts;
+	// which one it was is reported meanwhile.
+	var env []string
+	reported := make(chan struct{})
+	if cfg.resume != "" {
+		r := resumeFrom(cfg, rep, out, log)
+		env = commandEnv(os.Environ(), r.path)
+		if rep != nil && (r.name != "" || len(r.skipped) > 0) {
+			go func() {
+				defer close(reported)
+				reportResumed(rep, r)
+			}()
+		} else {
+			close(reported)
+		}
+	} else {
+		close(reported)
+	}
+
+	cmd, outR, err := start(argv, env, stderr)
 	if err != nil {
 		log.printf("%v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -216,20 +240,50 @@ func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Wri
 	if out != nil {
 		out.final()
 	}
+	<-reported
 	if rep != nil {
 		rep.summary()
 	}
 	return code
 }
 
+// resumeFrom fetches the checkpoint the attempt resumes from, when it can
+// (resume), or says why it starts afresh.
+func resumeFrom(cfg config, rep *reporter, out *outputs, log *logger) resumed {
+	cands, err := parseCandidates(cfg.resume)
+	switch {
+	case err != nil:
+		log.printf("%v; starting afresh", err)
+		return resumed{skipped: []string{resumeEnv + ": " + err.Error()}}
+	case rep == nil:
+		log.printf("not resuming from any of the %d checkpoints handed over: the agent cannot reach the API (see above); starting afresh", len(cands))
+		return resumed{}
+	}
+	return resume(out, cfg, cands, log)
+}
+
+// commandEnv is environ with TRAINYARD_RESUME_FROM set to from, and
+// without the agent's own candidates.
+func commandEnv(environ []string, from string) []string {
+	env := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "TRAINYARD_RESUME_FROM=") && !strings.HasPrefix(kv, resumeEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "TRAINYARD_RESUME_FROM="+from)
+}
+
 // start starts argv (looked up in PATH) in a process group of its own,
-// stdin from /dev/null, stderr to stderr and stdout into the returned pipe.
-func start(argv []string, stderr io.Writer) (*exec.Cmd, *os.File, error) {
+// with env (nil: the agent's), stdin from /dev/null, stderr to stderr and
+// stdout into the returned pipe.
+func start(argv, env []string, stderr io.Writer) (*exec.Cmd, *os.File, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
 	cmd.Stdout = outW
 	if f, ok := stderr.(*os.File); ok {
 		cmd.Stderr = f

@@ -47,10 +47,16 @@ type fakeAPI struct {
 	refuse   map[string]int    // call kind → status to answer instead
 	badToken int
 	changed  chan struct{}
+	// Resuming: the job's registered checkpoints, their archives, and
+	// how many resume reports to answer 409 not_started first.
+	kept       []apitypes.Checkpoint
+	archives   map[string][]byte
+	notStarted int
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
-	a := &fakeAPI{t: t, files: map[string][]byte{}, fail: map[string]int{}, refuse: map[string]int{}, changed: make(chan struct{})}
+	a := &fakeAPI{t: t, files: map[string][]byte{}, fail: map[string]int{}, refuse: map[string]int{}, changed: make(chan struct{}),
+		archives: map[string][]byte{}}
 	mux := http.NewServeMux()
 	const prefix = "/api/v1/jobs/7/attempts/2"
 	mux.HandleFunc("POST "+prefix+"/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +95,57 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		}
 		a.record("complete "+req.Name, nil)
 		_ = json.NewEncoder(w).Encode(map[string]any{"name": req.Name})
+	})
+	mux.HandleFunc("GET /api/v1/jobs/7/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		if !a.admit(w, r, "list") {
+			return
+		}
+		a.mu.Lock()
+		l := apitypes.CheckpointList{Job: 7, Checkpoints: slices.Clone(a.kept)}
+		a.mu.Unlock()
+		a.record("list", nil)
+		_ = json.NewEncoder(w).Encode(l)
+	})
+	mux.HandleFunc("GET /api/v1/jobs/7/checkpoints/{name}/archive", func(w http.ResponseWriter, r *http.Request) {
+		if !a.admit(w, r, "archive") {
+			return
+		}
+		name := r.PathValue("name")
+		a.mu.Lock()
+		b, ok := a.archives[name]
+		a.mu.Unlock()
+		a.record("archive "+name, nil)
+		if !ok {
+			http.Error(w, `{"error":{"code":"not_found","message":"no such checkpoint"}}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-tar")
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("POST "+prefix+"/resumed", func(w http.ResponseWriter, r *http.Request) {
+		if !a.admit(w, r, "resumed") {
+			return
+		}
+		var req apitypes.ResumeReport
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		a.mu.Lock()
+		wait := a.notStarted > 0
+		if wait {
+			a.notStarted--
+		}
+		a.mu.Unlock()
+		if wait {
+			a.record("not started", nil)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":"not_started","message":"the server has not recorded the start of attempt 2 of job 7 yet"}}`)
+			return
+		}
+		a.record("resumed "+req.Name+"|"+req.Note, nil)
+		_ = json.NewEncoder(w).Encode(apitypes.ResumeRecorded{Name: req.Name})
 	})
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)

@@ -33,6 +33,7 @@ const (
 type reporter struct {
 	base     string // TRAINYARD_API without its trailing slashes
 	token    string
+	jobID    int64
 	prefix   string // /api/v1/jobs/{id}/attempts/{n}
 	retryFor time.Duration
 	http     *http.Client
@@ -48,6 +49,7 @@ func newReporter(cfg config, log *logger) *reporter {
 	r := &reporter{
 		base:     strings.TrimRight(cfg.api, "/"),
 		token:    cfg.token,
+		jobID:    cfg.jobID,
 		prefix:   "/api/v1/jobs/" + strconv.FormatInt(cfg.jobID, 10) + "/attempts/" + strconv.Itoa(cfg.attempt),
 		retryFor: cfg.retryFor,
 		log:      log,
@@ -93,23 +95,55 @@ func (r *reporter) outputPath(rel string) string {
 	return r.prefix + "/outputs/" + strings.Join(segs, "/")
 }
 
-// call sends the request mk builds (once per try), with the job token. A
-// network error, a 5xx, a 408 or a 429 is tried again, with backoff, for
-// retryFor (or once only while the API is down); another 4xx is logged,
-// the first of its kind and status only, and not tried again.
+// call sends the request mk builds (once per try), with the job token (do),
+// and reads the answer. A refusal (a 4xx) is logged, the first of its
+// kind and status only.
 func (r *reporter) call(kind, what string, mk func() (*http.Request, error)) error {
+	resp, err := r.do(what, mk)
+	if err != nil {
+		var ref *refusal
+		if errors.As(err, &ref) {
+			r.refuse(kind, what, ref.status, ref.code, ref.body)
+		}
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return nil
+}
+
+// refusal is a 4xx answer: trying again would not help. It matches
+// errRefused.
+type refusal struct {
+	what, status string
+	code         int
+	errCode      string // the error body's code ("not_found"), when it has one
+	body         []byte
+}
+
+func (e *refusal) Error() string        { return fmt.Sprintf("%s: %v (%s)", e.what, errRefused, e.status) }
+func (e *refusal) Is(target error) bool { return target == errRefused }
+
+// do sends the request mk builds (once per try), with the job token, and
+// returns the answer of a 2xx for the caller to read and close. A network
+// error, a 5xx, a 408 or a 429 is tried again, with backoff, for retryFor
+// (or once only while the API is down); a 409 whose code is "not_started"
+// (the server has not recorded the attempt's start yet) is tried again
+// for retryFor whatever the API's state; another 4xx is a *refusal.
+func (r *reporter) do(what string, mk func() (*http.Request, error)) (*http.Response, error) {
 	r.mu.Lock()
 	down := r.down
 	r.mu.Unlock()
-	deadline := time.Now().Add(r.retryFor)
+	start := time.Now()
+	deadline := start.Add(r.retryFor)
 	if down {
-		deadline = time.Now()
+		deadline = start
 	}
 	backoff := firstBackoff
 	for try := 1; ; try++ {
 		req, err := mk()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+r.token)
 		req.Header.Set("User-Agent", "trainyard-agent")
@@ -117,27 +151,46 @@ func (r *reporter) call(kind, what string, mk func() (*http.Request, error)) err
 		resp, err := r.http.Do(req)
 		if err != nil {
 			problem = err.Error()
+		} else if resp.StatusCode < 300 {
+			r.up()
+			return resp, nil
 		} else {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 			switch s := resp.StatusCode; {
-			case s < 300:
-				r.up()
-				return nil
 			case s >= 500 || s == http.StatusTooManyRequests || s == http.StatusRequestTimeout:
 				problem = resp.Status + answer(body)
 			default:
-				r.refuse(kind, what, resp.Status, resp.StatusCode, body)
-				return fmt.Errorf("%s: %w (%s)", what, errRefused, resp.Status)
+				ref := &refusal{what: what, status: resp.Status, code: s, errCode: errorCode(body), body: body}
+				if s == http.StatusConflict && ref.errCode == "not_started" && time.Now().Add(backoff).Before(start.Add(r.retryFor)) {
+					time.Sleep(backoff) // the attempt's start is on its way to the server
+					backoff = min(2*backoff, maxBackoff)
+					continue
+				}
+				return nil, ref
 			}
 		}
 		if !time.Now().Add(backoff).Before(deadline) {
 			r.giveUp(what, try, problem)
-			return fmt.Errorf("%s: %w: %s", what, errUnavailable, problem)
+			return nil, fmt.Errorf("%s: %w: %s", what, errUnavailable, problem)
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// errorCode is the code of the API's error body ({"error": {"code": …}}),
+// or "".
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Code
 }
 
 // answer is the server's message in body, short, for a log line.

@@ -169,6 +169,9 @@ func (h *handler) auth(next authedFunc) http.Handler {
 		}
 		if p.IsJob() {
 			action, declared := routeActions[r.Pattern]
+			if a, ok := jobTokenRoutes[r.Pattern]; ok {
+				action = a
+			}
 			if !declared || action != "" {
 				if err := h.svc.Identity.CheckRoute(r.Context(), p, action, r.Pattern); err != nil {
 					h.writeError(w, r, err)

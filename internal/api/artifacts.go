@@ -22,6 +22,7 @@ func (h *handler) artifactRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/jobs/{id}/checkpoints/{name}/archive", h.auth(h.checkpointArchive))
 	mux.Handle("POST /api/v1/jobs/{id}/attempts/{n}/checkpoints", h.auth(h.completeCheckpoint))
 	mux.Handle("PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}", h.auth(h.putOutput))
+	mux.Handle("POST /api/v1/jobs/{id}/attempts/{n}/resumed", h.auth(h.reportResumed))
 	mux.Handle("GET /api/v1/checkpoints/usage", h.auth(h.checkpointUsage))
 	mux.Handle("POST /api/v1/gc", h.auth(h.gc))
 }
@@ -150,6 +151,33 @@ func (h *handler) completeCheckpoint(w http.ResponseWriter, r *http.Request, p s
 		return
 	}
 	writeJSON(w, http.StatusOK, checkpointDTO(c))
+}
+
+// reportResumed serves POST /api/v1/jobs/{id}/attempts/{n}/resumed
+// {"name": NAME, "note": WHY} with the attempt's job token: the in-job
+// agent says which checkpoint it resumed from (service.ReportResumed). An
+// attempt whose start the server has not recorded yet answers 409 with
+// code "not_started": the agent reports again.
+func (h *handler) reportResumed(w http.ResponseWriter, r *http.Request, p service.Principal) {
+	id, n, err := pathAttempt(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req apitypes.ResumeReport
+	if err := decodeBody(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rep, err := h.svc.Artifacts.ReportResumed(r.Context(), p, id, n, req.Name, req.Note)
+	switch {
+	case errors.Is(err, service.ErrAttemptNotStarted):
+		writeErr(w, http.StatusConflict, "not_started", err.Error(), nil)
+	case err != nil:
+		h.writeError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, apitypes.ResumeRecorded{Name: rep.Name, Message: rep.Words})
+	}
 }
 
 // putOutput serves PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}

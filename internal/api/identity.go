@@ -89,6 +89,16 @@ var routeActions = map[string]string{
 	"POST /api/v1/envs/{name}/{version}/deprecate":     "env.write",
 	// The uploads of a job's agent (outputs and checkpoints).
 	"PUT /api/v1/jobs/{id}/attempts/{n}/outputs/{path...}": "attempt.report",
+	"POST /api/v1/jobs/{id}/attempts/{n}/resumed":          "attempt.report",
+}
+
+// jobTokenRoutes are the routes a job token may call for another action
+// than the one the route declares for users: reading its own job's
+// checkpoints to resume from (attempt.resume; the use case checks the job
+// and the attempt).
+var jobTokenRoutes = map[string]string{
+	"GET /api/v1/jobs/{id}/checkpoints":                "attempt.resume",
+	"GET /api/v1/jobs/{id}/checkpoints/{name}/archive": "attempt.resume",
 }
 
 // identityRoutes registers whoami and the user, role and token endpoints.

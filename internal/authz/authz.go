@@ -44,6 +44,10 @@ const (
 	QuotaApprove Action = "quota.approve"
 
 	AttemptReport Action = "attempt.report" // job tokens: progress, metrics, checkpoints
+	// AttemptResume: a job token reads its own job's checkpoints (list,
+	// archive) to resume from one. The resource is the attempt ("42/1");
+	// the caller checks that it is the job's latest and has not ended.
+	AttemptResume Action = "attempt.resume"
 
 	AlertTest Action = "alert.test" // send a test notification to a channel
 
@@ -92,7 +96,7 @@ const (
 	reasonSelf         = "users manage their own tokens"
 	reasonJobToken     = "the job token of this attempt"
 
-	denyJobToken      = "a job token may only report for its own attempt"
+	denyJobToken      = "a job token may only report for its own attempt and read its own job's checkpoints"
 	denySubmit        = "submitting needs role member or lead in the project"
 	denyJobRead       = "reading this job needs role viewer or lead in its project (a member reads only their own jobs)"
 	denyJobCancel     = "canceling another user's job needs role lead in its project"
@@ -112,6 +116,7 @@ const (
 	denyQuotaApprove  = "approving compute requests needs role resource-admin"
 	denyQuotaOwn      = "a compute request you filed must be decided by another resource-admin or an admin"
 	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
+	denyAttemptResume = "reading checkpoints to resume from needs the job token of the job's attempt (users read them with job.read)"
 	denyUnknown       = "unknown action"
 	denyTemplateWrite = "creating templates needs role member or lead in the project"
 	denyEnvWrite      = "registering or deprecating environments needs role admin or resource-admin"
@@ -158,13 +163,13 @@ func hasAnyRole(p Principal) bool {
 
 // Decide says whether p may perform a on r. It is pure and allocation-free.
 //
-// Rules, in order: a job token may only report for its own attempt; admin
-// may do everything; then the action's own rule (see docs/security.md).
+// Rules, in order: a job token may only report for its own attempt and
+// read its own job's checkpoints (AttemptResume); admin may do everything; then the action's own rule (see docs/security.md).
 // For a listing (r.ID empty) of jobs, Decide allows any user with a role
 // and the caller filters the rows with Visible.
 func Decide(p Principal, a Action, r Resource) Decision {
 	if p.IsJob() {
-		if a == AttemptReport && isOwnAttempt(p, r.ID) {
+		if (a == AttemptReport || a == AttemptResume) && isOwnAttempt(p, r.ID) {
 			return allow(reasonJobToken)
 		}
 		return deny(denyJobToken)
@@ -290,6 +295,8 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		return deny(denySecretWrite)
 	case AttemptReport:
 		return deny(denyAttemptReport)
+	case AttemptResume:
+		return deny(denyAttemptResume)
 	case TemplateRead:
 		if hasAnyRole(p) {
 			return allow(reasonAnyRole)
@@ -401,7 +408,7 @@ func VisibleJobs(p Principal) Visible {
 func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
-		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AlertTest, ArtifactGC,
+		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AttemptResume, AlertTest, ArtifactGC,
 		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead, BudgetWrite}
 }
 

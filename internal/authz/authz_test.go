@@ -48,7 +48,7 @@ func resourceFor(a Action, scope string, p Principal) Resource {
 	case otherProject:
 		r.ID, r.Project, r.Owner = "3", "audio", "carol"
 	}
-	if a == AttemptReport {
+	if a == AttemptReport || a == AttemptResume {
 		r.Kind = "attempt"
 		r.ID = map[string]string{own: "7/1", otherMember: "8/1", otherProject: "9/1"}[scope]
 	}
@@ -92,6 +92,7 @@ var allowed = map[Action]map[string][]string{
 	SecretWrite:   {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	SecretRotate:  {own: {"admin", "lead"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	AttemptReport: {own: {"admin", "job"}, otherMember: {"admin"}, otherProject: {"admin"}},
+	AttemptResume: {own: {"admin", "job"}, otherMember: {"admin"}, otherProject: {"admin"}},
 	TemplateRead:  {own: withRole, otherMember: withRole, otherProject: withRole},
 	TemplateWrite: {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead", "member"}, otherProject: {"admin"}},
 	EnvRead:       {own: withRole, otherMember: withRole, otherProject: withRole},
@@ -252,6 +253,46 @@ func TestVisibleCost(t *testing.T) {
 		}
 		if v.Submitter != "" {
 			t.Errorf("%s: the spend filter goes by project, not submitter: %+v", name, v)
+		}
+	}
+}
+
+// TestJobTokenResume: a job token reads the checkpoints of its own
+// attempt's job (AttemptResume on "job/attempt") and nothing else of any
+// job: not another attempt's, not another job's, and not JobRead, which
+// would open show, logs and artifacts. Users' actions are unchanged.
+func TestJobTokenResume(t *testing.T) {
+	ps := matrixPrincipals()
+	job := ps["job"] // attempt 1 of job 7
+	for _, c := range []struct {
+		name  string
+		a     Action
+		r     Resource
+		allow bool
+	}{
+		{"own attempt", AttemptResume, Resource{Kind: "attempt", ID: "7/1", Project: "vision", Owner: "alice"}, true},
+		{"another attempt of its job", AttemptResume, Resource{Kind: "attempt", ID: "7/2", Project: "vision", Owner: "alice"}, false},
+		{"another job", AttemptResume, Resource{Kind: "attempt", ID: "8/1", Project: "vision", Owner: "alice"}, false},
+		{"a prefix of its ref", AttemptResume, Resource{Kind: "attempt", ID: "7/", Project: "vision"}, false},
+		{"a longer ref", AttemptResume, Resource{Kind: "attempt", ID: "7/10", Project: "vision"}, false},
+		{"no ref", AttemptResume, Resource{Kind: "attempt"}, false},
+		{"read its job", JobRead, Resource{Kind: "job", ID: "7", Project: "vision", Owner: "alice"}, false},
+		{"list jobs", JobRead, Resource{Kind: "job"}, false},
+	} {
+		d := Decide(job, c.a, c.r)
+		if d.Allow != c.allow {
+			t.Errorf("%s: job token %s on %+v: allow %v (%s), want %v", c.name, c.a, c.r, d.Allow, d.Reason, c.allow)
+		}
+	}
+	// Users resume nothing through this action (they read checkpoints with
+	// job.read); only admin, who may do everything.
+	for name, p := range ps {
+		if name == "job" {
+			continue
+		}
+		d := Decide(p, AttemptResume, Resource{Kind: "attempt", ID: "7/1", Project: "vision", Owner: p.Subject})
+		if d.Allow != (name == "admin") {
+			t.Errorf("%s: AttemptResume allow %v (%s)", name, d.Allow, d.Reason)
 		}
 	}
 }

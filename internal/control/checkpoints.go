@@ -10,6 +10,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/store"
 )
 
 // Checkpoints reach the control loop as the executor's Checkpointed
@@ -113,20 +114,11 @@ func (c *Controller) resumeCandidates(ctx context.Context, jobID int64) ([]execu
 // resumed records which checkpoint a started attempt was handed, and
 // returns words for its start event ("" when none).
 func (c *Controller) resumed(ctx context.Context, ev executor.Event) string {
-	if ev.Resumed == "" {
-		if ev.ResumeNote != "" {
-			return "; no intact checkpoint to resume from (" + ev.ResumeNote + ")"
-		}
-		return ""
-	}
-	if err := c.cfg.Store.MarkCheckpointResumed(ctx, ev.JobID, ev.Resumed, ev.Attempt); err != nil && !errors.Is(err, domain.ErrNotFound) {
+	words, err := store.RecordResume(ctx, c.cfg.Store, ev.JobID, ev.Attempt, ev.Resumed, ev.ResumeNote)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		c.log.Warn("record resume", "attempt", ev.Ref.String(), "checkpoint", ev.Resumed, "err", err)
 	}
-	msg := "; resuming from checkpoint " + ev.Resumed
-	if ev.ResumeNote != "" {
-		msg += " (skipped " + ev.ResumeNote + ")"
-	}
-	return msg
+	return words
 }
 
 // failedResume sets aside the checkpoint a failed attempt resumed from

@@ -38,6 +38,8 @@ type ArtifactStore interface {
 	ListCheckpointsAt(ctx context.Context, from, to time.Time) ([]domain.CheckpointRecord, error)
 	ListCheckpointsHeld(ctx context.Context, since time.Time) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
+	Apply(ctx context.Context, changes []store.Change) ([]error, error)
+	MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error
 	ManifestSizes(ctx context.Context) ([]store.ManifestSize, error)
 	LatestStorageDay(ctx context.Context) (time.Time, error)
 	RecordStorageDays(ctx context.Context, days []domain.StorageDay) error
@@ -119,9 +121,11 @@ func (s *ArtifactService) OpenArtifact(ctx context.Context, p Principal, id int6
 	return Artifact{File: f, ArtifactFile: m.Files[i]}, nil
 }
 
-// Checkpoints returns a job's registered checkpoints, oldest first.
+// Checkpoints returns a job's registered checkpoints, oldest first: for
+// whoever may read the job, and for the job token of its latest attempt
+// while that attempt is starting or running (checkpointReader).
 func (s *ArtifactService) Checkpoints(ctx context.Context, p Principal, id int64) ([]domain.CheckpointRecord, error) {
-	job, err := s.readableJob(ctx, p, id)
+	job, err := s.checkpointReader(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -278,9 +282,12 @@ type Checkpoint struct {
 }
 
 // OpenCheckpoint opens a kept checkpoint of the job, for download: its
-// local copy when it is there, else its object copy.
+// local copy when it is there, else its object copy. Whoever may read the
+// job may, and so may the job token of its latest attempt while that
+// attempt is starting or running (checkpointReader): its in-job agent
+// fetches the checkpoint the attempt resumes from.
 func (s *ArtifactService) OpenCheckpoint(ctx context.Context, p Principal, id int64, name string) (Checkpoint, error) {
-	job, err := s.readableJob(ctx, p, id)
+	job, err := s.checkpointReader(ctx, p, id)
 	if err != nil {
 		return Checkpoint{}, err
 	}

@@ -599,12 +599,13 @@ func poolSum(p domain.Pool) poolSummary {
 }
 
 // CheckRoute is the API's early check of a job token on a route: such a
-// token may call only routes that report for an attempt (the concrete
-// attempt is checked by the use case). action is the route's declared
+// token may call only routes that report for an attempt, and those that
+// read its job's checkpoints to resume from (attempt.resume); the
+// concrete attempt is checked by the use case. action is the route's declared
 // action ("" when it declares none). Other principals pass: the use case
 // authorizes them against the resource.
 func (s *IdentityService) CheckRoute(ctx context.Context, p Principal, action, route string) error {
-	if !p.IsJob() || authz.Action(action) == authz.AttemptReport {
+	if a := authz.Action(action); !p.IsJob() || a == authz.AttemptReport || a == authz.AttemptResume {
 		return nil
 	}
 	if action == "" {

@@ -145,6 +145,10 @@ func TestServicesReachStoreThroughInterfaces(t *testing.T) {
 						used[svc]["AppendAudit"] = true
 						used[svc]["ListAudit"] = true
 					}
+					// store.RecordResume(ctx, s.st, …) marks the checkpoint.
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && exprString(sel) == "store.RecordResume" {
+						used[svc]["MarkCheckpointResumed"] = true
+					}
 				}
 				return true
 			})

@@ -151,7 +151,7 @@ func (s *ArtifactService) PutOutput(ctx context.Context, p Principal, id int64, 
 	if size > limit {
 		return OutputUpload{}, &UploadTooLargeError{Size: size, Limit: limit}
 	}
-	if err := s.attemptActive(ctx, job, attempt); err != nil {
+	if _, err := s.attemptActive(ctx, job, attempt, "writes the job's outputs"); err != nil {
 		return OutputUpload{}, err
 	}
 	o, err := s.openOutputs(ctx, job)
@@ -204,7 +204,7 @@ func (s *ArtifactService) PutOutput(ctx context.Context, p Principal, id int64, 
 	}
 	// The attempt may have ended while the file came in: its outputs are
 	// then recorded (and a succeeded job's sealed) without it.
-	if err := s.attemptActive(ctx, job, attempt); err != nil {
+	if _, err := s.attemptActive(ctx, job, attempt, "writes the job's outputs"); err != nil {
 		return OutputUpload{}, err
 	}
 	if err := w.Replace(ctx, tmp, rel); err != nil {
@@ -214,23 +214,25 @@ func (s *ArtifactService) PutOutput(ctx context.Context, p Principal, id int64, 
 	return OutputUpload{Path: rel, Size: n, SHA256: hex.EncodeToString(in.h.Sum(nil))}, nil
 }
 
-// attemptActive checks that attempt is job's latest and has not ended.
-func (s *ArtifactService) attemptActive(ctx context.Context, job domain.Job, attempt int) error {
+// attemptActive checks that attempt is job's latest and has not ended,
+// and returns it. doing says what only such an attempt does, for the
+// errors ("writes the job's outputs").
+func (s *ArtifactService) attemptActive(ctx context.Context, job domain.Job, attempt int, doing string) (domain.Attempt, error) {
 	atts, err := s.st.ListAttempts(ctx, job.ID)
 	if err != nil {
-		return err
+		return domain.Attempt{}, err
 	}
 	i := slices.IndexFunc(atts, func(a domain.Attempt) bool { return a.Number == attempt })
 	if i < 0 {
-		return domain.Errorf(domain.ErrNotFound, "job %d has no attempt %d (it has %d); see: trainyard show %d", job.ID, attempt, len(atts), job.ID)
+		return domain.Attempt{}, domain.Errorf(domain.ErrNotFound, "job %d has no attempt %d (it has %d); see: trainyard show %d", job.ID, attempt, len(atts), job.ID)
 	}
 	if latest := atts[len(atts)-1].Number; attempt != latest {
-		return domain.Errorf(domain.ErrConflict, "attempt %d of job %d is not its latest (attempt %d is); only the latest attempt writes the job's outputs", attempt, job.ID, latest)
+		return domain.Attempt{}, domain.Errorf(domain.ErrConflict, "attempt %d of job %d is not its latest (attempt %d is); only the latest attempt %s", attempt, job.ID, latest, doing)
 	}
 	if st := atts[i].State; st.Terminal() {
-		return domain.Errorf(domain.ErrConflict, "attempt %d of job %d has ended (%s); outputs are uploaded only while the attempt is starting or running", attempt, job.ID, st)
+		return domain.Attempt{}, domain.Errorf(domain.ErrConflict, "attempt %d of job %d has ended (%s); an attempt %s only while it is starting or running", attempt, job.ID, st, doing)
 	}
-	return nil
+	return atts[i], nil
 }
 
 // uploadErr maps the executor's refusal to write rel to a field error on

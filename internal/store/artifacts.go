@@ -78,3 +78,28 @@ type ManifestSize struct {
 	At      time.Time
 	Bytes   int64
 }
+
+// RecordResume records which checkpoint attempt of job jobID resumed
+// from, as its executor or its in-job agent tells (name; empty: none,
+// with note saying why each candidate was skipped), and returns the words
+// the attempt's start message gets: "; resuming from checkpoint NAME"
+// (with "(skipped NOTE)"), "; no intact checkpoint to resume from (NOTE)",
+// or "" when there is neither. The words come back even when recording
+// fails (err: of MarkCheckpointResumed; ErrNotFound for a name the job
+// does not have).
+func RecordResume(ctx context.Context, a interface {
+	MarkCheckpointResumed(ctx context.Context, jobID int64, name string, attempt int) error
+}, jobID int64, attempt int, name, note string) (words string, err error) {
+	if name == "" {
+		if note != "" {
+			return "; no intact checkpoint to resume from (" + note + ")", nil
+		}
+		return "", nil
+	}
+	err = a.MarkCheckpointResumed(ctx, jobID, name, attempt)
+	words = "; resuming from checkpoint " + name
+	if note != "" {
+		words += " (skipped " + note + ")"
+	}
+	return words, err
+}

@@ -168,8 +168,9 @@ type Error struct {
 }
 
 // ErrorBody says what went wrong. Code is stable and machine-readable:
-// invalid_spec, invalid_request, not_found, conflict, unauthorized, forbidden,
-// internal.
+// invalid_spec, invalid_request, not_found, conflict, not_started (a 409:
+// the server has not recorded the attempt's start yet; report again),
+// unauthorized, forbidden, internal.
 type ErrorBody struct {
 	Code    string       `json:"code"`
 	Message string       `json:"message"`

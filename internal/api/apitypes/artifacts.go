@@ -78,6 +78,26 @@ type CheckpointComplete struct {
 	Name string `json:"name"`
 }
 
+// ResumeReport is the body of POST /api/v1/jobs/{id}/attempts/{n}/resumed:
+// what the attempt's in-job agent resumed from.
+type ResumeReport struct {
+	// Name is the registered checkpoint the attempt resumed from; empty
+	// when it resumed from none (then Note says why).
+	Name string `json:"name,omitempty"`
+	// Note says why the candidates before it were skipped ("step-3: its
+	// digest does not match; …"); one line, at most 4096 bytes.
+	Note string `json:"note,omitempty"`
+}
+
+// ResumeRecorded is the answer of POST
+// /api/v1/jobs/{id}/attempts/{n}/resumed.
+type ResumeRecorded struct {
+	Name string `json:"name,omitempty"`
+	// Message is what the attempt's start message says of it
+	// ("; resuming from checkpoint step-2").
+	Message string `json:"message"`
+}
+
 // OutputUpload is the answer of PUT
 // /api/v1/jobs/{id}/attempts/{n}/outputs/{path}: the file written.
 type OutputUpload struct {

@@ -1,8 +1,12 @@
 package kubernetes_test
 
 import (
+	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -104,9 +108,104 @@ func newAgentAPI(t *testing.T, token string) *agentAPI {
 		a.record(r, "complete "+req.Name, nil)
 		_ = json.NewEncoder(w).Encode(map[string]any{"name": req.Name})
 	})
+	// Resuming: the job's checkpoints are those uploaded (any job's, as
+	// the paths are), listed with their digests and served as the
+	// server's archive route serves them.
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		if !ok(w, r) {
+			return
+		}
+		a.record(r, "list", nil)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		var l apitypes.CheckpointList
+		for _, name := range a.checkpointNames() {
+			files := a.checkpointFiles(name)
+			var size int64
+			for _, b := range files {
+				size += int64(len(b))
+			}
+			l.Checkpoints = append(l.Checkpoints, apitypes.Checkpoint{Name: name, Size: size, Files: len(files), SHA256: dirDigest(files)})
+		}
+		_ = json.NewEncoder(w).Encode(l)
+	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints/{name}/archive", func(w http.ResponseWriter, r *http.Request) {
+		if !ok(w, r) {
+			return
+		}
+		name := r.PathValue("name")
+		a.record(r, "archive "+name, nil)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		files := a.checkpointFiles(name)
+		if len(files) == 0 {
+			http.Error(w, `{"error":{"code":"not_found","message":"no such checkpoint"}}`, http.StatusNotFound)
+			return
+		}
+		tw := tar.NewWriter(w)
+		for _, rel := range slices.Sorted(maps.Keys(files)) {
+			_ = tw.WriteHeader(&tar.Header{Name: name + "/" + rel, Mode: 0o644, Size: int64(len(files[rel])), Typeflag: tar.TypeReg})
+			_, _ = tw.Write(files[rel])
+		}
+		_ = tw.Close()
+	})
+	mux.HandleFunc("POST "+prefix+"/resumed", func(w http.ResponseWriter, r *http.Request) {
+		var req apitypes.ResumeReport
+		if !ok(w, r) {
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.record(r, "resumed "+req.Name+"|"+req.Note, nil)
+		_ = json.NewEncoder(w).Encode(apitypes.ResumeRecorded{Name: req.Name})
+	})
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
+}
+
+// checkpointNames are the directory checkpoints uploaded; a.mu is held.
+func (a *agentAPI) checkpointNames() []string {
+	var names []string
+	for p := range a.files {
+		if rest, ok := strings.CutPrefix(p, "checkpoints/"); ok {
+			if name, _, ok := strings.Cut(rest, "/"); ok && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// checkpointFiles are the files of the uploaded directory checkpoint
+// name, by path below it; a.mu is held.
+func (a *agentAPI) checkpointFiles(name string) map[string][]byte {
+	files := map[string][]byte{}
+	for p, b := range a.files {
+		if rel, ok := strings.CutPrefix(p, "checkpoints/"+name+"/"); ok {
+			files[rel] = b
+		}
+	}
+	return files
+}
+
+// dirDigest is a directory checkpoint's digest by the server's rule
+// (executor.Outputs.Digest): the lines "<sha256>  <size>  <path>" of its
+// files, in order of path, its marker left out.
+func dirDigest(files map[string][]byte) string {
+	var b strings.Builder
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		if rel == domain.CheckpointMarker {
+			continue
+		}
+		sum := sha256.Sum256(files[rel])
+		fmt.Fprintf(&b, "%s  %d  %s\n", hex.EncodeToString(sum[:]), len(files[rel]), rel)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
 }
 
 func (a *agentAPI) record(r *http.Request, call string, fn func()) {
@@ -234,7 +333,6 @@ env | grep '^TRAINYARD_\(OUTPUT_DIR\|CHECKPOINT_DIR\|API\)=' | sort > "$out/env.
 	}
 
 	api.mu.Lock()
-	defer api.mu.Unlock()
 	if api.badToken > 0 {
 		t.Errorf("%d calls without the job token", api.badToken)
 	}
@@ -275,9 +373,52 @@ env | grep '^TRAINYARD_\(OUTPUT_DIR\|CHECKPOINT_DIR\|API\)=' | sort > "$out/env.
 		idx("PUT checkpoints/step-200/.complete") < idx("complete step-200")) {
 		t.Errorf("a checkpoint's data, then its marker, then the complete call; got %q", api.calls)
 	}
+	api.mu.Unlock()
 	// The job's stdout is the pod's log, progress lines included.
 	if lines := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Contains(lines, "plain output") ||
 		!slices.Contains(lines, `trainyard: {"step": 100, "loss": 0.5}`) {
 		t.Errorf("log %q", lines)
+	}
+
+	// A retry: attempt 2's pod starts with an empty emptyDir (this
+	// process node shares the directory: emptied here), and its agent
+	// fetches the checkpoint attempt 1 registered, verifies its digest and
+	// hands it to the job as TRAINYARD_RESUME_FROM, reports it, and does
+	// not upload it again.
+	if err := os.RemoveAll(filepath.Join(dir, "outputs")); err != nil {
+		t.Fatal(err)
+	}
+	api.mu.Lock()
+	sum := dirDigest(api.checkpointFiles("step-200"))
+	api.mu.Unlock()
+	resume := `set -e
+[ "$TRAINYARD_RESUME_FROM" = "$TRAINYARD_CHECKPOINT_DIR/step-200" ] || { echo "TRAINYARD_RESUME_FROM=[$TRAINYARD_RESUME_FROM]" >&2; exit 3; }
+cat "$TRAINYARD_RESUME_FROM/weights.bin" > "$TRAINYARD_OUTPUT_DIR/resumed.txt"
+`
+	l2 := h.Launch(t, []string{"/bin/sh", "-c", resume}, func(l2 *executor.Launch) {
+		l2.Ref = executor.Ref{JobID: l.JobID, Attempt: 2}
+		l2.Resources = l.Resources
+		l2.Env = append(l2.Env, "TRAINYARD_JOB_ID="+strconv.FormatInt(l.JobID, 10), "TRAINYARD_ATTEMPT=2",
+			"TRAINYARD_JOB_TOKEN="+token, "TRAINYARD_RESUME_FROM=/stale")
+		l2.Redact = append(l2.Redact, token)
+		l2.Resume = []executor.ResumeFrom{{Name: "step-200", SHA256: sum}}
+	})
+	ref2 := strconv.FormatInt(l.JobID, 10) + "/2 "
+	ev := h.Wait(t, l2.Ref, executor.Exited)
+	checkExit(t, ev, domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	if t.Failed() {
+		t.Logf("attempt 2's log: %q", h.LogLines(t, l2.Ref, executor.LogQuery{Timestamps: true}))
+	}
+	api.waitCall(t, ref2+"PUT resumed.txt")
+	api.waitCall(t, ref2+"resumed step-200|")
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if got := string(api.files["resumed.txt"]); got != "weights-200" {
+		t.Errorf("the job read %q from the checkpoint it resumed from, want weights-200", got)
+	}
+	for _, c := range api.calls {
+		if strings.HasPrefix(c, ref2+"PUT checkpoints/") || strings.HasPrefix(c, ref2+"complete ") {
+			t.Errorf("attempt 2 reported the checkpoint it fetched as new: %q", c)
+		}
 	}
 }

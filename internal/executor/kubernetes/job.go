@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"path"
@@ -186,18 +187,48 @@ const (
 	agentInit   = "trainyard-agent"
 )
 
+// agentResumeEnv names the variable that hands the agent the checkpoints
+// the attempt may resume from (Launch.Resume), as a JSON array of
+// {"name", "sha256"} objects, the one to prefer first. The agent
+// (internal/agent) downloads the first it can verify into the emptyDir
+// and sets TRAINYARD_RESUME_FROM for the job: the pod's checkpoint
+// directory starts empty.
+const agentResumeEnv = "TRAINYARD_AGENT_RESUME"
+
+// resumeCandidate is one element of agentResumeEnv's value.
+type resumeCandidate struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
 // agentCommand is the job container's command and environment under the
 // agent: Dir/bin/trainyard agent -- argv, its outputs and checkpoints in
-// the emptyDir (replacing the server's paths the launch carries) and the
-// API at the URL pods reach.
+// the emptyDir (replacing the server's paths the launch carries), the API
+// at the URL pods reach, and the checkpoints to resume from
+// (agentResumeEnv). TRAINYARD_RESUME_FROM is the agent's to set: a value
+// the launch carries is dropped.
 func agentCommand(a AgentConfig, l executor.Launch) (argv, env []string) {
 	dir := a.dir()
 	argv = append([]string{path.Join(dir, "bin", "trainyard"), "agent", "--"}, l.Argv...)
 	out := path.Join(dir, "outputs")
+	env = slices.DeleteFunc(slices.Clone(l.Env), func(kv string) bool {
+		return strings.HasPrefix(kv, "TRAINYARD_RESUME_FROM=") || strings.HasPrefix(kv, agentResumeEnv+"=")
+	})
 	// A later definition wins (splitEnv).
-	env = append(slices.Clip(l.Env), "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+path.Join(out, "checkpoints"))
+	env = append(env, "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+path.Join(out, "checkpoints"))
 	if a.APIURL != "" {
 		env = append(env, "TRAINYARD_API="+a.APIURL)
+	}
+	if len(l.Resume) > 0 {
+		cands := make([]resumeCandidate, len(l.Resume))
+		for i, r := range l.Resume {
+			cands[i] = resumeCandidate{Name: r.Name, SHA256: r.SHA256}
+		}
+		b, err := json.Marshal(cands)
+		if err != nil {
+			panic(fmt.Sprintf("marshal the resume candidates: %v", err)) // strings only: cannot fail
+		}
+		env = append(env, agentResumeEnv+"="+string(b))
 	}
 	return argv, env
 }

@@ -228,3 +228,38 @@ func TestLinksNoClientset(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildAgentResume: the launch's resume candidates reach the agent in
+// the main container's environment, in order, names and digests, and no
+// stale TRAINYARD_RESUME_FROM or candidate list the launch carries does:
+// the agent sets the one and reads only the executor's other.
+func TestBuildAgentResume(t *testing.T) {
+	cfg := Config{Namespace: "ml", Image: "reg/train:1", Agent: AgentConfig{Image: "reg/trainyard:1", APIURL: "http://trainyard.ml:7070"}}
+	l := launch()
+	l.Env = append(l.Env, "TRAINYARD_RESUME_FROM=/stale", `TRAINYARD_AGENT_RESUME=[{"name":"planted"}]`)
+	l.Resume = []executor.ResumeFrom{{Name: "step-300", SHA256: "aa11"}, {Name: "model $best.pt", SHA256: "bb22"}, {Name: "legacy"}}
+	c := build(cfg, l).job.Spec.Template.Spec.Containers[0]
+	e := env(c)
+	if _, ok := e["TRAINYARD_RESUME_FROM"]; ok {
+		t.Errorf("TRAINYARD_RESUME_FROM = %+v reaches the pod; the agent sets it", e["TRAINYARD_RESUME_FROM"])
+	}
+	// Values go through the kubelet's $(VAR) expansion: $ is escaped.
+	want := `[{"name":"step-300","sha256":"aa11"},{"name":"model $$best.pt","sha256":"bb22"},{"name":"legacy"}]`
+	if got := e["TRAINYARD_AGENT_RESUME"]; got.Value != want || got.ValueFrom != nil {
+		t.Errorf("TRAINYARD_AGENT_RESUME = %+v, want %s", got, want)
+	}
+
+	// No candidates: no variable, whatever the launch carries.
+	l.Resume = nil
+	e = env(build(cfg, l).job.Spec.Template.Spec.Containers[0])
+	if v, ok := e["TRAINYARD_AGENT_RESUME"]; ok {
+		t.Errorf("TRAINYARD_AGENT_RESUME = %+v without candidates", v)
+	}
+	// Without the agent nothing reads it: not set.
+	l = launch()
+	l.Resume = []executor.ResumeFrom{{Name: "step-300", SHA256: "aa11"}}
+	e = env(build(Config{Namespace: "ml", Image: "reg/train:1"}, l).job.Spec.Template.Spec.Containers[0])
+	if v, ok := e["TRAINYARD_AGENT_RESUME"]; ok {
+		t.Errorf("TRAINYARD_AGENT_RESUME = %+v without the agent", v)
+	}
+}
