@@ -1,0 +1,99 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"trainyard/internal/executor"
+)
+
+// This file is what an executor that starts the supervisor elsewhere
+// (the batch step of a Slurm job, on a node that shares the attempt's
+// directory) needs of it: the launch record, the stop request and the
+// files that say how far the attempt got. The supervisor there runs as
+// "trainyard-shim --dir DIR" with the record on descriptor 4 and no
+// events pipe; everything else (log, progress, checkpoints, outputs,
+// exit record) is as on this executor.
+
+// BatchRecord prepares l's directories (its attempt directory with HOME
+// and tmp, its working directory, its Writable ones and its log's) as a
+// launch here does, and returns its launch record: what the supervisor
+// reads on descriptor 4. It holds the job's secrets (Env, Redact):
+// whoever stores it keeps it private and removes it once read. The
+// attempt runs as the submitting user, without cgroups (the batch
+// system confines it) and with MASTER_ADDR at 127.0.0.1 and MASTER_PORT
+// port (single-node attempts).
+func BatchRecord(l executor.Launch, port int) ([]byte, error) {
+	if err := validate(l); err != nil {
+		return nil, err
+	}
+	if err := makeDir(filepath.Dir(l.LogPath), 0o755); err != nil {
+		return nil, fmt.Errorf("create directory: %w", err)
+	}
+	if err := prepareDirs(l.Dir, l.WorkDir, l.Writable, nil); err != nil {
+		return nil, err
+	}
+	userName := ""
+	if u, err := user.Current(); err == nil {
+		userName = u.Username
+	}
+	rec := launchRecord{
+		Dir: l.Dir, JobID: l.JobID, Attempt: l.Attempt, Port: port,
+		Argv: l.Argv, Env: withDefaults(launchEnv(l, port), l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
+		LogLimit: l.LogLimit, Timeout: l.Timeout, Grace: l.Grace,
+		Memory: int64(l.Resources.Memory), CPUs: l.Resources.CPUs, GPUs: l.Placement.GPUs(0),
+		Redact: l.Redact, Check: l.Check,
+		Warn: l.Warn, StopSignalTo: l.StopSignalTo,
+		CheckpointDir: l.CheckpointDir, Resume: l.Resume, OutputDir: l.OutputDir,
+	}
+	if rec.CheckpointDir == "" {
+		rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
+	}
+	if rec.OutputDir == "" {
+		rec.OutputDir, _ = getenv(l.Env, "TRAINYARD_OUTPUT_DIR")
+	}
+	if len(l.Check) > 0 && l.CheckEnv != nil {
+		cl := l
+		cl.Env = l.CheckEnv
+		rec.CheckEnv = withDefaults(launchEnv(cl, port), l.Dir, userName)
+		rec.CheckDir = checkDir
+	}
+	return json.Marshal(rec)
+}
+
+// RequestStop records req in the attempt directory dir for its
+// supervisor, which reads it when it gets SIGTERM (and before it starts
+// the job's process): the stop's grace, reason and message.
+func RequestStop(dir string, req executor.StopRequest) error {
+	return writeFileAtomic(filepath.Join(dir, stopFile), encodeStop(req), 0o600)
+}
+
+// StartedProcess reports whether the supervisor in the attempt
+// directory dir has started the job's process: its PID, and when
+// (the PID file's time).
+func StartedProcess(dir string) (pid int, at time.Time, ok bool) {
+	path := filepath.Join(dir, childPIDFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, time.Time{}, false
+	}
+	at = time.Now().UTC()
+	if st, err := os.Stat(path); err == nil {
+		at = st.ModTime().UTC()
+	}
+	return pid, at, true
+}
+
+// SupervisorLog is the supervisor's own diagnostics file in an attempt
+// directory.
+func SupervisorLog(dir string) string { return filepath.Join(dir, shimLogFile) }

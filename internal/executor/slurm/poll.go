@@ -1,0 +1,300 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/local"
+)
+
+// missingPolls is how many polls in a row must miss an attempt's job,
+// with no outcome recorded, before it is reported lost: squeue may
+// answer from a controller that has not yet seen a fresh submission.
+const missingPolls = 3
+
+// queued is one job as squeue shows it.
+type queued struct {
+	id, name, state, reason string
+}
+
+// queueFormat asks squeue for id, name, state (long) and reason.
+const queueFormat = "%i|%j|%T|%r"
+
+// queue lists the jobs of this executor's user that Slurm still knows
+// (every state: ended jobs stay for the cluster's MinJobAge), in one call.
+func (e *Executor) queue(ctx context.Context) ([]queued, error) {
+	out, err := e.command(ctx, "squeue", "--noheader", "--me", "--states=all", "--format="+queueFormat)
+	if err != nil {
+		return nil, fmt.Errorf("ask Slurm for its jobs (is slurmctld reachable?): %w", err)
+	}
+	return parseQueue(string(out)), nil
+}
+
+// parseQueue parses squeue's output in queueFormat.
+func parseQueue(out string) []queued {
+	var jobs []queued
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.SplitN(strings.TrimSpace(line), "|", 4)
+		if len(f) != 4 {
+			continue
+		}
+		jobs = append(jobs, queued{id: f[0], name: f[1], state: f[2], reason: f[3]})
+	}
+	return jobs
+}
+
+// poll is the poller: one squeue per interval for every attempt, then
+// each attempt's files.
+func (e *Executor) poll() {
+	defer close(e.done)
+	t := time.NewTicker(e.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		case <-e.wake:
+		}
+		e.pollOnce()
+	}
+}
+
+// pollOnce asks squeue about every attempt being followed, then reads
+// their directories.
+func (e *Executor) pollOnce() {
+	e.mu.Lock()
+	var active []*attempt
+	for _, a := range e.attempts {
+		if !a.done && a.jobID != "" {
+			active = append(active, a)
+		}
+	}
+	e.mu.Unlock()
+	if len(active) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jobs, err := e.queue(ctx)
+	if err != nil {
+		e.log.Warn("poll Slurm", "err", err)
+		return
+	}
+	byID := make(map[string]queued, len(jobs))
+	for _, j := range jobs {
+		byID[j.id] = j
+	}
+	// The files after squeue: a job squeue saw ended had its outcome
+	// recorded, if any, before squeue answered.
+	for _, a := range active {
+		e.observe(a, byID)
+	}
+}
+
+// observe reports what changed for one attempt.
+func (e *Executor) observe(a *attempt, byID map[string]queued) {
+	ev, started, recorded, err := local.Outcome(a.dir)
+	pid, at, running := local.StartedProcess(a.dir)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a.done {
+		return
+	}
+	if err != nil {
+		e.log.Warn("read an attempt's outcome", "attempt", a.ref.String(), "err", err)
+		return
+	}
+	if recorded {
+		e.finish(a, ev, started, pid)
+		return
+	}
+	if running && !a.started {
+		a.started = true
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid})
+	}
+	j, ok := byID[a.jobID]
+	if !ok {
+		a.missing++
+		if a.missing >= missingPolls {
+			e.lost(a, fmt.Sprintf("its Slurm job %s is gone without an outcome recorded", a.jobID))
+		}
+		return
+	}
+	a.missing = 0
+	a.state, a.why = j.state, j.reason
+	if a.why == "None" {
+		a.why = ""
+	}
+	out, ended := outcomeOf(j, a.stopping)
+	if !ended {
+		return
+	}
+	if out == nil {
+		e.lost(a, fmt.Sprintf("its Slurm job %s ended %s without an outcome recorded", a.jobID, j.state))
+		return
+	}
+	out.Ref, out.Kind, out.At = a.ref, executor.Exited, time.Now().UTC()
+	var startedAt time.Time
+	if a.started {
+		startedAt = at
+	}
+	if err := local.RecordOutcome(a.dir, *out, startedAt); err != nil {
+		e.log.Warn("record the outcome of an attempt", "attempt", a.ref.String(), "err", err)
+	}
+	a.done = true
+	e.emit(*out)
+}
+
+// finish reports an outcome the supervisor (or an earlier executor)
+// recorded: Started first if the program ran and it was not reported;
+// e.mu is held.
+func (e *Executor) finish(a *attempt, ev executor.Event, started time.Time, pid int) {
+	if !started.IsZero() && !a.started {
+		a.started = true
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: started, PID: max(pid, 1)})
+	}
+	ev.Ref, ev.Kind = a.ref, executor.Exited
+	a.done = true
+	e.emit(ev)
+}
+
+// lost reports the attempt lost; e.mu is held.
+func (e *Executor) lost(a *attempt, msg string) {
+	a.done = true
+	e.emit(executor.Event{Ref: a.ref, Kind: executor.Lost, At: time.Now().UTC(),
+		Message: msg + "; see " + filepath.Join(a.dir, outFile) + " and " + local.SupervisorLog(a.dir)})
+}
+
+// outcomeOf maps the state of a job whose supervisor recorded nothing to
+// the attempt's outcome: ended is false while the job may still run;
+// a nil outcome of an ended job means lost (its supervisor died, or never
+// started).
+//
+//	PENDING, RUNNING, CONFIGURING, COMPLETING, SUSPENDED…  not ended
+//	CANCELLED          canceled, the stop's reason (CanceledByUser when none)
+//	TIMEOUT, DEADLINE  timed_out, Timeout
+//	OUT_OF_MEMORY      failed, OOMKilled
+//	NODE_FAIL, BOOT_FAIL  failed, NodeLost
+//	PREEMPTED          canceled, Preempted
+//	COMPLETED, FAILED  lost
+func outcomeOf(j queued, stopping *executor.StopRequest) (out *executor.Event, ended bool) {
+	switch j.state {
+	case "CANCELLED":
+		if stopping != nil {
+			return &executor.Event{State: domain.AttemptCanceled, Reason: stopping.Reason, Message: stopMessage(*stopping)}, true
+		}
+		return &executor.Event{State: domain.AttemptCanceled, Reason: domain.ReasonCanceledByUser,
+			Message: "its Slurm job " + j.id + " was cancelled outside Trainyard (scancel)"}, true
+	case "TIMEOUT", "DEADLINE":
+		return &executor.Event{State: domain.AttemptTimedOut, Reason: domain.ReasonTimeout,
+			Message: "Slurm ended job " + j.id + " at its time limit"}, true
+	case "OUT_OF_MEMORY":
+		return &executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonOOMKilled,
+			Message: "Slurm killed job " + j.id + " for exceeding its memory (--mem)"}, true
+	case "NODE_FAIL", "BOOT_FAIL":
+		return &executor.Event{State: domain.AttemptFailed, Reason: domain.ReasonNodeLost,
+			Message: "Slurm job " + j.id + " ended " + j.state + ": its node failed"}, true
+	case "PREEMPTED":
+		return &executor.Event{State: domain.AttemptCanceled, Reason: domain.ReasonPreempted,
+			Message: "Slurm preempted job " + j.id}, true
+	case "COMPLETED", "FAILED":
+		return nil, true
+	}
+	return nil, false
+}
+
+func stopMessage(r executor.StopRequest) string {
+	if r.Message != "" {
+		return r.Message
+	}
+	return "stopped (" + string(r.Reason) + ")"
+}
+
+// Inventory lists the nodes of the executor's partition (every node when
+// none is configured) that can take jobs, from one `scontrol show nodes`:
+// drained, down, failed or unresponsive nodes are left out.
+func (e *Executor) Inventory(ctx context.Context) (executor.Inventory, error) {
+	out, err := e.command(ctx, "scontrol", "show", "nodes", "--oneliner")
+	if err != nil {
+		return executor.Inventory{}, fmt.Errorf("slurm inventory: %w", err)
+	}
+	return parseNodes(string(out), e.cfg.Partition), nil
+}
+
+// parseNodes parses `scontrol show nodes --oneliner`.
+func parseNodes(out, partition string) executor.Inventory {
+	var inv executor.Inventory
+	for line := range strings.SplitSeq(out, "\n") {
+		kv := fields(line)
+		name := kv["NodeName"]
+		if name == "" {
+			continue
+		}
+		if partition != "" && !slices.Contains(strings.Split(kv["Partitions"], ","), partition) {
+			continue
+		}
+		if !usable(kv["State"]) {
+			continue
+		}
+		cpus, _ := strconv.ParseFloat(kv["CPUTot"], 64)
+		mib, _ := strconv.ParseInt(kv["RealMemory"], 10, 64)
+		n := executor.Node{Name: name, CPUs: cpus, Memory: domain.ByteSize(mib << 20)}
+		for i := range gpuCount(kv["Gres"]) {
+			n.GPUs = append(n.GPUs, i)
+		}
+		inv.Nodes = append(inv.Nodes, n)
+	}
+	slices.SortFunc(inv.Nodes, func(a, b executor.Node) int { return strings.Compare(a.Name, b.Name) })
+	return inv
+}
+
+// fields splits a oneliner's "Key=value" words.
+func fields(line string) map[string]string {
+	kv := map[string]string{}
+	for w := range strings.FieldsSeq(line) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+// usable says whether a node in state (IDLE, MIXED+DRAIN, DOWN*…) takes
+// jobs.
+func usable(state string) bool {
+	s := strings.ToUpper(state)
+	if strings.HasSuffix(s, "*") { // not responding
+		return false
+	}
+	for _, bad := range []string{"DRAIN", "DOWN", "FAIL", "NOT_RESPONDING", "FUTURE", "REBOOT", "POWER"} {
+		if strings.Contains(s, bad) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// gpuCount counts the GPUs of a node's Gres: "gpu:4", "gpu:a100:4(S:0-1)",
+// several comma-separated; "(null)" is none.
+func gpuCount(gres string) int {
+	n := 0
+	for g := range strings.SplitSeq(gres, ",") {
+		g, _, _ = strings.Cut(g, "(")
+		parts := strings.Split(g, ":")
+		if len(parts) < 2 || parts[0] != "gpu" {
+			continue
+		}
+		if c, err := strconv.Atoi(parts[len(parts)-1]); err == nil {
+			n += c
+		}
+	}
+	return n
+}

@@ -1,0 +1,185 @@
+package slurm_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
+	"trainyard/internal/executor/local"
+	"trainyard/internal/executor/slurm"
+	"trainyard/internal/executor/slurm/slurmtest"
+	"trainyard/internal/logs"
+)
+
+// shimEnv makes the test binary act as the supervisor: the batch step of
+// every job runs os.Args[0], so no separate build is needed.
+const shimEnv = "TRAINYARD_TEST_SHIM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(shimEnv) == "1" {
+		os.Exit(local.ShimMain(os.Args[1:]))
+	}
+	slurmtest.Main(m)
+}
+
+// world is the shared cluster and where attempts keep their logs and
+// outcomes (the cluster's shared filesystem: this machine's).
+type world struct {
+	c    *slurmtest.Cluster
+	runs logs.Layout
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	return &world{c: slurmtest.Shared(t), runs: logs.Layout{Root: t.TempDir()}}
+}
+
+// layoutExec launches attempts where the control loop does (the runs
+// directory's layout, which Config.Files reads), whatever directories
+// the harness chose.
+type layoutExec struct {
+	*slurm.Executor
+	runs logs.Layout
+}
+
+func (e layoutExec) Launch(ctx context.Context, l executor.Launch) error {
+	l.Dir = e.runs.AttemptDir(l.JobID, l.Attempt)
+	l.LogPath = e.runs.LogPath(l.JobID, l.Attempt)
+	return e.Executor.Launch(ctx, l)
+}
+
+// exec is a new executor on the cluster, closed when the test ends.
+func (w *world) exec(t *testing.T) layoutExec {
+	t.Helper()
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ex, err := slurm.New(ctx, slurm.Config{
+		// Race-enabled programs sleep a second at exit by default.
+		ShimCommand:  []string{"/usr/bin/env", shimEnv + "=1", "GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1", self},
+		Env:          []string{"SLURM_CONF=" + w.c.Conf},
+		PollInterval: 200 * time.Millisecond,
+		KillAfter:    5 * time.Second,
+		Files:        local.NewReader(w.runs.Root),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ex.Close() })
+	return layoutExec{Executor: ex, runs: w.runs}
+}
+
+func checkExit(t *testing.T, ev executor.Event, state domain.AttemptState, reason domain.Reason, code *int) {
+	t.Helper()
+	if ev.State != state || ev.Reason != reason {
+		t.Errorf("exited %s/%s (%q), want %s/%s", ev.State, ev.Reason, ev.Message, state, reason)
+	}
+	switch {
+	case code == nil && ev.ExitCode != nil:
+		t.Errorf("exit code %d, want none", *ev.ExitCode)
+	case code != nil && (ev.ExitCode == nil || *ev.ExitCode != *code):
+		t.Errorf("exit code %v, want %d (%q)", ev.ExitCode, *code, ev.Message)
+	}
+}
+
+func intp(n int) *int { return &n }
+
+// TestExitCode: a job's output reaches its log and its exit code its
+// Exited event, after Started.
+func TestExitCode(t *testing.T) {
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	t0 := time.Now()
+	l := h.Launch(t, []string{"sh", "-c", "echo hi; exit 3"}, nil)
+	started := h.Wait(t, l.Ref, executor.Started)
+	if started.PID <= 0 {
+		t.Errorf("Started.PID = %d", started.PID)
+	}
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptFailed, domain.ReasonExitCode, intp(3))
+	t.Logf("launch to Exited: %v", time.Since(t0))
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"hi"}) {
+		t.Errorf("log %q, want hi", got)
+	}
+}
+
+// TestStop: a stop ends a running job through its supervisor, which
+// records the stop's reason; the job's handler of SIGTERM runs.
+func TestStop(t *testing.T) {
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, []string{"sh", "-c", `trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.1; done`}, nil)
+	h.WaitLine(t, l.Ref, "up")
+	if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{Grace: 30 * time.Second, Message: "canceled by alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	checkExit(t, ev, domain.AttemptCanceled, domain.ReasonCanceledByUser, intp(0))
+	if !strings.Contains(ev.Message, "alice") {
+		t.Errorf("message %q does not say who", ev.Message)
+	}
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Contains(got, "bye") {
+		t.Errorf("log %q lacks the job's goodbye", got)
+	}
+}
+
+// TestStopPending: a job Slurm cannot place yet is cancelled in the
+// queue; it never starts, and says why it waited.
+func TestStopPending(t *testing.T) {
+	w := newWorld(t)
+	ex := w.exec(t)
+	h := executortest.NewHarness(t, ex)
+	l := h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // more than the node has
+	})
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for ex.Waiting(l.Ref) == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never said why it waits")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("waiting: %s", ex.Waiting(l.Ref))
+	if err := ex.Stop(context.Background(), l.Ref, executor.StopRequest{Reason: domain.ReasonPreempted}); err != nil {
+		t.Fatal(err)
+	}
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptCanceled, domain.ReasonPreempted, nil)
+	if evs := h.Events(l.Ref); len(evs) != 1 {
+		t.Errorf("events %+v, want Exited only", evs)
+	}
+}
+
+// TestTimeout: an attempt past its timeout ends timed out.
+func TestTimeout(t *testing.T) {
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
+		l.Timeout, l.Grace = 2*time.Second, time.Second
+	})
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+}
+
+// TestInventory: the node with its CPUs, memory and GPUs.
+func TestInventory(t *testing.T) {
+	w := newWorld(t)
+	inv, err := w.exec(t).Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Nodes) != 1 {
+		t.Fatalf("inventory %+v, want one node", inv)
+	}
+	n := inv.Nodes[0]
+	if n.Name != w.c.Node || n.CPUs != float64(w.c.CPUs) || n.Memory != domain.ByteSize(w.c.MemoryMiB)<<20 || len(n.GPUs) != w.c.GPUs {
+		t.Errorf("node %+v, want %s with %d CPUs, %d MiB, %d GPUs", n, w.c.Node, w.c.CPUs, w.c.MemoryMiB, w.c.GPUs)
+	}
+}
