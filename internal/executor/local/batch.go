@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"trainyard/internal/executor"
+	"trainyard/internal/logs"
 )
 
 // This file is what an executor that starts the supervisor elsewhere
@@ -97,3 +98,52 @@ func StartedProcess(dir string) (pid int, at time.Time, ok bool) {
 // SupervisorLog is the supervisor's own diagnostics file in an attempt
 // directory.
 func SupervisorLog(dir string) string { return filepath.Join(dir, shimLogFile) }
+
+// Reports reads what a supervisor records in an attempt directory while
+// the attempt runs (its metric points and completed checkpoints), from
+// where the last read stopped, for an executor that does not hold the
+// supervisor's event pipe. Not safe for concurrent use.
+type Reports struct {
+	ref                executor.Ref
+	dir                string
+	pointsOff, ckptOff int64
+}
+
+// NewReports reads the records of ref's attempt directory dir from their
+// start (a consumer skips what it has).
+func NewReports(ref executor.Ref, dir string) *Reports { return &Reports{ref: ref, dir: dir} }
+
+// Read returns the Progress and Checkpointed events recorded since the
+// last Read, in the order the local executor reports them.
+func (r *Reports) Read() []executor.Event {
+	var evs []executor.Event
+	if f, err := logs.OpenFile(filepath.Join(r.dir, metricsFile)); err == nil {
+		var ms []logs.Metric
+		for {
+			points, n, step, at := readPoints(f, r.pointsOff, r.ref, ms)
+			r.pointsOff += n
+			if len(points) > 0 {
+				evs = append(evs, executor.Event{Ref: r.ref, Kind: executor.Progress, Step: step, At: at, Points: points})
+			}
+			if n == 0 || (n < maxReadBytes && len(points) < executor.MaxPoints) {
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := logs.OpenFile(filepath.Join(r.dir, checkpointsFile)); err == nil {
+		ck, n := readCheckpoints(f, r.ckptOff, r.ref)
+		r.ckptOff += n
+		evs = append(evs, ck...)
+		f.Close()
+	}
+	return evs
+}
+
+// Resumed is what the supervisor in dir recorded of the attempt's resume:
+// the checkpoint it handed over (empty: none) and why it skipped others,
+// for the Started event.
+func Resumed(dir string) (name, note string) {
+	r := readResume(dir)
+	return r.Name, r.Note
+}

@@ -73,7 +73,7 @@ func (e *Executor) pollOnce() {
 	e.mu.Lock()
 	var active []*attempt
 	for _, a := range e.attempts {
-		if !a.done && a.jobID != "" {
+		if !a.done && (a.jobID != "" || a.recorded) {
 			active = append(active, a)
 		}
 	}
@@ -99,10 +99,14 @@ func (e *Executor) pollOnce() {
 	}
 }
 
-// observe reports what changed for one attempt.
+// observe reports what changed for one attempt: Started once its
+// supervisor started the job's process, the progress and checkpoints
+// it recorded since the last poll, and its end.
 func (e *Executor) observe(a *attempt, byID map[string]queued) {
 	ev, started, recorded, err := local.Outcome(a.dir)
 	pid, at, running := local.StartedProcess(a.dir)
+	reports := a.reports.Read()
+	resumed, note := local.Resumed(a.dir)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if a.done {
@@ -112,13 +116,24 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		e.log.Warn("read an attempt's outcome", "attempt", a.ref.String(), "err", err)
 		return
 	}
-	if recorded {
-		e.finish(a, ev, started, pid)
-		return
-	}
-	if running && !a.started {
+	if (running || !started.IsZero()) && !a.started {
 		a.started = true
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid})
+		if !running {
+			pid, at = 1, started
+		}
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: resumed, ResumeNote: note})
+	}
+	for _, r := range reports {
+		e.emit(r)
+	}
+	if recorded {
+		if ev.Outputs != nil {
+			e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: ev.At, Outputs: ev.Outputs})
+		}
+		ev.Ref, ev.Kind = a.ref, executor.Exited
+		a.done = true
+		e.emit(ev)
+		return
 	}
 	j, ok := byID[a.jobID]
 	if !ok {
@@ -151,19 +166,6 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 	}
 	a.done = true
 	e.emit(*out)
-}
-
-// finish reports an outcome the supervisor (or an earlier executor)
-// recorded: Started first if the program ran and it was not reported;
-// e.mu is held.
-func (e *Executor) finish(a *attempt, ev executor.Event, started time.Time, pid int) {
-	if !started.IsZero() && !a.started {
-		a.started = true
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: started, PID: max(pid, 1)})
-	}
-	ev.Ref, ev.Kind = a.ref, executor.Exited
-	a.done = true
-	e.emit(ev)
 }
 
 // lost reports the attempt lost; e.mu is held.

@@ -128,6 +128,11 @@ type attempt struct {
 	state    string
 	why      string // the pending reason, in Slurm's words
 	stopping *executor.StopRequest
+	// recorded: its outcome was recorded before this executor launched
+	// it; the poller reports it again.
+	recorded bool
+	// reports reads its supervisor's records; the poller's only.
+	reports *local.Reports
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -237,18 +242,19 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 		e.mu.Unlock()
 		return nil
 	}
-	a := &attempt{ref: l.Ref, dir: l.Dir, grace: cmp.Or(l.Grace, 10*time.Second)}
+	a := &attempt{ref: l.Ref, dir: l.Dir, grace: cmp.Or(l.Grace, 10*time.Second), reports: local.NewReports(l.Ref, l.Dir)}
 	e.attempts[l.Ref] = a
 	owned := e.owned[e.JobName(l.Ref)]
 	e.mu.Unlock()
 
-	if ev, started, ok, err := local.Outcome(l.Dir); err != nil {
+	if _, _, ok, err := local.Outcome(l.Dir); err != nil {
 		e.forget(l.Ref, a)
 		return fmt.Errorf("launch %s: %w", l.Ref, err)
 	} else if ok {
 		e.mu.Lock()
-		e.finish(a, ev, started, 0)
+		a.recorded = true
 		e.mu.Unlock()
+		e.poke()
 		return nil
 	}
 	id := owned

@@ -41,17 +41,31 @@ func newWorld(t *testing.T) *world {
 	return &world{c: slurmtest.Shared(t), runs: logs.Layout{Root: t.TempDir()}}
 }
 
-// layoutExec launches attempts where the control loop does (the runs
-// directory's layout, which Config.Files reads), whatever directories
-// the harness chose.
+// layoutExec keeps attempts where the control loop does (the runs
+// directory's layout, which Config.Files reads) under the directories
+// the harness chose: the harness's attempt directory is a link to the
+// layout's, so that the attempt sees the paths it was launched with.
 type layoutExec struct {
 	*slurm.Executor
 	runs logs.Layout
 }
 
 func (e layoutExec) Launch(ctx context.Context, l executor.Launch) error {
-	l.Dir = e.runs.AttemptDir(l.JobID, l.Attempt)
-	l.LogPath = e.runs.LogPath(l.JobID, l.Attempt)
+	real := e.runs.AttemptDir(l.JobID, l.Attempt)
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(l.Dir); os.IsNotExist(err) {
+		if err := os.MkdirAll(filepath.Dir(l.Dir), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(real, l.Dir); err != nil {
+			return err
+		}
+	}
+	if l.LogPath != filepath.Join(l.Dir, "output.log") {
+		l.LogPath = e.runs.LogPath(l.JobID, l.Attempt)
+	}
 	return e.Executor.Launch(ctx, l)
 }
 
