@@ -378,6 +378,11 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // signals the job and SIGKILLs what is left after the grace. A job still
 // pending is cancelled at once; one the supervisor has not ended once the
 // grace and KillAfter have passed is cancelled outright.
+//
+// The signal goes to the batch step only (scancel --batch), not to every
+// process of the job (--full): the supervisor decides who gets it
+// (Launch.StopSignalTo), records the stop's reason and times the grace,
+// as on the local executor.
 func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.StopRequest) error {
 	req.Reason = cmp.Or(req.Reason, domain.ReasonCanceledByUser)
 	e.mu.Lock()

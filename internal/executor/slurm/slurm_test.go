@@ -197,3 +197,99 @@ func TestInventory(t *testing.T) {
 		t.Errorf("node %+v, want %s with %d CPUs, %d MiB, %d GPUs", n, w.c.Node, w.c.CPUs, w.c.MemoryMiB, w.c.GPUs)
 	}
 }
+
+// TestRestart is a server restart: the first executor goes away while
+// two attempts run; one of them ends while no executor watches, and the
+// other's record of its Slurm job id is gone (found by name instead). A
+// fresh executor, launched with the same attempts, reports the one that
+// ended with its outcome and whole log, and still follows and stops the
+// other.
+func TestRestart(t *testing.T) {
+	w := newWorld(t)
+	ex1 := w.exec(t)
+	h1 := executortest.NewHarness(t, ex1)
+	gate := filepath.Join(t.TempDir(), "gate")
+	ending := h1.Launch(t, []string{"/bin/sh", "-c", `echo before; while [ ! -e "$GATE" ]; do sleep 0.05; done; echo after; exit 4`},
+		func(l *executor.Launch) { l.Env = append(l.Env, "GATE="+gate) })
+	running := h1.Launch(t, []string{"/bin/sh", "-c", `trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.1; done`}, nil)
+	h1.WaitLine(t, ending.Ref, "before")
+	h1.WaitLine(t, running.Ref, "up")
+	_ = ex1.Close()
+
+	if err := os.Remove(filepath.Join(running.Dir, "slurm-job")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for {
+		if _, _, ok, _ := local.Outcome(ending.Dir); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ending attempt recorded no outcome")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	ex2 := w.exec(t)
+	h2 := executortest.NewHarness(t, ex2)
+	for _, l := range []executor.Launch{ending, running} {
+		if err := ex2.Launch(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h2.Wait(t, ending.Ref, executor.Started)
+	checkExit(t, h2.Wait(t, ending.Ref, executor.Exited), domain.AttemptFailed, domain.ReasonExitCode, intp(4))
+	if got := h2.LogLines(t, ending.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"before", "after"}) {
+		t.Errorf("the log of the attempt that ended unwatched is %q, want before and after", got)
+	}
+	h2.Wait(t, running.Ref, executor.Started)
+	if err := ex2.Stop(context.Background(), running.Ref, executor.StopRequest{Grace: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	checkExit(t, h2.Wait(t, running.Ref, executor.Exited), domain.AttemptCanceled, domain.ReasonCanceledByUser, intp(0))
+	// (The shell may add a line of its own about its sleep's end.)
+	if got := h2.LogLines(t, running.Ref, executor.LogQuery{}); len(got) < 2 || got[0] != "up" || !slices.Contains(got, "bye") {
+		t.Errorf("the log of the stopped attempt is %q, want up, then bye", got)
+	}
+	var kinds []executor.EventKind
+	for _, ev := range h2.Events(running.Ref) {
+		kinds = append(kinds, ev.Kind)
+	}
+	if !slices.Equal(kinds, []executor.EventKind{executor.Started, executor.OutputsSealed, executor.Exited}) {
+		t.Errorf("the running attempt's events are %v, want started, outputs and exited, once each", kinds)
+	}
+}
+
+// TestCancelledOutside: a job cancelled in Slurm before it started
+// (scancel, not Trainyard) ends its attempt canceled, saying so.
+func TestCancelledOutside(t *testing.T) {
+	w := newWorld(t)
+	ex := w.exec(t)
+	h := executortest.NewHarness(t, ex)
+	l := h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // never placed
+	})
+	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := w.c.Command(ctx, "scancel", strings.TrimSpace(string(id))).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v: %s", err, out)
+	}
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	checkExit(t, ev, domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
+	if !strings.Contains(ev.Message, "outside Trainyard") {
+		t.Errorf("message %q does not say who cancelled it", ev.Message)
+	}
+	// Its outcome is recorded: a relaunch reports it again.
+	n := len(h.Events(l.Ref))
+	if err := ex.Launch(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	checkExit(t, h.WaitFrom(t, l.Ref, executor.Exited, n), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
+}

@@ -276,6 +276,7 @@ JobCompType=jobcomp/none
 ReturnToService=2
 KillWait=5
 MinJobAge=600
+DefMemPerCPU=256
 %[6]sNodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[7]d RealMemory=%[8]d%[9]s State=UNKNOWN
 PartitionName=%[10]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 `, c.Node, ports[0], ports[1], sock, d, gresTypes, c.CPUs, c.MemoryMiB, gres, c.Partition)
