@@ -3,16 +3,19 @@ package slurm
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 )
 
 func TestParseQueue(t *testing.T) {
-	out := "12|trainyard-5-1|RUNNING|None\n13|trainyard-6-2|PENDING|Resources\n\nbad line\n14|x|COMPLETED|None|extra|fields\n"
+	out := "12|trainyard-5-1|RUNNING|2026-01-02T03:04:05|None\n13|trainyard-6-2|PENDING|2026-01-02T03:04:06|Resources\n\nbad line\n" +
+		"14|x|COMPLETED|N/A|None|extra|fields\n"
 	got := parseQueue(out)
-	want := []queued{{"12", "trainyard-5-1", "RUNNING", "None"}, {"13", "trainyard-6-2", "PENDING", "Resources"},
-		{"14", "x", "COMPLETED", "None|extra|fields"}}
+	at := func(s int) time.Time { return time.Date(2026, 1, 2, 3, 4, s, 0, time.Local) }
+	want := []queued{{"12", "trainyard-5-1", "RUNNING", "None", at(5)}, {"13", "trainyard-6-2", "PENDING", "Resources", at(6)},
+		{"14", "x", "COMPLETED", "None|extra|fields", time.Time{}}}
 	if !slices.Equal(got, want) {
 		t.Errorf("parseQueue = %+v, want %+v", got, want)
 	}
@@ -90,5 +93,15 @@ func TestSbatchArgs(t *testing.T) {
 func TestQuote(t *testing.T) {
 	if got := quote("/a b/it's"); got != `'/a b/it'\''s'` {
 		t.Errorf("quote = %s", got)
+	}
+}
+
+func TestRefOf(t *testing.T) {
+	e := &Executor{cfg: Config{NamePrefix: "ty"}}
+	for name, want := range map[string]bool{"ty-5-2": true, "ty-5": false, "ty-x-1": false, "other-5-2": false, "ty-05-2": false, "ty-5-2-1": false} {
+		ref, ok := e.refOf(name)
+		if ok != want || (ok && ref != (executor.Ref{JobID: 5, Attempt: 2})) {
+			t.Errorf("refOf(%q) = %v, %v; want ok %v", name, ref, ok, want)
+		}
 	}
 }

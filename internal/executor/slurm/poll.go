@@ -22,10 +22,12 @@ const missingPolls = 3
 // queued is one job as squeue shows it.
 type queued struct {
 	id, name, state, reason string
+	submitted               time.Time // zero: unknown
 }
 
-// queueFormat asks squeue for id, name, state (long) and reason.
-const queueFormat = "%i|%j|%T|%r"
+// queueFormat asks squeue for id, name, state (long), reason and
+// submission time (the reason last: it is free text).
+const queueFormat = "%i|%j|%T|%V|%r"
 
 // queue lists the jobs of this executor's user that Slurm still knows
 // (every state: ended jobs stay for the cluster's MinJobAge), in one call.
@@ -41,13 +43,25 @@ func (e *Executor) queue(ctx context.Context) ([]queued, error) {
 func parseQueue(out string) []queued {
 	var jobs []queued
 	for line := range strings.SplitSeq(out, "\n") {
-		f := strings.SplitN(strings.TrimSpace(line), "|", 4)
-		if len(f) != 4 {
+		f := strings.SplitN(strings.TrimSpace(line), "|", 5)
+		if len(f) != 5 {
 			continue
 		}
-		jobs = append(jobs, queued{id: f[0], name: f[1], state: f[2], reason: f[3]})
+		// Slurm prints its local time, without a zone.
+		at, _ := time.ParseInLocation("2006-01-02T15:04:05", f[3], time.Local)
+		jobs = append(jobs, queued{id: f[0], name: f[1], state: f[2], submitted: at, reason: f[4]})
 	}
 	return jobs
+}
+
+// ended says whether a job in state has ended.
+func ended(state string) bool {
+	switch state {
+	case "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+		"RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD":
+		return false
+	}
+	return true
 }
 
 // poll is the poller: one squeue per interval for every attempt, then
@@ -78,9 +92,6 @@ func (e *Executor) pollOnce() {
 		}
 	}
 	e.mu.Unlock()
-	if len(active) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	jobs, err := e.queue(ctx)
@@ -88,6 +99,9 @@ func (e *Executor) pollOnce() {
 		e.log.Warn("poll Slurm", "err", err)
 		return
 	}
+	e.mu.Lock()
+	e.last = jobs
+	e.mu.Unlock()
 	byID := make(map[string]queued, len(jobs))
 	for _, j := range jobs {
 		byID[j.id] = j
@@ -144,9 +158,9 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		return
 	}
 	a.missing = 0
-	a.state, a.why = j.state, j.reason
-	if a.why == "None" {
-		a.why = ""
+	a.state, a.why = j.state, ""
+	if j.reason != "" && j.reason != "None" {
+		a.why = "waiting in Slurm (job " + j.id + "): " + j.reason
 	}
 	out, ended := outcomeOf(j, a.stopping)
 	if !ended {

@@ -111,6 +111,7 @@ type Executor struct {
 	mu       sync.Mutex
 	attempts map[executor.Ref]*attempt
 	owned    map[string]string // job name → Slurm job id, found at start
+	last     []queued          // the last poll's jobs
 	pending  []executor.Event
 	pumpWake chan struct{}
 	closed   bool
@@ -170,10 +171,11 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("slurm executor: %w", err)
 	}
 	for _, j := range jobs {
-		if strings.HasPrefix(j.name, cfg.NamePrefix+"-") {
+		if _, ok := e.refOf(j.name); ok {
 			e.owned[j.name] = j.id
 		}
 	}
+	e.last = jobs
 	go e.pump()
 	go e.poll()
 	return e, nil
@@ -203,8 +205,8 @@ func (e *Executor) Capabilities() executor.Capabilities {
 // Events delivers the attempts' observations.
 func (e *Executor) Events() <-chan executor.Event { return e.events }
 
-// Waiting says why Slurm has not started the attempt's job yet, in
-// Slurm's words ("Resources", "Priority"…), as the last poll saw it; ""
+// Waiting says why Slurm has not started the attempt's job yet, with
+// Slurm's reason ("Resources", "Priority"…), as the last poll saw it; ""
 // when it runs, has ended, or Slurm gives no reason.
 func (e *Executor) Waiting(ref executor.Ref) string {
 	e.mu.Lock()
@@ -218,6 +220,46 @@ func (e *Executor) Waiting(ref executor.Ref) string {
 // JobName is the Slurm job name of an attempt.
 func (e *Executor) JobName(ref executor.Ref) string {
 	return fmt.Sprintf("%s-%d-%d", e.cfg.NamePrefix, ref.JobID, ref.Attempt)
+}
+
+// refOf is the attempt a job of this executor's name belongs to.
+func (e *Executor) refOf(name string) (executor.Ref, bool) {
+	rest, ok := strings.CutPrefix(name, e.cfg.NamePrefix+"-")
+	if !ok {
+		return executor.Ref{}, false
+	}
+	job, att, ok := strings.Cut(rest, "-")
+	id, err1 := strconv.ParseInt(job, 10, 64)
+	n, err2 := strconv.Atoi(att)
+	if !ok || err1 != nil || err2 != nil {
+		return executor.Ref{}, false
+	}
+	ref := executor.Ref{JobID: id, Attempt: n}
+	return ref, e.JobName(ref) == name
+}
+
+// Strays lists the attempts whose Slurm jobs have not ended but that
+// this executor neither launched nor reattached to, submitted more than
+// minAge ago (as the last poll saw them): jobs of attempts that a server
+// crashed before stopping, or that ended in its store while no server
+// watched. The caller releases those its store no longer counts as
+// active (Release cancels them).
+func (e *Executor) Strays(minAge time.Duration) []executor.Ref {
+	cutoff := time.Now().Add(-minAge)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []executor.Ref
+	for _, j := range e.last {
+		ref, ok := e.refOf(j.name)
+		if !ok || ended(j.state) || e.attempts[ref] != nil || j.submitted.IsZero() || j.submitted.After(cutoff) {
+			continue
+		}
+		out = append(out, ref)
+	}
+	slices.SortFunc(out, func(a, b executor.Ref) int {
+		return cmp.Or(cmp.Compare(a.JobID, b.JobID), cmp.Compare(a.Attempt, b.Attempt))
+	})
+	return out
 }
 
 // Launch submits the attempt's batch job, or reattaches: to its recorded
@@ -439,6 +481,8 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 
 // Release forgets an ended attempt and removes its workspace (HOME, tmp)
 // and batch files; the log, the outcome and the batch step's output stay.
+// An attempt this executor does not follow (a stray) has its job, if
+// any is left, cancelled by name.
 func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	e.mu.Lock()
 	a := e.attempts[ref]
@@ -449,6 +493,9 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	delete(e.attempts, ref)
 	e.mu.Unlock()
 	if a == nil {
+		if _, err := e.command(ctx, "scancel", "--me", "--name="+e.JobName(ref)); err != nil {
+			return fmt.Errorf("release %s: %w", ref, err)
+		}
 		return nil
 	}
 	for _, p := range []string{"home", "tmp", launchFile, scriptFile} {

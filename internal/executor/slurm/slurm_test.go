@@ -293,3 +293,36 @@ func TestCancelledOutside(t *testing.T) {
 	}
 	checkExit(t, h.WaitFrom(t, l.Ref, executor.Exited, n), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
 }
+
+// TestStrays: a job whose attempt no executor follows is a stray, and
+// Release cancels it.
+func TestStrays(t *testing.T) {
+	w := newWorld(t)
+	ex1 := w.exec(t)
+	h1 := executortest.NewHarness(t, ex1)
+	l := h1.Launch(t, []string{"sleep", "600"}, nil)
+	h1.Wait(t, l.Ref, executor.Started)
+	_ = ex1.Close()
+
+	ex2 := w.exec(t)
+	if got := ex2.Strays(time.Hour); slices.Contains(got, l.Ref) {
+		t.Errorf("Strays(1h) = %v: the job is younger than that", got)
+	}
+	// Slurm's submission times are whole seconds.
+	deadline := time.Now().Add(executortest.WaitTimeout)
+	for !slices.Contains(ex2.Strays(0), l.Ref) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Strays(0) = %v, want %v among them", ex2.Strays(0), l.Ref)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := ex2.Release(context.Background(), l.Ref); err != nil {
+		t.Fatal(err)
+	}
+	for slices.Contains(ex2.Strays(0), l.Ref) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stray's job is still there after Release")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
