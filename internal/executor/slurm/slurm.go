@@ -349,7 +349,8 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	out, err := e.command(ctx, "sbatch", append(args, script)...)
 	if err != nil {
 		_ = os.Remove(recPath)
-		return "", fmt.Errorf("submit %s: %w", script, err)
+		return "", fmt.Errorf("sbatch refused the attempt's job; check its resources against the nodes of the partition, "+
+			"and the executor's partition, account and QoS: %w", err)
 	}
 	// --parsable prints "id" or "id;cluster".
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")

@@ -326,3 +326,23 @@ func TestStrays(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestLaunchRejected: a job Slurm refuses (more memory than any node
+// has) fails its launch with Slurm's words, and leaves no launch record
+// (it holds secrets) behind.
+func TestLaunchRejected(t *testing.T) {
+	w := newWorld(t)
+	ex := w.exec(t)
+	dir := filepath.Join(t.TempDir(), "attempt")
+	l := executor.Launch{Ref: executor.Ref{JobID: 77, Attempt: 1}, Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"},
+		Dir: dir, WorkDir: filepath.Join(dir, "work"), LogPath: filepath.Join(dir, "output.log"),
+		Resources: domain.Resources{CPUs: 1, Memory: domain.ByteSize(w.c.MemoryMiB+1) << 20}}
+	err := ex.Launch(context.Background(), l)
+	if err == nil || !strings.Contains(err.Error(), "sbatch") {
+		t.Fatalf("Launch = %v, want sbatch's refusal", err)
+	}
+	t.Logf("launch error: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, "launch.json")); !os.IsNotExist(err) {
+		t.Errorf("the launch record is still there (%v)", err)
+	}
+}
