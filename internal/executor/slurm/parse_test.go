@@ -105,3 +105,12 @@ func TestRefOf(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAccounting(t *testing.T) {
+	out := "12|trainyard-5-1|CANCELLED by 0\n13|trainyard-6-2|OUT_OF_MEMORY\n\n14|x\n"
+	got := parseAccounting(out)
+	want := []queued{{id: "12", name: "trainyard-5-1", state: "CANCELLED"}, {id: "13", name: "trainyard-6-2", state: "OUT_OF_MEMORY"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseAccounting = %+v, want %+v", got, want)
+	}
+}

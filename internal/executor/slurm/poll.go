@@ -54,6 +54,48 @@ func parseQueue(out string) []queued {
 	return jobs
 }
 
+// accounted asks accounting (sacct) how the jobs ids ended, in one call.
+func (e *Executor) accounted(ctx context.Context, ids []string) ([]queued, error) {
+	out, err := e.command(ctx, "sacct", "--noheader", "--parsable2", "--allocations",
+		"--jobs="+strings.Join(ids, ","), "--format=JobID,JobName,State")
+	if err != nil {
+		return nil, fmt.Errorf("ask Slurm's accounting how jobs ended: %w", err)
+	}
+	return parseAccounting(string(out)), nil
+}
+
+// parseAccounting parses sacct's --parsable2 output of JobID, JobName
+// and State ("CANCELLED by 1000": the state is its first word).
+func parseAccounting(out string) []queued {
+	var jobs []queued
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) != 3 {
+			continue
+		}
+		state, _, _ := strings.Cut(f[2], " ")
+		jobs = append(jobs, queued{id: f[0], name: f[1], state: state})
+	}
+	return jobs
+}
+
+// hasAccounting says whether the cluster keeps accounting (sacct can
+// answer for jobs that have left squeue), from `scontrol show config`.
+func (e *Executor) hasAccounting(ctx context.Context) (bool, error) {
+	out, err := e.command(ctx, "scontrol", "show", "config")
+	if err != nil {
+		return false, fmt.Errorf("read Slurm's configuration: %w", err)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if ok && strings.TrimSpace(k) == "AccountingStorageType" {
+			v = strings.TrimSpace(v)
+			return v != "" && v != "accounting_storage/none", nil
+		}
+	}
+	return false, nil
+}
+
 // ended says whether a job in state has ended.
 func ended(state string) bool {
 	switch state {
@@ -105,6 +147,25 @@ func (e *Executor) pollOnce() {
 	byID := make(map[string]queued, len(jobs))
 	for _, j := range jobs {
 		byID[j.id] = j
+	}
+	if e.accounting {
+		// Jobs that have left squeue (older than the cluster's MinJobAge):
+		// how they ended, from accounting, in one more call.
+		var gone []string
+		for _, a := range active {
+			if _, ok := byID[a.jobID]; !ok && a.jobID != "" {
+				gone = append(gone, a.jobID)
+			}
+		}
+		if len(gone) > 0 {
+			acct, err := e.accounted(ctx, gone)
+			if err != nil {
+				e.log.Warn("poll Slurm accounting", "err", err)
+			}
+			for _, j := range acct {
+				byID[j.id] = j
+			}
+		}
 	}
 	// The files after squeue: a job squeue saw ended had its outcome
 	// recorded, if any, before squeue answered.

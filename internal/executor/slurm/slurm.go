@@ -28,9 +28,13 @@
 // name (one squeue at start) and reattaches when the server launches
 // their attempts again.
 //
-// Not yet: multi-node attempts (srun), accounting (sacct) for jobs that
-// have left squeue, Progress and Checkpointed events while an attempt
-// runs (the supervisor records them; nothing reports them yet).
+// Slurm's state comes from squeue's text output (every version has it;
+// --json needs plugins that not every build ships), and, on clusters
+// that keep accounting, from sacct for the jobs that have left squeue:
+// one call of each per poll for all attempts, the second only when a job
+// is missing from the first.
+//
+// Not yet: multi-node attempts (srun).
 package slurm
 
 import (
@@ -112,9 +116,12 @@ type Executor struct {
 	attempts map[executor.Ref]*attempt
 	owned    map[string]string // job name → Slurm job id, found at start
 	last     []queued          // the last poll's jobs
-	pending  []executor.Event
-	pumpWake chan struct{}
-	closed   bool
+	// accounting: the cluster keeps accounting, so sacct says how jobs
+	// that left squeue ended.
+	accounting bool
+	pending    []executor.Event
+	pumpWake   chan struct{}
+	closed     bool
 }
 
 // attempt is what the executor remembers of an attempt.
@@ -176,6 +183,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		}
 	}
 	e.last = jobs
+	if e.accounting, err = e.hasAccounting(ctx); err != nil {
+		return nil, fmt.Errorf("slurm executor: %w", err)
+	}
 	go e.pump()
 	go e.poll()
 	return e, nil
