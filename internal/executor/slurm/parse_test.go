@@ -88,6 +88,14 @@ func TestSbatchArgs(t *testing.T) {
 			t.Errorf("sbatch args %q lack %q", got, w)
 		}
 	}
+	e.cfg.Pools = map[string]Target{"big": {Partition: "a100", QoS: "low"}}
+	l.Pool = "big"
+	got = e.sbatchArgs(l)
+	for _, w := range []string{"--partition=a100", "--account=ml", "--qos=low"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("pool big: sbatch args %q lack %q", got, w)
+		}
+	}
 }
 
 func TestQuote(t *testing.T) {

@@ -178,10 +178,17 @@ func (e *Executor) pollOnce() {
 // supervisor started the job's process, the progress and checkpoints
 // it recorded since the last poll, and its end.
 func (e *Executor) observe(a *attempt, byID map[string]queued) {
+	// a.started is the poller's own: no lock needed to read it here.
 	ev, started, recorded, err := local.Outcome(a.dir)
-	pid, at, running := local.StartedProcess(a.dir)
+	var pid int
+	var at time.Time
+	var running bool
+	var resumed, note string
+	if !a.started {
+		pid, at, running = local.StartedProcess(a.dir)
+		resumed, note = local.Resumed(a.dir)
+	}
 	reports := a.reports.Read()
-	resumed, note := local.Resumed(a.dir)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if a.done {
@@ -196,6 +203,7 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		if !running {
 			pid, at = 1, started
 		}
+		a.startedAt = at
 		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: resumed, ResumeNote: note})
 	}
 	for _, r := range reports {
@@ -232,11 +240,7 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		return
 	}
 	out.Ref, out.Kind, out.At = a.ref, executor.Exited, time.Now().UTC()
-	var startedAt time.Time
-	if a.started {
-		startedAt = at
-	}
-	if err := local.RecordOutcome(a.dir, *out, startedAt); err != nil {
+	if err := local.RecordOutcome(a.dir, *out, a.startedAt); err != nil {
 		e.log.Warn("record the outcome of an attempt", "attempt", a.ref.String(), "err", err)
 	}
 	a.done = true

@@ -28,6 +28,10 @@
 // name (one squeue at start) and reattaches when the server launches
 // their attempts again.
 //
+// The job's --output is the batch step's own (DIR/slurm.out: what the
+// supervisor says of itself), not the attempt's log: the supervisor
+// writes that, in package logs' format, as the local executor's does.
+//
 // Slurm's state comes from squeue's text output (every version has it;
 // --json needs plugins that not every build ships), and, on clusters
 // that keep accounting, from sacct for the jobs that have left squeue:
@@ -72,10 +76,14 @@ type Config struct {
 	// executor runs (sbatch, squeue, scancel, scontrol), e.g.
 	// SLURM_CONF=/etc/slurm/other.conf.
 	Env []string
-	// Partition, Account and QoS go on every job when set.
+	// Partition, Account and QoS go on every job when set, unless Pools
+	// names others for the job's pool; Partition is also the inventory's.
 	Partition string
 	Account   string
 	QoS       string
+	// Pools gives a Trainyard pool (Launch.Pool) its own partition,
+	// account or QoS; what a pool leaves empty is the executor's.
+	Pools map[string]Target
 	// NamePrefix starts the name of every job this executor submits;
 	// default "trainyard". Two servers sharing a cluster need different
 	// ones.
@@ -91,6 +99,17 @@ type Config struct {
 	// Files is the read side (logs, outputs) of the shared filesystem.
 	Files executor.Files
 	Log   *slog.Logger
+}
+
+// Target is where in the cluster a pool's jobs go.
+type Target struct {
+	Partition, Account, QoS string
+}
+
+// target is where l's job goes: its pool's, else the executor's.
+func (c Config) target(pool string) Target {
+	p := c.Pools[pool]
+	return Target{Partition: cmp.Or(p.Partition, c.Partition), Account: cmp.Or(p.Account, c.Account), QoS: cmp.Or(p.QoS, c.QoS)}
 }
 
 // Files in an attempt directory besides the supervisor's.
@@ -126,16 +145,17 @@ type Executor struct {
 
 // attempt is what the executor remembers of an attempt.
 type attempt struct {
-	ref      executor.Ref
-	dir      string
-	jobID    string
-	grace    time.Duration
-	started  bool
-	done     bool
-	missing  int // polls that did not find its job
-	state    string
-	why      string // the pending reason, in Slurm's words
-	stopping *executor.StopRequest
+	ref       executor.Ref
+	dir       string
+	jobID     string
+	grace     time.Duration
+	started   bool // Started sent
+	startedAt time.Time
+	done      bool
+	missing   int // polls that did not find its job
+	state     string
+	why       string // the pending reason, in Slurm's words
+	stopping  *executor.StopRequest
 	// recorded: its outcome was recorded before this executor launched
 	// it; the poller reports it again.
 	recorded bool
@@ -398,7 +418,8 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		mins := int(math.Ceil((l.Timeout + grace + e.cfg.KillAfter).Minutes()))
 		args = append(args, "--time="+strconv.Itoa(mins))
 	}
-	for _, o := range [][2]string{{"--partition=", e.cfg.Partition}, {"--account=", e.cfg.Account}, {"--qos=", e.cfg.QoS}} {
+	tg := e.cfg.target(l.Pool)
+	for _, o := range [][2]string{{"--partition=", tg.Partition}, {"--account=", tg.Account}, {"--qos=", tg.QoS}} {
 		if o[1] != "" {
 			args = append(args, o[0]+o[1])
 		}
