@@ -29,8 +29,12 @@ import (
 // whoever stores it keeps it private and removes it once read. The
 // attempt runs as the submitting user, without cgroups (the batch
 // system confines it) and with MASTER_ADDR at 127.0.0.1 and MASTER_PORT
-// port (single-node attempts).
-func BatchRecord(l executor.Launch, port int) ([]byte, error) {
+// port (single-node attempts). The variables named in inherit are taken
+// from the supervisor's own environment where it has them, over the
+// launch's: what the batch system decided on the node (Slurm's
+// CUDA_VISIBLE_DEVICES, for the GPUs it allocated, whatever the
+// placement's indices).
+func BatchRecord(l executor.Launch, port int, inherit ...string) ([]byte, error) {
 	if err := validate(l); err != nil {
 		return nil, err
 	}
@@ -52,6 +56,7 @@ func BatchRecord(l executor.Launch, port int) ([]byte, error) {
 		Redact: l.Redact, Check: l.Check,
 		Warn: l.Warn, StopSignalTo: l.StopSignalTo,
 		CheckpointDir: l.CheckpointDir, Resume: l.Resume, OutputDir: l.OutputDir,
+		InheritEnv: inherit,
 	}
 	if rec.CheckpointDir == "" {
 		rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")
@@ -146,4 +151,22 @@ func (r *Reports) Read() []executor.Event {
 func Resumed(dir string) (name, note string) {
 	r := readResume(dir)
 	return r.Name, r.Note
+}
+
+// inherit sets the variables of InheritEnv that the supervisor's own
+// environment has in Env and CheckEnv.
+func (r *launchRecord) inherit() {
+	var kvs []string
+	for _, k := range r.InheritEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			kvs = append(kvs, k+"="+v)
+		}
+	}
+	if len(kvs) == 0 {
+		return
+	}
+	r.Env = setEnv(r.Env, kvs)
+	if r.CheckEnv != nil {
+		r.CheckEnv = setEnv(r.CheckEnv, kvs)
+	}
 }

@@ -363,7 +363,14 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	if err != nil {
 		return "", err
 	}
-	rec, err := local.BatchRecord(l, port)
+	// The GPUs are those Slurm allocated, which it names in the batch
+	// step's CUDA_VISIBLE_DEVICES: with device confinement (cgroups) the
+	// job cannot open others, whatever indices the placement gave.
+	var inherit []string
+	if gpus(l) > 0 {
+		inherit = []string{"CUDA_VISIBLE_DEVICES"}
+	}
+	rec, err := local.BatchRecord(l, port, inherit...)
 	if err != nil {
 		return "", err
 	}
@@ -408,8 +415,8 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		mib := (int64(l.Resources.Memory) + 1<<20 - 1) >> 20
 		args = append(args, "--mem="+strconv.FormatInt(mib, 10)+"M")
 	}
-	if n := len(l.Placement.GPUs(0)); n > 0 || l.Resources.GPUs > 0 {
-		args = append(args, "--gres=gpu:"+strconv.Itoa(max(n, l.Resources.GPUs)))
+	if n := gpus(l); n > 0 {
+		args = append(args, "--gres=gpu:"+strconv.Itoa(n))
 	}
 	if l.Timeout > 0 {
 		// Slurm counts whole minutes; the supervisor enforces the timeout
@@ -426,6 +433,9 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 	}
 	return args
 }
+
+// gpus is how many GPUs l asks for: its placement's, or its resources'.
+func gpus(l executor.Launch) int { return max(len(l.Placement.GPUs(0)), l.Resources.GPUs) }
 
 // script is the batch script: it opens the launch record on descriptor
 // 4, removes it (it holds secrets), and becomes the supervisor.

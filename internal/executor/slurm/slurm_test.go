@@ -346,3 +346,47 @@ func TestLaunchRejected(t *testing.T) {
 		t.Errorf("the launch record is still there (%v)", err)
 	}
 }
+
+// TestGPUs: an attempt gets the GPUs Slurm allocated to its job
+// (CUDA_VISIBLE_DEVICES as Slurm sets it in the batch step), not its
+// placement's indices: two attempts both placed on GPU 0 run on two
+// different GPUs.
+func TestGPUs(t *testing.T) {
+	w := newWorld(t)
+	if w.c.GPUs < 2 {
+		t.Skip("the test cluster has no fake GPUs (device files cannot be made here)")
+	}
+	h := executortest.NewHarness(t, w.exec(t))
+	onGPU0 := func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: 1, GPUs: 1}
+		l.Placement = executor.Local(w.c.Node, []int{0})
+	}
+	script := []string{"/bin/sh", "-c", `echo "gpus=$CUDA_VISIBLE_DEVICES"; trap 'exit 0' TERM; while :; do sleep 0.1; done`}
+	a := h.Launch(t, script, onGPU0)
+	b := h.Launch(t, script, onGPU0)
+	gpusOf := func(l executor.Launch) string {
+		h.Wait(t, l.Ref, executor.Started) // its log exists
+		deadline := time.Now().Add(executortest.WaitTimeout)
+		for {
+			for _, line := range h.LogLines(t, l.Ref, executor.LogQuery{}) {
+				if v, ok := strings.CutPrefix(line, "gpus="); ok {
+					return v
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %s printed no gpus= line", l.Ref)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ga, gb := gpusOf(a), gpusOf(b)
+	if ga == "" || gb == "" || ga == gb {
+		t.Errorf("CUDA_VISIBLE_DEVICES %q and %q, want one GPU each, different ones (Slurm's allocation)", ga, gb)
+	}
+	for _, l := range []executor.Launch{a, b} {
+		if err := h.Exec.Stop(context.Background(), l.Ref, executor.StopRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		h.Wait(t, l.Ref, executor.Exited)
+	}
+}
