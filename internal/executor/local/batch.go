@@ -80,6 +80,10 @@ func RequestStop(dir string, req executor.StopRequest) error {
 	return writeFileAtomic(filepath.Join(dir, stopFile), encodeStop(req), 0o600)
 }
 
+// StopRequested reports whether a stop was requested in the attempt
+// directory dir (RequestStop, or this executor's Stop).
+func StopRequested(dir string) bool { return exists(filepath.Join(dir, stopFile)) }
+
 // StartedProcess reports whether the supervisor in the attempt
 // directory dir has started the job's process: its PID, and when
 // (the PID file's time).

@@ -19,6 +19,11 @@ import (
 // answer from a controller that has not yet seen a fresh submission.
 const missingPolls = 3
 
+// endWait bounds how long an attempt whose supervisor recorded a failure
+// waits for its job to end in Slurm, whose state may say more (see
+// observe).
+const endWait = 10 * time.Second
+
 // queued is one job as squeue shows it.
 type queued struct {
 	id, name, state, reason string
@@ -210,6 +215,28 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		e.emit(r)
 	}
 	if recorded {
+		if ev.State != domain.AttemptSucceeded && !local.StopRequested(a.dir) {
+			// The supervisor saw its job killed or signalled, and
+			// Trainyard asked for no stop: Slurm may have done it (its
+			// time limit, the memory cgroup, preemption, scancel). Its
+			// job's end says which, once it has ended.
+			j, ok := byID[a.jobID]
+			if ok && !ended(j.state) {
+				if a.endWait.IsZero() {
+					a.endWait = time.Now()
+				}
+				if time.Since(a.endWait) < endWait {
+					return
+				}
+			}
+			if out, _ := outcomeOf(j, nil); ok && out != nil && j.state != "COMPLETED" && j.state != "FAILED" {
+				ev.State, ev.Reason = out.State, out.Reason
+				ev.Message = out.Message + "; its supervisor saw: " + ev.Message
+				if err := local.RecordOutcome(a.dir, ev, a.startedAt); err != nil {
+					e.log.Warn("record the outcome of an attempt", "attempt", a.ref.String(), "err", err)
+				}
+			}
+		}
 		if ev.Outputs != nil {
 			e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: ev.At, Outputs: ev.Outputs})
 		}

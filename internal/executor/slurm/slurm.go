@@ -152,7 +152,8 @@ type attempt struct {
 	started   bool // Started sent
 	startedAt time.Time
 	done      bool
-	missing   int // polls that did not find its job
+	missing   int       // polls that did not find its job
+	endWait   time.Time // since when its recorded failure waits for its job's end
 	state     string
 	why       string // the pending reason, in Slurm's words
 	stopping  *executor.StopRequest

@@ -263,6 +263,30 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// TestCancelledOutsideRunning: a running job cancelled in Slurm
+// (scancel, not Trainyard) ends its attempt canceled, saying so, though
+// its supervisor only saw SIGTERM.
+func TestCancelledOutsideRunning(t *testing.T) {
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, []string{"/bin/sh", "-c", `echo up; while :; do sleep 0.1; done`}, nil)
+	h.WaitLine(t, l.Ref, "up")
+	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := w.c.Command(ctx, "scancel", strings.TrimSpace(string(id))).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v: %s", err, out)
+	}
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	if ev.State != domain.AttemptCanceled || ev.Reason != domain.ReasonCanceledByUser || !strings.Contains(ev.Message, "outside Trainyard") {
+		t.Errorf("exited %s/%s %q, want canceled by someone outside Trainyard", ev.State, ev.Reason, ev.Message)
+	}
+	t.Logf("message: %s", ev.Message)
+}
+
 // TestCancelledOutside: a job cancelled in Slurm before it started
 // (scancel, not Trainyard) ends its attempt canceled, saying so.
 func TestCancelledOutside(t *testing.T) {
