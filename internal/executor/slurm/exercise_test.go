@@ -12,6 +12,7 @@ import (
 // suite's process checks hold, and the supervisor's records (progress,
 // checkpoints, outputs) are reported as the local executor reports them.
 func TestExercise(t *testing.T) {
+	t.Parallel() // beside TestSlurmTimeLimit, which mostly waits
 	w := newWorld(t)
 	executortest.Exercise(t, func(t *testing.T) executor.Executor { return w.exec(t) }, executortest.Options{
 		Processes: true,

@@ -414,3 +414,44 @@ func TestGPUs(t *testing.T) {
 		h.Wait(t, l.Ref, executor.Exited)
 	}
 }
+
+// TestSlurmTimeLimit: a job that Slurm ends at its time limit ends its
+// attempt timed out, though its supervisor only saw SIGTERM. Slurm's
+// limits are whole minutes, checked about every 30 s: the test takes
+// 60 to 90 s, mostly waiting, so it runs in parallel (beside the other
+// parallel tests) and not with -short.
+func TestSlurmTimeLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits a minute or more for Slurm's time limit")
+	}
+	t.Parallel()
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, []string{"/bin/sh", "-c", `echo up; while :; do sleep 0.1; done`}, func(l *executor.Launch) {
+		l.Timeout = time.Hour // the supervisor's own limit stays far off
+	})
+	h.WaitLine(t, l.Ref, "up")
+	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The shortest limit there is: a minute from its start.
+	if out, err := w.c.Command(ctx, "scontrol", "update", "JobId="+strings.TrimSpace(string(id)), "TimeLimit=1").CombinedOutput(); err != nil {
+		t.Fatalf("scontrol update: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(2 * time.Minute) // beyond the suite's WaitTimeout: the check's period, KillWait, load
+	for {
+		evs := h.Events(l.Ref)
+		if i := slices.IndexFunc(evs, func(ev executor.Event) bool { return ev.Kind == executor.Exited }); i >= 0 {
+			checkExit(t, evs[i], domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+			t.Logf("message: %s", evs[i].Message)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Exited within 2 minutes of cutting the job's time limit; events %+v", evs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
