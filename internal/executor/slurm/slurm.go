@@ -489,6 +489,12 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 	if err := local.RequestStop(a.dir, req); err != nil {
 		return fmt.Errorf("stop %s: %w", ref, err)
 	}
+	if id == "" {
+		// Its launch is still submitting (or found the outcome
+		// recorded): the supervisor reads the request before it starts
+		// the job's program.
+		return nil
+	}
 	if pendingJob {
 		// Not started (as far as the last poll knows): a job that starts
 		// meanwhile gets SIGTERM from Slurm, and its supervisor reads the

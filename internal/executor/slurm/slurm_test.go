@@ -349,6 +349,12 @@ func TestStrays(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Idempotent, and no error for an attempt that never ran.
+	for _, ref := range []executor.Ref{l.Ref, {JobID: 999_999, Attempt: 1}} {
+		if err := ex2.Release(context.Background(), ref); err != nil {
+			t.Errorf("Release(%s) again: %v", ref, err)
+		}
+	}
 }
 
 // TestLaunchRejected: a job Slurm refuses (more memory than any node
