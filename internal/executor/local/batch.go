@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,19 +21,30 @@ import (
 // events pipe; everything else (log, progress, checkpoints, outputs,
 // exit record) is as on this executor.
 
+// Batch is how a supervisor started elsewhere runs its attempt (see
+// BatchRecord).
+type Batch struct {
+	// Port is MASTER_PORT (MASTER_ADDR is 127.0.0.1: single-node
+	// attempts).
+	Port int
+	// User is USER and LOGNAME, unless the launch's Env sets them: the
+	// user the job runs as.
+	User string
+	// InheritEnv names variables the supervisor takes from its own
+	// environment where it has them, over the launch's: what the batch
+	// system decided on the node (Slurm's CUDA_VISIBLE_DEVICES, for the
+	// GPUs it allocated, whatever the placement's indices).
+	InheritEnv []string
+}
+
 // BatchRecord prepares l's directories (its attempt directory with HOME
 // and tmp, its working directory, its Writable ones and its log's) as a
 // launch here does, and returns its launch record: what the supervisor
 // reads on descriptor 4. It holds the job's secrets (Env, Redact):
 // whoever stores it keeps it private and removes it once read. The
-// attempt runs as the submitting user, without cgroups (the batch
-// system confines it) and with MASTER_ADDR at 127.0.0.1 and MASTER_PORT
-// port (single-node attempts). The variables named in inherit are taken
-// from the supervisor's own environment where it has them, over the
-// launch's: what the batch system decided on the node (Slurm's
-// CUDA_VISIBLE_DEVICES, for the GPUs it allocated, whatever the
-// placement's indices).
-func BatchRecord(l executor.Launch, port int, inherit ...string) ([]byte, error) {
+// attempt runs as the batch job's user, without cgroups (the batch
+// system confines it).
+func BatchRecord(l executor.Launch, b Batch) ([]byte, error) {
 	if err := validate(l); err != nil {
 		return nil, err
 	}
@@ -44,10 +54,7 @@ func BatchRecord(l executor.Launch, port int, inherit ...string) ([]byte, error)
 	if err := prepareDirs(l.Dir, l.WorkDir, l.Writable, nil); err != nil {
 		return nil, err
 	}
-	userName := ""
-	if u, err := user.Current(); err == nil {
-		userName = u.Username
-	}
+	port, userName := b.Port, b.User
 	rec := launchRecord{
 		Dir: l.Dir, JobID: l.JobID, Attempt: l.Attempt, Port: port,
 		Argv: l.Argv, Env: withDefaults(launchEnv(l, port), l.Dir, userName), WorkDir: l.WorkDir, LogPath: l.LogPath,
@@ -56,7 +63,7 @@ func BatchRecord(l executor.Launch, port int, inherit ...string) ([]byte, error)
 		Redact: l.Redact, Check: l.Check,
 		Warn: l.Warn, StopSignalTo: l.StopSignalTo,
 		CheckpointDir: l.CheckpointDir, Resume: l.Resume, OutputDir: l.OutputDir,
-		InheritEnv: inherit,
+		InheritEnv: b.InheritEnv,
 	}
 	if rec.CheckpointDir == "" {
 		rec.CheckpointDir, _ = getenv(l.Env, "TRAINYARD_CHECKPOINT_DIR")

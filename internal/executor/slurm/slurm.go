@@ -52,6 +52,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -125,6 +126,7 @@ type Executor struct {
 	executor.Files
 	cfg    Config
 	shim   []string
+	user   string // who the jobs run as: the user that submits them
 	events chan executor.Event
 	stop   chan struct{}
 	done   chan struct{} // the poller has returned
@@ -193,6 +195,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		events: make(chan executor.Event, 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		wake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1),
 		attempts: map[executor.Ref]*attempt{}, owned: map[string]string{},
+	}
+	if u, err := user.Current(); err == nil {
+		e.user = u.Username
 	}
 	jobs, err := e.queue(ctx)
 	if err != nil {
@@ -367,11 +372,11 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	// The GPUs are those Slurm allocated, which it names in the batch
 	// step's CUDA_VISIBLE_DEVICES: with device confinement (cgroups) the
 	// job cannot open others, whatever indices the placement gave.
-	var inherit []string
+	b := local.Batch{Port: port, User: e.user}
 	if gpus(l) > 0 {
-		inherit = []string{"CUDA_VISIBLE_DEVICES"}
+		b.InheritEnv = []string{"CUDA_VISIBLE_DEVICES"}
 	}
-	rec, err := local.BatchRecord(l, port, inherit...)
+	rec, err := local.BatchRecord(l, b)
 	if err != nil {
 		return "", err
 	}
