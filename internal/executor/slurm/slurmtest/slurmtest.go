@@ -2,9 +2,12 @@
 // a socket of its own, slurmctld and slurmd started by hand (no systemd)
 // from a generated slurm.conf in a temporary directory, on free ports,
 // without accounting. The node is this machine (`hostname -s`, reached
-// at 127.0.0.1); it declares Cluster.CPUs CPUs and, where device files
-// can be made, Cluster.GPUs fake GPUs (character devices standing in for
-// /dev/nvidiaN in gres.conf).
+// at 127.0.0.1); it declares Cluster.CPUs CPUs and Cluster.GPUs fake
+// GPUs: character devices standing in for /dev/nvidiaN in gres.conf
+// where device files can be made (Cluster.GPUDevices), plain files
+// elsewhere, which Slurm counts but does not name to jobs.
+// TRAINYARD_TEST_SLURM_NO_DEVICES=1 makes plain files, as in a container
+// without CAP_MKNOD.
 //
 // Starting one takes a few seconds, so a test package shares one
 // (Shared) and stops it in TestMain (Main). It needs Debian's slurm-wlm
@@ -49,11 +52,16 @@ type Cluster struct {
 	// Node and Partition name the only node and partition.
 	Node      string
 	Partition string
-	// CPUs, MemoryMiB and GPUs are what the node declares (GPUs is 0
-	// where device files cannot be made).
+	// CPUs, MemoryMiB and GPUs are what the node declares.
 	CPUs      int
 	MemoryMiB int
 	GPUs      int
+	// GPUDevices: the GPUs are device files (Dir/dev/nvidiaN), so Slurm
+	// assigns them by index and sets CUDA_VISIBLE_DEVICES in the batch
+	// step. Where device files cannot be made (no CAP_MKNOD, as in many
+	// containers) they are plain files: jobs can ask for GPUs, and Slurm
+	// names none (a count alone in gres.conf makes slurmd report none).
+	GPUDevices bool
 
 	procs []*exec.Cmd // munged, slurmctld, slurmd
 }
@@ -207,19 +215,25 @@ func Start(dir string) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	c.GPUs = c.makeGPUs(4)
+	c.GPUs = 4
+	c.GPUDevices = c.makeGPUs(c.GPUs)
 	if err := os.WriteFile(c.Conf, []byte(c.config(sock, ports)), 0o644); err != nil {
 		return c, err
 	}
-	if c.GPUs > 0 {
-		var files []string
-		for i := range c.GPUs {
-			files = append(files, filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i)))
+	var files []string
+	for i := range c.GPUs {
+		f := filepath.Join(dir, "dev", "nvidia"+strconv.Itoa(i))
+		if !c.GPUDevices {
+			// Plain files: slurmd counts them, and names none.
+			if err := os.WriteFile(f, nil, 0o666); err != nil {
+				return c, err
+			}
 		}
-		gres := fmt.Sprintf("NodeName=%s Name=gpu File=%s\n", host, strings.Join(files, ","))
-		if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres), 0o644); err != nil {
-			return c, err
-		}
+		files = append(files, f)
+	}
+	gres := fmt.Sprintf("NodeName=%s Name=gpu File=%s\n", host, strings.Join(files, ","))
+	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres), 0o644); err != nil {
+		return c, err
 	}
 	if err := c.start(filepath.Join(dir, "slurmctld.out"), "slurmctld", "-D", "-c", "-f", c.Conf); err != nil {
 		return c, err
@@ -240,10 +254,7 @@ func Start(dir string) (c *Cluster, err error) {
 
 // config is the cluster's slurm.conf.
 func (c *Cluster) config(sock string, ports []int) string {
-	gres, gresTypes := "", ""
-	if c.GPUs > 0 {
-		gres, gresTypes = fmt.Sprintf(" Gres=gpu:%d", c.GPUs), "GresTypes=gpu\n"
-	}
+	gres, gresTypes := fmt.Sprintf(" Gres=gpu:%d", c.GPUs), "GresTypes=gpu\n"
 	d := c.Dir
 	return fmt.Sprintf(`ClusterName=trainyardtest
 SlurmctldHost=%[1]s(127.0.0.1)
@@ -283,16 +294,19 @@ PartitionName=%[10]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 }
 
 // makeGPUs makes n character devices standing in for NVIDIA GPUs (major
-// 195, as the driver's) in Dir/dev, and returns how many it made: none
-// where device files cannot be made (no CAP_MKNOD).
-func (c *Cluster) makeGPUs(n int) int {
+// 195, as the driver's) in Dir/dev, and reports whether it could (not
+// without CAP_MKNOD).
+func (c *Cluster) makeGPUs(n int) bool {
+	if os.Getenv("TRAINYARD_TEST_SLURM_NO_DEVICES") == "1" {
+		return false // as in a container without CAP_MKNOD
+	}
 	for i := range n {
 		p := filepath.Join(c.Dir, "dev", "nvidia"+strconv.Itoa(i))
 		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, int(195<<8|i)); err != nil {
-			return 0
+			return false
 		}
 	}
-	return n
+	return true
 }
 
 // start starts a daemon in the foreground, its stdout and stderr in out.

@@ -13,7 +13,7 @@ import (
 func TestStart(t *testing.T) {
 	t0 := time.Now()
 	c := slurmtest.New(t)
-	t.Logf("started in %v: %d CPUs, %d GPUs", time.Since(t0), c.CPUs, c.GPUs)
+	t.Logf("started in %v: %d CPUs, %d GPUs (devices: %v)", time.Since(t0), c.CPUs, c.GPUs, c.GPUDevices)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := c.Command(ctx, "sbatch", "--parsable", "-o", "/dev/null", "--wrap=true").CombinedOutput()
