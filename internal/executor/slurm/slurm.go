@@ -12,10 +12,12 @@
 // timeout and the stop's grace, and records the outcome in DIR/exit.json.
 // Logs, progress, checkpoints and outputs thus behave exactly as on the
 // local executor, and the server reads them with the local reader
-// (Config.Files). This executor only submits, polls and cancels; Slurm's
-// own view (squeue) decides only what the supervisor could not record: a
-// job cancelled, timed out, killed for memory or lost with its node
-// before or around it.
+// (Config.Files). This executor only submits, polls and cancels. Slurm's
+// own view (squeue) decides what the supervisor could not record (a job
+// cancelled before it started, a node lost with its supervisor) and
+// names what the supervisor only saw as a signal or a kill that
+// Trainyard did not ask for (Slurm's time limit, preemption, memory
+// cgroup, an scancel).
 //
 // The launch record the supervisor reads holds the job's secrets. It is
 // written to DIR/launch.json (mode 0600) and removed by the batch script
@@ -38,7 +40,8 @@
 // one call of each per poll for all attempts, the second only when a job
 // is missing from the first.
 //
-// Not yet: multi-node attempts (srun).
+// Not yet: multi-node attempts (srun); MASTER_PORT is a port free on
+// the server's machine, not checked on the node.
 package slurm
 
 import (
