@@ -80,6 +80,12 @@ var allowed = map[string][]string{
 	"internal/cli":                          {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "internal/codepkg", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
 	"cmd/trainyard":                         {"*"},
 	"cmd/trainyard-shim":                    {"internal/executor/local"},
+
+	// The batch step is the local executor's supervisor: its launch
+	// record and files.
+	"internal/executor/slurm": {"internal/executor", "internal/domain", "internal/executor/local"},
+	// The test engine: starts munged, slurmctld and slurmd.
+	"internal/executor/slurm/slurmtest": {},
 }
 
 // pure packages may not read the clock, randomness or the environment.

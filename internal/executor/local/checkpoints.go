@@ -240,19 +240,29 @@ func (e *Executor) reportCheckpoints(a *attempt) {
 		return
 	}
 	defer f.Close()
-	br := bufio.NewReader(io.NewSectionReader(f, a.ckptOff, 1<<40))
+	evs, n := readCheckpoints(f, a.ckptOff, a.ref)
+	a.ckptOff += n
+	for _, ev := range evs {
+		e.emit(ev)
+	}
+}
+
+// readCheckpoints parses the complete checkpoint records from off on as
+// Checkpointed events of ref, and returns them with the bytes consumed.
+func readCheckpoints(f *os.File, off int64, ref executor.Ref) (evs []executor.Event, n int64) {
+	br := bufio.NewReader(io.NewSectionReader(f, off, 1<<40))
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
-			return // the end, or a line still being written
+			return evs, n // the end, or a line still being written
 		}
-		a.ckptOff += int64(len(line))
+		n += int64(len(line))
 		var r checkpointRecord
 		if json.Unmarshal(line, &r) != nil || r.Name == "" {
 			continue
 		}
 		c := executor.Checkpoint{Name: r.Name, Location: r.Location, Complete: true, Size: r.Size, Files: r.Files, ModTime: r.ModTime, SHA256: r.SHA256}
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Checkpointed, At: r.ModTime, Checkpoint: &c})
+		evs = append(evs, executor.Event{Ref: ref, Kind: executor.Checkpointed, At: r.ModTime, Checkpoint: &c})
 	}
 }
 

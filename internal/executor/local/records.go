@@ -96,6 +96,11 @@ type launchRecord struct {
 	// CheckNote, when the executor skips the check because it passed
 	// recently (envcheck_cache.go), says so, for the log.
 	CheckNote string `json:"check_note,omitempty"`
+	// InheritEnv names variables that the supervisor takes from its own
+	// environment, when set there, over Env's and CheckEnv's: what a
+	// batch system decides where the job runs (Slurm's
+	// CUDA_VISIBLE_DEVICES for the GPUs it allocated). See BatchRecord.
+	InheritEnv []string `json:"inherit_env,omitempty"`
 	// Cgroups is where to create the attempt's groups (see
 	// cgroup.Attempt); nil: none, so no memory limit, and the attempt's
 	// processes are tracked by process group, session and the tracker's

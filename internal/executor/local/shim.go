@@ -186,6 +186,7 @@ func (s *shim) run() int {
 		fmt.Fprintf(s.stderr(), "shim: cannot read the launch record (did the server stop while launching?): %v; leaving the attempt unclaimed\n", err)
 		return 1
 	}
+	s.rec.inherit()
 	if spare {
 		if err := s.adopt(); err != nil {
 			fmt.Fprintf(s.stderr(), "shim: %v; leaving the attempt unclaimed\n", err)

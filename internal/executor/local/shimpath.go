@@ -15,7 +15,7 @@ import (
 // launch record, the attempt directory's files and the events pipe. A
 // separately installed shim binary is used only when it speaks the same one;
 // change the number with any change a shim of the other side would misread.
-const ShimProtocol = 4 // 2: check_env, check_dir and check_note in the launch record; 3: dir in it (spares); 4: --shared
+const ShimProtocol = 5 // 2: check_env, check_dir and check_note in the launch record; 3: dir in it (spares); 4: --shared; 5: inherit_env
 
 // ShimBinary is the name of the standalone supervisor binary.
 const ShimBinary = "trainyard-shim"
