@@ -174,7 +174,7 @@ func TestServerConfigErrors(t *testing.T) {
 		"leader lease too short": {"replica: a\nleader_lease: 500ms\n",
 			"server.yaml:2: leader_lease: 500ms is outside 1s..5m"},
 		"executor without a kind": {"executors:\n  - name: gpu-cluster\n    namespace: ml\n    image: python:3\n",
-			"server.yaml:2: executors[0].kind: missing; say which engine it is: kubernetes"},
+			"server.yaml:2: executors[0].kind: missing; say which engine it is: kubernetes or slurm"},
 		"executor named local": {"executors:\n  - {name: local, kind: kubernetes, namespace: ml, image: python:3}\n",
 			`server.yaml:2: executors[0].name: "local" is the built-in local executor; choose another name`},
 		"bad toleration": {"executors:\n  - name: k\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n    tolerations: [{key: a, effect: Never}]\n",
@@ -185,6 +185,18 @@ func TestServerConfigErrors(t *testing.T) {
 			"server.yaml:6: executors[0].agent.image: missing; name the image holding the trainyard binary"},
 		"agent api_url not a URL": {"executors:\n  - name: k\n    kind: kubernetes\n    namespace: ml\n    image: python:3\n    agent: {image: ty:1, api_url: ty.svc}\n",
 			`server.yaml:6: executors[0].agent.api_url: "ty.svc" is not an http(s) URL`},
+		"slurm executor with a namespace": {"executors:\n  - name: hpc\n    kind: slurm\n    namespace: ml\n",
+			"server.yaml:4: executors[0].namespace: is for kind kubernetes; a slurm executor does not use it, so leave it out"},
+		"kubernetes executor with a partition": {"executors:\n  - {name: k, kind: kubernetes, namespace: ml, image: python:3, partition: gpu}\n",
+			"server.yaml:2: executors[0].partition: is for kind slurm; a kubernetes executor does not use it, so leave it out"},
+		"slurm shim not absolute": {"executors:\n  - name: hpc\n    kind: slurm\n    shim: [trainyard-shim]\n",
+			`server.yaml:4: executors[0].shim[0]: "trainyard-shim" is not an absolute path`},
+		"slurm env not NAME=value": {"executors:\n  - name: hpc\n    kind: slurm\n    env: [SLURM_CONF]\n",
+			`server.yaml:4: executors[0].env[0]: "SLURM_CONF" is not NAME=value`},
+		"slurm poll interval too short": {"executors:\n  - name: hpc\n    kind: slurm\n    poll_interval: 10ms\n",
+			"server.yaml:4: executors[0].poll_interval: 10ms is too short"},
+		"unknown executor kind": {"executors:\n  - {name: hpc, kind: pbs}\n",
+			`server.yaml:2: executors[0].kind: "pbs" is not a kind of executor; use kubernetes or slurm`},
 		"negative env check ttl": {"env_check_ttl: -1h\n",
 			`server.yaml:1: env_check_ttl: "-1h" is not a duration; use e.g. 1h, or 0 to run environment checks before every attempt`},
 		"bad pin mode": {"envs:\n  pin_images: false\n",
@@ -292,5 +304,33 @@ func TestServerConfigClusterPool(t *testing.T) {
 	}
 	if got := executorNames(cfg.Executors); len(got) != 1 || got[0] != "gpu-cluster" {
 		t.Errorf("executors %v", got)
+	}
+}
+
+// A slurm executor's block passes, and its pools need no nodes.
+func TestServerConfigSlurmPool(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.yaml")
+	doc := "executors:\n  - name: hpc\n    kind: slurm\n    partition: gpu\n    account: ml\n    qos: normal\n" +
+		"    shim: [/usr/local/bin/trainyard-shim]\n    env: [SLURM_CONF=/etc/slurm/slurm.conf]\n    name_prefix: ty-prod\n" +
+		"    poll_interval: 2s\n    memory_limits: true\n" +
+		"pools:\n  - {name: a100, executor: hpc, max_gpus_per_job: 8}\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadServerConfig(path)
+	if err == nil {
+		err = validateServerConfig(cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Executors[0]; c.PollInterval.D() != 2*time.Second || !c.MemoryLimits || c.Shim[0] != "/usr/local/bin/trainyard-shim" {
+		t.Errorf("executor %+v", c)
+	}
+	if err := slurmIsolation(true, cfg.Executors); err == nil || !strings.Contains(err.Error(), "isolation: off") {
+		t.Errorf("slurm executor with isolation: %v; want it refused, saying what to do", err)
+	}
+	if err := slurmIsolation(false, cfg.Executors); err != nil {
+		t.Errorf("slurm executor without isolation: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/executor/kubernetes"
+	"trainyard/internal/executor/local"
+	"trainyard/internal/executor/slurm"
 	"trainyard/internal/service"
 )
 
@@ -25,8 +28,11 @@ import (
 type executorConfig struct {
 	// Name is what pools name (pool create --executor NAME).
 	Name string `yaml:"name"`
-	// Kind is the engine: kubernetes.
+	// Kind is the engine: kubernetes or slurm.
 	Kind string `yaml:"kind"`
+
+	// Kubernetes (kind: kubernetes).
+
 	// Kubeconfig is the kubeconfig file that reaches the cluster (its
 	// current context, or Context); empty: the service account of the pod
 	// the server runs in.
@@ -52,6 +58,56 @@ type executorConfig struct {
 	// reports progress, checkpoints and outputs through the API: without
 	// it they stay in the pod.
 	Agent agentConfig `yaml:"agent"`
+
+	// Slurm (kind: slurm).
+
+	// Partition, Account and QoS go on every batch job when set;
+	// Partition also picks the nodes the executor offers.
+	Partition string `yaml:"partition"`
+	Account   string `yaml:"account"`
+	QoS       string `yaml:"qos"`
+	// Shim starts the attempt supervisor on the nodes (default: the
+	// trainyard-shim beside this binary, or this binary with "shim").
+	Shim []string `yaml:"shim"`
+	// Env is added to the environment of the Slurm commands (sbatch,
+	// squeue, scancel, scontrol), e.g. SLURM_CONF=/etc/slurm/other.conf.
+	Env []string `yaml:"env"`
+	// NamePrefix starts the Slurm name of every job (default trainyard):
+	// two servers sharing a cluster need different ones.
+	NamePrefix string `yaml:"name_prefix"`
+	// PollInterval is how often squeue is asked (default 1s); KillAfter
+	// how long after a stop's grace a job is cancelled outright (10s).
+	PollInterval domain.Duration `yaml:"poll_interval"`
+	KillAfter    domain.Duration `yaml:"kill_after"`
+	// MemoryLimits says the cluster enforces --mem (task/cgroup).
+	MemoryLimits bool `yaml:"memory_limits"`
+}
+
+// kubernetesOnly and slurmOnly name the fields of one kind that the other
+// refuses, with whether c sets them.
+func (c executorConfig) kubernetesOnly() []struct {
+	name string
+	set  bool
+} {
+	return []struct {
+		name string
+		set  bool
+	}{{"kubeconfig", c.Kubeconfig != ""}, {"context", c.Context != ""}, {"namespace", c.Namespace != ""},
+		{"image", c.Image != ""}, {"gpu_resource", c.GPUResource != ""}, {"node_selector", len(c.NodeSelector) > 0},
+		{"tolerations", len(c.Tolerations) > 0}, {"priority_class", c.PriorityClass != ""},
+		{"image_pull_secrets", len(c.ImagePullSecrets) > 0}, {"compress", c.Compress}, {"agent", c.Agent != (agentConfig{})}}
+}
+
+func (c executorConfig) slurmOnly() []struct {
+	name string
+	set  bool
+} {
+	return []struct {
+		name string
+		set  bool
+	}{{"partition", c.Partition != ""}, {"account", c.Account != ""}, {"qos", c.QoS != ""}, {"shim", len(c.Shim) > 0},
+		{"env", len(c.Env) > 0}, {"name_prefix", c.NamePrefix != ""}, {"poll_interval", c.PollInterval != 0},
+		{"kill_after", c.KillAfter != 0}, {"memory_limits", c.MemoryLimits}}
 }
 
 // agentConfig is where pods get the in-job agent and reach the server.
@@ -77,8 +133,11 @@ type tolerationConfig struct {
 	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute, or empty: all
 }
 
-// executorKubernetes is the one kind of executor besides the local one.
-const executorKubernetes = "kubernetes"
+// The kinds of executor besides the local one.
+const (
+	executorKubernetes = "kubernetes"
+	executorSlurm      = "slurm"
+)
 
 // validateExecutors reports every problem with the executors block.
 func validateExecutors(cfgs []executorConfig) []error {
@@ -102,12 +161,21 @@ func validateExecutors(cfgs []executorConfig) []error {
 			}
 			seen[c.Name] = i
 		}
-		if c.Kind == "" {
-			add(i, "kind", "missing; say which engine it is: %s", executorKubernetes)
+		switch c.Kind {
+		case "":
+			add(i, "kind", "missing; say which engine it is: %s or %s", executorKubernetes, executorSlurm)
 			continue
-		}
-		if c.Kind != executorKubernetes {
-			add(i, "kind", "%q is not a kind of executor; use %s", c.Kind, executorKubernetes)
+		case executorKubernetes:
+			for _, f := range c.slurmOnly() {
+				if f.set {
+					add(i, f.name, "is for kind %s; a %s executor does not use it, so leave it out", executorSlurm, executorKubernetes)
+				}
+			}
+		case executorSlurm:
+			validateSlurm(i, c, add)
+			continue
+		default:
+			add(i, "kind", "%q is not a kind of executor; use %s or %s", c.Kind, executorKubernetes, executorSlurm)
 			continue
 		}
 		if c.Namespace == "" {
@@ -142,6 +210,63 @@ func validateExecutors(cfgs []executorConfig) []error {
 	return errs
 }
 
+// validateSlurm reports the problems of a slurm executor (executors[i])
+// through add.
+func validateSlurm(i int, c executorConfig, add func(i int, field, format string, args ...any)) {
+	for _, f := range c.kubernetesOnly() {
+		if f.set {
+			add(i, f.name, "is for kind %s; a %s executor does not use it, so leave it out", executorKubernetes, executorSlurm)
+		}
+	}
+	for j, w := range c.Shim {
+		if w == "" {
+			add(i, fmt.Sprintf("shim[%d]", j), "is empty; give the supervisor's command, e.g. [/usr/local/bin/trainyard-shim]")
+		}
+	}
+	if len(c.Shim) > 0 && c.Shim[0] != "" && !path.IsAbs(c.Shim[0]) {
+		add(i, "shim[0]", "%q is not an absolute path; give the supervisor's path as the nodes see it (the batch step has no PATH of the server's)", c.Shim[0])
+	}
+	for j, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			add(i, fmt.Sprintf("env[%d]", j), "%q is not NAME=value; give e.g. SLURM_CONF=/etc/slurm/slurm.conf", kv)
+		}
+	}
+	if c.NamePrefix != "" {
+		if err := service.ValidName(c.NamePrefix); err != nil {
+			add(i, "name_prefix", "%v", err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"poll_interval", c.PollInterval.D()}, {"kill_after", c.KillAfter.D()}} {
+		if f.d < 0 {
+			add(i, f.name, "%s is negative; give a positive duration such as 5s, or leave it out for the default", f.d)
+		}
+	}
+	if c.PollInterval != 0 && c.PollInterval.D() < 100*time.Millisecond {
+		add(i, "poll_interval", "%s is too short: every poll runs squeue on the controller; give 100ms or more (default 1s)", c.PollInterval.D())
+	}
+}
+
+// slurmIsolation refuses a slurm executor on a server that isolates jobs
+// (isolation auto or required, as root): Slurm runs a batch job as the
+// user that submitted it, the server's, so the cluster's jobs would run
+// as root, not as their projects' users.
+func slurmIsolation(isolated bool, cfgs []executorConfig) error {
+	if !isolated {
+		return nil
+	}
+	for _, c := range cfgs {
+		if c.Kind == executorSlurm {
+			return fmt.Errorf("server config executors: %s is a slurm executor, whose jobs run as the Unix user the server submits them as, "+
+				"here root, while isolation runs each project's jobs as its own user: run the server as an unprivileged user "+
+				"that the cluster knows (isolation then does not apply), or set isolation: off to accept that every job runs as the server's user", c.Name)
+		}
+	}
+	return nil
+}
+
 // executorNames lists the declared executors' names.
 func executorNames(cfgs []executorConfig) []string {
 	var names []string
@@ -153,42 +278,100 @@ func executorNames(cfgs []executorConfig) []string {
 	return names
 }
 
+// clusterEngine is what the server needs of an executor beside the local
+// one (kubernetes.Executor, slurm.Executor): to run attempts, to say why
+// one waits (why), to list the attempts it runs that no attempt of this
+// server owns (reapStrays), and to stop.
+type clusterEngine interface {
+	executor.Executor
+	Waiting(ref executor.Ref) string
+	Strays(minAge time.Duration) []executor.Ref
+	Close() error
+}
+
+// nodeWatcher is a cluster executor that signals when its nodes change
+// (kubernetes.Executor); the others are polled (nodePoll).
+type nodeWatcher interface {
+	NodesChanged() <-chan struct{}
+}
+
+var (
+	_ clusterEngine = (*kubernetes.Executor)(nil)
+	_ nodeWatcher   = (*kubernetes.Executor)(nil)
+	_ clusterEngine = (*slurm.Executor)(nil)
+)
+
+// nodePoll is how often the nodes of a cluster executor that does not
+// signal their changes (Slurm) are read again.
+var nodePoll = 30 * time.Second
+
 // clusterExecutor is a started executor beside the local one.
 type clusterExecutor struct {
 	name string
-	ex   *kubernetes.Executor
+	kind string // executorKubernetes or executorSlurm
+	ex   clusterEngine
 }
 
 // startExecutors starts every declared executor, each reading what
-// outlives attempts (logs) through files, within timeout. On error it
-// closes those it started.
-func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.Files, log *slog.Logger, timeout time.Duration) ([]clusterExecutor, error) {
+// outlives attempts (logs) through files, within timeout. self is this
+// binary, whose supervisor a slurm executor runs unless it names one. On
+// error it closes those it started.
+func startExecutors(ctx context.Context, cfgs []executorConfig, files executor.Files, self string, log *slog.Logger, timeout time.Duration) ([]clusterExecutor, error) {
 	var out []clusterExecutor
 	for _, c := range cfgs {
-		if c.Agent.Image != "" && c.Agent.APIURL == "" {
-			log.Warn("executor agent.api_url is not set: pods report to the server's own URL, which pods on other machines cannot reach", "executor", c.Name)
-		}
-		rest, err := kubernetes.RESTConfig(c.Kubeconfig, c.Context)
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		ex, where, err := startExecutor(sctx, c, files, self, log)
+		cancel()
 		if err == nil {
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			var ex *kubernetes.Executor
-			ex, err = kubernetes.New(sctx, kubernetes.Config{REST: rest, Namespace: c.Namespace, Image: c.Image,
-				GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
-				PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files, Compress: c.Compress,
-				Agent: kubernetes.AgentConfig{Image: c.Agent.Image, Path: c.Agent.Path, Dir: c.Agent.Dir, APIURL: c.Agent.APIURL},
-				Log:   log.With("executor", c.Name)})
-			cancel()
-			if err == nil {
-				out = append(out, clusterExecutor{name: c.Name, ex: ex})
-				continue
-			}
+			out = append(out, clusterExecutor{name: c.Name, kind: c.Kind, ex: ex})
+			continue
 		}
 		for _, s := range out {
 			s.ex.Close()
 		}
-		return nil, fmt.Errorf("start executor %s (kubernetes, namespace %s): %w", c.Name, c.Namespace, err)
+		return nil, fmt.Errorf("start executor %s (%s, %s): %w", c.Name, c.Kind, where, err)
 	}
 	return out, nil
+}
+
+// startExecutor starts one declared executor; where says, for an error,
+// what it reached for.
+func startExecutor(ctx context.Context, c executorConfig, files executor.Files, self string, log *slog.Logger) (clusterEngine, string, error) {
+	log = log.With("executor", c.Name)
+	if c.Kind == executorSlurm {
+		shim := c.Shim
+		if len(shim) == 0 {
+			var why string
+			if shim, why = local.FindShim(self); why != "" {
+				log.Info("slurm executor supervisor: " + why)
+			}
+		}
+		where := "partition " + cmp.Or(c.Partition, "(the cluster's default)")
+		ex, err := slurm.New(ctx, slurm.Config{ShimCommand: shim, Env: c.Env, Partition: c.Partition, Account: c.Account,
+			QoS: c.QoS, NamePrefix: c.NamePrefix, PollInterval: c.PollInterval.D(), KillAfter: c.KillAfter.D(),
+			MemoryLimits: c.MemoryLimits, Files: files, Log: log})
+		if err != nil {
+			return nil, where, fmt.Errorf("%w (check that sbatch, squeue, scancel and scontrol are in PATH, that munge runs, and the executor's env, e.g. SLURM_CONF)", err)
+		}
+		return ex, where, nil
+	}
+	where := "namespace " + c.Namespace
+	if c.Agent.Image != "" && c.Agent.APIURL == "" {
+		log.Warn("executor agent.api_url is not set: pods report to the server's own URL, which pods on other machines cannot reach")
+	}
+	rest, err := kubernetes.RESTConfig(c.Kubeconfig, c.Context)
+	if err != nil {
+		return nil, where, err
+	}
+	ex, err := kubernetes.New(ctx, kubernetes.Config{REST: rest, Namespace: c.Namespace, Image: c.Image,
+		GPUResource: c.GPUResource, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
+		PriorityClass: c.PriorityClass, ImagePullSecrets: c.ImagePullSecrets, Files: files, Compress: c.Compress,
+		Agent: kubernetes.AgentConfig{Image: c.Agent.Image, Path: c.Agent.Path, Dir: c.Agent.Dir, APIURL: c.Agent.APIURL},
+		Log:   log})
+	if err != nil {
+		return nil, where, err
+	}
+	return ex, where, nil
 }
 
 func tolerations(in []tolerationConfig) []corev1.Toleration {
@@ -215,9 +398,10 @@ func nodesOf(ctx context.Context, ex executor.Executor) ([]domain.Node, error) {
 
 // followNodes keeps the pools on a cluster executor in step with its
 // nodes until ctx ends: a node added, drained or removed (autoscaling)
-// changes their capacity within moments. Bursts of node updates
-// (heartbeats) are coalesced; pools whose nodes did not change are not
-// written.
+// changes their capacity within moments where the executor signals it
+// (Kubernetes), within nodePoll where it is polled (Slurm). Bursts of
+// node updates (heartbeats) are coalesced; pools whose nodes did not
+// change are not written.
 func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, log *slog.Logger) {
 	// Most node updates are heartbeats that change nothing a pool holds:
 	// the store is read only when the cluster's offer differs from the
@@ -239,11 +423,22 @@ func followNodes(ctx context.Context, svc *service.Service, c clusterExecutor, l
 		last, synced = nodes, err == nil
 	}
 	update()
+	var changed <-chan struct{} // nil: never
+	var tick <-chan time.Time
+	if w, ok := c.ex.(nodeWatcher); ok {
+		changed = w.NodesChanged()
+	} else {
+		t := time.NewTicker(nodePoll)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.ex.NodesChanged():
+		case <-tick:
+			update()
+		case <-changed:
 			update()
 			select { // coalesce a burst
 			case <-ctx.Done():
@@ -264,16 +459,18 @@ type jobGetter interface {
 }
 
 // strayer is a cluster executor that lists the attempts it runs that no
-// attempt of this server owns (kubernetes.Executor.Strays).
+// attempt of this server owns (kubernetes.Executor.Strays,
+// slurm.Executor.Strays).
 type strayer interface {
 	Strays(minAge time.Duration) []executor.Ref
 	Release(ctx context.Context, ref executor.Ref) error
 }
 
-// reapStrays removes, on every tick until ctx ends, the Jobs on a cluster
-// that no active attempt owns: attempts that ended or were lost while no
-// server watched, jobs deleted since, a release a crash interrupted. Jobs
-// of active attempts are left to the control loop, which adopts them.
+// reapStrays removes, on every tick until ctx ends, the jobs on a cluster
+// (Kubernetes Jobs, Slurm batch jobs) that no active attempt owns:
+// attempts that ended or were lost while no server watched, jobs deleted
+// since, a release a crash interrupted. Jobs of active attempts are left
+// to the control loop, which adopts them.
 func reapStrays(ctx context.Context, st jobGetter, name string, ex strayer, log *slog.Logger, ticks <-chan time.Time) {
 	for {
 		select {
@@ -291,10 +488,10 @@ func reapStrays(ctx context.Context, st jobGetter, name string, ex strayer, log 
 				continue // the control loop adopts it
 			}
 			if err := ex.Release(ctx, ref); err != nil {
-				log.Warn("cannot remove a Kubernetes Job that no active attempt owns", "executor", name, "attempt", ref.String(), "err", err)
+				log.Warn("cannot remove a cluster job (Kubernetes Job, Slurm batch job) that no active attempt owns", "executor", name, "attempt", ref.String(), "err", err)
 				continue
 			}
-			log.Info("removed a Kubernetes Job that no active attempt owns", "executor", name, "attempt", ref.String())
+			log.Info("removed a cluster job (Kubernetes Job, Slurm batch job) that no active attempt owns", "executor", name, "attempt", ref.String())
 		}
 	}
 }

@@ -412,6 +412,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			return err
 		}
 	}
+	if err := slurmIsolation(iso != nil, cfg.Executors); err != nil {
+		return err
+	}
 	shimCmd, why := local.FindShim(self)
 	if why != "" {
 		log.Info("attempt supervisor: " + why)
@@ -445,9 +448,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return fmt.Errorf("start local executor: %w", err)
 	}
 	defer ex.Close()
-	// Executors beside the local one (Kubernetes clusters): pools name
-	// them, and the router hands each attempt to its pool's.
-	clusters, err := startExecutors(ctx, cfg.Executors, ex, log, 30*time.Second)
+	// Executors beside the local one (Kubernetes and Slurm clusters):
+	// pools name them, and the router hands each attempt to its pool's.
+	clusters, err := startExecutors(ctx, cfg.Executors, ex, self, log, 30*time.Second)
 	if err != nil {
 		return err
 	}
