@@ -23,6 +23,7 @@ import (
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/executor/kubernetes/kubetest"
+	"trainyard/internal/executor/slurm/slurmtest"
 )
 
 var binary string // path of the built trainyard binary
@@ -50,7 +51,8 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 	}
-	defer kubetest.Stop() // the cluster the Kubernetes tests share, if one started
+	defer kubetest.Stop()  // the cluster the Kubernetes tests share, if one started
+	defer slurmtest.Stop() // the Slurm cluster the Slurm tests share, if one started
 	binary = filepath.Join(dir, "trainyard")
 	if _, err := os.Stat(binary); err != nil {
 		fmt.Fprintln(os.Stderr, "TRAINYARD_E2E_BIN_DIR:", err)

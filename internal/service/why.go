@@ -111,7 +111,7 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 			if job.State == domain.JobStarting && s.cfg.Waiting != nil {
 				if note := s.cfg.Waiting(id, last.Number); note != "" {
 					w.Evidence = append(w.Evidence, note)
-					w.Hint = "the cluster cannot start it where the scheduler placed it: check the executor's tolerations and node selector against the nodes' taints and labels (trainyard pool show " + job.Pool + "), or cancel it"
+					w.Hint = "the cluster cannot start it where the scheduler placed it yet, for the reason above: on Kubernetes, check the executor's tolerations and node selector against the nodes' taints and labels; on Slurm, jobs outside Trainyard may hold the nodes, or the partition, account or QoS limits it (squeue, scontrol show job); compare with trainyard pool show " + job.Pool + ", or cancel it"
 				}
 			}
 		}
