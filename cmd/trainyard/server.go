@@ -76,7 +76,7 @@ type serverConfig struct {
 		Simulated bool    `yaml:"simulated"`
 	} `yaml:"inventory"`
 	// Executors declares where pools may run jobs besides this machine:
-	// Kubernetes clusters (executors.go, docs/operator.md).
+	// Kubernetes and Slurm clusters (executors.go, docs/operator.md).
 	Executors []executorConfig `yaml:"executors"`
 	// Pools, quotas and projects, in the API's shape (docs/pools.md).
 	schedulingConfig `yaml:",inline"`
