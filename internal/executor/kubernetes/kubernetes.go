@@ -115,7 +115,7 @@ type Executor struct {
 	jobs   cache.SharedIndexInformer
 	pods   cache.SharedIndexInformer
 	nodes  cache.SharedIndexInformer
-	events chan executor.Event
+	events *executor.EventQueue
 	stop   chan struct{}
 	ctx    context.Context // ends with stop: the log followers'
 	cancel context.CancelFunc
@@ -127,8 +127,6 @@ type Executor struct {
 
 	mu       sync.Mutex
 	attempts map[executor.Ref]*attempt
-	pending  []executor.Event // to deliver, in order (pump)
-	wake     chan struct{}    // pending has grown
 	closed   bool
 }
 
@@ -181,15 +179,14 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		Files:    cfg.Files,
 		cfg:      cfg,
 		client:   client,
-		events:   make(chan executor.Event, 1024),
 		stop:     make(chan struct{}),
 		log:      cfg.Log,
 		attempts: map[executor.Ref]*attempt{},
-		wake:     make(chan struct{}, 1),
 	}
+	e.events = executor.NewEventQueue(e.stop)
 	e.nodesChanged = make(chan struct{}, 1)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	go e.pump()
+	go e.events.Run()
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy}).String()
 	byRef := cache.Indexers{byAttempt: indexAttempt}
 	e.jobs = client.informer(client.jobs(), cfg.Namespace, managed, &batchv1.Job{}, &batchv1.JobList{}, byRef)
@@ -260,7 +257,7 @@ func (e *Executor) Capabilities() executor.Capabilities {
 }
 
 // Events delivers the attempts' observations.
-func (e *Executor) Events() <-chan executor.Event { return e.events }
+func (e *Executor) Events() <-chan executor.Event { return e.events.Events() }
 
 // Waiting says why the attempt's pods are not running yet, in words,
 // when Kubernetes says (a pod it cannot place); "" otherwise.
@@ -685,37 +682,9 @@ func (e *Executor) finish(a *attempt, ev executor.Event) {
 	e.emit(ev)
 }
 
-// emit queues ev for delivery; e.mu is held. Events go out in the order
-// they were queued, and queuing never blocks on a slow reader.
-func (e *Executor) emit(ev executor.Event) {
-	e.pending = append(e.pending, ev)
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pump delivers queued events until the executor is closed.
-func (e *Executor) pump() {
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-e.wake:
-		}
-		e.mu.Lock()
-		batch := e.pending
-		e.pending = nil
-		e.mu.Unlock()
-		for _, ev := range batch {
-			select {
-			case e.events <- ev:
-			case <-e.stop:
-				return
-			}
-		}
-	}
-}
+// emit queues ev for delivery; e.mu is held, so that events go out in
+// the order the attempts' state changed.
+func (e *Executor) emit(ev executor.Event) { e.events.Push(ev) }
 
 // endTime is when an attempt ended, from at, the time a Job's condition
 // gives (whole seconds; zero: none), seen at now: the end of that

@@ -130,7 +130,7 @@ type Executor struct {
 	cfg    Config
 	shim   []string
 	user   string // who the jobs run as: the user that submits them
-	events chan executor.Event
+	events *executor.EventQueue
 	stop   chan struct{}
 	done   chan struct{} // the poller has returned
 	wake   chan struct{} // poll now
@@ -143,8 +143,6 @@ type Executor struct {
 	// accounting: the cluster keeps accounting, so sacct says how jobs
 	// that left squeue ended.
 	accounting bool
-	pending    []executor.Event
-	pumpWake   chan struct{}
 	closed     bool
 }
 
@@ -195,10 +193,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	e := &Executor{
 		Files: cfg.Files, cfg: cfg, shim: shim, log: cfg.Log,
-		events: make(chan executor.Event, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		wake: make(chan struct{}, 1), pumpWake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
 		attempts: map[executor.Ref]*attempt{}, owned: map[string]string{},
 	}
+	e.events = executor.NewEventQueue(e.stop)
 	if u, err := user.Current(); err == nil {
 		e.user = u.Username
 	}
@@ -215,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if e.accounting, err = e.hasAccounting(ctx); err != nil {
 		return nil, fmt.Errorf("slurm executor: %w", err)
 	}
-	go e.pump()
+	go e.events.Run()
 	go e.poll()
 	return e, nil
 }
@@ -242,7 +240,7 @@ func (e *Executor) Capabilities() executor.Capabilities {
 }
 
 // Events delivers the attempts' observations.
-func (e *Executor) Events() <-chan executor.Event { return e.events }
+func (e *Executor) Events() <-chan executor.Event { return e.events.Events() }
 
 // Waiting says why Slurm has not started the attempt's job yet, with
 // Slurm's reason ("Resources", "Priority"…), as the last poll saw it; ""
@@ -571,36 +569,9 @@ func (e *Executor) poke() {
 	}
 }
 
-// emit queues ev for delivery; e.mu is held.
-func (e *Executor) emit(ev executor.Event) {
-	e.pending = append(e.pending, ev)
-	select {
-	case e.pumpWake <- struct{}{}:
-	default:
-	}
-}
-
-// pump delivers queued events, in order, until the executor is closed.
-func (e *Executor) pump() {
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-e.pumpWake:
-		}
-		e.mu.Lock()
-		batch := e.pending
-		e.pending = nil
-		e.mu.Unlock()
-		for _, ev := range batch {
-			select {
-			case e.events <- ev:
-			case <-e.stop:
-				return
-			}
-		}
-	}
-}
+// emit queues ev for delivery; e.mu is held, so that events go out in
+// the order the attempts' state changed.
+func (e *Executor) emit(ev executor.Event) { e.events.Push(ev) }
 
 // command runs a Slurm command and returns its stdout; its error quotes
 // stderr.
