@@ -99,8 +99,11 @@ func directRound(b *testing.B, c *slurmtest.Cluster, n, round int) time.Duration
 	if failed.Load() > 0 {
 		b.Fatalf("%d submissions failed", failed.Load())
 	}
+	submitted := time.Since(start)
 	waitGone(b, c, name, true)
-	return time.Since(start)
+	d := time.Since(start)
+	b.Logf("direct round %d: submitted in %v, all ended in %v", round, submitted.Round(time.Millisecond), d.Round(time.Millisecond))
+	return d
 }
 
 // executorRound launches n attempts through a new executor and waits
@@ -159,12 +162,14 @@ func executorRound(b *testing.B, c *slurmtest.Cluster, n, round int, cmds *comma
 	if failed.Load() > 0 {
 		b.Fatalf("%d launches failed", failed.Load())
 	}
+	submitted := time.Since(start)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
 		b.Fatal("timed out waiting for every attempt to exit")
 	}
 	d := time.Since(start)
+	b.Logf("executor round %d: launched in %v, all exited in %v", round, submitted.Round(time.Millisecond), d.Round(time.Millisecond))
 	waitGone(b, c, prefix+"-", false)
 	return d
 }
