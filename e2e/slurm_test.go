@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,4 +133,75 @@ func TestSlurmPool(t *testing.T) {
 	waitFor(t, time.Minute, "Slurm to no longer list the canceled job", func() bool {
 		return !strings.Contains(squeueNames(t, c), name)
 	})
+}
+
+// TestSlurmRestart: a server killed with SIGKILL while its Slurm jobs run
+// reattaches to them once restarted: every job succeeds in its first
+// attempt, with its whole log, and Slurm ran each attempt once (its job
+// id, in the attempt's directory, is the one from before the kill, and
+// Slurm lists one job by that name).
+func TestSlurmRestart(t *testing.T) {
+	prefix := fmt.Sprintf("ty-e2e-r%d", time.Now().UnixNano()%1_000_000)
+	s, c := slurmServer(t, prefix)
+	ctx := context.Background()
+	t0 := time.Now()
+
+	var ids []int64
+	for i := range 3 {
+		j := s.submit(fmt.Sprintf("name: nap-%d\npool: hpc\nresources: {cpus: 1, memory: 256MiB}\n", i) +
+			"entrypoint: [sh, -c, \"echo begin; sleep 5; echo end\"]\n")
+		ids = append(ids, j.ID)
+	}
+	slurmJob := map[int64]string{}
+	for _, id := range ids {
+		s.waitState(id, 2*time.Minute, "running")
+		f := filepath.Join(s.data, "runs", strconv.FormatInt(id, 10), "1", "slurm-job")
+		waitFor(t, 30*time.Second, "the Slurm job id in "+f, func() bool {
+			b, err := os.ReadFile(f)
+			slurmJob[id] = strings.TrimSpace(string(b))
+			return err == nil && slurmJob[id] != ""
+		})
+	}
+
+	s.kill9()
+	// The kill must land while Slurm still runs at least one of them, or
+	// this test tests nothing.
+	out, err := c.Command(ctx, "squeue", "--noheader", "--states=R,CG", "--format=%i").Output()
+	if err != nil {
+		t.Fatalf("squeue: %v", err)
+	}
+	running := 0
+	for _, id := range ids {
+		if slices.Contains(strings.Fields(string(out)), slurmJob[id]) {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Fatalf("every job had ended in Slurm when the server was killed; squeue: %q", out)
+	}
+	t.Logf("killed the server %v after the first submit, %d of 3 jobs still running in Slurm", time.Since(t0).Round(time.Millisecond), running)
+
+	s.start()
+	for _, id := range ids {
+		got := s.waitState(id, 2*time.Minute, "succeeded", "failed", "canceled")
+		if got.State != "succeeded" || len(got.Attempts) != 1 {
+			t.Errorf("job %d after the restart: %s (%s), %d attempts; want succeeded in its first", id, got.State, got.Reason, len(got.Attempts))
+		}
+		if out := s.mustCLI("logs", strconv.FormatInt(id, 10)); !strings.Contains(out, "begin") || !strings.Contains(out, "end") {
+			t.Errorf("log of job %d after the restart:\n%s\nwant begin and end", id, out)
+		}
+		b, err := os.ReadFile(filepath.Join(s.data, "runs", strconv.FormatInt(id, 10), "1", "slurm-job"))
+		if got := strings.TrimSpace(string(b)); err != nil || got != slurmJob[id] {
+			t.Errorf("job %d's Slurm job after the restart: %q (%v), want %s, the one from before the kill", id, got, err, slurmJob[id])
+		}
+		name := fmt.Sprintf("%s-%d-", prefix, id)
+		out, err := c.Command(ctx, "squeue", "--noheader", "--states=all", "--format=%j").Output()
+		if err != nil {
+			t.Fatalf("squeue: %v", err)
+		}
+		if n := strings.Count(string(out), name); n != 1 {
+			t.Errorf("Slurm lists %d jobs named %s*, want 1 (the attempt was submitted again?)", n, name)
+		}
+	}
+	t.Logf("every job succeeded %v after the first submit", time.Since(t0).Round(time.Millisecond))
 }

@@ -103,6 +103,10 @@ type Config struct {
 	// Files is the read side (logs, outputs) of the shared filesystem.
 	Files executor.Files
 	Log   *slog.Logger
+
+	// onCommand, when set, is told the name of every Slurm command the
+	// executor runs, before it runs (tests count them).
+	onCommand func(name string)
 }
 
 // Target is where in the cluster a pool's jobs go.
@@ -576,6 +580,9 @@ func (e *Executor) emit(ev executor.Event) { e.events.Push(ev) }
 // command runs a Slurm command and returns its stdout; its error quotes
 // stderr.
 func (e *Executor) command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if e.cfg.onCommand != nil {
+		e.cfg.onCommand(name)
+	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), e.cfg.Env...)
 	var stderr bytes.Buffer

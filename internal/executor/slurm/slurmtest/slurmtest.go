@@ -17,6 +17,7 @@ package slurmtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,15 +153,27 @@ func Stop() {
 	_ = os.RemoveAll(shared.c.Dir)
 }
 
+// Options change what a cluster's node declares; zero values keep the
+// defaults.
+type Options struct {
+	// CPUs the node declares; default 8. A benchmark that runs many
+	// one-CPU jobs at once asks for more (the node's real CPUs do not
+	// limit what Slurm places: jobs are not confined).
+	CPUs int
+}
+
 // New starts a cluster for one test, stopped when it ends.
-func New(t testing.TB) *Cluster {
+func New(t testing.TB) *Cluster { return NewWith(t, Options{}) }
+
+// NewWith starts a cluster with opts for one test, stopped when it ends.
+func NewWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Start(dir)
+	c, err := StartWith(dir, opts)
 	if err != nil {
 		t.Fatalf("start Slurm: %v", err)
 	}
@@ -171,13 +184,16 @@ func New(t testing.TB) *Cluster {
 // Start starts munged, slurmctld and slurmd with their state in dir and
 // returns once the node is idle. On failure nothing is left running and
 // the error quotes the daemons' logs.
-func Start(dir string) (c *Cluster, err error) {
+func Start(dir string) (c *Cluster, err error) { return StartWith(dir, Options{}) }
+
+// StartWith is Start with opts.
+func StartWith(dir string, opts Options) (c *Cluster, err error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("this machine's name (the node's): %w", err)
 	}
 	host, _, _ = strings.Cut(host, ".")
-	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Partition: "test", CPUs: 8, MemoryMiB: 16384}
+	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Partition: "test", CPUs: cmp.Or(opts.CPUs, 8), MemoryMiB: 16384}
 	defer func() {
 		if err != nil {
 			c.Stop()
