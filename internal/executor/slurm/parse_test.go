@@ -81,7 +81,7 @@ func TestSbatchArgs(t *testing.T) {
 	l := executor.Launch{Ref: executor.Ref{JobID: 5, Attempt: 2}, Dir: "/runs/5/2",
 		Resources: domain.Resources{CPUs: 2.5, Memory: 3<<30 + 1, GPUs: 2}, Timeout: 90e9, Grace: 5e9}
 	got := e.sbatchArgs(l)
-	for _, w := range []string{"--job-name=ty-5-2", "--output=/runs/5/2/slurm.out", "--chdir=/runs/5/2", "--export=NONE",
+	for _, w := range []string{"--job-name=ty-5-2", "--output=/runs/5/2/slurm.out", "--chdir=/runs/5/2", "--export=ALL",
 		"--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=3", "--mem=3073M", "--gres=gpu:2", "--time=2",
 		"--partition=gpu", "--account=ml", "--qos=high"} {
 		if !slices.Contains(got, w) {
@@ -120,5 +120,19 @@ func TestParseAccounting(t *testing.T) {
 	want := []queued{{id: "12", name: "trainyard-5-1", state: "CANCELLED"}, {id: "13", name: "trainyard-6-2", state: "OUT_OF_MEMORY"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("parseAccounting = %+v, want %+v", got, want)
+	}
+}
+
+// sbatch, which exports its environment to the batch step, sees a fixed
+// PATH, SLURM_CONF and the executor's Env: nothing else of the server's,
+// whose variables a job could read from its supervisor.
+func TestSbatchEnv(t *testing.T) {
+	t.Setenv("TRAINYARD_MASTER_KEY", "secret-of-the-server")
+	t.Setenv("SLURM_CONF", "/etc/slurm/test.conf")
+	e := &Executor{cfg: Config{Env: []string{"SLURM_TIME_FORMAT=standard"}}}
+	got := e.sbatchEnv()
+	want := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SLURM_CONF=/etc/slurm/test.conf", "SLURM_TIME_FORMAT=standard"}
+	if !slices.Equal(got, want) {
+		t.Errorf("sbatch's environment = %q, want %q", got, want)
 	}
 }

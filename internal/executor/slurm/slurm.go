@@ -22,8 +22,12 @@
 // The launch record the supervisor reads holds the job's secrets. It is
 // written to DIR/launch.json (mode 0600) and removed by the batch script
 // as soon as it has opened it; the script itself, which Slurm keeps,
-// holds no secret, and the job is submitted with --export=NONE so that
-// nothing of the server's environment reaches it.
+// holds no secret. sbatch runs with an environment of its own, not the
+// server's (sbatchEnv), and exports it to the job (--export=ALL), so that
+// nothing of the server's environment reaches the batch step. Not
+// --export=NONE: with it slurmd builds the step's environment from a
+// login shell of the user (su - USER), which cut throughput threefold on
+// Slurm 22.05 (BenchmarkThousandJobs).
 //
 // Attempts are named NamePrefix-JOB-ATTEMPT in Slurm; the Slurm job id is
 // also kept in DIR/slurm-job. A new executor finds the jobs it owns by
@@ -418,7 +422,7 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		"--comment=trainyard " + l.Ref.String(),
 		"--output=" + filepath.Join(l.Dir, outFile),
 		"--chdir=" + l.Dir,
-		"--export=NONE",
+		"--export=ALL", // sbatch's own environment: sbatchEnv
 		"--nodes=1", "--ntasks-per-node=1",
 		"--cpus-per-task=" + strconv.Itoa(max(int(math.Ceil(l.Resources.CPUs)), 1)),
 	}
@@ -585,6 +589,9 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) ([]
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), e.cfg.Env...)
+	if name == "sbatch" {
+		cmd.Env = e.sbatchEnv()
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -596,6 +603,17 @@ func (e *Executor) command(ctx context.Context, name string, args ...string) ([]
 		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 	}
 	return out, nil
+}
+
+// sbatchEnv is the whole environment of sbatch, which --export=ALL hands
+// to the batch step: a fixed PATH, the server's SLURM_CONF, and Config.Env;
+// never the rest of the server's (a job can read its supervisor's).
+func (e *Executor) sbatchEnv() []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if v, ok := os.LookupEnv("SLURM_CONF"); ok {
+		env = append(env, "SLURM_CONF="+v)
+	}
+	return append(env, e.cfg.Env...)
 }
 
 // freePort returns a TCP port free on this machine now, for MASTER_PORT.
