@@ -47,7 +47,10 @@ func newExecWith(t *testing.T, mod func(*Config)) *Executor {
 // testPorts is a range of n ports, away from the defaults, that other test
 // runs on this machine are unlikely to pick at the same time.
 func testPorts(n int) PortRange {
-	first := 40000 + rand.IntN(20000)
+	// Below the kernel's ephemeral ports (32768 and up by default), which
+	// any test's outgoing connection or port-0 listener may take for a
+	// moment and make "in use by other programs".
+	first := 12000 + rand.IntN(20000-n)
 	return PortRange{First: first, Last: first + n - 1}
 }
 
