@@ -237,6 +237,17 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 				}
 			}
 		}
+		if a.stopping != nil && ev.State != domain.AttemptCanceled && !ev.At.Before(a.stopAt) {
+			// It ended after the stop, on a signal that reached the job
+			// before its supervisor read the request (Slurm signals every
+			// process of a job it cancels): the stop's end, as the
+			// supervisor would have recorded it.
+			ev.Message = stopMessage(*a.stopping) + "; its supervisor saw: " + ev.Message
+			ev.State, ev.Reason = domain.AttemptCanceled, a.stopping.Reason
+			if err := local.RecordOutcome(a.dir, ev, a.startedAt); err != nil {
+				e.log.Warn("record the outcome of an attempt", "attempt", a.ref.String(), "err", err)
+			}
+		}
 		if ev.Outputs != nil {
 			e.emit(executor.Event{Ref: a.ref, Kind: executor.OutputsSealed, At: ev.At, Outputs: ev.Outputs})
 		}

@@ -168,6 +168,7 @@ type attempt struct {
 	state     string
 	why       string // the pending reason, in Slurm's words
 	stopping  *executor.StopRequest
+	stopAt    time.Time // when stopping was asked
 	// recorded: its outcome was recorded before this executor launched
 	// it; the poller reports it again.
 	recorded bool
@@ -495,9 +496,9 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 		return nil
 	}
 	if a.stopping == nil {
-		a.stopping = &req
+		a.stopping, a.stopAt = &req, time.Now()
 	}
-	id, pendingJob := a.jobID, a.state == "PENDING" || a.state == ""
+	id, pendingJob := a.jobID, !a.started && (a.state == "PENDING" || a.state == "")
 	grace := cmp.Or(req.Grace, a.grace)
 	e.mu.Unlock()
 	if err := local.RequestStop(a.dir, req); err != nil {
