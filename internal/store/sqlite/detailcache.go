@@ -31,10 +31,13 @@ import (
 // the forgets that touched it, the reader notes the count before its read,
 // and put takes the entry only when the count has not moved since.
 //
-// Entries are bounded by an estimate of the bytes they hold. A put over
-// the bound drops entries of its shard at random (the map's iteration
-// order) until it is under, which keeps put O(1) amortised without an LRU
-// list to maintain on every hit. An entry holds the job without its
+// Entries are kept in pages of 64 consecutive job ids, so that a list of
+// consecutive jobs (the usual page: newest first) finds its entries with
+// a lookup per page rather than per job, and the shard of a page is its
+// number's remainder. Entries are bounded by an estimate of the bytes
+// they hold. A put over the bound drops pages of its shard at random
+// (the map's iteration order) until it is under, which keeps put O(1)
+// amortised without an LRU list to maintain on every hit. An entry holds the job without its
 // parsed spec (never filled by a detail read), and shares what jobs have
 // in common: the spec's text, counted once per distinct spec, and the
 // pool's rate history.
@@ -57,10 +60,36 @@ type detailCache struct {
 const detailShards = 64
 
 type detailShard struct {
-	mu  sync.Mutex
-	gen uint64                // forgets that touched this shard
-	m   map[int64]detailEntry // by value: a lookup reaches the blob in one step fewer
-	_   [40]byte              // keep shards on their own cache lines
+	mu    sync.Mutex
+	gen   uint64                // forgets that touched this shard
+	pages map[int64]*detailPage // by page number: id >> pageBits
+	n     int                   // entries held
+	_     [32]byte              // keep shards on their own cache lines
+}
+
+// pageBits sets the jobs a page holds: 1 << pageBits consecutive ids.
+const pageBits = 6
+
+// detailPage holds the cached details of 1 << pageBits consecutive job
+// ids; a slot whose spec is nil is empty.
+type detailPage struct {
+	e [1 << pageBits]detailEntry
+	n int // slots filled
+}
+
+// pageBytes is a page's own memory, with its map slot.
+const pageBytes = int64(unsafe.Sizeof(detailPage{})) + 32
+
+// slot returns id's slot in its page.
+func slot(id int64) int { return int(id & (1<<pageBits - 1)) }
+
+// lookup returns id's entry. Called with sh locked.
+func (sh *detailShard) lookup(id int64) (detailEntry, bool) {
+	if pg := sh.pages[id>>pageBits]; pg != nil {
+		e := pg.e[slot(id)]
+		return e, e.spec != nil
+	}
+	return detailEntry{}, false
 }
 
 // detailEntry is a cached detail.
@@ -85,7 +114,7 @@ const DefaultDetailCacheBytes = 256 << 20
 func newDetailCache(capBytes int64) *detailCache {
 	c := &detailCache{capBytes: max(capBytes, 0)}
 	for i := range c.shards {
-		c.shards[i].m = map[int64]detailEntry{}
+		c.shards[i].pages = map[int64]*detailPage{}
 	}
 	c.shared.specs = map[string]*specRef{}
 	c.shared.rates = map[string][]store.RateChange{}
@@ -96,7 +125,37 @@ func newDetailCache(capBytes int64) *detailCache {
 func (c *detailCache) on() bool { return c.capBytes > 0 && !c.off.Load() }
 
 func (c *detailCache) shard(id int64) *detailShard {
-	return &c.shards[uint64(id)%detailShards]
+	return &c.shards[uint64(id>>pageBits)%detailShards]
+}
+
+// lookupAll appends to buf the entries of ids, in their order, or returns
+// false when one is not cached. The ids of a page that follow each other
+// share one lock and one lookup of the page.
+func (c *detailCache) lookupAll(ids []int64, buf []detailEntry) ([]detailEntry, bool) {
+	var (
+		sh   *detailShard
+		pg   *detailPage
+		page int64
+	)
+	for _, id := range ids {
+		if sh == nil || id>>pageBits != page {
+			if sh != nil {
+				sh.mu.Unlock()
+			}
+			page, sh = id>>pageBits, c.shard(id)
+			sh.mu.Lock()
+			pg = sh.pages[page]
+		}
+		if pg == nil || pg.e[slot(id)].spec == nil {
+			sh.mu.Unlock()
+			return buf, false
+		}
+		buf = append(buf, pg.e[slot(id)])
+	}
+	if sh != nil {
+		sh.mu.Unlock()
+	}
+	return buf, true
 }
 
 // get returns a copy of the cached detail of job id.
@@ -106,7 +165,7 @@ func (c *detailCache) get(id int64) (store.JobDetail, bool) {
 	}
 	sh := c.shard(id)
 	sh.mu.Lock()
-	e, ok := sh.m[id]
+	e, ok := sh.lookup(id)
 	sh.mu.Unlock()
 	if !ok {
 		c.mis.Add(1)
@@ -147,20 +206,41 @@ func (c *detailCache) put(id int64, gen uint64, d store.JobDetail) {
 		return
 	}
 	c.share(&e, &d)
-	if old, ok := sh.m[id]; ok {
-		c.drop(&old)
+	pg := sh.pages[id>>pageBits]
+	if pg == nil {
+		pg = &detailPage{}
+		sh.pages[id>>pageBits] = pg
+		c.bytes.Add(pageBytes)
 	}
-	sh.m[id] = e
+	if old := &pg.e[slot(id)]; old.spec != nil {
+		c.drop(old)
+	} else {
+		pg.n++
+		sh.n++
+	}
+	pg.e[slot(id)] = e
 	c.bytes.Add(e.bytes)
-	for k, v := range sh.m {
+	for k, p := range sh.pages {
 		if c.bytes.Load() <= c.capBytes {
 			break
 		}
-		if k != id {
-			delete(sh.m, k)
-			c.drop(&v)
+		if k != id>>pageBits {
+			c.dropPage(sh, k, p)
 		}
 	}
+}
+
+// dropPage drops page k of sh and every entry it holds. Called with sh
+// locked.
+func (c *detailCache) dropPage(sh *detailShard, k int64, pg *detailPage) {
+	for i := range pg.e {
+		if pg.e[i].spec != nil {
+			c.drop(&pg.e[i])
+		}
+	}
+	sh.n -= pg.n
+	delete(sh.pages, k)
+	c.bytes.Add(-pageBytes)
 }
 
 // share points e at the cache's copy of d's spec text and of its pool's
@@ -213,10 +293,9 @@ func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
 			sh := &c.shards[i]
 			sh.mu.Lock()
 			sh.gen++
-			for _, e := range sh.m {
-				c.drop(&e)
+			for k, pg := range sh.pages {
+				c.dropPage(sh, k, pg)
 			}
-			clear(sh.m)
 			sh.mu.Unlock()
 		}
 		return
@@ -225,17 +304,22 @@ func (c *detailCache) forget(ids map[int64]struct{}, all bool) {
 		sh := c.shard(id)
 		sh.mu.Lock()
 		sh.gen++
-		if e, ok := sh.m[id]; ok {
-			delete(sh.m, id)
-			c.drop(&e)
+		if pg := sh.pages[id>>pageBits]; pg != nil && pg.e[slot(id)].spec != nil {
+			c.drop(&pg.e[slot(id)])
+			pg.e[slot(id)] = detailEntry{}
+			pg.n--
+			sh.n--
+			if pg.n == 0 {
+				c.dropPage(sh, id>>pageBits, pg)
+			}
 		}
 		sh.mu.Unlock()
 	}
 }
 
-// bytes is the memory an entry of x holds, its spec's text and the rate
-// history it shares aside: the blob, and the entry in its map slot.
-func (x detailBlob) bytes() int64 { return int64(len(x.b)) + int64(unsafe.Sizeof(detailEntry{})) + 64 }
+// bytes is the memory an entry of x holds, its spec's text, the rate
+// history it shares and its page's slot aside: the blob.
+func (x detailBlob) bytes() int64 { return int64(len(x.b)) + 24 }
 
 // JobDetail implements store.Jobs: from the detail cache, or read and
 // cached.
@@ -275,7 +359,7 @@ func (s *Store) DetailCacheStats() DetailCacheStats {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		st.Entries += len(sh.m)
+		st.Entries += sh.n
 		sh.mu.Unlock()
 	}
 	return st

@@ -196,15 +196,16 @@ func TestDetailCacheBound(t *testing.T) {
 	for id := range int64(10_000) {
 		c.put(id, c.generation(id), d)
 	}
-	n := 0
+	n, pages := 0, 0
 	for i := range c.shards {
-		n += len(c.shards[i].m)
+		n += c.shards[i].n
+		pages += len(c.shards[i].pages)
 	}
 	if got := c.bytes.Load(); got > c.capBytes {
 		t.Errorf("the cache holds %d bytes, over its %d", got, c.capBytes)
 	}
-	if want := int64(n)*per + specBytes(&specRef{json: d.Job.SpecJSON}); c.bytes.Load() != want {
-		t.Errorf("the cache counts %d bytes for %d entries of %d and one spec, want %d", c.bytes.Load(), n, per, want)
+	if want := int64(n)*per + int64(pages)*pageBytes + specBytes(&specRef{json: d.Job.SpecJSON}); c.bytes.Load() != want {
+		t.Errorf("the cache counts %d bytes for %d entries of %d, %d pages and one spec, want %d", c.bytes.Load(), n, per, pages, want)
 	}
 	if n == 0 || n == 10_000 {
 		t.Errorf("%d of 10000 entries kept: want some, not all", n)
@@ -220,6 +221,44 @@ func TestDetailCacheBound(t *testing.T) {
 	c.put(1, gen, d)
 	if _, ok := c.get(1); ok {
 		t.Error("a detail read before a forget was cached after it")
+	}
+}
+
+// Entries live in pages of consecutive ids: forgetting one keeps its
+// neighbours, and forgetting a page's last entry releases the page.
+func TestDetailCachePages(t *testing.T) {
+	c := newDetailCache(1 << 30)
+	d := store.JobDetail{Job: domain.Job{Name: "x", SpecHash: "sha256:1", SpecJSON: []byte("{}")}}
+	for id := int64(1); id <= 130; id++ { // pages 0, 1 and 2
+		d.Job.ID = id
+		c.put(id, c.generation(id), d)
+	}
+	c.forget(map[int64]struct{}{64: {}}, false)
+	if _, ok := c.get(64); ok {
+		t.Error("job 64 is still cached after its forget")
+	}
+	for _, id := range []int64{63, 65, 127, 128} {
+		if got, ok := c.get(id); !ok || got.Job.ID != id {
+			t.Errorf("job %d: cached %v with id %d after its neighbour's forget", id, ok, got.Job.ID)
+		}
+	}
+	if es, ok := c.lookupAll([]int64{66, 65, 64, 63}, nil); ok {
+		t.Errorf("lookupAll over a forgotten job answered %d entries", len(es))
+	}
+	if es, ok := c.lookupAll([]int64{66, 65, 63, 62}, nil); !ok || len(es) != 4 {
+		t.Errorf("lookupAll of cached jobs across two pages: %d entries, %v", len(es), ok)
+	}
+	forget := map[int64]struct{}{}
+	for id := int64(1); id <= 130; id++ {
+		forget[id] = struct{}{}
+	}
+	c.forget(forget, false)
+	pages := 0
+	for i := range c.shards {
+		pages += len(c.shards[i].pages)
+	}
+	if c.bytes.Load() != 0 || pages != 0 || len(c.shared.specs) != 0 {
+		t.Errorf("after forgetting every job: %d bytes, %d pages, %d specs held", c.bytes.Load(), pages, len(c.shared.specs))
 	}
 }
 

@@ -72,16 +72,15 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 // when one is missing or no longer matches f (it changed since the ids
 // were read: the database answers then, as of one moment).
 func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, bool) {
+	es, ok := c.lookupAll(ids, make([]detailEntry, 0, len(ids)))
+	if !ok {
+		c.mis.Add(1)
+		return nil, false
+	}
 	jobs := make([]domain.Job, len(ids))
-	for i, id := range ids {
-		sh := c.shard(id)
-		sh.mu.Lock()
-		e, ok := sh.m[id]
-		sh.mu.Unlock()
-		if ok {
-			e.blob.job(&jobs[i], false)
-		}
-		if !ok || !matches(&jobs[i], f) {
+	for i := range es {
+		es[i].blob.job(&jobs[i], false)
+		if !matches(&jobs[i], f) {
 			c.mis.Add(1)
 			return nil, false
 		}
@@ -100,21 +99,31 @@ func (c *detailCache) listBelow(f *store.JobFilter) ([]domain.Job, bool) {
 	}
 	jobs := make([]domain.Job, 0, f.Limit)
 	scan := belowScan * f.Limit
-	for id := f.BeforeID - 1; id > 0 && len(jobs) < f.Limit; id-- {
-		if scan--; scan < 0 {
+	ids := make([]int64, 0, f.Limit)
+	es := make([]detailEntry, 0, f.Limit)
+	// Read the ids below the cursor a page's worth at a time: as many as
+	// rows are still wanted, which is all of them when every job matches.
+	for id := f.BeforeID - 1; id > 0 && len(jobs) < f.Limit; {
+		n := min(int64(f.Limit-len(jobs)), int64(scan), id)
+		if n == 0 {
 			return nil, false
 		}
-		sh := c.shard(id)
-		sh.mu.Lock()
-		e, ok := sh.m[id]
-		sh.mu.Unlock()
-		if !ok {
+		ids = ids[:0]
+		for k := range n {
+			ids = append(ids, id-k)
+		}
+		var ok bool
+		if es, ok = c.lookupAll(ids, es[:0]); !ok {
 			return nil, false
 		}
-		j := &jobs[:len(jobs)+1][len(jobs)] // decoding sets every field a row has
-		e.blob.job(j, false)
-		if matches(j, f) {
-			jobs = jobs[:len(jobs)+1]
+		scan -= int(n)
+		id -= n
+		for i := range es {
+			j := &jobs[:len(jobs)+1][len(jobs)] // decoding sets every field a row has
+			es[i].blob.job(j, false)
+			if matches(j, f) {
+				jobs = jobs[:len(jobs)+1]
+			}
 		}
 	}
 	c.belowPages.Add(1)
@@ -161,17 +170,14 @@ func (c *detailCache) attemptTimes(ids []int64) ([]store.AttemptTime, bool) {
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
+	es, ok := c.lookupAll(sorted, make([]detailEntry, 0, len(sorted)))
+	if !ok {
+		c.mis.Add(1)
+		return nil, false
+	}
 	times := make([]store.AttemptTime, 0, 2*len(sorted))
-	for _, id := range sorted {
-		sh := c.shard(id)
-		sh.mu.Lock()
-		e, ok := sh.m[id]
-		sh.mu.Unlock()
-		if !ok {
-			c.mis.Add(1)
-			return nil, false
-		}
-		times = e.blob.appendAttemptTimes(times, id)
+	for i, id := range sorted {
+		times = es[i].blob.appendAttemptTimes(times, id)
 	}
 	if len(times) == 0 {
 		return nil, true // as the database answers
