@@ -440,13 +440,14 @@ const releaseWait = 10 * time.Second
 // Release removes what is left of an ended attempt besides its log, its
 // outcome record (exit.json), its metric log (metrics.jsonl) and the
 // shim's own diagnostics (shim.log, named in Lost messages): its cgroups,
-// if the shim could not remove them; its HOME and tmp; the copy of the
-// job's code package unpacked for it (Launch.Code), when inside its
-// directory; and the shim's state files (child.pid, stop, procs,
-// code_dir, and the cgroup.json and master_port of attempts of earlier
-// versions). The claim (shim.pid) stays, so that no shim started late can
-// run the attempt again. A working directory without a package stays: it
-// holds what the job wrote there. Everything is removed through an os.Root at the attempt's
+// if the shim could not remove them; its HOME and tmp, unless empty
+// (emptyDirIn); the copy of the job's code package unpacked for it
+// (Launch.Code), when inside its directory; and the shim's state files
+// (stop, procs, code_dir, and the cgroup.json and master_port of
+// attempts of earlier versions). The claim (shim.pid) stays, so that no
+// shim started late can run the attempt again, and so does child.pid. A
+// working directory without a package stays: it holds what the job wrote
+// there. Everything is removed through an os.Root at the attempt's
 // directory, so no link the job left is followed.
 //
 // An attempt this executor does not watch, whose shim died without an
@@ -497,7 +498,7 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 	var errs []error
 	var trees []string
 	for _, name := range []string{homeDir, tmpDir} {
-		if present[name] {
+		if present[name] && !emptyDirIn(root, name) {
 			trees = append(trees, name)
 		}
 	}
@@ -517,7 +518,8 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 		}
 	}
 	// The claim stays: it keeps a shim started late off the attempt (claim).
-	state := []string{childPIDFile, stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
+	// So does child.pid, read only while the attempt runs: see emptyDirIn.
+	state := []string{stopFile, procsFile, legacyPortFile, legacyCgroupFile, codeDirFile}
 	temps := append(slices.Clone(state), exitFile) // written atomically
 	for _, n := range names {
 		// The state files, and temporary files of interrupted atomic
@@ -536,6 +538,26 @@ func (e *Executor) Release(ctx context.Context, ref executor.Ref) error {
 		return fmt.Errorf("release %s: %w", ref, err)
 	}
 	return nil
+}
+
+// emptyDirIn reports whether name in root is a directory, not a link,
+// that holds nothing. Release keeps such a HOME or tmp, as most are, and
+// the attempt's child.pid: on ext4 without a journal every inode freed
+// in the last few seconds is skipped, one by one, by each inode the
+// machine allocates next, so freeing three per attempt made starting
+// attempts cost in proportion to how many had just ended. What a job
+// left in them is removed.
+func emptyDirIn(root *os.Root, name string) bool {
+	if st, err := root.Lstat(name); err != nil || !st.IsDir() {
+		return false
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // readDirNames lists the names in root's directory.

@@ -30,8 +30,8 @@ func TestCheckpointsDirAgrees(t *testing.T) {
 
 // TestReleaseRemovesWorkspace: Release removes the attempt's HOME, tmp
 // and the shim's state, keeps the log, the exit record, the metric log,
-// the shim's diagnostics and a working directory without a code package,
-// and follows no link the job left.
+// the shim's diagnostics, child.pid and a working directory without a
+// code package, and follows no link the job left.
 func TestReleaseRemovesWorkspace(t *testing.T) {
 	ex := newExec(t)
 	h := executortest.NewHarness(t, ex)
@@ -55,12 +55,12 @@ func TestReleaseRemovesWorkspace(t *testing.T) {
 	if err := ex.Release(context.Background(), l.Ref); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	for _, gone := range []string{homeDir, tmpDir, childPIDFile, legacyPortFile, procsFile, legacyCgroupFile} {
+	for _, gone := range []string{homeDir, tmpDir, legacyPortFile, procsFile, legacyCgroupFile} {
 		if _, err := os.Lstat(filepath.Join(l.Dir, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Release: %v, want it removed", gone, err)
 		}
 	}
-	keep := []string{exitFile, shimPIDFile, filepath.Base(l.LogPath), metricsFile, workDirName + "/here"}
+	keep := []string{exitFile, shimPIDFile, childPIDFile, filepath.Base(l.LogPath), metricsFile, workDirName + "/here"}
 	if !ex.sharedMode {
 		keep = append(keep, shimLogFile) // a shared supervisor's is made by its first line
 	}
@@ -71,6 +71,48 @@ func TestReleaseRemovesWorkspace(t *testing.T) {
 	}
 	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep me" {
 		t.Errorf("the file a job's link pointed to: %q, %v; want it untouched", b, err)
+	}
+}
+
+// An attempt that left its HOME and tmp empty keeps them after Release
+// (removing them would free inodes, which ext4 without a journal makes
+// the next ones slow to allocate); one that swapped them for links to
+// empty directories elsewhere has the links removed, never what they
+// point to.
+func TestReleaseKeepsEmptyDirs(t *testing.T) {
+	ex := newExec(t)
+	h := executortest.NewHarness(t, ex)
+	l := h.Launch(t, []string{"true"}, nil)
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt %s/%s: %s", ev.State, ev.Reason, ev.Message)
+	}
+	if err := ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for _, d := range []string{homeDir, tmpDir} {
+		if st, err := os.Lstat(filepath.Join(l.Dir, d)); err != nil || !st.IsDir() {
+			t.Errorf("the empty %s after Release: %v, want it kept", d, err)
+		}
+	}
+
+	outside := t.TempDir() // empty: a link to it must not pass for an empty HOME or tmp
+	script := `rmdir "$TMPDIR" && ln -s ` + outside + ` "$TMPDIR"; cd / && rmdir "$HOME" && ln -s ` + outside + ` "$HOME"`
+	l = h.Launch(t, []string{"/bin/sh", "-c", script}, func(l *executor.Launch) {
+		l.Env = slices.DeleteFunc(l.Env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+	})
+	if ev := h.Wait(t, l.Ref, executor.Exited); ev.State != domain.AttemptSucceeded {
+		t.Fatalf("attempt %s/%s: %s", ev.State, ev.Reason, ev.Message)
+	}
+	if err := ex.Release(context.Background(), l.Ref); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for _, d := range []string{homeDir, tmpDir} {
+		if _, err := os.Lstat(filepath.Join(l.Dir, d)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, a link the job made, after Release: %v, want it removed", d, err)
+		}
+	}
+	if st, err := os.Stat(outside); err != nil || !st.IsDir() {
+		t.Errorf("the directory the job's links pointed to: %v, want it untouched", err)
 	}
 }
 
@@ -135,6 +177,9 @@ func TestFilesFromRuns(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Error("following an ended attempt did not end")
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, homeDir, "cache"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err) // what the job left in HOME, which Release removes
 	}
 	if err := reader.Release(ctx, l.Ref); err != nil {
 		t.Errorf("Release from the runs directory: %v", err)

@@ -777,8 +777,16 @@ func awaitExit(pid int) {
 }
 
 // removeTmp deletes the attempt's temporary files once none of its
-// processes is left (os.RemoveAll never follows the symlinks a job leaves).
+// processes is left (os.RemoveAll never follows the symlinks a job
+// leaves). An empty TMPDIR, as most are, stays (see emptyDirIn).
 func (s *shim) removeTmp() {
+	if root, err := os.OpenRoot(s.dir); err == nil {
+		empty := emptyDirIn(root, tmpDir)
+		root.Close()
+		if empty {
+			return
+		}
+	}
 	if err := os.RemoveAll(filepath.Join(s.dir, tmpDir)); err != nil && s.log != nil {
 		s.log.system("cannot remove the attempt's temporary files: %v", err)
 	}
