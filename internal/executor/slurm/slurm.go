@@ -242,10 +242,10 @@ func (e *Executor) Close() error {
 	return nil
 }
 
-// Capabilities: single-node attempts, processes (no containers), memory
-// limits where the cluster enforces them, NVIDIA GPUs as GRES.
+// Capabilities: multi-node attempts (srun), processes (no containers),
+// memory limits where the cluster enforces them, NVIDIA GPUs as GRES.
 func (e *Executor) Capabilities() executor.Capabilities {
-	return executor.Capabilities{MemoryLimits: e.cfg.MemoryLimits, GPUKinds: []string{"nvidia"}}
+	return executor.Capabilities{MultiNode: true, MemoryLimits: e.cfg.MemoryLimits, GPUKinds: []string{"nvidia"}}
 }
 
 // Events delivers the attempts' observations.
@@ -315,9 +315,6 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	if len(l.Argv) == 0 || l.Argv[0] == "" {
 		return fmt.Errorf("launch %s: argv is empty; give the program to run", l.Ref)
 	}
-	if l.Resources.Nodes > 1 || len(l.Placement.Nodes) > 1 {
-		return fmt.Errorf("launch %s: the Slurm executor runs single-node attempts only (asked for %d nodes)", l.Ref, max(l.Resources.Nodes, len(l.Placement.Nodes)))
-	}
 	if !filepath.IsAbs(l.Dir) {
 		return fmt.Errorf("launch %s: the attempt directory must be an absolute path, got %q", l.Ref, l.Dir)
 	}
@@ -386,7 +383,15 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	if gpus(l) > 0 {
 		b.InheritEnv = []string{"CUDA_VISIBLE_DEVICES"}
 	}
-	rec, err := local.BatchRecord(l, b)
+	run := l
+	if n := nodes(l); n > 1 {
+		if run, err = multiNode(l, n, port); err != nil {
+			return "", err
+		}
+		// srun finds its allocation (and the cluster) through these.
+		b.InheritEnv = append(b.InheritEnv, "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CONF")
+	}
+	rec, err := local.BatchRecord(run, b)
 	if err != nil {
 		return "", err
 	}
@@ -424,7 +429,7 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		"--output=" + filepath.Join(l.Dir, outFile),
 		"--chdir=" + l.Dir,
 		"--export=ALL", // sbatch's own environment: sbatchEnv
-		"--nodes=1", "--ntasks-per-node=1",
+		"--nodes=" + strconv.Itoa(nodes(l)), "--ntasks-per-node=1",
 		"--cpus-per-task=" + strconv.Itoa(max(int(math.Ceil(l.Resources.CPUs)), 1)),
 	}
 	if l.Resources.Memory > 0 {
@@ -450,8 +455,19 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 	return args
 }
 
-// gpus is how many GPUs l asks for: its placement's, or its resources'.
-func gpus(l executor.Launch) int { return max(len(l.Placement.GPUs(0)), l.Resources.GPUs) }
+// gpus is how many GPUs l asks for on each node: its placement's (the
+// most any of its nodes has: Slurm gives every node of a job the same),
+// or its resources'.
+func gpus(l executor.Launch) int {
+	n := l.Resources.GPUs
+	for i := range l.Placement.Nodes {
+		n = max(n, len(l.Placement.GPUs(i)))
+	}
+	return n
+}
+
+// nodes is how many nodes l runs on.
+func nodes(l executor.Launch) int { return max(l.Resources.Nodes, len(l.Placement.Nodes), 1) }
 
 // script is the batch script: it opens the launch record on descriptor
 // 4, removes it (it holds secrets), and becomes the supervisor.
