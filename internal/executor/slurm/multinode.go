@@ -67,33 +67,35 @@ fi
 export RANK NODE_RANK
 exec "$@"`
 
+// clients are the Slurm commands the launcher runs, as the nodes find
+// them.
+type clients struct{ srun, scancel, scontrol string }
+
+// findClients finds srun, scancel and scontrol in this machine's PATH,
+// where the nodes must have them too: the job's environment need not
+// have them in its PATH.
+func findClients() (clients, error) {
+	var paths [3]string
+	for i, name := range []string{"srun", "scancel", "scontrol"} {
+		p, err := exec.LookPath(name)
+		if err == nil {
+			p, err = filepath.Abs(p)
+		}
+		if err != nil {
+			return clients{}, fmt.Errorf("multi-node attempts need %s, at the same path here and on the nodes: %w", name, err)
+		}
+		paths[i] = p
+	}
+	return clients{srun: paths[0], scancel: paths[1], scontrol: paths[2]}, nil
+}
+
 // multiNode is l as the supervisor runs it on an n-node job: its argv
 // becomes the launcher's, which runs l's argv on every node, and its
 // stop signal goes to the launcher alone (see above).
-func multiNode(l executor.Launch, n, port int) (executor.Launch, error) {
-	var paths []string
-	for _, name := range []string{"srun", "scancel", "scontrol"} {
-		p, err := clientPath(name)
-		if err != nil {
-			return l, err
-		}
-		paths = append(paths, p)
-	}
-	argv := []string{"/bin/sh", "-c", "rank=" + quote(rankWrapper) + "\n" + launcher, "trainyard-launcher"}
-	argv = append(argv, paths...)
-	argv = append(argv, strconv.Itoa(n), strconv.Itoa(port))
+func multiNode(l executor.Launch, n, port int, c clients) executor.Launch {
+	argv := []string{"/bin/sh", "-c", "rank=" + quote(rankWrapper) + "\n" + launcher, "trainyard-launcher",
+		c.srun, c.scancel, c.scontrol, strconv.Itoa(n), strconv.Itoa(port)}
 	l.Argv = append(argv, l.Argv...)
 	l.StopSignalTo = domain.StopMain
-	return l, nil
-}
-
-// clientPath is the absolute path of a Slurm command as this machine
-// finds it in PATH, which must be where the nodes have it: the job's
-// environment need not have it in its PATH.
-func clientPath(name string) (string, error) {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("multi-node attempts need %s at the same path here and on the nodes: %w", name, err)
-	}
-	return filepath.Abs(p)
+	return l
 }

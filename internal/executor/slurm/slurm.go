@@ -385,9 +385,11 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	}
 	run := l
 	if n := nodes(l); n > 1 {
-		if run, err = multiNode(l, n, port); err != nil {
+		c, err := findClients()
+		if err != nil {
 			return "", err
 		}
+		run = multiNode(l, n, port, c)
 		// srun finds its allocation (and the cluster) through these.
 		b.InheritEnv = append(b.InheritEnv, "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CONF")
 	}
