@@ -44,8 +44,24 @@
 // one call of each per poll for all attempts, the second only when a job
 // is missing from the first.
 //
-// Not yet: multi-node attempts (srun); MASTER_PORT is a port free on
-// the server's machine, not checked on the node.
+// # Multi-node attempts
+//
+// An attempt of N nodes is one job of N nodes, one task per node
+// (--nodes=N --ntasks-per-node=1, with the CPUs, memory and GPUs asked
+// for each node). Its batch step, on the job's first node, runs the
+// supervisor as above, which starts a launcher (multinode.go) instead
+// of the job's program: srun runs the program once on every node, with
+// RANK and NODE_RANK from its task's SLURM_PROCID, WORLD_SIZE=N,
+// LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR the job's first node as
+// Slurm names it (scontrol show hostnames), the same MASTER_PORT on
+// every node, and CUDA_VISIBLE_DEVICES as Slurm sets it for each task.
+// The log is every rank's output, as srun gathers it. A stop reaches
+// every process of every rank (Slurm signals the tasks), and ends the
+// attempt as on one node; srun and scancel must be at the same path on
+// the nodes as on the server.
+//
+// Not yet: MASTER_PORT is a port free on the server's machine, not
+// checked on the node.
 package slurm
 
 import (
