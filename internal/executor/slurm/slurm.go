@@ -57,8 +57,8 @@
 // every node, and CUDA_VISIBLE_DEVICES as Slurm sets it for each task.
 // The log is every rank's output, as srun gathers it. A stop reaches
 // every process of every rank (Slurm signals the tasks), and ends the
-// attempt as on one node; srun and scancel must be at the same path on
-// the nodes as on the server.
+// attempt as on one node. srun, scancel and scontrol must be at the
+// same path on the nodes as on the server.
 //
 // Not yet: MASTER_PORT is a port free on the server's machine, not
 // checked on the node.
