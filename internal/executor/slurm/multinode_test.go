@@ -105,3 +105,24 @@ func TestMultiNodeStop(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestMultiNodeRankFails: one rank's failure ends the others (srun
+// --kill-on-bad-exit) and the attempt, which fails with srun's exit
+// code (the highest of its ranks': here 143, rank 0's SIGTERM); the
+// log names the rank that failed first, with its code.
+func TestMultiNodeRankFails(t *testing.T) {
+	t.Parallel()
+	w := newWorldOf(t, twoNodes)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, []string{"/bin/sh", "-c", `if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 600`},
+		func(l *executor.Launch) { l.Resources = domain.Resources{CPUs: 1, Nodes: 2} })
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	if ev.State != domain.AttemptFailed || ev.Reason != domain.ReasonExitCode || ev.ExitCode == nil || *ev.ExitCode == 0 {
+		t.Errorf("exited %s/%s (%q), want failed with an exit code", ev.State, ev.Reason, ev.Message)
+	}
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.ContainsFunc(got, func(s string) bool {
+		return strings.Contains(s, "task 1: Exited with exit code 3")
+	}) {
+		t.Errorf("log %q does not say that rank 1 exited with code 3", got)
+	}
+}

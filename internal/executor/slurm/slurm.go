@@ -55,10 +55,13 @@
 // LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR the job's first node as
 // Slurm names it (scontrol show hostnames), the same MASTER_PORT on
 // every node, and CUDA_VISIBLE_DEVICES as Slurm sets it for each task.
-// The log is every rank's output, as srun gathers it. A stop reaches
-// every process of every rank (Slurm signals the tasks), and ends the
-// attempt as on one node. srun, scancel and scontrol must be at the
-// same path on the nodes as on the server.
+// The log is every rank's output, as srun gathers it. A rank that fails
+// ends the others (srun --kill-on-bad-exit), and the attempt ends with
+// srun's exit code: the highest of its ranks' (128+N for one ended by
+// signal N); srun's line in the log names the rank that failed first.
+// A stop reaches every process of every rank (Slurm signals the tasks),
+// and ends the attempt as on one node. srun, scancel and scontrol must
+// be at the same path on the nodes as on the server.
 //
 // Not yet: MASTER_PORT is a port free on the server's machine, not
 // checked on the node.
