@@ -48,6 +48,7 @@ func fakeSlurm(t *testing.T, dir string) clients {
 while :; do
 	case $1 in
 	--ntasks=*) n=${1#--ntasks=}; shift ;;
+	--cpus-per-task=*) SLURM_CPUS_PER_TASK=${1#--cpus-per-task=}; export SLURM_CPUS_PER_TASK; shift ;;
 	--*) shift ;;
 	*) break ;;
 	esac
@@ -109,9 +110,9 @@ func output(t *testing.T, dir string) string {
 // shell: each task gets its rank over the record's single-node values,
 // the first node as MASTER_ADDR, and the job's arguments as given.
 func TestLauncherRanks(t *testing.T) {
-	script := `echo "$RANK $NODE_RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $KEEP|$#|$*"`
+	script := `echo "$RANK $NODE_RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $SLURM_CPUS_PER_TASK $KEEP|$#|$*"`
 	args := []string{"a  b", "$(touch pwned)", "it's", "`touch pwned`", `"q"`, ""}
-	l := executor.Launch{Argv: append([]string{"/bin/sh", "-c", script, "job"}, args...)}
+	l := executor.Launch{Argv: append([]string{"/bin/sh", "-c", script, "job"}, args...), Resources: domain.Resources{CPUs: 2.5}}
 	// The record's values for a single node, which the launcher replaces.
 	env := []string{"PATH=/usr/bin:/bin", "RANK=0", "NODE_RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "KEEP=kept"}
 	dir := t.TempDir()
@@ -123,7 +124,7 @@ func TestLauncherRanks(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(output(t, dir), "\n"), "\n")
 	slices.Sort(lines)
 	tail := "|6|" + strings.Join(args, " ")
-	want := []string{"0 0 2 0 1 node-a 29555 kept" + tail, "1 1 2 0 1 node-a 29555 kept" + tail}
+	want := []string{"0 0 2 0 1 node-a 29555 3 kept" + tail, "1 1 2 0 1 node-a 29555 3 kept" + tail}
 	if !slices.Equal(lines, want) {
 		t.Errorf("tasks printed\n%q\nwant\n%q", lines, want)
 	}

@@ -25,13 +25,15 @@ import (
 // left then ends with the job, which ends with its batch step.
 
 // launcher runs srun in the batch step. Its arguments: srun, scancel and
-// scontrol as the nodes find them, the number of nodes, MASTER_PORT, then
-// the job's argv, which it never reads as shell text. MASTER_ADDR is the
+// scontrol as the nodes find them, the number of nodes, the CPUs of each
+// (the job's: without them srun would give each task one, which CPU
+// binding enforces), MASTER_PORT, then the job's argv, which it never
+// reads as shell text. MASTER_ADDR is the
 // first node of the job, where rank 0 runs: every rank gets the same.
 // The variables it exports reach every task (srun --export=ALL) and
 // replace the single-node values of the launch record.
-const launcher = `srun=$1 scancel=$2 scontrol=$3 nodes=$4 port=$5
-shift 5
+const launcher = `srun=$1 scancel=$2 scontrol=$3 nodes=$4 cpus=$5 port=$6
+shift 6
 hosts=$("$scontrol" show hostnames "$SLURM_JOB_NODELIST")
 read -r MASTER_ADDR <<HOSTS
 $hosts
@@ -45,8 +47,8 @@ export MASTER_ADDR MASTER_PORT WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
 for sig in TERM INT HUP QUIT USR1 USR2 ALRM URG WINCH CONT; do
 	trap '"$scancel" --signal='$sig' "$SLURM_JOB_ID"' $sig
 done
-"$srun" --kill-on-bad-exit=1 --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --export=ALL \
-	/bin/sh -c "$rank" trainyard-rank "$@" &
+"$srun" --kill-on-bad-exit=1 --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
+	--cpus-per-task="$cpus" --export=ALL /bin/sh -c "$rank" trainyard-rank "$@" &
 pid=$!
 # wait returns early when a trapped signal arrives: wait again until
 # srun has ended, and end with its status.
@@ -94,7 +96,7 @@ func findClients() (clients, error) {
 // stop signal goes to the launcher alone (see above).
 func multiNode(l executor.Launch, n, port int, c clients) executor.Launch {
 	argv := []string{"/bin/sh", "-c", "rank=" + quote(rankWrapper) + "\n" + launcher, "trainyard-launcher",
-		c.srun, c.scancel, c.scontrol, strconv.Itoa(n), strconv.Itoa(port)}
+		c.srun, c.scancel, c.scontrol, strconv.Itoa(n), strconv.Itoa(cpusPerNode(l)), strconv.Itoa(port)}
 	l.Argv = append(argv, l.Argv...)
 	l.StopSignalTo = domain.StopMain
 	return l

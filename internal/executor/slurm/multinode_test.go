@@ -23,12 +23,12 @@ func TestMultiNode(t *testing.T) {
 	t.Parallel()
 	w := newWorldOf(t, twoNodes)
 	h := executortest.NewHarness(t, w.exec(t))
-	script := `printf 'rank=%s node_rank=%s node=%s world=%s local=%s/%s master=%s:%s gpus=%s args=%s\n' ` +
+	script := `printf 'rank=%s node_rank=%s node=%s world=%s local=%s/%s master=%s:%s cpus=%s gpus=%s args=%s\n' ` +
 		`"$RANK" "$NODE_RANK" "$SLURMD_NODENAME" "$WORLD_SIZE" "$LOCAL_RANK" "$LOCAL_WORLD_SIZE" ` +
-		`"$MASTER_ADDR" "$MASTER_PORT" "$CUDA_VISIBLE_DEVICES" "$#:$*"`
+		`"$MASTER_ADDR" "$MASTER_PORT" "$SLURM_CPUS_PER_TASK" "$CUDA_VISIBLE_DEVICES" "$#:$*"`
 	args := []string{"a b", "$(echo no)", "it's", `"q"`}
 	l := h.Launch(t, append([]string{"/bin/sh", "-c", script, "job"}, args...), func(l *executor.Launch) {
-		l.Resources = domain.Resources{CPUs: 1, GPUs: 2, Nodes: 2}
+		l.Resources = domain.Resources{CPUs: 2, GPUs: 2, Nodes: 2}
 	})
 	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
 	lines := h.LogLines(t, l.Ref, executor.LogQuery{})
@@ -45,7 +45,7 @@ func TestMultiNode(t *testing.T) {
 			f[k] = v
 		}
 		want := map[string]string{"rank": fmt.Sprint(rank), "node_rank": fmt.Sprint(rank), "node": w.c.Nodes[rank],
-			"world": "2", "local": "0/1"}
+			"world": "2", "local": "0/1", "cpus": "2"}
 		for k, v := range want {
 			if f[k] != v {
 				t.Errorf("rank %d: %s=%q, want %q (%s)", rank, k, f[k], v, line)

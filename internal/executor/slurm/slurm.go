@@ -451,7 +451,7 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		"--chdir=" + l.Dir,
 		"--export=ALL", // sbatch's own environment: sbatchEnv
 		"--nodes=" + strconv.Itoa(nodes(l)), "--ntasks-per-node=1",
-		"--cpus-per-task=" + strconv.Itoa(max(int(math.Ceil(l.Resources.CPUs)), 1)),
+		"--cpus-per-task=" + strconv.Itoa(cpusPerNode(l)),
 	}
 	if l.Resources.Memory > 0 {
 		mib := (int64(l.Resources.Memory) + 1<<20 - 1) >> 20
@@ -486,6 +486,9 @@ func gpus(l executor.Launch) int {
 	}
 	return n
 }
+
+// cpusPerNode is the CPUs l asks for on each node, whole ones.
+func cpusPerNode(l executor.Launch) int { return max(int(math.Ceil(l.Resources.CPUs)), 1) }
 
 // nodes is how many nodes l runs on.
 func nodes(l executor.Launch) int { return max(l.Resources.Nodes, len(l.Placement.Nodes), 1) }
