@@ -28,10 +28,10 @@ import (
 // scontrol as the nodes find them, the number of nodes, the CPUs of each
 // (the job's: without them srun would give each task one, which CPU
 // binding enforces), MASTER_PORT, then the job's argv, which it never
-// reads as shell text. MASTER_ADDR is the
-// first node of the job, where rank 0 runs: every rank gets the same.
-// The variables it exports reach every task (srun --export=ALL) and
-// replace the single-node values of the launch record.
+// reads as shell text. MASTER_ADDR is the first node of the job, where
+// rank 0 runs: every rank gets the same. The variables it exports reach
+// every task (srun --export=ALL) and replace the single-node values of
+// the launch record.
 const launcher = `srun=$1 scancel=$2 scontrol=$3 nodes=$4 cpus=$5 port=$6
 shift 6
 hosts=$("$scontrol" show hostnames "$SLURM_JOB_NODELIST")
