@@ -81,6 +81,14 @@ type Options struct {
 	// MASTER_ADDR set alike on every rank, and leaves
 	// CUDA_VISIBLE_DEVICES out.
 	PodNetwork bool
+	// SchedulerPlacesNodes: the cluster's scheduler, not the placement,
+	// decides where the ranks of a multi-node attempt run (Slurm): rank
+	// 0 is on the first node of the scheduler's allocation, whose name
+	// the placement does not know, and each rank's GPUs are those the
+	// scheduler allocated on its node. The Placement check then wants
+	// MASTER_ADDR set alike on every rank, and leaves
+	// CUDA_VISIBLE_DEVICES out, when the attempt has several nodes.
+	SchedulerPlacesNodes bool
 	// NoSupervisor: the attempt has no supervisor process that the job
 	// could kill (the kubelet supervises it): the Lost check, whose job
 	// kills its parent process, is skipped. (An executor that runs pods
@@ -712,6 +720,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intPtr(0))
 		o := h.Outputs(t, l)
 		var port, master string
+		schedulerPlaced := opts.SchedulerPlacesNodes && len(nodes) > 1
 		for rank, n := range nodes {
 			got := map[string]string{}
 			for _, kv := range strings.Split(ReadOutput(t, o, fmt.Sprintf("env.%d", rank)), "\n") {
@@ -721,11 +730,11 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 			gpus := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(n.GPUs)), ","), "[]")
 			want := map[string]string{"CUDA_VISIBLE_DEVICES": gpus, "WORLD_SIZE": strconv.Itoa(len(nodes)),
 				"RANK": strconv.Itoa(rank), "NODE_RANK": strconv.Itoa(rank), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
-			if len(nodes) > 1 && !opts.PodNetwork {
+			if len(nodes) > 1 && !opts.PodNetwork && !schedulerPlaced {
 				want["MASTER_ADDR"] = nodes[0].Name
 			}
-			if opts.PodNetwork {
-				delete(want, "CUDA_VISIBLE_DEVICES") // the device plugin's
+			if opts.PodNetwork || schedulerPlaced {
+				delete(want, "CUDA_VISIBLE_DEVICES") // the device plugin's, the scheduler's
 				if master != "" && got["MASTER_ADDR"] != master {
 					t.Errorf("rank %d: MASTER_ADDR=%q, rank 0 has %q: want the same on every node", rank, got["MASTER_ADDR"], master)
 				}

@@ -24,8 +24,9 @@ import (
 // Batch is how a supervisor started elsewhere runs its attempt (see
 // BatchRecord).
 type Batch struct {
-	// Port is MASTER_PORT (MASTER_ADDR is 127.0.0.1: single-node
-	// attempts).
+	// Port is MASTER_PORT. The record's rank variables are a single
+	// node's (MASTER_ADDR=127.0.0.1, RANK=0): an executor that runs
+	// several nodes sets each node's in the program it starts.
 	Port int
 	// User is USER and LOGNAME, unless the launch's Env sets them: the
 	// user the job runs as.

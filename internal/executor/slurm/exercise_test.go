@@ -7,14 +7,18 @@ import (
 	"trainyard/internal/executor/executortest"
 )
 
-// TestExercise runs the conformance suite against the real daemons. The
+// TestExercise runs the conformance suite against the real daemons, on
+// two nodes (both this machine), so that its multi-node attempt runs. The
 // batch step is the local executor's supervisor, on this machine: the
 // suite's process checks hold, and the supervisor's records (progress,
 // checkpoints, outputs) are reported as the local executor reports them.
+// Slurm picks a multi-node attempt's nodes and GPUs, whatever its
+// placement says.
 func TestExercise(t *testing.T) {
 	t.Parallel() // beside TestSlurmTimeLimit, which mostly waits
-	w := newWorld(t)
+	w := newWorldOf(t, twoNodes)
 	executortest.Exercise(t, func(t *testing.T) executor.Executor { return w.exec(t) }, executortest.Options{
-		Processes: true,
+		Processes:            true,
+		SchedulerPlacesNodes: true,
 	})
 }

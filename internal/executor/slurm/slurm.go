@@ -44,8 +44,27 @@
 // one call of each per poll for all attempts, the second only when a job
 // is missing from the first.
 //
-// Not yet: multi-node attempts (srun); MASTER_PORT is a port free on
-// the server's machine, not checked on the node.
+// # Multi-node attempts
+//
+// An attempt of N nodes is one job of N nodes, one task per node
+// (--nodes=N --ntasks-per-node=1, with the CPUs, memory and GPUs asked
+// for each node). Its batch step, on the job's first node, runs the
+// supervisor as above, which starts a launcher (multinode.go) instead
+// of the job's program: srun runs the program once on every node, with
+// RANK and NODE_RANK from its task's SLURM_PROCID, WORLD_SIZE=N,
+// LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR the job's first node as
+// Slurm names it (scontrol show hostnames), the same MASTER_PORT on
+// every node, and CUDA_VISIBLE_DEVICES as Slurm sets it for each task.
+// The log is every rank's output, as srun gathers it. A rank that fails
+// ends the others (srun --kill-on-bad-exit), and the attempt ends with
+// srun's exit code: the highest of its ranks' (128+N for one ended by
+// signal N); srun's line in the log names the rank that failed first.
+// A stop reaches every process of every rank (Slurm signals the tasks),
+// and ends the attempt as on one node. srun, scancel and scontrol must
+// be at the same path on the nodes as on the server.
+//
+// Not yet: MASTER_PORT is a port free on the server's machine, not
+// checked on the node.
 package slurm
 
 import (
@@ -242,10 +261,10 @@ func (e *Executor) Close() error {
 	return nil
 }
 
-// Capabilities: single-node attempts, processes (no containers), memory
-// limits where the cluster enforces them, NVIDIA GPUs as GRES.
+// Capabilities: multi-node attempts (srun), processes (no containers),
+// memory limits where the cluster enforces them, NVIDIA GPUs as GRES.
 func (e *Executor) Capabilities() executor.Capabilities {
-	return executor.Capabilities{MemoryLimits: e.cfg.MemoryLimits, GPUKinds: []string{"nvidia"}}
+	return executor.Capabilities{MultiNode: true, MemoryLimits: e.cfg.MemoryLimits, GPUKinds: []string{"nvidia"}}
 }
 
 // Events delivers the attempts' observations.
@@ -315,9 +334,6 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	if len(l.Argv) == 0 || l.Argv[0] == "" {
 		return fmt.Errorf("launch %s: argv is empty; give the program to run", l.Ref)
 	}
-	if l.Resources.Nodes > 1 || len(l.Placement.Nodes) > 1 {
-		return fmt.Errorf("launch %s: the Slurm executor runs single-node attempts only (asked for %d nodes)", l.Ref, max(l.Resources.Nodes, len(l.Placement.Nodes)))
-	}
 	if !filepath.IsAbs(l.Dir) {
 		return fmt.Errorf("launch %s: the attempt directory must be an absolute path, got %q", l.Ref, l.Dir)
 	}
@@ -386,7 +402,17 @@ func (e *Executor) submit(ctx context.Context, l executor.Launch) (string, error
 	if gpus(l) > 0 {
 		b.InheritEnv = []string{"CUDA_VISIBLE_DEVICES"}
 	}
-	rec, err := local.BatchRecord(l, b)
+	run := l
+	if n := nodes(l); n > 1 {
+		c, err := findClients()
+		if err != nil {
+			return "", err
+		}
+		run = multiNode(l, n, port, c)
+		// srun finds its allocation (and the cluster) through these.
+		b.InheritEnv = append(b.InheritEnv, "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CONF")
+	}
+	rec, err := local.BatchRecord(run, b)
 	if err != nil {
 		return "", err
 	}
@@ -424,8 +450,8 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 		"--output=" + filepath.Join(l.Dir, outFile),
 		"--chdir=" + l.Dir,
 		"--export=ALL", // sbatch's own environment: sbatchEnv
-		"--nodes=1", "--ntasks-per-node=1",
-		"--cpus-per-task=" + strconv.Itoa(max(int(math.Ceil(l.Resources.CPUs)), 1)),
+		"--nodes=" + strconv.Itoa(nodes(l)), "--ntasks-per-node=1",
+		"--cpus-per-task=" + strconv.Itoa(cpusPerNode(l)),
 	}
 	if l.Resources.Memory > 0 {
 		mib := (int64(l.Resources.Memory) + 1<<20 - 1) >> 20
@@ -450,8 +476,22 @@ func (e *Executor) sbatchArgs(l executor.Launch) []string {
 	return args
 }
 
-// gpus is how many GPUs l asks for: its placement's, or its resources'.
-func gpus(l executor.Launch) int { return max(len(l.Placement.GPUs(0)), l.Resources.GPUs) }
+// gpus is how many GPUs l asks for on each node: its placement's (the
+// most any of its nodes has: Slurm gives every node of a job the same),
+// or its resources'.
+func gpus(l executor.Launch) int {
+	n := l.Resources.GPUs
+	for i := range l.Placement.Nodes {
+		n = max(n, len(l.Placement.GPUs(i)))
+	}
+	return n
+}
+
+// cpusPerNode is the CPUs l asks for on each node, whole ones.
+func cpusPerNode(l executor.Launch) int { return max(int(math.Ceil(l.Resources.CPUs)), 1) }
+
+// nodes is how many nodes l runs on.
+func nodes(l executor.Launch) int { return max(l.Resources.Nodes, len(l.Placement.Nodes), 1) }
 
 // script is the batch script: it opens the launch record on descriptor
 // 4, removes it (it holds secrets), and becomes the supervisor.

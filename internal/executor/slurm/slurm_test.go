@@ -41,6 +41,15 @@ func newWorld(t *testing.T) *world {
 	return &world{c: slurmtest.Shared(t), runs: logs.Layout{Root: t.TempDir()}}
 }
 
+// twoNodes is the shared cluster of two nodes, for multi-node attempts.
+var twoNodes = slurmtest.Options{Nodes: 2}
+
+// newWorldOf is newWorld on the shared cluster with opts.
+func newWorldOf(t *testing.T, opts slurmtest.Options) *world {
+	t.Helper()
+	return &world{c: slurmtest.SharedWith(t, opts), runs: logs.Layout{Root: t.TempDir()}}
+}
+
 // layoutExec keeps attempts where the control loop does (the runs
 // directory's layout, which Config.Files reads) under the directories
 // the harness chose: the harness's attempt directory is a link to the

@@ -1,8 +1,10 @@
-// Package slurmtest runs a private, single-node Slurm for tests: munged on
-// a socket of its own, slurmctld and slurmd started by hand (no systemd)
-// from a generated slurm.conf in a temporary directory, on free ports,
-// without accounting. The node is this machine (`hostname -s`, reached
-// at 127.0.0.1); it declares Cluster.CPUs CPUs and Cluster.GPUs fake
+// Package slurmtest runs a private Slurm for tests: munged on a socket of
+// its own, slurmctld and slurmd started by hand (no systemd) from a
+// generated slurm.conf in a temporary directory, on free ports, without
+// accounting. The node is this machine (`hostname -s`, reached at
+// 127.0.0.1); a cluster of several nodes (Options.Nodes) runs one slurmd
+// per node on it, each on a port of its own (slurmd -N NAME). Each node
+// declares Cluster.CPUs CPUs and Cluster.GPUs fake
 // GPUs: character devices standing in for /dev/nvidiaN in gres.conf
 // where device files can be made (Cluster.GPUDevices), plain files
 // elsewhere, which Slurm counts but does not name to jobs.
@@ -25,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,17 +46,20 @@ const InstallHint = "sudo apt-get install -y slurm-wlm munge"
 // busy two-core machine takes seconds.
 var StartTimeout = 60 * time.Second
 
-// Cluster is a running single-node Slurm.
+// Cluster is a running Slurm.
 type Cluster struct {
 	// Dir holds the configuration, state, spool and the daemons' logs.
 	Dir string
 	// Conf is the slurm.conf: clients find the cluster through
 	// SLURM_CONF=Conf (Env).
 	Conf string
-	// Node and Partition name the only node and partition.
+	// Node and Partition name the first node and the only partition.
 	Node      string
 	Partition string
-	// CPUs, MemoryMiB and GPUs are what the node declares.
+	// Nodes names every node, Node first: this machine's name, then
+	// Node-2, Node-3…, all this machine.
+	Nodes []string
+	// CPUs, MemoryMiB and GPUs are what each node declares.
 	CPUs      int
 	MemoryMiB int
 	GPUs      int
@@ -64,7 +70,7 @@ type Cluster struct {
 	// names none (a count alone in gres.conf makes slurmd report none).
 	GPUDevices bool
 
-	procs []*exec.Cmd // munged, slurmctld, slurmd
+	procs []*exec.Cmd // munged, slurmctld, slurmd (one per node)
 }
 
 // Env is the environment of a Slurm client for this cluster: the test's
@@ -78,7 +84,13 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exe
 	return cmd
 }
 
+// shared holds the package's clusters, one per Options.
 var shared struct {
+	mu       sync.Mutex
+	clusters map[Options]*sharedCluster
+}
+
+type sharedCluster struct {
 	once sync.Once
 	c    *Cluster
 	err  error
@@ -113,21 +125,35 @@ func Require(t testing.TB) {
 
 // Shared returns the package's cluster, starting it on first use (see
 // Require for when it skips).
-func Shared(t testing.TB) *Cluster {
+func Shared(t testing.TB) *Cluster { t.Helper(); return SharedWith(t, Options{}) }
+
+// SharedWith returns the package's cluster with opts, starting it on
+// first use; tests that ask for the same options share it.
+func SharedWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
-	shared.once.Do(func() {
+	shared.mu.Lock()
+	if shared.clusters == nil {
+		shared.clusters = map[Options]*sharedCluster{}
+	}
+	sc := shared.clusters[opts]
+	if sc == nil {
+		sc = &sharedCluster{}
+		shared.clusters[opts] = sc
+	}
+	shared.mu.Unlock()
+	sc.once.Do(func() {
 		dir, err := os.MkdirTemp("", "trainyard-slurm-")
 		if err != nil {
-			shared.err = err
+			sc.err = err
 			return
 		}
-		shared.c, shared.err = Start(dir)
+		sc.c, sc.err = StartWith(dir, opts)
 	})
-	if shared.err != nil {
-		t.Fatalf("start Slurm: %v", shared.err)
+	if sc.err != nil {
+		t.Fatalf("start Slurm: %v", sc.err)
 	}
-	return shared.c
+	return sc.c
 }
 
 // Main runs a test package's tests, then stops the shared cluster: call
@@ -138,28 +164,36 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Stop stops the shared cluster, if one was started, and removes its
-// directory (kept, and named, with TRAINYARD_TEST_SLURM_KEEP=1: the
+// Stop stops the shared clusters that were started and removes their
+// directories (kept, and named, with TRAINYARD_TEST_SLURM_KEEP=1: the
 // daemons' logs are there).
 func Stop() {
-	if shared.c == nil {
-		return
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for _, sc := range shared.clusters {
+		if sc.c == nil {
+			continue
+		}
+		sc.c.Stop()
+		if os.Getenv("TRAINYARD_TEST_SLURM_KEEP") == "1" {
+			fmt.Fprintln(os.Stderr, "slurmtest: kept", sc.c.Dir)
+			continue
+		}
+		_ = os.RemoveAll(sc.c.Dir)
 	}
-	shared.c.Stop()
-	if os.Getenv("TRAINYARD_TEST_SLURM_KEEP") == "1" {
-		fmt.Fprintln(os.Stderr, "slurmtest: kept", shared.c.Dir)
-		return
-	}
-	_ = os.RemoveAll(shared.c.Dir)
 }
 
-// Options change what a cluster's node declares; zero values keep the
+// Options change what a cluster's nodes declare; zero values keep the
 // defaults.
 type Options struct {
-	// CPUs the node declares; default 8. A benchmark that runs many
+	// CPUs each node declares; default 8. A benchmark that runs many
 	// one-CPU jobs at once asks for more (the node's real CPUs do not
 	// limit what Slurm places: jobs are not confined).
 	CPUs int
+	// Nodes is how many nodes the cluster has; default 1. Each is a
+	// slurmd of its own on this machine, so that multi-node jobs (srun)
+	// run here; their fake GPUs are the same files.
+	Nodes int
 }
 
 // New starts a cluster for one test, stopped when it ends.
@@ -193,14 +227,23 @@ func StartWith(dir string, opts Options) (c *Cluster, err error) {
 		return nil, fmt.Errorf("this machine's name (the node's): %w", err)
 	}
 	host, _, _ = strings.Cut(host, ".")
-	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Partition: "test", CPUs: cmp.Or(opts.CPUs, 8), MemoryMiB: 16384}
+	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Nodes: []string{host}, Partition: "test", CPUs: cmp.Or(opts.CPUs, 8), MemoryMiB: 16384}
+	for i := 2; i <= opts.Nodes; i++ {
+		c.Nodes = append(c.Nodes, host+"-"+strconv.Itoa(i))
+	}
 	defer func() {
 		if err != nil {
 			c.Stop()
 			c = nil
 		}
 	}()
-	for _, d := range []string{"munge", "state", "spool", "dev"} {
+	dirs := []string{"munge", "state", "spool", "dev"}
+	if len(c.Nodes) > 1 {
+		for _, n := range c.Nodes {
+			dirs = append(dirs, "spool-"+n)
+		}
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return c, err
 		}
@@ -227,7 +270,8 @@ func StartWith(dir string, opts Options) (c *Cluster, err error) {
 	if err := waitFor(StartTimeout, "munged's socket", func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
 		return c, c.withLogs(err)
 	}
-	ports, err := freePorts(2)
+	// slurmctld's, then one per slurmd.
+	ports, err := freePorts(1 + len(c.Nodes))
 	if err != nil {
 		return c, err
 	}
@@ -247,31 +291,55 @@ func StartWith(dir string, opts Options) (c *Cluster, err error) {
 		}
 		files = append(files, f)
 	}
-	gres := fmt.Sprintf("NodeName=%s Name=gpu File=%s\n", host, strings.Join(files, ","))
-	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres), 0o644); err != nil {
+	var gres strings.Builder
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&gres, "NodeName=%s Name=gpu File=%s\n", n, strings.Join(files, ","))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres.String()), 0o644); err != nil {
 		return c, err
 	}
 	if err := c.start(filepath.Join(dir, "slurmctld.out"), "slurmctld", "-D", "-c", "-f", c.Conf); err != nil {
 		return c, err
 	}
-	if err := c.start(filepath.Join(dir, "slurmd.out"), "slurmd", "-D", "-f", c.Conf); err != nil {
-		return c, err
+	if len(c.Nodes) == 1 {
+		if err := c.start(filepath.Join(dir, "slurmd.out"), "slurmd", "-D", "-f", c.Conf); err != nil {
+			return c, err
+		}
+	} else {
+		for _, n := range c.Nodes {
+			if err := c.start(filepath.Join(dir, "slurmd-"+n+".out"), "slurmd", "-D", "-N", n, "-f", c.Conf); err != nil {
+				return c, err
+			}
+		}
 	}
-	if err := waitFor(StartTimeout, "the node to be idle (sinfo)", func() bool {
+	if err := waitFor(StartTimeout, "the nodes to be idle (sinfo)", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, err := c.Command(ctx, "sinfo", "-h", "-o", "%T").Output()
-		return err == nil && strings.TrimSpace(string(out)) == "idle"
+		out, err := c.Command(ctx, "sinfo", "-h", "-N", "-o", "%T").Output()
+		states := strings.Fields(string(out))
+		return err == nil && len(states) == len(c.Nodes) && !slices.ContainsFunc(states, func(s string) bool { return s != "idle" })
 	}); err != nil {
 		return c, c.withLogs(err)
 	}
 	return c, nil
 }
 
-// config is the cluster's slurm.conf.
+// config is the cluster's slurm.conf. Its nodes are this machine; with
+// more than one, each slurmd has its own port, spool directory, PID file
+// and log (%n: the node's name).
 func (c *Cluster) config(sock string, ports []int) string {
 	gres, gresTypes := fmt.Sprintf(" Gres=gpu:%d", c.GPUs), "GresTypes=gpu\n"
 	d := c.Dir
+	perNode := ""
+	nodes := fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d%s State=UNKNOWN\n", c.Node, c.CPUs, c.MemoryMiB, gres)
+	if len(c.Nodes) > 1 {
+		perNode = "-%n"
+		nodes = ""
+		for i, n := range c.Nodes {
+			nodes += fmt.Sprintf("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d%s State=UNKNOWN\n",
+				n, c.Node, ports[1+i], c.CPUs, c.MemoryMiB, gres)
+		}
+	}
 	return fmt.Sprintf(`ClusterName=trainyardtest
 SlurmctldHost=%[1]s(127.0.0.1)
 SlurmctldPort=%[2]d
@@ -282,11 +350,11 @@ AuthType=auth/munge
 AuthInfo=socket=%[4]s
 CredType=cred/munge
 StateSaveLocation=%[5]s/state
-SlurmdSpoolDir=%[5]s/spool
+SlurmdSpoolDir=%[5]s/spool%[10]s
 SlurmctldPidFile=%[5]s/slurmctld.pid
-SlurmdPidFile=%[5]s/slurmd.pid
+SlurmdPidFile=%[5]s/slurmd%[10]s.pid
 SlurmctldLogFile=%[5]s/slurmctld.log
-SlurmdLogFile=%[5]s/slurmd.log
+SlurmdLogFile=%[5]s/slurmd%[10]s.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -304,9 +372,8 @@ ReturnToService=2
 KillWait=5
 MinJobAge=600
 DefMemPerCPU=256
-%[6]sNodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[7]d RealMemory=%[8]d%[9]s State=UNKNOWN
-PartitionName=%[10]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
-`, c.Node, ports[0], ports[1], sock, d, gresTypes, c.CPUs, c.MemoryMiB, gres, c.Partition)
+%[6]s%[7]sPartitionName=%[8]s Nodes=%[9]s Default=YES MaxTime=INFINITE State=UP
+`, c.Node, ports[0], ports[1], sock, d, gresTypes, nodes, c.Partition, strings.Join(c.Nodes, ","), perNode)
 }
 
 // makeGPUs makes n character devices standing in for NVIDIA GPUs (major
@@ -350,7 +417,7 @@ func (c *Cluster) start(out, name string, args ...string) error {
 // job step outlives its slurmd), then stops slurmd, slurmctld and munged
 // (SIGTERM, SIGKILL after 10 s).
 func (c *Cluster) Stop() {
-	if len(c.procs) >= 3 {
+	if len(c.procs) >= 2+len(c.Nodes) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = c.Command(ctx, "scancel", "--full", "--partition="+c.Partition).Run()
 		cancel()
@@ -381,7 +448,13 @@ func stopProc(cmd *exec.Cmd) {
 // withLogs adds the ends of the daemons' logs to err.
 func (c *Cluster) withLogs(err error) error {
 	var b strings.Builder
-	for _, f := range []string{"munge/munged.log", "munge/munged.out", "slurmctld.log", "slurmctld.out", "slurmd.log", "slurmd.out"} {
+	files := []string{"munge/munged.log", "munge/munged.out", "slurmctld.log", "slurmctld.out", "slurmd.log", "slurmd.out"}
+	if len(c.Nodes) > 1 {
+		for _, n := range c.Nodes {
+			files = append(files, "slurmd-"+n+".log", "slurmd-"+n+".out")
+		}
+	}
+	for _, f := range files {
 		data, rerr := os.ReadFile(filepath.Join(c.Dir, f))
 		if rerr != nil || len(data) == 0 {
 			continue

@@ -2,6 +2,7 @@ package slurmtest_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,4 +26,23 @@ func TestStart(t *testing.T) {
 		t.Fatalf("scontrol show nodes: %v: %s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestStartNodes starts a cluster of two nodes (two slurmd on this
+// machine) and runs a task on each with srun.
+func TestStartNodes(t *testing.T) {
+	t0 := time.Now()
+	c := slurmtest.NewWith(t, slurmtest.Options{Nodes: 2})
+	t.Logf("started %v in %v", c.Nodes, time.Since(t0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.Command(ctx, "srun", "--nodes=2", "--ntasks-per-node=1", "sh", "-c", `echo "$SLURM_PROCID $SLURMD_NODENAME"`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("srun: %v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	slices.Sort(lines)
+	if want := []string{"0 " + c.Nodes[0], "1 " + c.Nodes[1]}; !slices.Equal(lines, want) {
+		t.Errorf("srun printed %q, want %q", lines, want)
+	}
 }
