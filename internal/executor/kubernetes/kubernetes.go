@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -57,6 +58,11 @@ type Config struct {
 	// Files is the read side (logs, outputs): where the executor keeps
 	// what outlives the pods.
 	Files executor.Files
+	// FollowAfter is how long a pod's container runs before its log is
+	// followed (a stream held open); one that ends sooner is read with one
+	// request at its end. Following the attempt's log (Logs with Follow)
+	// follows its pods at once. Default 5s.
+	FollowAfter time.Duration
 	// Agent, with its Image set, runs each pod's command under the in-job
 	// agent (trainyard agent), which reports the attempt's progress,
 	// checkpoints and outputs through the API with its job token: the
@@ -304,7 +310,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	// request names is run on all of them.
 	l.Resources.Nodes = max(l.Resources.Nodes, len(l.Placement.Nodes))
 	o := build(e.cfg, l)
-	a := &attempt{log: newAttemptLog(e.ctx, l)}
+	a := &attempt{log: newAttemptLog(e.ctx, l, cmp.Or(e.cfg.FollowAfter, followAfter))}
 	e.mu.Lock()
 	old := e.attempts[l.Ref]
 	e.attempts[l.Ref] = a
@@ -352,6 +358,27 @@ func (e *Executor) forget(ref executor.Ref) {
 	e.mu.Unlock()
 	if a != nil {
 		a.log.cancel()
+	}
+}
+
+// Logs reads the attempt's log (Config.Files), as Following says when
+// it follows the log.
+func (e *Executor) Logs(ctx context.Context, ref executor.Ref, q executor.LogQuery, w io.Writer) error {
+	if q.Follow {
+		e.Following(ref)
+	}
+	return e.Files.Logs(ctx, ref, q, w)
+}
+
+// Following has the attempt's running pods' logs followed at once, not
+// after FollowAfter, and those of its pods that start later as they
+// start: someone follows the attempt's log and watches its lines arrive.
+func (e *Executor) Following(ref executor.Ref) {
+	e.mu.Lock()
+	a := e.attempts[ref]
+	e.mu.Unlock()
+	if a != nil {
+		a.log.goLive()
 	}
 }
 

@@ -1,7 +1,9 @@
 package kubernetes_test
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -20,6 +22,8 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/executor/kubernetes"
 	"trainyard/internal/executor/kubernetes/kubetest"
+	"trainyard/internal/executor/local"
+	"trainyard/internal/logs"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
@@ -383,4 +387,41 @@ func TestPodLogsOutliveThePod(t *testing.T) {
 	if _, err := w.c.Client(t).BatchV1().Jobs(w.ns).Get(context.Background(), name(l.Ref), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("launching an ended attempt again created its Job again (%v)", err)
 	}
+}
+
+// TestFollowingALogFollowsThePods: once someone follows an attempt's log,
+// its running pod's lines reach the attempt's log while the pod runs,
+// without waiting for FollowAfter (here an hour).
+func TestFollowingALogFollowsThePods(t *testing.T) {
+	runs := logs.Layout{Root: t.TempDir()}
+	w := newWorld(t, func(c *kubernetes.Config) {
+		c.FollowAfter = time.Hour
+		c.Files = local.NewReader(runs.Root)
+	})
+	l := w.launch(t, []string{"TRAINYARD_KWOK_BLOCK=1"}, func(l *executor.Launch) {
+		l.Dir = runs.AttemptDir(l.JobID, l.Attempt)
+		l.LogPath = runs.LogPath(l.JobID, l.Attempt)
+	})
+	w.h.Wait(t, l.Ref, executor.Started)
+
+	ctx, cancel := context.WithTimeout(context.Background(), executortest.WaitTimeout)
+	defer cancel()
+	r, pw := io.Pipe()
+	go func() { pw.CloseWithError(w.ex.Logs(ctx, l.Ref, executor.LogQuery{Follow: true}, pw)) }()
+	sc := bufio.NewScanner(r)
+	var got []string
+	for sc.Scan() {
+		if got = append(got, sc.Text()); sc.Text() == kubetest.PodLogLines[0] {
+			break
+		}
+	}
+	if len(got) == 0 || got[len(got)-1] != kubetest.PodLogLines[0] {
+		t.Fatalf("following the running pod's log gave %q (%v), want its line %q before it ends", got, sc.Err(), kubetest.PodLogLines[0])
+	}
+	cancel()
+	r.Close()
+	if err := w.ex.Stop(context.Background(), l.Ref, executor.StopRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	w.h.Wait(t, l.Ref, executor.Exited)
 }

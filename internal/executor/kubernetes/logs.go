@@ -19,7 +19,8 @@ import (
 )
 
 // Each pod's log is read with one request, once its container has
-// started. A container seen running for followAfter is followed (one
+// started. A container seen running for followAfter (Config.FollowAfter)
+// is followed (one
 // stream, follow=true, which the kubelet ends once the container has
 // exited), so that its lines reach the attempt's log as they are written;
 // one that exits sooner, or whose attempt ends or is stopped first, is
@@ -29,6 +30,8 @@ import (
 // readers read on until their requests end, until none has read a line
 // for logIdle (a kubelet that keeps a stream open after the exit, as
 // kwok's does), or for logGrace at most; then the outcome is reported.
+// Once someone follows the attempt's log (Logs with Follow), its running
+// pods are followed at once, and so are those that start after.
 const (
 	followAfter = 5 * time.Second
 	logIdle     = time.Second
@@ -51,8 +54,10 @@ type attemptLog struct {
 	limit  int64
 	redact [][]byte
 	multi  bool
+	after  time.Duration // followAfter, or the executor's own
 
 	mu      sync.Mutex
+	live    bool                  // someone follows the log: follow running pods at once
 	read    map[string]bool       // pods being or already read
 	waiting map[string]waitingPod // running pods not yet followed (followAfter)
 	reading int                   // readers still running
@@ -63,9 +68,9 @@ type attemptLog struct {
 	active  time.Time             // when a reader last wrote or started
 }
 
-func newAttemptLog(parent context.Context, l executor.Launch) *attemptLog {
+func newAttemptLog(parent context.Context, l executor.Launch, after time.Duration) *attemptLog {
 	ctx, cancel := context.WithCancel(parent)
-	a := &attemptLog{ctx: ctx, cancel: cancel, dir: l.Dir, path: l.LogPath, limit: l.LogLimit,
+	a := &attemptLog{ctx: ctx, cancel: cancel, dir: l.Dir, path: l.LogPath, limit: l.LogLimit, after: after,
 		multi: max(l.Resources.Nodes, 1) > 1, read: map[string]bool{}, waiting: map[string]waitingPod{}, last: lastLogTime(l.LogPath)}
 	for _, v := range l.Redact {
 		if len(v) >= 4 {
@@ -102,13 +107,26 @@ func (a *attemptLog) follow(c *client, p *corev1.Pod) {
 		a.readLocked(c, ns, name, rank, false)
 		return
 	}
+	if a.live {
+		a.readLocked(c, ns, name, rank, true)
+		return
+	}
 	if _, ok := a.waiting[name]; !ok {
-		a.waiting[name] = waitingPod{c: c, ns: ns, rank: rank, timer: time.AfterFunc(followAfter, func() {
+		a.waiting[name] = waitingPod{c: c, ns: ns, rank: rank, timer: time.AfterFunc(a.after, func() {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.readLocked(c, ns, name, rank, true)
 		})}
 	}
+}
+
+// goLive follows the running pods' logs at once, now and from now on:
+// someone follows the attempt's log.
+func (a *attemptLog) goLive() {
+	a.mu.Lock()
+	a.live = true
+	a.mu.Unlock()
+	a.followNow(true)
 }
 
 // followNow starts reading the pods still waiting for followAfter: live

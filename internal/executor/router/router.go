@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -190,6 +191,27 @@ func (r *Router) Release(ctx context.Context, ref executor.Ref) error {
 	delete(r.owner, ref)
 	r.mu.Unlock()
 	return nil
+}
+
+// follower is an executor that reads an attempt's output sooner once
+// someone follows its log (Kubernetes follows the pods' logs at once).
+type follower interface {
+	Following(ref executor.Ref)
+}
+
+// Logs reads the attempt's log through Files, first telling the executor
+// that launched the attempt in this process, when it is a follower, that
+// someone follows its log.
+func (r *Router) Logs(ctx context.Context, ref executor.Ref, q executor.LogQuery, w io.Writer) error {
+	if q.Follow {
+		r.mu.Lock()
+		name, ok := r.owner[ref]
+		r.mu.Unlock()
+		if f, isF := r.execs[name].(follower); ok && isF {
+			f.Following(ref)
+		}
+	}
+	return r.Files.Logs(ctx, ref, q, w)
 }
 
 // waiter is an executor that can say why an attempt is not running yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -159,5 +160,39 @@ func TestRouterUnknownAttempt(t *testing.T) {
 	kube.StopFunc = notFound
 	if err := r.Stop(ctx, ref, executor.StopRequest{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("no executor knows the attempt: %v, want ErrNotFound", err)
+	}
+}
+
+// followingFake is an executor that wants to know who follows a log.
+type followingFake struct {
+	*executortest.Fake
+	followed []executor.Ref
+}
+
+func (f *followingFake) Following(ref executor.Ref) { f.followed = append(f.followed, ref) }
+
+// Following an attempt's log tells the executor that runs it, when it
+// wants to know; reading it without following does not.
+func TestRouterTellsWhoFollowsALog(t *testing.T) {
+	ctx := context.Background()
+	local := &executortest.Fake{}
+	kube := &followingFake{Fake: &executortest.Fake{}}
+	r, err := router.New("local", map[string]executor.Executor{"local": local, "gpu-cluster": kube}, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := launch(3, "a100", "gpu-cluster")
+	if err := r.Launch(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Logs(ctx, l.Ref, executor.LogQuery{}, io.Discard)
+	if len(kube.followed) != 0 {
+		t.Errorf("reading the log told the executor %v, want nothing", kube.followed)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // the fake's follow waits for the attempt's end
+	defer cancel()
+	_ = r.Logs(short, l.Ref, executor.LogQuery{Follow: true}, io.Discard)
+	if !slices.Equal(kube.followed, []executor.Ref{l.Ref}) {
+		t.Errorf("following the log told the executor %v, want %v", kube.followed, l.Ref)
 	}
 }
