@@ -127,6 +127,31 @@ func Require(t testing.TB) {
 	}
 }
 
+// memoryCgroup is where Options.MemoryLimits needs cgroup v1's memory
+// controller, writable.
+const memoryCgroup = "/sys/fs/cgroup/memory"
+
+// requireMemoryLimits skips the test (fails it in CI, as Require) when
+// opts ask for memory limits and this machine cannot enforce them.
+func requireMemoryLimits(t testing.TB, opts Options) {
+	t.Helper()
+	if !opts.MemoryLimits {
+		return
+	}
+	_, err := os.Stat(filepath.Join(memoryCgroup, "memory.limit_in_bytes"))
+	if err == nil {
+		err = syscall.Access(memoryCgroup, 2 /* W_OK */)
+	}
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("a Slurm that enforces --mem needs cgroup v1's memory controller, writable, at %s: %v", memoryCgroup, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // Shared returns the package's cluster, starting it on first use (see
 // Require for when it skips).
 func Shared(t testing.TB) *Cluster { t.Helper(); return SharedWith(t, Options{}) }
@@ -136,6 +161,7 @@ func Shared(t testing.TB) *Cluster { t.Helper(); return SharedWith(t, Options{})
 func SharedWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
+	requireMemoryLimits(t, opts)
 	shared.mu.Lock()
 	if shared.clusters == nil {
 		shared.clusters = map[Options]*sharedCluster{}
@@ -201,9 +227,10 @@ type Options struct {
 	// MemoryLimits makes the nodes enforce --mem: task/cgroup on the
 	// cgroup v1 memory controller (ConstrainRAMSpace), so that a job
 	// past its memory is killed and ends OUT_OF_MEMORY. It needs cgroup
-	// v1's memory controller mounted at /sys/fs/cgroup/memory, writable;
-	// without it jobs are not confined. Its job ids start at a random
-	// number: clusters on one machine share the cgroup tree (slurm/).
+	// v1's memory controller mounted at /sys/fs/cgroup/memory, writable
+	// (SharedWith and NewWith skip the test without it, as Require). Its
+	// job ids start at a random number: clusters on one machine share
+	// the cgroup tree (slurm/).
 	MemoryLimits bool
 }
 
@@ -214,6 +241,7 @@ func New(t testing.TB) *Cluster { return NewWith(t, Options{}) }
 func NewWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
+	requireMemoryLimits(t, opts)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
