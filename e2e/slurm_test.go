@@ -210,10 +210,11 @@ func (s *server) output(id int64, path string) string {
 }
 
 // TestSlurmRestart: a server killed with SIGKILL while its Slurm jobs run
-// reattaches to them once restarted: every job succeeds in its first
-// attempt, with its whole log, and Slurm ran each attempt once (its job
-// id, in the attempt's directory, is the one from before the kill, and
-// Slurm lists one job by that name).
+// (three of one node, one of two) reattaches to them once restarted:
+// every job succeeds in its first attempt, with its whole log (every
+// rank's), and Slurm ran each attempt once (its job id, in the attempt's
+// directory, is the one from before the kill, and Slurm lists one job by
+// that name).
 func TestSlurmRestart(t *testing.T) {
 	prefix := fmt.Sprintf("ty-e2e-r%d", time.Now().UnixNano()%1_000_000)
 	s, c := slurmServer(t, prefix, twoNodes)
@@ -226,6 +227,9 @@ func TestSlurmRestart(t *testing.T) {
 			"entrypoint: [sh, -c, \"echo begin; sleep 5; echo end\"]\n")
 		ids = append(ids, j.ID)
 	}
+	gang := s.submit("name: nap-gang\npool: hpc\nresources: {nodes: 2, cpus: 1, memory: 256MiB}\n" +
+		"entrypoint: [sh, -c, \"echo begin $RANK; sleep 5; echo end $RANK\"]\n")
+	ids = append(ids, gang.ID)
 	slurmJob := map[int64]string{}
 	for _, id := range ids {
 		s.waitState(id, 2*time.Minute, "running")
@@ -253,7 +257,7 @@ func TestSlurmRestart(t *testing.T) {
 	if running == 0 {
 		t.Fatalf("every job had ended in Slurm when the server was killed; squeue: %q", out)
 	}
-	t.Logf("killed the server %v after the first submit, %d of 3 jobs still running in Slurm", time.Since(t0).Round(time.Millisecond), running)
+	t.Logf("killed the server %v after the first submit, %d of %d jobs still running in Slurm", time.Since(t0).Round(time.Millisecond), running, len(ids))
 
 	s.start()
 	for _, id := range ids {
@@ -261,8 +265,12 @@ func TestSlurmRestart(t *testing.T) {
 		if got.State != "succeeded" || len(got.Attempts) != 1 {
 			t.Errorf("job %d after the restart: %s (%s), %d attempts; want succeeded in its first", id, got.State, got.Reason, len(got.Attempts))
 		}
-		if out := s.mustCLI("logs", strconv.FormatInt(id, 10)); !strings.Contains(out, "begin") || !strings.Contains(out, "end") {
-			t.Errorf("log of job %d after the restart:\n%s\nwant begin and end", id, out)
+		log := s.mustCLI("logs", strconv.FormatInt(id, 10))
+		if !strings.Contains(log, "begin") || !strings.Contains(log, "end") {
+			t.Errorf("log of job %d after the restart:\n%s\nwant begin and end", id, log)
+		}
+		if id == gang.ID && !(strings.Contains(log, "end 0") && strings.Contains(log, "end 1")) {
+			t.Errorf("log of the 2-node job after the restart:\n%s\nwant the end of ranks 0 and 1", log)
 		}
 		b, err := os.ReadFile(filepath.Join(s.data, "runs", strconv.FormatInt(id, 10), "1", "slurm-job"))
 		if got := strings.TrimSpace(string(b)); err != nil || got != slurmJob[id] {
