@@ -37,7 +37,7 @@ func (s *PoolService) admit(ctx context.Context, spec domain.Spec) error {
 	errs := scheduler.Admit(pool, quota, v.open(spec.Pool, s.cfg.Clock.Now()), spec)
 	if spec.Resources.Nodes > 1 && (s.cfg.MultiNode == nil || !s.cfg.MultiNode(pool.Executor)) {
 		errs = append(errs, domain.FieldError{Path: "resources.nodes",
-			Message: fmt.Sprintf("pool %s runs on the %s executor, which runs single-node jobs; set resources.nodes: 1, or use a pool whose executor runs multi-node jobs (Kubernetes)", pool.Name, pool.Executor)})
+			Message: fmt.Sprintf("pool %s runs on the %s executor, which runs single-node jobs; set resources.nodes: 1, or use a pool on an executor that runs multi-node jobs (Kubernetes, Slurm)", pool.Name, pool.Executor)})
 	}
 	return errs.Err()
 }

@@ -36,6 +36,9 @@ func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
 		if refused == multi {
 			t.Errorf("multi-node executor %v: submit of 2 nodes = %v", multi, err)
 		}
+		if refused && !strings.Contains(err.Error(), "(Kubernetes, Slurm)") {
+			t.Errorf("refusal %q does not name the executors that run multi-node jobs", err)
+		}
 		if len(asked) == 0 || asked[0] != service.ExecutorLocal {
 			t.Errorf("asked about executors %v, want %q", asked, service.ExecutorLocal)
 		}

@@ -9,7 +9,8 @@
 // where device files can be made (Cluster.GPUDevices), plain files
 // elsewhere, which Slurm counts but does not name to jobs.
 // TRAINYARD_TEST_SLURM_NO_DEVICES=1 makes plain files, as in a container
-// without CAP_MKNOD.
+// without CAP_MKNOD. Jobs are not confined (task/none) unless
+// Options.MemoryLimits asks the nodes to enforce --mem.
 //
 // Starting one takes a few seconds, so a test package shares one
 // (Shared) and stops it in TestMain (Main). It needs Debian's slurm-wlm
@@ -23,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -63,6 +65,8 @@ type Cluster struct {
 	CPUs      int
 	MemoryMiB int
 	GPUs      int
+	// MemoryLimits: the nodes enforce --mem (Options.MemoryLimits).
+	MemoryLimits bool
 	// GPUDevices: the GPUs are device files (Dir/dev/nvidiaN), so Slurm
 	// assigns them by index and sets CUDA_VISIBLE_DEVICES in the batch
 	// step. Where device files cannot be made (no CAP_MKNOD, as in many
@@ -123,6 +127,31 @@ func Require(t testing.TB) {
 	}
 }
 
+// memoryCgroup is where Options.MemoryLimits needs cgroup v1's memory
+// controller, writable.
+const memoryCgroup = "/sys/fs/cgroup/memory"
+
+// requireMemoryLimits skips the test (fails it in CI, as Require) when
+// opts ask for memory limits and this machine cannot enforce them.
+func requireMemoryLimits(t testing.TB, opts Options) {
+	t.Helper()
+	if !opts.MemoryLimits {
+		return
+	}
+	_, err := os.Stat(filepath.Join(memoryCgroup, "memory.limit_in_bytes"))
+	if err == nil {
+		err = syscall.Access(memoryCgroup, 2 /* W_OK */)
+	}
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("a Slurm that enforces --mem needs cgroup v1's memory controller, writable, at %s: %v", memoryCgroup, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // Shared returns the package's cluster, starting it on first use (see
 // Require for when it skips).
 func Shared(t testing.TB) *Cluster { t.Helper(); return SharedWith(t, Options{}) }
@@ -132,6 +161,7 @@ func Shared(t testing.TB) *Cluster { t.Helper(); return SharedWith(t, Options{})
 func SharedWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
+	requireMemoryLimits(t, opts)
 	shared.mu.Lock()
 	if shared.clusters == nil {
 		shared.clusters = map[Options]*sharedCluster{}
@@ -194,6 +224,14 @@ type Options struct {
 	// slurmd of its own on this machine, so that multi-node jobs (srun)
 	// run here; their fake GPUs are the same files.
 	Nodes int
+	// MemoryLimits makes the nodes enforce --mem: task/cgroup on the
+	// cgroup v1 memory controller (ConstrainRAMSpace), so that a job
+	// past its memory is killed and ends OUT_OF_MEMORY. It needs cgroup
+	// v1's memory controller mounted at /sys/fs/cgroup/memory, writable
+	// (SharedWith and NewWith skip the test without it, as Require). Its
+	// job ids start at a random number: clusters on one machine share
+	// the cgroup tree (slurm/).
+	MemoryLimits bool
 }
 
 // New starts a cluster for one test, stopped when it ends.
@@ -203,6 +241,7 @@ func New(t testing.TB) *Cluster { return NewWith(t, Options{}) }
 func NewWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
+	requireMemoryLimits(t, opts)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -227,7 +266,8 @@ func StartWith(dir string, opts Options) (c *Cluster, err error) {
 		return nil, fmt.Errorf("this machine's name (the node's): %w", err)
 	}
 	host, _, _ = strings.Cut(host, ".")
-	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Nodes: []string{host}, Partition: "test", CPUs: cmp.Or(opts.CPUs, 8), MemoryMiB: 16384}
+	c = &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), Node: host, Nodes: []string{host}, Partition: "test", CPUs: cmp.Or(opts.CPUs, 8), MemoryMiB: 16384,
+		MemoryLimits: opts.MemoryLimits}
 	for i := 2; i <= opts.Nodes; i++ {
 		c.Nodes = append(c.Nodes, host+"-"+strconv.Itoa(i))
 	}
@@ -298,6 +338,11 @@ func StartWith(dir string, opts Options) (c *Cluster, err error) {
 	if err := os.WriteFile(filepath.Join(dir, "gres.conf"), []byte(gres.String()), 0o644); err != nil {
 		return c, err
 	}
+	if c.MemoryLimits {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.conf"), []byte(cgroupConf), 0o644); err != nil {
+			return c, err
+		}
+	}
 	if err := c.start(filepath.Join(dir, "slurmctld.out"), "slurmctld", "-D", "-c", "-f", c.Conf); err != nil {
 		return c, err
 	}
@@ -340,6 +385,10 @@ func (c *Cluster) config(sock string, ports []int) string {
 				n, c.Node, ports[1+i], c.CPUs, c.MemoryMiB, gres)
 		}
 	}
+	task := "TaskPlugin=task/none\n"
+	if c.MemoryLimits {
+		task = fmt.Sprintf("TaskPlugin=task/cgroup\nFirstJobId=%d\n", 1000+rand.IntN(50_000_000))
+	}
 	return fmt.Sprintf(`ClusterName=trainyardtest
 SlurmctldHost=%[1]s(127.0.0.1)
 SlurmctldPort=%[2]d
@@ -358,8 +407,7 @@ SlurmdLogFile=%[5]s/slurmd%[10]s.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
+%[11]sMpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 SchedulerType=sched/backfill
@@ -373,8 +421,18 @@ KillWait=5
 MinJobAge=600
 DefMemPerCPU=256
 %[6]s%[7]sPartitionName=%[8]s Nodes=%[9]s Default=YES MaxTime=INFINITE State=UP
-`, c.Node, ports[0], ports[1], sock, d, gresTypes, nodes, c.Partition, strings.Join(c.Nodes, ","), perNode)
+`, c.Node, ports[0], ports[1], sock, d, gresTypes, nodes, c.Partition, strings.Join(c.Nodes, ","), perNode, task)
 }
+
+// cgroupConf is the cgroup.conf of a cluster with MemoryLimits: --mem
+// confines each job's memory, swap included, and nothing else.
+const cgroupConf = `CgroupPlugin=cgroup/v1
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=yes
+ConstrainCores=no
+ConstrainDevices=no
+`
 
 // makeGPUs makes n character devices standing in for NVIDIA GPUs (major
 // 195, as the driver's) in Dir/dev, and reports whether it could (not

@@ -2,6 +2,7 @@ package slurmtest_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -44,5 +45,43 @@ func TestStartNodes(t *testing.T) {
 	slices.Sort(lines)
 	if want := []string{"0 " + c.Nodes[0], "1 " + c.Nodes[1]}; !slices.Equal(lines, want) {
 		t.Errorf("srun printed %q, want %q", lines, want)
+	}
+}
+
+// TestMemoryLimits starts a cluster that enforces --mem: a job that
+// allocates past it ends OUT_OF_MEMORY, one within it COMPLETED.
+func TestMemoryLimits(t *testing.T) {
+	c := slurmtest.NewWith(t, slurmtest.Options{MemoryLimits: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	submit := func(mib int) string {
+		t.Helper()
+		// Touch every page: memory counts once written.
+		out, err := c.Command(ctx, "sbatch", "--parsable", "-o", "/dev/null", "--mem=64M",
+			fmt.Sprintf("--wrap=python3 -c 'b = bytearray(%d << 20); b[::4096] = b\"x\" * len(b[::4096])'", mib)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch: %v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	over, within := submit(512), submit(8)
+	state := func(id string) string {
+		out, _ := c.Command(ctx, "squeue", "-h", "-t", "all", "-j", id, "-o", "%T").Output()
+		return strings.TrimSpace(string(out))
+	}
+	ended := func(s string) bool {
+		return s != "" && s != "PENDING" && s != "RUNNING" && s != "COMPLETING" && s != "CONFIGURING"
+	}
+	for _, j := range []struct{ id, want string }{{over, "OUT_OF_MEMORY"}, {within, "COMPLETED"}} {
+		var got string
+		for got = state(j.id); !ended(got); got = state(j.id) {
+			if ctx.Err() != nil {
+				t.Fatalf("job %s still %q", j.id, got)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got != j.want {
+			t.Errorf("job %s ended %s, want %s", j.id, got, j.want)
+		}
 	}
 }
