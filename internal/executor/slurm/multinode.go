@@ -50,12 +50,19 @@ done
 "$srun" --kill-on-bad-exit=1 --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
 	--cpus-per-task="$cpus" --export=ALL /bin/sh -c "$rank" trainyard-rank "$@" &
 pid=$!
-# wait returns early when a trapped signal arrives: wait again until
-# srun has ended, and end with its status.
+# wait returns early when a trapped signal arrives: wait again while srun
+# runs. Once it has ended, wait once more: if srun ended while a signal
+# was being handled, the wait that signal cut short did not collect its
+# status, and this one does; if the last wait collected it, the shell no
+# longer knows srun and answers 127.
 while :; do
 	wait "$pid"
 	status=$?
-	kill -0 "$pid" 2>/dev/null || exit "$status"
+	kill -0 "$pid" 2>/dev/null && continue
+	wait "$pid" 2>/dev/null
+	last=$?
+	[ "$last" -eq 127 ] || status=$last
+	exit "$status"
 done
 `
 
