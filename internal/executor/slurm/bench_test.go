@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,6 +20,22 @@ import (
 	"trainyard/internal/executor/slurm"
 	"trainyard/internal/executor/slurm/slurmtest"
 )
+
+// buildShim builds the supervisor the batch steps run, trainyard-shim,
+// as a release does (the tests' own supervisor, the test binary, starts
+// several times slower), and returns its path.
+func buildShim(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command("go", "build", "-o", dir+"/", "trainyard/cmd/trainyard-shim").CombinedOutput()
+	if err != nil {
+		b.Fatalf("build trainyard-shim: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "trainyard-shim")
+}
 
 // benchJobs is how many jobs a round runs; TRAINYARD_BENCH_JOBS changes it.
 func benchJobs() int {
@@ -44,7 +61,8 @@ const (
 // goroutines, then squeue every poll interval until none of them is
 // left), and through the executor (Launch each from 4 goroutines, then
 // wait for every Exited event; its batch step is the supervisor, which
-// runs true). It reports each side's jobs per second, first submission
+// runs true: the trainyard-shim binary, built for the benchmark, as a
+// cluster's nodes run it). It reports each side's jobs per second, first submission
 // to last end, the executor's as a fraction of direct's (Trainyard may
 // add at most 10% to Slurm's own time: ≥ 0.9), and the Slurm commands
 // the executor ran, per job and per poll interval: state is one squeue
@@ -53,6 +71,7 @@ const (
 // time).
 func BenchmarkThousandJobs(b *testing.B) {
 	c := slurmtest.NewWith(b, slurmtest.Options{CPUs: benchCPUs})
+	shim := buildShim(b)
 	n := benchJobs()
 	var direct, via []float64
 	var elapsed time.Duration
@@ -62,7 +81,7 @@ func BenchmarkThousandJobs(b *testing.B) {
 		round++
 		d := directRound(b, c, n, round)
 		direct = append(direct, float64(n)/d.Seconds())
-		v := executorRound(b, c, n, round, &cmds)
+		v := executorRound(b, c, shim, n, round, &cmds)
 		via = append(via, float64(n)/v.Seconds())
 		elapsed += v
 	}
@@ -109,15 +128,11 @@ func directRound(b *testing.B, c *slurmtest.Cluster, n, round int) time.Duration
 // executorRound launches n attempts through a new executor and waits
 // for every one to exit; then, untimed, for Slurm to list none of them
 // as still running.
-func executorRound(b *testing.B, c *slurmtest.Cluster, n, round int, cmds *commandCount) time.Duration {
-	self, err := filepath.Abs(os.Args[0])
-	if err != nil {
-		b.Fatal(err)
-	}
+func executorRound(b *testing.B, c *slurmtest.Cluster, shim string, n, round int, cmds *commandCount) time.Duration {
 	root := b.TempDir()
 	prefix := fmt.Sprintf("bench-ty%d", round)
 	cfg := slurm.WithCommandHook(slurm.Config{
-		ShimCommand:  []string{"/usr/bin/env", shimEnv + "=1", "GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1", self},
+		ShimCommand:  []string{shim},
 		Env:          []string{"SLURM_CONF=" + c.Conf},
 		NamePrefix:   prefix,
 		PollInterval: benchPoll,
