@@ -100,6 +100,17 @@ type sharedCluster struct {
 	err  error
 }
 
+// missingEngine skips the test for want of what msg names, except in CI
+// (CI=true), where it fails: a test whose engine is missing must not pass
+// there.
+func missingEngine(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // Require skips the test when a binary of Binaries is missing, except in
 // CI (CI=true), where it fails: a test whose engine is missing must not
 // pass there. It fails when the test does not run as root.
@@ -113,17 +124,11 @@ func Require(t testing.TB) {
 	}
 	if len(missing) > 0 {
 		msg := fmt.Sprintf("Slurm is not installed here (missing %s); install it: %s", strings.Join(missing, ", "), InstallHint)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		missingEngine(t, msg)
 	}
 	if os.Getuid() != 0 {
 		msg := "a private Slurm needs root (slurmd runs jobs as their submitter, munged checks its key's owner); run the tests as root"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		missingEngine(t, msg)
 	}
 }
 
@@ -146,10 +151,7 @@ func requireMemoryLimits(t testing.TB, opts Options) {
 		return
 	}
 	msg := fmt.Sprintf("a Slurm that enforces --mem needs cgroup v1's memory controller, writable, at %s: %v", memoryCgroup, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	missingEngine(t, msg)
 }
 
 // Shared returns the package's cluster, starting it on first use (see
