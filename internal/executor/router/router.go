@@ -205,9 +205,9 @@ type follower interface {
 func (r *Router) Logs(ctx context.Context, ref executor.Ref, q executor.LogQuery, w io.Writer) error {
 	if q.Follow {
 		r.mu.Lock()
-		name, ok := r.owner[ref]
+		name := r.owner[ref]
 		r.mu.Unlock()
-		if f, isF := r.execs[name].(follower); ok && isF {
+		if f, ok := r.execs[name].(follower); ok { // none for an attempt no executor here launched
 			f.Following(ref)
 		}
 	}
