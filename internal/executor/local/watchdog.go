@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -149,27 +150,81 @@ func procTable() map[int]procInfo {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue
+		if p, ok := readProcInfo(pid); ok {
+			t[pid] = p
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 20 {
-			continue
-		}
-		var p procInfo
-		p.ppid, _ = strconv.Atoi(f[1])
-		p.pgrp, _ = strconv.Atoi(f[2])
-		p.sid, _ = strconv.Atoi(f[3])
-		p.start, _ = strconv.ParseUint(f[19], 10, 64)
-		p.dead = f[0] == "Z" || f[0] == "X"
-		t[pid] = p
 	}
 	return t
+}
+
+// readProcInfo reads /proc/<pid>/stat; ok is false once the process is gone.
+func readProcInfo(pid int) (p procInfo, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return p, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return p, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return p, false
+	}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.pgrp, _ = strconv.Atoi(f[2])
+	p.sid, _ = strconv.Atoi(f[3])
+	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	p.dead = f[0] == "Z" || f[0] == "X"
+	return p, true
+}
+
+// childrenFiles reports whether this kernel lists each thread's children.
+var childrenFiles = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/thread-self/children")
+	return err == nil
+})
+
+// procTree reads root and its descendants, following each thread's
+// children (/proc/<pid>/task/<tid>/children), so its cost is the
+// attempt's processes and threads, not the machine's. ok is false where
+// the kernel has no children files (CONFIG_PROC_CHILDREN); procTable is
+// the way there. Like a scan of /proc it is a snapshot a fork can race.
+func procTree(root int) (t map[int]procInfo, ok bool) {
+	if !childrenFiles() {
+		return nil, false
+	}
+	p, alive := readProcInfo(root)
+	if !alive {
+		return map[int]procInfo{}, true
+	}
+	t = map[int]procInfo{root: p}
+	for queue := []int{root}; len(queue) > 0; {
+		pid := queue[0]
+		queue = queue[1:]
+		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+		tids, err := os.ReadDir(dir)
+		if err != nil {
+			continue // gone
+		}
+		for _, tid := range tids {
+			b, _ := os.ReadFile(dir + tid.Name() + "/children")
+			for f := range strings.FieldsSeq(string(b)) {
+				child, err := strconv.Atoi(f)
+				if err != nil || child <= 0 {
+					continue
+				}
+				if _, seen := t[child]; seen {
+					continue
+				}
+				if c, alive := readProcInfo(child); alive {
+					t[child] = c
+					queue = append(queue, child)
+				}
+			}
+		}
+	}
+	return t, true
 }
 
 // attemptProcs lists the live processes of an attempt in the table: those
@@ -273,7 +328,16 @@ func startTracker(dir string, shim procID, child int) *tracker {
 		var last string
 		recorded := map[int]uint64{}
 		for {
-			table := procTable()
+			var table map[int]procInfo
+			if child > 0 {
+				table = procTable()
+			} else if t, ok := procTree(shim.PID); ok {
+				// The shim is its descendants' subreaper: every process of
+				// the attempt is one of them while it lives.
+				table = t
+			} else {
+				table = procTable()
+			}
 			var pids []int
 			if child > 0 {
 				pids = sharedAttemptProcs(table, shim, child, recorded)

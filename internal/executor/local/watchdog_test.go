@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -216,4 +217,72 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestProcTreeFindsDescendants: the tracker's tree walk finds the same
+// descendants, with the same details, as a scan of all of /proc, and
+// nothing else.
+func TestProcTreeFindsDescendants(t *testing.T) {
+	if !childrenFiles() {
+		t.Skip("this kernel has no /proc/<pid>/task/<tid>/children; the tracker scans /proc")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", "sleep 300 & (sleep 300 & wait) & echo ready > ready; wait")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for pid := range descendantsOf(procTable(), cmd.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	executortest.WaitFiles(t, dir, "ready")
+	self := os.Getpid()
+	waitFor(t, "the shell's 3 descendants", func() bool { return len(descendantsOf(procTable(), cmd.Process.Pid)) >= 3 }) // the two sleeps and the subshell
+
+	tree, ok := procTree(self)
+	if !ok {
+		t.Fatal("procTree: no children files, though the kernel has them")
+	}
+	table := procTable()
+	want := descendantsOf(table, self)
+	want[self] = true
+	for pid := range want {
+		got, ok := tree[pid]
+		if !ok {
+			t.Errorf("process %d (parent %d) is a descendant, but the tree walk missed it", pid, table[pid].ppid)
+			continue
+		}
+		if got != table[pid] {
+			t.Errorf("process %d: tree walk read %+v, scan %+v", pid, got, table[pid])
+		}
+	}
+	for pid := range tree {
+		if !want[pid] && table[pid].start != 0 {
+			t.Errorf("process %d is not a descendant, but the tree walk lists it", pid)
+		}
+	}
+	if _, ok := tree[1]; ok {
+		t.Error("the tree walk lists init")
+	}
+	if gone, ok := procTree(1 << 30); !ok || len(gone) != 0 {
+		t.Errorf("procTree of a process that does not exist = %v, %v; want empty, true", gone, ok)
+	}
+}
+
+// descendantsOf lists root's descendants in the table.
+func descendantsOf(t map[int]procInfo, root int) map[int]bool {
+	in := map[int]bool{}
+	for grew := true; grew; {
+		grew = false
+		for pid, p := range t {
+			if !in[pid] && (p.ppid == root || in[p.ppid]) {
+				in[pid], grew = true, true
+			}
+		}
+	}
+	return in
 }
