@@ -173,9 +173,29 @@ func (e *Executor) pollOnce() {
 		}
 	}
 	// The files after squeue: a job squeue saw ended had its outcome
-	// recorded, if any, before squeue answered.
+	// recorded, if any, before squeue answered. Those of a job it saw
+	// pending hold nothing new yet: reading them would make each poll cost
+	// the whole queue, not what changed.
 	for _, a := range active {
+		if j, ok := byID[a.jobID]; ok && j.state == "PENDING" && !a.started {
+			e.mu.Lock()
+			if !a.done {
+				a.pending(j)
+			}
+			e.mu.Unlock()
+			continue
+		}
 		e.observe(a, byID)
+	}
+}
+
+// pending records what squeue says of the attempt's job while it has not
+// ended: its state and, where Slurm gives one, why it waits; e.mu is held.
+func (a *attempt) pending(j queued) {
+	a.missing = 0
+	a.state, a.why = j.state, ""
+	if j.reason != "" && j.reason != "None" {
+		a.why = "waiting in Slurm (job " + j.id + "): " + j.reason
 	}
 }
 
@@ -264,11 +284,7 @@ func (e *Executor) observe(a *attempt, byID map[string]queued) {
 		}
 		return
 	}
-	a.missing = 0
-	a.state, a.why = j.state, ""
-	if j.reason != "" && j.reason != "None" {
-		a.why = "waiting in Slurm (job " + j.id + "): " + j.reason
-	}
+	a.pending(j)
 	out, ended := outcomeOf(j, a.stopping)
 	if !ended {
 		return
