@@ -83,15 +83,38 @@ func ShimMain(args []string) int {
 
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the attempt's directory")
+	launch := fs.String("launch", "", "read the launch record from this file, and remove it (a batch job's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: trainyard shim [--dir DIR] (internal: started by the server's local executor)")
+		fmt.Fprintln(os.Stderr, "usage: trainyard shim [--dir DIR] [--launch FILE] (internal: started by the server's executors)")
 		return 2
 	}
 	s := &shim{dir: *dir, sigs: sigs, events: openEvents()}
+	if *launch != "" {
+		f, err := openLaunchFile(*launch)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "trainyard shim: %v\n", err)
+			return 1
+		}
+		s.launch = f
+	}
 	return s.run()
+}
+
+// openLaunchFile opens a batch job's launch record and removes it at
+// once: it holds the job's secrets, and the job must not find it.
+func openLaunchFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the launch record: %w", err)
+	}
+	if err := os.Remove(path); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("remove the launch record once open (it holds the job's secrets): %w", err)
+	}
+	return f, nil
 }
 
 // openEvents returns the executor's event pipe, or nil when the shim was

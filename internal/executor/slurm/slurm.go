@@ -493,8 +493,9 @@ func cpusPerNode(l executor.Launch) int { return max(int(math.Ceil(l.Resources.C
 // nodes is how many nodes l runs on.
 func nodes(l executor.Launch) int { return max(l.Resources.Nodes, len(l.Placement.Nodes), 1) }
 
-// script is the batch script: it opens the launch record on descriptor
-// 4, removes it (it holds secrets), and becomes the supervisor.
+// script is the batch script: it becomes the supervisor, which opens the
+// launch record and removes it (it holds secrets) before it starts the
+// job. A supervisor that cannot start leaves it to Release.
 func (e *Executor) script(l executor.Launch) string {
 	var cmd []string
 	for _, w := range e.shim {
@@ -504,10 +505,9 @@ func (e *Executor) script(l executor.Launch) string {
 # Trainyard attempt %s: the supervisor runs the job and records its outcome.
 PATH=/usr/local/bin:/usr/bin:/bin
 export PATH
-exec 3>&- 4<%s || exit 1
-rm -f %s
-exec %s --dir %s
-`, l.Ref, quote(filepath.Join(l.Dir, launchFile)), quote(filepath.Join(l.Dir, launchFile)), strings.Join(cmd, " "), quote(l.Dir))
+exec 3>&- 4>&-
+exec %s --dir %s --launch %s
+`, l.Ref, strings.Join(cmd, " "), quote(l.Dir), quote(filepath.Join(l.Dir, launchFile)))
 }
 
 // quote quotes s for the shell.

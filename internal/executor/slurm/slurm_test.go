@@ -135,6 +135,22 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
+// TestLaunchRecordGone: the launch record, which holds the job's
+// secrets, is gone before the job starts; the job still gets them.
+func TestLaunchRecordGone(t *testing.T) {
+	w := newWorld(t)
+	h := executortest.NewHarness(t, w.exec(t))
+	l := h.Launch(t, nil, func(l *executor.Launch) {
+		l.Env = append(l.Env, "TEST_SECRET=s3cret")
+		l.Argv = []string{"sh", "-c", `if [ -e "$1" ]; then echo "the launch record is there"; exit 3; fi; echo "secret=$TEST_SECRET"`,
+			"sh", filepath.Join(l.Dir, "launch.json")}
+	})
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"secret=s3cret"}) {
+		t.Errorf("log %q, want the secret as the job saw it", got)
+	}
+}
+
 // TestStop: a stop ends a running job through its supervisor, which
 // records the stop's reason; the job's handler of SIGTERM runs.
 func TestStop(t *testing.T) {
