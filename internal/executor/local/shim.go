@@ -104,11 +104,17 @@ func ShimMain(args []string) int {
 }
 
 // openLaunchFile opens a batch job's launch record and removes it at
-// once: it holds the job's secrets, and the job must not find it.
+// once: it holds the job's secrets, and the job must not find it. Only a
+// regular file is read: never a link, and never a FIFO or device that
+// could block or feed the supervisor.
 func openLaunchFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the launch record: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("the launch record %s is not a regular file; the attempt's directory was tampered with", path)
 	}
 	if err := os.Remove(path); err != nil {
 		f.Close()
