@@ -114,7 +114,7 @@ func openLaunchFile(path string) (*os.File, error) {
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("the launch record %s is not a regular file; the attempt's directory was tampered with", path)
+		return nil, fmt.Errorf("the launch record %s is not a regular file, so the attempt's directory was tampered with; check who else can write to it, then retry the job", path)
 	}
 	if err := os.Remove(path); err != nil {
 		f.Close()

@@ -233,7 +233,7 @@ func TestProcTreeFindsDescendants(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for pid := range descendantsOf(procTable(), cmd.Process.Pid) {
+		for _, pid := range descendantsOf(procTable(), cmd.Process.Pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		cmd.Process.Kill()
@@ -248,8 +248,10 @@ func TestProcTreeFindsDescendants(t *testing.T) {
 		t.Fatal("procTree: no children files, though the kernel has them")
 	}
 	table := procTable()
-	want := descendantsOf(table, self)
-	want[self] = true
+	want := map[int]bool{self: true}
+	for _, pid := range descendantsOf(table, self) {
+		want[pid] = true
+	}
 	for pid := range want {
 		got, ok := tree[pid]
 		if !ok {
@@ -261,7 +263,7 @@ func TestProcTreeFindsDescendants(t *testing.T) {
 		}
 	}
 	for pid := range tree {
-		if !want[pid] && table[pid].start != 0 {
+		if !want[pid] && table[pid].start != 0 && !table[pid].dead {
 			t.Errorf("process %d is not a descendant, but the tree walk lists it", pid)
 		}
 	}
@@ -273,16 +275,8 @@ func TestProcTreeFindsDescendants(t *testing.T) {
 	}
 }
 
-// descendantsOf lists root's descendants in the table.
-func descendantsOf(t map[int]procInfo, root int) map[int]bool {
-	in := map[int]bool{}
-	for grew := true; grew; {
-		grew = false
-		for pid, p := range t {
-			if !in[pid] && (p.ppid == root || in[p.ppid]) {
-				in[pid], grew = true, true
-			}
-		}
-	}
-	return in
+// descendantsOf lists root's live descendants in the table, as the
+// scan's own rule finds them.
+func descendantsOf(t map[int]procInfo, root int) []int {
+	return withDescendants(t, map[int]bool{root: true}, root)
 }
