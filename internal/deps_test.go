@@ -76,6 +76,7 @@ var allowed = map[string][]string{
 	"internal/tier":                         {"internal/blob", "internal/executor", "internal/domain"},
 	"internal/control":                      {"internal/domain", "internal/scheduler", "internal/store", "internal/executor", "internal/logs", "internal/clock", "internal/blob", "internal/codepkg", "internal/cost", "internal/metrics/sample", "internal/tier"},
 	"internal/api":                          {"internal/service", "internal/api/apitypes", "internal/domain"},
+	"internal/web":                          {"internal/service", "internal/authz", "internal/domain"}, // the pages: the service, as the API, and authz to offer only the buttons it would allow
 	"internal/client":                       {"internal/api/apitypes"},
 	"internal/cli":                          {"internal/client", "internal/api/apitypes", "internal/jobspec", "internal/domain", "internal/simulate", "internal/codepkg", "github.com/spf13/cobra", "go.yaml.in/yaml/v3", "golang.org/x/term"},
 	"cmd/trainyard":                         {"*"},

@@ -25,6 +25,7 @@ import (
 	"trainyard/internal/alerting"
 	"trainyard/internal/alerts"
 	"trainyard/internal/api"
+	"trainyard/internal/web"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/artifacts"
 	"trainyard/internal/blob"
@@ -702,7 +703,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 				return st
 			},
 			Metrics: metricsReg, MetricsToken: cfg.MetricsToken, MetricsAuth: metricsAuth, PoolHardware: poolHardware,
-			Currency: currency}),
+			Currency: currency,
+			Pages:    web.Handler(web.Config{Service: svc, Logger: log, Secure: cfg.TLSCert != "", Currency: currency})}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())

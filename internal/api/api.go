@@ -59,6 +59,9 @@ type Config struct {
 	// Currency is the server-wide currency of pool rates, shown with them
 	// ("": domain.DefaultCurrency).
 	Currency string
+	// Pages, when set, serves every path outside the API (the web pages
+	// at /, package web); nil answers 404 there.
+	Pages http.Handler
 }
 
 // currency is the server's currency of pool rates.
@@ -135,6 +138,9 @@ func Handler(cfg Config) http.Handler {
 	h.costRoutes(mux)     // spend reports: cost.go
 	h.reportRoutes(mux)   // review reports: report.go
 	h.budgetRoutes(mux)   // project budgets: budgets.go
+	if cfg.Pages != nil {
+		mux.Handle("/", cfg.Pages)
+	}
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s; see docs/api.md", r.Method, r.URL.Path), nil)
 	})

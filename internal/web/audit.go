@@ -1,0 +1,5 @@
+package web
+
+import "net/http"
+
+func (h *handler) auditRoutes(mux *http.ServeMux) {}

@@ -1,0 +1,5 @@
+package web
+
+import "net/http"
+
+func (h *handler) queueRoutes(mux *http.ServeMux) {}
