@@ -25,7 +25,6 @@ import (
 	"trainyard/internal/alerting"
 	"trainyard/internal/alerts"
 	"trainyard/internal/api"
-	"trainyard/internal/web"
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/artifacts"
 	"trainyard/internal/blob"
@@ -48,6 +47,7 @@ import (
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/web"
 )
 
 // serverConfig is the server's configuration file (--config). Every field is
