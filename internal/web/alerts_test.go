@@ -124,6 +124,12 @@ func TestAcknowledgeAnAlert(t *testing.T) {
 			t.Errorf("ack with %s: %d %q, want 403", name, code, body)
 		}
 	}
+	if code, _, _ := e.browser().post("/alerts/1/ack", url.Values{"csrf": {b.csrf("/alerts")}}); code != http.StatusUnauthorized {
+		t.Errorf("ack without a session: %d, want 401", code)
+	}
+	if code, _, _ := b.post("/alerts/1/ack", url.Values{"csrf": {b.csrf("/alerts")}}, "Sec-Fetch-Site", "cross-site"); code != http.StatusForbidden {
+		t.Errorf("ack posted from another site: %d, want 403", code)
+	}
 	if a := acked(); !a.AckedAt.IsZero() {
 		t.Fatalf("a refused form acknowledged the alert (by %s)", a.AckedBy)
 	}
