@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium starts Debian's headless Chromium for the test and returns a
+// tab's context. CI installs it (.ci/run); without it the test fails
+// there and is skipped elsewhere.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed; .ci/run installs it with apt-get install chromium")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	// Accept the page's confirmations (cancel asks first).
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return ctx
+}
+
+// do runs browser steps with a deadline, failing the test on an error.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until polls a JavaScript predicate in the page every 50 ms until it is
+// true, failing the test after d.
+func until(t *testing.T, ctx context.Context, d time.Duration, what, js string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
+		shot(t, ctx, "failed-"+strings.ReplaceAll(what, " ", "-"))
+		t.Fatalf("waiting for %s (%s): %v", what, js, err)
+	}
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// shot saves a screenshot of the whole page in the test's artifact
+// directory (kept with go test -artifacts).
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(p, buf, 0o644); err != nil {
+		t.Errorf("save screenshot: %v", err)
+	}
+}
+
+// The job the browser watches: it writes a log line and reports a loss
+// every 0.2 s for about 6 s, then writes an output file.
+const watchedJob = `name: watched
+entrypoint:
+  - python3
+  - -c
+  - |
+    import json, os, time
+    for i in range(1, 31):
+        print("line %d" % i, flush=True)
+        print("trainyard: " + json.dumps({"step": i, "loss": 1.0 / i}), flush=True)
+        time.sleep(0.2)
+    with open(os.path.join(os.environ["TRAINYARD_OUTPUT_DIR"], "result.txt"), "w") as f:
+        f.write("final loss %f\n" % (1.0 / 30))
+resources: {cpus: 1, memory: 64MiB}
+`
+
+// TestWebPagesInABrowser drives the pages in headless Chromium: sign in;
+// a job submitted through the CLI appears in the open list and changes
+// state there; its page shows new log lines as they are written and a
+// loss chart with points; its output downloads with the checksum the
+// page shows; another job is canceled from its page. Every page is saved
+// as a screenshot.
+func TestWebPagesInABrowser(t *testing.T) {
+	ctx := chromium(t)
+	s := startServer(t, serverOpts{cpus: 4})
+
+	// Sign in with the admin's token.
+	do(t, ctx, "open the sign-in page", chromedp.Navigate(s.url+"/jobs"), chromedp.WaitVisible(chromedp.ID("token")))
+	shot(t, ctx, "signin")
+	do(t, ctx, "sign in", chromedp.SendKeys(chromedp.ID("token"), s.token), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.ID("jobs-rows")))
+	if loc := eval[string](t, ctx, "location.pathname"); loc != "/jobs" {
+		t.Fatalf("after sign-in the browser is at %s, want /jobs", loc)
+	}
+
+	// Submit through the CLI; the open list shows it without a reload.
+	file := filepath.Join(s.dir, "watched.yaml")
+	if err := os.WriteFile(file, []byte(watchedJob), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eval[bool](t, ctx, "window.notReloaded = true")
+	id, err := strconv.ParseInt(strings.TrimSpace(s.mustCLI("submit", file)), 10, 64)
+	if err != nil {
+		t.Fatalf("submit printed no job id: %v", err)
+	}
+	row := fmt.Sprintf("document.getElementById('job-%d')", id)
+	until(t, ctx, 30*time.Second, "the job to appear in the list", row+" !== null")
+	until(t, ctx, 30*time.Second, "the job to run in the list", row+".dataset.state === 'running'")
+	if !eval[bool](t, ctx, "window.notReloaded === true") {
+		t.Fatal("the list reloaded the page instead of updating in place")
+	}
+	shot(t, ctx, "jobs")
+
+	// Its page: log lines arrive while it runs, the loss chart has points.
+	do(t, ctx, "open the job's page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", s.url, id)), chromedp.WaitVisible(chromedp.ID("log")))
+	until(t, ctx, 30*time.Second, "a first log line", "document.getElementById('log').textContent.includes('line ')")
+	lines := func() int {
+		return eval[int](t, ctx, "document.getElementById('log').textContent.split('\\n').filter(l => l.startsWith('line ')).length")
+	}
+	first := lines()
+	until(t, ctx, 30*time.Second, "new log lines", fmt.Sprintf("document.getElementById('log').textContent.split('\\n').filter(l => l.startsWith('line ')).length > %d", first))
+	until(t, ctx, 30*time.Second, "the loss chart", "(() => { const s = document.querySelector('#charts svg[aria-label=loss]'); return s !== null && Number(s.dataset.points) >= 2 && s.querySelector('polyline').getAttribute('points').split(' ').length >= 2 })()")
+	until(t, ctx, 60*time.Second, "the job to succeed on its page", "document.getElementById('job-state').textContent === 'succeeded'")
+	until(t, ctx, 30*time.Second, "the log's end", "document.getElementById('log').dataset.done === 'true'")
+	if n := lines(); n != 30 {
+		t.Errorf("the page shows %d log lines, want 30", n)
+	}
+	shot(t, ctx, "job-succeeded")
+
+	// The output downloads through the page's link, with the page's checksum.
+	do(t, ctx, "reload the job's page", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("log")))
+	until(t, ctx, 10*time.Second, "the outputs table", "document.querySelector('table.files a') !== null")
+	want := eval[string](t, ctx, "document.querySelector('table.files td.hash').textContent")
+	dl := t.TempDir()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dl}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "download the output", chromedp.Click("table.files a"))
+	var got []byte
+	waitFor(t, 30*time.Second, "the download", func() bool {
+		got, err = os.ReadFile(filepath.Join(dl, "result.txt"))
+		return err == nil && len(got) > 0
+	})
+	sum := sha256.Sum256(got)
+	if hex.EncodeToString(sum[:]) != want || !strings.HasPrefix(string(got), "final loss") {
+		t.Errorf("downloaded %q (sha256 %x), the page says %s", got, sum, want)
+	}
+
+	// Cancel a running job from its page.
+	long := s.submit("name: long\nentrypoint: [sleep, '300']\nresources: {cpus: 1, memory: 16MiB}\n")
+	s.waitState(long.ID, 30*time.Second, "running")
+	do(t, ctx, "open the long job's page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", s.url, long.ID)),
+		chromedp.WaitVisible("button[data-action=cancel]"))
+	shot(t, ctx, "job-running")
+	do(t, ctx, "press cancel", chromedp.Click("button[data-action=cancel]"), chromedp.WaitVisible("p.flash"))
+	until(t, ctx, 30*time.Second, "the job to end canceled on its page", "document.getElementById('job-state') !== null && document.getElementById('job-state').textContent === 'canceled'")
+	if j := s.job(long.ID); j.State != "canceled" {
+		t.Errorf("the API says job %d is %s after cancel from the page", long.ID, j.State)
+	}
+	shot(t, ctx, "job-canceled")
+
+	// Every other page renders; the screenshots keep them.
+	for _, p := range []string{"queue", "pools", "cost", "alerts", "audit"} {
+		do(t, ctx, "open "+p, chromedp.Navigate(s.url+"/"+p), chromedp.WaitVisible("main"))
+		shot(t, ctx, p)
+	}
+}
