@@ -52,3 +52,31 @@ func latestSample(s *sample.Sampler) func(int64, int) (domain.ResourceSample, bo
 		return domain.ResourceSample{}, false
 	}
 }
+
+// sampleHistory returns the readings the sampler keeps of one attempt,
+// oldest first, for the job page's charts; nil without a sampler.
+func sampleHistory(s *sample.Sampler) func(int64, int) []domain.ResourceSample {
+	if s == nil {
+		return nil
+	}
+	return func(job int64, attempt int) []domain.ResourceSample {
+		rs := s.History(job, attempt)
+		if len(rs) == 0 {
+			return nil
+		}
+		out := make([]domain.ResourceSample, len(rs))
+		for i, x := range rs {
+			out[i] = domain.ResourceSample{At: x.At, CPUSeconds: x.CPUSeconds, RSSBytes: x.RSSBytes, MemoryLimit: x.MemoryLimit}
+			for _, g := range x.GPUs {
+				if math.IsNaN(g.Utilization) {
+					continue
+				}
+				if out[i].GPUUtil == nil {
+					out[i].GPUUtil = make(map[int]float64, len(x.GPUs))
+				}
+				out[i].GPUUtil[g.Index] = g.Utilization / 100 // nvidia-smi reports percent
+			}
+		}
+		return out
+	}
+}

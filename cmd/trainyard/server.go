@@ -634,7 +634,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Images: images, RequirePinnedImages: requirePins,
 		RightSizeMinRun: durations.rightSizeMinRun,
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
-		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
+		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), SampleHistory: sampleHistory(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
 		MultiNode: func(name string) bool {
 			e, ok := rt.Executor(name)

@@ -13,7 +13,8 @@ type MetricPoint struct {
 	At      time.Time
 }
 
-// ResourceSample is the latest resource reading of a running attempt.
+// ResourceSample is one resource reading of a running attempt: the
+// latest (why) or one of its recent ones (the job page's charts).
 type ResourceSample struct {
 	At          time.Time
 	CPUSeconds  float64

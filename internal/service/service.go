@@ -8,7 +8,7 @@
 // Invalidate and Now, which concern them all:
 //
 //	Jobs      *JobService       submit, get, list, cancel, hold/release, why, logs, rerun,
-//	                            metrics, code packages
+//	                            metrics, resource history, code packages
 //	Identity  *IdentityService  authentication, users, roles, tokens, bootstrap, whoami
 //	Pools     *PoolService      pools, quotas, projects, queue, compute requests, admission
 //	Artifacts *ArtifactService  outputs, checkpoints, gc, log retention
@@ -102,6 +102,9 @@ type Config struct {
 	// LatestSample returns the latest resource reading of a running
 	// attempt, for why; nil: none are taken.
 	LatestSample func(jobID int64, attempt int) (domain.ResourceSample, bool)
+	// SampleHistory returns the resource readings kept of an attempt,
+	// oldest first, for ResourceHistory; nil: none are kept.
+	SampleHistory func(jobID int64, attempt int) []domain.ResourceSample
 	// Blobs keeps code packages (code.go); nil: submit --context is refused.
 	Blobs blob.Store
 	// MaxCodeBytes bounds an uploaded code package (0: codepkg.DefaultMaxSize).

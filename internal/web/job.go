@@ -203,6 +203,9 @@ func (h *handler) charts(r *http.Request, v *viewer, id int64) (string, error) {
 		b.WriteString(string(svgChart(k, "step", nil, series{Name: k, Points: pts})))
 		b.WriteString(`</figure>`)
 	}
+	if rc, err := h.resourceCharts(r, v, id); err == nil {
+		b.WriteString(rc) // resources.go
+	}
 	return b.String(), nil
 }
 

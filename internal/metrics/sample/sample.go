@@ -7,7 +7,8 @@
 // A Sampler reads every running attempt at a fixed interval and keeps only the
 // latest sample of each; readers (the metrics collector) take a copy with
 // Latest. Samples of attempts that are no longer running disappear at the
-// next round.
+// next round. It also keeps a bounded history of each attempt's readings
+// (History, history.go), for charts.
 package sample
 
 import (
@@ -83,6 +84,14 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
+	// HistoryLen is how many readings of each attempt History keeps
+	// (0: DefaultHistoryLen; negative: none). HistoryGrace is how long
+	// those of an ended attempt are kept (0: DefaultHistoryGrace), and
+	// HistoryEnded how many ended attempts' are kept at most (0:
+	// DefaultHistoryEnded; negative: none once ended).
+	HistoryLen   int
+	HistoryGrace time.Duration
+	HistoryEnded int
 }
 
 // Sampler samples running attempts at an interval.
@@ -92,6 +101,10 @@ type Sampler struct {
 	// latest holds the last round's samples, by (job, attempt).
 	latest []Sample
 	gpuErr string // last GPU reader error logged, to log each distinct one once
+	// hist holds each attempt's recent readings (history.go); round
+	// counts the rounds, to tell the attempts a round did not see.
+	hist  map[attemptKey]*ring
+	round uint64
 }
 
 // New returns a Sampler; call Run to start it.
@@ -110,6 +123,18 @@ func New(cfg Config) *Sampler {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HistoryLen == 0 {
+		cfg.HistoryLen = DefaultHistoryLen
+	}
+	if cfg.HistoryGrace <= 0 {
+		cfg.HistoryGrace = DefaultHistoryGrace
+	}
+	switch {
+	case cfg.HistoryEnded == 0:
+		cfg.HistoryEnded = DefaultHistoryEnded
+	case cfg.HistoryEnded < 0:
+		cfg.HistoryEnded = 0
 	}
 	if cfg.Targets == nil {
 		cfg.Targets = func(context.Context) []Target { return nil }
@@ -134,8 +159,8 @@ func (s *Sampler) Run(ctx context.Context) error {
 	}
 }
 
-// SampleOnce runs one round: it reads every target and the GPUs, and replaces
-// the latest samples. Safe for concurrent use.
+// SampleOnce runs one round: it reads every target and the GPUs, replaces
+// the latest samples and adds the readable ones to the history. Safe for concurrent use.
 func (s *Sampler) SampleOnce(ctx context.Context) {
 	targets := s.cfg.Targets(ctx)
 	var gpus map[int]GPUStat
@@ -176,6 +201,7 @@ func (s *Sampler) SampleOnce(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.latest = out
+	s.recordHistory(out, s.cfg.Now())
 	s.mu.Unlock()
 }
 
