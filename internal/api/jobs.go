@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,6 +106,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		}
 	}
 	o.Project = q.Get("project")
+	o.User, o.Pool, o.Name = q.Get("user"), q.Get("pool"), q.Get("q")
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -124,7 +127,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 	}
 	jobs, more, err := h.svc.Jobs.List(r.Context(), p, o)
 	if err != nil {
-		h.writeError(w, r, err)
+		h.writeError(w, r, listParamErr(err))
 		return
 	}
 	costs, err := h.svc.Jobs.Costs(r.Context(), jobs)
@@ -143,6 +146,22 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		page.cursor = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
 	}
 	writeJSONTagged(w, r, page)
+}
+
+// listParamErr names the list's invalid fields as its query parameters:
+// the name search is q.
+func listParamErr(err error) error {
+	var fe domain.FieldErrors
+	if !errors.As(err, &fe) {
+		return err
+	}
+	out := slices.Clone(fe)
+	for i := range out {
+		if out[i].Path == "name" {
+			out[i].Path = "q"
+		}
+	}
+	return out
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, p service.Principal) {

@@ -420,6 +420,53 @@ func TestLsJSON(t *testing.T) {
 	}
 }
 
+// --user, --pool and --name reach the server as user, pool and q, with
+// the other filters and on every page of --all.
+func TestLsFilters(t *testing.T) {
+	h := newHarness(t)
+	listFixture(h)
+	h.srv.pageSize = 1
+	r := h.mustRun(0, "ls", "--user", "ana", "--pool", "standard", "--name", "BASE", "--state", "succeeded", "-o", "json")
+	var list apitypes.JobList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Jobs) != 1 || list.Jobs[0].Name != "old-baseline" {
+		t.Fatalf("ls --user ana --pool standard --name BASE = %s (%v); want old-baseline", r.stdout, err)
+	}
+	want := "GET /api/v1/jobs?pool=standard&q=BASE&state=succeeded&user=ana"
+	if reqs := h.srv.seenRequests(); !slices.Contains(reqs, want) {
+		t.Errorf("requests %q; want %q", reqs, want)
+	}
+	r = h.mustRun(0, "ls", "--all", "--name", "E", "--pool", "standard")
+	if !strings.Contains(r.stdout, "old-baseline") || !strings.Contains(r.stdout, "lr-sweep-3") || strings.Contains(r.stdout, "smoke") {
+		t.Errorf("ls --all --name E --pool standard:\n%s", r.stdout)
+	}
+	want = "GET /api/v1/jobs?cursor=1&pool=standard&q=E"
+	if reqs := h.srv.seenRequests(); !slices.Contains(reqs, want) {
+		t.Errorf("requests %q; want the second page %q", reqs, want)
+	}
+}
+
+// Against a real server: --name matches in either case, and a name the
+// server refuses is a usage error (exit 2) that says why.
+func TestLsFiltersOnTheServer(t *testing.T) {
+	h := newContractHarness(t) // one job, "first", by admin in pool default
+	for _, args := range [][]string{{"--name", "IRS"}, {"--user", "admin", "--pool", "default", "--name", "first"}} {
+		r := h.mustRun(0, append([]string{"ls", "-o", "json"}, args...)...)
+		var list apitypes.JobList
+		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Jobs) != 1 || list.Jobs[0].Name != "first" {
+			t.Errorf("ls %q = %s (%v); want the job first", args, r.stdout, err)
+		}
+	}
+	for _, args := range [][]string{{"--name", "second"}, {"--user", "nobody"}, {"--pool", "other"}} {
+		if r := h.mustRun(0, append([]string{"ls"}, args...)...); r.stdout != "" || r.stderr != "no jobs found\n" {
+			t.Errorf("ls %q: stdout %q stderr %q; want no jobs", args, r.stdout, r.stderr)
+		}
+	}
+	r := h.mustRun(ExitUsage, "ls", "--name", strings.Repeat("x", 201))
+	if !strings.Contains(r.stderr, "q: is 201 characters long; use at most 200") {
+		t.Errorf("a too long --name: stderr %q", r.stderr)
+	}
+}
+
 func TestLsPaging(t *testing.T) {
 	h := newHarness(t)
 	listFixture(h)

@@ -30,7 +30,7 @@ var (
 	projectArg = []string{"project set", "budget set", "budget rm"}
 	// quota set|rm PROJECT POOL
 	projectPoolArgs = []string{"quota set", "quota rm"}
-	poolFlag        = []string{"queue", "quota ls", "quota request", "quota requests"}
+	poolFlag        = []string{"ls", "queue", "quota ls", "quota request", "quota requests"}
 	projectFlag     = []string{"ls", "quota ls", "budget ls", "cost", "quota request", "quota requests", "checkpoints du", "secret ls", "secret set", "secret rm", "template ls", "template show", "template create", "submit"}
 	stateFlag       = []string{"ls"}
 )

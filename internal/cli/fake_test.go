@@ -194,6 +194,15 @@ func (f *fakeServer) list(w http.ResponseWriter, r *http.Request) {
 		if p := q.Get("project"); p != "" && j.Project != p {
 			continue
 		}
+		if u := q.Get("user"); u != "" && j.Submitter != u {
+			continue
+		}
+		if p := q.Get("pool"); p != "" && j.Pool != p {
+			continue
+		}
+		if n := q.Get("q"); n != "" && !strings.Contains(strings.ToLower(j.Name), strings.ToLower(n)) {
+			continue
+		}
 		match = append(match, j)
 	}
 	limit := f.pageSize

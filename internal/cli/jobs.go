@@ -20,6 +20,9 @@ func (a *app) lsCmd() *cobra.Command {
 	var (
 		states  []string
 		project string
+		user    string
+		pool    string
+		name    string
 		limit   int
 		all     bool
 	)
@@ -33,15 +36,22 @@ SUBMITTER, STARTED (time since start), DURATION and COST (what the job's
 attempts cost so far, each at the rates in force while it ran; "-" in a
 pool that never had rates); -o json prints the API's job list.
 
+The filters combine: --user and --pool match exactly, --name keeps the
+jobs whose name contains the text (ASCII letters in either case).
+
 Without --all one page is shown (--limit jobs, else the server's page size);
 --all fetches every page.`,
 		Example: `  trainyard ls
   trainyard ls --state queued --state running --project vision
+  trainyard ls --user alice --pool gpu --name resnet
   trainyard ls --all -o json`,
 		Args: exactArgs(0),
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in this state (repeatable or comma-separated): "+stateNames())
 	cmd.Flags().StringVar(&project, "project", "", "only jobs of this project")
+	cmd.Flags().StringVar(&user, "user", "", "only jobs this user submitted")
+	cmd.Flags().StringVar(&pool, "pool", "", "only jobs of this pool")
+	cmd.Flags().StringVar(&name, "name", "", "only jobs whose name contains this text, in either case")
 	cmd.Flags().IntVar(&limit, "limit", 0, "jobs per page (default: the server's)")
 	cmd.Flags().BoolVar(&all, "all", false, "fetch every page, not just the first")
 	output, checkOutput := outputFlag(cmd)
@@ -61,7 +71,7 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 		if err != nil {
 			return err
 		}
-		opts := client.ListOptions{States: states, Project: project, Limit: limit}
+		opts := client.ListOptions{States: states, Project: project, User: user, Pool: pool, Name: name, Limit: limit}
 		list, err := c.ListJobs(cmd.Context(), opts)
 		if err != nil {
 			return err

@@ -91,6 +91,9 @@ func (c *Client) BaseURL() string { return c.base }
 type ListOptions struct {
 	States  []string // any of these states
 	Project string
+	User    string // the submitter
+	Pool    string
+	Name    string // a piece of the job name, in either case
 	Limit   int
 	Cursor  string // NextCursor of the previous page
 }
@@ -141,6 +144,15 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (apitypes.JobLi
 	}
 	if opts.Project != "" {
 		q.Set("project", opts.Project)
+	}
+	if opts.User != "" {
+		q.Set("user", opts.User)
+	}
+	if opts.Pool != "" {
+		q.Set("pool", opts.Pool)
+	}
+	if opts.Name != "" {
+		q.Set("q", opts.Name)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))

@@ -93,11 +93,12 @@ func TestRequestShapes(t *testing.T) {
 		},
 		"list with every filter": {
 			call: func(c *Client) error {
-				_, err := c.ListJobs(ctx, ListOptions{States: []string{"queued", "running"}, Project: "vision", Limit: 5, Cursor: "abc"})
+				_, err := c.ListJobs(ctx, ListOptions{States: []string{"queued", "running"}, Project: "vision", User: "alice",
+					Pool: "gpu", Name: "res net%", Limit: 5, Cursor: "abc"})
 				return err
 			},
 			method: "GET", path: "/api/v1/jobs",
-			query: "cursor=abc&limit=5&project=vision&state=queued%2Crunning",
+			query: "cursor=abc&limit=5&pool=gpu&project=vision&q=res+net%25&state=queued%2Crunning&user=alice",
 			reply: apitypes.JobList{},
 		},
 		"list without filters": {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/cost"
@@ -473,13 +474,24 @@ func (s *JobService) Costs(ctx context.Context, jobs []domain.Job) ([]JobCost, e
 	return out, nil
 }
 
-// ListOptions selects a page of jobs, newest first.
+// ListOptions selects a page of jobs, newest first. Empty fields select
+// every job.
 type ListOptions struct {
 	States   []domain.JobState
 	Project  string
-	BeforeID int64 // cursor: only jobs with a smaller id
-	Limit    int   // 1..1000; 0 means 50
+	User     string // only jobs this user submitted
+	Pool     string // only jobs of this pool
+	Name     string // only jobs whose name holds this, in either case (ASCII letters)
+	BeforeID int64  // cursor: only jobs with a smaller id
+	Limit    int    // 1..1000; 0 means 50
 }
+
+// maxListName bounds ListOptions.Name, in characters: longer than any job
+// name, so a longer one could match nothing.
+const maxListName = 200
+
+// maxListUser bounds ListOptions.User, in characters.
+const maxListUser = 200
 
 // List returns one page of jobs, newest first, and whether more remain.
 func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs []domain.Job, more bool, err error) {
@@ -492,6 +504,11 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 	if o.Limit < 0 || o.Limit > 1000 {
 		errs.Add("limit", "must be between 1 and 1000")
 	}
+	checkListText(&errs, "user", o.User, maxListUser, "a user name, such as alice")
+	if o.Pool != "" && !nameRule.MatchString(o.Pool) {
+		errs.Add("pool", "%q is not a valid pool name; %s (list pools with: trainyard pool ls)", o.Pool, nameRuleText)
+	}
+	checkListText(&errs, "name", o.Name, maxListName, "a part of a job name, such as resnet")
 	if err := errs.Err(); err != nil {
 		return nil, false, err
 	}
@@ -501,7 +518,8 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job", Project: o.Project}); err != nil {
 		return nil, false, err
 	}
-	f := store.JobFilter{States: o.States, Project: o.Project, BeforeID: o.BeforeID, Limit: o.Limit + 1}
+	f := store.JobFilter{States: o.States, Project: o.Project, Owner: o.User, Pool: o.Pool, NameContains: o.Name,
+		BeforeID: o.BeforeID, Limit: o.Limit + 1}
 	if v := authz.VisibleJobs(p); !v.All {
 		f.Restrict, f.Projects, f.Submitter = true, v.Projects, v.Submitter
 	}
@@ -513,6 +531,16 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 		return jobs[:o.Limit], true, nil
 	}
 	return jobs, false, nil
+}
+
+// checkListText checks a list filter's text: one line of plain text of
+// at most max characters; example says what to give instead.
+func checkListText(errs *domain.FieldErrors, path, v string, max int, example string) {
+	if msg := domain.TextProblem(v, false); msg != "" {
+		errs.Add(path, "%s", msg)
+	} else if n := utf8.RuneCountInString(v); n > max {
+		errs.Add(path, "is %d characters long; use at most %d, %s", n, max, example)
+	}
 }
 
 // Cancel cancels a job. A queued or held job is canceled at once; a starting

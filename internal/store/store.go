@@ -82,6 +82,15 @@ type JobFilter struct {
 	Project  string            // empty: all
 	BeforeID int64             // cursor: only ids < BeforeID; 0: from the newest
 	Limit    int               // 0: no limit
+	// Owner, Pool and NameContains narrow the list as a caller asks (the
+	// visibility restriction is Restrict's): Owner is the exact submitter,
+	// Pool the exact pool, NameContains a substring of the name, matched
+	// without regard to the case of ASCII letters (other letters match
+	// only as written on SQLite; PostgreSQL folds them by its locale).
+	// Empty: all.
+	Owner        string
+	Pool         string
+	NameContains string
 	// Ascending orders by id ascending (and BeforeID is ignored); used by the
 	// control loop to load the queue in submit order.
 	Ascending bool

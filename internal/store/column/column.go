@@ -226,9 +226,12 @@ func AuditForJob(recs []domain.AuditRecord, id int64) []domain.AuditRecord {
 
 // CountableStates reports whether an unpaged ListJobs with filter f can be
 // sized by counting jobs in states (all jobs when states is empty): only a
-// filter on states alone can. The states come sorted, each once.
+// filter on states alone can (a field it does not know of must be added
+// here, or the count would size a list by jobs the list leaves out). The
+// states come sorted, each once.
 func CountableStates(f store.JobFilter) (states []string, ok bool) {
-	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 {
+	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 ||
+		f.Owner != "" || f.Pool != "" || f.NameContains != "" {
 		return nil, false
 	}
 	for _, st := range f.States {

@@ -107,3 +107,40 @@ func TestParseRatesRemembers(t *testing.T) {
 		}
 	}
 }
+
+// Every field of store.JobFilter that narrows a list must keep
+// CountableStates from counting: a count that ignored it would size a list
+// by jobs the list leaves out. A field added to the filter fails here until
+// CountableStates (or this test's list of fields that do not narrow)
+// knows of it.
+func TestCountableStatesRefusesNarrowingFields(t *testing.T) {
+	// These do not change how many jobs an unpaged list holds: States is
+	// what is counted, Ascending only orders, and Projects and Submitter
+	// count only with Restrict.
+	counted := map[string]bool{"States": true, "Ascending": true, "Projects": true, "Submitter": true}
+	typ := reflect.TypeFor[store.JobFilter]()
+	for i := range typ.NumField() {
+		field := typ.Field(i)
+		var f store.JobFilter
+		v := reflect.ValueOf(&f).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Int, reflect.Int64:
+			v.SetInt(1)
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		default:
+			t.Fatalf("JobFilter.%s is a %s; teach this test to set it", field.Name, v.Kind())
+		}
+		if _, ok := CountableStates(f); ok != counted[field.Name] {
+			t.Errorf("CountableStates with only %s set: ok = %v, want %v", field.Name, ok, counted[field.Name])
+		}
+	}
+	if states, ok := CountableStates(store.JobFilter{States: []domain.JobState{domain.JobRunning, domain.JobQueued, domain.JobRunning}}); !ok ||
+		!reflect.DeepEqual(states, []string{"queued", "running"}) {
+		t.Errorf("CountableStates(running, queued, running) = %q, %v; want [queued running], true", states, ok)
+	}
+}

@@ -77,6 +77,8 @@ func checkCachedDetails(t *testing.T, s *Store) {
 		{Limit: 5, BeforeID: ids[len(ids)/2]}, {Limit: 50, BeforeID: ids[0] + 1},
 		{Limit: 4, BeforeID: ids[0], States: []domain.JobState{domain.JobQueued}},
 		{Limit: 4, BeforeID: ids[0], Restrict: true, Projects: []string{"p"}, Submitter: "alice"},
+		{Limit: 10, Owner: "alice"}, {Limit: 10, Pool: "standard"}, {Limit: 10, NameContains: "JOB-"},
+		{Limit: 4, BeforeID: ids[0], Owner: "alice", Pool: "standard", NameContains: "1"},
 	} {
 		cached, cerr := s.ListJobs(ctx, f)
 		fresh, ferr := s.Shared.ListJobs(ctx, f)

@@ -146,7 +146,47 @@ func matches(j *domain.Job, f *store.JobFilter) bool {
 	if f.Restrict && !slices.Contains(f.Projects, j.Project) && (f.Submitter == "" || j.Submitter != f.Submitter) {
 		return false
 	}
+	if f.Owner != "" && j.Submitter != f.Owner {
+		return false
+	}
+	if f.Pool != "" && j.Pool != f.Pool {
+		return false
+	}
+	if f.NameContains != "" && !containsFoldASCII(j.Name, f.NameContains) {
+		return false
+	}
 	return true
+}
+
+// containsFoldASCII reports whether s holds sub, with ASCII letters of
+// either case equal: what SQLite's LIKE matches (it folds no other
+// letters, so neither does this; strings.ToLower and strings.EqualFold
+// would fold Unicode letters and answer otherwise than the database).
+func containsFoldASCII(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if equalFoldASCII(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// equalFoldASCII reports whether a and b, of equal length, are equal
+// with ASCII letters of either case equal.
+func equalFoldASCII(a, b string) bool {
+	for i := range len(a) {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // AttemptTimes implements store.Jobs: from the detail cache when it holds

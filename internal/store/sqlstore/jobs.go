@@ -349,6 +349,18 @@ func liteJobsQuery(f store.JobFilter, idsOnly bool) (Query, []any) {
 		conds = append(conds, "project = ?")
 		args = append(args, f.Project)
 	}
+	if f.Owner != "" {
+		conds = append(conds, "submitter = ?")
+		args = append(args, f.Owner)
+	}
+	if f.Pool != "" {
+		conds = append(conds, "pool = ?")
+		args = append(args, f.Pool)
+	}
+	if f.NameContains != "" { // SQLite's LIKE folds ASCII letters only
+		conds = append(conds, `name LIKE ? ESCAPE '\'`)
+		args = append(args, containsPattern(f.NameContains))
+	}
 	if f.Restrict { // only the jobs the caller may see
 		var vis []string
 		if len(f.Projects) > 0 {
@@ -432,6 +444,15 @@ func pgListJobsQuery(f store.JobFilter) (Query, []any) {
 	if f.Project != "" {
 		conds = append(conds, "project = "+arg(f.Project))
 	}
+	if f.Owner != "" {
+		conds = append(conds, "submitter = "+arg(f.Owner))
+	}
+	if f.Pool != "" {
+		conds = append(conds, "pool = "+arg(f.Pool))
+	}
+	if f.NameContains != "" {
+		conds = append(conds, "name ILIKE "+arg(containsPattern(f.NameContains))+` ESCAPE '\'`)
+	}
 	if f.Restrict { // only the jobs the caller may see
 		var vis []string
 		if len(f.Projects) > 0 {
@@ -493,6 +514,15 @@ func whereFunc(conds []string) func(extra string) string {
 		return " WHERE " + strings.Join(all, " AND ")
 	}
 }
+
+// containsPattern is the LIKE pattern (with ESCAPE '\') that matches
+// any text holding s: s with its wildcards (%, _) and the escape character
+// itself escaped, between two %.
+func containsPattern(s string) string {
+	return "%" + likeEscaper.Replace(s) + "%"
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // sqliteOnly and postgresOnly are statements built for one engine at the
 // time of the call.

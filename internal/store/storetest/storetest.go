@@ -37,6 +37,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		"OutputDirConflict":           testOutputDirConflict,
 		"SnapshotDedupe":              testSnapshotDedupe,
 		"ListJobs":                    testListJobs,
+		"ListJobsFilters":             testListJobsFilters, // listfilters.go
 		"CountJobs":                   testCountJobs,
 		"ApplyGuards":                 testApplyGuards,
 		"ApplyEventRecordsActualFrom": testApplyEventFrom,
