@@ -60,7 +60,8 @@ func (f jobFilter) query() url.Values {
 }
 
 func (f jobFilter) options() service.ListOptions {
-	o := service.ListOptions{Project: f.Project, BeforeID: f.Before, Limit: pageSize} // FILTERS-PENDING
+	o := service.ListOptions{Project: f.Project, BeforeID: f.Before, Limit: pageSize,
+		User: f.User, Pool: f.Pool, Name: f.Name}
 	if f.State != "" {
 		o.States = []domain.JobState{domain.JobState(f.State)}
 	}
