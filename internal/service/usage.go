@@ -45,7 +45,9 @@ type ProjectUsage struct {
 // priority first, then earliest start, then id, fill its guarantee
 // first-fit, and those that do not fit are borrowed. So a project back
 // under its guarantee has nothing borrowed, whatever its attempts were
-// marked when they were placed.
+// marked when they were placed. (Start is the job's first start; the
+// scheduler orders by its current attempt's, which differs only between
+// jobs started more than once.)
 //
 // Usage is aggregate, with no job named, and is read like the quotas it
 // is set against: by any role.
