@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"trainyard/internal/authz"
 	"trainyard/internal/domain"
@@ -37,8 +38,7 @@ type ProjectUsage struct {
 }
 
 // Usage returns what every pool's active jobs hold now, per project, by
-// pool then project name: the current figures (the server keeps no
-// series of them; the metrics endpoint exports them for one).
+// pool then project name (UsageHistory says what they held before).
 //
 // Which jobs are borrowed is decided as the scheduler decides it on each
 // pass: a project's active jobs that are not being stopped, highest
@@ -152,4 +152,114 @@ func fitsGuarantee(g, use domain.Limits) bool {
 		(g.CPUs <= 0 || use.CPUs <= g.CPUs+1e-9) &&
 		(g.Memory <= 0 || use.Memory <= g.Memory) &&
 		(g.Jobs <= 0 || use.Jobs <= g.Jobs)
+}
+
+// PoolHistory is what one pool's attempts held over a window, step by
+// step: the average over each step of the GPUs, CPUs and memory (bytes)
+// held, so that a job shorter than a step still counts.
+type PoolHistory struct {
+	Pool     string
+	Capacity domain.Limits // now
+	Start    time.Time     // of the first step
+	Step     time.Duration
+	GPUs     []float64
+	CPUs     []float64
+	Memory   []float64
+}
+
+// Maximum steps and window of a UsageHistory.
+const (
+	MaxHistorySteps  = 1000
+	MaxHistoryWindow = 90 * 24 * time.Hour
+)
+
+// UsageHistory returns what every pool's attempts held in the window
+// before now, in steps steps, by pool name, from the attempt history that
+// spend reports read (an attempt holds its job's request from its start
+// to its end); the server keeps no other series of pool use. It is
+// aggregate per pool, with no project or job named, and is read like
+// pools, by any role.
+func (s *CostService) UsageHistory(ctx context.Context, p Principal, window time.Duration, steps int) ([]PoolHistory, error) {
+	var errs domain.FieldErrors
+	if window <= 0 || window > MaxHistoryWindow {
+		errs.Add("window", "must be more than 0 and at most %s, got %s", domain.Duration(MaxHistoryWindow), domain.Duration(window))
+	}
+	if steps < 1 || steps > MaxHistorySteps {
+		errs.Add("steps", "must be between 1 and %d, got %d", MaxHistorySteps, steps)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, p, authz.PoolRead, authz.Resource{Kind: "pool"}); err != nil {
+		return nil, err
+	}
+	pools, err := s.st.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Clock.Now()
+	step := window / time.Duration(steps)
+	start := now.Add(-step * time.Duration(steps))
+	spans, err := s.st.AttemptSpans(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*PoolHistory{}
+	add := func(name string) *PoolHistory {
+		h := &PoolHistory{Pool: name, Start: start, Step: step,
+			GPUs: make([]float64, steps), CPUs: make([]float64, steps), Memory: make([]float64, steps)}
+		byName[name] = h
+		return h
+	}
+	for _, pl := range pools {
+		add(pl.Name).Capacity = pl.Capacity()
+	}
+	for _, sp := range spans {
+		h := byName[sp.Pool]
+		if h == nil { // a pool removed since
+			h = add(sp.Pool)
+		}
+		from, to := sp.StartedAt, sp.FinishedAt
+		if to.IsZero() || to.After(now) {
+			to = now
+		}
+		if from.Before(start) {
+			from = start
+		}
+		if !to.After(from) {
+			continue
+		}
+		g := gang(sp.Resources)
+		first := int(from.Sub(start) / step)
+		for i := first; i < steps; i++ {
+			lo, hi := start.Add(step*time.Duration(i)), start.Add(step*time.Duration(i+1))
+			if !lo.Before(to) {
+				break
+			}
+			part := earlier(hi, to).Sub(later(lo, from)).Seconds() / step.Seconds()
+			h.GPUs[i] += float64(g.GPUs) * part
+			h.CPUs[i] += g.CPUs * part
+			h.Memory[i] += float64(g.Memory) * part
+		}
+	}
+	out := make([]PoolHistory, 0, len(byName))
+	for _, h := range byName {
+		out = append(out, *h)
+	}
+	slices.SortFunc(out, func(a, b PoolHistory) int { return cmp.Compare(a.Pool, b.Pool) })
+	return out, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
