@@ -3,10 +3,12 @@ package web
 import (
 	"cmp"
 	"fmt"
+	"html/template"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
@@ -242,13 +244,62 @@ func gib(b domain.ByteSize) float64 { return float64(b) / (1 << 30) }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
+// poolsData is the pools page: the pools now (its live part) and what
+// they held over the last historyWindow.
+type poolsData struct {
+	Pools       []poolView
+	History     template.HTML // drawn by svgChart from numbers and escaped names
+	HistoryNote string
+}
+
+// The pools' history: the last day, in quarter hours.
+const (
+	historyWindow = 24 * time.Hour
+	historySteps  = 96
+)
+
+// history draws what each pool held over the last historyWindow, one
+// chart per pool: its GPUs, or its CPUs in a pool without GPUs, against
+// its capacity now.
+func (h *handler) history(r *http.Request, v *viewer) (template.HTML, error) {
+	hs, err := h.svc.Cost.UsageHistory(r.Context(), v.p, historyWindow, historySteps)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, ph := range hs {
+		what, ys, most := "GPUs", ph.GPUs, float64(ph.Capacity.GPUs)
+		if ph.Capacity.GPUs == 0 {
+			what, ys, most = "CPUs", ph.CPUs, ph.Capacity.CPUs
+		}
+		held := series{Name: what + " held"}
+		capacity := series{Name: "capacity"}
+		end := ph.Start.Add(ph.Step * time.Duration(len(ys)))
+		for i, y := range ys {
+			x := -end.Sub(ph.Start.Add(ph.Step * time.Duration(i))).Hours() // the step's start, in hours before now
+			held.Points = append(held.Points, point{X: x, Y: y})
+			capacity.Points = append(capacity.Points, point{X: x, Y: most})
+		}
+		title := fmt.Sprintf("%s: %s held, average per %s", ph.Pool, what, domain.Duration(ph.Step))
+		b.WriteString(`<figure class="chart-box">`)
+		b.WriteString(string(svgChart(title, "hours before now", nil, held, capacity)))
+		b.WriteString(`</figure>`)
+	}
+	return template.HTML(b.String()), nil
+}
+
 func (h *handler) pools(w http.ResponseWriter, r *http.Request, v *viewer) {
 	pools, err := h.readPools(r, v)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "pools.html", page{Title: "Pools and quotas", Nav: "pools", User: v, CSRF: v.csrf, Data: pools})
+	d := poolsData{Pools: pools}
+	if d.History, err = h.history(r, v); err != nil {
+		_, msg := statusOf(err)
+		d.HistoryNote = "The history cannot be drawn: " + msg
+	}
+	h.render(w, r, http.StatusOK, "pools.html", page{Title: "Pools and quotas", Nav: "pools", User: v, CSRF: v.csrf, Data: d})
 }
 
 // poolsLive sends the pools' part whenever what they hold changes.

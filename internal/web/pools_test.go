@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/service"
 	"trainyard/internal/store"
 )
 
@@ -91,8 +93,8 @@ func TestPoolsPage(t *testing.T) {
 	for _, want := range []string{
 		`id="pool-default"`, `id="pool-gpu"`, "a100", "4 GPU · 32 CPU · 128GiB",
 		`<meter min="0" max="4" high="3.6" value="4">4 of 4 GPUs</meter>`, "8 of 32 CPUs", "1 of 8 CPUs",
-		"open: no project has a quota", "2 GPU · any CPU · any memory", "up to 2 GPU", "high",
-		"1 GPU · 8 CPU · 32GiB · 2 jobs", "4 of 2 guaranteed GPUs", `data-live="/pools/live"`, "the server keeps no series",
+		"open: no project has a quota", "2 GPU · any CPU · any memory", "gpu: GPUs held, average per 15m", "up to 2 GPU", "high",
+		"1 GPU · 8 CPU · 32GiB · 2 jobs", "4 of 2 guaranteed GPUs", `data-live="/pools/live"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
@@ -159,4 +161,61 @@ func TestPoolsLive(t *testing.T) {
 	}
 	e.start(j.ID)
 	ev.until(func(m string) bool { return strings.Contains(m, "2 of 4 GPUs") })
+}
+
+// TestPoolsHistory: what a pool's attempts held, step by step, from
+// their start and end, drawn on the page.
+func TestPoolsHistory(t *testing.T) {
+	e := newQueueEnv(t)
+	e.gpuPool()
+	j := e.submit(e.user("alice", "member@vision"), fmt.Sprintf(gpuSpec, "one"))
+	from, to := time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	zero := 0
+	errs, err := e.st.Apply(t.Context(), []store.Change{
+		{JobID: j.ID, Move: domain.MoveStart(), At: from, Actor: "test",
+			Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptStarting, Node: "g1"}},
+		{JobID: j.ID, Move: domain.MoveRun(), At: from, Actor: "test",
+			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning}},
+		{JobID: j.ID, Move: domain.MoveSucceed(), At: to, Actor: "test",
+			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded, ExitCode: &zero}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+	hs, err := e.svc.Cost.UsageHistory(t.Context(), adminP, 24*time.Hour, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpu *service.PoolHistory
+	for i := range hs {
+		if hs[i].Pool == "gpu" {
+			gpu = &hs[i]
+		}
+	}
+	if gpu == nil || len(gpu.GPUs) != 24 {
+		t.Fatalf("no 24 steps of pool gpu: %+v", hs)
+	}
+	sum := 0.0
+	for _, g := range gpu.GPUs {
+		sum += g
+	}
+	// 2 GPUs for one hour, in hour-long steps: the step before last but
+	// one holds (nearly) all of it.
+	if math.Abs(gpu.GPUs[22]-2) > 0.01 || math.Abs(sum-2) > 1e-6 || math.Abs(gpu.CPUs[22]-4) > 0.02 {
+		t.Errorf("held GPUs by hour %v, CPUs %v", gpu.GPUs, gpu.CPUs)
+	}
+	_, body := e.signIn(e.admin).get("/pools")
+	for _, want := range []string{`aria-label="gpu: GPUs held, average per 15m"`, `data-series="GPUs held"`, `aria-label="default: CPUs held, average per 15m"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if _, err := e.svc.Cost.UsageHistory(t.Context(), adminP, 0, 24); err == nil {
+		t.Error("a window of 0 is accepted")
+	}
 }
