@@ -87,9 +87,9 @@ func (h *handler) readQueue(r *http.Request, v *viewer, pool string, res queueLo
 		}
 		now := time.Now()
 		for _, e := range es {
-			row := queueRow{E: e, Waiting: roughly(now.Sub(e.Submitted))}
+			row := queueRow{E: e, Waiting: inMinutes(now.Sub(e.Submitted))}
 			if !e.EstimatedStart.IsZero() {
-				row.StartsIn = roughly(e.EstimatedStart.Sub(now))
+				row.StartsIn = inMinutes(e.EstimatedStart.Sub(now))
 			}
 			if _, ok := res[e.JobID]; !ok {
 				wanted = append(wanted, e.JobID)
@@ -143,6 +143,19 @@ func (h *handler) lookUpRequests(r *http.Request, v *viewer, ids []int64, res qu
 		res[id] = "" // it left the queue meanwhile: not looked for again
 	}
 	return nil
+}
+
+// inMinutes is roughly, to the minute: the queue's live part changes
+// when its order, reasons or estimates do, or a minute passes, not every
+// second.
+func inMinutes(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	}
+	return roughly(d.Truncate(time.Minute))
 }
 
 // queuePoolParam reads ?pool=.

@@ -188,7 +188,7 @@ func TestQueuePage(t *testing.T) {
 		}
 		for _, want := range []string{
 			fmt.Sprintf(`<a href="/jobs/%d">%d</a>`, bj.ID, bj.ID), "bob-train", "QuotaExceeded",
-			"project vision uses 8 of 8 CPUs in pool default (quota)", "1 CPU", "in 1h29m", `aria-current="page"`,
+			"project vision uses 8 of 8 CPUs in pool default (quota)", "1 CPU", "in 1h29m", "under a minute", `aria-current="page"`,
 			`data-live="/queue/live`, "bob", "alice", "normal",
 		} {
 			if !strings.Contains(body, want) {
