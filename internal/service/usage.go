@@ -22,7 +22,8 @@ type PoolUsage struct {
 
 // ProjectUsage is what one project's active jobs hold in one pool, and
 // how much of that is borrowed: above its guarantee, on idle capacity,
-// so preemptible to reclaim it.
+// so preemptible to reclaim it. Every project with a quota or a grant
+// in the pool has one, holding something or not.
 type ProjectUsage struct {
 	Project  string
 	Used     domain.Limits // Jobs counts its active jobs
@@ -80,12 +81,24 @@ func (s *JobService) Usage(ctx context.Context, p Principal) ([]PoolUsage, error
 		k := key{j.Pool, j.Project}
 		byProject[k] = append(byProject[k], j)
 	}
+	// Every project with a quota (or a grant) in a pool, and every one
+	// holding part of it.
+	var stored []domain.Quota
+	for _, qs := range v.quotas {
+		stored = append(stored, qs...)
+	}
+	quotaOf := map[key]domain.Quota{}
+	for _, q := range domain.EffectiveQuotas(stored, v.grants, now) {
+		k := key{q.Pool, q.Project}
+		quotaOf[k] = q
+		if _, ok := byProject[k]; !ok && pools[q.Pool] != nil {
+			byProject[k] = nil
+		}
+	}
 	for k, js := range byProject {
 		u := ProjectUsage{Project: k.project, Open: v.open(k.pool, now)}
-		for _, q := range domain.EffectiveQuotas(v.quotas[k.project+"/"+k.pool], v.grants, now) {
-			if q.Project == k.project && q.Pool == k.pool {
-				u.Guaranteed, u.HasQuota = q.Guaranteed, true
-			}
+		if q, ok := quotaOf[k]; ok {
+			u.Guaranteed, u.HasQuota = q.Guaranteed, true
 		}
 		for _, j := range js {
 			u.Used = addLimits(u.Used, gang(j.Resources))
