@@ -94,7 +94,7 @@ func (h *handler) readPools(r *http.Request, v *viewer) ([]poolView, error) {
 }
 
 // quotaRows are the pool's quotas, and the projects that hold some of it
-// without one, by project.
+// or have a compute grant there without one, by project.
 func quotaRows(p domain.Pool, c domain.Limits, quotas []domain.Quota, use []service.ProjectUsage) []quotaRow {
 	usedBy := map[string]service.ProjectUsage{}
 	for _, u := range use {
@@ -104,15 +104,9 @@ func quotaRows(p domain.Pool, c domain.Limits, quotas []domain.Quota, use []serv
 	seen := map[string]bool{}
 	add := func(q *domain.Quota, project string) {
 		seen[project] = true
-		u, held := usedBy[project]
-		row := quotaRow{Project: project, Used: "nothing", Borrowed: "nothing"}
-		if held {
-			row.Used = limitsText(u.Used, true)
-			if u.Borrowed.Jobs > 0 {
-				row.Borrowed = limitsText(u.Borrowed, true)
-			}
-		}
-		if q == nil && held && u.HasQuota { // a compute grant makes one
+		u, known := usedBy[project]
+		row := quotaRow{Project: project, Used: limitsText(u.Used, true), Borrowed: limitsText(u.Borrowed, true)}
+		if q == nil && u.HasQuota { // a compute grant makes one
 			row.Effective = guaranteeText(u.Guaranteed)
 		}
 		if q != nil {
@@ -130,7 +124,7 @@ func quotaRows(p domain.Pool, c domain.Limits, quotas []domain.Quota, use []serv
 				row.MaxPriority = string(domain.PriorityNormal)
 			}
 			g := q.Guaranteed
-			if held && u.HasQuota && u.Guaranteed != g {
+			if known && u.HasQuota && u.Guaranteed != g {
 				row.Effective = guaranteeText(u.Guaranteed)
 				g = u.Guaranteed
 			}

@@ -219,3 +219,27 @@ func TestPoolsHistory(t *testing.T) {
 		t.Error("a window of 0 is accepted")
 	}
 }
+
+// TestPoolsShowGrants: a compute grant in force shows with the quota it
+// raises, and makes a row of its own for a project without a quota.
+func TestPoolsShowGrants(t *testing.T) {
+	e := newQueueEnv(t)
+	e.gpuPool()
+	ctx := t.Context()
+	for _, project := range []string{"vision", "speech"} {
+		r, err := e.svc.Pools.RequestQuota(ctx, adminP, domain.QuotaRequest{Project: project, Pool: "gpu",
+			Extra: domain.Limits{GPUs: 1}, Until: time.Now().Add(24 * time.Hour), Reason: "a deadline"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Pools.DecideRequest(ctx, adminP, r.ID, true, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := e.signIn(e.admin).get("/pools")
+	for _, want := range []string{`id="quota-gpu-vision"`, "with grants: 3 GPU · any CPU · any memory", `id="quota-gpu-speech"`, "with grants: 1 GPU"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
