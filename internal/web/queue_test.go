@@ -161,7 +161,7 @@ func inOrder(body string, ss ...string) bool {
 	return true
 }
 
-func row(id int64) string { return fmt.Sprintf(`id="queued-%d"`, id) }
+func queueRow(id int64) string { return fmt.Sprintf(`id="queued-%d"`, id) }
 
 // TestQueuePage: the queue of each pool in scheduling order, with the
 // job's request, its reason with its numbers and its estimated start.
@@ -183,7 +183,7 @@ func TestQueuePage(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("%s: %d", path, code)
 		}
-		if !inOrder(body, row(bj.ID), row(a.ID), row(ad.ID)) {
+		if !inOrder(body, queueRow(bj.ID), queueRow(a.ID), queueRow(ad.ID)) {
 			t.Errorf("%s: the rows are not in scheduling order:\n%s", path, body)
 		}
 		for _, want := range []string{
@@ -215,10 +215,10 @@ func TestQueueShowsAMemberOnlyTheirJobs(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("queue: %d", code)
 	}
-	if !strings.Contains(body, row(bj.ID)) || !strings.Contains(body, `data-position="2"`) {
+	if !strings.Contains(body, queueRow(bj.ID)) || !strings.Contains(body, `data-position="2"`) {
 		t.Errorf("bob does not see his job at position 2:\n%s", body)
 	}
-	if strings.Contains(body, row(a.ID)) || strings.Contains(body, "alice-train") || strings.Contains(body, "alice&#39;s numbers") {
+	if strings.Contains(body, queueRow(a.ID)) || strings.Contains(body, "alice-train") || strings.Contains(body, "alice&#39;s numbers") {
 		t.Errorf("bob sees alice's job:\n%s", body)
 	}
 	// No role, no queue: the service's refusal.
@@ -246,7 +246,7 @@ func TestQueueIsBounded(t *testing.T) {
 	if !strings.Contains(body, "5 more waiting jobs not shown") {
 		t.Errorf("the page does not say 5 more wait")
 	}
-	if strings.Contains(body, row(j.ID+205)) {
+	if strings.Contains(body, queueRow(j.ID+205)) {
 		t.Error("the 205th entry is shown")
 	}
 }
@@ -260,11 +260,11 @@ func TestQueueLive(t *testing.T) {
 	e.q.set(waiting(x, 1, domain.ReasonWaitingForCapacity, ""), waiting(y, 2, domain.ReasonWaitingForCapacity, ""))
 	ev := e.signIn(e.admin).stream("/queue/live?pool=default")
 	m := ev.next()
-	if !inOrder(m, row(x.ID), row(y.ID)) || !strings.Contains(m, "<table") {
+	if !inOrder(m, queueRow(x.ID), queueRow(y.ID)) || !strings.Contains(m, "<table") {
 		t.Fatalf("first message is not the queue in order:\n%s", m)
 	}
 	e.q.set(waiting(y, 1, domain.ReasonQuotaExceeded, "now over quota"), waiting(x, 2, domain.ReasonWaitingForCapacity, ""))
-	ev.until(func(m string) bool { return inOrder(m, row(y.ID), row(x.ID)) && strings.Contains(m, "now over quota") })
+	ev.until(func(m string) bool { return inOrder(m, queueRow(y.ID), queueRow(x.ID)) && strings.Contains(m, "now over quota") })
 
 	req, _ := http.NewRequest("GET", e.srv.URL+"/queue/live", nil)
 	req.Header.Set("Accept", "text/event-stream")
