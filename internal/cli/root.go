@@ -147,6 +147,7 @@ http://127.0.0.1:7070.`,
 		a.tokenCmd(),       // identity.go
 		a.loginCmd(),       // identity.go
 		a.whoamiCmd(),      // identity.go
+		a.uiCmd(),          // ui.go
 		a.auditCmd(),       // audit.go
 		a.costCmd(),        // cost.go
 		a.reportCmd(),      // report.go

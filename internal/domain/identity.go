@@ -87,6 +87,11 @@ type Principal struct {
 	Attempt int
 }
 
+// SignInLinkToken names the tokens `trainyard ui` makes for a sign-in
+// link: the web sign-in page revokes one as soon as it made a session
+// from it, so each link signs in once.
+const SignInLinkToken = "web sign-in link"
+
 // IsJob reports whether p is a job token.
 func (p Principal) IsJob() bool { return p.JobID != 0 }
 
