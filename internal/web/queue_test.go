@@ -264,7 +264,9 @@ func TestQueueLive(t *testing.T) {
 		t.Fatalf("first message is not the queue in order:\n%s", m)
 	}
 	e.q.set(waiting(y, 1, domain.ReasonQuotaExceeded, "now over quota"), waiting(x, 2, domain.ReasonWaitingForCapacity, ""))
-	ev.until(func(m string) bool { return inOrder(m, queueRow(y.ID), queueRow(x.ID)) && strings.Contains(m, "now over quota") })
+	ev.until(func(m string) bool {
+		return inOrder(m, queueRow(y.ID), queueRow(x.ID)) && strings.Contains(m, "now over quota")
+	})
 
 	req, _ := http.NewRequest("GET", e.srv.URL+"/queue/live", nil)
 	req.Header.Set("Accept", "text/event-stream")

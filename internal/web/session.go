@@ -236,8 +236,27 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		again(status, msg)
 		return
 	}
+	h.spendLink(ctx, p)
 	h.setCookie(w, session, tok.ExpiresAt)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// spendLink revokes the token p signed in with when it came from a
+// sign-in link (trainyard ui), so that the link works once.
+func (h *handler) spendLink(ctx context.Context, p service.Principal) {
+	toks, err := h.svc.Identity.ListTokens(ctx, p, "", false)
+	if err != nil {
+		h.log.Warn("read the tokens of a signed-in user", "user", p.Subject, "err", err)
+		return
+	}
+	for _, t := range toks {
+		if t.ID == p.TokenID && t.Name == domain.SignInLinkToken {
+			if _, err := h.svc.Identity.RevokeToken(ctx, p, t.ID); err != nil {
+				h.log.Warn("revoke a used sign-in link", "token", t.ID, "err", err)
+			}
+			return
+		}
+	}
 }
 
 // signout revokes the session's token.

@@ -6,6 +6,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/service"
 )
 
 // TestNoPageWithoutASession: every page sends a visitor without a session
@@ -130,5 +134,23 @@ func TestFormsNeedTheirToken(t *testing.T) {
 	}
 	if d, _ := e.svc.Jobs.Show(t.Context(), adminP, j.ID); d.Job.State != "canceled" {
 		t.Errorf("after cancel: %s", d.Job.State)
+	}
+}
+
+// TestSignInLinkWorksOnce: a token from `trainyard ui` signs in once; the
+// page revokes it as soon as the session is made.
+func TestSignInLinkWorksOnce(t *testing.T) {
+	e := newEnv(t)
+	e.user("alice", "member@vision")
+	link, _, err := e.svc.Identity.CreateToken(t.Context(), adminP, service.TokenInput{User: "alice", Name: domain.SignInLinkToken, TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.signIn(link)
+	if code, body := b.get("/jobs"); code != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Fatalf("signed in by link: %d", code)
+	}
+	if code, _, _ := e.browser().post("/signin", url.Values{"token": {link}}); code != http.StatusUnauthorized {
+		t.Errorf("the link signed in a second time: %d, want 401", code)
 	}
 }
