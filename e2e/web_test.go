@@ -21,7 +21,7 @@ import (
 // chromium starts Debian's headless Chromium for the test and returns a
 // tab's context. CI installs it (.ci/run); without it the test fails
 // there and is skipped elsewhere.
-func chromium(t *testing.T) context.Context {
+func chromium(t testing.TB) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
