@@ -1,13 +1,11 @@
 package api
 
 import (
-	"archive/tar"
 	"errors"
 	"io"
 	"net/http"
 	"regexp"
 	"strconv"
-	"time"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
@@ -275,19 +273,7 @@ func (h *handler) checkpointArchive(w http.ResponseWriter, r *http.Request, p se
 	}
 	defer c.Close()
 	w.Header().Set("Content-Type", "application/x-tar")
-	tw := tar.NewWriter(w)
-	// Regular files only: links and special files the job left in the
-	// checkpoint are not part of it.
-	err = c.Walk(r.Context(), func(rel string, size int64, modTime time.Time, f io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: size, ModTime: modTime, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, io.LimitReader(f, size))
-		return err
-	})
-	if err == nil {
-		err = tw.Close()
-	}
+	err = c.WriteTar(r.Context(), w)
 	if err != nil {
 		// Headers are sent: cut the stream so the client sees a broken archive.
 		h.log.Warn("checkpoint archive", "job", id, "checkpoint", name, "err", err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"archive/tar"
 	"cmp"
 	"context"
 	"errors"
@@ -279,6 +280,25 @@ type Checkpoint struct {
 	// error matching tier.ErrMismatch after its last file.
 	Walk  func(ctx context.Context, fn func(rel string, size int64, modTime time.Time, r io.Reader) error) error
 	Close func() error
+}
+
+// WriteTar writes the checkpoint's regular files to w as a tar archive,
+// as downloads serve it: links and special files the job left in the
+// checkpoint are not part of it. An error after the first byte leaves w
+// holding a broken archive; the caller cuts the stream.
+func (c Checkpoint) WriteTar(ctx context.Context, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := c.Walk(ctx, func(rel string, size int64, modTime time.Time, f io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: size, ModTime: modTime, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, io.LimitReader(f, size))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
 }
 
 // OpenCheckpoint opens a kept checkpoint of the job, for download: its
