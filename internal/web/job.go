@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"path"
@@ -326,10 +327,43 @@ func (h *handler) download(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	defer a.File.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(path.Base(a.Path)))
+	w.Header().Set("Content-Disposition", attachment(path.Base(a.Path)))
 	w.Header().Set("X-Trainyard-SHA256", a.SHA256)
 	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", a.File.ModTime, a.File.ReadSeekCloser)
+}
+
+// checkpoint serves one kept checkpoint as a tar archive.
+func (h *handler) checkpoint(w http.ResponseWriter, r *http.Request, v *viewer) {
+	id, err := jobID(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	name := r.PathValue("name")
+	c, err := h.svc.Artifacts.OpenCheckpoint(r.Context(), v.p, id, name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer c.Close()
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Disposition", attachment(fmt.Sprintf("job-%d-%s.tar", id, name)))
+	w.Header().Set("Cache-Control", "no-store")
+	if err := c.WriteTar(r.Context(), w); err != nil {
+		// Headers are sent: cut the stream so the browser sees a failed download.
+		h.log.Warn("checkpoint download", "job", id, "checkpoint", name, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// attachment is a Content-Disposition that saves the answer as name,
+// whatever characters a job put in it.
+func attachment(name string) string {
+	if v := mime.FormatMediaType("attachment", map[string]string{"filename": name}); v != "" {
+		return v
+	}
+	return "attachment"
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, v *viewer) {

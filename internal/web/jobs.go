@@ -20,6 +20,7 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /jobs/{id}/log", h.authed(h.logStream))
 	mux.Handle("GET /jobs/{id}/log.txt", h.authed(h.logDownload))
 	mux.Handle("GET /jobs/{id}/files/{path...}", h.authed(h.download))
+	mux.Handle("GET /jobs/{id}/checkpoints/{name}/archive", h.authed(h.checkpoint))
 	mux.Handle("POST /jobs/{id}/cancel", h.action(h.cancel))
 	mux.Handle("POST /jobs/{id}/hold", h.action(h.hold))
 	mux.Handle("POST /jobs/{id}/release", h.action(h.release))
