@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,6 +107,7 @@ entrypoint:
   - -c
   - |
     import json, os, time
+    print('<img src=x onerror="document.title=1">', flush=True)
     for i in range(1, 31):
         print("line %d" % i, flush=True)
         print("trainyard: " + json.dumps({"step": i, "loss": 1.0 / i}), flush=True)
@@ -162,6 +168,10 @@ func TestWebPagesInABrowser(t *testing.T) {
 	if n := lines(); n != 30 {
 		t.Errorf("the page shows %d log lines, want 30", n)
 	}
+	// A job's log is text: its markup shows as written and never runs.
+	if !eval[bool](t, ctx, "document.getElementById('log').textContent.includes('<img src=x') && document.querySelector('#log img') === null") {
+		t.Error("a log line's markup became part of the page")
+	}
 	shot(t, ctx, "job-succeeded")
 
 	// The output downloads through the page's link, with the page's checksum.
@@ -197,9 +207,72 @@ func TestWebPagesInABrowser(t *testing.T) {
 	}
 	shot(t, ctx, "job-canceled")
 
+	// On a phone's screen.
+	do(t, ctx, "a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(s.url+"/jobs"), chromedp.WaitVisible(chromedp.ID("jobs-rows")))
+	if w := eval[int](t, ctx, "document.documentElement.scrollWidth"); w > 390 {
+		t.Errorf("the job list is %d px wide on a 390 px screen", w)
+	}
+	shot(t, ctx, "jobs-phone")
+	do(t, ctx, "back to 1280 px", chromedp.EmulateViewport(1280, 900))
+
 	// Every other page renders; the screenshots keep them.
 	for _, p := range []string{"queue", "pools", "cost", "alerts", "audit"} {
 		do(t, ctx, "open "+p, chromedp.Navigate(s.url+"/"+p), chromedp.WaitVisible("main"))
 		shot(t, ctx, p)
+	}
+}
+
+// TestWebDownloadsMatchTheAPI: a signed-in page downloads the smoke job's
+// output and a checkpoint byte for byte as the API serves them, as
+// attachments, and a page without a session downloads nothing.
+func TestWebDownloadsMatchTheAPI(t *testing.T) {
+	s := startServer(t, serverOpts{cpus: 2})
+	out := s.mustCLI("submit", filepath.Join(repoRoot(), "examples", "smoke.yaml"))
+	id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("submit printed %q", out)
+	}
+	if j := s.waitState(id, 2*time.Minute, "succeeded", "failed"); j.State != "succeeded" {
+		t.Fatalf("smoke job %s: %s", j.State, j.Message)
+	}
+	var ck struct{ Checkpoints []struct{ Name string } }
+	if code := s.api("GET", fmt.Sprintf("/api/v1/jobs/%d/checkpoints", id), nil, &ck); code != 200 || len(ck.Checkpoints) == 0 {
+		t.Fatalf("checkpoints: %d %+v", code, ck)
+	}
+	jar, _ := cookiejar.New(nil)
+	page := &http.Client{Jar: jar}
+	if resp, err := page.PostForm(s.url+"/signin", url.Values{"token": {s.token}}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("sign in: %v %v", resp, err)
+	}
+	get := func(c *http.Client, path string, bearer bool) (*http.Response, []byte) {
+		req, _ := http.NewRequest("GET", s.url+path, nil)
+		if bearer {
+			req.Header.Set("Authorization", "Bearer "+s.token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	name := ck.Checkpoints[len(ck.Checkpoints)-1].Name
+	for _, c := range []struct{ page, api string }{
+		{fmt.Sprintf("/jobs/%d/files/model.json", id), fmt.Sprintf("/api/v1/jobs/%d/artifacts/model.json", id)},
+		{fmt.Sprintf("/jobs/%d/checkpoints/%s/archive", id, name), fmt.Sprintf("/api/v1/jobs/%d/checkpoints/%s/archive", id, name)},
+	} {
+		resp, got := get(page, c.page, false)
+		_, want := get(http.DefaultClient, c.api, true)
+		if resp.StatusCode != 200 || len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d, %d bytes; the API's %s has %d", c.page, resp.StatusCode, len(got), c.api, len(want))
+		}
+		if cd := resp.Header.Get("Content-Disposition"); !strings.HasPrefix(cd, "attachment") {
+			t.Errorf("%s: Content-Disposition %q, want an attachment", c.page, cd)
+		}
+		noSession := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		if resp, _ := get(noSession, c.page, true); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("%s with an API token and no session: %d, want 303 to sign in", c.page, resp.StatusCode)
+		}
 	}
 }
