@@ -8,20 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/executor/local"
-	"trainyard/internal/logs"
-	"trainyard/internal/service"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
-	"trainyard/internal/web"
 )
 
 // storeEnv is env with its store at hand, to write the history a page
@@ -36,26 +29,10 @@ type storeEnv struct {
 
 func newStoreEnv(t *testing.T) *storeEnv {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := filepath.Join(dir, "runs")
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs}, Files: local.NewReader(runs)})
-	token, err := svc.Identity.Bootstrap(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pool := domain.Pool{Name: "gpu", Nodes: []domain.Node{{Name: "g1", CPUs: 16, Memory: 64 << 30, GPUs: []int{0, 1, 2, 3}}},
 		Rates: domain.Rates{GPUHour: 2_100_000, CPUHour: 100_000}}
-	if _, _, err := svc.Pools.PutPool(ctx, adminP, pool); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.Handler(web.Config{Service: svc, Live: 20 * time.Millisecond}))
-	t.Cleanup(func() { srv.Close(); st.Close() })
-	return &storeEnv{env: &env{t: t, srv: srv, svc: svc, admin: token}, st: st, now: time.Now().UTC().Truncate(time.Hour)}
+	e := newEnvWith(t, nil, pool)
+	return &storeEnv{env: e, st: e.st, now: time.Now().UTC().Truncate(time.Hour)}
 }
 
 // job stores a job of project by submitter on pool gpu, as submitted a

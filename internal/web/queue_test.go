@@ -5,19 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/executor/local"
-	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
-	"trainyard/internal/web"
 )
 
 // fakeQueue stands for the control loop's queue (service.Config.Queue):
@@ -55,26 +50,9 @@ type queueEnv struct {
 
 func newQueueEnv(t *testing.T) *queueEnv {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	q := &fakeQueue{}
-	runs := filepath.Join(dir, "runs")
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs},
-		Files: local.NewReader(runs), Queue: q.read})
-	token, err := svc.Identity.Bootstrap(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := domain.Pool{Name: "default", Borrowing: true, Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.Pools.PutPool(context.Background(), adminP, pool); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.Handler(web.Config{Service: svc, Live: 20 * time.Millisecond}))
-	t.Cleanup(func() { srv.Close(); st.Close() })
-	return &queueEnv{env: &env{t: t, srv: srv, svc: svc, admin: token}, q: q, st: st}
+	e := newEnvWith(t, func(c *service.Config) { c.Queue = q.read }, defaultPool)
+	return &queueEnv{env: e, q: q, st: e.st}
 }
 
 // waiting is j's queue entry at pos, waiting for reason.

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -14,37 +12,17 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/executor/local"
-	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
-	"trainyard/internal/web"
 )
 
 // newResourceEnv is newEnv with a service whose SampleHistory is history,
 // and the store, to start attempts.
 func newResourceEnv(t *testing.T, history func(jobID int64, attempt int) []domain.ResourceSample) (*env, *sqlite.Store) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := filepath.Join(dir, "runs")
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs},
-		Files: local.NewReader(runs), SampleHistory: history})
-	token, err := svc.Identity.Bootstrap(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := domain.Pool{Name: "default", Borrowing: true, Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
-	if _, _, err := svc.Pools.PutPool(context.Background(), adminP, pool); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.Handler(web.Config{Service: svc, Live: 20 * time.Millisecond}))
-	t.Cleanup(func() { srv.Close(); st.Close() })
-	return &env{t: t, srv: srv, svc: svc, admin: token}, st
+	e := newEnvWith(t, func(c *service.Config) { c.SampleHistory = history }, defaultPool)
+	return e, e.st
 }
 
 // startAttempt moves a queued job to starting with its first attempt.

@@ -22,17 +22,26 @@ import (
 )
 
 // env is the pages on a real service and SQLite store, with no control
-// loop: submitted jobs stay queued unless a test moves them.
+// loop: submitted jobs stay queued unless a test moves them (through st,
+// as the loop would).
 type env struct {
 	t     *testing.T
 	srv   *httptest.Server
 	svc   *service.Service
+	st    *sqlite.Store
 	admin string // the admin's API token
 }
 
 var adminP = service.Principal{Subject: "admin", Role: domain.RoleAdmin}
 
-func newEnv(t *testing.T) *env {
+// defaultPool is the pool newEnv makes.
+var defaultPool = domain.Pool{Name: "default", Borrowing: true, Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
+
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil, defaultPool) }
+
+// newEnvWith is newEnv with the service's config changed by tweak (nil:
+// none) and pool as its one pool.
+func newEnvWith(t *testing.T, tweak func(*service.Config), pool domain.Pool) *env {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
@@ -40,18 +49,21 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	runs := filepath.Join(dir, "runs")
-	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs}, Files: local.NewReader(runs)})
+	cfg := service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"), Logs: logs.Layout{Root: runs}, Files: local.NewReader(runs)}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	svc := service.New(cfg)
 	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := domain.Pool{Name: "default", Borrowing: true, Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.Pools.PutPool(context.Background(), adminP, pool); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(web.Handler(web.Config{Service: svc, Live: 20 * time.Millisecond}))
 	t.Cleanup(func() { srv.Close(); st.Close() })
-	return &env{t: t, srv: srv, svc: svc, admin: token}
+	return &env{t: t, srv: srv, svc: svc, st: st, admin: token}
 }
 
 // user creates a user with roles ("member@vision", "auditor") and
