@@ -76,7 +76,7 @@ func newContractHarness(t *testing.T) *harness {
 var actionCommands = []string{
 	"trainyard", "trainyard alerts ack", "trainyard alerts test", "trainyard artifacts get", "trainyard audit export",
 	"trainyard audit witness", "trainyard budget rm", "trainyard cancel", "trainyard checkpoints get", "trainyard hold", "trainyard release",
-	"trainyard env deprecate", "trainyard env register", "trainyard login", "trainyard logs",
+	"trainyard env deprecate", "trainyard env register", "trainyard login", "trainyard logs", "trainyard ui",
 	"trainyard project set", "trainyard quota rm", "trainyard role grant", "trainyard role revoke",
 	"trainyard secret rm", "trainyard secret rotate-key", "trainyard secret set", "trainyard spec schema",
 	"trainyard spec validate", "trainyard template create", "trainyard token revoke", "trainyard user create",

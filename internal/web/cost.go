@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"trainyard/internal/cost"
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 )
@@ -245,7 +244,7 @@ func usageRowOf(l service.ReviewLine) usageRow {
 // one line per project for the projects that spent most (one report by
 // day each: the service groups by day or by project, not both).
 func (h *handler) spendChart(r *http.Request, v *viewer, rep service.CostReport) (template.HTML, string, error) {
-	first, last := cost.Day(rep.Since), cost.Day(rep.Until)
+	first, last := rep.Since.UTC().Truncate(24*time.Hour), rep.Until.UTC().Truncate(24*time.Hour) // UTC days
 	days := int(last.Sub(first).Hours()/24) + 1
 	projects := rep.Lines
 	note := ""

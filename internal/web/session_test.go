@@ -26,7 +26,7 @@ func TestNoPageWithoutASession(t *testing.T) {
 			t.Errorf("GET %s without a session: %d, want 303 to /signin", p, code)
 		}
 	}
-	for _, p := range []string{"/jobs/live", "/jobs/1/live", "/jobs/1/log"} {
+	for _, p := range []string{"/jobs/live", "/jobs/1/live", "/jobs/1/charts", "/jobs/1/log", "/queue/live", "/pools/live"} {
 		req, _ := http.NewRequest("GET", e.srv.URL+p, nil)
 		req.Header.Set("Accept", "text/event-stream")
 		resp, err := b.c.Do(req)

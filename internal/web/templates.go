@@ -54,7 +54,7 @@ var funcs = template.FuncMap{
 	"ago":      ago,
 	"when":     when,
 	"duration": jobDuration,
-	"bytes":    humanBytes,
+	"bytes":    func(n int64) string { return domain.ByteSize(n).String() },
 	"stateClass": func(s domain.JobState) string {
 		return "state-" + string(s)
 	},
@@ -102,17 +102,4 @@ func jobDuration(j *domain.Job) string {
 		end = time.Now()
 	}
 	return roughly(end.Sub(j.StartedAt))
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
