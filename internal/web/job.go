@@ -59,13 +59,10 @@ func jobID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// status reads the live part of job id's page.
-func (h *handler) status(r *http.Request, v *viewer, id int64) (jobStatus, error) {
-	why, err := h.svc.Jobs.Explain(r.Context(), v.p, id)
-	if err != nil {
-		return jobStatus{}, err
-	}
-	d, err := h.svc.Jobs.Show(r.Context(), v.p, id)
+// status reads the live part of job id's page; d is the job as Show
+// gave it.
+func (h *handler) status(r *http.Request, v *viewer, d service.JobDetail) (jobStatus, error) {
+	why, err := h.svc.Jobs.Explain(r.Context(), v.p, d.Job.ID)
 	if err != nil {
 		return jobStatus{}, err
 	}
@@ -107,7 +104,12 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request, v *viewer) {
 		h.fail(w, r, err)
 		return
 	}
-	st, err := h.status(r, v, id)
+	detail, err := h.svc.Jobs.Show(r.Context(), v.p, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	st, err := h.status(r, v, detail)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -157,13 +159,30 @@ func (h *handler) jobLive(w http.ResponseWriter, r *http.Request, v *viewer) {
 		return
 	}
 	key := newKey()
+	var ended, last string // an ended job's last revision, and its part
 	h.live(w, r, func() (string, error) {
-		st, err := h.status(r, v, id)
+		d, err := h.svc.Jobs.Show(r.Context(), v.p, id)
+		if err != nil {
+			return "", err
+		}
+		// An ended job changes seldom, and its why reads its log: render
+		// it again only when it was written.
+		rev := fmt.Sprint(d.Job.UpdatedAt.UnixNano(), len(d.Events), len(d.Attempts))
+		if d.Job.State.Terminal() && rev == ended {
+			return last, nil
+		}
+		st, err := h.status(r, v, d)
 		if err != nil {
 			return "", err
 		}
 		st.RerunKey = key // one form, one key: unchanged status, unchanged part
-		return h.fragment("job-status", st)
+		if last, err = h.fragment("job-status", st); err != nil {
+			return "", err
+		}
+		if d.Job.State.Terminal() {
+			ended = rev
+		}
+		return last, nil
 	})
 }
 
