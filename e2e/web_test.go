@@ -276,3 +276,25 @@ func TestWebDownloadsMatchTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSessionOverTLSIsSecure: on a server that serves TLS the session
+// cookie is marked Secure, so a browser never sends it in clear text.
+func TestWebSessionOverTLSIsSecure(t *testing.T) {
+	s := startServer(t, serverOpts{tls: true})
+	c := *s.http
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.PostForm(s.url+"/signin", url.Values{"token": {s.token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookie := resp.Header.Get("Set-Cookie")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(cookie, "trainyard_session=") {
+		t.Fatalf("sign in over TLS: %d, cookie %q", resp.StatusCode, cookie)
+	}
+	for _, want := range []string{"; Secure", "; HttpOnly", "; SameSite=Strict"} {
+		if !strings.Contains(cookie, want) {
+			t.Errorf("session cookie %q lacks %q", cookie, want)
+		}
+	}
+}
