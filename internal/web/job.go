@@ -212,7 +212,7 @@ func (h *handler) charts(r *http.Request, v *viewer, id int64) (string, error) {
 	sort.Strings(keys)
 	var b strings.Builder
 	if len(keys) == 0 {
-		b.WriteString(`<p class="empty">No training metrics yet. A job reports them with <code>trainyard-report</code> or a POST to its metrics endpoint (docs/spec.md).</p>`)
+		b.WriteString(`<p class="empty">No training metrics yet. A job reports them by printing lines such as <code>trainyard: {"step": 100, "loss": 0.53}</code>, or through the Python SDK (docs/spec.md, Progress).</p>`)
 	}
 	for _, k := range keys {
 		pts := make([]point, len(ms[k]))

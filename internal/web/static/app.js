@@ -24,6 +24,9 @@ function followLog(pre) {
   const src = new EventSource(pre.dataset.log);
   let lines = 0;
   const maxLines = 20000;
+  src.onopen = () => {
+    if (state && !lines) state.textContent = "Following: lines appear as they are written.";
+  };
   src.onmessage = (e) => {
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.append(e.data + "\n");
