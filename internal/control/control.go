@@ -1041,7 +1041,7 @@ func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntr
 		}
 		out = append(out, domain.QueueEntry{JobID: w.JobID, Name: l.name, Project: l.project, Submitter: l.submitter, Pool: l.pool,
 			Priority: l.priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
-			Submitted: l.submitted, EstimatedStart: w.EstimatedStart})
+			Submitted: l.submitted, EstimatedStart: w.EstimatedStart, Resources: l.resources})
 	}
 	return out, nil
 }

@@ -56,6 +56,9 @@ func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 	if err != nil || len(q) != 1 || q[0].Submitter != "bob" || q[0].Project != "vision" {
 		t.Fatalf("queue = %+v, %v; want bob's job, with its submitter", q, err)
 	}
+	if want := (domain.Resources{CPUs: 4, Memory: 1 << 30, Nodes: 1}); q[0].Resources != want {
+		t.Errorf("queue entry's request = %+v, want %+v", q[0].Resources, want)
+	}
 	if q, err := ctl.Queue(ctx, "small"); err != nil || len(q) != 1 || q[0].Pool != "small" || q[0].Name != "train" || q[0].Position != 1 {
 		t.Fatalf("queue of pool small = %+v, %v; want bob's job first", q, err)
 	}

@@ -65,6 +65,7 @@ type queueLabel struct {
 	name, project, submitter, pool string
 	priority                       domain.Priority
 	submitted                      time.Time
+	resources                      domain.Resources
 }
 
 // pendingEdit is one change to the pending list: the job's new entry, or
@@ -294,7 +295,7 @@ func (c *Controller) absorb(edits []pendingEdit, labels []labelEdit, old domain.
 	if isQ {
 		c.queuedBy[PoolProject{j.Pool, j.Project}]++
 		edits = append(edits, pendingEdit{p: c.pendingOf(j)})
-		l := queueLabel{name: j.Name, project: j.Project, submitter: j.Submitter, pool: j.Pool, priority: j.Priority, submitted: j.SubmittedAt}
+		l := labelOf(j)
 		if !wasQ || l != labelOf(old) {
 			labels = append(labels, labelEdit{id: j.ID, l: l})
 		}
@@ -322,7 +323,8 @@ func (c *Controller) absorb(edits []pendingEdit, labels []labelEdit, old domain.
 }
 
 func labelOf(j domain.Job) queueLabel {
-	return queueLabel{name: j.Name, project: j.Project, submitter: j.Submitter, pool: j.Pool, priority: j.Priority, submitted: j.SubmittedAt}
+	return queueLabel{name: j.Name, project: j.Project, submitter: j.Submitter, pool: j.Pool, priority: j.Priority,
+		submitted: j.SubmittedAt, resources: j.Resources}
 }
 
 // pendingOf is the scheduler's entry of a queued job.

@@ -122,4 +122,6 @@ type QueueEntry struct {
 	// EstimatedStart is when the job is expected to start, from the running
 	// jobs' timeouts; zero when it cannot be computed.
 	EstimatedStart time.Time
+	// Resources is the job's request.
+	Resources Resources
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
-	"trainyard/internal/service"
 )
 
 func (h *handler) queueRoutes(mux *http.ServeMux) {
@@ -45,13 +44,9 @@ type queueData struct {
 	Live   string
 }
 
-// queueLookup remembers the requests of queued jobs: a job's request
-// never changes, so a live stream reads each once.
-type queueLookup map[int64]string
-
 // readQueue reads the queue of pool ("" for every pool the viewer may
 // read), as the service answers the viewer, grouped by pool.
-func (h *handler) readQueue(r *http.Request, v *viewer, pool string, res queueLookup) ([]queuePool, error) {
+func (h *handler) readQueue(r *http.Request, v *viewer, pool string) ([]queuePool, error) {
 	entries, err := h.svc.Pools.Queue(r.Context(), v.p, pool)
 	if err != nil {
 		return nil, err
@@ -76,7 +71,6 @@ func (h *handler) readQueue(r *http.Request, v *viewer, pool string, res queueLo
 		byPool[e.Pool] = append(byPool[e.Pool], e)
 	}
 	groups := make([]queuePool, 0, len(names))
-	var wanted []int64
 	for _, name := range names {
 		es := byPool[name]
 		slices.SortStableFunc(es, func(a, b domain.QueueEntry) int { return cmp.Compare(a.Position, b.Position) })
@@ -87,62 +81,15 @@ func (h *handler) readQueue(r *http.Request, v *viewer, pool string, res queueLo
 		}
 		now := time.Now()
 		for _, e := range es {
-			row := queueRow{E: e, Waiting: inMinutes(now.Sub(e.Submitted))}
+			row := queueRow{E: e, Waiting: inMinutes(now.Sub(e.Submitted)), Resources: resources(e.Resources)}
 			if !e.EstimatedStart.IsZero() {
 				row.StartsIn = inMinutes(e.EstimatedStart.Sub(now))
-			}
-			if _, ok := res[e.JobID]; !ok {
-				wanted = append(wanted, e.JobID)
 			}
 			g.Rows = append(g.Rows, row)
 		}
 		groups = append(groups, g)
 	}
-	if err := h.lookUpRequests(r, v, wanted, res); err != nil {
-		return nil, err
-	}
-	for i := range groups {
-		for j := range groups[i].Rows {
-			groups[i].Rows[j].Resources = res[groups[i].Rows[j].E.JobID]
-		}
-	}
 	return groups, nil
-}
-
-// lookUpRequests finds the requests of the queued jobs ids in the viewer's
-// job list (the queue's entries carry none), newest first a page at a
-// time, until it has them all or passed the oldest.
-func (h *handler) lookUpRequests(r *http.Request, v *viewer, ids []int64, res queueLookup) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	missing := map[int64]bool{}
-	oldest := ids[0]
-	for _, id := range ids {
-		missing[id] = true
-		oldest = min(oldest, id)
-	}
-	o := service.ListOptions{States: []domain.JobState{domain.JobQueued}, Limit: 1000}
-	for len(missing) > 0 {
-		jobs, more, err := h.svc.Jobs.List(r.Context(), v.p, o)
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			if missing[j.ID] {
-				res[j.ID] = resources(j.Resources)
-				delete(missing, j.ID)
-			}
-		}
-		if !more || len(jobs) == 0 || jobs[len(jobs)-1].ID <= oldest {
-			break
-		}
-		o.BeforeID = jobs[len(jobs)-1].ID
-	}
-	for id := range missing {
-		res[id] = "" // it left the queue meanwhile: not looked for again
-	}
-	return nil
 }
 
 // inMinutes is roughly, to the minute: the queue's live part changes
@@ -163,7 +110,7 @@ func queuePoolParam(r *http.Request) string { return strings.TrimSpace(r.URL.Que
 
 func (h *handler) queue(w http.ResponseWriter, r *http.Request, v *viewer) {
 	pool := queuePoolParam(r)
-	groups, err := h.readQueue(r, v, pool, queueLookup{})
+	groups, err := h.readQueue(r, v, pool)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -188,9 +135,8 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request, v *viewer) {
 // reasons and estimates follow the scheduler's passes.
 func (h *handler) queueLive(w http.ResponseWriter, r *http.Request, v *viewer) {
 	pool := queuePoolParam(r)
-	res := queueLookup{}
 	h.live(w, r, func() (string, error) {
-		groups, err := h.readQueue(r, v, pool, res)
+		groups, err := h.readQueue(r, v, pool)
 		if err != nil {
 			return "", err
 		}

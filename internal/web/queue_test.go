@@ -58,7 +58,7 @@ func newQueueEnv(t *testing.T) *queueEnv {
 // waiting is j's queue entry at pos, waiting for reason.
 func waiting(j domain.Job, pos int, reason domain.Reason, msg string) domain.QueueEntry {
 	return domain.QueueEntry{JobID: j.ID, Name: j.Name, Project: j.Project, Submitter: j.Submitter, Pool: j.Pool,
-		Priority: j.Priority, Position: pos, Reason: reason, Message: msg, Submitted: j.SubmittedAt}
+		Priority: j.Priority, Position: pos, Reason: reason, Message: msg, Submitted: j.SubmittedAt, Resources: j.Resources}
 }
 
 // events reads a live stream's plain messages, one at a time, until the
