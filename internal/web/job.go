@@ -115,11 +115,9 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request, v *viewer) {
 		return
 	}
 	d := jobData{Status: st, Grep: r.URL.Query().Get("grep")}
-	if full, err := h.svc.Jobs.Get(r.Context(), v.p, id); err == nil {
-		var buf bytes.Buffer
-		if json.Indent(&buf, full.Job.SpecJSON, "", "  ") == nil {
-			d.Spec = buf.String()
-		}
+	var spec bytes.Buffer // why read the job's snapshot already
+	if json.Indent(&spec, st.Why.Job.SpecJSON, "", "  ") == nil {
+		d.Spec = spec.String()
 	}
 	if m, err := h.svc.Artifacts.Manifest(r.Context(), v.p, id, 0); err == nil {
 		d.Files, d.Lineage = m.Files, &m.Lineage

@@ -72,8 +72,11 @@ func TestJobPagesShowWhatTheAPIShows(t *testing.T) {
 			t.Errorf("%s on job %d: buttons %q, want %q", c.tok[:8], c.job, got, c.want)
 		}
 	}
-	// The auditor's page posts nothing but sign-out.
+	// The auditor's page posts nothing but sign-out; it shows the spec.
 	_, body := e.signIn(aud).get(fmt.Sprintf("/jobs/%d", ja.ID))
+	if !strings.Contains(body, `<pre class="spec">{`) || !strings.Contains(body, `&#34;entrypoint&#34;: [`) {
+		t.Error("the job's page lacks its config snapshot")
+	}
 	if n := strings.Count(body, `method="post"`); n != 1 {
 		t.Errorf("the auditor's job page has %d post forms, want 1 (sign out)", n)
 	}
