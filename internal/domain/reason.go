@@ -35,6 +35,17 @@ const (
 	// before the entrypoint started (envs: see Environment.Check).
 	ReasonEnvironmentCheckFailed Reason = "EnvironmentCheckFailed"
 
+	// ReasonDependency: held until the jobs and sweeps of its spec's
+	// after: end as asked.
+	ReasonDependency Reason = "Dependency"
+	// ReasonDependencyFailed: failed without running, because a job or
+	// sweep it depended on ended in a way that can never meet the
+	// condition.
+	ReasonDependencyFailed Reason = "DependencyFailed"
+	// ReasonSweepLimit: a sweep member held while max_parallel of its
+	// sweep's members are queued or running.
+	ReasonSweepLimit Reason = "SweepLimit"
+
 	// ReasonIdle: the job was stopped because every GPU it held stayed
 	// under its pool's idle_stop threshold for the whole window (Pool.IdleStop).
 	ReasonIdle Reason = "Idle"

@@ -31,6 +31,11 @@ type Spec struct {
 	Checkpoint Checkpoint        `json:"checkpoint"`
 	Health     Health            `json:"health"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// After lists the jobs and sweeps this job waits for (workflow.go).
+	After []Dependency `json:"after,omitempty"`
+	// Sweep, in a submitted spec, makes it a sweep of member jobs; a
+	// member's own spec has none (workflow.go).
+	Sweep *SweepSpec `json:"sweep,omitempty"`
 }
 
 // Resources is what one job asks for. CPUs are in cores (fractions allowed),
@@ -47,6 +52,10 @@ type Input struct {
 	Name    string `json:"name"`
 	Path    string `json:"path"`
 	Version string `json:"version"`
+	// FromJob, when set, makes the input another job's outputs: Path is
+	// then relative to that job's output directory in the submitted spec,
+	// and absolute (resolved at submit) in the snapshot.
+	FromJob int64 `json:"from_job,omitempty"`
 }
 
 // Outputs says where the job writes its results. Path is empty when the

@@ -79,6 +79,7 @@ var moves = [...]Move{
 	{"cancel", []JobState{JobQueued, JobHeld, JobStarting, JobRunning}, JobCanceled}, // by a user or an admin
 	{"hold", []JobState{JobQueued}, JobHeld},                                         // kept out of scheduling
 	{"release", []JobState{JobHeld}, JobQueued},                                      // back into the queue
+	{"unmet", []JobState{JobHeld}, JobFailed},                                        // a dependency can never be met
 }
 
 func move(name string) Move {
@@ -99,6 +100,7 @@ func MoveFail() Move    { return move("fail") }
 func MoveCancel() Move  { return move("cancel") }
 func MoveHold() Move    { return move("hold") }
 func MoveRelease() Move { return move("release") }
+func MoveUnmet() Move   { return move("unmet") }
 
 // Moves lists every move of the table.
 func Moves() []Move { return append([]Move(nil), moves[:]...) }

@@ -13,6 +13,7 @@ var wantTransitions = map[[2]JobState]string{
 	{JobQueued, JobCanceled}:    "cancel",
 	{JobHeld, JobQueued}:        "release",
 	{JobHeld, JobCanceled}:      "cancel",
+	{JobHeld, JobFailed}:        "unmet",
 	{JobStarting, JobRunning}:   "run",
 	{JobStarting, JobQueued}:    "requeue",
 	{JobStarting, JobSucceeded}: "succeed",

@@ -84,5 +84,16 @@ func cloneSpec(s domain.Spec) domain.Spec {
 		w := *s.Policy.Warn
 		s.Policy.Warn = &w
 	}
+	s.After = slices.Clone(s.After)
+	if s.Sweep != nil {
+		sw := *s.Sweep
+		sw.Indices = slices.Clone(sw.Indices)
+		sw.Params = maps.Clone(sw.Params) // values are read, never written
+		if sw.Objective != nil {
+			o := *sw.Objective
+			sw.Objective = &o
+		}
+		s.Sweep = &sw
+	}
 	return s
 }

@@ -26,9 +26,9 @@ const docPath = "document"
 
 // The fields of each mapping in a spec document, in documentation order.
 var (
-	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels"}
+	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "after", "sweep"}
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
-	inputFields      = []string{"name", "path", "version"}
+	inputFields      = []string{"name", "path", "version", "from_job"}
 	outputsFields    = []string{"path"}
 	policyFields     = []string{"timeout", "retries", "reentrant", "priority", "preemptible", "log_limit", "grace", "warn", "stop_signal_to"}
 	warnFields       = []string{"signal", "before"}
@@ -389,6 +389,10 @@ func (d *decoder) spec(root *yaml.Node, s *domain.Spec) {
 			d.policy(p, v, &s.Policy)
 		case "checkpoint":
 			d.fields(p, v, checkpointFields, func(_, p string, v *yaml.Node) { d.integer(p, v, &s.Checkpoint.Keep) })
+		case "after":
+			d.after(p, v, s)
+		case "sweep":
+			d.sweep(p, v, s)
 		case "health":
 			d.fields(p, v, healthFields, func(key, p string, v *yaml.Node) {
 				switch key {
@@ -512,6 +516,8 @@ func (d *decoder) inputs(p string, v *yaml.Node, s *domain.Spec) {
 				d.str(p, v, &in.Path)
 			case "version":
 				d.str(p, v, &in.Version)
+			case "from_job":
+				d.id(p, v, &in.FromJob)
 			}
 		})
 		s.Inputs = append(s.Inputs, in)

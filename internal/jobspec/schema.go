@@ -57,11 +57,32 @@ func schema() obj {
 	input := obj{
 		"type":                 "object",
 		"additionalProperties": false,
-		"required":             []string{"name", "path", "version"},
+		"description":          "A versioned dataset ({name, path, version}), or another job's outputs ({from_job, path}).",
+		"anyOf":                []obj{{"required": []string{"name", "path", "version"}}, {"required": []string{"from_job"}}},
 		"properties": obj{
-			"name":    name("Dataset name, unique among inputs."),
-			"path":    obj{"type": "string", "pattern": "^/", "description": "Absolute, clean path of the dataset."},
-			"version": obj{"type": []string{"string", "number"}, "minLength": 1, "description": "Dataset version, e.g. v2; required so the run can be reproduced."},
+			"name":     name("Input name, unique among inputs; for from_job, default job-<id>."),
+			"path":     obj{"type": "string", "description": "Absolute, clean path of the dataset; for from_job, a path inside that job's outputs (default: all of them)."},
+			"version":  obj{"type": []string{"string", "number"}, "minLength": 1, "description": "Dataset version, e.g. v2; required so the run can be reproduced."},
+			"from_job": obj{"type": "integer", "minimum": 1, "description": "Read this earlier job's outputs; exported as TRAINYARD_INPUT_<NAME>, recorded in lineage. Use with after: so it has finished."},
+		},
+	}
+	dependency := obj{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"on"},
+		"properties": obj{
+			"job":   obj{"type": "integer", "minimum": 1, "description": "An earlier job's id."},
+			"sweep": obj{"type": "integer", "minimum": 1, "description": "A sweep's id: its condition is about every member."},
+			"on":    obj{"enum": []string{"succeeded", "ended", "failed"}, "description": "succeeded: it succeeded; ended: it ended, however; failed: it failed or was canceled. A condition that can no longer hold fails this job (DependencyFailed)."},
+		},
+	}
+	sweepParam := obj{
+		"oneOf": []obj{
+			{"type": "array", "items": obj{"type": []string{"string", "number", "boolean"}}, "minItems": 1},
+			{"type": "object", "additionalProperties": false, "properties": obj{
+				"values": obj{"type": "array", "items": obj{"type": []string{"string", "number", "boolean"}}, "minItems": 1},
+				"min":    obj{"type": "number"}, "max": obj{"type": "number"}, "log": obj{"type": "boolean"},
+			}},
 		},
 	}
 
@@ -179,6 +200,28 @@ func schema() obj {
 				"properties": obj{
 					"first_progress": duration("Time from start to the first progress report.", ""),
 					"stall":          duration("Longest time between two progress reports.", ""),
+				},
+			},
+			"after": obj{
+				"type":        "array",
+				"maxItems":    MaxAfter,
+				"description": "Jobs and sweeps this job waits for (held with reason Dependency until then).",
+				"items":       dependency,
+			},
+			"sweep": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"description":          "Run a member job per combination (grid) or draw (random) of params; each gets TRAINYARD_ARRAY_INDEX and TRAINYARD_PARAM_<NAME>.",
+				"properties": obj{
+					"method":       obj{"enum": []string{"grid", "random"}, "default": "grid (random when count is set)"},
+					"params":       obj{"type": "object", "propertyNames": obj{"pattern": ParamPattern}, "additionalProperties": sweepParam, "description": "Each swept parameter: a list of values, or {min, max, log} for random."},
+					"count":        obj{"type": "integer", "minimum": 1, "maximum": MaxSweepMembers, "description": "random: how many members."},
+					"seed":         obj{"type": "integer", "description": "random: the draws' seed (same seed, same members)."},
+					"max_parallel": obj{"type": "integer", "minimum": 0, "description": "At most this many members queued or running at once; 0: no limit."},
+					"objective": obj{"type": "object", "additionalProperties": false, "required": []string{"metric"}, "properties": obj{
+						"metric": obj{"type": "string", "description": "The reported metric that ranks members."},
+						"goal":   obj{"enum": []string{"minimize", "maximize"}, "default": "minimize"},
+					}},
 				},
 			},
 			"labels": scalarMap(fmt.Sprintf("Free-form labels; keys and values at most %d characters.", MaxLabelLen),

@@ -87,6 +87,8 @@ func Validate(s domain.Spec) domain.FieldErrors {
 		es.Add("health.stall", "must be 0 or more (0 disables the check), got %s", s.Health.Stall)
 	}
 	checkLabels(&es, s.Labels)
+	checkAfter(&es, s.After)
+	checkSweep(&es, s.Sweep)
 	return es
 }
 
@@ -230,6 +232,18 @@ func checkInputs(es *domain.FieldErrors, inputs []domain.Input) {
 	first := map[string]int{}
 	for i, in := range inputs {
 		p := fmt.Sprintf("inputs[%d]", i)
+		if in.FromJob != 0 {
+			if in.Name == "" {
+				in.Name = fmt.Sprintf("job-%d", in.FromJob)
+			}
+			checkFromJob(es, p, in)
+			if j, dup := first[in.Name]; dup {
+				es.Add(p+".name", "%q is already used by inputs[%d]; input names must be unique", in.Name, j)
+			} else {
+				first[in.Name] = i
+			}
+			continue
+		}
 		switch {
 		case in.Name == "":
 			es.Add(p+".name", "is required; name the dataset, e.g. \"imagenet\"")

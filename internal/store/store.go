@@ -47,6 +47,8 @@ type Store interface {
 	Templates
 	// Envs are software environments and their versions: envs.go.
 	Envs
+	// Workflows are sweeps and dependencies: workflow.go.
+	Workflows
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
@@ -74,6 +76,21 @@ type NewJob struct {
 	Code *domain.CodeRef
 	// RerunOf, when not 0, is the job this one re-runs; stored on the job.
 	RerunOf int64
+	// Held, when set, stores the job held (not queued) with this reason
+	// and message: a job waiting for its dependencies or for its sweep's
+	// max_parallel.
+	Held *Hold
+	// Sweep, when not 0, is the sweep the job is a member of.
+	Sweep int64
+	// Waits are the job's dependencies (its spec's after:), stored with it
+	// for WaitersOn.
+	Waits []domain.Dependency
+}
+
+// Hold is the state a job is created in when it must wait.
+type Hold struct {
+	Reason  domain.Reason
+	Message string
 }
 
 // JobFilter selects jobs for ListJobs. Results are ordered by id descending.
@@ -91,6 +108,8 @@ type JobFilter struct {
 	Owner        string
 	Pool         string
 	NameContains string
+	// Sweep keeps only the members of this sweep; 0: all jobs.
+	Sweep int64
 	// Ascending orders by id ascending (and BeforeID is ignored); used by the
 	// control loop to load the queue in submit order.
 	Ascending bool

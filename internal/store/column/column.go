@@ -231,7 +231,7 @@ func AuditForJob(recs []domain.AuditRecord, id int64) []domain.AuditRecord {
 // states come sorted, each once.
 func CountableStates(f store.JobFilter) (states []string, ok bool) {
 	if f.Limit != 0 || f.Project != "" || f.Restrict || f.BeforeID != 0 ||
-		f.Owner != "" || f.Pool != "" || f.NameContains != "" {
+		f.Owner != "" || f.Pool != "" || f.NameContains != "" || f.Sweep != 0 {
 		return nil, false
 	}
 	for _, st := range f.States {

@@ -20,14 +20,16 @@ const (
 		SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT (hash) DO NOTHING`
 	bulkJobsSQL = `INSERT INTO jobs (id, name, project, pool, state, reason, message, priority, submitter,
 		submitted_at, updated_at, spec_hash, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
-		req_timeout_ns, preemptible, rerun_of, output_dir)
-		SELECT id, name, project, pool, state, reason, '', priority, submitter, at, at, hash, idem,
-			gpus, cpus, mem, nodes, timeout, preemptible, rerun, dir
+		req_timeout_ns, preemptible, rerun_of, output_dir, sweep_id)
+		SELECT id, name, project, pool, state, reason, msg, priority, submitter, at, at, hash, idem,
+			gpus, cpus, mem, nodes, timeout, preemptible, rerun, dir, sweep
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 			$9::bigint[], $10::text[], $11::text[], $12::bigint[], $13::float8[], $14::bigint[], $15::bigint[],
-			$16::bigint[], $17::int[], $18::bigint[], $19::text[])
+			$16::bigint[], $17::int[], $18::bigint[], $19::text[], $20::text[], $21::bigint[])
 		AS r(id, name, project, pool, state, reason, priority, submitter, at, hash, idem,
-			gpus, cpus, mem, nodes, timeout, preemptible, rerun, dir)`
+			gpus, cpus, mem, nodes, timeout, preemptible, rerun, dir, msg, sweep)`
+	bulkWaitsSQL = `INSERT INTO job_waits (job_id, on_job, on_sweep, on_cond)
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[])`
 	bulkCodeSQL = `INSERT INTO job_code (job_id, sha256, git_commit, dirty)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])`
 	bulkEventsSQL = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
@@ -54,6 +56,11 @@ type bulk struct {
 	jobPreemptible                                                 []int32
 	jobRerun                                                       []*int64
 	jobDir                                                         []*string
+	jobMessage                                                     []string
+	jobSweep                                                       []*int64
+
+	waitJob, waitOnJob, waitOnSweep []int64
+	waitCond                        []string
 
 	codeJob             []int64
 	codeSHA, codeCommit []string
@@ -70,10 +77,10 @@ type bulk struct {
 }
 
 // bulkMark is the size of each buffer at one moment.
-type bulkMark struct{ snaps, jobs, code, events, audit int }
+type bulkMark struct{ snaps, jobs, code, events, audit, waits int }
 
 func (b *bulk) mark() bulkMark {
-	return bulkMark{len(b.snapHash), len(b.jobID), len(b.codeJob), len(b.evJob), len(b.auSeq)}
+	return bulkMark{len(b.snapHash), len(b.jobID), len(b.codeJob), len(b.evJob), len(b.auSeq), len(b.waitJob)}
 }
 
 func (b *bulk) empty() bool { return b.mark() == bulkMark{} }
@@ -90,6 +97,9 @@ func (b *bulk) truncate(m bulkMark) {
 	b.jobAt, b.jobHash, b.jobIdem, b.jobGPUs, b.jobCPUs = b.jobAt[:n], b.jobHash[:n], b.jobIdem[:n], b.jobGPUs[:n], b.jobCPUs[:n]
 	b.jobMem, b.jobNodes, b.jobTimeout = b.jobMem[:n], b.jobNodes[:n], b.jobTimeout[:n]
 	b.jobPreemptible, b.jobRerun, b.jobDir = b.jobPreemptible[:n], b.jobRerun[:n], b.jobDir[:n]
+	b.jobMessage, b.jobSweep = b.jobMessage[:n], b.jobSweep[:n]
+	n = m.waits
+	b.waitJob, b.waitOnJob, b.waitOnSweep, b.waitCond = b.waitJob[:n], b.waitOnJob[:n], b.waitOnSweep[:n], b.waitCond[:n]
 	n = m.code
 	b.codeJob, b.codeSHA, b.codeCommit, b.codeDirty = b.codeJob[:n], b.codeSHA[:n], b.codeCommit[:n], b.codeDirty[:n]
 	n = m.events
@@ -158,7 +168,10 @@ func (w *writer) materialize() {
 			return interpretError("create job", err)
 		}, bulkJobsSQL, b.jobID, b.jobName, b.jobProject, b.jobPool, b.jobState, b.jobReason, b.jobPriority, b.jobSubmitter,
 			b.jobAt, b.jobHash, b.jobIdem, b.jobGPUs, b.jobCPUs, b.jobMem, b.jobNodes, b.jobTimeout, b.jobPreemptible,
-			b.jobRerun, b.jobDir)
+			b.jobRerun, b.jobDir, b.jobMessage, b.jobSweep)
+	}
+	if len(b.waitJob) > 0 {
+		add(plain("create job: record its dependencies"), bulkWaitsSQL, b.waitJob, b.waitOnJob, b.waitOnSweep, b.waitCond)
 	}
 	if len(b.codeJob) > 0 {
 		add(plain("create job: record code package"), bulkCodeSQL, b.codeJob, b.codeSHA, b.codeCommit, b.codeDirty)

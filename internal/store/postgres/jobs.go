@@ -73,53 +73,12 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 				return interpretError("create job: look up idempotency key", err)
 			}
 		}
-		id, err := w.nextJobID()
+		j, err := w.addJob(p)
 		if err != nil {
 			return err
 		}
-		var dir string
-		if p.OutputDir != nil {
-			dir = p.OutputDir(id)
-		}
-		at := timeArg(p.SubmittedAt)
-		r := p.Spec.Resources
-		b := &w.bulk
-		if !w.snaps.Committed(p.SpecHash) {
-			b.addSnapshot(p.SpecHash, string(p.SpecJSON))
-			w.snaps.Add(p.SpecHash)
-		}
-		b.jobID = append(b.jobID, id)
-		b.jobName, b.jobProject, b.jobPool = append(b.jobName, p.Spec.Name), append(b.jobProject, p.Spec.Project), append(b.jobPool, p.Spec.Pool)
-		b.jobState, b.jobReason = append(b.jobState, string(domain.JobQueued)), append(b.jobReason, string(domain.ReasonSubmitted))
-		b.jobPriority, b.jobSubmitter = append(b.jobPriority, string(p.Spec.Policy.Priority)), append(b.jobSubmitter, p.Submitter)
-		b.jobAt, b.jobHash, b.jobIdem = append(b.jobAt, at), append(b.jobHash, p.SpecHash), append(b.jobIdem, p.IdempotencyKey)
-		b.jobGPUs, b.jobCPUs, b.jobMem = append(b.jobGPUs, int64(r.GPUs)), append(b.jobCPUs, r.CPUs), append(b.jobMem, int64(r.Memory))
-		b.jobNodes, b.jobTimeout = append(b.jobNodes, int64(r.Nodes)), append(b.jobTimeout, int64(p.Spec.Policy.Timeout))
-		b.jobPreemptible = append(b.jobPreemptible, boolArg(p.Spec.Policy.Preemptible))
-		var rerun *int64
-		if p.RerunOf != 0 {
-			rerun = &p.RerunOf
-		}
-		var dirArg *string
-		if dir != "" {
-			dirArg = &dir
-		}
-		b.jobRerun, b.jobDir = append(b.jobRerun, rerun), append(b.jobDir, dirArg)
-		b.addEvent(id, 0, at, "", string(domain.JobQueued), p.Actor, string(domain.ReasonSubmitted), "")
-		if c := p.Code; c != nil {
-			b.codeJob, b.codeSHA = append(b.codeJob, id), append(b.codeSHA, c.SHA256)
-			b.codeCommit, b.codeDirty = append(b.codeCommit, c.Commit), append(b.codeDirty, boolArg(c.Dirty))
-		}
-		w.audit.id = id // fills "{id}" in the attached audit records' Target
-		sub := normTime(p.SubmittedAt)
-		job = domain.Job{
-			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
-			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
-			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
-			Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec,
-			SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
-			OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code), RerunOf: p.RerunOf,
-		}
+		job = j
+		w.audit.id = j.ID // fills "{id}" in the attached audit records' Target
 		created = true
 		return nil
 	}, append([]writeOpt{needsJobID, withAudit(audit)}, opts...)...)
@@ -310,4 +269,64 @@ func (s *Store) readAtXmin(ctx context.Context, action string, read func(tx pgx.
 		return 0, interpretError(action, err)
 	}
 	return store.JobCursor(cursor), nil
+}
+
+// addJob buffers a new job (its snapshot, row, submit event, code package,
+// dependencies) in the running transaction and returns it.
+func (w *writer) addJob(p store.NewJob) (domain.Job, error) {
+	id, err := w.nextJobID()
+	if err != nil {
+		return domain.Job{}, err
+	}
+	var dir string
+	if p.OutputDir != nil {
+		dir = p.OutputDir(id)
+	}
+	at := timeArg(p.SubmittedAt)
+	r := p.Spec.Resources
+	b := &w.bulk
+	if !w.snaps.Committed(p.SpecHash) {
+		b.addSnapshot(p.SpecHash, string(p.SpecJSON))
+		w.snaps.Add(p.SpecHash)
+	}
+	b.jobID = append(b.jobID, id)
+	b.jobName, b.jobProject, b.jobPool = append(b.jobName, p.Spec.Name), append(b.jobProject, p.Spec.Project), append(b.jobPool, p.Spec.Pool)
+	state, reason, msg := sqlstore.NewJobState(p)
+	b.jobState, b.jobReason, b.jobMessage = append(b.jobState, string(state)), append(b.jobReason, string(reason)), append(b.jobMessage, msg)
+	b.jobPriority, b.jobSubmitter = append(b.jobPriority, string(p.Spec.Policy.Priority)), append(b.jobSubmitter, p.Submitter)
+	b.jobAt, b.jobHash, b.jobIdem = append(b.jobAt, at), append(b.jobHash, p.SpecHash), append(b.jobIdem, p.IdempotencyKey)
+	b.jobGPUs, b.jobCPUs, b.jobMem = append(b.jobGPUs, int64(r.GPUs)), append(b.jobCPUs, r.CPUs), append(b.jobMem, int64(r.Memory))
+	b.jobNodes, b.jobTimeout = append(b.jobNodes, int64(r.Nodes)), append(b.jobTimeout, int64(p.Spec.Policy.Timeout))
+	b.jobPreemptible = append(b.jobPreemptible, boolArg(p.Spec.Policy.Preemptible))
+	var rerun *int64
+	if p.RerunOf != 0 {
+		rerun = &p.RerunOf
+	}
+	var dirArg *string
+	if dir != "" {
+		dirArg = &dir
+	}
+	var sweep *int64
+	if p.Sweep != 0 {
+		sweep = &p.Sweep
+	}
+	b.jobRerun, b.jobDir, b.jobSweep = append(b.jobRerun, rerun), append(b.jobDir, dirArg), append(b.jobSweep, sweep)
+	b.addEvent(id, 0, at, "", string(state), p.Actor, string(reason), msg)
+	for _, d := range p.Waits {
+		b.waitJob, b.waitOnJob = append(b.waitJob, id), append(b.waitOnJob, d.Job)
+		b.waitOnSweep, b.waitCond = append(b.waitOnSweep, d.Sweep), append(b.waitCond, string(d.On))
+	}
+	if c := p.Code; c != nil {
+		b.codeJob, b.codeSHA = append(b.codeJob, id), append(b.codeSHA, c.SHA256)
+		b.codeCommit, b.codeDirty = append(b.codeCommit, c.Commit), append(b.codeDirty, boolArg(c.Dirty))
+	}
+	sub := normTime(p.SubmittedAt)
+	return domain.Job{
+		ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
+		State: state, Reason: reason, Message: msg, Priority: p.Spec.Policy.Priority,
+		Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
+		Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec,
+		SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
+		OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code), RerunOf: p.RerunOf,
+	}, nil
 }

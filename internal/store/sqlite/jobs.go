@@ -20,8 +20,8 @@ const (
 	insertSnapshotSQL = `INSERT INTO snapshots (hash, spec_json) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`
 	insertJobSQL      = `INSERT INTO jobs (id, name, project, pool, state, reason, message, priority, submitter,
 		submitted_at, updated_at, spec_hash, output_dir, idempotency_key, req_gpus, req_cpus, req_memory, req_nodes,
-		req_timeout_ns, preemptible, rerun_of, rev)
-		VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		req_timeout_ns, preemptible, rerun_of, sweep_id, rev)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertEventSQL = `INSERT INTO events (job_id, attempt, at, from_state, to_state, actor, reason, message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	// lastJobIDSQL is the highest job id ever handed out: AUTOINCREMENT
@@ -86,61 +86,16 @@ func (s *Store) createJob(ctx context.Context, p store.NewJob, audit domain.Audi
 				return err
 			}
 		}
-		// The id comes first, so the row is written once, with its output
-		// directory, which names the id.
-		id, err := w.nextJobID()
+		j, err := w.addJob(p)
 		if err != nil {
 			return err
 		}
-		var dir string
-		if p.OutputDir != nil {
-			dir = p.OutputDir(id)
-		}
-		if err := w.storeSnapshot(p.SpecHash, p.SpecJSON); err != nil {
-			return err
-		}
-		at := timeArg(p.SubmittedAt)
-		r := p.Spec.Resources
-		// Every argument is of a type database/sql passes on as it is
-		// (string, int64, float64, nil): one of a named type would be
-		// converted through reflection, and a Valuer called, on every
-		// submit.
-		var dirArg, rerunArg any
-		if dir != "" {
-			dirArg = dir
-		}
-		if p.RerunOf != 0 {
-			rerunArg = p.RerunOf
-		}
-		if _, err := w.exec(insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, string(domain.JobQueued),
-			string(domain.ReasonSubmitted), string(p.Spec.Policy.Priority), p.Submitter, at, at, p.SpecHash,
-			dirArg, p.IdempotencyKey,
-			int64(r.GPUs), r.CPUs, int64(r.Memory), int64(r.Nodes), int64(p.Spec.Policy.Timeout), int64(boolArg(p.Spec.Policy.Preemptible)),
-			rerunArg, w.rev); err != nil {
-			if dir != "" && isUniqueViolation(err) && strings.Contains(err.Error(), "jobs.output_dir") {
-				return fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
-			}
-			return interpretError("create job", err)
-		}
-		if _, err := w.exec(insertEventSQL, id, int64(0), at, "", string(domain.JobQueued), p.Actor, string(domain.ReasonSubmitted), ""); err != nil {
-			return interpretError("create job: record submit event", err)
-		}
-		if err := w.insertJobCode(id, p.Code); err != nil { // code.go
-			return err
-		}
-		w.audit.id = id // fills "{id}" in the attached audit records' Target
-		sub := normTime(p.SubmittedAt)
+		job = j
+		w.audit.id = j.ID // fills "{id}" in the attached audit records' Target
 		w.repeats.created = p.Submitter
 		// As a look reads it (sqlstore.SameSpecRow).
-		w.repeats.createdJob = domain.Job{ID: id, Submitter: p.Submitter, SpecHash: p.SpecHash,
-			State: domain.JobQueued, SubmittedAt: sub, IdempotencyKey: p.IdempotencyKey}
-		job = domain.Job{
-			ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
-			State: domain.JobQueued, Reason: domain.ReasonSubmitted, Priority: p.Spec.Policy.Priority,
-			Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
-			Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
-			OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code), RerunOf: p.RerunOf,
-		}
+		w.repeats.createdJob = domain.Job{ID: j.ID, Submitter: p.Submitter, SpecHash: p.SpecHash,
+			State: j.State, SubmittedAt: j.SubmittedAt, IdempotencyKey: p.IdempotencyKey}
 		created = true
 		return nil
 	}, withAudit(audit), createsJob)
@@ -358,4 +313,68 @@ func (s *Store) readAtRev(ctx context.Context, action string, read func(tx *sql.
 		return 0, interpretError(action, err)
 	}
 	return store.JobCursor(rev.Int64), nil
+}
+
+// addJob writes a new job (its snapshot, row, submit event, code package,
+// dependencies) in the running transaction and returns it.
+func (w *writer) addJob(p store.NewJob) (domain.Job, error) {
+	// The id comes first, so the row is written once, with its output
+	// directory, which names the id.
+	id, err := w.nextJobID()
+	if err != nil {
+		return domain.Job{}, err
+	}
+	var dir string
+	if p.OutputDir != nil {
+		dir = p.OutputDir(id)
+	}
+	if err := w.storeSnapshot(p.SpecHash, p.SpecJSON); err != nil {
+		return domain.Job{}, err
+	}
+	at := timeArg(p.SubmittedAt)
+	r := p.Spec.Resources
+	// Every argument is of a type database/sql passes on as it is
+	// (string, int64, float64, nil): one of a named type would be
+	// converted through reflection, and a Valuer called, on every
+	// submit.
+	var dirArg, rerunArg, sweepArg any
+	if dir != "" {
+		dirArg = dir
+	}
+	if p.RerunOf != 0 {
+		rerunArg = p.RerunOf
+	}
+	if p.Sweep != 0 {
+		sweepArg = p.Sweep
+	}
+	state, reason, msg := sqlstore.NewJobState(p)
+	if _, err := w.exec(insertJobSQL, id, p.Spec.Name, p.Spec.Project, p.Spec.Pool, string(state),
+		string(reason), msg, string(p.Spec.Policy.Priority), p.Submitter, at, at, p.SpecHash,
+		dirArg, p.IdempotencyKey,
+		int64(r.GPUs), r.CPUs, int64(r.Memory), int64(r.Nodes), int64(p.Spec.Policy.Timeout), int64(boolArg(p.Spec.Policy.Preemptible)),
+		rerunArg, sweepArg, w.rev); err != nil {
+		if dir != "" && isUniqueViolation(err) && strings.Contains(err.Error(), "jobs.output_dir") {
+			return domain.Job{}, fmt.Errorf("create job: output directory %s is already used by another job: %w", dir, store.ErrConflict)
+		}
+		return domain.Job{}, interpretError("create job", err)
+	}
+	if _, err := w.exec(insertEventSQL, id, int64(0), at, "", string(state), p.Actor, string(reason), msg); err != nil {
+		return domain.Job{}, interpretError("create job: record submit event", err)
+	}
+	if err := w.insertJobCode(id, p.Code); err != nil { // code.go
+		return domain.Job{}, err
+	}
+	for _, d := range p.Waits {
+		if _, err := w.exec(sqlstore.InsertWaitSQL, id, d.Job, d.Sweep, string(d.On)); err != nil {
+			return domain.Job{}, interpretError("create job: record its dependencies", err)
+		}
+	}
+	sub := normTime(p.SubmittedAt)
+	return domain.Job{
+		ID: id, Name: p.Spec.Name, Project: p.Spec.Project, Pool: p.Spec.Pool,
+		State: state, Reason: reason, Message: msg, Priority: p.Spec.Policy.Priority,
+		Submitter: p.Submitter, SubmittedAt: sub, UpdatedAt: sub,
+		Resources: p.Spec.Resources, Timeout: p.Spec.Policy.Timeout, Preemptible: p.Spec.Policy.Preemptible, Spec: p.Spec, SpecJSON: bytes.Clone(p.SpecJSON), SpecHash: p.SpecHash,
+		OutputDir: dir, IdempotencyKey: p.IdempotencyKey, Code: cloneCode(p.Code), RerunOf: p.RerunOf,
+	}, nil
 }

@@ -33,7 +33,7 @@ func (s *Store) ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, 
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || !s.details.on() {
+	if f.Limit <= 0 || f.Limit > maxCachedPage || f.Ascending || f.Sweep != 0 || !s.details.on() {
 		return s.Shared.ListJobs(ctx, f)
 	}
 	if jobs, ok := s.details.listBelow(&f); ok {

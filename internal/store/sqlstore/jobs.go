@@ -361,6 +361,10 @@ func liteJobsQuery(f store.JobFilter, idsOnly bool) (Query, []any) {
 		conds = append(conds, `name LIKE ? ESCAPE '\'`)
 		args = append(args, containsPattern(f.NameContains))
 	}
+	if f.Sweep != 0 {
+		conds = append(conds, "sweep_id = ?")
+		args = append(args, f.Sweep)
+	}
 	if f.Restrict { // only the jobs the caller may see
 		var vis []string
 		if len(f.Projects) > 0 {
@@ -452,6 +456,9 @@ func pgListJobsQuery(f store.JobFilter) (Query, []any) {
 	}
 	if f.NameContains != "" {
 		conds = append(conds, "name ILIKE "+arg(containsPattern(f.NameContains))+` ESCAPE '\'`)
+	}
+	if f.Sweep != 0 {
+		conds = append(conds, "sweep_id = "+arg(f.Sweep))
 	}
 	if f.Restrict { // only the jobs the caller may see
 		var vis []string

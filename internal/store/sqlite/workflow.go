@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"context"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+	"trainyard/internal/store/column"
+	"trainyard/internal/store/sqlstore"
+)
+
+var (
+	insertSweepSQL  = sqlstore.SweepInsertQ.SQL(sqlstore.SQLite)
+	sweepMembersSQL = `UPDATE sweeps SET members = ? WHERE id = ?`
+)
+
+// CreateSweep implements store.Workflows: the sweep's row and every member
+// in one transaction.
+func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, error) {
+	args, err := sqlstore.SweepArgs(sw)
+	if err != nil {
+		return domain.Sweep{}, nil, err
+	}
+	var jobs []domain.Job
+	err = s.write(ctx, func(w *writer) error {
+		jobs = jobs[:0]
+		res, err := w.exec(insertSweepSQL, args...)
+		if err != nil {
+			return interpretError("create sweep", err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return interpretError("create sweep: read its id", err)
+		}
+		sw.ID = id
+		news, err := members(id)
+		if err != nil {
+			return err
+		}
+		for _, p := range news {
+			if err := column.CheckNewJob(p); err != nil {
+				return err
+			}
+			p.Sweep = id
+			j, err := w.addJob(p)
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, j)
+		}
+		sw.Members = len(jobs)
+		if _, err := w.exec(sweepMembersSQL, int64(len(jobs)), id); err != nil {
+			return interpretError("create sweep: count its members", err)
+		}
+		w.audit.id = id // fills "{id}" in the audit record's Target
+		return nil
+	}, withAudit(audit))
+	if err != nil {
+		return domain.Sweep{}, nil, err
+	}
+	return sw, jobs, nil
+}

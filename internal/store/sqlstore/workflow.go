@@ -1,0 +1,189 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"trainyard/internal/domain"
+	"trainyard/internal/store"
+)
+
+// InsertWaitSQL records one dependency of a new job (both backends'
+// placeholders are written by their CreateJob).
+const InsertWaitSQL = `INSERT INTO job_waits (job_id, on_job, on_sweep, on_cond) VALUES (?, ?, ?, ?)`
+
+// NewJobState is the state, reason and message a new job is stored with:
+// held when p.Held says so, queued otherwise.
+func NewJobState(p store.NewJob) (domain.JobState, domain.Reason, string) {
+	if p.Held != nil {
+		return domain.JobHeld, p.Held.Reason, p.Held.Message
+	}
+	return domain.JobQueued, domain.ReasonSubmitted, ""
+}
+
+// SweepInsertQ stores a sweep; the backend reads its id back.
+var SweepInsertQ = Each(`INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	`INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`)
+
+// SweepArgs are SweepInsertQ's arguments for sw.
+func SweepArgs(sw domain.Sweep) ([]any, error) {
+	spec, err := json.Marshal(sw.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode sweep: %w", err)
+	}
+	return []any{sw.Name, sw.Project, sw.Submitter, TimeArg(sw.CreatedAt), sw.Method, sw.Members, sw.MaxParallel, string(spec)}, nil
+}
+
+const sweepCols = `id, name, project, submitter, created_at, method, members, max_parallel, spec_json, canceled_at, canceled_by`
+
+var (
+	qSweepGet  = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE id = ?`)
+	qSweepList = Q(`SELECT ` + sweepCols + ` FROM sweeps
+		WHERE (? = '' OR project = ?) AND (? = 0 OR id < ?) ORDER BY id DESC LIMIT ?`)
+	qSweepCancel = Q(`UPDATE sweeps SET canceled_at = ?, canceled_by = ? WHERE id = ? AND canceled_at IS NULL`)
+	qSweepCounts = Q(`SELECT state, COUNT(*) FROM jobs WHERE sweep_id = ? GROUP BY state`)
+	// qSweepNext: a sweep's members held for its max_parallel, oldest first.
+	qSweepNext      = Q(`SELECT id FROM jobs WHERE sweep_id = ? AND state = 'held' AND reason = ? ORDER BY id LIMIT ?`)
+	qSweepOf        = Q(`SELECT sweep_id FROM jobs WHERE id = ?`)
+	qWaitsOf        = Q(`SELECT on_job, on_sweep, on_cond FROM job_waits WHERE job_id = ? ORDER BY on_job, on_sweep`)
+	qWaitersOnJob   = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_job = ? AND on_job <> 0`)
+	qWaitersOnSweep = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_sweep = ? AND on_sweep <> 0`)
+	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND (reason = ? OR reason = ?) ORDER BY id`)
+)
+
+func scanSweep(row Row) (domain.Sweep, error) {
+	var (
+		sw       domain.Sweep
+		created  int64
+		canceled sql.NullInt64
+		spec     string
+	)
+	if err := row.Scan(&sw.ID, &sw.Name, &sw.Project, &sw.Submitter, &created, &sw.Method, &sw.Members, &sw.MaxParallel,
+		&spec, &canceled, &sw.CanceledBy); err != nil {
+		return domain.Sweep{}, err
+	}
+	sw.CreatedAt = TimeOf(sql.NullInt64{Int64: created, Valid: true})
+	sw.CanceledAt = TimeOf(canceled)
+	if err := json.Unmarshal([]byte(spec), &sw.Spec); err != nil {
+		return domain.Sweep{}, fmt.Errorf("decode sweep %d: %w", sw.ID, err)
+	}
+	sw.Objective = sw.Spec.Objective
+	return sw, nil
+}
+
+// GetSweep returns the sweep or store.ErrNotFound.
+func (s Shared) GetSweep(ctx context.Context, id int64) (domain.Sweep, error) {
+	return queryOne(ctx, s, fmt.Sprintf("get sweep %d", id), scanSweep, qSweepGet, id)
+}
+
+// ListSweeps returns sweeps newest first.
+func (s Shared) ListSweeps(ctx context.Context, f store.SweepFilter) ([]domain.Sweep, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	all, err := queryAll(ctx, s, "list sweeps", scanSweep, qSweepList, f.Project, f.Project, f.BeforeID, f.BeforeID, limit)
+	if err != nil || !f.Restrict {
+		return all, err
+	}
+	out := all[:0]
+	for _, sw := range all {
+		if sw.Submitter == f.Submitter || contains(f.Projects, sw.Project) {
+			out = append(out, sw)
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CancelSweep marks the sweep canceled (once), with audit.
+func (s Shared) CancelSweep(ctx context.Context, id int64, by string, at time.Time, audit domain.AuditRecord) error {
+	return s.b.Write(ctx, func(x Exec) error {
+		return x.Queue(fmt.Sprintf("cancel sweep %d", id), qSweepCancel, TimeArg(at), by, id)
+	}, audit)
+}
+
+// SweepCounts counts a sweep's members by state.
+func (s Shared) SweepCounts(ctx context.Context, id int64) (map[domain.JobState]int, error) {
+	type count struct {
+		state string
+		n     int
+	}
+	rows, err := queryAll(ctx, s, fmt.Sprintf("count the members of sweep %d", id), func(r Row) (count, error) {
+		var c count
+		err := r.Scan(&c.state, &c.n)
+		return c, err
+	}, qSweepCounts, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[domain.JobState]int, len(rows))
+	for _, c := range rows {
+		out[domain.JobState(c.state)] = c.n
+	}
+	return out, nil
+}
+
+// HeldSweepMembers returns up to limit ids of the sweep's members held
+// with reason, oldest first.
+func (s Shared) HeldSweepMembers(ctx context.Context, id int64, reason domain.Reason, limit int) ([]int64, error) {
+	return s.ids(ctx, fmt.Sprintf("list the held members of sweep %d", id), qSweepNext, id, string(reason), limit)
+}
+
+// SweepOf returns the sweep job id is a member of (0: none).
+func (s Shared) SweepOf(ctx context.Context, id int64) (int64, error) {
+	sw, err := queryOne(ctx, s, fmt.Sprintf("read the sweep of job %d", id), func(r Row) (sql.NullInt64, error) {
+		var n sql.NullInt64
+		err := r.Scan(&n)
+		return n, err
+	}, qSweepOf, id)
+	return sw.Int64, err
+}
+
+// WaitsOf returns job id's dependencies.
+func (s Shared) WaitsOf(ctx context.Context, id int64) ([]domain.Dependency, error) {
+	return queryAll(ctx, s, fmt.Sprintf("read the dependencies of job %d", id), func(r Row) (domain.Dependency, error) {
+		var d domain.Dependency
+		var on string
+		err := r.Scan(&d.Job, &d.Sweep, &on)
+		d.On = domain.DependOn(on)
+		return d, err
+	}, qWaitsOf, id)
+}
+
+// WaitersOn returns the ids of the jobs whose after: names job (or, when
+// sweep, the sweep) id.
+func (s Shared) WaitersOn(ctx context.Context, id int64, sweep bool) ([]int64, error) {
+	q := qWaitersOnJob
+	if sweep {
+		q = qWaitersOnSweep
+	}
+	return s.ids(ctx, fmt.Sprintf("list the jobs waiting for %d", id), q, id)
+}
+
+// WaitingJobs returns the ids of the jobs held for a dependency or for
+// their sweep's max_parallel.
+func (s Shared) WaitingJobs(ctx context.Context) ([]int64, error) {
+	return s.ids(ctx, "list the waiting jobs", qWaitingJobs, string(domain.ReasonDependency), string(domain.ReasonSweepLimit))
+}
+
+func (s Shared) ids(ctx context.Context, action string, q Query, args ...any) ([]int64, error) {
+	return queryAll(ctx, s, action, func(r Row) (int64, error) {
+		var id int64
+		err := r.Scan(&id)
+		return id, err
+	}, q, args...)
+}
