@@ -19,6 +19,10 @@ import (
 // routes that report for an attempt. A route missing here is closed to job
 // tokens.
 var routeActions = map[string]string{
+	"POST /api/v1/sweeps":                              "job.submit",
+	"GET /api/v1/sweeps":                               "job.read",
+	"GET /api/v1/sweeps/{id}":                          "job.read",
+	"POST /api/v1/sweeps/{id}/cancel":                  "job.cancel",
 	"GET /api/v1/cost":                                 "cost.read",
 	"GET /api/v1/report":                               "cost.read",
 	"GET /api/v1/budgets":                              "cost.read",

@@ -121,6 +121,13 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		}
 		o.BeforeID = n
 	}
+	if v := q.Get("sweep"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs.Add("sweep", "must be a sweep id (a positive number), got %q", v)
+		}
+		o.Sweep = n
+	}
 	if err := errs.Err(); err != nil {
 		h.writeError(w, r, err)
 		return

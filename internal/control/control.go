@@ -189,6 +189,7 @@ type Controller struct {
 	sem      chan struct{}
 
 	// Loop-goroutine state.
+	flows    flows              // what changed for workflows: workflow.go
 	jobs     map[int64]*jobInfo // immutable parts of active and queued jobs
 	stopping map[executor.Ref]bool
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
@@ -561,6 +562,7 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		c.log.Error("load scheduling snapshot", "err", err)
 		return next
 	}
+	c.resolveWorkflows(ctx, now) // workflow.go
 	for id := range c.guard.held { // few: each is a preemption loop stopped
 		if _, ok := byID[id]; !ok {
 			c.guard.forget(id)
@@ -1123,6 +1125,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 	for _, k := range sortedKeys(spec.Params) {
 		env = append(env, "TRAINYARD_PARAM_"+strings.ToUpper(k)+"="+spec.Params[k])
 	}
+	env = append(env, workflowEnv(spec)...) // workflow.go
 	env = append(env,
 		"TRAINYARD_JOB_ID="+strconv.FormatInt(id, 10),
 		"TRAINYARD_JOB_NAME="+spec.Name,

@@ -50,6 +50,8 @@ type Store interface {
 	RecordManifest(ctx context.Context, m domain.Manifest) error
 	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error
 	SettingsRev(ctx context.Context) (int64, error)
+	// Sweeps and dependencies: workflow.go.
+	store.Workflows
 }
 
 var _ Store = store.Store(nil)

@@ -131,6 +131,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 	}
 	if full || check {
 		c.attempts.full = true // attempts.go
+		c.flows.full = true    // workflow.go
 	}
 	if c.view == nil {
 		c.view = map[int64]domain.Job{}
@@ -187,6 +188,7 @@ func (c *Controller) refreshView(ctx context.Context, now time.Time) error {
 		fallthrough
 	default:
 		for _, j := range jobs {
+			c.flows.note(j) // workflow.go
 			old, had := c.view[j.ID]
 			live := j.State.Live()
 			if live {

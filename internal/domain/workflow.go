@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -156,3 +157,28 @@ const (
 
 // SweepRef is "sweep <id>".
 func SweepRef(id int64) string { return fmt.Sprintf("sweep %d", id) }
+
+// Verb is what d's condition asks of its target: "succeed", "fail",
+// "end".
+func (d Dependency) Verb() string {
+	switch d.On {
+	case DependSucceeded:
+		return "succeed"
+	case DependFailed:
+		return "fail"
+	}
+	return "end"
+}
+
+// WaitMessage says what a job waits for: each of deps, with its target's
+// state where states has it (keyed by Target).
+func WaitMessage(deps []Dependency, states map[string]JobState) string {
+	parts := make([]string, len(deps))
+	for i, d := range deps {
+		parts[i] = "waits for " + d.Target() + " to " + d.Verb()
+		if st, ok := states[d.Target()]; ok {
+			parts[i] += " (it is " + string(st) + ")"
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -88,7 +88,7 @@ func Validate(s domain.Spec) domain.FieldErrors {
 	}
 	checkLabels(&es, s.Labels)
 	checkAfter(&es, s.After)
-	checkSweep(&es, s.Sweep)
+	CheckSweep(&es, s.Sweep)
 	return es
 }
 

@@ -174,8 +174,8 @@ func joinOns() string {
 	return strings.Join(names, ", ")
 }
 
-// checkSweep checks sweep: against the spec's params.
-func checkSweep(es *domain.FieldErrors, sw *domain.SweepSpec) {
+// CheckSweep checks sweep: against the spec's params.
+func CheckSweep(es *domain.FieldErrors, sw *domain.SweepSpec) {
 	if sw == nil {
 		return
 	}

@@ -51,6 +51,7 @@ type JobStore interface {
 	ListCheckpoints(ctx context.Context, jobID int64, withDeleted bool) ([]domain.CheckpointRecord, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]domain.Job, error)
 	QueryMetrics(ctx context.Context, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error)
+	store.Workflows
 }
 
 var _ JobStore = store.Store(nil)
@@ -71,6 +72,7 @@ type SubmitInput struct {
 	// job of the same user and spec on a server that refuses repeats.
 	AllowDuplicate bool
 	rerunOf        int64 // the job this submit re-runs (rerun.go); 0: none
+	sweep          bool  // a sweep's submit (workflow.go): the spec may have sweep:
 	// rerunTemplate is the original's trainyard.template label ("": none),
 	// which a re-run keeps and may not change.
 	rerunTemplate string
@@ -89,6 +91,12 @@ func (s *JobService) prepare(ctx context.Context, p Principal, in SubmitInput) (
 	}
 	if err := s.authorize(ctx, p, authz.JobSubmit, authz.Resource{Kind: "job", Project: spec.Project}); err != nil {
 		return domain.Spec{}, submitHint(err, p, spec.Project)
+	}
+	if spec.Sweep != nil && !in.sweep {
+		return domain.Spec{}, domain.FieldErrors{{Path: "sweep", Line: 0, Message: "makes this a sweep, which is submitted to /v1/sweeps (trainyard submit does so); or remove it to submit one job"}}
+	}
+	if err := s.checkWorkflow(ctx, p, &spec, in.rerunOf != 0); err != nil { // after:, from_job: workflow.go
+		return domain.Spec{}, err
 	}
 	if err := s.envs.resolveSpecEnv(ctx, &spec); err != nil { // pins spec.Env to name@N: envs.go
 		return domain.Spec{}, err
@@ -298,6 +306,8 @@ func (s *JobService) storeLooking(ctx context.Context, p Principal, in SubmitInp
 		Actor:          p.Actor(),
 		Code:           in.Code,
 		RerunOf:        in.rerunOf,
+		Held:           waitHold(spec.After), // workflow.go
+		Waits:          spec.After,
 	}
 	job, created, err = create(nj, rec)
 	if errors.Is(err, domain.ErrConflict) && in.IdempotencyKey != "" {
@@ -484,6 +494,7 @@ type ListOptions struct {
 	Name     string // only jobs whose name holds this, in either case (ASCII letters)
 	BeforeID int64  // cursor: only jobs with a smaller id
 	Limit    int    // 1..1000; 0 means 50
+	Sweep    int64  // only the members of this sweep; 0: all jobs
 }
 
 // maxListName bounds ListOptions.Name, in characters: longer than any job
@@ -518,8 +529,12 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job", Project: o.Project}); err != nil {
 		return nil, false, err
 	}
+	if o.Sweep < 0 {
+		errs.Add("sweep", "must be a sweep id (a positive number), got %d", o.Sweep)
+		return nil, false, errs.Err()
+	}
 	f := store.JobFilter{States: o.States, Project: o.Project, Owner: o.User, Pool: o.Pool, NameContains: o.Name,
-		BeforeID: o.BeforeID, Limit: o.Limit + 1}
+		BeforeID: o.BeforeID, Limit: o.Limit + 1, Sweep: o.Sweep}
 	if v := authz.VisibleJobs(p); !v.All {
 		f.Restrict, f.Projects, f.Submitter = true, v.Projects, v.Submitter
 	}

@@ -210,7 +210,7 @@ func fileKind(m fs.FileMode) string {
 // allows for the job, before and after resolving symbolic links, and
 // never in the data directory.
 func (s *JobService) checkInputPaths(errs *domain.FieldErrors, spec domain.Spec) {
-	if len(spec.Inputs) == 0 {
+	if !slices.ContainsFunc(spec.Inputs, func(in domain.Input) bool { return in.FromJob == 0 }) {
 		return
 	}
 	roots := s.cfg.InputRoots.forJob(spec.Project, spec.Pool)
@@ -222,6 +222,9 @@ func (s *JobService) checkInputPaths(errs *domain.FieldErrors, spec domain.Spec)
 	}
 	for i, in := range spec.Inputs {
 		field := fmt.Sprintf("inputs[%d].path", i)
+		if in.FromJob != 0 {
+			continue // another job's outputs: checked by checkWorkflow
+		}
 		if len(roots) == 0 {
 			errs.Add(field, "%q: this server allows jobs of project %s in pool %s to read no input directories; an admin allows them with data_roots in the server config (e.g. data_roots: {default: [/datasets]}; see docs/operator.md)",
 				in.Path, spec.Project, spec.Pool)

@@ -47,7 +47,10 @@ type Workflows interface {
 	// WaitersOn returns the ids of the jobs whose dependencies name job id
 	// (sweep id, when sweep).
 	WaitersOn(ctx context.Context, id int64, sweep bool) ([]int64, error)
-	// WaitingJobs returns the ids of the jobs held for a dependency or for
-	// their sweep's max_parallel (reasons Dependency and SweepLimit).
+	// WaitingJobs returns the ids of the jobs held for a dependency
+	// (reason Dependency).
 	WaitingJobs(ctx context.Context) ([]int64, error)
+	// WaitingSweeps returns the ids of the sweeps with members held for
+	// their max_parallel (reason SweepLimit).
+	WaitingSweeps(ctx context.Context) ([]int64, error)
 }

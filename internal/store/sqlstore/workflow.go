@@ -53,7 +53,8 @@ var (
 	qWaitsOf        = Q(`SELECT on_job, on_sweep, on_cond FROM job_waits WHERE job_id = ? ORDER BY on_job, on_sweep`)
 	qWaitersOnJob   = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_job = ? AND on_job <> 0`)
 	qWaitersOnSweep = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_sweep = ? AND on_sweep <> 0`)
-	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND (reason = ? OR reason = ?) ORDER BY id`)
+	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND reason = ? ORDER BY id`)
+	qWaitingSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 )
 
 func scanSweep(row Row) (domain.Sweep, error) {
@@ -174,10 +175,15 @@ func (s Shared) WaitersOn(ctx context.Context, id int64, sweep bool) ([]int64, e
 	return s.ids(ctx, fmt.Sprintf("list the jobs waiting for %d", id), q, id)
 }
 
-// WaitingJobs returns the ids of the jobs held for a dependency or for
-// their sweep's max_parallel.
+// WaitingJobs returns the ids of the jobs held for a dependency.
 func (s Shared) WaitingJobs(ctx context.Context) ([]int64, error) {
-	return s.ids(ctx, "list the waiting jobs", qWaitingJobs, string(domain.ReasonDependency), string(domain.ReasonSweepLimit))
+	return s.ids(ctx, "list the waiting jobs", qWaitingJobs, string(domain.ReasonDependency))
+}
+
+// WaitingSweeps returns the ids of the sweeps with members held for their
+// max_parallel.
+func (s Shared) WaitingSweeps(ctx context.Context) ([]int64, error) {
+	return s.ids(ctx, "list the sweeps with waiting members", qWaitingSweeps, string(domain.ReasonSweepLimit))
 }
 
 func (s Shared) ids(ctx context.Context, action string, q Query, args ...any) ([]int64, error) {
