@@ -138,6 +138,7 @@ func Handler(cfg Config) http.Handler {
 	h.costRoutes(mux)     // spend reports: cost.go
 	h.reportRoutes(mux)   // review reports: report.go
 	h.budgetRoutes(mux)   // project budgets: budgets.go
+	h.compareRoutes(mux)  // jobs side by side: compare.go
 	if cfg.Pages != nil {
 		mux.Handle("/", cfg.Pages)
 	}
