@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"trainyard/internal/api/apitypes"
 	"trainyard/internal/domain"
@@ -28,7 +29,9 @@ func (h *handler) compare(w http.ResponseWriter, r *http.Request, p service.Prin
 			}
 			id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
 			if err != nil || id <= 0 {
-				errs.Add("jobs", "%q is not a job id; ids are positive whole numbers, e.g. jobs=12,13", s)
+				if len(errs) < 5 { // enough to fix a typo; a long list of junk is not echoed whole
+					errs.Add("jobs", "%q is not a job id; ids are positive whole numbers, e.g. jobs=12,13", clipText(s, 40))
+				}
 				continue
 			}
 			ids = append(ids, id)
@@ -69,4 +72,16 @@ func (h *handler) compare(w http.ResponseWriter, r *http.Request, p service.Prin
 		out.Differences[i] = apitypes.SpecDifference{Path: d.Path, Values: vals}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// clipText is s cut to at most n bytes on a character boundary, with "…"
+// when cut: enough of a bad value to recognise it in an error.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

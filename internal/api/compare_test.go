@@ -88,17 +88,22 @@ func TestCompareRefusesBadRequests(t *testing.T) {
 		code  int
 		want  string
 	}{
-		"no jobs":     {"", 400, `"path":"jobs"`},
-		"one job":     {fmt.Sprintf("jobs=%d", a), 400, "name 2 to 20 jobs"},
-		"not an id":   {fmt.Sprintf("jobs=%d,x", a), 400, `\"x\" is not a job id`},
-		"negative":    {fmt.Sprintf("jobs=%d,-2", a), 400, `\"-2\" is not a job id`},
-		"twice":       {fmt.Sprintf("jobs=%d,%d,%d", a, b, a), 400, fmt.Sprintf("names job %d twice", a)},
-		"missing job": {fmt.Sprintf("jobs=%d,999", a), 404, "job 999 does not exist"},
-		"too many":    {"jobs=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21", 400, "compare at most 20"},
+		"no jobs":      {"", 400, `"path":"jobs"`},
+		"one job":      {fmt.Sprintf("jobs=%d", a), 400, "name 2 to 20 jobs"},
+		"not an id":    {fmt.Sprintf("jobs=%d,x", a), 400, `\"x\" is not a job id`},
+		"negative":     {fmt.Sprintf("jobs=%d,-2", a), 400, `\"-2\" is not a job id`},
+		"twice":        {fmt.Sprintf("jobs=%d,%d,%d", a, b, a), 400, fmt.Sprintf("names job %d twice", a)},
+		"missing job":  {fmt.Sprintf("jobs=%d,999", a), 404, "job 999 does not exist"},
+		"too many":     {"jobs=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21", 400, "compare at most 20"},
+		"far too many": {"jobs=" + strings.Repeat("7,", 100000), 400, "names 100000 jobs; compare at most 20"},
+		"junk":         {"jobs=" + strings.Repeat("x", 1000) + strings.Repeat(",y", 100), 400, `\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…\" is not a job id`},
 	} {
 		code, body := e.do("GET", "/api/v1/compare?"+c.query, e.token, nil)
 		if code != c.code || !strings.Contains(string(body), c.want) {
-			t.Errorf("%s: %d %s, want %d with %q", name, code, body, c.code, c.want)
+			t.Errorf("%s: %d %.500s, want %d with %q", name, code, body, c.code, c.want)
+		}
+		if len(body) > 2000 {
+			t.Errorf("%s: an error of %d bytes", name, len(body))
 		}
 	}
 	if code, _ := e.do("GET", fmt.Sprintf("/api/v1/compare?jobs=%d,%d", a, b), "", nil); code != 401 {

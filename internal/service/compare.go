@@ -70,8 +70,10 @@ func (s *JobService) Compare(ctx context.Context, p Principal, ids []int64) (Com
 	switch {
 	case len(ids) < 2:
 		errs.Add("jobs", "names %d job(s); name 2 to %d jobs to compare, e.g. 12,13", len(ids), MaxCompareJobs)
+		return Comparison{}, errs
 	case len(ids) > MaxCompareJobs:
 		errs.Add("jobs", "names %d jobs; compare at most %d at a time", len(ids), MaxCompareJobs)
+		return Comparison{}, errs
 	}
 	for i, id := range ids {
 		if id < 1 {
