@@ -130,3 +130,59 @@ time.sleep(60)
 		t.Errorf("stalled job's loss series: %d points, want 3", len(pts))
 	}
 }
+
+// Two runs of the sample trainer (examples/smoke.yaml) at two learning
+// rates: compare shows the differing param and both loss summaries, and
+// metrics overlays both curves.
+func TestCompareSampleTrainerRuns(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	spec := filepath.Join(repoRoot(), "examples", "smoke.yaml")
+	a := strings.TrimSpace(s.mustCLI("submit", spec))
+	b := strings.TrimSpace(s.mustCLI("submit", spec, "--set", "params.lr=0.2"))
+	for _, id := range []string{a, b} {
+		var n int64
+		fmt.Sscan(id, &n)
+		if j := s.waitState(n, time.Minute, "succeeded", "failed"); j.State != "succeeded" {
+			t.Fatalf("job %s %s: %s\n%s", id, j.State, j.Message, s.mustCLI("logs", id))
+		}
+	}
+	out := s.mustCLI("compare", a, b)
+	row := func(prefix string) []string {
+		for l := range strings.SplitSeq(out, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+				return strings.Fields(l)
+			}
+		}
+		return nil
+	}
+	if f := row("params.lr"); len(f) != 3 || f[1] != "0.05" || f[2] != "0.2" {
+		t.Errorf("params.lr row %q, want 0.05 and 0.2:\n%s", f, out)
+	}
+	if !strings.Contains(out, "Differences (1):") {
+		t.Errorf("want one difference, params.lr:\n%s", out)
+	}
+	if f := row("loss"); len(f) != 6 || f[1] != "last" || f[3] != "@40" || f[5] != "@40" {
+		t.Errorf("loss row %q, want both jobs' last loss at step 40:\n%s", f, out)
+	}
+	if f := row("State"); strings.Join(f, " ") != "State succeeded (Completed) succeeded (Completed)" {
+		t.Errorf("State row %q:\n%s", f, out)
+	}
+	var c apitypes.Comparison
+	if err := json.Unmarshal([]byte(s.mustCLI("compare", a, b, "-o", "json")), &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range c.Jobs {
+		if len(j.Metrics) != 1 || j.Metrics[0].Key != "loss" || !(j.Metrics[0].Min <= j.Metrics[0].Last && j.Metrics[0].Last < j.Metrics[0].Max) ||
+			j.RunSeconds <= 0 || j.Env == "" {
+			t.Errorf("job %d: %+v", j.ID, j)
+		}
+	}
+	overlay := s.mustCLI("metrics", a, b, "--key", "loss")
+	if !strings.HasPrefix(overlay, "loss: every job on one scale, steps ") || strings.Count(overlay, "\n") != 4 {
+		t.Errorf("metrics overlay:\n%s", overlay)
+	}
+	csvOut := s.mustCLI("metrics", a, b, "--key", "loss", "-o", "csv")
+	if !strings.HasPrefix(csvOut, "job,key,step,value,at,attempt\n"+a+",loss,") || !strings.Contains(csvOut, "\n"+b+",loss,") {
+		t.Errorf("metrics csv:\n%s", csvOut)
+	}
+}

@@ -139,6 +139,7 @@ func Handler(cfg Config) http.Handler {
 	h.reportRoutes(mux)   // review reports: report.go
 	h.budgetRoutes(mux)   // project budgets: budgets.go
 	h.sweepRoutes(mux)    // sweeps and job arrays: sweeps.go
+	h.compareRoutes(mux)  // jobs side by side: compare.go
 	if cfg.Pages != nil {
 		mux.Handle("/", cfg.Pages)
 	}

@@ -51,6 +51,7 @@ var routeActions = map[string]string{
 	"GET /api/v1/jobs/{id}/logs":                       "job.read",
 	"GET /api/v1/jobs/{id}/why":                        "job.read",
 	"GET /api/v1/jobs/{id}/metrics":                    "job.read",
+	"GET /api/v1/compare":                              "job.read",
 	"POST /api/v1/jobs/{id}/attempts/{n}/metrics":      "attempt.report",
 	"GET /api/v1/version":                              "",
 	"GET /api/v1/whoami":                               "",

@@ -93,6 +93,8 @@ var apiRoutes = map[string]apiRoute{
 	"GET /api/v1/jobs/{id}/why": {id: "whyJob", summary: "Why the job is pending or failed, with evidence and a hint.", resp: apitypes.Why{}},
 	"GET /api/v1/jobs/{id}/metrics": {id: "jobMetrics", summary: "The job's training metric series, downsampled.", resp: apitypes.MetricSeries{},
 		query: []apiParam{{"key", "string", "only this metric"}, {"max", "integer", "about this many points per series (3-100000, default 500)"}}},
+	"GET /api/v1/compare": {id: "compareJobs", summary: "2 to 20 jobs side by side: state, environment, code, run time, cost, metric summaries, and the spec fields that differ. Every job must be readable (one that is not answers 404, as a missing one).",
+		resp: apitypes.Comparison{}, query: []apiParam{{"jobs", "string", "the job ids, separated by commas (12,13), or the parameter repeated"}}},
 	"POST /api/v1/jobs/{id}/attempts/{n}/metrics": {id: "reportMetrics", summary: "Report training metrics for an attempt (its job token, or an admin); at most 10,000 points.",
 		body: apitypes.MetricsReport{}, resp: apitypes.MetricsReportResult{}},
 	"GET /api/v1/jobs/{id}/artifacts": {id: "jobArtifacts", summary: "The manifest of an attempt's outputs, with lineage.", resp: apitypes.Manifest{},

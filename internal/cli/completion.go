@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,8 @@ const completionJobs = 100
 // a path or flag that does not exist, so every test that builds a root
 // catches a renamed command.
 var (
-	jobIDArg   = []string{"show", "logs", "cancel", "hold", "release", "why", "metrics", "rerun", "artifacts ls", "artifacts get", "checkpoints ls", "checkpoints get"}
+	jobIDArg   = []string{"show", "logs", "cancel", "hold", "release", "why", "rerun", "artifacts ls", "artifacts get", "checkpoints ls", "checkpoints get"}
+	jobIDsArgs = []string{"metrics", "compare"} // ID [ID...]: every argument
 	poolArg    = []string{"pool show", "pool update"}
 	projectArg = []string{"project set", "budget set", "budget rm"}
 	// quota set|rm PROJECT POOL
@@ -53,6 +55,9 @@ func (a *app) addCompletions(root *cobra.Command) {
 	}
 	for _, p := range jobIDArg {
 		find(p).ValidArgsFunction = positional(0, a.completeJobs)
+	}
+	for _, p := range jobIDsArgs {
+		find(p).ValidArgsFunction = a.completeJobs
 	}
 	for _, p := range poolArg {
 		find(p).ValidArgsFunction = positional(0, a.completePools)
@@ -108,8 +113,8 @@ func (a *app) completionClient(cmd *cobra.Command) (*client.Client, context.Cont
 }
 
 // completeJobs offers the newest jobs' ids, newest first, each described
-// by its state and name.
-func (a *app) completeJobs(cmd *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+// by its state and name; ids among args (already given) are left out.
+func (a *app) completeJobs(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	const dir = cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	c, ctx, cancel := a.completionClient(cmd)
 	if c == nil {
@@ -123,7 +128,7 @@ func (a *app) completeJobs(cmd *cobra.Command, _ []string, prefix string) ([]cob
 	var out []cobra.Completion
 	for _, j := range list.Jobs {
 		id := strconv.FormatInt(j.ID, 10)
-		if strings.HasPrefix(id, strings.TrimPrefix(prefix, "#")) {
+		if strings.HasPrefix(id, strings.TrimPrefix(prefix, "#")) && !slices.Contains(args, id) {
 			out = append(out, cobra.CompletionWithDesc(id, oneLine(j.State+" "+j.Name)))
 		}
 	}

@@ -32,6 +32,15 @@ func TestCompletionFromLiveServer(t *testing.T) {
 	if got := complete(t, h, "why", "2"); !slices.Equal(got, want[:1]) {
 		t.Errorf("complete why 2 = %q, want %q", got, want[:1])
 	}
+	// compare and metrics take several ids: each offers those not given yet.
+	for _, argv := range [][]string{{"compare", "1", ""}, {"metrics", "1", ""}} {
+		if got := complete(t, h, argv...); !slices.Equal(got, want[:1]) {
+			t.Errorf("complete %v = %q, want %q", argv, got, want[:1])
+		}
+	}
+	if got := complete(t, h, "compare", "1", "2", ""); len(got) != 0 {
+		t.Errorf("complete compare 1 2 <tab> = %q, want nothing: both ids are given", got)
+	}
 	if got := complete(t, h, "show", "1", ""); len(got) != 0 {
 		t.Errorf("complete show 1 <tab> = %q, want nothing after the one id", got)
 	}

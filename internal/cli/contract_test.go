@@ -109,6 +109,7 @@ func TestOutputContract(t *testing.T) {
 		"trainyard cost":           func() []string { return []string{"--since", "1d", "--by", "day"} },
 		"trainyard report":         func() []string { return []string{"--since", "1d", "--by", "pool"} },
 		"trainyard checkpoints ls": func() []string { return []string{"1"} },
+		"trainyard compare":        func() []string { return []string{"1", strings.TrimSpace(h.mustRun(0, "submit", jobFile).stdout)} },
 		"trainyard env ls":         func() []string { return nil },
 		"trainyard env show":       func() []string { return []string{"py"} },
 		"trainyard gc":             func() []string { return []string{"--dry-run"} },

@@ -137,6 +137,7 @@ http://127.0.0.1:7070.`,
 		a.releaseCmd(), // hold.go
 		a.whyCmd(),
 		a.metricsCmd(),     // training.go
+		a.compareCmd(),     // compare.go
 		a.queueCmd(),       // pools.go
 		a.poolCmd(),        // pools.go
 		a.quotaCmd(),       // pools.go
