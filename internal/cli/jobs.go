@@ -25,6 +25,7 @@ func (a *app) lsCmd() *cobra.Command {
 		name    string
 		limit   int
 		all     bool
+		sweep   int64
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
@@ -37,13 +38,15 @@ attempts cost so far, each at the rates in force while it ran; "-" in a
 pool that never had rates); -o json prints the API's job list.
 
 The filters combine: --user and --pool match exactly, --name keeps the
-jobs whose name contains the text (ASCII letters in either case).
+jobs whose name contains the text (ASCII letters in either case), --sweep
+keeps the members of one sweep or job array.
 
 Without --all one page is shown (--limit jobs, else the server's page size);
 --all fetches every page.`,
 		Example: `  trainyard ls
   trainyard ls --state queued --state running --project vision
   trainyard ls --user alice --pool gpu --name resnet
+  trainyard ls --sweep 4 --state running
   trainyard ls --all -o json`,
 		Args: exactArgs(0),
 	}
@@ -54,10 +57,14 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 	cmd.Flags().StringVar(&name, "name", "", "only jobs whose name contains this text, in either case")
 	cmd.Flags().IntVar(&limit, "limit", 0, "jobs per page (default: the server's)")
 	cmd.Flags().BoolVar(&all, "all", false, "fetch every page, not just the first")
+	cmd.Flags().Int64Var(&sweep, "sweep", 0, "only the members of this sweep or job array")
 	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
+		}
+		if sweep < 0 {
+			return usageErrorf("invalid --sweep %d: want a sweep id (see: trainyard sweep ls)", sweep)
 		}
 		for _, s := range states {
 			if !domain.JobState(s).Valid() {
@@ -71,7 +78,7 @@ Without --all one page is shown (--limit jobs, else the server's page size);
 		if err != nil {
 			return err
 		}
-		opts := client.ListOptions{States: states, Project: project, User: user, Pool: pool, Name: name, Limit: limit}
+		opts := client.ListOptions{States: states, Project: project, User: user, Pool: pool, Name: name, Limit: limit, Sweep: sweep}
 		list, err := c.ListJobs(cmd.Context(), opts)
 		if err != nil {
 			return err

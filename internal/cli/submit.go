@@ -29,6 +29,8 @@ func (a *app) submitCmd() *cobra.Command {
 		// --template: templates.go
 		template, project string
 		contextDir        string // --context: code.go
+		array             string   // --array: sweeps.go
+		after             []string // --after
 	)
 	cmd := &cobra.Command{
 		Use:   "submit FILE | --template NAME[@VERSION]",
@@ -63,14 +65,26 @@ where it would wait in the pool's queue; nothing is stored.
 A submit of the same spec as a live job of yours, or one you submitted in the
 last 10 minutes, is stored with a warning, or refused where the server is set
 to refuse repeats (duplicate_submits: refuse); --allow-duplicate submits it
-anyway.`,
+anyway.
+
+--after ID[:CONDITION] makes the job wait for job ID (sweep/ID for a sweep)
+to succeed, or with :ended or :failed to end or to fail; it waits held with
+reason Dependency and fails with DependencyFailed if the condition can no
+longer hold. A spec's after: and inputs: [{from_job: ID}] do the same.
+
+A spec with a sweep: section, or --array 0-31 (Slurm's forms: 1,3,5-9, and
+%N for at most N at once), submits a sweep: one member job per combination
+of the swept params or per index. The sweep's id is printed alone on stdout;
+--wait waits until every member ended. See docs/workflows.md.`,
 		Example: `  trainyard submit train.yaml
   trainyard submit train.yaml --set params.lr=0.2 --set resources.gpus=2
   trainyard submit train.yaml --idempotency-key nightly-2026-01-31 --follow
   trainyard submit train.yaml --dry-run
   cat train.yaml | trainyard submit -
   trainyard submit train.yaml --context .
-  trainyard submit --template resnet --set profile=prod --set gpus=8`,
+  trainyard submit --template resnet --set profile=prod --set gpus=8
+  trainyard submit eval.yaml --after 12
+  trainyard submit train.yaml --array 0-31%4`,
 		Args: submitArgs(&template),
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a spec field, key=value (repeatable)")
@@ -82,6 +96,8 @@ anyway.`,
 	cmd.Flags().StringVar(&template, "template", "", "submit from this job template, NAME or NAME@VERSION, instead of a file")
 	cmd.Flags().StringVarP(&project, "project", "p", "", "with --template: the template's project (default: the one project that has it)")
 	cmd.Flags().StringVar(&contextDir, "context", "", "package this directory as the job's code and run each attempt in a fresh copy (docs/code.md)")
+	cmd.Flags().StringVar(&array, "array", "", "submit a job array: one member per index, e.g. 0-31 or 0-31%4 (at most 4 at once)")
+	cmd.Flags().StringArrayVar(&after, "after", nil, "wait for job ID (or sweep/ID) to succeed; ID:ended or ID:failed for those (repeatable)")
 	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
@@ -99,12 +115,17 @@ anyway.`,
 		if err := checkSets(sets); err != nil {
 			return err
 		}
+		if len(after) > 0 {
+			sets = append(sets, "after="+strings.Join(after, ","))
+		}
 		var req apitypes.SubmitRequest
+		sweep := array != ""
 		if template == "" {
 			doc, dir, err := readSpecFile(cmd, args[0])
 			if err != nil {
 				return err
 			}
+			sweep = sweep || hasTopKey(doc, "sweep")
 			sets = resolveWorkdir(doc, dir, sets)
 			specText, err := json.Marshal(string(doc))
 			if err != nil {
@@ -123,6 +144,19 @@ anyway.`,
 			}
 		}
 		req.AllowDuplicate = dup
+		if sweep {
+			switch {
+			case template != "":
+				return usageErrorf("--array is for a spec file; a template submits one job")
+			case dryRun:
+				return usageErrorf("--dry-run checks one job; submit the sweep, or check one member with --set and without sweep:")
+			case follow:
+				return usageErrorf("--follow streams one job's logs; a sweep has many: follow a member with trainyard logs -f ID")
+			case key != "":
+				return usageErrorf("--idempotency-key is for one job; a sweep is stored once per submit")
+			}
+			return a.submitSweep(cmd, c, req, array, contextDir, wait, *output)
+		}
 		if dryRun {
 			if contextDir != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: --context %s is not packaged or uploaded in a dry run\n", contextDir)

@@ -96,6 +96,7 @@ type ListOptions struct {
 	Name    string // a piece of the job name, in either case
 	Limit   int
 	Cursor  string // NextCursor of the previous page
+	Sweep   int64  // only the members of this sweep
 }
 
 // LogOptions selects what GET /api/v1/jobs/{id}/logs returns.
@@ -150,6 +151,9 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (apitypes.JobLi
 	}
 	if opts.Pool != "" {
 		q.Set("pool", opts.Pool)
+	}
+	if opts.Sweep != 0 {
+		q.Set("sweep", strconv.FormatInt(opts.Sweep, 10))
 	}
 	if opts.Name != "" {
 		q.Set("q", opts.Name)

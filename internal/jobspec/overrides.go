@@ -105,6 +105,13 @@ func parseSet(i int, raw string) override {
 			return fail("unknown key %q: %s is a single value and has no fields; write %s=value", key, first, first)
 		}
 		o.path = []string{first}
+	case first == "after" && !dotted:
+		node, msg := afterValue(val)
+		if msg != "" {
+			return fail("after=%s: %s", quoteShort(val), msg)
+		}
+		o.path, o.value = []string{"after"}, node
+		return o
 	case first == "inputs" || first == "secrets":
 		return fail("%q is a list and cannot be set with --set; edit the spec file", first)
 	case first == "shell":

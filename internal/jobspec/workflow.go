@@ -383,3 +383,31 @@ func checkFromJob(es *domain.FieldErrors, p string, in domain.Input) {
 		es.Add(p+".path", "%q contains \"..\"; give a path inside job %d's outputs, e.g. model/", in.Path, in.FromJob)
 	}
 }
+
+// afterValue reads --set after=12,13:ended,sweep/4 as the list after:
+// holds: each entry a job id or sweep/ID, with an optional ":condition"
+// (default succeeded). An empty value clears after:.
+func afterValue(val string) (*yaml.Node, string) {
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	if strings.TrimSpace(val) == "" {
+		return seq, ""
+	}
+	for _, part := range strings.Split(val, ",") {
+		target, on, _ := strings.Cut(strings.TrimSpace(part), ":")
+		if on == "" {
+			on = string(domain.DependSucceeded)
+		}
+		key := "job"
+		if t, ok := strings.CutPrefix(target, "sweep/"); ok {
+			key, target = "sweep", t
+		}
+		if _, err := strconv.ParseInt(target, 10, 64); err != nil {
+			return nil, fmt.Sprintf("%q is not a job id or sweep/ID; write e.g. after=12 or after=12:ended,sweep/4", part)
+		}
+		seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, {Kind: yaml.ScalarNode, Tag: "!!int", Value: target},
+			{Kind: yaml.ScalarNode, Tag: "!!str", Value: "on"}, {Kind: yaml.ScalarNode, Tag: "!!str", Value: on},
+		}})
+	}
+	return seq, ""
+}

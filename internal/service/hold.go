@@ -42,6 +42,11 @@ func (s *JobService) holdOrRelease(ctx context.Context, p Principal, id int64, m
 		if !slices.Contains(mv.From(), job.State) {
 			return nil, nil, notMovable(id, job, verb)
 		}
+		if verb == "release" && (job.Reason == domain.ReasonDependency || job.Reason == domain.ReasonSweepLimit) {
+			// The loop releases it when its turn comes (workflow.go).
+			return nil, nil, domain.Errorf(domain.ErrConflict, "job %d is held by the platform, not by a person (%s: %s); it is released when its turn comes (see: trainyard why %d), or cancel it",
+				id, job.Reason, job.Message, id)
+		}
 		return &store.Change{JobID: id, Move: mv.Only(job.State), Reason: reason, Message: msg, Actor: p.Actor(), At: now},
 			map[string]any{"state": mv.To()}, nil
 	})
