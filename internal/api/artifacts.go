@@ -49,7 +49,7 @@ func lineageDTO(l domain.Lineage) apitypes.Lineage {
 		SpecHash: l.SpecHash, Env: l.Env, EnvDigest: l.EnvDigest, Code: l.Code, GitCommit: l.GitCommit, GitDirty: l.GitDirty,
 		RerunOf: l.RerunOf, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt, State: l.State}
 	for _, in := range l.Inputs {
-		out.Inputs = append(out.Inputs, apitypes.Input{Name: in.Name, Path: in.Path, Version: in.Version})
+		out.Inputs = append(out.Inputs, apitypes.Input{Name: in.Name, Path: in.Path, Version: in.Version, FromJob: in.FromJob})
 	}
 	return out
 }

@@ -77,6 +77,10 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 			}
 		}
 		for _, in := range l.Inputs {
+			if in.FromJob > 0 {
+				fmt.Fprintf(out, ", input %s from job %d", cell(in.Name), in.FromJob)
+				continue
+			}
 			fmt.Fprintf(out, ", input %s@%s", cell(in.Name), cell(in.Version))
 		}
 		if l.RerunOf > 0 {

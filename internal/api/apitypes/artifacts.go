@@ -34,6 +34,8 @@ type Input struct {
 	Name    string `json:"name"`
 	Path    string `json:"path,omitempty"`
 	Version string `json:"version,omitempty"`
+	// FromJob is the job whose outputs the input is (inputs[].from_job).
+	FromJob int64 `json:"from_job,omitempty"`
 }
 
 // Manifest is the answer of GET /api/v1/jobs/{id}/artifacts.
