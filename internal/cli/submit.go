@@ -28,7 +28,7 @@ func (a *app) submitCmd() *cobra.Command {
 		dup    bool
 		// --template: templates.go
 		template, project string
-		contextDir        string // --context: code.go
+		contextDir        string   // --context: code.go
 		array             string   // --array: sweeps.go
 		after             []string // --after
 	)

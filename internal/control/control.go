@@ -562,7 +562,7 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		c.log.Error("load scheduling snapshot", "err", err)
 		return next
 	}
-	c.resolveWorkflows(ctx, now) // workflow.go
+	c.resolveWorkflows(ctx, now)   // workflow.go
 	for id := range c.guard.held { // few: each is a preemption loop stopped
 		if _, ok := byID[id]; !ok {
 			c.guard.forget(id)
