@@ -93,6 +93,12 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 	case domain.JobHeld:
 		w.Evidence = append(w.Evidence, "it is held: the scheduler does not consider it until it is released")
 		switch job.Reason {
+		case domain.ReasonDependency:
+			w.Evidence = append(w.Evidence, job.Message)
+			w.Hint = "it is queued as soon as what it waits for ends as its after: asks, and fails (DependencyFailed) if that can no longer happen; cancel it to give up"
+		case domain.ReasonSweepLimit:
+			w.Evidence = append(w.Evidence, job.Message)
+			w.Hint = fmt.Sprintf("it is queued when a running member of its sweep ends (sweep max_parallel); see the sweep with: trainyard sweep show %s", job.Spec.Labels[domain.SweepLabel])
 		case domain.ReasonBudgetExceeded:
 			w.Evidence = append(w.Evidence, job.Message)
 			w.Hint = fmt.Sprintf("its project's budget holds it: raise the budget (trainyard budget set %s --amount …), shorten its policy.timeout and submit it again, or wait for the next period; releasing it only holds it again", job.Project)
@@ -103,6 +109,11 @@ func (s *JobService) Explain(ctx context.Context, p Principal, id int64) (Why, e
 			w.Hint = fmt.Sprintf("release it to queue it again: trainyard release %d", id)
 		}
 	case domain.JobFailed:
+		if job.Reason == domain.ReasonDependencyFailed {
+			w.Evidence = append(w.Evidence, "it never ran: "+job.Message)
+			w.Hint = "fix and re-run the job it depended on, then submit this one again with after: (or inputs' from_job) naming the new run"
+			break
+		}
 		s.explainFailure(ctx, &w, last)
 	case domain.JobRunning, domain.JobStarting:
 		if last != nil {

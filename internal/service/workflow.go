@@ -63,8 +63,10 @@ func (s *JobService) checkWorkflow(ctx context.Context, p Principal, spec *domai
 			errs.Add(field+".from_job", "job %d has no output directory to read", in.FromJob)
 			continue
 		}
-		rel := strings.TrimPrefix(in.Path, "/")
-		full := filepath.Join(parent.OutputDir, rel)
+		full := filepath.Join(parent.OutputDir, in.Path)
+		if filepath.IsAbs(in.Path) { // a snapshot's, already resolved (a re-run)
+			full = filepath.Clean(in.Path)
+		}
 		if full != parent.OutputDir && !strings.HasPrefix(full, parent.OutputDir+string(filepath.Separator)) {
 			errs.Add(field+".path", "%q leads out of job %d's outputs; give a path inside them, e.g. model/", in.Path, in.FromJob)
 			continue
