@@ -98,6 +98,9 @@ func TestOutputContract(t *testing.T) {
 			"--gpus", "1", "--until", until, "--reason", "deadline").stdout)
 	}
 	jobFile := writeSpec(t, dir, "j.yaml", "name: again\nentrypoint: [\"true\"]\n")
+	sweep := func() string {
+		return strings.TrimSpace(h.mustRun(0, "submit", jobFile, "--array", "0-1").stdout)
+	}
 	args := map[string]func() []string{
 		"trainyard alerts ls":      func() []string { return nil },
 		"trainyard artifacts ls":   func() []string { return []string{"1"} },
@@ -135,6 +138,9 @@ func TestOutputContract(t *testing.T) {
 		"trainyard sim":            func() []string { return []string{filepath.Join("..", "simulate", "testdata", "gang.yaml")} },
 		"trainyard status":         func() []string { return nil },
 		"trainyard submit":         func() []string { return []string{jobFile} },
+		"trainyard sweep ls":       func() []string { return nil },
+		"trainyard sweep show":     func() []string { return []string{sweep()} },
+		"trainyard sweep cancel":   func() []string { return []string{sweep()} },
 		"trainyard template ls":    func() []string { return nil },
 		"trainyard template show":  func() []string { return []string{"tpl"} },
 		"trainyard token create":   func() []string { return nil },
