@@ -289,7 +289,8 @@ func (s *JobService) GetSweep(ctx context.Context, p Principal, id int64) (Sweep
 		if m.StartedAt.IsZero() {
 			continue // never ran: nothing reported
 		}
-		series, err := s.st.QueryMetrics(ctx, m.ID, obj.Metric, 0)
+		// Downsampling keeps each series's lowest and highest point.
+		series, err := s.st.QueryMetrics(ctx, m.ID, obj.Metric, 3)
 		if err != nil {
 			return SweepView{}, err
 		}
