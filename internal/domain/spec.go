@@ -31,6 +31,8 @@ type Spec struct {
 	Checkpoint Checkpoint        `json:"checkpoint"`
 	Health     Health            `json:"health"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// Notify, when set, is whom to tell when the job ends (notify.go).
+	Notify *Notify `json:"notify,omitempty"`
 }
 
 // Resources is what one job asks for. CPUs are in cores (fractions allowed),

@@ -84,5 +84,9 @@ func cloneSpec(s domain.Spec) domain.Spec {
 		w := *s.Policy.Warn
 		s.Policy.Warn = &w
 	}
+	if s.Notify != nil {
+		n := domain.Notify{On: slices.Clone(s.Notify.On), Channels: slices.Clone(s.Notify.Channels), Email: slices.Clone(s.Notify.Email)}
+		s.Notify = &n
+	}
 	return s
 }
