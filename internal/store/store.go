@@ -47,6 +47,8 @@ type Store interface {
 	Templates
 	// Envs are software environments and their versions: envs.go.
 	Envs
+	// Notifications are job-end notifications and users' defaults: notify.go.
+	Notifications
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".
