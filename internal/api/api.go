@@ -138,6 +138,7 @@ func Handler(cfg Config) http.Handler {
 	h.costRoutes(mux)     // spend reports: cost.go
 	h.reportRoutes(mux)   // review reports: report.go
 	h.budgetRoutes(mux)   // project budgets: budgets.go
+	h.notifyRoutes(mux)   // users' default job-end notifications: notify.go
 	if cfg.Pages != nil {
 		mux.Handle("/", cfg.Pages)
 	}
