@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -76,6 +77,11 @@ func Start(t testing.TB, opts Options) *Server {
 // TLSConfig is a client config that trusts the receiver's certificate.
 func (s *Server) TLSConfig() *tls.Config {
 	return &tls.Config{RootCAs: s.pool, MinVersion: tls.VersionTLS12}
+}
+
+// CertPEM is the receiver's certificate in PEM, for a client's CA file.
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.cert.Certificate[0]})
 }
 
 // Messages returns the messages received so far.
