@@ -167,7 +167,14 @@ func (n *Notifier) resolve(ctx context.Context) error {
 			n.log.Warn("work out job-end notifications", "job", e.JobID, "err", err)
 			continue
 		}
-		if err := n.cfg.Store.ResolveJobEnd(ctx, e.JobID, notes); err != nil {
+		err = n.cfg.Store.ResolveJobEnd(ctx, e.JobID, notes)
+		if errors.Is(err, domain.ErrInvalid) {
+			// A target the store refuses would hold the end forever:
+			// drop it, loudly, and let the others through.
+			n.log.Error("job-end notifications refused by the store; none is sent for this end", "job", e.JobID, "err", err)
+			err = n.cfg.Store.ResolveJobEnd(ctx, e.JobID, nil)
+		}
+		if err != nil {
 			return fmt.Errorf("job %d: %w", e.JobID, err)
 		}
 	}
