@@ -259,8 +259,15 @@ func (n *Notifier) deliver(ctx context.Context) error {
 // send delivers one notification and records the outcome.
 func (n *Notifier) send(ctx context.Context, jobs *jobCache, p domain.JobNotification) {
 	job, err := jobs.get(ctx, p.JobID)
-	if err == nil {
+	switch {
+	case err == nil:
 		err = n.sendTo(ctx, p, n.jobEnd(ctx, job, p.State))
+	case errors.Is(err, domain.ErrNotFound):
+		err = &permanentError{fmt.Sprintf("job %d no longer exists", p.JobID)}
+	default:
+		// The store, not the receiver, failed: try again next pass.
+		n.log.Warn("read the job of a notification", "job", p.JobID, "target", p.Target, "err", err)
+		return
 	}
 	now := n.cfg.Clock.Now()
 	res := store.NotificationResult{At: now, Sent: err == nil}
@@ -272,7 +279,7 @@ func (n *Notifier) send(ctx context.Context, jobs *jobCache, p domain.JobNotific
 		del := n.cfg.Alerts.Delivery
 		tries := p.Tries + 1
 		res.Error = err.Error()
-		res.GiveUp = errors.As(err, &permanent) || errors.Is(err, domain.ErrNotFound) || tries >= del.MaxTries || now.Sub(p.CreatedAt) > del.MaxAge.D()
+		res.GiveUp = errors.As(err, &permanent) || tries >= del.MaxTries || now.Sub(p.CreatedAt) > del.MaxAge.D()
 		if res.GiveUp {
 			n.log.Error("job-end notification dropped", "job", p.JobID, "target", p.Target, "tries", tries, "err", err)
 		} else {
