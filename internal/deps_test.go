@@ -68,6 +68,7 @@ var allowed = map[string][]string{
 	"internal/artifacts":                    {"internal/domain"},
 	"internal/observe":                      {"internal/alerting", "internal/alerts", "internal/control", "internal/domain", "internal/metrics"},
 	"internal/alerting":                     {"internal/alerts", "internal/domain", "internal/store", "internal/clock", "internal/cost"},
+	"internal/alerting/smtptest":            {}, // an SMTP receiver for tests
 	"internal/blob":                         {},
 	"internal/codepkg":                      {},
 	"internal/blob/blobtest":                {"internal/blob"},

@@ -307,6 +307,9 @@ func validateServerConfig(cfg serverConfig) error {
 			add(errors.New("server config " + line))
 		}
 	}
+	if err := checkPublicURL(cfg.PublicURL); err != nil { // notify.go
+		add(err)
+	}
 	if data := cfg.Data; data != "" {
 		if _, err := os.Stat(data); err == nil {
 			if _, err := cfg.DataRoots.Resolve(data); err != nil {

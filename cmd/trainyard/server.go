@@ -133,6 +133,10 @@ type serverConfig struct {
 	RightSizeMinRun string `yaml:"right_size_min_run"`
 	// Alerts configures alert rules and channels (docs/observability.md).
 	Alerts alerts.Config `yaml:"alerts"`
+	// PublicURL is the server's address as its users reach it
+	// (https://trainyard.example), for the job links in notifications
+	// (docs/observability.md); default: the listen address.
+	PublicURL string `yaml:"public_url"`
 	// ObjectStore, when set, is an S3-compatible store for code packages
 	// and checkpoint copies: http[s]://ACCESS:SECRET@HOST:PORT/BUCKET[/PREFIX]
 	// (docs/artifacts.md); empty keeps code packages in <data>/blobs.
@@ -548,6 +552,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
+	// Job-end notifications (notify.go): the leader sends them; every
+	// replica checks a spec's notify targets against the same config.
+	notifier, err := newNotifier(cfg, st, log, url, func(ctx context.Context, j domain.Job) string { return jobCost(ctx, svc, j, currency) })
+	if err != nil {
+		return err
+	}
 
 	// The control loop, the alert rules and log retention run on the
 	// leader: this server alone on SQLite; one of the replicas sharing a
@@ -581,7 +591,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}
 		ctl := control.New(controlConfig(alerter, fence))
 		var wg sync.WaitGroup
-		wg.Add(5)
+		wg.Add(6)
+		go func() { defer wg.Done(); _ = notifier.Run(ctx) }()
 		go func() {
 			defer wg.Done()
 			if err := ctl.Run(ctx); err != nil {
@@ -634,7 +645,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		Images: images, RequirePinnedImages: requirePins,
 		RightSizeMinRun: durations.rightSizeMinRun,
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
-		Alerts: testAlerter, LatestSample: latestSample(metricsReg.Sampler()), SampleHistory: sampleHistory(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
+		Alerts: testAlerter, Notify: notifier, LatestSample: latestSample(metricsReg.Sampler()), SampleHistory: sampleHistory(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
 		MultiNode: func(name string) bool {
 			e, ok := rt.Executor(name)

@@ -91,9 +91,14 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 	if w.format == FormatSlack {
 		body = SlackPayload{Text: SlackText(n)}
 	}
+	return w.post(ctx, body, string(n.Status))
+}
+
+// post sends body as JSON; what names it in errors ("firing", "job end").
+func (w *Webhook) post(ctx context.Context, body any, what string) error {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("%s: encode %s notification: %w", w, n.Status, err)
+		return fmt.Errorf("%s: encode %s notification: %w", w, what, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(b))
 	if err != nil {

@@ -26,6 +26,9 @@ type Config struct {
 	Rules        RulesConfig     `yaml:"rules" json:"rules"`
 	Channels     []ChannelConfig `yaml:"channels" json:"channels"`
 	Delivery     DeliveryConfig  `yaml:"delivery" json:"delivery"`
+	// SMTP is the mail relay of job-end notifications to e-mail
+	// addresses (smtp.go); nil: none, and specs may not name addresses.
+	SMTP *SMTPConfig `yaml:"smtp,omitempty" json:"smtp,omitempty"`
 }
 
 // RulesConfig configures each rule. A rule left out keeps its defaults.
@@ -244,6 +247,9 @@ func (c *Config) Defaults() {
 			setDur(&ch.Timeout, DefaultWebhookTimeout)
 		}
 	}
+	if c.SMTP != nil {
+		c.SMTP.Defaults()
+	}
 	d := &c.Delivery
 	if d.MaxTries == 0 {
 		d.MaxTries = DefaultMaxTries
@@ -391,6 +397,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if c.SMTP != nil {
+		c.SMTP.validate(bad)
+	}
 	d := c.Delivery
 	if d.MaxTries < 1 || d.MaxTries > 100 {
 		bad("delivery.max_tries", "must be between 1 and 100 (got %d)", d.MaxTries)

@@ -140,6 +140,7 @@ func Handler(cfg Config) http.Handler {
 	h.budgetRoutes(mux)   // project budgets: budgets.go
 	h.sweepRoutes(mux)    // sweeps and job arrays: sweeps.go
 	h.compareRoutes(mux)  // jobs side by side: compare.go
+	h.notifyRoutes(mux)   // users' default job-end notifications: notify.go
 	if cfg.Pages != nil {
 		mux.Handle("/", cfg.Pages)
 	}

@@ -52,6 +52,9 @@ var (
 	hINM     = apiParam{"If-None-Match", "string", "the ETag of an earlier answer: 304 with no body while the answer is still the same"}
 )
 
+// qNotifyUser names whose default notification a notify route is about.
+var qNotifyUser = apiParam{"user", "string", "another user's (admins only); default: the caller's"}
+
 // apiRoutes describes every route the API registers, keyed by its ServeMux
 // pattern. TestOpenAPICoversEveryRoute keeps it in step with the mux.
 var apiRoutes = map[string]apiRoute{
@@ -187,6 +190,11 @@ var apiRoutes = map[string]apiRoute{
 	"PUT /api/v1/budgets/{project}": {id: "putBudget", summary: "Create or replace a project's budget: amount, and period month or start and end; answers it with its spend.",
 		body: apitypes.Budget{}, resp: apitypes.Budget{}},
 	"DELETE /api/v1/budgets/{project}": {id: "deleteBudget", summary: "Remove a project's budget; jobs it held are released.", status: []int{204}},
+	"GET /api/v1/notify": {id: "getNotify", summary: "A user's default job-end notification (404: none), which applies to their jobs whose spec has no notify section.",
+		query: []apiParam{qNotifyUser}, resp: apitypes.NotifyPref{}},
+	"PUT /api/v1/notify": {id: "putNotify", summary: "Set or replace a user's default job-end notification: end states, channel names and e-mail addresses.",
+		query: []apiParam{qNotifyUser}, body: apitypes.NotifyPref{}, resp: apitypes.NotifyPref{}},
+	"DELETE /api/v1/notify": {id: "deleteNotify", summary: "Clear a user's default job-end notification.", query: []apiParam{qNotifyUser}, status: []int{204}},
 
 	"POST /api/v1/templates": {id: "createTemplate", summary: "Add a template version: 201 when new, 200 when the body equals the latest version.",
 		body: apitypes.CreateTemplate{}, resp: apitypes.Template{}, status: []int{201, 200}},

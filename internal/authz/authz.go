@@ -61,6 +61,10 @@ const (
 
 	CostRead    Action = "cost.read"    // spend of a project's attempts, and its budget
 	BudgetWrite Action = "budget.write" // set or remove a project's money budget
+
+	// NotifyWrite shows, sets and clears a user's default job-end
+	// notification (r.Owner is the user): one's own only.
+	NotifyWrite Action = "notify.write"
 )
 
 // Resource is what an action applies to. Empty fields mean "not specific"
@@ -267,7 +271,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 			return allow(reasonLead)
 		}
 		return deny(denyRoleWrite)
-	case TokenCreate, TokenRevoke:
+	case TokenCreate, TokenRevoke, NotifyWrite:
 		if r.Owner != "" && r.Owner == p.Subject {
 			return allow(reasonSelf)
 		}
@@ -409,7 +413,7 @@ func Actions() []Action {
 	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
 		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AttemptResume, AlertTest, ArtifactGC,
-		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead, BudgetWrite}
+		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead, BudgetWrite, NotifyWrite}
 }
 
 // VisibleCost returns the spend-report filter for p: All for admins,

@@ -100,6 +100,7 @@ var allowed = map[Action]map[string][]string{
 	CostRead: {own: withRole, otherMember: withRole,
 		otherProject: {"admin", "resource-admin", "auditor"}},
 	BudgetWrite: {own: resources, otherMember: resources, otherProject: resources},
+	NotifyWrite: {own: everyone, otherMember: {"admin"}, otherProject: {"admin"}},
 }
 
 func TestDecideMatrix(t *testing.T) {

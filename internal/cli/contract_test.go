@@ -40,7 +40,7 @@ func newContractHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Config{Store: st, ArtifactsRoot: filepath.Join(dir, "artifacts"),
-		Keyring: secrets.NewKeyring(key), Logger: slog.New(slog.DiscardHandler)})
+		Keyring: secrets.NewKeyring(key), Logger: slog.New(slog.DiscardHandler), Notify: contractNotify{}})
 	token, err := svc.Identity.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,15 @@ var actionCommands = []string{
 	"trainyard project set", "trainyard quota rm", "trainyard role grant", "trainyard role revoke",
 	"trainyard secret rm", "trainyard secret rotate-key", "trainyard secret set", "trainyard spec schema",
 	"trainyard spec validate", "trainyard template create", "trainyard token revoke", "trainyard user create",
+	"trainyard notify clear",
 }
+
+// contractNotify is a server's notifier with one channel, team, and no
+// mail relay.
+type contractNotify struct{}
+
+func (contractNotify) Channels() []string { return []string{"team"} }
+func (contractNotify) Email() bool        { return false }
 
 // TestOutputContract walks the command tree: every command that prints
 // data takes -o table|wide|json|yaml, and against a real server each format
@@ -118,6 +126,8 @@ func TestOutputContract(t *testing.T) {
 		"trainyard gc":             func() []string { return []string{"--dry-run"} },
 		"trainyard ls":             func() []string { return nil },
 		"trainyard metrics":        func() []string { return []string{"1"} },
+		"trainyard notify set":     func() []string { return []string{"--on", "failed", "--channel", "team"} },
+		"trainyard notify show":    func() []string { return nil }, // after notify set: the walk is in name order
 		"trainyard pool create":    func() []string { return []string{"p" + uniq(), "--node", "name=n1,cpus=1,memory=1GiB"} },
 		"trainyard pool ls":        func() []string { return nil },
 		"trainyard pool show":      func() []string { return []string{"default"} },

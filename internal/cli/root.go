@@ -155,6 +155,7 @@ http://127.0.0.1:7070.`,
 		a.reportCmd(),      // report.go
 		a.budgetCmd(),      // budgets.go
 		a.alertsCmd(),      // alerts.go
+		a.notifyCmd(),      // notify.go
 		a.artifactsCmd(),   // artifacts.go
 		a.checkpointsCmd(), // artifacts.go
 		a.gcCmd(),          // artifacts.go

@@ -36,6 +36,8 @@ type Spec struct {
 	// Sweep, in a submitted spec, makes it a sweep of member jobs; a
 	// member's own spec has none (workflow.go).
 	Sweep *SweepSpec `json:"sweep,omitempty"`
+	// Notify, when set, is whom to tell when the job ends (notify.go).
+	Notify *Notify `json:"notify,omitempty"`
 }
 
 // Resources is what one job asks for. CPUs are in cores (fractions allowed),

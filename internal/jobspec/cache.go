@@ -95,5 +95,9 @@ func cloneSpec(s domain.Spec) domain.Spec {
 		}
 		s.Sweep = &sw
 	}
+	if s.Notify != nil {
+		n := domain.Notify{On: slices.Clone(s.Notify.On), Channels: slices.Clone(s.Notify.Channels), Email: slices.Clone(s.Notify.Email)}
+		s.Notify = &n
+	}
 	return s
 }

@@ -26,7 +26,7 @@ const docPath = "document"
 
 // The fields of each mapping in a spec document, in documentation order.
 var (
-	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "after", "sweep"}
+	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "after", "sweep", "notify"}
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
 	inputFields      = []string{"name", "path", "version", "from_job"}
 	outputsFields    = []string{"path"}
@@ -43,11 +43,12 @@ var sections = map[string][]string{
 	"policy":     policyFields,
 	"checkpoint": checkpointFields,
 	"health":     healthFields,
+	"notify":     notifyFields,
 }
 
 // sectionOrder lists sections in documentation order, for deterministic
 // suggestions.
-var sectionOrder = []string{"resources", "outputs", "policy", "checkpoint", "health"}
+var sectionOrder = []string{"resources", "outputs", "policy", "checkpoint", "health", "notify"}
 
 // nestedFields lists "section.field" for every field of every section.
 var nestedFields = func() []string {
@@ -402,6 +403,8 @@ func (d *decoder) spec(root *yaml.Node, s *domain.Spec) {
 					d.duration(p, v, &s.Health.Stall)
 				}
 			})
+		case "notify":
+			d.notify(p, v, s) // notify.go
 		}
 	})
 	switch {

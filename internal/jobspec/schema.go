@@ -227,6 +227,7 @@ func schema() obj {
 			"labels": scalarMap(fmt.Sprintf("Free-form labels; keys and values at most %d characters.", MaxLabelLen),
 				obj{"pattern": LabelKeyPattern, "maxLength": MaxLabelLen},
 				obj{"type": []string{"string", "number", "boolean"}, "maxLength": MaxLabelLen}),
+			"notify": notifySchema(), // notify.go
 		},
 	}
 }

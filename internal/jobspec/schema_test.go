@@ -47,6 +47,7 @@ func TestSchemaDescribesEveryField(t *testing.T) {
 		"policy":     reflect.TypeFor[domain.Policy](),
 		"checkpoint": reflect.TypeFor[domain.Checkpoint](),
 		"health":     reflect.TypeFor[domain.Health](),
+		"notify":     reflect.TypeFor[domain.Notify](),
 	}
 	for sec, typ := range nested {
 		sp := props[sec].(map[string]any)["properties"].(map[string]any)

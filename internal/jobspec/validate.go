@@ -89,6 +89,7 @@ func Validate(s domain.Spec) domain.FieldErrors {
 	checkLabels(&es, s.Labels)
 	checkAfter(&es, s.After)
 	CheckSweep(&es, s.Sweep)
+	checkNotify(&es, s.Notify) // notify.go
 	return es
 }
 

@@ -106,6 +106,10 @@ func (s *JobService) prepare(ctx context.Context, p Principal, in SubmitInput) (
 	if err := s.secrets.checkSpecSecrets(ctx, spec); err != nil {
 		return domain.Spec{}, err
 	}
+	// Channels and a mail relay the server lacks (notify.go).
+	if err := s.checkSpecNotify(spec); err != nil {
+		return domain.Spec{}, err
+	}
 	if err := s.checkCode(ctx, in.Code); err != nil { // code.go
 		return domain.Spec{}, err
 	}

@@ -99,6 +99,9 @@ type Config struct {
 	Lifecycle []artifacts.LifecyclePolicy
 	// Alerts sends test notifications; nil: alerting is not running.
 	Alerts AlertChannels
+	// Notify says where job-end notifications can go (notify.go); nil:
+	// nowhere, so specs and defaults may name no channel or address.
+	Notify NotifyTargets
 	// LatestSample returns the latest resource reading of a running
 	// attempt, for why; nil: none are taken.
 	LatestSample func(jobID int64, attempt int) (domain.ResourceSample, bool)
@@ -159,6 +162,7 @@ type Service struct {
 	Alerts    *AlertService
 	Audit     *AuditService
 	Cost      *CostService
+	Notify    *NotifyService // users' default job-end notifications: notify.go
 
 	core *core
 }
@@ -228,6 +232,7 @@ func New(cfg Config) *Service {
 		Alerts:    &AlertService{core: c, st: st},
 		Audit:     &AuditService{core: c, st: st},
 		Cost:      &CostService{core: c, st: st},
+		Notify:    &NotifyService{core: c, st: st},
 	}
 	s.Templates = &TemplateService{core: c, st: st, envs: s.Envs}
 	s.Jobs = &JobService{core: c, st: st, envs: s.Envs, secrets: s.Secrets,

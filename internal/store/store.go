@@ -49,6 +49,8 @@ type Store interface {
 	Envs
 	// Workflows are sweeps and dependencies: workflow.go.
 	Workflows
+	// Notifications are job-end notifications and users' defaults: notify.go.
+	Notifications
 	// Ping checks the backend is reachable (used by /readyz).
 	Ping(ctx context.Context) error
 	// Kind names the backend: "sqlite" or "postgres".

@@ -190,6 +190,13 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 			state, string(to), c.Actor, string(c.Reason), c.Message); err != nil {
 			return err
 		}
+		if to.Terminal() {
+			// The job end its notifications are worked out from (notify.go),
+			// committed with the end itself.
+			if err := x.Queue(fmt.Sprintf("record end of job %d", c.JobID), qJobEndInsert, c.JobID, string(to), unixNanoOrZero(c.At)); err != nil {
+				return err
+			}
+		}
 	} else {
 		if c.SetReason {
 			if err := s.queueOneRow(x, fmt.Sprintf("set reason of job %d", c.JobID), qSetReason, string(c.Reason), c.Message, c.JobID, state); err != nil {

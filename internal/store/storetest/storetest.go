@@ -72,6 +72,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, secretTests)   // secrets.go
 	maps.Copy(tests, auditTests)    // the audit log: audit.go
 	maps.Copy(tests, alertTests)    // alerts and their outbox: alerts.go
+	maps.Copy(tests, notifyTests)   // job-end notifications: notify.go
 	maps.Copy(tests, artifactTests) // manifests and checkpoints: artifacts.go
 	maps.Copy(tests, tierTests)     // checkpoint tiers and storage accrual: tiers.go
 	maps.Copy(tests, templateTests) // job templates: templates.go
