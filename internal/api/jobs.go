@@ -23,23 +23,34 @@ func (h *handler) preview(w http.ResponseWriter, r *http.Request, p service.Prin
 	h.submitOrPreview(w, r, p, true)
 }
 
+// specDoc is the spec document of a request's "spec": the text of a
+// spec file sent as a JSON string, or the spec object itself; nil when
+// it is absent or null.
+func specDoc(raw json.RawMessage) ([]byte, error) {
+	doc := []byte(raw)
+	if len(doc) > 0 && doc[0] == '"' {
+		var text string
+		if err := json.Unmarshal(doc, &text); err != nil {
+			return nil, domain.FieldErrors{{Path: "spec", Message: "must be a spec object or a string holding the spec document"}}
+		}
+		doc = []byte(text)
+	}
+	if string(doc) == "null" {
+		return nil, nil
+	}
+	return doc, nil
+}
+
 func (h *handler) submitOrPreview(w http.ResponseWriter, r *http.Request, p service.Principal, preview bool) {
 	var req apitypes.SubmitRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	doc := []byte(req.Spec)
-	if len(doc) > 0 && doc[0] == '"' {
-		var text string
-		if err := json.Unmarshal(doc, &text); err != nil {
-			h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "must be a spec object or a string holding the spec document"}})
-			return
-		}
-		doc = []byte(text)
-	}
-	if string(doc) == "null" {
-		doc = nil
+	doc, err := specDoc(req.Spec)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	if len(doc) == 0 && req.Template == "" {
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the job spec as an object or as the text of a spec file"}})

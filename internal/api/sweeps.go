@@ -29,16 +29,12 @@ func (h *handler) submitSweep(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, err)
 		return
 	}
-	doc := []byte(req.Spec)
-	if len(doc) > 0 && doc[0] == '"' {
-		var text string
-		if err := json.Unmarshal(doc, &text); err != nil {
-			h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "must be a spec object or a string holding the spec document"}})
-			return
-		}
-		doc = []byte(text)
+	doc, err := specDoc(req.Spec)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
-	if len(doc) == 0 || string(doc) == "null" {
+	if len(doc) == 0 {
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the spec as an object or as the text of a spec file"}})
 		return
 	}

@@ -280,3 +280,21 @@ func ParseEnvColumns(e *domain.Environment, prefix, vars, check string) error {
 	}
 	return nil
 }
+
+// AddMembers checks and adds the members of sweep id with add, in order,
+// and returns them: CreateSweep's loop, for both backends.
+func AddMembers(news []store.NewJob, id int64, add func(store.NewJob) (domain.Job, error)) ([]domain.Job, error) {
+	jobs := make([]domain.Job, 0, len(news))
+	for _, p := range news {
+		if err := CheckNewJob(p); err != nil {
+			return nil, err
+		}
+		p.Sweep = id
+		j, err := add(p)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}

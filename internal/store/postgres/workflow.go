@@ -21,7 +21,6 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 	}
 	var jobs []domain.Job
 	err = s.write(ctx, func(w *writer) error {
-		jobs = jobs[:0]
 		var id int64
 		if err := w.queryRow(insertSweepSQL, args...).Scan(&id); err != nil {
 			return interpretError("create sweep", err)
@@ -40,16 +39,8 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 			w.ids = append(w.ids, ids...)
 			w.lastID = max(w.lastID, slices.Max(ids))
 		}
-		for _, p := range news {
-			if err := column.CheckNewJob(p); err != nil {
-				return err
-			}
-			p.Sweep = id
-			j, err := w.addJob(p)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
+		if jobs, err = column.AddMembers(news, id, w.addJob); err != nil {
+			return err
 		}
 		sw.Members = len(jobs)
 		w.queue("create sweep: count its members", `UPDATE sweeps SET members = $1 WHERE id = $2`, len(jobs), id)

@@ -23,7 +23,6 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 	}
 	var jobs []domain.Job
 	err = s.write(ctx, func(w *writer) error {
-		jobs = jobs[:0]
 		res, err := w.exec(insertSweepSQL, args...)
 		if err != nil {
 			return interpretError("create sweep", err)
@@ -37,16 +36,8 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 		if err != nil {
 			return err
 		}
-		for _, p := range news {
-			if err := column.CheckNewJob(p); err != nil {
-				return err
-			}
-			p.Sweep = id
-			j, err := w.addJob(p)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
+		if jobs, err = column.AddMembers(news, id, w.addJob); err != nil {
+			return err
 		}
 		sw.Members = len(jobs)
 		if _, err := w.exec(sweepMembersSQL, int64(len(jobs)), id); err != nil {
