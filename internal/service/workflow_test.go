@@ -392,3 +392,22 @@ func TestListSweepsIsRestricted(t *testing.T) {
 		t.Errorf("ListSweeps by admin = %+v, %v; want both", got, err)
 	}
 }
+
+// A re-run of a job that reads another's outputs reads the same files: its
+// snapshot holds the resolved path, which must not be resolved again.
+func TestRerunOfAFromJobChildKeepsItsInputPath(t *testing.T) {
+	e := compareEnv{newAuditEnv(t), t}
+	ctx := context.Background()
+	parent := submitJob(t, e.svc, admin, wfJob)
+	child := submitJob(t, e.svc, admin, wfJob+fmt.Sprintf("inputs: [{from_job: %d, path: model/best}]\n", parent.ID))
+	re, created, err := e.svc.Jobs.Rerun(ctx, admin, child.ID, service.RerunInput{})
+	if err != nil || !created {
+		t.Fatalf("Rerun: created=%v, %v", created, err)
+	}
+	if got, want := re.Spec.Inputs, child.Spec.Inputs; !reflect.DeepEqual(got, want) {
+		t.Errorf("re-run inputs = %+v; want the child's %+v", got, want)
+	}
+	if !reflect.DeepEqual(re.Spec.After, child.Spec.After) {
+		t.Errorf("re-run after = %+v; want the child's %+v", re.Spec.After, child.Spec.After)
+	}
+}
