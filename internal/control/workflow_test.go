@@ -212,3 +212,64 @@ func TestRestartResolvesWhatEndedWhileNoLoopRan(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Members that wait for a job, then for their sweep's max_parallel.
+func TestSweepMembersWaitForTheirDependencyThenMaxParallel(t *testing.T) {
+	r := newRig(t, runsUntilTold())
+	ctx := context.Background()
+	first := r.submit("name: first\nentrypoint: [x]\n")
+	r.wait(first.ID, domain.JobRunning)
+	res, err := r.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte(
+		"name: arr\nentrypoint: [x]\nresources: {cpus: 1}\nafter: [{job: " + itoa(first.ID) + ", on: succeeded}]\n"), Array: "0-2%1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range res.Jobs {
+		if j := r.wait(id, domain.JobHeld); j.Reason != domain.ReasonDependency {
+			t.Errorf("member %d held for %s, want Dependency", id, j.Reason)
+		}
+	}
+	r.finish(first.ID, domain.AttemptSucceeded)
+	r.wait(res.Jobs[0], domain.JobRunning)
+	r.stays(res.Jobs[1], domain.JobHeld)
+	for _, id := range res.Jobs[1:] {
+		if j := r.wait(id, domain.JobHeld); j.Reason != domain.ReasonSweepLimit {
+			t.Errorf("member %d held for %s (%s), want SweepLimit once its dependency is met", id, j.Reason, j.Message)
+		}
+	}
+	r.finish(res.Jobs[0], domain.AttemptSucceeded)
+	r.wait(res.Jobs[1], domain.JobRunning)
+	r.stays(res.Jobs[2], domain.JobHeld)
+	r.finish(res.Jobs[1], domain.AttemptSucceeded)
+	r.wait(res.Jobs[2], domain.JobRunning)
+}
+
+// A canceled sweep stops its running member and never starts its held
+// ones; its dependents see it canceled.
+func TestCanceledSweepEndsItsMembersAndTellsItsDependents(t *testing.T) {
+	r := newRig(t, runsUntilTold())
+	ctx := context.Background()
+	res, err := r.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte("name: arr\nentrypoint: [x]\nresources: {cpus: 1}\n"), Array: "0-2%1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := itoa(res.Sweep.ID)
+	onFail := r.submit("name: onfail\nentrypoint: [x]\nafter: [{sweep: " + sw + ", on: failed}]\n")
+	onOK := r.submit("name: onok\nentrypoint: [x]\nafter: [{sweep: " + sw + ", on: succeeded}]\n")
+	r.wait(res.Jobs[0], domain.JobRunning)
+	if _, err := r.svc.Jobs.CancelSweep(ctx, admin, res.Sweep.ID, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range res.Jobs {
+		r.wait(id, domain.JobCanceled)
+	}
+	for _, id := range res.Jobs[1:] {
+		if a := r.attempts(id); len(a) != 0 {
+			t.Errorf("held member %d ran %d attempts after the cancel", id, len(a))
+		}
+	}
+	r.wait(onFail.ID, domain.JobRunning)
+	if j := r.wait(onOK.ID, domain.JobFailed); j.Reason != domain.ReasonDependencyFailed {
+		t.Errorf("the job waiting for the sweep to succeed: %s %q; want DependencyFailed", j.Reason, j.Message)
+	}
+}
