@@ -20,6 +20,7 @@ var workflowTests = map[string]func(t *testing.T, s store.Store){
 	"WorkflowCreateSweep":         testCreateSweep,
 	"WorkflowCreateSweepAtomic":   testCreateSweepAtomic,
 	"WorkflowListAndCancelSweeps": testListAndCancelSweeps,
+	"WorkflowListSweepsPages":     testListSweepsPages,
 	"WorkflowLargeSweep":          testLargeSweep,
 }
 
@@ -385,6 +386,37 @@ func testListAndCancelSweeps(t *testing.T, s store.Store) {
 	}
 	if cancels != 1 {
 		t.Errorf("%d sweep.cancel audit records, want 1", cancels)
+	}
+}
+
+// Limit counts the sweeps a restricted caller may see: a page is never
+// short because others' sweeps are newer.
+func testListSweepsPages(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a1, _ := createSweep(t, s, testSweep("a1", "pa", "alice", 1), 1, 0)
+	b1, _ := createSweep(t, s, testSweep("b1", "pb", "bob", 2), 1, 0)
+	a2, _ := createSweep(t, s, testSweep("a2", "pa", "alice", 3), 1, 0)
+	createSweep(t, s, testSweep("c1", "pc", "carol", 4), 1, 0)
+	for _, c := range []struct {
+		name string
+		f    store.SweepFilter
+		want []int64
+	}{
+		{"projects, limit 1", store.SweepFilter{Restrict: true, Projects: []string{"pb"}, Limit: 1}, []int64{b1.ID}},
+		{"submitter, limit 1", store.SweepFilter{Restrict: true, Submitter: "alice", Limit: 1}, []int64{a2.ID}},
+		{"submitter, limit 1, before", store.SweepFilter{Restrict: true, Submitter: "alice", Limit: 1, BeforeID: a2.ID}, []int64{a1.ID}},
+	} {
+		sws, err := s.ListSweeps(ctx, c.f)
+		if err != nil {
+			t.Fatalf("ListSweeps %s: %v", c.name, err)
+		}
+		var got []int64
+		for _, sw := range sws {
+			got = append(got, sw.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ListSweeps %s = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
