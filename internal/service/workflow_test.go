@@ -411,3 +411,15 @@ func TestRerunOfAFromJobChildKeepsItsInputPath(t *testing.T) {
 		t.Errorf("re-run after = %+v; want the child's %+v", re.Spec.After, child.Spec.After)
 	}
 }
+
+// A member's own sweep is listed even when others' sweeps are newer.
+func TestListSweepsFindsAMembersSweepBehindOthers(t *testing.T) {
+	e := compareEnv{newAuditEnv(t), t}
+	bob := service.Principal{Subject: "bob", Projects: []domain.ProjectRole{{Project: "default", Role: domain.RoleMember}}}
+	his := submitSweep(t, e, bob, wfJob+"sweep: {params: {lr: [\"0.1\"]}}\n")
+	submitSweep(t, e, admin, wfJob+"sweep: {params: {lr: [\"0.1\"]}}\n")
+	got, err := e.svc.Jobs.ListSweeps(context.Background(), bob, "", 1)
+	if err != nil || len(got) != 1 || got[0].ID != his.Sweep.ID {
+		t.Errorf("ListSweeps(limit 1) by bob = %+v, %v; want his sweep %d", got, err, his.Sweep.ID)
+	}
+}
