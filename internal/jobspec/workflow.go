@@ -191,7 +191,7 @@ func CheckSweep(es *domain.FieldErrors, sw *domain.SweepSpec) {
 	if o := sw.Objective; o != nil {
 		if o.Metric == "" {
 			es.Add("sweep.objective.metric", "is required; name the metric the members report, e.g. val_loss")
-		} else if len(o.Metric) > 128 || textProblem(o.Metric) != "" {
+		} else if len(o.Metric) > 128 || domain.TextProblem(o.Metric, false) != "" {
 			es.Add("sweep.objective.metric", "is not a metric name: at most 128 printable characters on one line")
 		}
 		if o.Goal == "" {
@@ -357,7 +357,7 @@ func ParseArray(s string) (indices []int, maxParallel int, err error) {
 		if err1 != nil || err2 != nil || a < 0 || b < a {
 			return nil, 0, fmt.Errorf("array %q: %q is not an index or a range; write e.g. 0-31 or 1,3,5-9", s, part)
 		}
-		if b-a+len(indices) >= MaxSweepMembers {
+		if b-a >= MaxSweepMembers {
 			return nil, 0, fmt.Errorf("array %q has more than %d indices", s, MaxSweepMembers)
 		}
 		for i := a; i <= b; i++ {
@@ -365,6 +365,9 @@ func ParseArray(s string) (indices []int, maxParallel int, err error) {
 				seen[i] = true
 				indices = append(indices, i)
 			}
+		}
+		if len(indices) > MaxSweepMembers {
+			return nil, 0, fmt.Errorf("array %q has more than %d indices", s, MaxSweepMembers)
 		}
 	}
 	return indices, maxParallel, nil

@@ -10,22 +10,24 @@ import (
 	"trainyard/internal/store/sqlstore"
 )
 
-var insertSweepSQL = sqlstore.SweepInsertQ.SQL(sqlstore.Postgres)
+const (
+	nextSweepIDSQL = `SELECT nextval('sweeps_id_seq')`
+	insertSweepSQL = `INSERT INTO sweeps (id, name, project, submitter, created_at, method, members, max_parallel, spec_json)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+)
 
 // CreateSweep implements store.Workflows: the sweep's row and every member
 // in one transaction, the members' rows in one multi-row INSERT per table.
+// Only reads go to the server before the members are known to be good
+// (the sweep's and the members' ids): a member that fails its checks
+// leaves nothing behind, and the rows are written after.
 func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, error) {
-	args, err := sqlstore.SweepArgs(sw)
-	if err != nil {
-		return domain.Sweep{}, nil, err
-	}
 	var jobs []domain.Job
-	err = s.write(ctx, func(w *writer) error {
+	err := s.write(ctx, func(w *writer) error {
 		var id int64
-		if err := w.queryRow(insertSweepSQL, args...).Scan(&id); err != nil {
-			return interpretError("create sweep", err)
+		if err := w.queryRow(nextSweepIDSQL).Scan(&id); err != nil {
+			return interpretError("create sweep: allocate its id", err)
 		}
-		sw.ID = id
 		news, err := members(id)
 		if err != nil {
 			return err
@@ -42,8 +44,14 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 		if jobs, err = column.AddMembers(news, id, w.addJob); err != nil {
 			return err
 		}
-		sw.Members = len(jobs)
-		w.queue("create sweep: count its members", `UPDATE sweeps SET members = $1 WHERE id = $2`, len(jobs), id)
+		row := sw
+		row.ID, row.Members = id, len(jobs)
+		args, err := sqlstore.SweepArgs(row)
+		if err != nil {
+			return err
+		}
+		w.queue("create sweep", insertSweepSQL, append([]any{id}, args...)...)
+		sw = row
 		w.audit.id = id // fills "{id}" in the audit record's Target
 		return nil
 	}, withAudit(audit))

@@ -10,7 +10,8 @@ import (
 )
 
 var (
-	insertSweepSQL  = sqlstore.SweepInsertQ.SQL(sqlstore.SQLite)
+	insertSweepSQL = `INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	sweepMembersSQL = `UPDATE sweeps SET members = ? WHERE id = ?`
 )
 

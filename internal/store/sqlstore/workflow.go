@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"trainyard/internal/domain"
@@ -24,13 +25,9 @@ func NewJobState(p store.NewJob) (domain.JobState, domain.Reason, string) {
 	return domain.JobQueued, domain.ReasonSubmitted, ""
 }
 
-// SweepInsertQ stores a sweep; the backend reads its id back.
-var SweepInsertQ = Each(`INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	`INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`)
-
-// SweepArgs are SweepInsertQ's arguments for sw.
+// SweepArgs are the values of a sweeps row for sw, in the order name,
+// project, submitter, created_at, method, members, max_parallel,
+// spec_json.
 func SweepArgs(sw domain.Sweep) ([]any, error) {
 	spec, err := json.Marshal(sw.Spec)
 	if err != nil {
@@ -42,9 +39,7 @@ func SweepArgs(sw domain.Sweep) ([]any, error) {
 const sweepCols = `id, name, project, submitter, created_at, method, members, max_parallel, spec_json, canceled_at, canceled_by`
 
 var (
-	qSweepGet  = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE id = ?`)
-	qSweepList = Q(`SELECT ` + sweepCols + ` FROM sweeps
-		WHERE (? = '' OR project = ?) AND (? = 0 OR id < ?) ORDER BY id DESC LIMIT ?`)
+	qSweepGet    = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE id = ?`)
 	qSweepCancel = Q(`UPDATE sweeps SET canceled_at = ?, canceled_by = ? WHERE id = ? AND canceled_at IS NULL`)
 	qSweepCounts = Q(`SELECT state, COUNT(*) FROM jobs WHERE sweep_id = ? GROUP BY state`)
 	// qSweepNext: a sweep's members held for its max_parallel, oldest first.
@@ -84,30 +79,46 @@ func (s Shared) GetSweep(ctx context.Context, id int64) (domain.Sweep, error) {
 
 // ListSweeps returns sweeps newest first.
 func (s Shared) ListSweeps(ctx context.Context, f store.SweepFilter) ([]domain.Sweep, error) {
+	q, args := sweepListQuery(f)
+	return queryAll(ctx, s, "list sweeps", scanSweep, q, args...)
+}
+
+// sweepListQuery is ListSweeps' statement for f: every condition, the
+// caller's visibility too, in SQL, so that LIMIT counts what is returned.
+func sweepListQuery(f store.SweepFilter) (Query, []any) {
+	var conds []string
+	var args []any
+	if f.Project != "" {
+		conds, args = append(conds, "project = ?"), append(args, f.Project)
+	}
+	if f.BeforeID > 0 {
+		conds, args = append(conds, "id < ?"), append(args, f.BeforeID)
+	}
+	if f.Restrict {
+		var vis []string
+		if len(f.Projects) > 0 {
+			vis = append(vis, "project IN (?"+strings.Repeat(", ?", len(f.Projects)-1)+")")
+			for _, p := range f.Projects {
+				args = append(args, p)
+			}
+		}
+		if f.Submitter != "" {
+			vis, args = append(vis, "submitter = ?"), append(args, f.Submitter)
+		}
+		if len(vis) == 0 {
+			vis = []string{"1 = 0"}
+		}
+		conds = append(conds, "("+strings.Join(vis, " OR ")+")")
+	}
+	text := "SELECT " + sweepCols + " FROM sweeps"
+	if len(conds) > 0 {
+		text += " WHERE " + strings.Join(conds, " AND ")
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	all, err := queryAll(ctx, s, "list sweeps", scanSweep, qSweepList, f.Project, f.Project, f.BeforeID, f.BeforeID, limit)
-	if err != nil || !f.Restrict {
-		return all, err
-	}
-	out := all[:0]
-	for _, sw := range all {
-		if sw.Submitter == f.Submitter || contains(f.Projects, sw.Project) {
-			out = append(out, sw)
-		}
-	}
-	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return Q(text + " ORDER BY id DESC LIMIT ?"), append(args, limit)
 }
 
 // CancelSweep marks the sweep canceled (once), with audit.
