@@ -122,15 +122,14 @@ func Admit(pool domain.Pool, quota *domain.Quota, open bool, spec domain.Spec) d
 // the class must exist, be one the pool accepts, and be no higher than
 // the quota's MaxPriority (normal without a quota or when unset). It
 // returns "" when the class is allowed, else what is wrong with it (the
-// caller says how to fix it). Admit applies the same rule at submit; a
-// priority change of a waiting job applies it again.
-func AdmitPriority(pool domain.Pool, quota *domain.Quota, open bool, project string, prio domain.Priority) string {
-	msg, _ := priorityProblem(pool, newQuotaRule(pool, pool.Capacity(), quota, open), project, prio)
-	return msg
+// caller says how to fix it); above says the class exists and the pool
+// takes it, but the project may not use it. Admit applies the same rule
+// at submit; a priority change of a waiting job applies it again.
+func AdmitPriority(pool domain.Pool, quota *domain.Quota, open bool, project string, prio domain.Priority) (msg string, above bool) {
+	return priorityProblem(pool, newQuotaRule(pool, pool.Capacity(), quota, open), project, prio)
 }
 
-// priorityProblem is AdmitPriority's check; above says the class exists
-// and the pool takes it, but the project may not use it.
+// priorityProblem is AdmitPriority's check.
 func priorityProblem(pool domain.Pool, rule quotaRule, project string, prio domain.Priority) (msg string, above bool) {
 	if prio == "" {
 		prio = domain.PriorityNormal
