@@ -133,8 +133,9 @@ http://127.0.0.1:7070.`,
 		a.showCmd(),
 		a.logsCmd(),
 		a.cancelCmd(),
-		a.holdCmd(),    // hold.go
-		a.releaseCmd(), // hold.go
+		a.holdCmd(),     // hold.go
+		a.releaseCmd(),  // hold.go
+		a.priorityCmd(), // priority.go
 		a.whyCmd(),
 		a.metricsCmd(),     // training.go
 		a.queueCmd(),       // pools.go
