@@ -31,6 +31,9 @@ type Spec struct {
 	Checkpoint Checkpoint        `json:"checkpoint"`
 	Health     Health            `json:"health"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// Resume, when set, starts the job from another job's checkpoint
+	// (resumefrom.go); nil: from its own checkpoints only.
+	Resume *ResumeFrom `json:"resume,omitempty"`
 }
 
 // Resources is what one job asks for. CPUs are in cores (fractions allowed),

@@ -84,5 +84,9 @@ func cloneSpec(s domain.Spec) domain.Spec {
 		w := *s.Policy.Warn
 		s.Policy.Warn = &w
 	}
+	if s.Resume != nil {
+		r := *s.Resume
+		s.Resume = &r
+	}
 	return s
 }

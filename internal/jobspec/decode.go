@@ -26,7 +26,7 @@ const docPath = "document"
 
 // The fields of each mapping in a spec document, in documentation order.
 var (
-	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels"}
+	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "resume"}
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
 	inputFields      = []string{"name", "path", "version"}
 	outputsFields    = []string{"path"}
@@ -389,6 +389,8 @@ func (d *decoder) spec(root *yaml.Node, s *domain.Spec) {
 			d.policy(p, v, &s.Policy)
 		case "checkpoint":
 			d.fields(p, v, checkpointFields, func(_, p string, v *yaml.Node) { d.integer(p, v, &s.Checkpoint.Keep) })
+		case "resume":
+			d.resume(p, v, s) // resume.go
 		case "health":
 			d.fields(p, v, healthFields, func(key, p string, v *yaml.Node) {
 				switch key {

@@ -87,6 +87,7 @@ func Validate(s domain.Spec) domain.FieldErrors {
 		es.Add("health.stall", "must be 0 or more (0 disables the check), got %s", s.Health.Stall)
 	}
 	checkLabels(&es, s.Labels)
+	checkResume(&es, s.Resume) // resume.go
 	return es
 }
 
