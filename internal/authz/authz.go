@@ -99,33 +99,33 @@ const (
 	reasonSelf         = "users manage their own tokens"
 	reasonJobToken     = "the job token of this attempt"
 
-	denyJobToken       = "a job token may only report for its own attempt and read its own job's checkpoints"
-	denySubmit         = "submitting needs role member or lead in the project"
-	denyJobRead        = "reading this job needs role viewer or lead in its project (a member reads only their own jobs)"
-	denyJobCancel      = "canceling another user's job needs role lead in its project"
-	denyJobCancelOwn   = "canceling needs role member or lead in the job's project"
-	denyJobHold        = "holding or releasing another user's job needs role lead in its project"
-	denyJobHoldOwn     = "holding or releasing needs role member or lead in the job's project"
-	denyJobPriority    = "changing another user's job's priority needs role lead in its project"
-	denyJobPriorityOwn = "changing a job's priority needs role member or lead in the job's project"
-	denyResource       = "this needs role resource-admin"
-	denyAnyRole        = "reading this needs a role; ask an admin to grant one"
-	denyQueue          = "reading the queue needs a role; ask an admin to grant one"
-	denyAdmin          = "this needs role admin"
-	denyAdminOrAudit   = "this needs role admin or auditor"
-	denyRoleWrite      = "granting project roles needs role lead in the project (global roles need admin)"
-	denyTokenOther     = "managing another user's tokens needs role admin"
-	denySecretRead     = "reading secrets needs role member or lead in the project"
-	denySecretWrite    = "changing secrets needs role lead in the project"
-	denyQuotaRequest   = "requesting compute needs role member or lead in the project"
-	denyQuotaApprove   = "approving compute requests needs role resource-admin"
-	denyQuotaOwn       = "a compute request you filed must be decided by another resource-admin or an admin"
-	denyAttemptReport  = "reporting for an attempt needs that attempt's job token"
-	denyAttemptResume  = "reading checkpoints to resume from needs the job token of the job's attempt (users read them with job.read)"
-	denyUnknown        = "unknown action"
-	denyTemplateWrite  = "creating templates needs role member or lead in the project"
-	denyEnvWrite       = "registering or deprecating environments needs role admin or resource-admin"
-	denyCostRead       = "reading a project's spend needs a role in the project (viewer, member or lead)"
+	denyJobToken      = "a job token may only report for its own attempt and read its own job's checkpoints"
+	denySubmit        = "submitting needs role member or lead in the project"
+	denyJobRead       = "reading this job needs role viewer or lead in its project (a member reads only their own jobs)"
+	denyJobCancel     = "canceling another user's job needs role lead in its project"
+	denyJobCancelOwn  = "canceling needs role member or lead in the job's project"
+	denyJobHold       = "holding or releasing another user's job needs role lead in its project"
+	denyJobHoldOwn    = "holding or releasing needs role member or lead in the job's project"
+	denyPriority      = "changing another user's job's priority needs role lead in its project"
+	denyPriorityOwn   = "changing a job's priority needs role member or lead in the job's project"
+	denyResource      = "this needs role resource-admin"
+	denyAnyRole       = "reading this needs a role; ask an admin to grant one"
+	denyQueue         = "reading the queue needs a role; ask an admin to grant one"
+	denyAdmin         = "this needs role admin"
+	denyAdminOrAudit  = "this needs role admin or auditor"
+	denyRoleWrite     = "granting project roles needs role lead in the project (global roles need admin)"
+	denyTokenOther    = "managing another user's tokens needs role admin"
+	denySecretRead    = "reading secrets needs role member or lead in the project"
+	denySecretWrite   = "changing secrets needs role lead in the project"
+	denyQuotaRequest  = "requesting compute needs role member or lead in the project"
+	denyQuotaApprove  = "approving compute requests needs role resource-admin"
+	denyQuotaOwn      = "a compute request you filed must be decided by another resource-admin or an admin"
+	denyAttemptReport = "reporting for an attempt needs that attempt's job token"
+	denyAttemptResume = "reading checkpoints to resume from needs the job token of the job's attempt (users read them with job.read)"
+	denyUnknown       = "unknown action"
+	denyTemplateWrite = "creating templates needs role member or lead in the project"
+	denyEnvWrite      = "registering or deprecating environments needs role admin or resource-admin"
+	denyCostRead      = "reading a project's spend needs a role in the project (viewer, member or lead)"
 )
 
 func allow(reason string) Decision { return Decision{Allow: true, Reason: reason} }
@@ -221,7 +221,7 @@ func Decide(p Principal, a Action, r Resource) Decision {
 	case JobHold:
 		return ownJobOrLead(p, r, denyJobHoldOwn, denyJobHold)
 	case JobPriority:
-		return ownJobOrLead(p, r, denyJobPriorityOwn, denyJobPriority)
+		return ownJobOrLead(p, r, denyPriorityOwn, denyPriority)
 	case PoolRead, QuotaRead, ProjectRead:
 		switch {
 		case auditor:

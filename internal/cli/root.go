@@ -133,11 +133,11 @@ http://127.0.0.1:7070.`,
 		a.showCmd(),
 		a.logsCmd(),
 		a.cancelCmd(),
-		a.holdCmd(),     // hold.go
-		a.releaseCmd(),  // hold.go
-		a.priorityCmd(), // priority.go
+		a.holdCmd(),    // hold.go
+		a.releaseCmd(), // hold.go
 		a.whyCmd(),
 		a.metricsCmd(),     // training.go
+		a.priorityCmd(),    // priority.go
 		a.queueCmd(),       // pools.go
 		a.poolCmd(),        // pools.go
 		a.quotaCmd(),       // pools.go

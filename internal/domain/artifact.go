@@ -24,25 +24,26 @@ type Manifest struct {
 
 // Lineage is what produced a job's outputs.
 type Lineage struct {
-	JobID     int64   `json:"job"`
-	Attempt   int     `json:"attempt"`
-	Name      string  `json:"name"`
-	Project   string  `json:"project"`
-	Submitter string  `json:"submitter"`
-	SpecHash  string  `json:"spec_hash"`
-	Inputs    []Input `json:"inputs,omitempty"`
-	Env       string  `json:"env"`                  // name@version as resolved
-	EnvDigest string  `json:"env_digest,omitempty"` // the environment definition's digest
-	Code      string  `json:"code,omitempty"`       // code package sha256
-	GitCommit string  `json:"git_commit,omitempty"`
-	GitDirty  bool    `json:"git_dirty,omitempty"`
-	RerunOf   int64   `json:"rerun_of,omitempty"`
+	JobID      int64     `json:"job"`
+	Attempt    int       `json:"attempt"`
+	Name       string    `json:"name"`
+	Project    string    `json:"project"`
+	Submitter  string    `json:"submitter"`
+	SpecHash   string    `json:"spec_hash"`
+	Inputs     []Input   `json:"inputs,omitempty"`
+	Env        string    `json:"env"`                  // name@version as resolved
+	EnvDigest  string    `json:"env_digest,omitempty"` // the environment definition's digest
+	Code       string    `json:"code,omitempty"`       // code package sha256
+	GitCommit  string    `json:"git_commit,omitempty"`
+	GitDirty   bool      `json:"git_dirty,omitempty"`
+	RerunOf    int64     `json:"rerun_of,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	State      string    `json:"state"` // the attempt's final state
+
 	// ResumedFrom is the other job's checkpoint the job started from
 	// (its spec's resume); nil: none.
 	ResumedFrom *ResumeFrom `json:"resumed_from,omitempty"`
-	StartedAt   time.Time   `json:"started_at,omitzero"`
-	FinishedAt  time.Time   `json:"finished_at,omitzero"`
-	State       string      `json:"state"` // the attempt's final state
 }
 
 // Checkpoint completion. A checkpoint is an entry directly below the job's

@@ -11,25 +11,26 @@ type ArtifactFile struct {
 
 // Lineage is what produced a job's outputs.
 type Lineage struct {
-	Job       int64   `json:"job"`
-	Attempt   int     `json:"attempt"`
-	Name      string  `json:"name"`
-	Project   string  `json:"project"`
-	Submitter string  `json:"submitter"`
-	SpecHash  string  `json:"spec_hash"`
-	Inputs    []Input `json:"inputs,omitempty"`
-	Env       string  `json:"env"`
-	EnvDigest string  `json:"env_digest,omitempty"`
-	Code      string  `json:"code,omitempty"`
-	GitCommit string  `json:"git_commit,omitempty"`
-	GitDirty  bool    `json:"git_dirty,omitempty"`
-	RerunOf   int64   `json:"rerun_of,omitempty"`
+	Job        int64     `json:"job"`
+	Attempt    int       `json:"attempt"`
+	Name       string    `json:"name"`
+	Project    string    `json:"project"`
+	Submitter  string    `json:"submitter"`
+	SpecHash   string    `json:"spec_hash"`
+	Inputs     []Input   `json:"inputs,omitempty"`
+	Env        string    `json:"env"`
+	EnvDigest  string    `json:"env_digest,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	GitCommit  string    `json:"git_commit,omitempty"`
+	GitDirty   bool      `json:"git_dirty,omitempty"`
+	RerunOf    int64     `json:"rerun_of,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	State      string    `json:"state"`
+
 	// ResumedFrom is the other job's checkpoint the job started from
 	// (rerun --resume); absent: none.
 	ResumedFrom *ResumedFrom `json:"resumed_from,omitempty"`
-	StartedAt   time.Time    `json:"started_at,omitzero"`
-	FinishedAt  time.Time    `json:"finished_at,omitzero"`
-	State       string       `json:"state"`
 }
 
 // Input is a dataset a job read.
@@ -37,6 +38,8 @@ type Input struct {
 	Name    string `json:"name"`
 	Path    string `json:"path,omitempty"`
 	Version string `json:"version,omitempty"`
+	// FromJob is the job whose outputs the input is (inputs[].from_job).
+	FromJob int64 `json:"from_job,omitempty"`
 }
 
 // Manifest is the answer of GET /api/v1/jobs/{id}/artifacts.
