@@ -40,6 +40,10 @@ func TestPriorityChangeReordersTheQueue(t *testing.T) {
 	if f := apiErr.Error.Fields; code != 400 || len(f) != 1 || f[0].Path != "priority" || !strings.Contains(f[0].Message, "at most high") {
 		t.Errorf("urgent above the ceiling: status %d, %+v; want 400 with a field error on priority naming the ceiling", code, apiErr)
 	}
+	// No class at all: a field error, not a server error.
+	if code, body := s.rawAPI("POST", fmt.Sprintf("/api/v1/jobs/%d/priority", first.ID), map[string]string{}); code != 400 || !strings.Contains(body, `"priority"`) {
+		t.Errorf("priority without a class: status %d, %s; want 400 naming the field", code, body)
+	}
 	var j apitypes.Job
 	if code := s.api("POST", fmt.Sprintf("/api/v1/jobs/%d/priority", first.ID), apitypes.PriorityRequest{Priority: "low"}, &j); code != 200 || j.Priority != "low" {
 		t.Errorf("API priority low: status %d, priority %s", code, j.Priority)
