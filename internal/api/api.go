@@ -120,6 +120,7 @@ func Handler(cfg Config) http.Handler {
 	mux.Handle("POST /api/v1/jobs/{id}/cancel", h.auth(h.cancel))
 	mux.Handle("POST /api/v1/jobs/{id}/hold", h.auth(h.hold))
 	mux.Handle("POST /api/v1/jobs/{id}/release", h.auth(h.release))
+	mux.Handle("POST /api/v1/jobs/{id}/priority", h.auth(h.setPriority)) // priority.go
 	mux.Handle("GET /api/v1/jobs/{id}/logs", h.auth(h.logs))
 	mux.Handle("GET /api/v1/jobs/{id}/why", h.auth(h.why))
 	mux.Handle("GET /api/v1/version", h.auth(h.version))

@@ -48,6 +48,9 @@ func lineageDTO(l domain.Lineage) apitypes.Lineage {
 	out := apitypes.Lineage{Job: l.JobID, Attempt: l.Attempt, Name: l.Name, Project: l.Project, Submitter: l.Submitter,
 		SpecHash: l.SpecHash, Env: l.Env, EnvDigest: l.EnvDigest, Code: l.Code, GitCommit: l.GitCommit, GitDirty: l.GitDirty,
 		RerunOf: l.RerunOf, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt, State: l.State}
+	if r := l.ResumedFrom; r != nil {
+		out.ResumedFrom = &apitypes.ResumedFrom{Job: r.Job, Checkpoint: r.Checkpoint}
+	}
 	for _, in := range l.Inputs {
 		out.Inputs = append(out.Inputs, apitypes.Input{Name: in.Name, Path: in.Path, Version: in.Version, FromJob: in.FromJob})
 	}

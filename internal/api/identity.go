@@ -50,6 +50,7 @@ var routeActions = map[string]string{
 	"POST /api/v1/jobs/{id}/cancel":                    "job.cancel",
 	"POST /api/v1/jobs/{id}/hold":                      "job.hold",
 	"POST /api/v1/jobs/{id}/release":                   "job.hold",
+	"POST /api/v1/jobs/{id}/priority":                  "job.priority",
 	"POST /api/v1/jobs/{id}/rerun":                     "job.submit",
 	"GET /api/v1/jobs/{id}/logs":                       "job.read",
 	"GET /api/v1/jobs/{id}/why":                        "job.read",

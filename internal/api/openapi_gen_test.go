@@ -87,6 +87,8 @@ var apiRoutes = map[string]apiRoute{
 	"POST /api/v1/jobs/{id}/hold": {id: "holdJob", summary: "Keep a queued job out of scheduling until it is released.",
 		body: apitypes.HoldRequest{}, bodyOpt: true, resp: apitypes.Job{}},
 	"POST /api/v1/jobs/{id}/release": {id: "releaseJob", summary: "Put a held job back in the queue.", resp: apitypes.Job{}},
+	"POST /api/v1/jobs/{id}/priority": {id: "setJobPriority", summary: "Change a waiting (queued or held) job's priority class, within its project's ceiling.",
+		body: apitypes.PriorityRequest{}, resp: apitypes.Job{}},
 	"POST /api/v1/jobs/{id}/rerun": {id: "rerunJob", summary: "Submit the job's spec snapshot again, with optional changes.",
 		headers: []apiParam{hIdem}, body: apitypes.RerunRequest{}, bodyOpt: true, resp: apitypes.Job{}, status: []int{201, 200}},
 	"GET /api/v1/jobs/{id}/logs": {id: "jobLogs", summary: "An attempt's log as text (X-Trainyard-Attempt names it); with follow, streamed until the attempt ends.",

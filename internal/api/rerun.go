@@ -33,7 +33,8 @@ func (h *handler) rerun(w http.ResponseWriter, r *http.Request, p service.Princi
 		}
 	}
 	job, created, err := h.svc.Jobs.Rerun(r.Context(), p, id, service.RerunInput{
-		Env: req.Env, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+		Env: req.Env, Set: req.Set, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Resume: req.Resume, FromCheckpoint: req.FromCheckpoint})
 	var fe domain.FieldErrors
 	if errors.As(err, &fe) {
 		// Like a submit's: the problems are the new spec's, with their paths.

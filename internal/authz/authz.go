@@ -18,6 +18,9 @@ const (
 	JobRead   Action = "job.read" // show, list, why, logs
 	JobCancel Action = "job.cancel"
 	JobHold   Action = "job.hold" // hold and release
+	// JobPriority: change a waiting job's priority class (within its
+	// project's ceiling, which the service checks).
+	JobPriority Action = "job.priority"
 
 	PoolRead     Action = "pool.read"
 	PoolWrite    Action = "pool.write"
@@ -107,6 +110,8 @@ const (
 	denyJobCancelOwn  = "canceling needs role member or lead in the job's project"
 	denyJobHold       = "holding or releasing another user's job needs role lead in its project"
 	denyJobHoldOwn    = "holding or releasing needs role member or lead in the job's project"
+	denyPriority      = "changing another user's job's priority needs role lead in its project"
+	denyPriorityOwn   = "changing a job's priority needs role member or lead in the job's project"
 	denyResource      = "this needs role resource-admin"
 	denyAnyRole       = "reading this needs a role; ask an admin to grant one"
 	denyQueue         = "reading the queue needs a role; ask an admin to grant one"
@@ -219,6 +224,8 @@ func Decide(p Principal, a Action, r Resource) Decision {
 		return ownJobOrLead(p, r, denyJobCancelOwn, denyJobCancel)
 	case JobHold:
 		return ownJobOrLead(p, r, denyJobHoldOwn, denyJobHold)
+	case JobPriority:
+		return ownJobOrLead(p, r, denyPriorityOwn, denyPriority)
 	case PoolRead, QuotaRead, ProjectRead:
 		switch {
 		case auditor:
@@ -410,7 +417,7 @@ func VisibleJobs(p Principal) Visible {
 
 // Actions returns every action, for tests and documentation.
 func Actions() []Action {
-	return []Action{JobSubmit, JobRead, JobCancel, JobHold, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
+	return []Action{JobSubmit, JobRead, JobCancel, JobHold, JobPriority, PoolRead, PoolWrite, QuotaRead, QuotaWrite,
 		ProjectRead, ProjectWrite, QueueRead, UserRead, UserWrite, RoleWrite, TokenCreate, TokenRead,
 		TokenRevoke, AuditRead, SecretRead, SecretWrite, SecretRotate, QuotaRequest, QuotaApprove, AttemptReport, AttemptResume, AlertTest, ArtifactGC,
 		TemplateRead, TemplateWrite, EnvRead, EnvWrite, CostRead, BudgetWrite, NotifyWrite}

@@ -69,6 +69,7 @@ var allowed = map[Action]map[string][]string{
 		otherProject: {"admin", "resource-admin", "auditor"}},
 	JobCancel:    {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	JobHold:      {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
+	JobPriority:  {own: {"admin", "lead", "member"}, otherMember: {"admin", "lead"}, otherProject: {"admin"}},
 	PoolRead:     {own: withRole, otherMember: withRole, otherProject: withRole},
 	QuotaRead:    {own: withRole, otherMember: withRole, otherProject: withRole},
 	ProjectRead:  {own: withRole, otherMember: withRole, otherProject: withRole},

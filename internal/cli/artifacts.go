@@ -86,6 +86,9 @@ func (a *app) artifactsLsCmd() *cobra.Command {
 		if l.RerunOf > 0 {
 			fmt.Fprintf(out, ", rerun of %d", l.RerunOf)
 		}
+		if r := l.ResumedFrom; r != nil {
+			fmt.Fprintf(out, ", resumed from job %d checkpoint %s", r.Job, cell(r.Checkpoint))
+		}
 		fmt.Fprintf(out, ", submitted by %s\n", cell(l.Submitter))
 		if len(m.Files) == 0 {
 			fmt.Fprintln(out, "no output files")

@@ -75,7 +75,7 @@ func newContractHarness(t *testing.T) *harness {
 // to one list or the other.
 var actionCommands = []string{
 	"trainyard", "trainyard alerts ack", "trainyard alerts test", "trainyard artifacts get", "trainyard audit export",
-	"trainyard audit witness", "trainyard budget rm", "trainyard cancel", "trainyard checkpoints get", "trainyard hold", "trainyard release",
+	"trainyard audit witness", "trainyard budget rm", "trainyard cancel", "trainyard checkpoints get", "trainyard hold", "trainyard release", "trainyard priority",
 	"trainyard env deprecate", "trainyard env register", "trainyard login", "trainyard logs", "trainyard ui",
 	"trainyard project set", "trainyard quota rm", "trainyard role grant", "trainyard role revoke",
 	"trainyard secret rm", "trainyard secret rotate-key", "trainyard secret set", "trainyard spec schema",

@@ -16,6 +16,8 @@ func (a *app) rerunCmd() *cobra.Command {
 		key    string
 		wait   bool
 		follow bool
+		resume bool
+		from   string
 	)
 	cmd := &cobra.Command{
 		Use:   "rerun ID",
@@ -30,11 +32,21 @@ validated and admitted like any submit: an invalid change prints every problem
 with its field path, exits 2 and submits nothing. Re-running needs permission
 to read job ID and to submit in its project.
 
+A re-run starts from step 0 with a new output directory. --resume starts it
+instead from job ID's latest complete checkpoint (a run canceled by mistake
+continues where it was), --from-checkpoint NAME from the one named (see
+'trainyard checkpoints ls ID'): the checkpoint is copied into the new job's
+checkpoint directory and handed to its first attempt as TRAINYARD_RESUME_FROM,
+and the new job's spec records it (resume: {job, checkpoint}), which
+'trainyard artifacts ls' shows.
+
 Prints the new job's id alone on stdout. --wait and --follow behave as in
 submit: exit 0 when the new job succeeded and 1 otherwise.`,
 		Example: `  trainyard rerun 12
   trainyard rerun 12 --set params.lr=0.2 --follow
-  trainyard rerun 12 --env pytorch-2.5@1 --set resources.gpus=2`,
+  trainyard rerun 12 --env pytorch-2.5@1 --set resources.gpus=2
+  trainyard rerun 12 --resume
+  trainyard rerun 12 --from-checkpoint ckpt-000300.json`,
 		Args: exactArgs(1),
 	}
 	cmd.Flags().StringVar(&env, "env", "", "run in this environment, NAME@VERSION, instead of the original's")
@@ -42,6 +54,8 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated rerun with the same key returns the first job instead of creating another")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the new job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the new job ends; exit like --wait")
+	cmd.Flags().BoolVar(&resume, "resume", false, "start from the original's latest complete checkpoint instead of from the beginning")
+	cmd.Flags().StringVar(&from, "from-checkpoint", "", "start from this checkpoint of the original (see: trainyard checkpoints ls ID)")
 	output, checkOutput := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(); err != nil {
@@ -62,7 +76,7 @@ submit: exit 0 when the new job succeeded and 1 otherwise.`,
 			return err
 		}
 		ctx := cmd.Context()
-		job, err := c.Rerun(ctx, id, apitypes.RerunRequest{Env: env, Set: sets}, key)
+		job, err := c.Rerun(ctx, id, apitypes.RerunRequest{Env: env, Set: sets, Resume: resume, FromCheckpoint: from}, key)
 		if err != nil {
 			return err
 		}

@@ -139,6 +139,7 @@ http://127.0.0.1:7070.`,
 		a.metricsCmd(),     // training.go
 		a.compareCmd(),     // compare.go
 		a.sweepCmd(),       // sweeps.go
+		a.priorityCmd(),    // priority.go
 		a.queueCmd(),       // pools.go
 		a.poolCmd(),        // pools.go
 		a.quotaCmd(),       // pools.go

@@ -197,6 +197,7 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, known 
 		lin.FinishedAt, lin.State = end.At, string(end.Attempt.To)
 		succeeded = end.To() == domain.JobSucceeded
 	}
+	lin.ResumedFrom = job.Spec.Resume // resumefrom.go
 	c.lineageExtras(ctx, job, &lin)
 	// Read through the executor: it owns the job's files, and below the
 	// output directory everything is the job's (see executor.Outputs).

@@ -118,6 +118,9 @@ func (c *Controller) resumed(ctx context.Context, ev executor.Event) string {
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		c.log.Warn("record resume", "attempt", ev.Ref.String(), "checkpoint", ev.Resumed, "err", err)
 	}
+	if ji, err := c.info(ctx, ev.JobID); err == nil {
+		words = resumedFromWords(ji.spec, ev.Resumed, words) // another job's checkpoint: resumefrom.go
+	}
 	return words
 }
 

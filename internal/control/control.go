@@ -1135,6 +1135,9 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		"TRAINYARD_CHECKPOINT_DIR="+ckpt,
 	) // TRAINYARD_RESUME_FROM is the executor's to set, from Resume
 	resume, err := c.resumeCandidates(ctx, id) // checkpoints.go
+	if err == nil {
+		resume, err = c.withResumeFrom(ctx, id, spec, resume) // another job's checkpoint: resumefrom.go
+	}
 	if err != nil {
 		return executor.Launch{Ref: ref}, err
 	}

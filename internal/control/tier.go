@@ -61,6 +61,7 @@ func (c *Controller) restoreForResume(ctx context.Context, l executor.Launch) {
 	if len(l.Resume) == 0 || l.OutputDir == "" {
 		return
 	}
+	c.importResumeFrom(ctx, l) // another job's checkpoint: resumefrom.go
 	recs, err := c.cfg.Store.ListCheckpoints(ctx, l.JobID, false)
 	if err != nil {
 		c.log.Warn("restore checkpoint", "attempt", l.Ref.String(), "err", err)

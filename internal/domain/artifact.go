@@ -40,6 +40,10 @@ type Lineage struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	State      string    `json:"state"` // the attempt's final state
+
+	// ResumedFrom is the other job's checkpoint the job started from
+	// (its spec's resume); nil: none.
+	ResumedFrom *ResumeFrom `json:"resumed_from,omitempty"`
 }
 
 // Checkpoint completion. A checkpoint is an entry directly below the job's

@@ -38,6 +38,9 @@ type Spec struct {
 	Sweep *SweepSpec `json:"sweep,omitempty"`
 	// Notify, when set, is whom to tell when the job ends (notify.go).
 	Notify *Notify `json:"notify,omitempty"`
+	// Resume, when set, starts the job from another job's checkpoint
+	// (resumefrom.go); nil: from its own checkpoints only.
+	Resume *ResumeFrom `json:"resume,omitempty"`
 }
 
 // Resources is what one job asks for. CPUs are in cores (fractions allowed),

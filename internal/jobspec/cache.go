@@ -99,5 +99,9 @@ func cloneSpec(s domain.Spec) domain.Spec {
 		n := domain.Notify{On: slices.Clone(s.Notify.On), Channels: slices.Clone(s.Notify.Channels), Email: slices.Clone(s.Notify.Email)}
 		s.Notify = &n
 	}
+	if s.Resume != nil {
+		r := *s.Resume
+		s.Resume = &r
+	}
 	return s
 }

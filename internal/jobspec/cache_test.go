@@ -69,7 +69,7 @@ func TestLoadCacheKeyFrames(t *testing.T) {
 // domain.Spec gains one that cloneSpec does not know.
 func TestCloneSpecCoversReferenceFields(t *testing.T) {
 	known := map[string]bool{"Entrypoint": true, "Inputs": true, "Params": true, "EnvVars": true,
-		"Secrets": true, "Labels": true, "Policy.Warn": true, "After": true, "Sweep": true, "Notify": true}
+		"Secrets": true, "Labels": true, "Policy.Warn": true, "After": true, "Sweep": true, "Notify": true, "Resume": true}
 	var walk func(prefix string, t reflect.Type, found map[string]bool)
 	walk = func(prefix string, typ reflect.Type, found map[string]bool) {
 		for i := range typ.NumField() {

@@ -26,7 +26,7 @@ const docPath = "document"
 
 // The fields of each mapping in a spec document, in documentation order.
 var (
-	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "after", "sweep", "notify"}
+	topFields        = []string{"name", "project", "pool", "env", "entrypoint", "shell", "workdir", "resources", "inputs", "outputs", "params", "env_vars", "secrets", "policy", "checkpoint", "health", "labels", "after", "sweep", "notify", "resume"}
 	resourcesFields  = []string{"gpus", "cpus", "memory", "nodes"}
 	inputFields      = []string{"name", "path", "version", "from_job"}
 	outputsFields    = []string{"path"}
@@ -394,6 +394,8 @@ func (d *decoder) spec(root *yaml.Node, s *domain.Spec) {
 			d.after(p, v, s)
 		case "sweep":
 			d.sweep(p, v, s)
+		case "resume":
+			d.resume(p, v, s) // resume.go
 		case "health":
 			d.fields(p, v, healthFields, func(key, p string, v *yaml.Node) {
 				switch key {

@@ -228,6 +228,16 @@ func schema() obj {
 				obj{"pattern": LabelKeyPattern, "maxLength": MaxLabelLen},
 				obj{"type": []string{"string", "number", "boolean"}, "maxLength": MaxLabelLen}),
 			"notify": notifySchema(), // notify.go
+			"resume": obj{
+				"type":                 "object",
+				"additionalProperties": false,
+				"required":             []string{"job", "checkpoint"},
+				"description":          "Start from another job's checkpoint (of the same project); set by trainyard rerun --resume.",
+				"properties": obj{
+					"job":        obj{"type": "integer", "minimum": 1, "description": "The job whose checkpoint to start from."},
+					"checkpoint": obj{"type": "string", "minLength": 1, "description": "The name of one of that job's registered checkpoints."},
+				},
+			},
 		},
 	}
 }

@@ -90,6 +90,7 @@ func Validate(s domain.Spec) domain.FieldErrors {
 	checkAfter(&es, s.After)
 	CheckSweep(&es, s.Sweep)
 	checkNotify(&es, s.Notify) // notify.go
+	checkResume(&es, s.Resume) // resume.go
 	return es
 }
 

@@ -76,20 +76,11 @@ func Admit(pool domain.Pool, quota *domain.Quota, open bool, spec domain.Spec) d
 	}
 
 	// Priority.
-	prio := spec.Policy.Priority
-	if prio == "" {
-		prio = domain.PriorityNormal
-	}
-	rank := prio.Rank()
 	rule := newQuotaRule(pool, pool.Capacity(), quota, open)
-	switch {
-	case rank < 0:
-		errs.Add("policy.priority", "%q is not a priority class; use one of low, normal, high, urgent", prio)
-	case len(pool.Priorities) > 0 && !slices.Contains(pool.Priorities, prio):
-		errs.Add("policy.priority", "pool %s does not accept priority %s; use one of %s", name, prio, joinPriorities(pool.Priorities))
-	case rank > rule.maxRank:
-		errs.Add("policy.priority", "priority %s is above what project %s may use in pool %s (at most %s): lower policy.priority or ask an admin to raise the quota's max priority",
-			prio, spec.Project, name, domain.Priorities()[rule.maxRank])
+	if msg, above := priorityProblem(pool, rule, spec.Project, spec.Policy.Priority); above {
+		errs.Add("policy.priority", "%s: lower policy.priority or ask an admin to raise the quota's max priority", msg)
+	} else if msg != "" {
+		errs.Add("policy.priority", "%s", msg)
 	}
 
 	// Timeout.
@@ -124,6 +115,36 @@ func Admit(pool domain.Pool, quota *domain.Quota, open bool, spec domain.Spec) d
 			fmtAmount(dim, need), dimName(dim), spec.Project, fmtAmount(dim, rule.guaranteed), name)
 	}
 	return errs
+}
+
+// AdmitPriority checks a priority class for a job of project in the pool
+// under the project's quota (nil quota = no quota; open as for Admit):
+// the class must exist, be one the pool accepts, and be no higher than
+// the quota's MaxPriority (normal without a quota or when unset). It
+// returns "" when the class is allowed, else what is wrong with it (the
+// caller says how to fix it); above says the class exists and the pool
+// takes it, but the project may not use it. Admit applies the same rule
+// at submit; a priority change of a waiting job applies it again.
+func AdmitPriority(pool domain.Pool, quota *domain.Quota, open bool, project string, prio domain.Priority) (msg string, above bool) {
+	return priorityProblem(pool, newQuotaRule(pool, pool.Capacity(), quota, open), project, prio)
+}
+
+// priorityProblem is AdmitPriority's check.
+func priorityProblem(pool domain.Pool, rule quotaRule, project string, prio domain.Priority) (msg string, above bool) {
+	if prio == "" {
+		prio = domain.PriorityNormal
+	}
+	rank := prio.Rank()
+	switch {
+	case rank < 0:
+		return fmt.Sprintf("%q is not a priority class; use one of low, normal, high, urgent", prio), false
+	case len(pool.Priorities) > 0 && !slices.Contains(pool.Priorities, prio):
+		return fmt.Sprintf("pool %s does not accept priority %s; use one of %s", pool.Name, prio, joinPriorities(pool.Priorities)), false
+	case rank > rule.maxRank:
+		return fmt.Sprintf("priority %s is above what project %s may use in pool %s (at most %s)",
+			prio, project, pool.Name, domain.Priorities()[rule.maxRank]), true
+	}
+	return "", false
 }
 
 func joinPriorities(ps []domain.Priority) string {

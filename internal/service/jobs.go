@@ -116,6 +116,9 @@ func (s *JobService) prepare(ctx context.Context, p Principal, in SubmitInput) (
 	if err := s.checkPaths(spec); err != nil { // outputs.path and inputs: paths.go
 		return domain.Spec{}, err
 	}
+	if err := s.checkResumeFrom(ctx, p, spec); err != nil { // resume: resumefrom.go
+		return domain.Spec{}, err
+	}
 	if err := s.pools.admit(ctx, spec); err != nil {
 		return domain.Spec{}, err
 	}

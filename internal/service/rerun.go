@@ -17,6 +17,12 @@ type RerunInput struct {
 	// Set holds "key=value" overrides, applied as submit applies them.
 	Set            []string
 	IdempotencyKey string
+	// Resume starts the new job from the original's latest complete
+	// checkpoint (spec resume; resumefrom.go); FromCheckpoint, from the
+	// one named (and implies Resume). Without either the new job starts
+	// afresh, also when the original itself resumed another job.
+	Resume         bool
+	FromCheckpoint string
 }
 
 // Rerun submits a new job from the config snapshot of job id (the exact
@@ -38,9 +44,21 @@ func (s *JobService) Rerun(ctx context.Context, p Principal, id int64, in RerunI
 		return domain.Job{}, false, err
 	}
 	doc := orig.SpecJSON
+	spec, changed := orig.Spec, false
 	if in.Env != "" {
-		spec := orig.Spec
-		spec.Env = in.Env
+		spec.Env, changed = in.Env, true
+	}
+	if in.Resume || in.FromCheckpoint != "" || spec.Resume != nil {
+		spec.Resume, changed = nil, true
+		if in.Resume || in.FromCheckpoint != "" {
+			name, err := s.resumePoint(ctx, orig, in.FromCheckpoint) // resumefrom.go
+			if err != nil {
+				return domain.Job{}, false, err
+			}
+			spec.Resume = &domain.ResumeFrom{Job: orig.ID, Checkpoint: name}
+		}
+	}
+	if changed {
 		doc, _ = jobspec.Canonical(spec)
 	}
 	job, created, err = s.Submit(ctx, p, SubmitInput{

@@ -278,7 +278,7 @@ type Jobs interface {
 // transition table (domain.Moves): no other change of state can be
 // expressed. Without a Move, the job must be in one of In (required) and
 // only Reason and Message (if SetReason) and the flags below change, with
-// no event.
+// no event (but for a Priority change, which records one).
 //
 // Side effects on the job row with a Move: UpdatedAt = At; StartedAt = At
 // if it reaches running and StartedAt is zero; FinishedAt = At if it
@@ -301,6 +301,12 @@ type Change struct {
 	RequestPreempt bool      // set PreemptRequested (without a Move)
 	// CountPreemption increments the job's Preemptions (with a Move).
 	CountPreemption bool
+	// Priority, when set (without a Move), changes the job's priority
+	// class, the one the scheduler orders its queue by (the spec keeps the
+	// class it was submitted with), and records an event that keeps the
+	// job's state (From = To) with Actor, Reason and Message. An unknown
+	// class, or one given with a Move, is domain.ErrInvalid.
+	Priority domain.Priority
 
 	// Audit, when not nil, is appended to the audit log with the change,
 	// in the same transaction, when the change applies (a change skipped

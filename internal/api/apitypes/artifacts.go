@@ -27,6 +27,10 @@ type Lineage struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	State      string    `json:"state"`
+
+	// ResumedFrom is the other job's checkpoint the job started from
+	// (rerun --resume); absent: none.
+	ResumedFrom *ResumedFrom `json:"resumed_from,omitempty"`
 }
 
 // Input is a dataset a job read.

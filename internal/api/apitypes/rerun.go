@@ -8,4 +8,9 @@ type RerunRequest struct {
 	Env string `json:"env,omitempty"`
 	// Set holds "key=value" overrides, as in SubmitRequest.
 	Set []string `json:"set,omitempty"`
+	// Resume starts the new job from the original's latest complete
+	// checkpoint; FromCheckpoint from the one named (implies Resume). The
+	// new job's spec records it (resume), and so its lineage.
+	Resume         bool   `json:"resume,omitempty"`
+	FromCheckpoint string `json:"from_checkpoint,omitempty"`
 }

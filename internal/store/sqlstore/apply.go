@@ -96,6 +96,7 @@ var (
 		preemptions = preemptions + ?,
 		next_attempt_at = ?
 		WHERE id = ? AND state = ?`)
+	qSetPriority    = Q(`UPDATE jobs SET {REV}, priority = ? WHERE id = ? AND state = ?`)
 	qSetReason      = Q(`UPDATE jobs SET {REV}, reason = ?, message = ? WHERE id = ? AND state = ?`)
 	qRequestCancel  = Q(`UPDATE jobs SET {REV}, cancel_requested = 1 WHERE id = ? AND state = ?`)
 	qRequestPreempt = Q(`UPDATE jobs SET {REV}, preempt_requested = 1 WHERE id = ? AND state = ?`)
@@ -137,6 +138,9 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 	if !c.Guarded() {
 		return guardf(domain.ErrInvalid, "job %d: change has no states to guard on; give it a Move, or the states the job must be in (In)", c.JobID)
 	}
+	if c.Priority != "" && (!c.Move.IsZero() || c.Priority.Rank() < 0) {
+		return guardf(domain.ErrInvalid, "job %d: cannot set priority %q with this change; give a known class (low, normal, high, urgent) in a change without a Move", c.JobID, c.Priority)
+	}
 	var (
 		state    string
 		attempts int
@@ -154,7 +158,7 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 
 	// jobWritten: the change writes the job's row, which stamps it with
 	// the transaction's revision.
-	jobWritten := to != "" || c.SetReason || c.RequestCancel || c.RequestPreempt
+	jobWritten := to != "" || c.SetReason || c.RequestCancel || c.RequestPreempt || c.Priority != ""
 	if to != "" {
 		var started, finished any
 		if to == domain.JobRunning {
@@ -210,6 +214,16 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 		}
 		if c.RequestPreempt {
 			if err := s.queueOneRow(x, fmt.Sprintf("request preemption of job %d", c.JobID), qRequestPreempt, c.JobID, state); err != nil {
+				return err
+			}
+		}
+		if c.Priority != "" {
+			if err := s.queueOneRow(x, fmt.Sprintf("set the priority of job %d", c.JobID), qSetPriority, string(c.Priority), c.JobID, state); err != nil {
+				return err
+			}
+			// The state stays: the event says what changed beside it.
+			if err := x.Queue(fmt.Sprintf("record event of job %d", c.JobID), qEventInsert, c.JobID, 0, TimeArg(c.At),
+				state, state, c.Actor, string(c.Reason), c.Message); err != nil {
 				return err
 			}
 		}

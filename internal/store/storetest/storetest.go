@@ -86,6 +86,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	maps.Copy(tests, readTests)     // reads repeated across writes: reads.go
 	maps.Copy(tests, settingsTests) // what lets a reader keep settings and attempts: settings.go
 	maps.Copy(tests, workflowTests) // sweeps and dependencies: workflow.go
+	maps.Copy(tests, priorityTests) // a waiting job's priority change: priority.go
 	for _, name := range slices.Sorted(maps.Keys(tests)) {
 		fn := tests[name]
 		t.Run(name, func(t *testing.T) {
