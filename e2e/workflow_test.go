@@ -233,3 +233,40 @@ resources: {cpus: 0.5, memory: 64MiB}
 		t.Errorf("prepare: %s", j.State)
 	}
 }
+
+// A sweep with early_stop: the member whose loss stays above the others'
+// median is stopped while it runs and ends succeeded (EarlyStopped); the
+// good members run to their end.
+func TestSweepEarlyStopsPoorMember(t *testing.T) {
+	s := startServer(t, serverOpts{cpus: 4})
+	spec := writeSpec(t, `name: early
+entrypoint: |
+  if [ "$TRAINYARD_PARAM_I" = 3 ]; then
+    for s in 10 20 30; do echo "trainyard: {\"step\": $s, \"val_loss\": 5}"; done
+    sleep 120
+  fi
+  for s in 10 20 30 40 50; do echo "trainyard: {\"step\": $s, \"val_loss\": 0.$TRAINYARD_PARAM_I}"; done
+resources: {cpus: 0.5, memory: 64MiB}
+sweep:
+  params: {i: [0, 1, 2, 3]}
+  objective: {metric: val_loss}
+  early_stop: {rule: median, min_steps: 20}
+`)
+	id := strings.TrimSpace(s.mustCLI("submit", spec))
+	var sw apitypes.Sweep
+	waitFor(t, time.Minute, "sweep "+id+" to end", func() bool {
+		sw = s.sweepOf(id)
+		return sw.State == "succeeded" || sw.State == "failed" || sw.State == "canceled"
+	})
+	if sw.State != "succeeded" || sw.Counts["succeeded"] != 4 {
+		t.Fatalf("sweep: %+v", sw)
+	}
+	for i, j := range s.members(id) {
+		switch {
+		case i == 3 && (j.Reason != "EarlyStopped" || !strings.Contains(j.Message, "median of 3 other members")):
+			t.Errorf("member 3: %s %s %q, want succeeded EarlyStopped with the numbers", j.State, j.Reason, j.Message)
+		case i < 3 && j.Reason != "Completed":
+			t.Errorf("member %d: %s %s %q, want it run to its end", i, j.State, j.Reason, j.Message)
+		}
+	}
+}

@@ -190,6 +190,7 @@ type Controller struct {
 
 	// Loop-goroutine state.
 	flows    flows              // what changed for workflows: workflow.go
+	early    earlyStops         // early stopping of sweep members: earlystop.go
 	jobs     map[int64]*jobInfo // immutable parts of active and queued jobs
 	stopping map[executor.Ref]bool
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
@@ -563,6 +564,7 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		return next
 	}
 	c.resolveWorkflows(ctx, now)   // workflow.go
+	c.checkEarlyStop(ctx, now)     // earlystop.go
 	for id := range c.guard.held { // few: each is a preemption loop stopped
 		if _, ok := byID[id]; !ok {
 			c.guard.forget(id)

@@ -342,6 +342,9 @@ func (c *Controller) ended(ctx context.Context, ev executor.Event, at time.Time,
 		if h, ok := c.guard.held[ev.JobID]; ok {
 			ch.Message += "; " + h.String()
 		}
+	case job.CancelRequested && job.Reason == domain.ReasonEarlyStopped:
+		// Stopped by its sweep's early-stop rule: a finished run (earlystop.go).
+		ch.Move, ch.Reason, ch.Message = domain.MoveSucceed().Only(active...), domain.ReasonEarlyStopped, job.Message
 	case job.CancelRequested || att.To == domain.AttemptCanceled:
 		ch.Move, ch.Reason = domain.MoveCancel().Only(active...), domain.ReasonCanceledByUser
 		ch.Message = strings.TrimPrefix(job.Message, "cancel requested; ")

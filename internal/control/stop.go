@@ -21,6 +21,9 @@ func applyStopPolicy(l *executor.Launch, spec domain.Spec) {
 // requested: its message names who canceled it ("canceled by alice: not
 // needed", from service.Cancel).
 func cancelRequest(j domain.Job) executor.StopRequest {
+	if j.Reason == domain.ReasonEarlyStopped { // earlystop.go
+		return executor.StopRequest{Reason: domain.ReasonEarlyStopped, Message: j.Message}
+	}
 	msg := strings.TrimPrefix(j.Message, "cancel requested; ")
 	if j.Reason != domain.ReasonCanceledByUser || msg == j.Message {
 		msg = "" // the job's message has moved on; the reason says enough

@@ -49,6 +49,7 @@ type Store interface {
 	RecordCheckpoint(ctx context.Context, c domain.CheckpointRecord) (bool, error)
 	RecordManifest(ctx context.Context, m domain.Manifest) error
 	RecordProgress(ctx context.Context, jobID int64, attempt int, at time.Time) error
+	QueryMetrics(ctx context.Context, jobID int64, key string, maxPoints int) (map[string][]domain.MetricPoint, error)
 	SettingsRev(ctx context.Context) (int64, error)
 	// Sweeps and dependencies: workflow.go.
 	store.Workflows

@@ -45,6 +45,9 @@ const (
 	// ReasonSweepLimit: a sweep member held while max_parallel of its
 	// sweep's members are queued or running.
 	ReasonSweepLimit Reason = "SweepLimit"
+	// ReasonEarlyStopped: a sweep member stopped by its sweep's
+	// early_stop rule; it ends succeeded.
+	ReasonEarlyStopped Reason = "EarlyStopped"
 
 	// ReasonIdle: the job was stopped because every GPU it held stayed
 	// under its pool's idle_stop threshold for the whole window (Pool.IdleStop).

@@ -105,6 +105,19 @@ type SweepSpec struct {
 	Indices     []int                 `json:"indices,omitempty"` // array: the indices
 	MaxParallel int                   `json:"max_parallel,omitempty"`
 	Objective   *Objective            `json:"objective,omitempty"`
+	EarlyStop   *EarlyStop            `json:"early_stop,omitempty"`
+}
+
+// EarlyStop stops a sweep's poor members while they run. The median rule:
+// a running member whose best value of the objective's metric by its
+// latest step (at least MinSteps) is worse than the median of the other
+// members' mean values up to that step (at least MinMembers of them
+// reported that far) is stopped, and ends succeeded with reason
+// EarlyStopped.
+type EarlyStop struct {
+	Rule       string `json:"rule"` // "median"
+	MinSteps   int64  `json:"min_steps,omitempty"`
+	MinMembers int    `json:"min_members,omitempty"` // 0: 3
 }
 
 // SweepParam is the space of one swept parameter: listed Values (grid,

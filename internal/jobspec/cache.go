@@ -93,6 +93,10 @@ func cloneSpec(s domain.Spec) domain.Spec {
 			o := *sw.Objective
 			sw.Objective = &o
 		}
+		if sw.EarlyStop != nil {
+			e := *sw.EarlyStop
+			sw.EarlyStop = &e
+		}
 		s.Sweep = &sw
 	}
 	if s.Notify != nil {

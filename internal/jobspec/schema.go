@@ -222,6 +222,12 @@ func schema() obj {
 						"metric": obj{"type": "string", "description": "The reported metric that ranks members."},
 						"goal":   obj{"enum": []string{"minimize", "maximize"}, "default": "minimize"},
 					}},
+					"early_stop": obj{"type": "object", "additionalProperties": false, "description": "Stop poor members while they run (needs objective): a member whose best value by its latest step is worse than the median of the other members' means up to that step ends succeeded with reason EarlyStopped.",
+						"properties": obj{
+							"rule":        obj{"enum": []string{"median"}, "default": "median"},
+							"min_steps":   obj{"type": "integer", "minimum": 0, "description": "Judge a member only from this step on."},
+							"min_members": obj{"type": "integer", "minimum": 1, "default": 3, "description": "How many other members must have reported that far."},
+						}},
 				},
 			},
 			"labels": scalarMap(fmt.Sprintf("Free-form labels; keys and values at most %d characters.", MaxLabelLen),

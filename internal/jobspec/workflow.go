@@ -17,7 +17,8 @@ import (
 // Workflow fields of a spec: after: (dependencies) and sweep:.
 var (
 	afterFields     = []string{"job", "sweep", "on"}
-	sweepFields     = []string{"method", "params", "count", "seed", "max_parallel", "objective"}
+	sweepFields     = []string{"method", "params", "count", "seed", "max_parallel", "objective", "early_stop"}
+	earlyStopFields = []string{"rule", "min_steps", "min_members"}
 	sweepParamField = []string{"values", "min", "max", "log"}
 	objectiveFields = []string{"metric", "goal"}
 )
@@ -91,6 +92,18 @@ func (d *decoder) sweep(p string, v *yaml.Node, s *domain.Spec) {
 					d.str(p, v, &sw.Objective.Metric)
 				case "goal":
 					d.str(p, v, &sw.Objective.Goal)
+				}
+			})
+		case "early_stop":
+			sw.EarlyStop = &domain.EarlyStop{}
+			d.fields(p, v, earlyStopFields, func(key, p string, v *yaml.Node) {
+				switch key {
+				case "rule":
+					d.str(p, v, &sw.EarlyStop.Rule)
+				case "min_steps":
+					d.id(p, v, &sw.EarlyStop.MinSteps)
+				case "min_members":
+					d.integer(p, v, &sw.EarlyStop.MinMembers)
 				}
 			})
 		case "params":
@@ -199,6 +212,26 @@ func CheckSweep(es *domain.FieldErrors, sw *domain.SweepSpec) {
 		}
 		if o.Goal != "minimize" && o.Goal != "maximize" {
 			es.Add("sweep.objective.goal", "%q is not a goal; use minimize or maximize", o.Goal)
+		}
+	}
+	if e := sw.EarlyStop; e != nil {
+		if e.Rule == "" {
+			e.Rule = "median"
+		}
+		if e.Rule != "median" {
+			es.Add("sweep.early_stop.rule", "%q is not a rule; use median", e.Rule)
+		}
+		if sw.Objective == nil {
+			es.Add("sweep.early_stop", "needs sweep.objective: the metric that tells poor members from good ones")
+		}
+		if e.MinSteps < 0 {
+			es.Add("sweep.early_stop.min_steps", "must be 0 or more, got %d", e.MinSteps)
+		}
+		if e.MinMembers == 0 {
+			e.MinMembers = 3
+		}
+		if e.MinMembers < 1 {
+			es.Add("sweep.early_stop.min_members", "must be 1 or more, got %d", e.MinMembers)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(sw.Params)) {

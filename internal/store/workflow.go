@@ -53,4 +53,6 @@ type Workflows interface {
 	// WaitingSweeps returns the ids of the sweeps with members held for
 	// their max_parallel (reason SweepLimit).
 	WaitingSweeps(ctx context.Context) ([]int64, error)
+	// RunningSweeps returns the ids of the sweeps with running members.
+	RunningSweeps(ctx context.Context) ([]int64, error)
 }

@@ -49,6 +49,7 @@ var (
 	qWaitersOnJob   = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_job = ? AND on_job <> 0`)
 	qWaitersOnSweep = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_sweep = ? AND on_sweep <> 0`)
 	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND reason = ? ORDER BY id`)
+	qRunningSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'running' AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 	qWaitingSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 )
 
@@ -195,6 +196,11 @@ func (s Shared) WaitingJobs(ctx context.Context) ([]int64, error) {
 // max_parallel.
 func (s Shared) WaitingSweeps(ctx context.Context) ([]int64, error) {
 	return s.ids(ctx, "list the sweeps with waiting members", qWaitingSweeps, string(domain.ReasonSweepLimit))
+}
+
+// RunningSweeps returns the ids of the sweeps with running members.
+func (s Shared) RunningSweeps(ctx context.Context) ([]int64, error) {
+	return s.ids(ctx, "list the sweeps with running members", qRunningSweeps)
 }
 
 func (s Shared) ids(ctx context.Context, action string, q Query, args ...any) ([]int64, error) {
