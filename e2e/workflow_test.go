@@ -270,3 +270,33 @@ sweep:
 		}
 	}
 }
+
+// A person's hold of a job waiting for a dependency keeps it held when the
+// dependency is met; releasing it then queues it, and releasing it while
+// the dependency is not met puts it back to waiting.
+func TestHoldOfAWaitingJob(t *testing.T) {
+	s := startServer(t, serverOpts{cpus: 4})
+	first := s.submit("name: first\nentrypoint: sleep 1\nresources: {cpus: 0.5, memory: 64MiB}\n").ID
+	second := s.submit("name: second\nentrypoint: 'true'\nresources: {cpus: 0.5, memory: 64MiB}\n", fmt.Sprintf("after=%d", first)).ID
+	ids := strconv.FormatInt(second, 10)
+	s.mustCLI("hold", ids, "--reason", "check the data first")
+	if j := s.job(second); j.State != "held" || j.Reason != "Held" {
+		t.Fatalf("held while waiting: %s %s %q", j.State, j.Reason, j.Message)
+	}
+	s.mustCLI("release", ids)
+	if j := s.job(second); j.State != "held" || j.Reason != "Dependency" {
+		t.Fatalf("released before job %d ended: %s %s %q, want back to waiting", first, j.State, j.Reason, j.Message)
+	}
+	s.mustCLI("hold", ids)
+	// A witness waits for the same job: once the loop has queued it, it
+	// has looked at every waiter of the first job.
+	witness := s.submit("name: witness\nentrypoint: 'true'\nresources: {cpus: 0.5, memory: 64MiB}\n", fmt.Sprintf("after=%d", first)).ID
+	s.waitState(witness, time.Minute, "succeeded")
+	if j := s.job(second); j.State != "held" || j.Reason != "Held" {
+		t.Fatalf("after job %d succeeded: %s %s %q, want still held by its person", first, j.State, j.Reason, j.Message)
+	}
+	s.mustCLI("release", ids)
+	if j := s.waitState(second, time.Minute, "succeeded", "failed"); j.State != "succeeded" {
+		t.Errorf("after release: %s %s %q", j.State, j.Reason, j.Message)
+	}
+}
