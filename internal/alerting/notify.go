@@ -192,6 +192,9 @@ func (n *Notifier) notesFor(ctx context.Context, e domain.JobEnd) ([]domain.JobN
 		return nil, err
 	}
 	want := job.Spec.Notify
+	if want == nil && job.Spec.Labels[domain.SweepLabel] != "" {
+		return nil, nil // a sweep's members would flood the default's targets
+	}
 	if want == nil {
 		pref, err := n.cfg.Store.GetNotifyPref(ctx, job.Submitter)
 		switch {

@@ -251,3 +251,42 @@ func TestNotifierRunDelivers(t *testing.T) {
 		t.Fatalf("Channels = %v, Email = %v", n.Channels(), n.Email())
 	}
 }
+
+// A sweep's members do not notify their submitter's default (a sweep of
+// thousands would flood it); a member's own notify: still does.
+func TestSweepMembersSkipTheDefault(t *testing.T) {
+	ctx := context.Background()
+	r := newNotifyRig(t)
+	if err := r.st.PutNotifyPref(ctx, domain.NotifyPref{User: "dana", UpdatedAt: r.clk.Now(),
+		Notify: domain.Notify{Email: []string{"dana@example.com"}}}, domain.AuditRecord{Actor: "user:dana", Action: "notify.set", Result: domain.AuditOK}); err != nil {
+		t.Fatal(err)
+	}
+	member := func(name string, n *domain.Notify) domain.Job {
+		t.Helper()
+		spec := domain.Spec{Name: name, Project: "vision", Pool: "standard", Env: "host", Entrypoint: []string{"true"},
+			Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}, Notify: n,
+			Labels: map[string]string{domain.SweepLabel: "7", domain.ArrayIndexLabel: "0"}}
+		b, _ := json.Marshal(spec)
+		sum := sha256.Sum256(b)
+		j, _, err := r.st.CreateJob(ctx, store.NewJob{Spec: spec, SpecJSON: b, SpecHash: "sha256:" + hex.EncodeToString(sum[:]),
+			Submitter: "dana", SubmittedAt: time.Now(), Actor: "user:dana",
+			OutputDir: func(id int64) string { return fmt.Sprintf("/out/%d", id) }}, domain.AuditRecord{Actor: "user:dana", Action: "job.submit", Result: domain.AuditOK})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	quiet := member("quiet", nil)
+	loud := member("loud", &domain.Notify{Channels: []string{"team"}})
+	plain := submit(t, r.st, "plain", "dana", nil)
+	for _, j := range []domain.Job{quiet, loud, plain} {
+		end(t, r.st, j, r.clk.Now(), "", "", domain.MoveStart(), domain.MoveSucceed())
+	}
+	r.notifier(t).Pass(ctx)
+	if m := r.mailsTo("dana@example.com"); len(m) != 1 || !strings.Contains(m[0].Data, fmt.Sprintf("job %d (plain)", plain.ID)) {
+		t.Fatalf("mails to dana: %+v, want one, about job %d", m, plain.ID)
+	}
+	if got := r.hook.list(); len(got) != 1 || got[0].Job != loud.ID {
+		t.Fatalf("webhook: %+v, want job %d's end", got, loud.ID)
+	}
+}

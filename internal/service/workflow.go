@@ -168,6 +168,9 @@ func (s *JobService) SubmitSweep(ctx context.Context, p Principal, in SweepInput
 		return SweepResult{}, domain.FieldErrors{{Path: "sweep", Message: "is missing; add a sweep: section (e.g. sweep: {params: {lr: [0.1, 0.01]}}) or submit a job array with --array 0-9"}}
 	}
 	sw := *spec.Sweep
+	if spec.Notify != nil {
+		return SweepResult{}, domain.FieldErrors{{Path: "notify", Message: "would send one message per member of the sweep; to hear when it ends, submit a job with after: [{sweep: ID, on: ended}] and notify:, once the sweep has its id"}}
+	}
 	var errs domain.FieldErrors
 	jobspec.CheckSweep(&errs, &sw)
 	if err := errs.Err(); err != nil {
