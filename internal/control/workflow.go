@@ -75,24 +75,26 @@ func (c *Controller) resolveWorkflows(ctx context.Context, now time.Time) {
 			sweeps[id] = true
 		}
 	}
-	for _, id := range f.ended {
-		sw, err := c.cfg.Store.SweepOf(ctx, id)
+	if len(f.ended) > 0 {
+		// One read each for every job that ended this cycle.
+		sws, err := c.cfg.Store.SweepsOf(ctx, f.ended)
 		if err != nil {
-			fail("read the sweep of an ended job", err)
+			fail("read the sweeps of ended jobs", err)
 			return
 		}
-		if sw != 0 {
+		for _, sw := range sws {
 			sweeps[sw] = true
 		}
-		ws, err := c.cfg.Store.WaitersOn(ctx, id, false)
+		ws, err := c.cfg.Store.WaitersOn(ctx, f.ended, false)
 		if err != nil {
-			fail("list the jobs waiting for an ended job", err)
+			fail("list the jobs waiting for ended jobs", err)
 			return
 		}
 		for _, w := range ws {
 			waiting[w] = true
 		}
 	}
+	var endedSweeps []int64
 	for _, sw := range slices.Sorted(maps.Keys(sweeps)) {
 		counts, err := c.fillSweep(ctx, sw, now)
 		if err != nil {
@@ -100,14 +102,17 @@ func (c *Controller) resolveWorkflows(ctx context.Context, now time.Time) {
 			return
 		}
 		if domain.SweepState(counts).Terminal() {
-			ws, err := c.cfg.Store.WaitersOn(ctx, sw, true)
-			if err != nil {
-				fail("list the jobs waiting for an ended sweep", err)
-				return
-			}
-			for _, w := range ws {
-				waiting[w] = true
-			}
+			endedSweeps = append(endedSweeps, sw)
+		}
+	}
+	if len(endedSweeps) > 0 {
+		ws, err := c.cfg.Store.WaitersOn(ctx, endedSweeps, true)
+		if err != nil {
+			fail("list the jobs waiting for ended sweeps", err)
+			return
+		}
+		for _, w := range ws {
+			waiting[w] = true
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(waiting)) {

@@ -44,9 +44,12 @@ type Workflows interface {
 	SweepOf(ctx context.Context, id int64) (int64, error)
 	// WaitsOf returns job id's dependencies as stored with it.
 	WaitsOf(ctx context.Context, id int64) ([]domain.Dependency, error)
-	// WaitersOn returns the ids of the jobs whose dependencies name job id
-	// (sweep id, when sweep).
-	WaitersOn(ctx context.Context, id int64, sweep bool) ([]int64, error)
+	// SweepsOf returns the sweeps that any of the jobs ids is a member of,
+	// ascending, each once.
+	SweepsOf(ctx context.Context, ids []int64) ([]int64, error)
+	// WaitersOn returns the ids of the jobs whose dependencies name one of
+	// the jobs ids (sweeps, when sweep), ascending, each once.
+	WaitersOn(ctx context.Context, ids []int64, sweep bool) ([]int64, error)
 	// WaitingJobs returns the ids of the jobs held for a dependency
 	// (reason Dependency).
 	WaitingJobs(ctx context.Context) ([]int64, error)

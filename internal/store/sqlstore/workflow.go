@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,8 +47,6 @@ var (
 	qSweepNext      = Q(`SELECT id FROM jobs WHERE sweep_id = ? AND state = 'held' AND reason = ? ORDER BY id LIMIT ?`)
 	qSweepOf        = Q(`SELECT sweep_id FROM jobs WHERE id = ?`)
 	qWaitsOf        = Q(`SELECT on_job, on_sweep, on_cond FROM job_waits WHERE job_id = ? ORDER BY on_job, on_sweep`)
-	qWaitersOnJob   = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_job = ? AND on_job <> 0`)
-	qWaitersOnSweep = Q(`SELECT DISTINCT job_id FROM job_waits WHERE on_sweep = ? AND on_sweep <> 0`)
 	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND reason = ? ORDER BY id`)
 	qRunningSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'running' AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 	qWaitingSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
@@ -177,14 +176,42 @@ func (s Shared) WaitsOf(ctx context.Context, id int64) ([]domain.Dependency, err
 	}, qWaitsOf, id)
 }
 
-// WaitersOn returns the ids of the jobs whose after: names job (or, when
-// sweep, the sweep) id.
-func (s Shared) WaitersOn(ctx context.Context, id int64, sweep bool) ([]int64, error) {
-	q := qWaitersOnJob
+// idChunk bounds the ids of one IN list.
+const idChunk = 500
+
+// WaitersOn returns the ids of the jobs whose after: names one of ids (a
+// sweep of ids, when sweep), ascending, each once.
+func (s Shared) WaitersOn(ctx context.Context, ids []int64, sweep bool) ([]int64, error) {
+	col := "on_job"
 	if sweep {
-		q = qWaitersOnSweep
+		col = "on_sweep"
 	}
-	return s.ids(ctx, fmt.Sprintf("list the jobs waiting for %d", id), q, id)
+	return s.idsIn(ctx, "list the jobs waiting for others", "SELECT DISTINCT job_id FROM job_waits WHERE "+col+" IN ", ids)
+}
+
+// SweepsOf returns the sweeps any of ids is a member of, ascending, each
+// once.
+func (s Shared) SweepsOf(ctx context.Context, ids []int64) ([]int64, error) {
+	return s.idsIn(ctx, "read the sweeps of jobs", "SELECT DISTINCT sweep_id FROM jobs WHERE sweep_id IS NOT NULL AND id IN ", ids)
+}
+
+// idsIn runs prefix + "(ids…)", a chunk of ids at a time, and returns the
+// ids it selects, ascending, each once.
+func (s Shared) idsIn(ctx context.Context, action, prefix string, ids []int64) ([]int64, error) {
+	var out []int64
+	for chunk := range slices.Chunk(ids, idChunk) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		got, err := s.ids(ctx, action, Q(prefix+"(?"+strings.Repeat(", ?", len(chunk)-1)+")"), args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // WaitingJobs returns the ids of the jobs held for a dependency.

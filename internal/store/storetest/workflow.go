@@ -75,10 +75,13 @@ func testHeldAndWaits(t *testing.T, s store.Store) {
 	if none, err := s.WaitsOf(ctx, plain.ID); err != nil || len(none) != 0 {
 		t.Errorf("WaitsOf(a job without after:) = %v, %v; want none", none, err)
 	}
-	checkIDs(t, "WaitersOn(dep job)", func() ([]int64, error) { return s.WaitersOn(ctx, dep.ID, false) }, w.ID)
-	checkIDs(t, "WaitersOn(sweep 77)", func() ([]int64, error) { return s.WaitersOn(ctx, 77, true) }, w.ID)
-	checkIDs(t, "WaitersOn(job 77) (77 is a sweep)", func() ([]int64, error) { return s.WaitersOn(ctx, 77, false) })
-	checkIDs(t, "WaitersOn(plain job)", func() ([]int64, error) { return s.WaitersOn(ctx, plain.ID, false) })
+	checkIDs(t, "WaitersOn(dep job)", func() ([]int64, error) { return s.WaitersOn(ctx, []int64{dep.ID}, false) }, w.ID)
+	checkIDs(t, "WaitersOn(sweep 77)", func() ([]int64, error) { return s.WaitersOn(ctx, []int64{77}, true) }, w.ID)
+	checkIDs(t, "WaitersOn(job 77) (77 is a sweep)", func() ([]int64, error) { return s.WaitersOn(ctx, []int64{77}, false) })
+	checkIDs(t, "WaitersOn(plain job)", func() ([]int64, error) { return s.WaitersOn(ctx, []int64{plain.ID}, false) })
+	checkIDs(t, "WaitersOn(plain job, dep job, dep job)", func() ([]int64, error) {
+		return s.WaitersOn(ctx, []int64{plain.ID, dep.ID, dep.ID}, false)
+	}, w.ID)
 	checkIDs(t, "WaitingJobs while held", func() ([]int64, error) { return s.WaitingJobs(ctx) }, w.ID)
 
 	if errs := apply(t, s, store.Change{JobID: w.ID, Move: domain.MoveRelease(), Reason: domain.ReasonSubmitted, Actor: "system:test", At: at(4)}); errs[0] != nil {
@@ -86,7 +89,7 @@ func testHeldAndWaits(t *testing.T, s store.Store) {
 	}
 	checkIDs(t, "WaitingJobs after release", func() ([]int64, error) { return s.WaitingJobs(ctx) })
 	// The dependencies stay stored: they are the job's history.
-	checkIDs(t, "WaitersOn(dep job) after release", func() ([]int64, error) { return s.WaitersOn(ctx, dep.ID, false) }, w.ID)
+	checkIDs(t, "WaitersOn(dep job) after release", func() ([]int64, error) { return s.WaitersOn(ctx, []int64{dep.ID}, false) }, w.ID)
 }
 
 func sameDeps(a, b []domain.Dependency) bool {
@@ -186,6 +189,14 @@ func testCreateSweep(t *testing.T, s store.Store) {
 	if of, err := s.SweepOf(ctx, plain.ID); err != nil || of != 0 {
 		t.Errorf("SweepOf(a plain job) = %d, %v; want 0", of, err)
 	}
+	// The batch form: every member, a plain job and an unknown id name
+	// the sweep once.
+	batch := []int64{plain.ID, 1 << 40}
+	for _, j := range members {
+		batch = append(batch, j.ID)
+	}
+	checkIDs(t, "SweepsOf(members, a plain job, an unknown id)", func() ([]int64, error) { return s.SweepsOf(ctx, batch) }, sw.ID)
+	checkIDs(t, "SweepsOf(nothing)", func() ([]int64, error) { return s.SweepsOf(ctx, nil) })
 
 	got, err := s.GetSweep(ctx, sw.ID)
 	if err != nil {
