@@ -44,12 +44,12 @@ var (
 	qSweepCancel = Q(`UPDATE sweeps SET canceled_at = ?, canceled_by = ? WHERE id = ? AND canceled_at IS NULL`)
 	qSweepCounts = Q(`SELECT state, COUNT(*) FROM jobs WHERE sweep_id = ? GROUP BY state`)
 	// qSweepNext: a sweep's members held for its max_parallel, oldest first.
-	qSweepNext      = Q(`SELECT id FROM jobs WHERE sweep_id = ? AND state = 'held' AND reason = ? ORDER BY id LIMIT ?`)
-	qSweepOf        = Q(`SELECT sweep_id FROM jobs WHERE id = ?`)
-	qWaitsOf        = Q(`SELECT on_job, on_sweep, on_cond FROM job_waits WHERE job_id = ? ORDER BY on_job, on_sweep`)
-	qWaitingJobs    = Q(`SELECT id FROM jobs WHERE state = 'held' AND reason = ? ORDER BY id`)
-	qRunningSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'running' AND sweep_id IS NOT NULL ORDER BY sweep_id`)
-	qWaitingSweeps  = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
+	qSweepNext     = Q(`SELECT id FROM jobs WHERE sweep_id = ? AND state = 'held' AND reason = ? ORDER BY id LIMIT ?`)
+	qSweepOf       = Q(`SELECT sweep_id FROM jobs WHERE id = ?`)
+	qWaitsOf       = Q(`SELECT on_job, on_sweep, on_cond FROM job_waits WHERE job_id = ? ORDER BY on_job, on_sweep`)
+	qWaitingJobs   = Q(`SELECT id FROM jobs WHERE state = 'held' AND reason = ? ORDER BY id`)
+	qRunningSweeps = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'running' AND sweep_id IS NOT NULL ORDER BY sweep_id`)
+	qWaitingSweeps = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 )
 
 func scanSweep(row Row) (domain.Sweep, error) {
