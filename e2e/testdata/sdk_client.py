@@ -89,6 +89,25 @@ assert job["id"] in ids and sleeper["id"] not in ids, ids
 assert [j["id"] for j in c.list(state=["canceled"])] == [sleeper["id"]]
 assert len(c.list(limit=2)) == 2 and len(c.list()) == 4
 
+# A job array: its members, the sweep's end, two runs compared, a
+# dependent job and a priority change.
+sw = c.submit_sweep({"name": "arr", "entrypoint": ["sh", "-c", 'echo "trainyard: {\\"step\\": 1, \\"loss\\": $TRAINYARD_ARRAY_INDEX}"'],
+                     "params": {"lr": "0.1"}}, array="0-2%2")
+assert sw["members"] == 3 and len(sw["jobs"]) == 3 and sw["max_parallel"] == 2, sw
+done = c.wait_sweep(sw["id"], timeout=120, interval=0.2)
+assert done["state"] == "succeeded" and done["counts"] == {"succeeded": 3}, done
+assert sorted(j["id"] for j in c.list(sweep=sw["id"])) == sw["jobs"]
+assert any(s["id"] == sw["id"] for s in c.sweeps())
+cmp = c.compare(sw["jobs"][0], sw["jobs"][2])
+assert [d["path"] for d in cmp["differences"]] == ["labels.trainyard.array_index"], cmp["differences"]
+held = c.submit({"name": "after-array", "entrypoint": ["true"], "after": [{"sweep": sw["id"], "on": "ended"}]})
+assert c.wait(held["id"], timeout=60, interval=0.2)["state"] == "succeeded"
+long = c.submit({"name": "long", "entrypoint": ["sleep", "120"]})
+waiter = c.submit({"name": "waiter", "entrypoint": ["true"], "after": [{"job": long["id"], "on": "succeeded"}]})
+assert c.set_priority(waiter["id"], "low")["priority"] == "low"
+c.cancel(long["id"])
+assert c.wait(waiter["id"], timeout=60, interval=0.2)["reason"] == "DependencyFailed"
+
 # Errors: the server's code, message and fields.
 try:
     c.show(999999)

@@ -187,13 +187,14 @@ class Client:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._json("POST", "/api/v1/jobs", body=body, headers=headers)
 
-    def list(self, state=None, project=None, limit=None):
+    def list(self, state=None, project=None, limit=None, sweep=None):
         """Jobs, newest first: every matching job, or the newest limit.
-        state is a state or a list of them ("running", ["queued", "held"])."""
+        state is a state or a list of them ("running", ["queued", "held"]);
+        sweep keeps the members of one sweep."""
         out, cursor = [], None
         while True:
             q = {"state": ",".join([state] if isinstance(state, str) else state or []), "project": project,
-                 "limit": limit - len(out) if limit else None, "cursor": cursor}
+                 "limit": limit - len(out) if limit else None, "cursor": cursor, "sweep": sweep}
             page = self._json("GET", "/api/v1/jobs", query=q)
             out.extend(page.get("jobs") or [])
             cursor = page.get("next_cursor")
@@ -222,6 +223,76 @@ class Client:
                 time.sleep(min(interval, left))
             else:
                 time.sleep(interval)
+
+    def rerun(self, job_id, set=None, env=None, resume=False, from_checkpoint=None, idempotency_key=None):
+        """Submits job_id's config snapshot again, with set overrides and
+        env; resume starts it from the original's latest complete
+        checkpoint (from_checkpoint: a named one). Returns the new job."""
+        body = {"set": [set] if isinstance(set, str) else list(set or []), "env": env,
+                "resume": bool(resume), "from_checkpoint": from_checkpoint}
+        body = {k: v for k, v in body.items() if v}
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._json("POST", "/api/v1/jobs/%d/rerun" % int(job_id), body=body or None, headers=headers)
+
+    def set_priority(self, job_id, priority):
+        """Changes a waiting (queued or held) job's priority class, within
+        its project's ceiling, and returns the job."""
+        return self._json("POST", "/api/v1/jobs/%d/priority" % int(job_id), body={"priority": priority})
+
+    def compare(self, *job_ids):
+        """2 to 20 jobs side by side: the spec fields that differ, each
+        job's params, env, code, run time, cost and metric summaries."""
+        ids = [int(i) for i in (job_ids[0] if len(job_ids) == 1 and not isinstance(job_ids[0], int) else job_ids)]
+        return self._json("GET", "/api/v1/compare", query={"jobs": ",".join(str(i) for i in ids)})
+
+    # ---- sweeps and job arrays ----
+
+    def submit_sweep(self, spec=None, file=None, set=None, array=None, code=None):
+        """Submits a sweep (a spec with a sweep: section) or, with array
+        ("0-31", "0-31%4"), a job array of any spec. Returns the sweep,
+        its members' ids under "jobs"."""
+        if file is not None:
+            if spec is not None:
+                raise ValueError("give spec or file, not both")
+            with open(file, encoding="utf-8") as f:
+                spec = f.read()
+            set = _resolve_workdir(spec, os.path.dirname(os.path.abspath(file)), [set] if isinstance(set, str) else set)
+        if spec is None:
+            raise ValueError("give a spec or a file")
+        body = {"spec": spec}
+        if set:
+            body["set"] = [set] if isinstance(set, str) else list(set)
+        if array:
+            body["array"] = array
+        if code:
+            body["code"] = code
+        return self._json("POST", "/api/v1/sweeps", body=body)
+
+    def sweep(self, sweep_id):
+        """One sweep: its members counted by state ("counts"), its
+        "state" and its "best" member by its objective."""
+        return self._json("GET", "/api/v1/sweeps/%d" % int(sweep_id))
+
+    def sweeps(self, project=None, limit=None):
+        """Sweeps, newest first."""
+        return self._json("GET", "/api/v1/sweeps", query={"project": project, "limit": limit}).get("sweeps") or []
+
+    def wait_sweep(self, sweep_id, timeout=None, interval=1.0):
+        """Polls the sweep until every member ended and returns it;
+        raises TimeoutError after timeout seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            sw = self.sweep(sweep_id)
+            if sw.get("state") in TERMINAL_STATES:
+                return sw
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("sweep %s is still %s after %gs" % (sweep_id, sw.get("state"), timeout))
+            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+
+    def cancel_sweep(self, sweep_id, reason=None):
+        """Cancels every member of the sweep that has not ended."""
+        body = {"reason": reason} if reason else None
+        return self._json("POST", "/api/v1/sweeps/%d/cancel" % int(sweep_id), body=body)
 
     def cancel(self, job_id, reason=None):
         """Cancels a job and returns it."""
