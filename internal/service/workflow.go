@@ -386,3 +386,21 @@ func (s *JobService) CancelSweep(ctx context.Context, p Principal, id int64, rea
 	}
 	return s.GetSweep(ctx, p, id)
 }
+
+// SweepPoint is a sweep member's index and swept params, as the sweep's
+// definition gives them (members are stored in this order).
+type SweepPoint struct {
+	Index  int
+	Params map[string]string
+}
+
+// SweepPoints expands sw's definition into its members' indices and
+// swept params, in the order the members were stored.
+func SweepPoints(sw domain.Sweep) []SweepPoint {
+	ms := jobspec.Members(sw.Spec)
+	out := make([]SweepPoint, len(ms))
+	for i, m := range ms {
+		out[i] = SweepPoint{Index: m.Index, Params: m.Params}
+	}
+	return out
+}

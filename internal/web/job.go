@@ -39,15 +39,18 @@ type jobStatus struct {
 
 // jobData is a job's page.
 type jobData struct {
-	Status    jobStatus
-	Spec      string // the config snapshot, indented
-	Lineage   *domain.Lineage
-	Files     []domain.ArtifactFile
-	FilesNote string
-	Ckpts     []domain.CheckpointRecord
-	Grep      string
-	LogSrc    string
-	Charts    template.HTML // drawn by svgChart from numbers and escaped names
+	Status jobStatus
+	Spec   string // the config snapshot, indented
+	// Sweep and SweepIndex are the sweep a member belongs to and its
+	// index ("" for other jobs).
+	Sweep, SweepIndex string
+	Lineage           *domain.Lineage
+	Files             []domain.ArtifactFile
+	FilesNote         string
+	Ckpts             []domain.CheckpointRecord
+	Grep              string
+	LogSrc            string
+	Charts            template.HTML // drawn by svgChart from numbers and escaped names
 }
 
 func jobID(r *http.Request) (int64, error) {
@@ -119,6 +122,7 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request, v *viewer) {
 	if json.Indent(&spec, st.Why.Job.SpecJSON, "", "  ") == nil {
 		d.Spec = spec.String()
 	}
+	d.Sweep, d.SweepIndex = st.Why.Job.Spec.Labels[domain.SweepLabel], st.Why.Job.Spec.Labels[domain.ArrayIndexLabel]
 	if m, err := h.svc.Artifacts.Manifest(r.Context(), v.p, id, 0); err == nil {
 		d.Files, d.Lineage = m.Files, &m.Lineage
 	} else if errors.Is(err, domain.ErrNotFound) {

@@ -70,6 +70,7 @@ func Handler(cfg Config) http.Handler {
 		http.Redirect(w, r, "/jobs", http.StatusSeeOther)
 	})
 	h.jobRoutes(mux)   // the job list and a job's page: jobs.go, job.go
+	h.sweepRoutes(mux) // sweeps and their members: sweeps.go
 	h.queueRoutes(mux) // the queue of each pool: queue.go
 	h.poolRoutes(mux)  // pools and quotas: pools.go
 	h.costRoutes(mux)  // spend and budgets: cost.go
