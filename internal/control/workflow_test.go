@@ -34,21 +34,41 @@ func (r *rig) finish(id int64, state domain.AttemptState) {
 	r.ex.Emit(ev)
 }
 
-// stays asserts that job id is still in state for a while: the loop had
-// cycles to move it and did not.
-func (r *rig) stays(id int64, state domain.JobState) {
+// heldNow asserts that job id is held now. The tests call it where the
+// loop, had it released the job, would have done so in the same write
+// as something the test has already waited for.
+func (r *rig) heldNow(id int64) {
 	r.t.Helper()
-	r.ctl.Wake()
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	j, err := r.st.GetJob(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if j.State != domain.JobHeld {
+		r.t.Fatalf("job %d is %s (%s: %s), want still held", id, j.State, j.Reason, j.Message)
+	}
+}
+
+// judged waits until the loop has looked at waiting job id and written
+// what it waits for, with its target's state (msg, e.g. "(it is
+// running)"), and asserts that it is still held.
+func (r *rig) judged(id int64, msg string) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		j, err := r.st.GetJob(context.Background(), id)
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if j.State != state {
-			r.t.Fatalf("job %d is %s (%s: %s), want still %s", id, j.State, j.Reason, j.Message, state)
+		if j.State != domain.JobHeld {
+			r.t.Fatalf("job %d is %s (%s: %s), want still held", id, j.State, j.Reason, j.Message)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if strings.Contains(j.Message, msg) {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("job %d says %q; the loop never wrote %q", id, j.Message, msg)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -58,7 +78,7 @@ func TestDependentJobStartsWhenItsDependencySucceeds(t *testing.T) {
 	r.wait(first.ID, domain.JobRunning)
 	next := r.submit("name: next\nentrypoint: [x]\nafter: [{job: " + itoa(first.ID) + ", on: succeeded}]\n")
 	cleanup := r.submit("name: cleanup\nentrypoint: [x]\nafter: [{job: " + itoa(first.ID) + ", on: failed}]\n")
-	r.stays(next.ID, domain.JobHeld)
+	r.judged(next.ID, "(it is running)")
 	if j := r.wait(next.ID, domain.JobHeld); j.Reason != domain.ReasonDependency || !strings.Contains(j.Message, "job "+itoa(first.ID)) {
 		t.Errorf("waiting job: %s %q; want Dependency naming job %d", j.Reason, j.Message, first.ID)
 	}
@@ -180,9 +200,13 @@ func TestWaiterOnASweepStartsWhenEveryMemberEnded(t *testing.T) {
 	after := r.submit("name: after\nentrypoint: [x]\nafter: [{sweep: " + itoa(res.Sweep.ID) + ", on: ended}]\n")
 	r.wait(res.Jobs[0], domain.JobRunning)
 	r.wait(res.Jobs[1], domain.JobRunning)
+	// A witness waits for the member that ends: once it runs, the loop has
+	// looked at that end, and at the sweep, in the same cycle.
+	witness := r.submit("name: witness\nentrypoint: [x]\nafter: [{job: " + itoa(res.Jobs[0]) + ", on: ended}]\n")
 	r.finish(res.Jobs[0], domain.AttemptFailed)
 	r.wait(res.Jobs[0], domain.JobFailed)
-	r.stays(after.ID, domain.JobHeld)
+	r.wait(witness.ID, domain.JobRunning)
+	r.heldNow(after.ID)
 	r.finish(res.Jobs[1], domain.AttemptSucceeded)
 	r.wait(after.ID, domain.JobRunning)
 }
@@ -192,7 +216,7 @@ func TestRestartResolvesWhatEndedWhileNoLoopRan(t *testing.T) {
 	first := r.submit("name: first\nentrypoint: [x]\n")
 	r.wait(first.ID, domain.JobRunning)
 	next := r.submit("name: next\nentrypoint: [x]\nafter: [{job: " + itoa(first.ID) + ", on: succeeded}]\n")
-	r.stays(next.ID, domain.JobHeld)
+	r.judged(next.ID, "(it is running)")
 
 	// No loop runs while the job ends (another leader wrote it, then
 	// stopped): the next leader finds the waiter by a full look.
@@ -231,7 +255,7 @@ func TestSweepMembersWaitForTheirDependencyThenMaxParallel(t *testing.T) {
 	}
 	r.finish(first.ID, domain.AttemptSucceeded)
 	r.wait(res.Jobs[0], domain.JobRunning)
-	r.stays(res.Jobs[1], domain.JobHeld)
+	r.heldNow(res.Jobs[1]) // a second release would have been in the first's write
 	for _, id := range res.Jobs[1:] {
 		if j := r.wait(id, domain.JobHeld); j.Reason != domain.ReasonSweepLimit {
 			t.Errorf("member %d held for %s (%s), want SweepLimit once its dependency is met", id, j.Reason, j.Message)
@@ -239,7 +263,7 @@ func TestSweepMembersWaitForTheirDependencyThenMaxParallel(t *testing.T) {
 	}
 	r.finish(res.Jobs[0], domain.AttemptSucceeded)
 	r.wait(res.Jobs[1], domain.JobRunning)
-	r.stays(res.Jobs[2], domain.JobHeld)
+	r.heldNow(res.Jobs[2])
 	r.finish(res.Jobs[1], domain.AttemptSucceeded)
 	r.wait(res.Jobs[2], domain.JobRunning)
 }
