@@ -93,7 +93,7 @@ func (s *JobService) prepare(ctx context.Context, p Principal, in SubmitInput) (
 		return domain.Spec{}, submitHint(err, p, spec.Project)
 	}
 	if spec.Sweep != nil && !in.sweep {
-		return domain.Spec{}, domain.FieldErrors{{Path: "sweep", Line: 0, Message: "makes this a sweep, which is submitted to /v1/sweeps (trainyard submit does so); or remove it to submit one job"}}
+		return domain.Spec{}, domain.FieldErrors{{Path: "sweep", Message: "makes this a sweep, which this route cannot store; submit it to POST /api/v1/sweeps (trainyard submit does so), or remove sweep: to submit one job"}}
 	}
 	if err := s.checkWorkflow(ctx, p, &spec, in.rerunOf != 0); err != nil { // after:, from_job: workflow.go
 		return domain.Spec{}, err

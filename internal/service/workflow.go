@@ -60,7 +60,7 @@ func (s *JobService) checkWorkflow(ctx context.Context, p Principal, spec *domai
 			continue
 		}
 		if parent.OutputDir == "" {
-			errs.Add(field+".from_job", "job %d has no output directory to read", in.FromJob)
+			errs.Add(field+".from_job", "job %d has no output directory to read from; name a job that writes outputs, or leave from_job out", in.FromJob)
 			continue
 		}
 		full := filepath.Join(parent.OutputDir, in.Path)
