@@ -499,34 +499,44 @@ func (d *decoder) policy(p string, v *yaml.Node, pol *domain.Policy) {
 }
 
 func (d *decoder) inputs(p string, v *yaml.Node, s *domain.Spec) {
-	if v.Kind != yaml.SequenceNode {
-		d.fail(p, v, "must be a list of {name, path, version}, got %s", describe(v))
-		return
+	if ins, ok := mappingList(d, p, v, "{name, path, version}", inputFields, func(in *domain.Input, key, p string, v *yaml.Node) {
+		switch key {
+		case "name":
+			d.str(p, v, &in.Name)
+		case "path":
+			d.str(p, v, &in.Path)
+		case "version":
+			d.str(p, v, &in.Version)
+		case "from_job":
+			d.id(p, v, &in.FromJob)
+		}
+	}); ok {
+		s.Inputs = ins
 	}
-	s.Inputs = make([]domain.Input, 0, len(v.Content))
+}
+
+// mappingList decodes a list of mappings with the fields known, each
+// into a T by field; shape shows an item in the errors. ok is false after
+// reporting a value that is not a list.
+func mappingList[T any](d *decoder, p string, v *yaml.Node, shape string, known []string, field func(t *T, key, p string, v *yaml.Node)) (out []T, ok bool) {
+	if v.Kind != yaml.SequenceNode {
+		d.fail(p, v, "must be a list of %s, got %s", shape, describe(v))
+		return nil, false
+	}
+	out = make([]T, 0, len(v.Content))
 	for i, item := range v.Content {
 		ip := fmt.Sprintf("%s[%d]", p, i)
 		d.res.lines[ip] = item.Line
-		var in domain.Input
 		item = resolve(item)
 		if isNull(item) {
-			d.fail(ip, item, "is empty; give {name, path, version}")
+			d.fail(ip, item, "is empty; give %s", shape)
 			continue
 		}
-		d.fields(ip, item, inputFields, func(key, p string, v *yaml.Node) {
-			switch key {
-			case "name":
-				d.str(p, v, &in.Name)
-			case "path":
-				d.str(p, v, &in.Path)
-			case "version":
-				d.str(p, v, &in.Version)
-			case "from_job":
-				d.id(p, v, &in.FromJob)
-			}
-		})
-		s.Inputs = append(s.Inputs, in)
+		var t T
+		d.fields(ip, item, known, func(key, p string, v *yaml.Node) { field(&t, key, p, v) })
+		out = append(out, t)
 	}
+	return out, true
 }
 
 // strings decodes a list of scalars. It returns nil after reporting a value

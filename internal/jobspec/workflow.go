@@ -33,33 +33,19 @@ const (
 
 // after decodes after: [{job: 12, on: succeeded}, {sweep: 3}].
 func (d *decoder) after(p string, v *yaml.Node, s *domain.Spec) {
-	if v.Kind != yaml.SequenceNode {
-		d.fail(p, v, "must be a list of {job: ID, on: succeeded|ended|failed}, got %s", describe(v))
-		return
-	}
-	s.After = make([]domain.Dependency, 0, len(v.Content))
-	for i, item := range v.Content {
-		ip := fmt.Sprintf("%s[%d]", p, i)
-		d.res.lines[ip] = item.Line
-		item = resolve(item)
-		if isNull(item) {
-			d.fail(ip, item, "is empty; give {job: ID, on: succeeded}")
-			continue
+	if deps, ok := mappingList(d, p, v, "{job: ID, on: succeeded|ended|failed}", afterFields, func(dep *domain.Dependency, key, p string, v *yaml.Node) {
+		switch key {
+		case "job":
+			d.id(p, v, &dep.Job)
+		case "sweep":
+			d.id(p, v, &dep.Sweep)
+		case "on":
+			var on string
+			d.str(p, v, &on)
+			dep.On = domain.DependOn(on)
 		}
-		var dep domain.Dependency
-		d.fields(ip, item, afterFields, func(key, p string, v *yaml.Node) {
-			switch key {
-			case "job":
-				d.id(p, v, &dep.Job)
-			case "sweep":
-				d.id(p, v, &dep.Sweep)
-			case "on":
-				var on string
-				d.str(p, v, &on)
-				dep.On = domain.DependOn(on)
-			}
-		})
-		s.After = append(s.After, dep)
+	}); ok {
+		s.After = deps
 	}
 }
 
