@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -87,7 +88,7 @@ func (c *Controller) stopPoorMembers(ctx context.Context, sw domain.Sweep, ended
 			return err
 		}
 		pts := got[obj.Metric]
-		slices.SortStableFunc(pts, func(a, b domain.MetricPoint) int { return int(a.Step - b.Step) })
+		slices.SortStableFunc(pts, func(a, b domain.MetricPoint) int { return cmp.Compare(a.Step, b.Step) })
 		series[m.ID] = pts
 		switch {
 		case m.State.Terminal():

@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -167,9 +166,6 @@ const (
 	SweepLabel      = "trainyard.sweep"       // the sweep's id
 	ArrayIndexLabel = "trainyard.array_index" // the member's index
 )
-
-// SweepRef is "sweep <id>".
-func SweepRef(id int64) string { return fmt.Sprintf("sweep %d", id) }
 
 // Verb is what d's condition asks of its target: "succeed", "fail",
 // "end".
