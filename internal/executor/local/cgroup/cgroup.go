@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -249,9 +250,16 @@ func prepareV1Controller(mount, controller, probeFile string) (Hierarchy, error)
 	return h, h.probe(probeFile)
 }
 
+// probes numbers this process's probe groups: two detections at once (two
+// executors in one process) must never share one, or one removes the other's
+// group before it looks inside.
+var probes atomic.Uint64
+
 // probe creates and removes one group to prove the hierarchy is writable.
+// An existing group of its name can only be a leftover of a dead process
+// with this pid, and is reused.
 func (h Hierarchy) probe(limitFile string) error {
-	dir := filepath.Join(h.Parent, "probe-"+strconv.Itoa(os.Getpid()))
+	dir := filepath.Join(h.Parent, fmt.Sprintf("probe-%d-%d", os.Getpid(), probes.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s: create group: %w", h.Parent, err)
 	}

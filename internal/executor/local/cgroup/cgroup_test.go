@@ -53,6 +53,30 @@ func TestCreateSetsLimitAndRemoves(t *testing.T) {
 	}
 }
 
+// TestDetectAtOnce: detections running at once in one process (executors
+// made in parallel) each find the controller. They once shared one probe
+// group, and one removed it while another looked inside: that executor ran
+// its jobs without their memory limits.
+func TestDetectAtOnce(t *testing.T) {
+	detect(t)
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := Detect("")
+			if err == nil {
+				_, err = DetectTracking("")
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Detect at once: %v", err)
+		}
+	}
+}
+
 func TestCreateRejectsBadInput(t *testing.T) {
 	h := Hierarchy{Version: V2, Mount: t.TempDir(), Parent: t.TempDir()}
 	cases := map[string]struct {
