@@ -377,7 +377,8 @@ func TestOOMKilled(t *testing.T) {
 			l := h.Launch(t, tc.argv, func(l *executor.Launch) { l.Resources.Memory = 64 << 20 })
 			ev := h.Wait(t, l.Ref, executor.Exited)
 			if ev.State != tc.state || ev.Reason != tc.reason {
-				t.Fatalf("got %s/%s (%q), want %s/%s", ev.State, ev.Reason, ev.Message, tc.state, tc.reason)
+				log, _ := os.ReadFile(l.LogPath)
+				t.Fatalf("got %s/%s (%q), want %s/%s; the job's log:\n%s", ev.State, ev.Reason, ev.Message, tc.state, tc.reason, log)
 			}
 			if tc.reason == domain.ReasonOOMKilled && !strings.Contains(ev.Message, "64MiB") {
 				t.Errorf("message %q does not name the limit 64MiB", ev.Message)
