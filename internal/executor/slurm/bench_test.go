@@ -240,7 +240,7 @@ type commandCount struct {
 	n  map[string]int
 }
 
-func (c *commandCount) add(name string) {
+func (c *commandCount) add(name string, _ []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {

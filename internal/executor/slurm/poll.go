@@ -37,7 +37,32 @@ const queueFormat = "%i|%j|%T|%V|%r"
 // queue lists the jobs of this executor's user that Slurm still knows
 // (every state: ended jobs stay for the cluster's MinJobAge), in one call.
 func (e *Executor) queue(ctx context.Context) ([]queued, error) {
-	out, err := e.command(ctx, "squeue", "--noheader", "--me", "--states=all", "--format="+queueFormat)
+	return e.squeue(ctx, "--me", "--states=all")
+}
+
+// activeQueue lists the jobs of this executor's user that have not ended
+// (squeue's default states), in one call: what a poll asks, so that its
+// cost follows the jobs in Slurm's queue, not those that ended within
+// the cluster's MinJobAge.
+func (e *Executor) activeQueue(ctx context.Context) ([]queued, error) {
+	return e.squeue(ctx, "--me")
+}
+
+// endedJobs asks squeue how the jobs ids ended (they have left the active
+// list), in one call. Jobs older than the cluster's MinJobAge are not
+// listed. squeue leaves unknown ids out of its answer, but refuses a
+// request for a single one: that is an empty answer too.
+func (e *Executor) endedJobs(ctx context.Context, ids []string) ([]queued, error) {
+	jobs, err := e.squeue(ctx, "--states=all", "--jobs="+strings.Join(ids, ","))
+	if err != nil && len(ids) == 1 && strings.Contains(err.Error(), "Invalid job id") {
+		return nil, nil
+	}
+	return jobs, err
+}
+
+func (e *Executor) squeue(ctx context.Context, args ...string) ([]queued, error) {
+	args = append([]string{"--noheader", "--format=" + queueFormat}, args...)
+	out, err := e.command(ctx, "squeue", args...)
 	if err != nil {
 		return nil, fmt.Errorf("ask Slurm for its jobs (is slurmctld reachable?): %w", err)
 	}
@@ -128,8 +153,11 @@ func (e *Executor) poll() {
 	}
 }
 
-// pollOnce asks squeue about every attempt being followed, then reads
-// their directories.
+// pollOnce asks squeue which of this user's jobs have not ended, then
+// reads the directories of the attempts followed. Only for jobs that left
+// that list without a successful outcome recorded does it ask how they
+// ended (squeue, then accounting for jobs older than MinJobAge): one more
+// call, and only when some job failed, was killed or vanished.
 func (e *Executor) pollOnce() {
 	e.mu.Lock()
 	var active []*attempt
@@ -141,7 +169,7 @@ func (e *Executor) pollOnce() {
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	jobs, err := e.queue(ctx)
+	jobs, err := e.activeQueue(ctx)
 	if err != nil {
 		e.log.Warn("poll Slurm", "err", err)
 		return
@@ -153,29 +181,25 @@ func (e *Executor) pollOnce() {
 	for _, j := range jobs {
 		byID[j.id] = j
 	}
-	if e.accounting {
-		// Jobs that have left squeue (older than the cluster's MinJobAge):
-		// how they ended, from accounting, in one more call.
-		var gone []string
-		for _, a := range active {
-			if _, ok := byID[a.jobID]; !ok && a.jobID != "" {
-				gone = append(gone, a.jobID)
-			}
+	// The files after squeue: a job that left the active list had its
+	// outcome recorded, if any, before squeue answered. Those of a job it
+	// saw pending hold nothing new yet: reading them would make each poll
+	// cost the whole queue, not what changed.
+	reads := make(map[*attempt]attemptFiles)
+	var gone []string
+	for _, a := range active {
+		if _, ok := byID[a.jobID]; ok {
+			continue
 		}
-		if len(gone) > 0 {
-			acct, err := e.accounted(ctx, gone)
-			if err != nil {
-				e.log.Warn("poll Slurm accounting", "err", err)
-			}
-			for _, j := range acct {
-				byID[j.id] = j
-			}
+		f := readAttempt(a)
+		reads[a] = f
+		if a.jobID != "" && !(f.recorded && f.ev.State == domain.AttemptSucceeded) {
+			gone = append(gone, a.jobID)
 		}
 	}
-	// The files after squeue: a job squeue saw ended had its outcome
-	// recorded, if any, before squeue answered. Those of a job it saw
-	// pending hold nothing new yet: reading them would make each poll cost
-	// the whole queue, not what changed.
+	if len(gone) > 0 {
+		e.howEnded(ctx, gone, byID)
+	}
 	for _, a := range active {
 		if j, ok := byID[a.jobID]; ok && j.state == "PENDING" && !a.started {
 			e.mu.Lock()
@@ -185,8 +209,71 @@ func (e *Executor) pollOnce() {
 			e.mu.Unlock()
 			continue
 		}
-		e.observe(a, byID)
+		f, ok := reads[a]
+		if !ok {
+			f = readAttempt(a)
+		}
+		e.observe(a, f, byID)
 	}
+}
+
+// howEnded adds to byID how the jobs ids ended: from squeue while Slurm
+// still lists them, from accounting (when the cluster keeps it) for those
+// older than its MinJobAge. A job neither knows stays out of byID.
+func (e *Executor) howEnded(ctx context.Context, ids []string, byID map[string]queued) {
+	ended, err := e.endedJobs(ctx, ids)
+	if err != nil {
+		e.log.Warn("poll Slurm for ended jobs", "err", err)
+	}
+	for _, j := range ended {
+		byID[j.id] = j
+	}
+	if !e.accounting {
+		return
+	}
+	var older []string
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			older = append(older, id)
+		}
+	}
+	if len(older) == 0 {
+		return
+	}
+	acct, err := e.accounted(ctx, older)
+	if err != nil {
+		e.log.Warn("poll Slurm accounting", "err", err)
+	}
+	for _, j := range acct {
+		byID[j.id] = j
+	}
+}
+
+// attemptFiles is what one poll read of an attempt's directory.
+type attemptFiles struct {
+	ev       executor.Event // its outcome, when recorded
+	started  time.Time      // when its program started, from the outcome
+	recorded bool
+	err      error
+	pid      int       // its program, while it runs (before Started)
+	at       time.Time // when that started
+	running  bool
+	resumed  string // the checkpoint it resumed from (before Started)
+	note     string
+	reports  []executor.Event // progress and checkpoints since the last read
+}
+
+// readAttempt reads what the attempt's supervisor recorded since the last
+// poll. a.started is the poller's own: no lock is needed to read it.
+func readAttempt(a *attempt) attemptFiles {
+	var f attemptFiles
+	f.ev, f.started, f.recorded, f.err = local.Outcome(a.dir)
+	if !a.started {
+		f.pid, f.at, f.running = local.StartedProcess(a.dir)
+		f.resumed, f.note = local.Resumed(a.dir)
+	}
+	f.reports = a.reports.Read()
+	return f
 }
 
 // pending records what squeue says of the attempt's job while it has not
@@ -202,39 +289,30 @@ func (a *attempt) pending(j queued) {
 // observe reports what changed for one attempt: Started once its
 // supervisor started the job's process, the progress and checkpoints
 // it recorded since the last poll, and its end.
-func (e *Executor) observe(a *attempt, byID map[string]queued) {
-	// a.started is the poller's own: no lock needed to read it here.
-	ev, started, recorded, err := local.Outcome(a.dir)
-	var pid int
-	var at time.Time
-	var running bool
-	var resumed, note string
-	if !a.started {
-		pid, at, running = local.StartedProcess(a.dir)
-		resumed, note = local.Resumed(a.dir)
-	}
-	reports := a.reports.Read()
+func (e *Executor) observe(a *attempt, f attemptFiles, byID map[string]queued) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if a.done {
 		return
 	}
-	if err != nil {
-		e.log.Warn("read an attempt's outcome", "attempt", a.ref.String(), "err", err)
+	if f.err != nil {
+		e.log.Warn("read an attempt's outcome", "attempt", a.ref.String(), "err", f.err)
 		return
 	}
-	if (running || !started.IsZero()) && !a.started {
+	ev := f.ev
+	if (f.running || !f.started.IsZero()) && !a.started {
 		a.started = true
-		if !running {
-			pid, at = 1, started
+		pid, at := f.pid, f.at
+		if !f.running {
+			pid, at = 1, f.started
 		}
 		a.startedAt = at
-		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: resumed, ResumeNote: note})
+		e.emit(executor.Event{Ref: a.ref, Kind: executor.Started, At: at, PID: pid, Resumed: f.resumed, ResumeNote: f.note})
 	}
-	for _, r := range reports {
+	for _, r := range f.reports {
 		e.emit(r)
 	}
-	if recorded {
+	if f.recorded {
 		if ev.State != domain.AttemptSucceeded && !local.StopRequested(a.dir) {
 			// The supervisor saw its job killed or signalled, and
 			// Trainyard asked for no stop: Slurm may have done it (its

@@ -129,7 +129,7 @@ type Config struct {
 
 	// onCommand, when set, is told the name of every Slurm command the
 	// executor runs, before it runs (tests count them).
-	onCommand func(name string)
+	onCommand func(name string, args []string)
 }
 
 // Target is where in the cluster a pool's jobs go.
@@ -626,7 +626,7 @@ func (e *Executor) emit(ev executor.Event) { e.events.Push(ev) }
 // stderr.
 func (e *Executor) command(ctx context.Context, name string, args ...string) ([]byte, error) {
 	if e.cfg.onCommand != nil {
-		e.cfg.onCommand(name)
+		e.cfg.onCommand(name, args)
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), e.cfg.Env...)

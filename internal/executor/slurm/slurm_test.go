@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,20 +82,26 @@ func (e layoutExec) Launch(ctx context.Context, l executor.Launch) error {
 // exec is a new executor on the cluster, closed when the test ends.
 func (w *world) exec(t *testing.T) layoutExec {
 	t.Helper()
+	return w.execWith(t, nil)
+}
+
+// execWith is exec, with hook told every Slurm command the executor runs.
+func (w *world) execWith(t *testing.T, hook func(name string, args []string)) layoutExec {
+	t.Helper()
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ex, err := slurm.New(ctx, slurm.Config{
+	ex, err := slurm.New(ctx, slurm.WithCommandHook(slurm.Config{
 		// Race-enabled programs sleep a second at exit by default.
 		ShimCommand:  []string{"/usr/bin/env", shimEnv + "=1", "GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1", self},
 		Env:          []string{"SLURM_CONF=" + w.c.Conf},
 		PollInterval: 200 * time.Millisecond,
 		KillAfter:    5 * time.Second,
 		Files:        local.NewReader(w.runs.Root),
-	})
+	}, hook))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +348,64 @@ func TestCancelledOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExit(t, h.WaitFrom(t, l.Ref, executor.Exited, n), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
+}
+
+// TestPollsAskForActiveJobs: once the executor runs, its polls ask Slurm
+// only for jobs that have not ended, while every job succeeds; a job that
+// leaves that list without an outcome recorded is asked about by its id
+// alone, and its end (scancel, outside Trainyard) is still found.
+func TestPollsAskForActiveJobs(t *testing.T) {
+	w := newWorld(t)
+	var mu sync.Mutex
+	var queries [][]string
+	ex := w.execWith(t, func(name string, args []string) {
+		if name == "squeue" {
+			mu.Lock()
+			queries = append(queries, slices.Clone(args))
+			mu.Unlock()
+		}
+	})
+	since := func(from int) [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(queries[from:])
+	}
+	h := executortest.NewHarness(t, ex)
+	first := len(since(0))
+	l := h.Launch(t, []string{"true"}, nil)
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	polls := since(first)
+	if len(polls) == 0 {
+		t.Fatal("no squeue between the launch and the job's end")
+	}
+	for _, q := range polls {
+		if slices.Contains(q, "--states=all") {
+			t.Errorf("squeue %q asks for ended jobs, though no job ended without its outcome", q)
+		}
+	}
+
+	from := len(since(0))
+	l = h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // never placed
+	})
+	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := w.c.Command(ctx, "scancel", strings.TrimSpace(string(id))).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v: %s", err, out)
+	}
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
+	want := "--jobs=" + strings.TrimSpace(string(id))
+	asked := false
+	for _, q := range since(from) {
+		asked = asked || slices.Contains(q, want) && slices.Contains(q, "--states=all")
+	}
+	if !asked {
+		t.Errorf("no squeue %s --states=all: %q", want, since(from))
+	}
 }
 
 // TestStrays: a job whose attempt no executor follows is a stray, and
