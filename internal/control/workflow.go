@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,13 +29,19 @@ type flows struct {
 	sweeps  []int64 // sweeps seen with members held for max_parallel
 }
 
-// note takes in a job the view read as changed.
+// note takes in a job the view read as changed. A member newly held for
+// its sweep's max_parallel (submitted so, or released by a person after
+// a hold) has its sweep looked at: a place may have opened meanwhile.
 func (f *flows) note(j domain.Job) {
 	switch {
 	case j.State.Terminal():
 		f.ended = append(f.ended, j.ID)
 	case j.State == domain.JobHeld && j.Reason == domain.ReasonDependency:
 		f.waiting = append(f.waiting, j.ID)
+	case j.State == domain.JobHeld && j.Reason == domain.ReasonSweepLimit:
+		if sw, err := strconv.ParseInt(j.Spec.Labels[domain.SweepLabel], 10, 64); err == nil {
+			f.sweeps = append(f.sweeps, sw)
+		}
 	}
 }
 

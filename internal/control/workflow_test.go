@@ -190,6 +190,31 @@ func TestSweepKeepsToMaxParallel(t *testing.T) {
 	}
 }
 
+// TestSweepMemberReleasedByAPersonRunsWhenThereIsRoom: a member held by
+// a person while it waited for its sweep's max_parallel, and released
+// after a place opened, starts at once, not at the loop's next full look.
+func TestSweepMemberReleasedByAPersonRunsWhenThereIsRoom(t *testing.T) {
+	r := newRig(t, runsUntilTold())
+	ctx := context.Background()
+	res, err := r.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte(
+		"name: grid\nentrypoint: [x]\nresources: {cpus: 1}\nsweep: {params: {lr: [\"1\", \"2\"]}, max_parallel: 1}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := res.Jobs[0], res.Jobs[1]
+	r.wait(first, domain.JobRunning)
+	if _, err := r.svc.Jobs.Hold(ctx, admin, second, "look at the first one"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(first, domain.AttemptSucceeded)
+	r.wait(first, domain.JobSucceeded)
+	r.heldNow(second)
+	if _, err := r.svc.Jobs.Release(ctx, admin, second); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(second, domain.JobRunning)
+}
+
 func TestWaiterOnASweepStartsWhenEveryMemberEnded(t *testing.T) {
 	r := newRig(t, runsUntilTold())
 	ctx := context.Background()
