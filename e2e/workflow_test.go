@@ -142,7 +142,12 @@ sweep:
 func TestSweepCancelCancelsEveryMember(t *testing.T) {
 	s := startServer(t, serverOpts{cpus: 4})
 	spec := writeSpec(t, "name: long-array\nentrypoint: sleep 120\nresources: {cpus: 0.5, memory: 64MiB}\n")
-	id := strings.TrimSpace(s.mustCLI("submit", spec, "--array", "0-5%2"))
+	id := strings.TrimSpace(s.mustCLI("submit", spec, "--array", "0-5%2", "--idempotency-key", "long-1"))
+	// A retried submit (the same key) returns the same sweep, and stores
+	// no second one.
+	if again := strings.TrimSpace(s.mustCLI("submit", spec, "--array", "0-5%2", "--idempotency-key", "long-1")); again != id {
+		t.Errorf("submit again with the key: sweep %s, want %s", again, id)
+	}
 	waitFor(t, time.Minute, "two members of sweep "+id+" to run", func() bool {
 		sw := s.sweepOf(id)
 		return sw.Counts["running"] == 2 && sw.Counts["held"] == 4
@@ -162,6 +167,10 @@ func TestSweepCancelCancelsEveryMember(t *testing.T) {
 	}
 	if sw := s.sweepOf(id); sw.CanceledAt == nil || sw.State != "canceled" {
 		t.Errorf("sweep after cancel: %+v", sw)
+	}
+	var list apitypes.SweepList
+	if err := json.Unmarshal([]byte(s.mustCLI("sweep", "ls", "-o", "json")), &list); err != nil || len(list.Sweeps) != 1 {
+		t.Errorf("sweep ls: %d sweeps (%v), want 1", len(list.Sweeps), err)
 	}
 }
 

@@ -92,8 +92,10 @@ assert len(c.list(limit=2)) == 2 and len(c.list()) == 4
 # A job array: its members, the sweep's end, two runs compared, a
 # dependent job and a priority change.
 sw = c.submit_sweep({"name": "arr", "entrypoint": ["sh", "-c", 'echo "trainyard: {\\"step\\": 1, \\"loss\\": $TRAINYARD_ARRAY_INDEX}"'],
-                     "params": {"lr": "0.1"}}, array="0-2%2")
-assert sw["members"] == 3 and len(sw["jobs"]) == 3 and sw["max_parallel"] == 2, sw
+                     "params": {"lr": "0.1"}}, array="0-2%2", idempotency_key="arr-1")
+assert sw["members"] == 3 and len(sw["jobs"]) == 3 and sw["max_parallel"] == 2 and sw["created"], sw
+again = c.submit_sweep({"name": "arr", "entrypoint": ["true"]}, array="0-2%2", idempotency_key="arr-1")
+assert again["id"] == sw["id"] and again["jobs"] == sw["jobs"] and not again["created"], again
 done = c.wait_sweep(sw["id"], timeout=120, interval=0.2)
 assert done["state"] == "succeeded" and done["counts"] == {"succeeded": 3}, done
 assert sorted(j["id"] for j in c.list(sweep=sw["id"])) == sw["jobs"]

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,41 @@ func TestSubmitGetAndIdempotency(t *testing.T) {
 	json.Unmarshal(b, &full)
 	if code != 200 || len(full.Spec) == 0 || len(full.Transitions) != 1 || full.Transitions[0].To != "queued" || full.Resources.CPUs != 1 {
 		t.Fatalf("get: %d %s", code, b)
+	}
+}
+
+// TestSweepIdempotency: a sweep submit repeated with its Idempotency-Key
+// answers 200 with the first sweep and its members, and stores nothing.
+func TestSweepIdempotency(t *testing.T) {
+	e := newEnv(t)
+	spec, _ := json.Marshal("name: arr\nentrypoint: [true]\n")
+	submit := func(key string) (int, apitypes.Sweep) {
+		code, b := e.do("POST", "/api/v1/sweeps", e.token, apitypes.SweepRequest{Spec: spec, Array: "0-2"}, "Idempotency-Key", key)
+		var sw apitypes.Sweep
+		if err := json.Unmarshal(b, &sw); err != nil {
+			t.Fatalf("submit sweep: %d %s", code, b)
+		}
+		return code, sw
+	}
+	code, first := submit("nightly-7")
+	if code != 201 || first.ID == 0 || len(first.Jobs) != 3 || first.Created == nil || !*first.Created {
+		t.Fatalf("submit: %d %+v", code, first)
+	}
+	code, again := submit("nightly-7")
+	if code != 200 || again.ID != first.ID || again.Created == nil || *again.Created || !slices.Equal(again.Jobs, first.Jobs) {
+		t.Fatalf("replay: %d %+v; want 200, sweep %d with members %v, created false", code, again, first.ID, first.Jobs)
+	}
+	code, b := e.do("GET", "/api/v1/jobs?limit=100", e.token, nil)
+	var list apitypes.JobList
+	if err := json.Unmarshal(b, &list); err != nil || code != 200 || len(list.Jobs) != 3 {
+		t.Fatalf("jobs after a replay: %d, %d jobs (%v); want 3", code, len(list.Jobs), err)
+	}
+	if code, other := submit("nightly-8"); code != 201 || other.ID == first.ID {
+		t.Errorf("another key: %d sweep %d; want 201 and a new sweep", code, other.ID)
+	}
+	code, b = e.do("POST", "/api/v1/sweeps", e.token, apitypes.SweepRequest{Spec: spec, Array: "0-2"}, "Idempotency-Key", strings.Repeat("k", 201))
+	if code != 400 || !strings.Contains(string(b), "Idempotency-Key") {
+		t.Errorf("a 201-character key: %d %s; want 400 naming Idempotency-Key", code, b)
 	}
 }
 

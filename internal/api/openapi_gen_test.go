@@ -49,6 +49,7 @@ var (
 	qPool    = apiParam{"pool", "string", "only this pool"}
 	qLimit   = apiParam{"limit", "integer", "at most this many"}
 	hIdem    = apiParam{"Idempotency-Key", "string", "a repeated request with the same key returns the job the first created (200 instead of 201)"}
+	hIdemSw  = apiParam{"Idempotency-Key", "string", "a repeated request with the same key returns the sweep the first created (200 instead of 201)"}
 	hINM     = apiParam{"If-None-Match", "string", "the ETag of an earlier answer: 304 with no body while the answer is still the same"}
 )
 
@@ -74,8 +75,8 @@ var apiRoutes = map[string]apiRoute{
 			{"q", "string", "only jobs whose name contains this text (at most 200 characters; ASCII letters match in either case)"},
 			qLimit, {"cursor", "string", "next_cursor of the previous page"}, {"sweep", "integer", "only the members of this sweep"}},
 		headers: []apiParam{hINM}, status: []int{200, 304}},
-	"POST /api/v1/sweeps": {id: "submitSweep", summary: "Submit a sweep (a spec with a sweep: section) or a job array (any spec with array): one sweep and its member jobs, stored at once. 201 with the sweep and its members' ids.",
-		body: apitypes.SweepRequest{}, resp: apitypes.Sweep{}, status: []int{201}},
+	"POST /api/v1/sweeps": {id: "submitSweep", summary: "Submit a sweep (a spec with a sweep: section) or a job array (any spec with array): one sweep and its member jobs, stored at once. 201 with the sweep and its members' ids, 200 when an Idempotency-Key matched an earlier submit.",
+		headers: []apiParam{hIdemSw}, body: apitypes.SweepRequest{}, resp: apitypes.Sweep{}, status: []int{201, 200}},
 	"GET /api/v1/sweeps": {id: "listSweeps", summary: "List sweeps, newest first.", resp: apitypes.SweepList{}, query: []apiParam{qProject, qLimit}},
 	"GET /api/v1/sweeps/{id}": {id: "getSweep", summary: "One sweep: its members counted by state, its state as its dependents see it, and its best member by its objective.",
 		resp: apitypes.Sweep{}},

@@ -12,7 +12,7 @@ import (
 
 // sweepRoutes registers sweeps and job arrays (docs/workflows.md):
 //
-//	POST /api/v1/sweeps               body {spec, set, array}; 201 the sweep with its members' ids
+//	POST /api/v1/sweeps               body {spec, set, array}; 201 the sweep with its members' ids, 200 on an Idempotency-Key replay
 //	GET  /api/v1/sweeps               ?project=&limit=
 //	GET  /api/v1/sweeps/{id}          with members counted and the best member
 //	POST /api/v1/sweeps/{id}/cancel   body {reason}; cancels every member not ended
@@ -38,15 +38,20 @@ func (h *handler) submitSweep(w http.ResponseWriter, r *http.Request, p service.
 		h.writeError(w, r, domain.FieldErrors{{Path: "spec", Message: "is required: send the spec as an object or as the text of a spec file"}})
 		return
 	}
-	res, err := h.svc.Jobs.SubmitSweep(r.Context(), p, service.SweepInput{Doc: doc, Set: req.Set, Array: req.Array, Code: codeRef(req.Code)})
+	res, err := h.svc.Jobs.SubmitSweep(r.Context(), p, service.SweepInput{Doc: doc, Set: req.Set, Array: req.Array, Code: codeRef(req.Code),
+		IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	out := sweepDTO(res.Sweep)
-	out.Jobs = res.Jobs
+	out.Jobs, out.Created = res.Jobs, &res.Created
 	w.Header().Set("Location", "/api/v1/sweeps/"+strconv.FormatInt(res.Sweep.ID, 10))
-	writeJSON(w, http.StatusCreated, out)
+	status := http.StatusCreated
+	if !res.Created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, out)
 }
 
 func (h *handler) listSweeps(w http.ResponseWriter, r *http.Request, p service.Principal) {

@@ -88,7 +88,7 @@ of the swept params or per index. The sweep's id is printed alone on stdout;
 		Args: submitArgs(&template),
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a spec field, key=value (repeatable)")
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated submit with the same key returns the first job instead of creating another")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "a repeated submit with the same key returns the first job (or sweep) instead of creating another")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends; exit 0 only if it succeeded")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream the logs of every attempt until the job ends; exit like --wait")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the submit and show what it would do; submit nothing")
@@ -152,10 +152,8 @@ of the swept params or per index. The sweep's id is printed alone on stdout;
 				return usageErrorf("--dry-run checks one job; submit the sweep, or check one member with --set and without sweep:")
 			case follow:
 				return usageErrorf("--follow streams one job's logs; a sweep has many: follow a member with trainyard logs -f ID")
-			case key != "":
-				return usageErrorf("--idempotency-key is for one job; a sweep is stored once per submit")
 			}
-			return a.submitSweep(cmd, c, req, array, contextDir, wait, *output)
+			return a.submitSweep(cmd, c, req, array, contextDir, key, wait, *output)
 		}
 		if dryRun {
 			if contextDir != "" {

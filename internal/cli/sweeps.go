@@ -207,13 +207,13 @@ func writeSweep(w io.Writer, sw apitypes.Sweep) error {
 }
 
 // submitSweep submits req as a sweep or job array.
-func (a *app) submitSweep(cmd *cobra.Command, c *client.Client, req apitypes.SubmitRequest, array, contextDir string, wait bool, output string) error {
+func (a *app) submitSweep(cmd *cobra.Command, c *client.Client, req apitypes.SubmitRequest, array, contextDir, key string, wait bool, output string) error {
 	ctx := cmd.Context()
 	code, err := a.uploadContext(ctx, c, cmd.ErrOrStderr(), contextDir, req) // --context: code.go
 	if err != nil {
 		return err
 	}
-	sw, err := c.SubmitSweep(ctx, apitypes.SweepRequest{Spec: req.Spec, Set: req.Set, Array: array, Code: code})
+	sw, err := c.SubmitSweep(ctx, apitypes.SweepRequest{Spec: req.Spec, Set: req.Set, Array: array, Code: code}, key)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,11 @@ func (a *app) submitSweep(cmd *cobra.Command, c *client.Client, req apitypes.Sub
 		if sw.MaxParallel > 0 {
 			at = fmt.Sprintf("%d at a time", sw.MaxParallel)
 		}
-		fmt.Fprintf(stderr, "submitted sweep %d (%s): %s, %s — see: trainyard sweep show %d\n", sw.ID, oneLine(sw.Name),
+		verb := "submitted sweep"
+		if sw.Created != nil && !*sw.Created {
+			verb = "idempotency key matched existing sweep"
+		}
+		fmt.Fprintf(stderr, "%s %d (%s): %s, %s — see: trainyard sweep show %d\n", verb, sw.ID, oneLine(sw.Name),
 			countOf(sw.Members, "job"), at, sw.ID)
 	}
 	if !wait {

@@ -9,10 +9,15 @@ import (
 	"trainyard/internal/api/apitypes"
 )
 
-// SubmitSweep stores a sweep or job array and its member jobs.
-func (c *Client) SubmitSweep(ctx context.Context, req apitypes.SweepRequest) (apitypes.Sweep, error) {
+// SubmitSweep stores a sweep or job array and its member jobs. A repeat
+// with the same idempotencyKey returns the first sweep (Created false).
+func (c *Client) SubmitSweep(ctx context.Context, req apitypes.SweepRequest, idempotencyKey string) (apitypes.Sweep, error) {
 	var sw apitypes.Sweep
-	err := c.doJSON(ctx, http.MethodPost, "/api/v1/sweeps", nil, nil, req, &sw)
+	h := http.Header{}
+	if idempotencyKey != "" {
+		h.Set("Idempotency-Key", idempotencyKey)
+	}
+	err := c.doJSON(ctx, http.MethodPost, "/api/v1/sweeps", nil, h, req, &sw)
 	return sw, err
 }
 

@@ -159,6 +159,9 @@ type Sweep struct {
 	// CanceledAt is when it was canceled; zero: it was not.
 	CanceledAt time.Time
 	CanceledBy string
+	// IdempotencyKey, when not empty, is unique per Submitter: a repeated
+	// submit with it returns this sweep instead of storing another.
+	IdempotencyKey string
 }
 
 // Labels the platform sets on a sweep's members.

@@ -136,12 +136,17 @@ type SweepInput struct {
 	// with an optional "%N" max_parallel.
 	Array string
 	Code  *domain.CodeRef
+	// IdempotencyKey, when set, makes a repeated submit with it return
+	// the first sweep (Created false) instead of storing another.
+	IdempotencyKey string
 }
 
 // SweepResult is a stored sweep and its members' ids, in index order.
 type SweepResult struct {
 	Sweep domain.Sweep
 	Jobs  []int64
+	// Created is false when the IdempotencyKey matched an earlier sweep.
+	Created bool
 }
 
 // SubmitSweep stores a sweep and its members in one transaction. Each
@@ -150,7 +155,7 @@ type SweepResult struct {
 // queued and accounted as any job. Members beyond max_parallel are held
 // (reason SweepLimit) and released by the control loop as others end.
 func (s *JobService) SubmitSweep(ctx context.Context, p Principal, in SweepInput) (SweepResult, error) {
-	spec, err := s.prepare(ctx, p, SubmitInput{Doc: in.Doc, Set: in.Set, Code: in.Code, sweep: true})
+	spec, err := s.prepare(ctx, p, SubmitInput{Doc: in.Doc, Set: in.Set, Code: in.Code, IdempotencyKey: in.IdempotencyKey, sweep: true})
 	if err != nil {
 		return SweepResult{}, err
 	}
@@ -190,10 +195,12 @@ func (s *JobService) SubmitSweep(ctx context.Context, p Principal, in SweepInput
 	rec := s.audited(ctx, p, authz.JobSubmit, "sweep/"+store.AuditIDPlaceholder, nil,
 		map[string]any{"name": spec.Name, "project": spec.Project, "pool": spec.Pool, "method": sw.Method, "members": len(members), "max_parallel": sw.MaxParallel})
 	outputs, project, name := base.Outputs.Path, base.Project, base.Name
-	created, jobs, err := s.st.CreateSweep(ctx, domain.Sweep{
+	row := domain.Sweep{
 		Name: spec.Name, Project: spec.Project, Submitter: p.Subject, CreatedAt: now,
 		Method: sw.Method, MaxParallel: sw.MaxParallel, Objective: sw.Objective, Spec: sw,
-	}, func(id int64) ([]store.NewJob, error) {
+		IdempotencyKey: in.IdempotencyKey,
+	}
+	newMembers := func(id int64) ([]store.NewJob, error) {
 		out := make([]store.NewJob, len(members))
 		for i, m := range members {
 			ms := memberSpec(base, m, id)
@@ -210,7 +217,13 @@ func (s *JobService) SubmitSweep(ctx context.Context, p Principal, in SweepInput
 				Actor:     p.Actor(), Code: in.Code, Held: held, Waits: ms.After}
 		}
 		return out, nil
-	}, rec)
+	}
+	stored, jobs, created, err := s.st.CreateSweep(ctx, row, newMembers, rec)
+	if errors.Is(err, domain.ErrConflict) && in.IdempotencyKey != "" {
+		// Another replica stored the same key at the same moment: a second
+		// try finds its sweep and returns it.
+		stored, jobs, created, err = s.st.CreateSweep(ctx, row, newMembers, rec)
+	}
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("store sweep: %w", err)
 	}
@@ -218,8 +231,10 @@ func (s *JobService) SubmitSweep(ctx context.Context, p Principal, in SweepInput
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	s.cfg.Wake()
-	return SweepResult{Sweep: created, Jobs: ids}, nil
+	if created {
+		s.cfg.Wake()
+	}
+	return SweepResult{Sweep: stored, Jobs: ids, Created: created}, nil
 }
 
 func sweepLimitMessage(id int64, maxPar int) string {

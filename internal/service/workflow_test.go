@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,6 +242,34 @@ func TestSubmitSweepArray(t *testing.T) {
 	if n := jobCount(t, e.st); n != 3 {
 		t.Errorf("%d jobs stored, want 3", n)
 	}
+}
+
+// TestSubmitSweepIdempotencyKey: a repeat with the key returns the first
+// sweep and its members, stores nothing and audits nothing.
+func TestSubmitSweepIdempotencyKey(t *testing.T) {
+	e := compareEnv{newAuditEnv(t), t}
+	ctx := context.Background()
+	first, err := e.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte(wfJob), Array: "0-3%2", IdempotencyKey: "nightly"})
+	if err != nil || !first.Created {
+		t.Fatalf("SubmitSweep: created %v, %v", first.Created, err)
+	}
+	audits := len(e.records(t, ""))
+	again, err := e.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte(wfJob), Array: "0-9", IdempotencyKey: "nightly"})
+	if err != nil {
+		t.Fatalf("SubmitSweep again: %v", err)
+	}
+	if again.Created || again.Sweep.ID != first.Sweep.ID || !slices.Equal(again.Jobs, first.Jobs) || again.Sweep.MaxParallel != 2 {
+		t.Errorf("replay: created %v, sweep %d %v (max_parallel %d); want sweep %d %v as first stored", again.Created, again.Sweep.ID, again.Jobs,
+			again.Sweep.MaxParallel, first.Sweep.ID, first.Jobs)
+	}
+	if n := jobCount(t, e.st); n != 4 {
+		t.Errorf("%d jobs stored, want 4", n)
+	}
+	if n := len(e.records(t, "")); n != audits {
+		t.Errorf("the replay wrote %d audit records, want none", n-audits)
+	}
+	_, err = e.svc.Jobs.SubmitSweep(ctx, admin, service.SweepInput{Doc: []byte(wfJob), Array: "0-1", IdempotencyKey: strings.Repeat("k", 201)})
+	fieldErr(t, err, "Idempotency-Key")
 }
 
 func TestSubmitRefusesASweepSpec(t *testing.T) {

@@ -26,8 +26,15 @@ type Workflows interface {
 	// is called with the sweep's new id and returns the member jobs to
 	// store, each with NewJob.Sweep set to that id. The audit record's
 	// "{id}" is the sweep's id. It returns the sweep and its members in
-	// order.
-	CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, error)
+	// order, and created true.
+	//
+	// When sw.IdempotencyKey is set and sw.Submitter already has a sweep
+	// with that key, it stores nothing (no audit record either) and
+	// returns that sweep and its members (ids and states only), and
+	// created false. Two such calls at once may both miss the other:
+	// the second to commit fails with domain.ErrConflict, and a retry
+	// returns the first's sweep.
+	CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]NewJob, error), audit domain.AuditRecord) (out domain.Sweep, jobs []domain.Job, created bool, err error)
 	// GetSweep returns the sweep, or ErrNotFound.
 	GetSweep(ctx context.Context, id int64) (domain.Sweep, error)
 	// ListSweeps returns sweeps newest first.

@@ -34,6 +34,9 @@ type Sweep struct {
 	Best        *SweepBest     `json:"best,omitempty"`   // GET one: the best member by the objective
 	// Jobs are the members' ids, in index order (the submit's answer).
 	Jobs []int64 `json:"jobs,omitempty"`
+	// Created, in a submit's answer, is false when an Idempotency-Key
+	// matched an earlier sweep.
+	Created *bool `json:"created,omitempty"`
 	// Definition is the sweep: section as stored.
 	Definition json.RawMessage `json:"definition,omitempty"`
 }

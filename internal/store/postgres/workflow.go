@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -12,18 +15,33 @@ import (
 
 const (
 	nextSweepIDSQL = `SELECT nextval('sweeps_id_seq')`
-	insertSweepSQL = `INSERT INTO sweeps (id, name, project, submitter, created_at, method, members, max_parallel, spec_json)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	insertSweepSQL = `INSERT INTO sweeps (id, name, project, submitter, created_at, method, members, max_parallel, spec_json, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 )
+
+var sweepByKeySQL = sqlstore.QSweepByKey.SQL(sqlstore.Postgres)
 
 // CreateSweep implements store.Workflows: the sweep's row and every member
 // in one transaction, the members' rows in one multi-row INSERT per table.
 // Only reads go to the server before the members are known to be good
 // (the sweep's and the members' ids): a member that fails its checks
 // leaves nothing behind, and the rows are written after.
-func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, error) {
+func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, bool, error) {
 	var jobs []domain.Job
+	var existing *domain.Sweep
 	err := s.write(ctx, func(w *writer) error {
+		jobs, existing = nil, nil
+		if sw.IdempotencyKey != "" {
+			found, err := sqlstore.ScanSweep(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey))
+			switch {
+			case err == nil:
+				existing = &found
+				w.audit.skip = true // a replay changes nothing
+				return nil
+			case !errors.Is(err, pgx.ErrNoRows):
+				return interpretError("create sweep: look up idempotency key", err)
+			}
+		}
 		var id int64
 		if err := w.queryRow(nextSweepIDSQL).Scan(&id); err != nil {
 			return interpretError("create sweep: allocate its id", err)
@@ -56,7 +74,11 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 		return nil
 	}, withAudit(audit))
 	if err != nil {
-		return domain.Sweep{}, nil, err
+		return domain.Sweep{}, nil, false, err
 	}
-	return sw, jobs, nil
+	if existing != nil {
+		jobs, err := s.SweepJobs(ctx, existing.ID)
+		return *existing, jobs, false, err
+	}
+	return sw, jobs, true, nil
 }

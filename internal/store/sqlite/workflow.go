@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -10,20 +12,34 @@ import (
 )
 
 var (
-	insertSweepSQL = `INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	insertSweepSQL = `INSERT INTO sweeps (name, project, submitter, created_at, method, members, max_parallel, spec_json, idempotency_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sweepMembersSQL = `UPDATE sweeps SET members = ? WHERE id = ?`
+	sweepByKeySQL   = sqlstore.QSweepByKey.SQL(sqlstore.SQLite)
 )
 
 // CreateSweep implements store.Workflows: the sweep's row and every member
 // in one transaction.
-func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, error) {
+func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(id int64) ([]store.NewJob, error), audit domain.AuditRecord) (domain.Sweep, []domain.Job, bool, error) {
 	args, err := sqlstore.SweepArgs(sw)
 	if err != nil {
-		return domain.Sweep{}, nil, err
+		return domain.Sweep{}, nil, false, err
 	}
 	var jobs []domain.Job
+	var existing *domain.Sweep
 	err = s.write(ctx, func(w *writer) error {
+		jobs, existing = nil, nil
+		if sw.IdempotencyKey != "" {
+			found, err := sqlstore.ScanSweep(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey))
+			switch {
+			case err == nil:
+				existing = &found
+				w.audit.skip = true // a replay changes nothing
+				return nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return interpretError("create sweep: look up idempotency key", err)
+			}
+		}
 		res, err := w.exec(insertSweepSQL, args...)
 		if err != nil {
 			return interpretError("create sweep", err)
@@ -48,7 +64,11 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 		return nil
 	}, withAudit(audit))
 	if err != nil {
-		return domain.Sweep{}, nil, err
+		return domain.Sweep{}, nil, false, err
 	}
-	return sw, jobs, nil
+	if existing != nil {
+		jobs, err := s.SweepJobs(ctx, existing.ID)
+		return *existing, jobs, false, err
+	}
+	return sw, jobs, true, nil
 }

@@ -28,19 +28,22 @@ func NewJobState(p store.NewJob) (domain.JobState, domain.Reason, string) {
 
 // SweepArgs are the values of a sweeps row for sw, in the order name,
 // project, submitter, created_at, method, members, max_parallel,
-// spec_json.
+// spec_json, idempotency_key.
 func SweepArgs(sw domain.Sweep) ([]any, error) {
 	spec, err := json.Marshal(sw.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode sweep: %w", err)
 	}
-	return []any{sw.Name, sw.Project, sw.Submitter, TimeArg(sw.CreatedAt), sw.Method, sw.Members, sw.MaxParallel, string(spec)}, nil
+	return []any{sw.Name, sw.Project, sw.Submitter, TimeArg(sw.CreatedAt), sw.Method, sw.Members, sw.MaxParallel, string(spec), sw.IdempotencyKey}, nil
 }
 
-const sweepCols = `id, name, project, submitter, created_at, method, members, max_parallel, spec_json, canceled_at, canceled_by`
+const sweepCols = `id, name, project, submitter, created_at, method, members, max_parallel, spec_json, canceled_at, canceled_by, idempotency_key`
 
 var (
-	qSweepGet    = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE id = ?`)
+	qSweepGet = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE id = ?`)
+	// QSweepByKey finds a submitter's sweep by its idempotency key.
+	QSweepByKey  = Q(`SELECT ` + sweepCols + ` FROM sweeps WHERE submitter = ? AND idempotency_key = ?`)
+	qSweepJobs   = Q(`SELECT id, state FROM jobs WHERE sweep_id = ? ORDER BY id`)
 	qSweepCancel = Q(`UPDATE sweeps SET canceled_at = ?, canceled_by = ? WHERE id = ? AND canceled_at IS NULL`)
 	qSweepCounts = Q(`SELECT state, COUNT(*) FROM jobs WHERE sweep_id = ? GROUP BY state`)
 	// qSweepNext: a sweep's members held for its max_parallel, oldest first.
@@ -52,6 +55,9 @@ var (
 	qWaitingSweeps = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 )
 
+// ScanSweep reads a row of sweepCols (QSweepByKey).
+func ScanSweep(row Row) (domain.Sweep, error) { return scanSweep(row) }
+
 func scanSweep(row Row) (domain.Sweep, error) {
 	var (
 		sw       domain.Sweep
@@ -60,7 +66,7 @@ func scanSweep(row Row) (domain.Sweep, error) {
 		spec     string
 	)
 	if err := row.Scan(&sw.ID, &sw.Name, &sw.Project, &sw.Submitter, &created, &sw.Method, &sw.Members, &sw.MaxParallel,
-		&spec, &canceled, &sw.CanceledBy); err != nil {
+		&spec, &canceled, &sw.CanceledBy, &sw.IdempotencyKey); err != nil {
 		return domain.Sweep{}, err
 	}
 	sw.CreatedAt = TimeOf(sql.NullInt64{Int64: created, Valid: true})
@@ -126,6 +132,18 @@ func (s Shared) CancelSweep(ctx context.Context, id int64, by string, at time.Ti
 	return s.b.Write(ctx, func(x Exec) error {
 		return x.Queue(fmt.Sprintf("cancel sweep %d", id), qSweepCancel, TimeArg(at), by, id)
 	}, audit)
+}
+
+// SweepJobs returns a sweep's members in index order, with their ids and
+// states only: what a repeated submit (an idempotency key) answers.
+func (s Shared) SweepJobs(ctx context.Context, id int64) ([]domain.Job, error) {
+	return queryAll(ctx, s, fmt.Sprintf("list the members of sweep %d", id), func(r Row) (domain.Job, error) {
+		var j domain.Job
+		var state string
+		err := r.Scan(&j.ID, &state)
+		j.State = domain.JobState(state)
+		return j, err
+	}, qSweepJobs, id)
 }
 
 // SweepCounts counts a sweep's members by state.

@@ -19,6 +19,7 @@ var workflowTests = map[string]func(t *testing.T, s store.Store){
 	"WorkflowHeldAndWaits":        testHeldAndWaits,
 	"WorkflowCreateSweep":         testCreateSweep,
 	"WorkflowCreateSweepAtomic":   testCreateSweepAtomic,
+	"WorkflowSweepIdempotencyKey": testSweepIdempotencyKey,
 	"WorkflowListAndCancelSweeps": testListAndCancelSweeps,
 	"WorkflowListSweepsPages":     testListSweepsPages,
 	"WorkflowLargeSweep":          testLargeSweep,
@@ -136,7 +137,7 @@ func testSweep(name, project, submitter string, n int) domain.Sweep {
 func createSweep(t *testing.T, s store.Store, sw domain.Sweep, n, held int) (domain.Sweep, []domain.Job) {
 	t.Helper()
 	var gotID int64
-	out, jobs, err := s.CreateSweep(context.Background(), sw, func(id int64) ([]store.NewJob, error) {
+	out, jobs, created, err := s.CreateSweep(context.Background(), sw, func(id int64) ([]store.NewJob, error) {
 		gotID = id
 		news := make([]store.NewJob, n)
 		for i := range n {
@@ -151,6 +152,9 @@ func createSweep(t *testing.T, s store.Store, sw domain.Sweep, n, held int) (dom
 		Target: "sweep/" + store.AuditIDPlaceholder, Result: domain.AuditOK})
 	if err != nil {
 		t.Fatalf("CreateSweep: %v", err)
+	}
+	if !created {
+		t.Fatalf("CreateSweep of a new sweep returned created false")
 	}
 	if out.ID == 0 || out.ID != gotID {
 		t.Fatalf("CreateSweep returned id %d; the callback got %d", out.ID, gotID)
@@ -304,12 +308,12 @@ func testCreateSweepAtomic(t *testing.T, s store.Store) {
 	}
 	boom := errors.New("boom")
 	audit := domain.AuditRecord{At: at(1), Actor: "user:alice", Action: "sweep.submit", Target: "sweep/{id}", Result: domain.AuditOK}
-	if _, _, err := s.CreateSweep(ctx, testSweep("bad", "wf", "alice", 1), func(int64) ([]store.NewJob, error) {
+	if _, _, _, err := s.CreateSweep(ctx, testSweep("bad", "wf", "alice", 1), func(int64) ([]store.NewJob, error) {
 		return nil, boom
 	}, audit); !errors.Is(err, boom) {
 		t.Errorf("CreateSweep with a failing callback: err = %v, want the callback's", err)
 	}
-	if _, _, err := s.CreateSweep(ctx, testSweep("bad2", "wf", "alice", 2), func(id int64) ([]store.NewJob, error) {
+	if _, _, _, err := s.CreateSweep(ctx, testSweep("bad2", "wf", "alice", 2), func(id int64) ([]store.NewJob, error) {
 		good := sweepJob(t, "good", "wf", 1)
 		bad := sweepJob(t, "bad", "wf", 2)
 		bad.SpecHash = "sha256:" + fmt.Sprintf("%064d", 0) // not the hash of SpecJSON
@@ -447,5 +451,92 @@ func testLargeSweep(t *testing.T, s store.Store) {
 	}
 	if counts[domain.JobQueued] != 10 || counts[domain.JobHeld] != n-10 {
 		t.Errorf("SweepCounts = %v, want queued 10, held %d", counts, n-10)
+	}
+}
+
+// testSweepIdempotencyKey: a second CreateSweep with a key its submitter
+// used already stores nothing, writes no audit record and returns the
+// first sweep and its members; another submitter's same key, or no key,
+// stores a new sweep.
+func testSweepIdempotencyKey(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	sw := testSweep("keyed", "wf", "alice", 1)
+	sw.IdempotencyKey = "nightly-1"
+	first, members := createSweep(t, s, sw, 3, 1)
+	if first.IdempotencyKey != "nightly-1" {
+		t.Errorf("CreateSweep returned key %q, want nightly-1", first.IdempotencyKey)
+	}
+	if got, err := s.GetSweep(ctx, first.ID); err != nil || got.IdempotencyKey != "nightly-1" {
+		t.Errorf("GetSweep: key %q (%v), want nightly-1", got.IdempotencyKey, err)
+	}
+	audits := len(ours(auditLog(t, s)))
+	called := false
+	again := testSweep("keyed-again", "wf", "alice", 2)
+	again.IdempotencyKey = "nightly-1"
+	out, jobs, created, err := s.CreateSweep(ctx, again, func(int64) ([]store.NewJob, error) {
+		called = true
+		return nil, nil
+	}, domain.AuditRecord{At: at(2), Actor: "user:alice", Action: "sweep.submit", Target: "sweep/" + store.AuditIDPlaceholder, Result: domain.AuditOK})
+	if err != nil {
+		t.Fatalf("CreateSweep with a used key: %v", err)
+	}
+	if created || called || out.ID != first.ID || out.Name != "keyed" {
+		t.Errorf("CreateSweep with a used key: created %v, members asked %v, sweep %d %q; want the first, %d %q", created, called, out.ID, out.Name, first.ID, "keyed")
+	}
+	if len(jobs) != len(members) {
+		t.Fatalf("CreateSweep with a used key returned %d members, want %d", len(jobs), len(members))
+	}
+	for i, j := range jobs {
+		if j.ID != members[i].ID || j.State != members[i].State {
+			t.Errorf("member %d: %d %s, want %d %s", i, j.ID, j.State, members[i].ID, members[i].State)
+		}
+	}
+	if n := len(ours(auditLog(t, s))); n != audits {
+		t.Errorf("a replayed sweep wrote %d audit records, want none", n-audits)
+	}
+	sweeps, err := s.ListSweeps(ctx, store.SweepFilter{})
+	if err != nil || len(sweeps) != 1 {
+		t.Fatalf("ListSweeps after a replay: %d sweeps (%v), want 1", len(sweeps), err)
+	}
+
+	// Two at once with a new key: one stores its sweep; the other returns
+	// it, or fails with a conflict and returns it when retried.
+	raced := make(chan domain.Sweep, 2)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			sw := testSweep(fmt.Sprintf("race%d", i), "wf", "alice", 10+i)
+			sw.IdempotencyKey = "race"
+			create := func() (domain.Sweep, error) {
+				out, _, _, err := s.CreateSweep(ctx, sw, func(id int64) ([]store.NewJob, error) {
+					j := sweepJob(t, fmt.Sprintf("race%d", i), "wf", 10+i)
+					j.Sweep = id
+					return []store.NewJob{j}, nil
+				}, domain.AuditRecord{At: at(10 + i), Actor: "user:alice", Action: "sweep.submit", Target: "sweep/" + store.AuditIDPlaceholder, Result: domain.AuditOK})
+				return out, err
+			}
+			out, err := create()
+			if errors.Is(err, domain.ErrConflict) {
+				out, err = create()
+			}
+			raced <- out
+			errs <- err
+		}()
+	}
+	a, b := <-raced, <-raced
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("CreateSweep at once with one key: %v", err)
+		}
+	}
+	if a.ID != b.ID {
+		t.Errorf("CreateSweep at once with one key stored sweeps %d and %d, want one", a.ID, b.ID)
+	}
+
+	// Keys are the submitter's own.
+	bob := testSweep("bobs", "wf", "bob", 3)
+	bob.IdempotencyKey = "nightly-1"
+	if other, _ := createSweep(t, s, bob, 1, 0); other.ID == first.ID {
+		t.Errorf("bob's sweep with alice's key returned alice's sweep %d", first.ID)
 	}
 }

@@ -247,10 +247,12 @@ class Client:
 
     # ---- sweeps and job arrays ----
 
-    def submit_sweep(self, spec=None, file=None, set=None, array=None, code=None):
+    def submit_sweep(self, spec=None, file=None, set=None, array=None, code=None, idempotency_key=None):
         """Submits a sweep (a spec with a sweep: section) or, with array
         ("0-31", "0-31%4"), a job array of any spec. Returns the sweep,
-        its members' ids under "jobs"."""
+        its members' ids under "jobs". idempotency_key makes a repeat
+        return the sweep the first submit created (its "created" is then
+        False)."""
         if file is not None:
             if spec is not None:
                 raise ValueError("give spec or file, not both")
@@ -266,7 +268,8 @@ class Client:
             body["array"] = array
         if code:
             body["code"] = code
-        return self._json("POST", "/api/v1/sweeps", body=body)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._json("POST", "/api/v1/sweeps", body=body, headers=headers)
 
     def sweep(self, sweep_id):
         """One sweep: its members counted by state ("counts"), its
