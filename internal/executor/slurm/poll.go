@@ -41,9 +41,10 @@ func (e *Executor) queue(ctx context.Context) ([]queued, error) {
 }
 
 // activeQueue lists the jobs of this executor's user that have not ended
-// (squeue's default states), in one call: what a poll asks, so that its
-// cost follows the jobs in Slurm's queue, not those that ended within
-// the cluster's MinJobAge.
+// (squeue's default states), in one call: what a poll asks, so that what
+// squeue prints and the poller parses follows the jobs in Slurm's queue,
+// not those that ended within the cluster's MinJobAge. (slurmctld sends
+// squeue every job it keeps either way: squeue filters.)
 func (e *Executor) activeQueue(ctx context.Context) ([]queued, error) {
 	return e.squeue(ctx, "--me")
 }
