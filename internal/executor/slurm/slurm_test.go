@@ -319,24 +319,34 @@ func TestCancelledOutsideRunning(t *testing.T) {
 	t.Logf("message: %s", ev.Message)
 }
 
+// cancelledOutside launches a job Slurm never places and cancels it
+// with scancel, as someone outside Trainyard would; it returns the
+// launch and the Slurm job's id.
+func (w *world) cancelledOutside(t *testing.T, h *executortest.Harness) (executor.Launch, string) {
+	t.Helper()
+	l := h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
+		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // never placed
+	})
+	b, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := w.c.Command(ctx, "scancel", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v: %s", err, out)
+	}
+	return l, id
+}
+
 // TestCancelledOutside: a job cancelled in Slurm before it started
 // (scancel, not Trainyard) ends its attempt canceled, saying so.
 func TestCancelledOutside(t *testing.T) {
 	w := newWorld(t)
 	ex := w.exec(t)
 	h := executortest.NewHarness(t, ex)
-	l := h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
-		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // never placed
-	})
-	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := w.c.Command(ctx, "scancel", strings.TrimSpace(string(id))).CombinedOutput(); err != nil {
-		t.Fatalf("scancel: %v: %s", err, out)
-	}
+	l, _ := w.cancelledOutside(t, h)
 	ev := h.Wait(t, l.Ref, executor.Exited)
 	checkExit(t, ev, domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
 	if !strings.Contains(ev.Message, "outside Trainyard") {
@@ -385,20 +395,9 @@ func TestPollsAskForActiveJobs(t *testing.T) {
 	}
 
 	from := len(since(0))
-	l = h.Launch(t, []string{"sleep", "600"}, func(l *executor.Launch) {
-		l.Resources = domain.Resources{CPUs: float64(w.c.CPUs + 1)} // never placed
-	})
-	id, err := os.ReadFile(filepath.Join(l.Dir, "slurm-job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := w.c.Command(ctx, "scancel", strings.TrimSpace(string(id))).CombinedOutput(); err != nil {
-		t.Fatalf("scancel: %v: %s", err, out)
-	}
+	l, id := w.cancelledOutside(t, h)
 	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptCanceled, domain.ReasonCanceledByUser, nil)
-	want := "--jobs=" + strings.TrimSpace(string(id))
+	want := "--jobs=" + id
 	asked := false
 	for _, q := range since(from) {
 		asked = asked || slices.Contains(q, want) && slices.Contains(q, "--states=all")

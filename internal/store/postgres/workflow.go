@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -32,14 +31,14 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 	err := s.write(ctx, func(w *writer) error {
 		jobs, existing = nil, nil
 		if sw.IdempotencyKey != "" {
-			found, err := sqlstore.ScanSweep(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey))
-			switch {
-			case err == nil:
-				existing = &found
+			found, err := sqlstore.SweepByKey(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey), pgx.ErrNoRows)
+			if err != nil {
+				return interpretError("create sweep: look up idempotency key", err)
+			}
+			if found != nil {
+				existing = found
 				w.audit.skip = true // a replay changes nothing
 				return nil
-			case !errors.Is(err, pgx.ErrNoRows):
-				return interpretError("create sweep: look up idempotency key", err)
 			}
 		}
 		var id int64

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/store"
@@ -30,14 +29,14 @@ func (s *Store) CreateSweep(ctx context.Context, sw domain.Sweep, members func(i
 	err = s.write(ctx, func(w *writer) error {
 		jobs, existing = nil, nil
 		if sw.IdempotencyKey != "" {
-			found, err := sqlstore.ScanSweep(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey))
-			switch {
-			case err == nil:
-				existing = &found
+			found, err := sqlstore.SweepByKey(w.queryRow(sweepByKeySQL, sw.Submitter, sw.IdempotencyKey), sql.ErrNoRows)
+			if err != nil {
+				return interpretError("create sweep: look up idempotency key", err)
+			}
+			if found != nil {
+				existing = found
 				w.audit.skip = true // a replay changes nothing
 				return nil
-			case !errors.Is(err, sql.ErrNoRows):
-				return interpretError("create sweep: look up idempotency key", err)
 			}
 		}
 		res, err := w.exec(insertSweepSQL, args...)

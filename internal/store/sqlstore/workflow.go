@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,8 +56,19 @@ var (
 	qWaitingSweeps = Q(`SELECT DISTINCT sweep_id FROM jobs WHERE state = 'held' AND reason = ? AND sweep_id IS NOT NULL ORDER BY sweep_id`)
 )
 
-// ScanSweep reads a row of sweepCols (QSweepByKey).
-func ScanSweep(row Row) (domain.Sweep, error) { return scanSweep(row) }
+// SweepByKey reads the answer to QSweepByKey: the submitter's sweep with
+// the key, or nil when there is none (the row's error is noRows, the
+// driver's).
+func SweepByKey(row Row, noRows error) (*domain.Sweep, error) {
+	sw, err := scanSweep(row)
+	switch {
+	case err == nil:
+		return &sw, nil
+	case errors.Is(err, noRows):
+		return nil, nil
+	}
+	return nil, err
+}
 
 func scanSweep(row Row) (domain.Sweep, error) {
 	var (
