@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +25,7 @@ type flows struct {
 	full    bool    // look at every waiting job and sweep
 	ended   []int64 // jobs that ended (or may have: left the view)
 	waiting []int64 // jobs seen held for a dependency
+	limited []int64 // jobs seen held for their sweep's max_parallel
 	sweeps  []int64 // sweeps seen with members held for max_parallel
 }
 
@@ -39,9 +39,7 @@ func (f *flows) note(j domain.Job) {
 	case j.State == domain.JobHeld && j.Reason == domain.ReasonDependency:
 		f.waiting = append(f.waiting, j.ID)
 	case j.State == domain.JobHeld && j.Reason == domain.ReasonSweepLimit:
-		if sw, err := strconv.ParseInt(j.Spec.Labels[domain.SweepLabel], 10, 64); err == nil {
-			f.sweeps = append(f.sweeps, sw)
-		}
+		f.limited = append(f.limited, j.ID)
 	}
 }
 
@@ -82,9 +80,10 @@ func (c *Controller) resolveWorkflows(ctx context.Context, now time.Time) {
 			sweeps[id] = true
 		}
 	}
-	if len(f.ended) > 0 {
-		// One read each for every job that ended this cycle.
-		sws, err := c.cfg.Store.SweepsOf(ctx, f.ended)
+	if len(f.ended)+len(f.limited) > 0 {
+		// One read for the sweeps of every job that ended or was held
+		// for its sweep this cycle.
+		sws, err := c.cfg.Store.SweepsOf(ctx, slices.Concat(f.ended, f.limited))
 		if err != nil {
 			fail("read the sweeps of ended jobs", err)
 			return
@@ -92,6 +91,8 @@ func (c *Controller) resolveWorkflows(ctx context.Context, now time.Time) {
 		for _, sw := range sws {
 			sweeps[sw] = true
 		}
+	}
+	if len(f.ended) > 0 {
 		ws, err := c.cfg.Store.WaitersOn(ctx, f.ended, false)
 		if err != nil {
 			fail("list the jobs waiting for ended jobs", err)
