@@ -495,7 +495,12 @@ func nodes(l executor.Launch) int { return max(l.Resources.Nodes, len(l.Placemen
 
 // script is the batch script: it becomes the supervisor, which opens the
 // launch record and removes it (it holds secrets) before it starts the
-// job. A supervisor that cannot start leaves it to Release.
+// job. A supervisor that cannot start leaves it to Release. The
+// supervisor runs on one thread's worth of Go scheduler (GOMAXPROCS=1,
+// as the local executor starts its own): it waits on one process, and
+// a Go runtime sized to the node spends more CPU at start (threads,
+// and reading its cgroup's CPU limit) than the job's own `true`. The
+// job gets none of the supervisor's environment, so not that either.
 func (e *Executor) script(l executor.Launch) string {
 	var cmd []string
 	for _, w := range e.shim {
@@ -506,7 +511,7 @@ func (e *Executor) script(l executor.Launch) string {
 PATH=/usr/local/bin:/usr/bin:/bin
 export PATH
 exec 3>&- 4>&-
-exec %s --dir %s --launch %s
+GOMAXPROCS=1 exec %s --dir %s --launch %s
 `, l.Ref, strings.Join(cmd, " "), quote(l.Dir), quote(filepath.Join(l.Dir, launchFile)))
 }
 
