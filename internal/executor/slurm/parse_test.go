@@ -136,3 +136,16 @@ func TestSbatchEnv(t *testing.T) {
 		t.Errorf("sbatch's environment = %q, want %q", got, want)
 	}
 }
+
+func TestPollWaitStretchesWhileSqueueIsSlow(t *testing.T) {
+	for _, c := range []struct{ interval, took, want time.Duration }{
+		{time.Second, 10 * time.Millisecond, time.Second},                         // a quick squeue: the interval
+		{200 * time.Millisecond, 300 * time.Millisecond, 1200 * time.Millisecond}, // slow: four times its time
+		{time.Second, 30 * time.Second, 30 * time.Second},                         // a timeout: capped
+		{time.Minute, 30 * time.Second, time.Minute},                              // never under the interval
+	} {
+		if got := pollWait(c.interval, c.took); got != c.want {
+			t.Errorf("pollWait(%v, %v) = %v, want %v", c.interval, c.took, got, c.want)
+		}
+	}
+}

@@ -137,11 +137,21 @@ func ended(state string) bool {
 	return true
 }
 
+// squeueShare bounds the poller's load on slurmctld: after a poll whose
+// squeue took d, the next waits at least squeueShare×d, so that squeue
+// runs at most 1/(1+squeueShare) of the time. slurmctld packs every job
+// it keeps for each call, whatever the filters, so a busy cluster (or a
+// loaded controller) makes each call slower: the poller then asks less
+// often instead of keeping slurmctld busy answering it.
+const squeueShare = 4
+
 // poll is the poller: one squeue per interval for every attempt, then
-// each attempt's files.
+// each attempt's files. The interval stretches while squeue is slow
+// (squeueShare); a poke (a stop, a relaunch of an ended attempt) polls
+// at once.
 func (e *Executor) poll() {
 	defer close(e.done)
-	t := time.NewTicker(e.cfg.PollInterval)
+	t := time.NewTimer(e.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -150,16 +160,29 @@ func (e *Executor) poll() {
 		case <-t.C:
 		case <-e.wake:
 		}
-		e.pollOnce()
+		took := e.pollOnce()
+		t.Reset(pollWait(e.cfg.PollInterval, took))
 	}
+}
+
+// maxStretch caps how far a slow squeue stretches the interval: an
+// attempt's end is still seen within half a minute.
+const maxStretch = 30 * time.Second
+
+// pollWait is how long the poller waits after a poll whose squeue took
+// took: the interval, or squeueShare times took if longer, up to
+// maxStretch.
+func pollWait(interval, took time.Duration) time.Duration {
+	return max(interval, min(squeueShare*took, maxStretch))
 }
 
 // pollOnce asks squeue which of this user's jobs have not ended, then
 // reads the directories of the attempts followed. Only for jobs that left
 // that list without a successful outcome recorded does it ask how they
 // ended (squeue, then accounting for jobs older than MinJobAge): one more
-// call, and only when some job failed, was killed or vanished.
-func (e *Executor) pollOnce() {
+// call, and only when some job failed, was killed or vanished. It
+// returns how long squeue took to list the active jobs.
+func (e *Executor) pollOnce() time.Duration {
 	e.mu.Lock()
 	var active []*attempt
 	for _, a := range e.attempts {
@@ -170,10 +193,12 @@ func (e *Executor) pollOnce() {
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	asked := time.Now()
 	jobs, err := e.activeQueue(ctx)
+	took := time.Since(asked)
 	if err != nil {
 		e.log.Warn("poll Slurm", "err", err)
-		return
+		return took
 	}
 	e.mu.Lock()
 	e.last = jobs
@@ -216,6 +241,7 @@ func (e *Executor) pollOnce() {
 		}
 		e.observe(a, f, byID)
 	}
+	return took
 }
 
 // howEnded adds to byID how the jobs ids ended: from squeue while Slurm
