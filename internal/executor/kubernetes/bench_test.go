@@ -25,6 +25,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
 	"trainyard/internal/executor/kubernetes/kubetest"
 )
 
@@ -71,29 +72,29 @@ func BenchmarkThousandJobs(b *testing.B) {
 	sel := benchNodes(b, c, "bench-throughput", "64")
 	n := benchJobs()
 	var direct, via []float64
-	var directCPU, viaCPU cpuUse
+	var directCPU, viaCPU executortest.CPU
 	var reqs requestCount
 	for b.Loop() {
-		cpu0 := cpuNow(c.Dir)
+		cpu0 := executortest.CPUNow(c.Dir)
 		direct = append(direct, float64(n)/directRound(b, c, sel, n).Seconds())
-		cpu1 := cpuNow(c.Dir)
+		cpu1 := executortest.CPUNow(c.Dir)
 		via = append(via, float64(n)/executorRound(b, c, sel, n, &reqs).Seconds())
-		cpu2 := cpuNow(c.Dir)
-		directCPU.add(cpu1.sub(cpu0))
-		viaCPU.add(cpu2.sub(cpu1))
+		cpu2 := executortest.CPUNow(c.Dir)
+		directCPU.Add(cpu1.Sub(cpu0))
+		viaCPU.Add(cpu2.Sub(cpu1))
 	}
 	d, v := median(direct), median(via)
 	b.ReportMetric(d, "direct-jobs/s")
 	b.ReportMetric(v, "executor-jobs/s")
 	b.ReportMetric(v/d, "executor/direct")
 	jobs := float64(n * len(direct))
-	b.ReportMetric(float64(directCPU.total())/jobs, "direct-cpu-ms/job")
-	b.ReportMetric(float64(viaCPU.total())/jobs, "executor-cpu-ms/job")
+	b.ReportMetric(float64(directCPU.Total())/jobs, "direct-cpu-ms/job")
+	b.ReportMetric(float64(viaCPU.Total())/jobs, "executor-cpu-ms/job")
 	b.ReportMetric(float64(reqs.logs())/jobs, "log-requests/pod")
 	b.ReportMetric(float64(reqs.total())/jobs, "requests/job")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("CPU ms per job, direct: %s", directCPU.per(jobs))
-	b.Logf("CPU ms per job, executor: %s", viaCPU.per(jobs))
+	b.Logf("CPU ms per job, direct: %s", directCPU.PerJob(jobs, false))
+	b.Logf("CPU ms per job, executor: %s", viaCPU.PerJob(jobs, false))
 	b.Logf("the executor's requests per job: %s; log streams open %.0f ms each on average", reqs.per(jobs), reqs.logOpenMS())
 }
 
@@ -381,81 +382,4 @@ func requestKind(req *http.Request) string {
 		res += " (follow)"
 	}
 	return verb + " " + res
-}
-
-// cpuUse is CPU time, in milliseconds, by process: the control plane's
-// daemons (by name) and "self" (this process: the executor, or the
-// direct loop).
-type cpuUse map[string]int64
-
-// cpuNow reads the CPU time used so far by this process and by every
-// process whose command line names dir (the cluster's daemons).
-func cpuNow(dir string) cpuUse {
-	u := cpuUse{"self": procCPU("self")}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmd), dir) {
-			continue
-		}
-		name, _, _ := strings.Cut(string(cmd), "\x00")
-		u[filepath.Base(name)] += procCPU(e.Name())
-	}
-	return u
-}
-
-// procCPU is a process's user and system CPU time in ms, from /proc/pid/stat.
-func procCPU(pid string) int64 {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+2:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return (ut + st) * 10 // clock ticks of 10 ms
-}
-
-func (u cpuUse) sub(v cpuUse) cpuUse {
-	d := cpuUse{}
-	for k, x := range u {
-		d[k] = x - v[k]
-	}
-	return d
-}
-
-func (u *cpuUse) add(v cpuUse) {
-	if *u == nil {
-		*u = cpuUse{}
-	}
-	for k, x := range v {
-		(*u)[k] += x
-	}
-}
-
-func (u cpuUse) total() int64 {
-	var t int64
-	for _, x := range u {
-		t += x
-	}
-	return t
-}
-
-func (u cpuUse) per(jobs float64) string {
-	var parts []string
-	for k, x := range u {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(x)/jobs))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ") + fmt.Sprintf(" (total %.2f)", float64(u.total())/jobs)
 }

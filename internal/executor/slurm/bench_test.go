@@ -16,6 +16,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
+	"trainyard/internal/executor/executortest"
 	"trainyard/internal/executor/local"
 	"trainyard/internal/executor/slurm"
 	"trainyard/internal/executor/slurm/slurmtest"
@@ -82,15 +83,15 @@ func BenchmarkThousandJobs(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		round++
-		cpu0 := cpuNow(c.Dir)
+		cpu0 := executortest.CPUNow(c.Dir)
 		d := directRound(b, c, n, round)
-		cpu1 := cpuNow(c.Dir)
+		cpu1 := executortest.CPUNow(c.Dir)
 		direct = append(direct, float64(n)/d.Seconds())
 		v := executorRound(b, c, shim, n, round, &cmds)
-		cpu2 := cpuNow(c.Dir)
+		cpu2 := executortest.CPUNow(c.Dir)
 		via = append(via, float64(n)/v.Seconds())
-		b.Logf("round %d, CPU ms per job, direct: %s", round, cpu1.sub(cpu0).per(n))
-		b.Logf("round %d, CPU ms per job, executor: %s", round, cpu2.sub(cpu1).per(n))
+		b.Logf("round %d, CPU ms per job, direct: %s", round, cpu1.Sub(cpu0).PerJob(float64(n), true))
+		b.Logf("round %d, CPU ms per job, executor: %s", round, cpu2.Sub(cpu1).PerJob(float64(n), true))
 		elapsed += v
 	}
 	d, v := median(direct), median(via)
@@ -282,90 +283,4 @@ func (c *commandCount) per(jobs float64) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
-}
-
-// cpuUse is CPU time in ms: the machine's ("all", from /proc/stat), this
-// process's ("self") and its reaped children's ("children": sbatch,
-// squeue), and the cluster's daemons' by name (their command lines
-// name its directory). What the machine spent beyond those ("rest") is
-// the jobs' steps: slurmstepd, the batch scripts and what they run.
-type cpuUse map[string]int64
-
-func cpuNow(dir string) cpuUse {
-	u := cpuUse{"all": machineCPU()}
-	u["self"], u["children"] = procCPU("self", 13, 14), procCPU("self", 15, 16)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmd), dir) {
-			continue
-		}
-		name, _, _ := strings.Cut(string(cmd), "\x00")
-		u[filepath.Base(name)] += procCPU(e.Name(), 13, 14)
-	}
-	return u
-}
-
-// procCPU sums fields i and j (1-based, as proc(5) numbers them) of
-// /proc/pid/stat, clock ticks, in ms.
-func procCPU(pid string, i, j int) int64 {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	if k := strings.LastIndexByte(s, ')'); k >= 0 {
-		s = s[k+2:]
-	}
-	f := strings.Fields(s) // from field 3
-	if len(f) < j-2 {
-		return 0
-	}
-	a, _ := strconv.ParseInt(f[i-3], 10, 64)
-	c, _ := strconv.ParseInt(f[j-3], 10, 64)
-	return (a + c) * 10
-}
-
-// machineCPU is the machine's busy time in ms: /proc/stat's first line
-// less idle and iowait.
-func machineCPU() int64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	var t int64
-	for k, f := range strings.Fields(line)[1:] {
-		if k == 3 || k == 4 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f, 10, 64)
-		t += v
-	}
-	return t * 10
-}
-
-func (u cpuUse) sub(v cpuUse) cpuUse {
-	d := cpuUse{}
-	for k, x := range u {
-		d[k] = x - v[k]
-	}
-	return d
-}
-
-func (u cpuUse) per(jobs int) string {
-	rest := u["all"]
-	var parts []string
-	for k, x := range u {
-		if k != "all" {
-			rest -= x
-			parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(x)/float64(jobs)))
-		}
-	}
-	slices.Sort(parts)
-	parts = append(parts, fmt.Sprintf("rest %.1f", float64(rest)/float64(jobs)))
-	return strings.Join(parts, ", ") + fmt.Sprintf(" (all %.1f)", float64(u["all"])/float64(jobs))
 }

@@ -1,0 +1,129 @@
+package executortest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CPU is CPU time in milliseconds, read from /proc, for benchmarks that
+// compare an executor with its engine driven directly: Procs by process
+// (this one as "self", and every process whose command line names a
+// directory, such as an engine's daemons, by its program's name),
+// Children this process's reaped children (the commands it ran), and
+// Machine the whole machine's busy time.
+type CPU struct {
+	Procs    map[string]int64
+	Children int64
+	Machine  int64
+}
+
+// CPUNow reads the CPU time used so far by this process, its reaped
+// children, the processes whose command line names dir, and the machine.
+func CPUNow(dir string) CPU {
+	u := CPU{Procs: map[string]int64{"self": procCPU("self", 14, 15)}, Children: procCPU("self", 16, 17), Machine: machineCPU()}
+	self := strconv.Itoa(os.Getpid())
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), dir) {
+			continue
+		}
+		name, _, _ := strings.Cut(string(cmd), "\x00")
+		u.Procs[filepath.Base(name)] += procCPU(e.Name(), 14, 15)
+	}
+	return u
+}
+
+// procCPU sums fields i and j (numbered as in proc(5)) of
+// /proc/pid/stat, clock ticks of 10 ms, in ms.
+func procCPU(pid string, i, j int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	if k := strings.LastIndexByte(s, ')'); k >= 0 {
+		s = s[k+2:] // from field 3
+	}
+	f := strings.Fields(s)
+	if len(f) <= j-3 {
+		return 0
+	}
+	a, _ := strconv.ParseInt(f[i-3], 10, 64)
+	c, _ := strconv.ParseInt(f[j-3], 10, 64)
+	return (a + c) * 10
+}
+
+// machineCPU is the machine's busy time in ms: the first line of
+// /proc/stat less idle and iowait.
+func machineCPU() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var t int64
+	for k, f := range strings.Fields(line)[1:] {
+		if k == 3 || k == 4 { // idle, iowait
+			continue
+		}
+		v, _ := strconv.ParseInt(f, 10, 64)
+		t += v
+	}
+	return t * 10
+}
+
+// Sub is u less v: the CPU time used between two readings.
+func (u CPU) Sub(v CPU) CPU {
+	d := CPU{Procs: map[string]int64{}, Children: u.Children - v.Children, Machine: u.Machine - v.Machine}
+	for k, x := range u.Procs {
+		d.Procs[k] = x - v.Procs[k]
+	}
+	return d
+}
+
+// Add adds v to u.
+func (u *CPU) Add(v CPU) {
+	if u.Procs == nil {
+		u.Procs = map[string]int64{}
+	}
+	for k, x := range v.Procs {
+		u.Procs[k] += x
+	}
+	u.Children += v.Children
+	u.Machine += v.Machine
+}
+
+// Total is the CPU time of the processes in Procs.
+func (u CPU) Total() int64 {
+	var t int64
+	for _, x := range u.Procs {
+		t += x
+	}
+	return t
+}
+
+// PerJob writes u per job: each process's, then their total. With rest,
+// also the children's and the rest of the machine's (what neither this
+// process, its children nor the named processes used: an engine's
+// short-lived processes, such as the jobs' own), and the machine's.
+func (u CPU) PerJob(jobs float64, rest bool) string {
+	var parts []string
+	for k, x := range u.Procs {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(x)/jobs))
+	}
+	slices.Sort(parts)
+	s := strings.Join(parts, ", ") + fmt.Sprintf(" (total %.2f)", float64(u.Total())/jobs)
+	if rest {
+		s += fmt.Sprintf("; children %.2f, rest of the machine %.2f (machine %.2f)", float64(u.Children)/jobs,
+			float64(u.Machine-u.Total()-u.Children)/jobs, float64(u.Machine)/jobs)
+	}
+	return s
+}
