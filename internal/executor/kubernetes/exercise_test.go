@@ -57,6 +57,10 @@ func TestProcessNodes(t *testing.T) {
 			PodNetwork:      true,
 			NoSupervisor:    true,
 			NoAgent:         true,
+			// A Job's deadline counts from its start: the pod is placed
+			// and its process started within it, seconds on a loaded
+			// machine, before the program can take the SIGTERM.
+			StartAllowance: 3 * time.Second,
 		})
 	})
 	t.Run("OOMKilled", func(t *testing.T) { t.Parallel(); w.testOOM(t) })
