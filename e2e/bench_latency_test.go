@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor/executortest"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 )
@@ -201,20 +202,11 @@ func stopQuietly(s *server) {
 // cpuTime is the user and system CPU time the process used so far.
 func cpuTime(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := executortest.ProcessCPU(pid)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("read the server's CPU time: %v", err)
 	}
-	// Fields after the command (which may hold spaces): state is the
-	// first, utime the 12th and stime the 13th.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("read CPU time from /proc/%d/stat: %q", pid, raw)
-	}
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	return d
 }
 
 // loadAvg is the machine's 1, 5 and 15 minute load averages.

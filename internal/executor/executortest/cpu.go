@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CPU is CPU time in milliseconds, read from /proc, for benchmarks that
@@ -41,24 +42,54 @@ func CPUNow(dir string) CPU {
 	return u
 }
 
-// procCPU sums fields i and j (numbered as in proc(5)) of
-// /proc/pid/stat, clock ticks of 10 ms, in ms.
+// userHZ is the unit of the CPU times in /proc/PID/stat: Linux fixes it
+// at 100 for user space.
+const userHZ = 100
+
+// ProcessCPU is the user and system CPU time process pid has used so
+// far (its threads, ended ones included; not its children's).
+func ProcessCPU(pid int) (time.Duration, error) {
+	f, err := statFields(strconv.Itoa(pid))
+	if err != nil {
+		return 0, err
+	}
+	return ticks(f, 14, 15), nil
+}
+
+// procCPU is fields i and j (numbered as in proc(5)) of /proc/pid/stat
+// together, in ms; 0 when the process is gone.
 func procCPU(pid string, i, j int) int64 {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	f, err := statFields(pid)
 	if err != nil {
 		return 0
 	}
+	return ticks(f, i, j).Milliseconds()
+}
+
+// statFields reads /proc/pid/stat ("self" for this process) and returns
+// its fields from the third (the state) on: field n is at n-3. The
+// command name (field 2) may hold spaces and parentheses, so they are
+// counted from its last ')'.
+func statFields(pid string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return nil, err
+	}
 	s := string(b)
-	if k := strings.LastIndexByte(s, ')'); k >= 0 {
-		s = s[k+2:] // from field 3
+	k := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[k+1:])
+	if k < 0 || len(f) < 15 {
+		return nil, fmt.Errorf("/proc/%s/stat is not as proc(5) describes it: %q", pid, s)
 	}
-	f := strings.Fields(s)
-	if len(f) <= j-3 {
-		return 0
-	}
+	return f, nil
+}
+
+// ticks is fields i and j of f (as statFields returns them), clock
+// ticks, as a duration.
+func ticks(f []string, i, j int) time.Duration {
 	a, _ := strconv.ParseInt(f[i-3], 10, 64)
 	c, _ := strconv.ParseInt(f[j-3], 10, 64)
-	return (a + c) * 10
+	return time.Duration(a+c) * time.Second / userHZ
 }
 
 // machineCPU is the machine's busy time in ms: the first line of
@@ -77,7 +108,7 @@ func machineCPU() int64 {
 		v, _ := strconv.ParseInt(f, 10, 64)
 		t += v
 	}
-	return t * 10
+	return t * 1000 / userHZ
 }
 
 // Sub is u less v: the CPU time used between two readings.

@@ -320,14 +320,8 @@ func taskCPUMs(pid int) float64 {
 // statCPUMs is the CPU time pid used (utime + stime, threads that ended
 // included), in ms, at the resolution of clock ticks (10 ms).
 func statCPUMs(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) * 10 // USER_HZ is 100 on Linux
+	d, _ := executortest.ProcessCPU(pid)
+	return float64(d.Microseconds()) / 1000
 }
 
 // selfCPUMs is the CPU time this process used, in ms.
