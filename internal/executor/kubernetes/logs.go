@@ -20,13 +20,13 @@ import (
 
 // Each pod's log is read with one request, once its container has
 // started. A container seen running for followAfter (Config.FollowAfter)
-// is followed (one
-// stream, follow=true, which the kubelet ends once the container has
-// exited), so that its lines reach the attempt's log as they are written;
-// one that exits sooner, or whose attempt ends or is stopped first, is
-// read with one plain GET, which ends at the end of its log (a stop
-// follows at once: its pods may be gone soon after). Most short pods thus
-// cost one short request, not a stream held open. An ended attempt's
+// is followed (one stream, follow=true, which the kubelet ends once the
+// container has exited), so that its lines reach the attempt's log as
+// they are written; one that exits sooner, or whose attempt ends first,
+// is read with one plain GET, which ends at the end of its log. A stop,
+// and a pod being deleted by Kubernetes itself (a deadline, an eviction),
+// follow at once: the pods, and their logs, may be gone soon after. Most
+// short pods thus cost one short request, not a stream held open. An ended attempt's
 // readers read on until their requests end, until none has read a line
 // for logIdle (a kubelet that keeps a stream open after the exit, as
 // kwok's does), or for logGrace at most; then the outcome is reported.
@@ -107,7 +107,9 @@ func (a *attemptLog) follow(c *client, p *corev1.Pod) {
 		a.readLocked(c, ns, name, rank, false)
 		return
 	}
-	if a.live {
+	if a.live || p.DeletionTimestamp != nil {
+		// Followed, or being deleted (a deadline, an eviction): its last
+		// lines are wanted before the pod, and its log, are gone.
 		a.readLocked(c, ns, name, rank, true)
 		return
 	}
