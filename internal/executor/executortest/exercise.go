@@ -102,14 +102,6 @@ type Options struct {
 	// not removed after the attempt. Those checks are skipped. A gap, not
 	// a limit by nature: remove it once the executor has an agent.
 	NoAgent bool
-
-	// StartAllowance is added to the timeout the suite gives a program
-	// that must be running when it times out: an executor whose timeout
-	// counts from the attempt's submission rather than its program's
-	// start (a Kubernetes Job's deadline counts from the Job's start,
-	// before its pod is placed and started) needs room for that start on
-	// a loaded machine.
-	StartAllowance time.Duration
 }
 
 // Exercise runs the conformance suite: every method of the contract,
@@ -206,7 +198,7 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 				t.Parallel()
 				h := NewHarness(t, newExec(t))
 				l := h.Run(t, p, func(l *executor.Launch) {
-					l.Timeout = 1500*time.Millisecond + opts.StartAllowance
+					l.Timeout = 1500 * time.Millisecond
 					l.Grace = 300 * time.Millisecond
 				})
 				ev := h.Wait(t, l.Ref, executor.Exited)

@@ -57,13 +57,10 @@ func TestProcessNodes(t *testing.T) {
 			PodNetwork:      true,
 			NoSupervisor:    true,
 			NoAgent:         true,
-			// A Job's deadline counts from its start: the pod is placed
-			// and its process started within it, seconds on a loaded
-			// machine, before the program can take the SIGTERM.
-			StartAllowance: 3 * time.Second,
 		})
 	})
 	t.Run("OOMKilled", func(t *testing.T) { t.Parallel(); w.testOOM(t) })
+	t.Run("TimeoutFromStart", func(t *testing.T) { t.Parallel(); w.testTimeoutFromStart(t) })
 	t.Run("Restart", func(t *testing.T) { t.Parallel(); w.testRestart(t) })
 	t.Run("MultiNode", func(t *testing.T) { t.Parallel(); w.testMultiNode(t) })
 }
@@ -94,6 +91,33 @@ func (w *procWorld) exec(t *testing.T, ns string) layoutExec {
 	}
 	t.Cleanup(func() { _ = ex.Close() })
 	return layoutExec{Executor: ex, runs: w.runs}
+}
+
+// testTimeoutFromStart: an attempt's timeout counts from its start, not
+// from its Job's creation: a pod that takes longer to start than the
+// timeout (an image pull) still runs, and gets SIGTERM once the timeout
+// has passed since its start.
+func (w *procWorld) testTimeoutFromStart(t *testing.T) {
+	h := executortest.NewHarness(t, w.exec(t, w.c.Namespace(t)))
+	p := executortest.Program{OnTerm: "terminated", Steps: []executortest.Step{{Out: "running"}, {Block: true}}}
+	l := h.Run(t, p, func(l *executor.Launch) {
+		l.Env = append(l.Env, kubetest.EnvStartMS+"=2500")
+		l.Timeout = 1500 * time.Millisecond
+		l.Grace = 300 * time.Millisecond
+	})
+	started := h.Wait(t, l.Ref, executor.Started)
+	ev := h.Wait(t, l.Ref, executor.Exited)
+	checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+	if !strings.Contains(ev.Message, "timeout of 1.5s") {
+		t.Errorf("message %q does not name the timeout", ev.Message)
+	}
+	// The start time is given in whole seconds.
+	if ran := ev.At.Sub(started.At); ran < 1500*time.Millisecond-time.Second {
+		t.Errorf("it ran %s, less than its timeout", ran)
+	}
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"running", "terminated"}) {
+		t.Errorf("log %q, want the program's lines up to its SIGTERM", got)
+	}
 }
 
 // testOOM: a container the kubelet reports OOMKilled (the process

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -118,7 +119,7 @@ func build(cfg Config, l executor.Launch) objects {
 	}
 	grace := int64(math.Ceil(l.Grace.Seconds())) // never rounded down to an immediate kill
 	if l.Grace <= 0 {
-		grace = 10
+		grace = int64(defaultGrace / time.Second)
 	}
 	image := l.Image // the job's environment's, else the executor's default
 	if image == "" {
@@ -160,10 +161,12 @@ func build(cfg Config, l executor.Launch) objects {
 		Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 	}
 	if l.Timeout > 0 {
-		// At the deadline the Job controller deletes the pods: the kubelet
-		// sends SIGTERM, and SIGKILL once the grace period has passed, as
-		// the local executor does at a timeout.
-		d := int64(math.Ceil(l.Timeout.Seconds()))
+		// The executor stops the attempt once its timeout has passed
+		// since its start (Executor.timedOut). The Job's own deadline,
+		// counted from its creation, is the backstop should no executor
+		// run then: the timeout, the grace, and backstopSlack for placing
+		// the pods and pulling the image.
+		d := int64(math.Ceil((l.Timeout + backstopSlack).Seconds())) + grace
 		spec.ActiveDeadlineSeconds = &d
 	}
 	if nodes > 1 {
@@ -179,6 +182,13 @@ func build(cfg Config, l executor.Launch) objects {
 	o.job = &batchv1.Job{ObjectMeta: meta, Spec: spec}
 	return o
 }
+
+// defaultGrace is the grace period of a launch that gives none.
+const defaultGrace = 10 * time.Second
+
+// backstopSlack is what a Job's deadline gives beyond the attempt's
+// timeout and grace (see build).
+const backstopSlack = 30 * time.Minute
 
 // agentVolume is the emptyDir that carries the trainyard binary and the
 // job's outputs; agentInit the init container that puts the binary there.

@@ -49,8 +49,10 @@ func TestBuildOneNode(t *testing.T) {
 	if *j.Spec.BackoffLimit != 0 || *j.Spec.Completions != 1 || j.Spec.CompletionMode != nil || o.service != nil {
 		t.Errorf("one node: backoff %d, completions %d, mode %v, service %v", *j.Spec.BackoffLimit, *j.Spec.Completions, j.Spec.CompletionMode, o.service)
 	}
-	if got := *j.Spec.ActiveDeadlineSeconds; got != 2*3600 {
-		t.Errorf("activeDeadlineSeconds %d, want the timeout", got)
+	// The executor times the run from its start; the Job's deadline,
+	// from its creation, is the backstop: timeout, grace and slack.
+	if got, want := *j.Spec.ActiveDeadlineSeconds, int64(2*3600+30+30*60); got != want {
+		t.Errorf("activeDeadlineSeconds %d, want %d (timeout, grace, 30m for the start)", got, want)
 	}
 	pod := j.Spec.Template.Spec
 	if pod.RestartPolicy != corev1.RestartPolicyNever || *pod.TerminationGracePeriodSeconds != 30 || *pod.AutomountServiceAccountToken {

@@ -145,6 +145,11 @@ type attempt struct {
 	checking  bool // confirmLost is asking whether its Job is gone
 	stopping  *executor.StopRequest
 	log       *attemptLog
+
+	// timeout and grace are the launch's; deadline, once the attempt has
+	// started, stops it when its timeout has passed (see timedOut).
+	timeout, grace time.Duration
+	deadline       *time.Timer
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -243,6 +248,7 @@ func (e *Executor) Close() error {
 		close(e.stop)
 		e.cancel()
 		for _, a := range e.attempts {
+			a.stopDeadline()
 			logs = append(logs, a.log)
 		}
 	}
@@ -310,7 +316,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	// request names is run on all of them.
 	l.Resources.Nodes = max(l.Resources.Nodes, len(l.Placement.Nodes))
 	o := build(e.cfg, l)
-	a := &attempt{log: newAttemptLog(e.ctx, l, cmp.Or(e.cfg.FollowAfter, followAfter))}
+	a := &attempt{log: newAttemptLog(e.ctx, l, cmp.Or(e.cfg.FollowAfter, followAfter)), timeout: l.Timeout, grace: l.Grace}
 	e.mu.Lock()
 	old := e.attempts[l.Ref]
 	e.attempts[l.Ref] = a
@@ -355,6 +361,9 @@ func (e *Executor) forget(ref executor.Ref) {
 	e.mu.Lock()
 	a := e.attempts[ref]
 	delete(e.attempts, ref)
+	if a != nil {
+		a.stopDeadline()
+	}
 	e.mu.Unlock()
 	if a != nil {
 		a.log.cancel()
@@ -623,6 +632,15 @@ func (e *Executor) reconcile(ref executor.Ref) {
 			// start time (whole seconds) is never after its first line.
 			a.log.system(a.startedAt, "started "+startedWhere(pods))
 		}
+		if a.timeout > 0 {
+			// The timeout counts from the start, as on the other
+			// executors, not from the Job's creation: placing the pods
+			// and pulling the image are not the attempt's run time. A
+			// start time in whole seconds counts from the end of its
+			// second (or now, if sooner): never too early.
+			left := time.Until(endTime(a.startedAt, time.Now()).Add(a.timeout))
+			a.deadline = time.AfterFunc(max(left, 0), func() { e.timedOut(ref, a) })
+		}
 	}
 	for _, p := range pods {
 		a.log.follow(e.client, p)
@@ -638,6 +656,9 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		exit = &o.exit
 	case a.stopping != nil && (job == nil || job.DeletionTimestamp != nil) && len(pods) == 0:
 		exit = &executor.Event{State: domain.AttemptCanceled, Reason: a.stopping.Reason, Message: stopMessage(*a.stopping)}
+		if a.stopping.Reason == domain.ReasonTimeout {
+			exit.State = domain.AttemptTimedOut
+		}
 	case o.pullFail:
 		exit = &o.exit
 		deleteForPull = true
@@ -653,6 +674,7 @@ func (e *Executor) reconcile(ref executor.Ref) {
 		ev.Ref, ev.Kind = ref, executor.Exited
 		ev.At = endTime(ev.At, time.Now())
 		a.done = true
+		a.stopDeadline()
 		go e.finish(a, ev)
 	}
 	if deleteForPull {
@@ -661,6 +683,33 @@ func (e *Executor) reconcile(ref executor.Ref) {
 				e.log.Warn("delete the Job of an attempt whose image cannot be pulled", "attempt", ref.String(), "err", err)
 			}
 		}()
+	}
+}
+
+// timedOut stops attempt a, its timeout having passed since it started,
+// as a stop does (SIGTERM, SIGKILL after the launch's grace), and ends it
+// timed out. The Job's own deadline (see build) is the backstop should
+// no executor be running then.
+func (e *Executor) timedOut(ref executor.Ref, a *attempt) {
+	e.mu.Lock()
+	// After Close the attempt is the next executor's to time.
+	current := !e.closed && e.attempts[ref] == a && !a.done && a.stopping == nil
+	e.mu.Unlock()
+	if !current {
+		return
+	}
+	grace := cmp.Or(a.grace, defaultGrace)
+	req := executor.StopRequest{Reason: domain.ReasonTimeout, Grace: grace,
+		Message: "exceeded its timeout of " + domain.FormatDuration(a.timeout) + "; its pods were deleted with a grace period of " + domain.FormatDuration(grace)}
+	if err := e.Stop(e.ctx, ref, req); err != nil && e.ctx.Err() == nil {
+		e.log.Warn("stop an attempt past its timeout", "attempt", ref.String(), "err", err)
+	}
+}
+
+// stopDeadline drops the timeout's timer; e.mu is held.
+func (a *attempt) stopDeadline() {
+	if a.deadline != nil {
+		a.deadline.Stop()
 	}
 }
 
@@ -675,6 +724,7 @@ func (e *Executor) confirmLost(ref executor.Ref, a *attempt) {
 	lost := err == nil && !there && !a.done && a.stopping == nil && e.attempts[ref] == a
 	if lost {
 		a.done = true
+		a.stopDeadline()
 	}
 	e.mu.Unlock()
 	if lost {

@@ -211,8 +211,13 @@ func TestTheJobCarriesTheSpec(t *testing.T) {
 	if got := j.Labels[kubernetes.LabelProject] + "/" + j.Labels[kubernetes.LabelPool]; got != "vision/gpu" {
 		t.Errorf("labels %v", j.Labels)
 	}
-	if *j.Spec.BackoffLimit != 0 || j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != 3600 {
-		t.Errorf("backoffLimit %d, activeDeadlineSeconds %v", *j.Spec.BackoffLimit, j.Spec.ActiveDeadlineSeconds)
+	// The deadline is the backstop: timeout, grace (the harness's 5s) and 30m.
+	deadline := int64(-1)
+	if j.Spec.ActiveDeadlineSeconds != nil {
+		deadline = *j.Spec.ActiveDeadlineSeconds
+	}
+	if *j.Spec.BackoffLimit != 0 || deadline != 3600+5+30*60 {
+		t.Errorf("backoffLimit %d, activeDeadlineSeconds %d", *j.Spec.BackoffLimit, deadline)
 	}
 	pod := j.Spec.Template.Spec
 	c := pod.Containers[0]

@@ -70,6 +70,11 @@ import (
 // kwok's stages.
 const EnvReason = "TRAINYARD_KWOK_REASON"
 
+// EnvStartMS, in a container's environment, delays its start by that
+// many milliseconds: the test's stand-in for pulling a large image. A
+// deletion meanwhile ends the pod unstarted.
+const EnvStartMS = "TRAINYARD_KWOK_START_MS"
+
 // ProcessNode is a node whose pods run as local processes.
 type ProcessNode struct {
 	Name string
@@ -280,13 +285,26 @@ func (p *ProcessNode) run(pod *corev1.Pod, pp *procPod) {
 	podDir := filepath.Join(p.Dir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 	pp.logPath = filepath.Join(podDir, c.Name+".log")
 
-	started := metav1.Now()
 	var cmd *exec.Cmd
 	var startErr error
 	env, err := p.environment(pod, c)
 	if err != nil {
 		startErr = fmt.Errorf("CreateContainerConfigError: %w", err)
 	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvStartMS+"="); ok {
+			ms, _ := strconv.Atoi(v)
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+			case <-pp.deleting:
+				p.forceDelete(pod)
+				return
+			case <-p.ctx.Done():
+				return
+			}
+		}
+	}
+	started := metav1.Now()
 	if startErr == nil {
 		if err := os.MkdirAll(podDir, 0o755); err != nil {
 			startErr = err
