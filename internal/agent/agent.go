@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"trainyard/internal/artifacts"
 )
 
@@ -75,6 +77,7 @@ func Main(args []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	cfg := configFromEnv(os.Getenv)
+	cfg.started = time.Now() // the container's start, near enough: the attempt's
 	return run(cfg, args, sigs, os.Stdout, os.Stderr)
 }
 
@@ -86,6 +89,8 @@ type config struct {
 	outputDir     string
 	checkpointDir string
 	resume        string // TRAINYARD_AGENT_RESUME; empty: none
+	warn          string // TRAINYARD_AGENT_WARN; empty: none
+	started       time.Time
 	// Test knobs; zero means the defaults above.
 	flushEvery, scanEvery, retryFor time.Duration
 }
@@ -97,6 +102,7 @@ func configFromEnv(getenv func(string) string) config {
 		outputDir:     getenv("TRAINYARD_OUTPUT_DIR"),
 		checkpointDir: getenv("TRAINYARD_CHECKPOINT_DIR"),
 		resume:        getenv(resumeEnv),
+		warn:          getenv(warnEnv),
 	}
 	c.jobID, _ = strconv.ParseInt(getenv("TRAINYARD_JOB_ID"), 10, 64)
 	c.attempt, _ = strconv.Atoi(getenv("TRAINYARD_ATTEMPT"))
@@ -210,11 +216,24 @@ func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Wri
 		_ = cmd.Wait()
 		exited <- cmd.ProcessState
 	}()
+	var warnC <-chan time.Time
+	w, err := parseWarn(cfg.warn)
+	if err != nil {
+		log.printf("%s: %v; no warning will be sent before the timeout", warnEnv, err)
+	} else if w.sig != 0 {
+		t := time.NewTimer(time.Until(cfg.started.Add(w.after)))
+		defer t.Stop()
+		warnC = t.C
+	}
 	var ps *os.ProcessState
 	for ps == nil {
 		select {
 		case ps = <-exited:
+		case <-warnC:
+			log.printf("sending %s to %s before its timeout (policy.warn)", unix.SignalName(w.sig), argv[0])
+			_ = syscall.Kill(-pid, w.sig)
 		case s := <-sigs:
+			warnC = nil // being stopped: no warning after that
 			if sig, ok := s.(syscall.Signal); ok {
 				_ = syscall.Kill(-pid, sig)
 			}
@@ -245,6 +264,38 @@ func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Wri
 		rep.summary()
 	}
 	return code
+}
+
+// warnEnv hands the agent the attempt's advance warning (policy.warn) as
+// SIGNAL@AFTER: a signal's name (SIG prefix optional) and, as a Go
+// duration, how long after the agent's start to send it to the
+// command's process group, where a stop's SIGTERM goes. The executor
+// stops the attempt at its timeout; the agent only warns.
+const warnEnv = "TRAINYARD_AGENT_WARN"
+
+// warning is warnEnv's value; a zero sig: none.
+type warning struct {
+	sig   syscall.Signal
+	after time.Duration
+}
+
+func parseWarn(v string) (warning, error) {
+	if v == "" {
+		return warning{}, nil
+	}
+	name, after, ok := strings.Cut(v, "@")
+	if !ok {
+		return warning{}, fmt.Errorf("%q is not SIGNAL@AFTER", v)
+	}
+	sig := unix.SignalNum("SIG" + strings.TrimPrefix(name, "SIG"))
+	if sig == 0 {
+		return warning{}, fmt.Errorf("%q: no signal %q", v, name)
+	}
+	d, err := time.ParseDuration(after)
+	if err != nil || d < 0 {
+		return warning{}, fmt.Errorf("%q: %q is not a duration of 0 or more", v, after)
+	}
+	return warning{sig: sig, after: d}, nil
 }
 
 // resumeFrom fetches the checkpoint the attempt resumes from, when it can

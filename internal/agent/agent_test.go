@@ -371,6 +371,52 @@ func TestSignalForwarded(t *testing.T) {
 	})
 }
 
+// TestWarn: the advance warning (TRAINYARD_AGENT_WARN) reaches the
+// command's group that long after the agent's start, never once a stop
+// has begun; a malformed one is said and ignored.
+func TestWarn(t *testing.T) {
+	t.Parallel()
+	t.Run("sent", func(t *testing.T) {
+		t.Parallel()
+		p := startAgent(t, []string{warnEnv + "=USR1@300ms"}, "sh", "-c",
+			`sh -c 'trap "echo child-USR1; exit 0" USR1; while :; do sleep 0.05; done' & c=$!; trap 'wait $c; echo warned; exit 4' USR1; echo ready; wait $c`)
+		if got := p.wait(t); got != 4 {
+			t.Fatalf("exit %d, want 4 from the warning's handler; stdout %q stderr %q", got, p.stdout, p.stderr)
+		}
+		if out := p.stdout.String(); !strings.Contains(out, "child-USR1") || !strings.Contains(out, "warned") {
+			t.Errorf("the command's group did not get SIGUSR1: %q", out)
+		}
+		if !strings.Contains(p.stderr.String(), "sending SIGUSR1 to sh before its timeout (policy.warn)") {
+			t.Errorf("the agent did not say it warned: %q", p.stderr)
+		}
+	})
+	t.Run("not after a stop", func(t *testing.T) {
+		t.Parallel()
+		// The stop comes well before the warning is due, and the command
+		// runs on past when it was due.
+		p := startAgent(t, []string{warnEnv + "=USR1@3s"}, "sh", "-c",
+			`trap 'echo warned' USR1; trap 'echo term; i=0' TERM; echo ready; i=-100000; while [ $i -lt 80 ]; do sleep 0.05; i=$((i+1)); done; exit 0`)
+		p.waitOutput(t, "ready")
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if got := p.wait(t); got != 0 {
+			t.Fatalf("exit %d; stdout %q stderr %q", got, p.stdout, p.stderr)
+		}
+		if out := p.stdout.String(); !strings.Contains(out, "term") || strings.Contains(out, "warned") {
+			t.Errorf("stdout %q: want the stop's SIGTERM and no warning after it", out)
+		}
+	})
+	t.Run("malformed", func(t *testing.T) {
+		t.Parallel()
+		p := startAgent(t, []string{warnEnv + "=BOGUS@1s"}, "sh", "-c", "exit 3")
+		if got := p.wait(t); got != 3 {
+			t.Errorf("exit %d, want the command's 3", got)
+		}
+		if !strings.Contains(p.stderr.String(), warnEnv+`: "BOGUS@1s": no signal "BOGUS"; no warning will be sent`) {
+			t.Errorf("stderr %q does not say why no warning is sent", p.stderr)
+		}
+	})
+}
+
 // TestReports: progress lines become metrics, a completed checkpoint is
 // reported while the command runs (its files, then its marker, then the
 // complete call), and every other regular output once it has ended; no
