@@ -249,6 +249,8 @@ type Capabilities struct {
 	MemoryLimits bool
 	// CPULimits: resources.cpus is enforced (a CPU-time quota).
 	CPULimits bool
+	// Warn: Launch.Warn is sent (policy.warn).
+	Warn bool
 	// GPUKinds lists the kinds of GPU it can assign, e.g. "nvidia"; empty:
 	// none.
 	GPUKinds []string

@@ -212,6 +212,28 @@ func Exercise(t *testing.T, newExec func(t *testing.T) executor.Executor, opts O
 		}
 	})
 
+	t.Run("Warn", func(t *testing.T) {
+		t.Parallel()
+		ex := newExec(t)
+		if !ex.Capabilities().Warn {
+			t.Skip("the executor does not send policy.warn's signal")
+		}
+		h := NewHarness(t, ex)
+		p := Program{OnWarn: "warned", OnTerm: "terminated", Steps: []Step{{Out: "ready"}, {Block: true}}}
+		l := h.Run(t, p, func(l *executor.Launch) {
+			l.Timeout = 3 * time.Second
+			l.Warn = executor.Warn{Signal: "USR1", Before: 2 * time.Second}
+			l.Grace = 300 * time.Millisecond
+		})
+		ev := h.Wait(t, l.Ref, executor.Exited)
+		if ev.State != domain.AttemptTimedOut || ev.Reason != domain.ReasonTimeout {
+			t.Errorf("got %s/%s (%q), want timed_out/Timeout", ev.State, ev.Reason, ev.Message)
+		}
+		if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"ready", "warned", "terminated"}) {
+			t.Errorf("log %q: want the warning's line before the timeout's", got)
+		}
+	})
+
 	if opts.Processes {
 		t.Run("TimeoutKillsTree", func(t *testing.T) {
 			t.Parallel()

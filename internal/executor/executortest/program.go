@@ -28,6 +28,9 @@ type Program struct {
 	// OnTerm, when set, is a stdout line the program writes when it gets
 	// SIGTERM, before it exits with code 0.
 	OnTerm string `json:"on_term,omitempty"`
+	// OnWarn, when set, is a stdout line the program writes when it gets
+	// SIGUSR1 (the suite's warning signal, policy.warn); it runs on.
+	OnWarn string `json:"on_warn,omitempty"`
 }
 
 // Step is one thing a Program does; exactly one field is set.
@@ -131,6 +134,9 @@ func (p Program) script() string {
 		line(`trap "" TERM`)
 	case p.OnTerm != "":
 		line(`trap 'printf "%%s\n" %s; exit 0' TERM`, strings.ReplaceAll(quote(p.OnTerm), "'", `'\''`))
+	}
+	if p.OnWarn != "" {
+		line(`trap 'printf "%%s\n" %s' USR1`, strings.ReplaceAll(quote(p.OnWarn), "'", `'\''`))
 	}
 	for _, s := range p.Steps {
 		switch {

@@ -338,9 +338,10 @@ func New(cfg Config) (*Executor, error) {
 
 // Capabilities: one node (this machine), no containers; memory limits
 // (with OOM detection) and CPU limits where writable cgroup controllers
-// were found; NVIDIA GPUs, assigned through CUDA_VISIBLE_DEVICES.
+// were found; the warning before a timeout; NVIDIA GPUs, assigned
+// through CUDA_VISIBLE_DEVICES.
 func (e *Executor) Capabilities() executor.Capabilities {
-	c := executor.Capabilities{GPUKinds: []string{"nvidia"}}
+	c := executor.Capabilities{Warn: true, GPUKinds: []string{"nvidia"}}
 	if e.cgroups != nil {
 		c.MemoryLimits = e.cgroups.Memory != nil
 		c.CPULimits = e.cgroups.CPU != nil

@@ -60,6 +60,7 @@ func New(def string, execs map[string]executor.Executor, files executor.Files) (
 		r.caps.Containers = r.caps.Containers || c.Containers
 		r.caps.MemoryLimits = r.caps.MemoryLimits || c.MemoryLimits
 		r.caps.CPULimits = r.caps.CPULimits || c.CPULimits
+		r.caps.Warn = r.caps.Warn || c.Warn
 		for _, k := range c.GPUKinds {
 			if !slices.Contains(r.caps.GPUKinds, k) {
 				r.caps.GPUKinds = append(r.caps.GPUKinds, k)

@@ -262,9 +262,10 @@ func (e *Executor) Close() error {
 }
 
 // Capabilities: multi-node attempts (srun), processes (no containers),
-// memory limits where the cluster enforces them, NVIDIA GPUs as GRES.
+// memory limits where the cluster enforces them, the warning before a
+// timeout (the supervisor sends it), NVIDIA GPUs as GRES.
 func (e *Executor) Capabilities() executor.Capabilities {
-	return executor.Capabilities{MultiNode: true, MemoryLimits: e.cfg.MemoryLimits, GPUKinds: []string{"nvidia"}}
+	return executor.Capabilities{MultiNode: true, MemoryLimits: e.cfg.MemoryLimits, Warn: true, GPUKinds: []string{"nvidia"}}
 }
 
 // Events delivers the attempts' observations.
