@@ -244,14 +244,14 @@ func (a *agentAPI) waitCall(t *testing.T, call string) {
 // metrics, a checkpoint the job completes while it runs (its files, its
 // marker, then the complete call), and its outputs once it has ended,
 // without following the link the job planted.
-func TestAgentReportsThroughTheAPI(t *testing.T) {
-	c := kubetest.Shared(t)
-	const pool = "agent"
-	c.ProcessNode(t, kubetest.Node{Name: "node-agent", CPUs: "8", Memory: "16Gi",
+// agentWorld is an executor with the agent (the test binary, where the
+// init container would put it: Dir/bin/trainyard, Dir returned) in
+// namespace ns, on a process node of its own in pool, the agent
+// reporting to apiURL.
+func agentWorld(t *testing.T, c *kubetest.Cluster, ns, pool, apiURL string) (*executortest.Harness, string) {
+	t.Helper()
+	c.ProcessNode(t, kubetest.Node{Name: "node-" + pool, CPUs: "8", Memory: "16Gi",
 		Labels: map[string]string{"trainyard.io/test-pool": pool}})
-
-	// What the init container would do: the trainyard binary (here the
-	// test binary) at Dir/bin/trainyard.
 	dir := t.TempDir()
 	exe, err := os.Executable()
 	if err != nil {
@@ -263,21 +263,45 @@ func TestAgentReportsThroughTheAPI(t *testing.T) {
 	if err := os.Symlink(exe, filepath.Join(dir, "bin", "trainyard")); err != nil {
 		t.Fatal(err)
 	}
-	const token = "tyj_agent-test-token-0123"
-	api := newAgentAPI(t, token)
-
-	ns := c.Namespace(t)
 	runs := logs.Layout{Root: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ex, err := kubernetes.New(ctx, kubernetes.Config{REST: c.Config, Namespace: ns, Image: "example.com/trainer:1",
 		NodeSelector: map[string]string{"trainyard.io/test-pool": pool}, Files: local.NewReader(runs.Root),
-		Agent: kubernetes.AgentConfig{Image: "example.com/trainyard:1", Dir: dir, APIURL: api.srv.URL}})
+		Agent: kubernetes.AgentConfig{Image: "example.com/trainyard:1", Dir: dir, APIURL: apiURL}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ex.Close() })
-	h := executortest.NewHarness(t, layoutExec{Executor: ex, runs: runs})
+	return executortest.NewHarness(t, layoutExec{Executor: ex, runs: runs}), dir
+}
+
+// TestAgentSendsTheWarning: with the agent, policy.warn's signal reaches
+// the job's processes when it is due, before the executor stops the
+// attempt at its timeout.
+func TestAgentSendsTheWarning(t *testing.T) {
+	c := kubetest.Shared(t)
+	h, _ := agentWorld(t, c, c.Namespace(t), "agent-warn", "")
+	p := executortest.Program{OnWarn: "warned", OnTerm: "terminated", Steps: []executortest.Step{{Out: "ready"}, {Block: true}}}
+	l := h.Run(t, p, func(l *executor.Launch) {
+		l.Timeout = 3 * time.Second
+		l.Warn = executor.Warn{Signal: "USR1", Before: 2 * time.Second}
+		l.Grace = 300 * time.Millisecond
+	})
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptTimedOut, domain.ReasonTimeout, nil)
+	lines := h.LogLines(t, l.Ref, executor.LogQuery{})
+	job := slices.DeleteFunc(slices.Clone(lines), func(s string) bool { return strings.HasPrefix(s, "trainyard agent: ") })
+	if !slices.Equal(job, []string{"ready", "warned", "terminated"}) || !slices.Contains(lines, "trainyard agent: sending SIGUSR1 to /bin/sh before its timeout (policy.warn)") {
+		t.Errorf("log %q: want the warning (said by the agent) before the timeout", lines)
+	}
+}
+
+func TestAgentReportsThroughTheAPI(t *testing.T) {
+	c := kubetest.Shared(t)
+	const token = "tyj_agent-test-token-0123"
+	api := newAgentAPI(t, token)
+	ns := c.Namespace(t)
+	h, dir := agentWorld(t, c, ns, "agent", api.srv.URL)
 
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("the server's secret"), 0o600); err != nil {

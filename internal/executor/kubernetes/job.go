@@ -205,6 +205,12 @@ const (
 // directory starts empty.
 const agentResumeEnv = "TRAINYARD_AGENT_RESUME"
 
+// agentWarnEnv hands the agent the launch's advance warning (Launch.Warn)
+// as SIGNAL@AFTER, AFTER a Go duration from the agent's start: the agent
+// sends it to the job's processes; the executor stops the attempt at its
+// timeout (Executor.timedOut).
+const agentWarnEnv = "TRAINYARD_AGENT_WARN"
+
 // resumeCandidate is one element of agentResumeEnv's value.
 type resumeCandidate struct {
 	Name   string `json:"name"`
@@ -222,7 +228,7 @@ func agentCommand(a AgentConfig, l executor.Launch) (argv, env []string) {
 	argv = append([]string{path.Join(dir, "bin", "trainyard"), "agent", "--"}, l.Argv...)
 	out := path.Join(dir, "outputs")
 	env = slices.DeleteFunc(slices.Clone(l.Env), func(kv string) bool {
-		return strings.HasPrefix(kv, "TRAINYARD_RESUME_FROM=") || strings.HasPrefix(kv, agentResumeEnv+"=")
+		return strings.HasPrefix(kv, "TRAINYARD_RESUME_FROM=") || strings.HasPrefix(kv, agentResumeEnv+"=") || strings.HasPrefix(kv, agentWarnEnv+"=")
 	})
 	// A later definition wins (splitEnv).
 	env = append(env, "TRAINYARD_OUTPUT_DIR="+out, "TRAINYARD_CHECKPOINT_DIR="+path.Join(out, "checkpoints"))
@@ -239,6 +245,9 @@ func agentCommand(a AgentConfig, l executor.Launch) (argv, env []string) {
 			panic(fmt.Sprintf("marshal the resume candidates: %v", err)) // strings only: cannot fail
 		}
 		env = append(env, agentResumeEnv+"="+string(b))
+	}
+	if w := l.Warn; w.Signal != "" && l.Timeout > 0 && w.Before > 0 && w.Before < l.Timeout {
+		env = append(env, agentWarnEnv+"="+w.Signal+"@"+(l.Timeout-w.Before).String())
 	}
 	return argv, env
 }

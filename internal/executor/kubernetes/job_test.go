@@ -265,3 +265,26 @@ func TestBuildAgentResume(t *testing.T) {
 		t.Errorf("TRAINYARD_AGENT_RESUME = %+v without the agent", v)
 	}
 }
+
+// TestBuildAgentWarn: the launch's advance warning reaches the agent as
+// SIGNAL@AFTER, AFTER counted from the start; a launch without one, or
+// a pod without the agent, carries none, whatever the launch's
+// environment says.
+func TestBuildAgentWarn(t *testing.T) {
+	cfg := Config{Namespace: "ml", Image: "reg/train:1", Agent: AgentConfig{Image: "reg/trainyard:1", APIURL: "http://trainyard.ml:7070"}}
+	l := launch() // a timeout of 2h
+	l.Env = append(l.Env, agentWarnEnv+"=KILL@0s")
+	l.Warn = executor.Warn{Signal: "USR1", Before: 5 * time.Minute}
+	if got := env(build(cfg, l).job.Spec.Template.Spec.Containers[0])[agentWarnEnv]; got.Value != "USR1@1h55m0s" {
+		t.Errorf("%s = %+v, want USR1@1h55m0s", agentWarnEnv, got)
+	}
+	l.Warn = executor.Warn{}
+	if got, ok := env(build(cfg, l).job.Spec.Template.Spec.Containers[0])[agentWarnEnv]; ok {
+		t.Errorf("%s = %+v without a warning", agentWarnEnv, got)
+	}
+	l.Warn = executor.Warn{Signal: "USR1", Before: 5 * time.Minute}
+	l.Env = launch().Env
+	if got, ok := env(build(Config{Namespace: "ml", Image: "reg/train:1"}, l).job.Spec.Template.Spec.Containers[0])[agentWarnEnv]; ok {
+		t.Errorf("%s = %+v without the agent", agentWarnEnv, got)
+	}
+}

@@ -262,10 +262,12 @@ func (e *Executor) Close() error {
 }
 
 // Capabilities: multi-node gangs, containers, memory and CPU limits
-// (enforced by the kubelet, OOM reported), GPUs of the configured kind.
+// (enforced by the kubelet, OOM reported), GPUs of the configured kind;
+// the warning before a timeout only with the in-job agent, which sends
+// it (Kubernetes has no way to signal a container's processes).
 func (e *Executor) Capabilities() executor.Capabilities {
 	return executor.Capabilities{MultiNode: true, Containers: true, MemoryLimits: true, CPULimits: true,
-		GPUKinds: []string{"nvidia"}}
+		Warn: e.cfg.Agent.Image != "", GPUKinds: []string{"nvidia"}}
 }
 
 // Events delivers the attempts' observations.
