@@ -647,9 +647,11 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		ArtifactsRoot:   cfg.Artifacts, InputRoots: inputRoots, Logs: layout, Files: ex, Wake: loops.Wake, Queue: loops.Queue, Keyring: keyring,
 		Alerts: testAlerter, Notify: notifier, LatestSample: latestSample(metricsReg.Sampler()), SampleHistory: sampleHistory(metricsReg.Sampler()), Retention: cfg.Retention, Lifecycle: cfg.CheckpointLifecycle, Blobs: codeBlobs,
 		Broadcast: loops.Broadcast, CacheTTL: cacheTTL(st), AuditWitness: cfg.AuditWitness,
-		MultiNode: func(name string) bool {
-			e, ok := rt.Executor(name)
-			return ok && e.Capabilities().MultiNode
+		Capabilities: func(name string) executor.Capabilities {
+			if e, ok := rt.Executor(name); ok {
+				return e.Capabilities()
+			}
+			return executor.Capabilities{}
 		},
 		Executors: executorNames(cfg.Executors),
 		Waiting: func(id int64, attempt int) string {

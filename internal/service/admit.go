@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/scheduler"
 )
 
@@ -35,11 +36,25 @@ func (s *PoolService) admit(ctx context.Context, spec domain.Spec) error {
 		}
 	}
 	errs := scheduler.Admit(pool, quota, v.open(spec.Pool, s.cfg.Clock.Now()), spec)
-	if spec.Resources.Nodes > 1 && (s.cfg.MultiNode == nil || !s.cfg.MultiNode(pool.Executor)) {
+	caps := s.capabilities(pool.Executor)
+	if spec.Resources.Nodes > 1 && !caps.MultiNode {
 		errs = append(errs, domain.FieldError{Path: "resources.nodes",
 			Message: fmt.Sprintf("pool %s runs on the %s executor, which runs single-node jobs; set resources.nodes: 1, or use a pool on an executor that runs multi-node jobs (Kubernetes, Slurm)", pool.Name, pool.Executor)})
 	}
+	if spec.Policy.Warn != nil && !caps.Warn {
+		errs = append(errs, domain.FieldError{Path: "policy.warn",
+			Message: fmt.Sprintf("pool %s runs on the %s executor, which cannot send the warning (on Kubernetes only the in-job agent can signal a job's processes); remove policy.warn, or ask an admin to set the executor's agent (operator guide)", pool.Name, pool.Executor)})
+	}
 	return errs.Err()
+}
+
+// capabilities is what the executor of that name can do
+// (Config.Capabilities).
+func (s *PoolService) capabilities(name string) executor.Capabilities {
+	if s.cfg.Capabilities == nil {
+		return executor.Capabilities{Warn: true}
+	}
+	return s.cfg.Capabilities(name)
 }
 
 // admissionView is what admission reads: pools, quotas and grants. It is

@@ -9,12 +9,13 @@ import (
 
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
+	"trainyard/internal/executor"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
 )
 
 // Admission asks the pool's executor whether it runs multi-node jobs
-// (service.Config.MultiNode, its Capabilities) instead of assuming.
+// (service.Config.Capabilities) instead of assuming.
 func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
 	for _, multi := range []bool{false, true} {
 		dir := t.TempDir()
@@ -26,7 +27,10 @@ func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
 		var asked []string
 		svc := service.New(service.Config{Store: st, Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
 			ArtifactsRoot: filepath.Join(dir, "artifacts"),
-			MultiNode:     func(executor string) bool { asked = append(asked, executor); return multi }})
+			Capabilities: func(name string) executor.Capabilities {
+				asked = append(asked, name)
+				return executor.Capabilities{MultiNode: multi}
+			}})
 		pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}, {Name: "n2", CPUs: 8, Memory: 32 << 30}}}
 		if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
 			t.Fatal(err)
@@ -41,6 +45,35 @@ func TestAdmitMultiNodeAsksTheExecutor(t *testing.T) {
 		}
 		if len(asked) == 0 || asked[0] != service.ExecutorLocal {
 			t.Errorf("asked about executors %v, want %q", asked, service.ExecutorLocal)
+		}
+	}
+}
+
+// A warning before the timeout (policy.warn) is refused, naming the field
+// and the fix, in a pool whose executor cannot send it (Kubernetes
+// without the in-job agent), and accepted where it can.
+func TestAdmitWarnAsksTheExecutor(t *testing.T) {
+	for _, warn := range []bool{false, true} {
+		dir := t.TempDir()
+		st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		svc := service.New(service.Config{Store: st, Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
+			ArtifactsRoot: filepath.Join(dir, "artifacts"),
+			Capabilities:  func(string) executor.Capabilities { return executor.Capabilities{Warn: warn} }})
+		pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
+		if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {
+			t.Fatal(err)
+		}
+		spec := "name: warned\nentrypoint: [true]\nresources: {cpus: 1, memory: 1GiB}\npolicy: {timeout: 1h, warn: {signal: USR1, before: 5m}}\n"
+		_, _, err = svc.Jobs.Submit(context.Background(), admin, service.SubmitInput{Doc: []byte(spec)})
+		switch {
+		case warn && err != nil:
+			t.Errorf("an executor that sends warnings: submit = %v", err)
+		case !warn && (err == nil || !strings.Contains(err.Error(), "policy.warn") || !strings.Contains(err.Error(), "remove policy.warn")):
+			t.Errorf("an executor that cannot warn: submit = %v, want a refusal naming policy.warn and the fix", err)
 		}
 	}
 }

@@ -118,10 +118,11 @@ type Config struct {
 	// AuditWitness is the file the server keeps the audit log's head in,
 	// outside the store (auditwitness.go); "" keeps none.
 	AuditWitness string
-	// MultiNode says whether the executor of that name (a pool's
-	// executor) runs jobs on more than one node: its Capabilities, asked
-	// by admission. Nil: none does.
-	MultiNode func(executor string) bool
+	// Capabilities returns what the executor of that name (a pool's
+	// executor) can do, asked by admission: whether it runs jobs on more
+	// than one node, and sends policy.warn's signal. Nil: the local
+	// executor's (one node, warnings sent).
+	Capabilities func(executor string) executor.Capabilities
 	// Executors are the executors pools may name besides ExecutorLocal:
 	// those the server's config declares. Each keeps its own nodes (a
 	// cluster's), which ExecutorNodes reports; a pool on one of them takes
