@@ -34,8 +34,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"trainyard/internal/artifacts"
 )
 
@@ -230,7 +228,7 @@ func run(cfg config, argv []string, sigs <-chan os.Signal, stdout, stderr io.Wri
 		select {
 		case ps = <-exited:
 		case <-warnC:
-			log.printf("sending %s to %s before its timeout (policy.warn)", unix.SignalName(w.sig), argv[0])
+			log.printf("sending SIG%s to %s before its timeout (policy.warn)", w.name, argv[0])
 			_ = syscall.Kill(-pid, w.sig)
 		case s := <-sigs:
 			warnC = nil // being stopped: no warning after that
@@ -275,8 +273,16 @@ const warnEnv = "TRAINYARD_AGENT_WARN"
 
 // warning is warnEnv's value; a zero sig: none.
 type warning struct {
+	name  string // without the SIG prefix
 	sig   syscall.Signal
 	after time.Duration
+}
+
+// warnSignals are the signals of domain.WarnSignals.
+var warnSignals = map[string]syscall.Signal{
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "HUP": syscall.SIGHUP, "INT": syscall.SIGINT,
+	"QUIT": syscall.SIGQUIT, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM, "URG": syscall.SIGURG,
+	"WINCH": syscall.SIGWINCH, "CONT": syscall.SIGCONT,
 }
 
 func parseWarn(v string) (warning, error) {
@@ -287,15 +293,16 @@ func parseWarn(v string) (warning, error) {
 	if !ok {
 		return warning{}, fmt.Errorf("%q is not SIGNAL@AFTER", v)
 	}
-	sig := unix.SignalNum("SIG" + strings.TrimPrefix(name, "SIG"))
-	if sig == 0 {
+	name = strings.TrimPrefix(name, "SIG")
+	sig, ok := warnSignals[name]
+	if !ok {
 		return warning{}, fmt.Errorf("%q: no signal %q", v, name)
 	}
 	d, err := time.ParseDuration(after)
 	if err != nil || d < 0 {
 		return warning{}, fmt.Errorf("%q: %q is not a duration of 0 or more", v, after)
 	}
-	return warning{sig: sig, after: d}, nil
+	return warning{name: name, sig: sig, after: d}, nil
 }
 
 // resumeFrom fetches the checkpoint the attempt resumes from, when it can

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"trainyard/internal/api/apitypes"
+	"trainyard/internal/domain"
 )
 
 // The test binary is the agent when this variable is set: the tests run
@@ -369,6 +370,19 @@ func TestSignalForwarded(t *testing.T) {
 			t.Errorf("exit %d, want 130 (SIGINT)", got)
 		}
 	})
+}
+
+// TestWarnSignals: every signal a spec may name for policy.warn is one
+// the agent can send.
+func TestWarnSignals(t *testing.T) {
+	for _, name := range domain.WarnSignals {
+		if w, err := parseWarn(name + "@1s"); err != nil || w.sig == 0 || w.name != name {
+			t.Errorf("policy.warn's %s: %+v, %v", name, w, err)
+		}
+	}
+	if w, err := parseWarn("SIGUSR2@1m"); err != nil || w.sig != syscall.SIGUSR2 || w.after != time.Minute {
+		t.Errorf("SIGUSR2@1m: %+v, %v", w, err)
+	}
 }
 
 // TestWarn: the advance warning (TRAINYARD_AGENT_WARN) reaches the
