@@ -108,8 +108,9 @@ func (w *procWorld) testTimeoutFromStart(t *testing.T) {
 	started := h.Wait(t, l.Ref, executor.Started)
 	ev := h.Wait(t, l.Ref, executor.Exited)
 	checkExit(t, ev, domain.AttemptTimedOut, domain.ReasonTimeout, nil)
-	if !strings.Contains(ev.Message, "timeout of 1.5s") {
-		t.Errorf("message %q does not name the timeout", ev.Message)
+	// The grace period Kubernetes gave: whole seconds, rounded up.
+	if !strings.Contains(ev.Message, "timeout of 1.5s") || !strings.Contains(ev.Message, "grace period of 1s") {
+		t.Errorf("message %q does not name the timeout and the grace period given", ev.Message)
 	}
 	// The start time is given in whole seconds.
 	if ran := ev.At.Sub(started.At); ran < 1500*time.Millisecond-time.Second {

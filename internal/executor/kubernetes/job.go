@@ -117,7 +117,7 @@ func build(cfg Config, l executor.Launch) objects {
 	if l.Resources.GPUs > 0 {
 		res[corev1.ResourceName(cfg.gpuResource())] = *resource.NewQuantity(int64(l.Resources.GPUs), resource.DecimalSI)
 	}
-	grace := int64(math.Ceil(l.Grace.Seconds())) // never rounded down to an immediate kill
+	grace := seconds(l.Grace)
 	if l.Grace <= 0 {
 		grace = int64(defaultGrace / time.Second)
 	}
@@ -166,7 +166,7 @@ func build(cfg Config, l executor.Launch) objects {
 		// counted from its creation, is the backstop should no executor
 		// run then: the timeout, the grace, and backstopSlack for placing
 		// the pods and pulling the image.
-		d := int64(math.Ceil((l.Timeout + backstopSlack).Seconds())) + grace
+		d := seconds(l.Timeout+backstopSlack) + grace
 		spec.ActiveDeadlineSeconds = &d
 	}
 	if nodes > 1 {
@@ -182,6 +182,11 @@ func build(cfg Config, l executor.Launch) objects {
 	o.job = &batchv1.Job{ObjectMeta: meta, Spec: spec}
 	return o
 }
+
+// seconds is d in whole seconds, as Kubernetes counts grace periods and
+// deadlines, rounded up: a grace period is never rounded down to an
+// immediate kill.
+func seconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
 
 // defaultGrace is the grace period of a launch that gives none.
 const defaultGrace = 10 * time.Second

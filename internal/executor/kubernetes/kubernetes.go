@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -425,7 +424,7 @@ func (e *Executor) Stop(ctx context.Context, ref executor.Ref, req executor.Stop
 
 // deletePods deletes the attempt's pods with grace.
 func (e *Executor) deletePods(ctx context.Context, ref executor.Ref, grace time.Duration) error {
-	s := int64(math.Ceil(grace.Seconds()))
+	s := seconds(grace)
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy,
 		LabelJob: strconv.FormatInt(ref.JobID, 10), LabelAttempt: strconv.Itoa(ref.Attempt)}).String()
 	err := e.client.core.Delete().Namespace(e.cfg.Namespace).Resource("pods").
@@ -443,7 +442,7 @@ func (e *Executor) deleteJob(ctx context.Context, ref executor.Ref, grace time.D
 	fg := metav1.DeletePropagationForeground
 	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
 	if grace > 0 {
-		s := int64(math.Ceil(grace.Seconds()))
+		s := seconds(grace)
 		opts.GracePeriodSeconds = &s
 	}
 	err := e.client.delete(ctx, e.client.jobs(), e.cfg.Namespace, objectName(ref), opts)
@@ -701,8 +700,9 @@ func (e *Executor) timedOut(ref executor.Ref, a *attempt) {
 		return
 	}
 	grace := cmp.Or(a.grace, defaultGrace)
+	given := time.Duration(seconds(grace)) * time.Second // what the kubelet gets
 	req := executor.StopRequest{Reason: domain.ReasonTimeout, Grace: grace,
-		Message: "exceeded its timeout of " + domain.FormatDuration(a.timeout) + "; its pods were deleted with a grace period of " + domain.FormatDuration(grace)}
+		Message: "exceeded its timeout of " + domain.FormatDuration(a.timeout) + "; its pods were deleted with a grace period of " + domain.FormatDuration(given)}
 	if err := e.Stop(e.ctx, ref, req); err != nil && e.ctx.Err() == nil {
 		e.log.Warn("stop an attempt past its timeout", "attempt", ref.String(), "err", err)
 	}
