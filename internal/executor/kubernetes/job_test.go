@@ -206,6 +206,30 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestStartIsTheFirstContainers: a gang's attempt started when its first
+// pod's container did, whichever order the pods are listed in and
+// whether the others still run or have ended, so that its timeout, timed
+// from its start, is not stretched by a pod placed late, nor by a server
+// that restarted after every pod was running.
+func TestStartIsTheFirstContainers(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(d)) }
+	runningAt := func(d time.Duration) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(d)}}}
+	}
+	ended := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: at(time.Second), FinishedAt: at(time.Minute)}}}
+	pending := corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	for _, pods := range [][]*corev1.Pod{
+		{pod("p1", corev1.PodRunning, runningAt(30*time.Second)), pod("p0", corev1.PodSucceeded, ended)},
+		{pod("p0", corev1.PodSucceeded, ended), pod("p2", corev1.PodPending, pending), pod("p1", corev1.PodRunning, runningAt(30*time.Second))},
+	} {
+		o := observe(nil, pods)
+		if !o.started || !o.at.Equal(t0.Add(time.Second)) {
+			t.Errorf("started %v at %v, want at %v (the first container's start)", o.started, o.at, t0.Add(time.Second))
+		}
+	}
+}
+
 func TestUnschedulableSaysWhy(t *testing.T) {
 	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,

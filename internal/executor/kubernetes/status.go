@@ -40,7 +40,7 @@ var pullFailures = map[string]bool{
 // observed is what the Job and its pods say of an attempt.
 type observed struct {
 	started  bool      // a container of it has run
-	at       time.Time // when it started, or ended
+	at       time.Time // when its first container started
 	ended    bool      // it will not run again: exit is its outcome
 	exit     executor.Event
 	pullFail bool   // a pod cannot pull its image (exit says which)
@@ -67,10 +67,10 @@ func observe(job *batchv1.Job, pods []*corev1.Pod) observed {
 			switch {
 			case cs.State.Running != nil:
 				o.started = true
-				o.at = later(o.at, cs.State.Running.StartedAt.Time)
+				o.at = earlier(o.at, cs.State.Running.StartedAt.Time)
 			case cs.State.Terminated != nil:
 				o.started = true
-				o.at = later(o.at, cs.State.Terminated.StartedAt.Time)
+				o.at = earlier(o.at, cs.State.Terminated.StartedAt.Time)
 			case cs.State.Waiting != nil && pullFailures[cs.State.Waiting.Reason]:
 				o.pullFail = true
 				o.exit = executor.Event{State: domain.AttemptFailed, Reason: ReasonImagePullFailed,
@@ -219,8 +219,9 @@ func signalName(code int) string {
 	return ""
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
+// earlier is the earlier of a and b, ignoring a zero time.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
 		return b
 	}
 	return a
