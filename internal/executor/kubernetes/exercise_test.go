@@ -61,6 +61,7 @@ func TestProcessNodes(t *testing.T) {
 	})
 	t.Run("OOMKilled", func(t *testing.T) { t.Parallel(); w.testOOM(t) })
 	t.Run("TimeoutFromStart", func(t *testing.T) { t.Parallel(); w.testTimeoutFromStart(t) })
+	t.Run("WarnWithoutAgent", func(t *testing.T) { t.Parallel(); w.testWarnWithoutAgent(t) })
 	t.Run("Restart", func(t *testing.T) { t.Parallel(); w.testRestart(t) })
 	t.Run("MultiNode", func(t *testing.T) { t.Parallel(); w.testMultiNode(t) })
 }
@@ -118,6 +119,27 @@ func (w *procWorld) testTimeoutFromStart(t *testing.T) {
 	}
 	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"running", "terminated"}) {
 		t.Errorf("log %q, want the program's lines up to its SIGTERM", got)
+	}
+}
+
+// testWarnWithoutAgent: an executor without the in-job agent cannot send
+// a launch's warning (admission refuses such jobs, but a pool's executor
+// can lose its agent after one was admitted): the attempt runs, and its
+// log says why no warning came and how to have one.
+func (w *procWorld) testWarnWithoutAgent(t *testing.T) {
+	h := executortest.NewHarness(t, w.exec(t, w.c.Namespace(t)))
+	p := executortest.Program{OnWarn: "warned", Steps: []executortest.Step{{Out: "ran"}}}
+	l := h.Run(t, p, func(l *executor.Launch) {
+		l.Timeout = time.Hour
+		l.Warn = executor.Warn{Signal: "USR1", Before: 10 * time.Minute}
+	})
+	checkExit(t, h.Wait(t, l.Ref, executor.Exited), domain.AttemptSucceeded, domain.ReasonCompleted, intp(0))
+	if got := h.LogLines(t, l.Ref, executor.LogQuery{}); !slices.Equal(got, []string{"ran"}) {
+		t.Errorf("log %q, want the program's line", got)
+	}
+	said := strings.Join(h.LogLines(t, l.Ref, executor.LogQuery{Stream: executor.StreamSystem}), "\n")
+	if !strings.Contains(said, "no SIGUSR1 will come 10m before the timeout") || !strings.Contains(said, "agent.image") {
+		t.Errorf("system lines %q do not say why no warning comes", said)
 	}
 }
 

@@ -149,6 +149,12 @@ type attempt struct {
 	// started, stops it when its timeout has passed (see timedOut).
 	timeout, grace time.Duration
 	deadline       *time.Timer
+
+	// unwarned says, for the attempt's log, why the warning its launch
+	// asks for (Launch.Warn) will not come: only the in-job agent sends
+	// it. Admission refuses such jobs; this is for one admitted before
+	// its pool's executor lost the agent.
+	unwarned string
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -318,6 +324,10 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	l.Resources.Nodes = max(l.Resources.Nodes, len(l.Placement.Nodes))
 	o := build(e.cfg, l)
 	a := &attempt{log: newAttemptLog(e.ctx, l, cmp.Or(e.cfg.FollowAfter, followAfter)), timeout: l.Timeout, grace: l.Grace}
+	if l.Warn.Signal != "" && e.cfg.Agent.Image == "" {
+		a.unwarned = fmt.Sprintf("no SIG%s will come %s before the timeout (policy.warn): this pool's Kubernetes executor runs jobs without the in-job agent, which sends it; set the executor's agent.image",
+			strings.TrimPrefix(strings.ToUpper(l.Warn.Signal), "SIG"), domain.FormatDuration(l.Warn.Before))
+	}
 	e.mu.Lock()
 	old := e.attempts[l.Ref]
 	e.attempts[l.Ref] = a
@@ -632,6 +642,9 @@ func (e *Executor) reconcile(ref executor.Ref) {
 			// A new log starts with where the attempt runs; the status's
 			// start time (whole seconds) is never after its first line.
 			a.log.system(a.startedAt, "started "+startedWhere(pods))
+			if a.unwarned != "" {
+				a.log.system(a.startedAt, a.unwarned)
+			}
 		}
 		if a.timeout > 0 {
 			// The timeout counts from the start, as on the other
