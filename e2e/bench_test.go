@@ -42,7 +42,10 @@ func endToEndTrue(b *testing.B, isolation string) {
 	var rates, limits, ratios []float64
 	for b.Loop() {
 		b.StopTimer()
-		s := startServer(b, serverOpts{cpus: endToEndCPUs, memory: "256GiB", extra: "isolation: " + isolation + "\n"})
+		// Every run's files stay until the benchmark binary exits (keep):
+		// removing them between runs would slow the next run's file
+		// creation on some filesystems (keptDir).
+		s := startServer(b, serverOpts{cpus: endToEndCPUs, memory: "256GiB", extra: "isolation: " + isolation + "\n", keep: true})
 		spec := "name: t\nresources: {cpus: 1, memory: 16MiB}\nentrypoint: [true]\n"
 		before := execRate(b, endToEndCPUs, endToEndJobs)
 		b.StartTimer()

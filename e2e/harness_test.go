@@ -51,6 +51,7 @@ func runTests(m *testing.M) int {
 			return 1
 		}
 	}
+	defer removeKept()
 	defer kubetest.Stop()  // the cluster the Kubernetes tests share, if one started
 	defer slurmtest.Stop() // the Slurm cluster the Slurm tests share, if one started
 	binary = filepath.Join(dir, "trainyard")
@@ -89,6 +90,9 @@ type serverOpts struct {
 	// defaults starts the server on its embedded defaults: an empty
 	// config file (the inventory is this machine's).
 	defaults bool
+	// keep leaves the server's directory in place until the test binary
+	// exits (keptDir), not only until the test ends.
+	keep bool
 }
 
 // startServer starts a server with a declared inventory (default 2 CPUs,
@@ -102,6 +106,9 @@ func startServer(t testing.TB, o serverOpts) *server {
 		o.memory = "8GiB"
 	}
 	dir := jobReachableDir(t)
+	if o.keep {
+		dir = keptDir(t)
+	}
 	s := &server{t: t, dir: dir, data: filepath.Join(dir, "data"), config: filepath.Join(dir, "server.yaml"), http: http.DefaultClient}
 	if o.tls {
 		s.caFile, s.http = selfSigned(t, dir)
@@ -438,6 +445,54 @@ func jobReachableDir(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// kept is the directory that keptDir's directories are made in, removed
+// when the test binary exits (removeKept).
+var kept struct {
+	sync.Mutex
+	root string
+}
+
+// keptDir is a new directory, reachable by jobs as jobReachableDir's, that
+// is removed only when the test binary exits. A benchmark's servers keep
+// their files in such directories: on ext4 without a journal (as some
+// virtual machines run), every inode freed in the last half minute or so
+// is skipped, one by one, by each inode allocated after it in its group,
+// so removing one run's thousands of files would slow the next run's
+// every mkdir and create, by up to a third of its throughput here.
+func keptDir(t testing.TB) string {
+	t.Helper()
+	kept.Lock()
+	defer kept.Unlock()
+	if kept.root == "" {
+		root, err := os.MkdirTemp("", "trainyard-e2e-kept-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept.root = root
+	}
+	dir, err := os.MkdirTemp(kept.root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		for _, d := range []string{kept.root, dir} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// removeKept removes every directory keptDir made.
+func removeKept() {
+	kept.Lock()
+	defer kept.Unlock()
+	if kept.root != "" {
+		os.RemoveAll(kept.root)
+	}
 }
 
 type syncWriter struct {
