@@ -59,46 +59,62 @@ func benchLaunch(root string, i int) executor.Launch {
 }
 
 // BenchmarkThousandJobs runs 1,000 one-pod jobs that end at once on kwok
-// nodes, each round twice, alternating: directly, as a minimal client-go
-// loop would (create the Jobs the executor would create, then wait until
-// an informer has seen every one Complete), and through the executor
-// (Launch each, then wait for every Exited event). Both create from 8
+// nodes, each round three times, alternating: directly, as a minimal
+// client-go loop would (create the Jobs the executor would create, then
+// wait until an informer has seen every one Complete); as that loop with
+// the two duties no executor that keeps its pods' logs can skip, done as
+// simply as client-go allows (a pods informer, and one log request per
+// pod once it has succeeded, read to its end); and through the executor
+// (Launch each, then wait for every Exited event). All create from 8
 // goroutines with the same client limits, each round in a namespace of
 // its own. It reports each side's jobs per second, created to completed,
-// and the executor's as a fraction of direct's (Trainyard may add at
-// most 10%: ≥ 0.9).
+// and the executor's as a fraction of direct's (Trainyard may add at most
+// 10%: ≥ 0.9) and of the duties loop's (what the executor adds over the
+// API work it has to ask for).
 func BenchmarkThousandJobs(b *testing.B) {
 	c := kubetest.Shared(b)
 	sel := benchNodes(b, c, "bench-throughput", "64")
 	n := benchJobs()
-	var direct, via []float64
-	var directCPU, viaCPU executortest.CPU
+	var direct, duties, via []float64
+	var directCPU, dutiesCPU, viaCPU executortest.CPU
 	var reqs requestCount
 	for b.Loop() {
 		cpu0 := executortest.CPUNow(c.Dir)
-		direct = append(direct, float64(n)/directRound(b, c, sel, n).Seconds())
+		direct = append(direct, float64(n)/directRound(b, c, sel, n, false).Seconds())
 		cpu1 := executortest.CPUNow(c.Dir)
-		via = append(via, float64(n)/executorRound(b, c, sel, n, &reqs).Seconds())
+		duties = append(duties, float64(n)/directRound(b, c, sel, n, true).Seconds())
 		cpu2 := executortest.CPUNow(c.Dir)
+		via = append(via, float64(n)/executorRound(b, c, sel, n, &reqs).Seconds())
+		cpu3 := executortest.CPUNow(c.Dir)
 		directCPU.Add(cpu1.Sub(cpu0))
-		viaCPU.Add(cpu2.Sub(cpu1))
+		dutiesCPU.Add(cpu2.Sub(cpu1))
+		viaCPU.Add(cpu3.Sub(cpu2))
 	}
-	d, v := median(direct), median(via)
+	d, u, v := median(direct), median(duties), median(via)
 	b.ReportMetric(d, "direct-jobs/s")
+	b.ReportMetric(u, "duties-jobs/s")
 	b.ReportMetric(v, "executor-jobs/s")
 	b.ReportMetric(v/d, "executor/direct")
+	b.ReportMetric(v/u, "executor/duties")
 	jobs := float64(n * len(direct))
 	b.ReportMetric(float64(directCPU.Total())/jobs, "direct-cpu-ms/job")
+	b.ReportMetric(float64(dutiesCPU.Total())/jobs, "duties-cpu-ms/job")
 	b.ReportMetric(float64(viaCPU.Total())/jobs, "executor-cpu-ms/job")
 	b.ReportMetric(float64(reqs.logs())/jobs, "log-requests/pod")
 	b.ReportMetric(float64(reqs.total())/jobs, "requests/job")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("CPU ms per job, direct: %s", directCPU.PerJob(jobs, false))
+	b.Logf("CPU ms per job, direct with the duties: %s", dutiesCPU.PerJob(jobs, false))
 	b.Logf("CPU ms per job, executor: %s", viaCPU.PerJob(jobs, false))
 	b.Logf("the executor's requests per job: %s; log streams open %.0f ms each on average", reqs.per(jobs), reqs.logOpenMS())
 }
 
-func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int) time.Duration {
+// directRound creates n Jobs as the executor would and waits until a Jobs
+// informer has seen every one Complete. With duties it also does what an
+// executor must that keeps its pods' logs: a pods informer, and one log
+// request per pod that has succeeded (with timestamps, as the executor
+// asks), read to its end before the round ends.
+func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int, duties bool) time.Duration {
 	ns := c.Namespace(b)
 	cs := c.Client(b)
 	root := b.TempDir()
@@ -122,10 +138,46 @@ func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: count, UpdateFunc: func(_, o any) { count(o) }})
+	synced := []cache.InformerSynced{inf.HasSynced}
+	var read sync.Map
+	var logsRead atomic.Int64
+	logged := make(chan struct{}) // every pod's log read
+	if !duties {
+		close(logged)
+	} else {
+		pods := f.Core().V1().Pods().Informer()
+		readLog := func(obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok || p.Status.Phase != corev1.PodSucceeded {
+				return
+			}
+			if _, dup := read.LoadOrStore(p.Name, true); dup {
+				return
+			}
+			go func() {
+				defer func() {
+					if logsRead.Add(1) == int64(n) {
+						close(logged)
+					}
+				}()
+				r, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Timestamps: true}).Stream(context.Background())
+				if err != nil {
+					b.Errorf("log of pod %s: %v", p.Name, err)
+					return
+				}
+				defer r.Close()
+				if _, err := io.Copy(io.Discard, r); err != nil {
+					b.Errorf("log of pod %s: %v", p.Name, err)
+				}
+			}()
+		}
+		_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: readLog, UpdateFunc: func(_, o any) { readLog(o) }})
+		synced = append(synced, pods.HasSynced)
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	f.Start(stop)
-	cache.WaitForCacheSync(stop, inf.HasSynced)
+	cache.WaitForCacheSync(stop, synced...)
 
 	start := time.Now()
 	each(n, func(i int) {
@@ -135,6 +187,7 @@ func directRound(b *testing.B, c *kubetest.Cluster, sel map[string]string, n int
 		}
 	})
 	wait(b, done, "every Job to complete")
+	wait(b, logged, "every pod's log to be read")
 	return time.Since(start)
 }
 
