@@ -437,14 +437,22 @@ func sharedDir(t testing.TB) string {
 // jobs run as when the tests run as root.
 func jobReachableDir(t testing.TB) string {
 	dir := t.TempDir()
-	if os.Geteuid() == 0 {
-		for _, d := range []string{filepath.Dir(dir), dir} {
-			if err := os.Chmod(d, 0o711); err != nil {
-				t.Fatal(err)
-			}
+	traversable(t, filepath.Dir(dir), dir)
+	return dir
+}
+
+// traversable makes dirs passable (mode 0711) by the jobs' own users when
+// the tests run as root; otherwise jobs run as the tests' user anyway.
+func traversable(t testing.TB, dirs ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 // kept is the directory that keptDir's directories are made in, removed
@@ -476,13 +484,7 @@ func keptDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		for _, d := range []string{kept.root, dir} {
-			if err := os.Chmod(d, 0o711); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	traversable(t, kept.root, dir)
 	return dir
 }
 

@@ -326,7 +326,7 @@ func (e *Executor) Launch(ctx context.Context, l executor.Launch) error {
 	a := &attempt{log: newAttemptLog(e.ctx, l, cmp.Or(e.cfg.FollowAfter, followAfter)), timeout: l.Timeout, grace: l.Grace}
 	if l.Warn.Signal != "" && e.cfg.Agent.Image == "" {
 		a.unwarned = fmt.Sprintf("no SIG%s will come %s before the timeout (policy.warn): this pool's Kubernetes executor runs jobs without the in-job agent, which sends it; set the executor's agent.image",
-			strings.TrimPrefix(strings.ToUpper(l.Warn.Signal), "SIG"), domain.FormatDuration(l.Warn.Before))
+			strings.TrimPrefix(l.Warn.Signal, "SIG"), domain.FormatDuration(l.Warn.Before))
 	}
 	e.mu.Lock()
 	old := e.attempts[l.Ref]
