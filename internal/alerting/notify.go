@@ -30,6 +30,7 @@ type NotifyStore interface {
 	GetNotifyPref(ctx context.Context, user string) (domain.NotifyPref, error)
 	PendingJobEnds(ctx context.Context, limit int) ([]domain.JobEnd, error)
 	ResolveJobEnd(ctx context.Context, jobID int64, notes []domain.JobNotification) error
+	ResolveJobEnds(ctx context.Context, rs []domain.JobEndResolution) ([]error, error)
 	PendingJobNotifications(ctx context.Context, limit int) ([]domain.JobNotification, error)
 	MarkJobNotification(ctx context.Context, id int64, r store.NotificationResult) error
 }
@@ -155,55 +156,72 @@ func (n *Notifier) Pass(ctx context.Context) {
 // batch bounds the rows one pass reads of each kind.
 const batch = 200
 
-// resolve queues the notifications each pending job end owes.
+// resolve queues the notifications each pending job end owes, all of a
+// pass's ends in one write, reading each submitter's default once.
 func (n *Notifier) resolve(ctx context.Context) error {
 	ends, err := n.cfg.Store.PendingJobEnds(ctx, batch)
-	if err != nil {
+	if err != nil || len(ends) == 0 {
 		return err
 	}
+	prefs := map[string]*domain.Notify{} // a submitter's default; nil: none
+	rs := make([]domain.JobEndResolution, 0, len(ends))
 	for _, e := range ends {
-		notes, err := n.notesFor(ctx, e)
+		notes, err := n.notesFor(ctx, e, prefs)
 		if err != nil {
 			n.log.Warn("work out job-end notifications", "job", e.JobID, "err", err)
 			continue
 		}
-		err = n.cfg.Store.ResolveJobEnd(ctx, e.JobID, notes)
-		if errors.Is(err, domain.ErrInvalid) {
-			// A target the store refuses would hold the end forever:
-			// drop it, loudly, and let the others through.
-			n.log.Error("job-end notifications refused by the store; none is sent for this end", "job", e.JobID, "err", err)
-			err = n.cfg.Store.ResolveJobEnd(ctx, e.JobID, nil)
+		rs = append(rs, domain.JobEndResolution{JobID: e.JobID, Notes: notes})
+	}
+	errs, err := n.cfg.Store.ResolveJobEnds(ctx, rs)
+	if err != nil {
+		return fmt.Errorf("resolve %d job ends: %w", len(rs), err)
+	}
+	for i, err := range errs {
+		if err == nil {
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("job %d: %w", e.JobID, err)
+		id := rs[i].JobID
+		if !errors.Is(err, domain.ErrInvalid) {
+			return fmt.Errorf("job %d: %w", id, err)
+		}
+		// A target the store refuses would hold the end forever: drop
+		// it, loudly, and let the others through.
+		n.log.Error("job-end notifications refused by the store; none is sent for this end", "job", id, "err", err)
+		if err := n.cfg.Store.ResolveJobEnd(ctx, id, nil); err != nil {
+			return fmt.Errorf("job %d: %w", id, err)
 		}
 	}
 	return nil
 }
 
 // notesFor returns the notifications a job end owes: per the job's notify
-// section, else its submitter's default; none for a job that is gone.
-func (n *Notifier) notesFor(ctx context.Context, e domain.JobEnd) ([]domain.JobNotification, error) {
-	job, err := n.cfg.Store.GetJob(ctx, e.JobID)
-	if errors.Is(err, domain.ErrNotFound) {
+// section, else its submitter's default (read once a pass into prefs);
+// none for a job that is gone.
+func (n *Notifier) notesFor(ctx context.Context, e domain.JobEnd, prefs map[string]*domain.Notify) ([]domain.JobNotification, error) {
+	if e.Gone {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	want := job.Spec.Notify
-	if want == nil && job.Spec.Labels[domain.SweepLabel] != "" {
+	want := e.Notify
+	if want == nil && e.Sweep {
 		return nil, nil // a sweep's members would flood the default's targets
 	}
 	if want == nil {
-		pref, err := n.cfg.Store.GetNotifyPref(ctx, job.Submitter)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			return nil, nil
-		case err != nil:
-			return nil, err
+		pref, ok := prefs[e.Submitter]
+		if !ok {
+			p, err := n.cfg.Store.GetNotifyPref(ctx, e.Submitter)
+			switch {
+			case errors.Is(err, domain.ErrNotFound):
+			case err != nil:
+				return nil, err
+			default:
+				pref = &p.Notify
+			}
+			prefs[e.Submitter] = pref
 		}
-		want = &pref.Notify
+		if want = pref; want == nil {
+			return nil, nil
+		}
 	}
 	if !want.Wants(e.State) {
 		return nil, nil

@@ -80,6 +80,21 @@ type JobEnd struct {
 	JobID int64
 	State JobState
 	At    time.Time
+
+	// What the notifier needs of the job, read with the end: whether the
+	// job is still stored, who submitted it, its spec's notify section
+	// (nil: none) and whether it is a sweep's member.
+	Gone      bool
+	Submitter string
+	Notify    *Notify
+	Sweep     bool
+}
+
+// JobEndResolution is what one job end owes: its notifications, one per
+// target (none: the end tells no one).
+type JobEndResolution struct {
+	JobID int64
+	Notes []JobNotification
 }
 
 // JobNotification is one notification owed about one job end to one

@@ -27,13 +27,18 @@ type Notifications interface {
 	// is none.
 	DeleteNotifyPref(ctx context.Context, user string, audit domain.AuditRecord) error
 	// PendingJobEnds returns up to limit job ends not yet resolved,
-	// oldest first.
+	// oldest first, each with what the notifier needs of its job.
 	PendingJobEnds(ctx context.Context, limit int) ([]domain.JobEnd, error)
 	// ResolveJobEnd queues notes (one per target; a note whose job and
 	// target are already queued is skipped) and removes the job's end, in
 	// one transaction. Resolving a job end already resolved queues
 	// nothing new.
 	ResolveJobEnd(ctx context.Context, jobID int64, notes []domain.JobNotification) error
+	// ResolveJobEnds resolves several job ends as ResolveJobEnd does, in
+	// one transaction, and returns each one's error in order: ErrInvalid
+	// for one whose notes are refused (its end stays pending, the others
+	// are resolved). The error is for the whole: nothing was written.
+	ResolveJobEnds(ctx context.Context, rs []domain.JobEndResolution) ([]error, error)
 	// PendingJobNotifications returns up to limit notifications neither
 	// sent nor given up, oldest first.
 	PendingJobNotifications(ctx context.Context, limit int) ([]domain.JobNotification, error)

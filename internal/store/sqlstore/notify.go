@@ -18,8 +18,12 @@ var (
 	qNotifyPrefDelete = Q(`DELETE FROM notify_prefs WHERE username = ?`)
 	// qJobEndInsert records a job end with the job's move to an end state
 	// (applyChange); a job ends once, and a second record changes nothing.
-	qJobEndInsert  = Q(`INSERT INTO job_ends (job_id, state, at) VALUES (?, ?, ?) ON CONFLICT (job_id) DO NOTHING`)
-	qJobEndsList   = Q(`SELECT job_id, state, at FROM job_ends ORDER BY at, job_id LIMIT ?`)
+	qJobEndInsert = Q(`INSERT INTO job_ends (job_id, state, at) VALUES (?, ?, ?) ON CONFLICT (job_id) DO NOTHING`)
+	// qJobEndsList reads the oldest job ends with what the notifier needs
+	// of each job (none when the job is gone).
+	qJobEndsList = Q(`SELECT e.job_id, e.state, e.at, jobs.submitter, snapshots.spec_json
+		FROM job_ends e LEFT JOIN jobs ON jobs.id = e.job_id LEFT JOIN snapshots ON snapshots.hash = jobs.spec_hash
+		ORDER BY e.at, e.job_id LIMIT ?`)
 	qJobEndDelete  = Q(`DELETE FROM job_ends WHERE job_id = ?`)
 	qJobNoteInsert = Q(`INSERT INTO job_notifications (job_id, state, target, created_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (job_id, target) DO NOTHING`)
@@ -106,32 +110,85 @@ func (s Shared) PendingJobEnds(ctx context.Context, limit int) ([]domain.JobEnd,
 	}
 	return queryAll(ctx, s, "list job ends", func(row Row) (domain.JobEnd, error) {
 		var (
-			e     domain.JobEnd
-			state string
-			at    int64
+			e         domain.JobEnd
+			state     string
+			at        int64
+			submitter sql.NullString
+			spec      []byte
 		)
-		err := row.Scan(&e.JobID, &state, &at)
+		if err := row.Scan(&e.JobID, &state, &at, &submitter, &spec); err != nil {
+			return e, err
+		}
 		e.State, e.At = domain.JobState(state), time.Unix(0, at).UTC()
-		return e, err
+		if !submitter.Valid || spec == nil {
+			e.Gone = true
+			return e, nil
+		}
+		// Only the two fields the notifier reads, not the whole spec.
+		var part struct {
+			Notify *domain.Notify    `json:"notify"`
+			Labels map[string]string `json:"labels"`
+		}
+		if err := json.Unmarshal(spec, &part); err != nil {
+			return e, fmt.Errorf("decode the config snapshot of job %d: %w", e.JobID, err)
+		}
+		e.Submitter, e.Notify, e.Sweep = submitter.String, part.Notify, part.Labels[domain.SweepLabel] != ""
+		return e, nil
 	}, qJobEndsList, limit)
+}
+
+// ResolveJobEnds resolves several job ends in one transaction.
+func (s Shared) ResolveJobEnds(ctx context.Context, rs []domain.JobEndResolution) ([]error, error) {
+	errs := make([]error, len(rs))
+	valid := 0
+	for i, r := range rs {
+		if errs[i] = checkJobNotes(r.JobID, r.Notes); errs[i] == nil {
+			valid++
+		}
+	}
+	if valid == 0 {
+		return errs, nil
+	}
+	return errs, s.b.Write(ctx, func(x Exec) error {
+		for i, r := range rs {
+			if errs[i] == nil {
+				if err := queueJobNotes(x, r.JobID, r.Notes); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // ResolveJobEnd queues notes and removes the job end in one transaction.
 func (s Shared) ResolveJobEnd(ctx context.Context, jobID int64, notes []domain.JobNotification) error {
+	if err := checkJobNotes(jobID, notes); err != nil {
+		return err
+	}
+	return s.b.Write(ctx, func(x Exec) error { return queueJobNotes(x, jobID, notes) })
+}
+
+// checkJobNotes refuses a note that is not about job jobID's end or has
+// no valid target.
+func checkJobNotes(jobID int64, notes []domain.JobNotification) error {
 	for _, n := range notes {
 		if _, _, ok := domain.SplitNotifyTarget(n.Target); !ok || len(n.Target) > maxNotifyTarget || n.JobID != jobID || !n.State.Terminal() {
 			return fmt.Errorf("resolve end of job %d: a notification needs the job's id, an end state and a target channel:NAME or email:ADDRESS (got job %d, state %q, target %q): %w",
 				jobID, n.JobID, n.State, n.Target, store.ErrInvalid)
 		}
 	}
-	return s.b.Write(ctx, func(x Exec) error {
-		for _, n := range notes {
-			if err := x.Queue("queue job notification", qJobNoteInsert, n.JobID, string(n.State), n.Target, n.CreatedAt.UnixNano()); err != nil {
-				return err
-			}
+	return nil
+}
+
+// queueJobNotes queues a job end's notes and removes the end.
+func queueJobNotes(x Exec, jobID int64, notes []domain.JobNotification) error {
+	for _, n := range notes {
+		if err := x.Queue("queue job notification", qJobNoteInsert, n.JobID, string(n.State), n.Target, n.CreatedAt.UnixNano()); err != nil {
+			return err
 		}
-		return x.Queue("remove job end", qJobEndDelete, jobID)
-	})
+	}
+	return x.Queue("remove job end", qJobEndDelete, jobID)
 }
 
 func scanJobNote(row Row) (domain.JobNotification, error) {

@@ -12,10 +12,12 @@ import (
 
 // notifyTests are the subtests of the Notifications contract.
 var notifyTests = map[string]func(t *testing.T, s store.Store){
-	"NotifyPrefs":      testNotifyPrefs,
-	"NotifyJobEnds":    testNotifyJobEnds,
-	"NotifyOutbox":     testNotifyOutbox,
-	"NotifyBadTargets": testNotifyBadTargets,
+	"NotifyPrefs":       testNotifyPrefs,
+	"NotifyJobEnds":     testNotifyJobEnds,
+	"NotifyOutbox":      testNotifyOutbox,
+	"NotifyBadTargets":  testNotifyBadTargets,
+	"NotifyEndsOfJobs":  testNotifyEndsOfJobs,
+	"NotifyResolveMany": testNotifyResolveMany,
 }
 
 func testNotifyPrefs(t *testing.T, s store.Store) {
@@ -76,8 +78,8 @@ func testNotifyJobEnds(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []domain.JobEnd{{JobID: jobs[0].ID, State: domain.JobCanceled, At: at(10)},
-		{JobID: jobs[1].ID, State: domain.JobSucceeded, At: at(12)}, {JobID: jobs[2].ID, State: domain.JobFailed, At: at(14)}}
+	want := []domain.JobEnd{{JobID: jobs[0].ID, State: domain.JobCanceled, At: at(10), Submitter: "alice"},
+		{JobID: jobs[1].ID, State: domain.JobSucceeded, At: at(12), Submitter: "alice"}, {JobID: jobs[2].ID, State: domain.JobFailed, At: at(14), Submitter: "alice"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("PendingJobEnds = %+v, want %+v", got, want)
 	}
@@ -159,6 +161,67 @@ func testNotifyBadTargets(t *testing.T, s store.Store) {
 		if err := s.ResolveJobEnd(ctx, j.ID, []domain.JobNotification{n}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("ResolveJobEnd(%+v): %v, want ErrInvalid", n, err)
 		}
+	}
+	if ends, err := s.PendingJobEnds(ctx, 0); err != nil || len(ends) != 1 {
+		t.Fatalf("a refused resolve must keep the job end: %+v, %v", ends, err)
+	}
+}
+
+// A job end comes with what the notifier needs of its job: its
+// submitter, its spec's notify section and whether a sweep owns it.
+func testNotifyEndsOfJobs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	notify := &domain.Notify{On: []domain.JobState{domain.JobFailed}, Channels: []string{"team-slack"}}
+	withNotify := testSpec("told", "vision")
+	withNotify.Notify = notify
+	member := testSpec("member", "vision")
+	member.Labels = map[string]string{domain.SweepLabel: "7"}
+	a := create(t, s, newJob(t, withNotify, "bob", at(1)))
+	b := create(t, s, newJob(t, member, "carol", at(2)))
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveCancel(), At: at(10)})
+	mustApply(t, s, store.Change{JobID: b.ID, Move: domain.MoveCancel(), At: at(11)})
+	got, err := s.PendingJobEnds(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.JobEnd{
+		{JobID: a.ID, State: domain.JobCanceled, At: at(10), Submitter: "bob", Notify: notify},
+		{JobID: b.ID, State: domain.JobCanceled, At: at(11), Submitter: "carol", Sweep: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("PendingJobEnds = %+v, want %+v", got, want)
+	}
+}
+
+// ResolveJobEnds resolves each end as ResolveJobEnd would, in one write;
+// one refused keeps its end and does not hold back the others.
+func testNotifyResolveMany(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	jobs := createN(t, s, "vision", 3)
+	for i, j := range jobs {
+		mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveCancel(), At: at(10 + i)})
+	}
+	note := func(id int64, target string) []domain.JobNotification {
+		return []domain.JobNotification{{JobID: id, State: domain.JobCanceled, Target: target, CreatedAt: at(20)}}
+	}
+	errs, err := s.ResolveJobEnds(ctx, []domain.JobEndResolution{
+		{JobID: jobs[0].ID, Notes: note(jobs[0].ID, "channel:ops")},
+		{JobID: jobs[1].ID, Notes: note(jobs[1].ID, "pager:ops")},
+		{JobID: jobs[2].ID},
+	})
+	if err != nil || len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], store.ErrInvalid) || errs[2] != nil {
+		t.Fatalf("ResolveJobEnds = %v, %v; want nil, ErrInvalid, nil", errs, err)
+	}
+	if ends, err := s.PendingJobEnds(ctx, 0); err != nil || len(ends) != 1 || ends[0].JobID != jobs[1].ID {
+		t.Fatalf("job ends left: %+v, %v; want only the refused one's", ends, err)
+	}
+	pend, err := s.PendingJobNotifications(ctx, 0)
+	if err != nil || len(pend) != 1 || pend[0].JobID != jobs[0].ID || pend[0].Target != "channel:ops" {
+		t.Fatalf("queued notifications: %+v, %v; want job %d's to channel:ops", pend, err, jobs[0].ID)
+	}
+	// Only refused ends: nothing is written, and the end stays.
+	if errs, err := s.ResolveJobEnds(ctx, []domain.JobEndResolution{{JobID: jobs[1].ID, Notes: note(jobs[1].ID, "pager:ops")}}); err != nil || !errors.Is(errs[0], store.ErrInvalid) {
+		t.Fatalf("ResolveJobEnds of a refused end = %v, %v", errs, err)
 	}
 	if ends, err := s.PendingJobEnds(ctx, 0); err != nil || len(ends) != 1 {
 		t.Fatalf("a refused resolve must keep the job end: %+v, %v", ends, err)
