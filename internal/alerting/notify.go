@@ -196,12 +196,8 @@ func (n *Notifier) resolve(ctx context.Context) error {
 }
 
 // notesFor returns the notifications a job end owes: per the job's notify
-// section, else its submitter's default (read once a pass into prefs);
-// none for a job that is gone.
+// section, else its submitter's default (read once a pass into prefs).
 func (n *Notifier) notesFor(ctx context.Context, e domain.JobEnd, prefs map[string]*domain.Notify) ([]domain.JobNotification, error) {
-	if e.Gone {
-		return nil, nil
-	}
 	want := e.Notify
 	if want == nil && e.Sweep {
 		return nil, nil // a sweep's members would flood the default's targets

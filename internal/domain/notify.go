@@ -81,10 +81,9 @@ type JobEnd struct {
 	State JobState
 	At    time.Time
 
-	// What the notifier needs of the job, read with the end: whether the
-	// job is still stored, who submitted it, its spec's notify section
-	// (nil: none) and whether it is a sweep's member.
-	Gone      bool
+	// What the notifier needs of the job, read with the end: who
+	// submitted it, its spec's notify section (nil: none) and whether it
+	// is a sweep's member.
 	Submitter string
 	Notify    *Notify
 	Sweep     bool

@@ -20,9 +20,9 @@ var (
 	// (applyChange); a job ends once, and a second record changes nothing.
 	qJobEndInsert = Q(`INSERT INTO job_ends (job_id, state, at) VALUES (?, ?, ?) ON CONFLICT (job_id) DO NOTHING`)
 	// qJobEndsList reads the oldest job ends with what the notifier needs
-	// of each job (none when the job is gone).
+	// of each job (job_ends references jobs; every job has its snapshot).
 	qJobEndsList = Q(`SELECT e.job_id, e.state, e.at, jobs.submitter, snapshots.spec_json
-		FROM job_ends e LEFT JOIN jobs ON jobs.id = e.job_id LEFT JOIN snapshots ON snapshots.hash = jobs.spec_hash
+		FROM job_ends e JOIN jobs ON jobs.id = e.job_id JOIN snapshots ON snapshots.hash = jobs.spec_hash
 		ORDER BY e.at, e.job_id LIMIT ?`)
 	qJobEndDelete  = Q(`DELETE FROM job_ends WHERE job_id = ?`)
 	qJobNoteInsert = Q(`INSERT INTO job_notifications (job_id, state, target, created_at) VALUES (?, ?, ?, ?)
@@ -110,20 +110,15 @@ func (s Shared) PendingJobEnds(ctx context.Context, limit int) ([]domain.JobEnd,
 	}
 	return queryAll(ctx, s, "list job ends", func(row Row) (domain.JobEnd, error) {
 		var (
-			e         domain.JobEnd
-			state     string
-			at        int64
-			submitter sql.NullString
-			spec      []byte
+			e     domain.JobEnd
+			state string
+			at    int64
+			spec  []byte
 		)
-		if err := row.Scan(&e.JobID, &state, &at, &submitter, &spec); err != nil {
+		if err := row.Scan(&e.JobID, &state, &at, &e.Submitter, &spec); err != nil {
 			return e, err
 		}
 		e.State, e.At = domain.JobState(state), time.Unix(0, at).UTC()
-		if !submitter.Valid || spec == nil {
-			e.Gone = true
-			return e, nil
-		}
 		// Only the two fields the notifier reads, not the whole spec.
 		var part struct {
 			Notify *domain.Notify    `json:"notify"`
@@ -132,7 +127,7 @@ func (s Shared) PendingJobEnds(ctx context.Context, limit int) ([]domain.JobEnd,
 		if err := json.Unmarshal(spec, &part); err != nil {
 			return e, fmt.Errorf("decode the config snapshot of job %d: %w", e.JobID, err)
 		}
-		e.Submitter, e.Notify, e.Sweep = submitter.String, part.Notify, part.Labels[domain.SweepLabel] != ""
+		e.Notify, e.Sweep = part.Notify, part.Labels[domain.SweepLabel] != ""
 		return e, nil
 	}, qJobEndsList, limit)
 }
