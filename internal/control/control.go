@@ -1033,18 +1033,25 @@ func (c *Controller) PreviewQueue(ctx context.Context) error {
 }
 
 // Queue returns the last pass's waiting jobs of one pool ("" for all), in
+// queue order. A job's position is counted within its pool over the jobs
+// still queued, whatever the filter: the plan keeps each pool's entries in
 // queue order. Safe for concurrent use.
 func (c *Controller) Queue(ctx context.Context, pool string) ([]domain.QueueEntry, error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	out := make([]domain.QueueEntry, 0, len(c.queueWaiting))
+	positions := map[string]int{} // entries seen so far per pool
 	for _, w := range c.queueWaiting {
 		l, ok := c.labels[w.JobID]
-		if !ok || pool != "" && l.pool != pool {
-			continue // not queued any more, or another pool's
+		if !ok {
+			continue // not queued any more
+		}
+		positions[l.pool]++
+		if pool != "" && l.pool != pool {
+			continue // another pool's
 		}
 		out = append(out, domain.QueueEntry{JobID: w.JobID, Name: l.name, Project: l.project, Submitter: l.submitter, Pool: l.pool,
-			Priority: l.priority, Position: w.Position, Reason: w.Reason, Message: w.Message,
+			Priority: l.priority, Position: positions[l.pool], Reason: w.Reason, Message: w.Message,
 			Submitted: l.submitted, EstimatedStart: w.EstimatedStart, Resources: l.resources})
 	}
 	return out, nil

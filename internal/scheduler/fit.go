@@ -170,7 +170,7 @@ func (ps *poolState) wait(j *job, reason domain.Reason, msg string, est time.Tim
 // emit appends the job's waiting entry.
 func (ps *poolState) emit(j *job, reason domain.Reason, msg string, est time.Time) {
 	ps.waiting++
-	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: reason, Message: msg, Position: ps.waiting, EstimatedStart: est})
+	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: j.id, Reason: reason, Message: msg, EstimatedStart: est})
 }
 
 func (ps *poolState) place(j *Pending, pr *projState, r req, nodes []*nodeState, borrowed bool) {

@@ -93,11 +93,11 @@ func TestIncrementalMatchesSchedule(t *testing.T) {
 			want := scheduler.Schedule(h.Snap, h.Config)
 			got := inc.Schedule(h.Snap, h.Config)
 			if planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			hint.drop = r.IntN(5) == 0
 			if got, ok := hint.schedule(h.Snap, h.Config); ok && planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			if r.IntN(2) == 0 {
 				h.Apply(want)
@@ -205,7 +205,7 @@ func TestIncrementalMatchesScheduleMixes(t *testing.T) {
 					want := scheduler.Schedule(h.Snap, h.Config)
 					got := inc.Schedule(h.Snap, h.Config)
 					if planBytes(t, got) != planBytes(t, want) {
-						t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+						t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 					}
 					if r.IntN(5) > 0 {
 						h.Apply(want)

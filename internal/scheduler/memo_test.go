@@ -96,7 +96,7 @@ func TestMemoNeverChangesADecision(t *testing.T) {
 			scheduler.SetMemo(true)
 			got := scheduler.Schedule(h.Snap, h.Config)
 			if planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d round %d: the memo changed the plan:\n--- without\n%s--- with\n%s", seed, round, Format(want), Format(got))
+				t.Fatalf("seed %d round %d: the memo changed the plan:\n--- without\n%s--- with\n%s", seed, round, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			h.Apply(want)
 			for _, a := range h.Snap.Running {
@@ -177,10 +177,10 @@ func TestIncrementalMatchesScheduleCrowded(t *testing.T) {
 			want := scheduler.Schedule(h.Snap, h.Config)
 			got := inc.Schedule(h.Snap, h.Config)
 			if planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+				t.Fatalf("seed %d step %d (after %s): incremental plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			if got, ok := hint.schedule(h.Snap, h.Config); !ok || planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+				t.Fatalf("seed %d step %d (after %s): plan with changed ids differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			if r.IntN(4) > 0 {
 				h.Apply(want)
@@ -207,10 +207,10 @@ func TestKeptDecisionNeedsTheSameBudget(t *testing.T) {
 		want := scheduler.Schedule(h.Snap, h.Config)
 		got := inc.Schedule(h.Snap, h.Config)
 		if planBytes(t, got) != planBytes(t, want) {
-			t.Fatalf("pass %d: incremental plan differs:\n--- want\n%s--- got\n%s", pass, Format(want), Format(got))
+			t.Fatalf("pass %d: incremental plan differs:\n--- want\n%s--- got\n%s", pass, Format(h.Snap, want), Format(h.Snap, got))
 		}
 		if pass == 1 && !slices.Equal(Victims(want), []int64{1}) {
-			t.Fatalf("pass %d: want job 4 to preempt its project's job 1 once budget is left:\n%s", pass, Format(want))
+			t.Fatalf("pass %d: want job 4 to preempt its project's job 1 once budget is left:\n%s", pass, Format(h.Snap, want))
 		}
 		h.Apply(want)
 	}
@@ -243,9 +243,9 @@ func TestOwnVictimSearchSeesOthersStopping(t *testing.T) {
 	scheduler.SetMemo(true)
 	got := scheduler.Schedule(h.Snap, h.Config)
 	if planBytes(t, got) != planBytes(t, want) {
-		t.Fatalf("the memo changed the plan:\n--- without\n%s--- with\n%s", Format(want), Format(got))
+		t.Fatalf("the memo changed the plan:\n--- without\n%s--- with\n%s", Format(h.Snap, want), Format(h.Snap, got))
 	}
 	if v := SortedIDs(Victims(want)); !slices.Equal(v, []int64{1, 2}) {
-		t.Fatalf("victims %v, want 2 (for job 11) and then 1 (for job 12, once job 2's stop leaves room):\n%s", v, Format(want))
+		t.Fatalf("victims %v, want 2 (for job 11) and then 1 (for job 12, once job 2's stop leaves room):\n%s", v, Format(h.Snap, want))
 	}
 }

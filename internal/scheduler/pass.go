@@ -287,9 +287,9 @@ func (p *pass) unknownPool(pending []*Pending, i *int) {
 	slices.SortFunc(group, func(a, b *Pending) int {
 		return cmp.Or(cmp.Compare(b.Priority.Rank(), a.Priority.Rank()), a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.JobID, b.JobID))
 	})
-	for n, pd := range group {
+	for _, pd := range group {
 		p.plan.Waiting = append(p.plan.Waiting, Waiting{JobID: pd.JobID, Reason: domain.ReasonNoCapacity,
-			Message: "pool " + quoteName(pd.Pool) + " does not exist; resubmit the job to an existing pool", Position: n + 1})
+			Message: "pool " + quoteName(pd.Pool) + " does not exist; resubmit the job to an existing pool"})
 	}
 	*i = j
 }

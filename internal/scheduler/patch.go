@@ -40,8 +40,7 @@ package scheduler
 //     those logged (their shares do not change); S's are the walk's.
 //
 // So the pool's entries are the last plan's, less S's, with the walk over
-// S's jobs merged in by key; positions are renumbered where S's entries
-// moved. Its placements are S's (the others placed nothing). Projects
+// S's jobs merged in by key. Its placements are S's (the others placed nothing). Projects
 // that break the premise (a visit that rested on the pool's state, a
 // search that may read a node S changed) join S first. The visit log is
 // merged alike, renumbered in state versions with each class decision
@@ -430,7 +429,6 @@ entries:
 	for i, k, a, b := 0, 0, 0, 0; k < n; {
 		if b < len(newSlots) && newSlots[b] == k {
 			out[k] = sub.Waiting[b]
-			out[k].Position = k + 1
 			b++
 			k++
 			continue
@@ -449,11 +447,6 @@ entries:
 		}
 		if &out[k] != &old[i] {
 			copy(out[k:k+m], old[i:i+m])
-		}
-		if k != i {
-			for x := k; x < k+m; x++ {
-				out[x].Position = x + 1
-			}
 		}
 		i, k = i+m, k+m
 	}

@@ -123,7 +123,7 @@ func TestPatchMatchesSchedule(t *testing.T) {
 				sortSnap(&h.Snap)
 				want := scheduler.Schedule(h.Snap, h.Config)
 				if got, ok := hint.schedule(h.Snap, h.Config); !ok || planBytes(t, got) != planBytes(t, want) {
-					t.Fatalf("%s seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", mode, seed, step, what, Format(want), Format(got))
+					t.Fatalf("%s seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", mode, seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 				}
 				last = want
 				passes++
@@ -203,7 +203,7 @@ func patchCase(t *testing.T, h *Harness, change func()) scheduler.Plan {
 		sortSnap(&h.Snap)
 		want := scheduler.Schedule(h.Snap, h.Config)
 		if got, _ := hint.schedule(h.Snap, h.Config); planBytes(t, got) != planBytes(t, want) {
-			t.Fatalf("pass %d: told plan differs:\n--- want\n%s--- got\n%s", step, Format(want), Format(got))
+			t.Fatalf("pass %d: told plan differs:\n--- want\n%s--- got\n%s", step, Format(h.Snap, want), Format(h.Snap, got))
 		}
 		if step == 1 {
 			return want
@@ -223,7 +223,7 @@ func TestPatchSeesSearchesItFrees(t *testing.T) {
 	h.Submit(Job(3).Pool("p").Project("a").GPUs(6).Priority(Urgent).Submitted(T0).Obj())
 	want := patchCase(t, h, func() { h.Finish(2) })
 	if len(want.Preempt) != 1 {
-		t.Fatalf("job 3 should preempt job 1 once job 2 is gone: %s", Format(want))
+		t.Fatalf("job 3 should preempt job 1 once job 2 is gone: %s", Format(h.Snap, want))
 	}
 }
 
@@ -241,7 +241,7 @@ func TestPatchSeesJobsChangingSides(t *testing.T) {
 		h.Run(Job(4).Pool("p").Project("b").GPUs(4).Priority(High).Running(h.Snap.Now, On("n1", Span(0, 4)...)))
 	})
 	if len(want.Preempt) != 2 {
-		t.Fatalf("job 3 should preempt jobs 1 and 2 once job 1 is borrowed: %s", Format(want))
+		t.Fatalf("job 3 should preempt jobs 1 and 2 once job 1 is borrowed: %s", Format(h.Snap, want))
 	}
 }
 
@@ -258,6 +258,6 @@ func TestPatchSeesTheRunningCap(t *testing.T) {
 	})
 	w, _ := WaitingFor(want, 3)
 	if len(want.Start) != 1 || w.Reason != domain.ReasonWaitingForCapacity {
-		t.Fatalf("job 4 should start and job 3 wait for the cap: %s", Format(want))
+		t.Fatalf("job 4 should start and job 3 wait for the cap: %s", Format(h.Snap, want))
 	}
 }

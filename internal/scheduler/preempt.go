@@ -407,6 +407,6 @@ func (ps *poolState) unplace(h *holder, j *Pending) {
 	ps.version++
 	ps.stateVer++
 	ps.waiting++
-	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: h.id, Reason: domain.ReasonWaitingForCapacity, Position: ps.waiting,
+	ps.plan.Waiting = append(ps.plan.Waiting, Waiting{JobID: h.id, Reason: domain.ReasonWaitingForCapacity,
 		Message: fmt.Sprintf("gave way to job %d (priority %s), which needs the room in pool %s; it did not start", j.JobID, j.Priority, ps.pool.Name)})
 }

@@ -94,11 +94,11 @@ func TestOwnVictimBoundIsCheckedAgain(t *testing.T) {
 			p = inc.ScheduleChanged(s, scheduler.Config{}, []int64{3})
 		}
 		want := scheduler.Schedule(s, scheduler.Config{})
-		if got, w := schedtest.Format(p), schedtest.Format(want); got != w {
+		if got, w := schedtest.Format(s, p), schedtest.Format(s, want); got != w {
 			t.Fatalf("pass %d: incremental plan\n%s\nwant\n%s", i, got, w)
 		}
 		if victims := len(want.Preempt); (victims > 0) != preemptible {
-			t.Fatalf("pass %d: %d victim(s) with job 3 preemptible=%v:\n%s", i, victims, preemptible, schedtest.Format(want))
+			t.Fatalf("pass %d: %d victim(s) with job 3 preemptible=%v:\n%s", i, victims, preemptible, schedtest.Format(s, want))
 		}
 		inc.Recycle(p)
 	}

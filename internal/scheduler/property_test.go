@@ -129,12 +129,12 @@ func TestProperties(t *testing.T) {
 			for range 3 {
 				got := scheduler.Schedule(shuffled(r, h.Snap), h.Config)
 				if planBytes(t, got) != planBytes(t, want) {
-					t.Fatalf("seed %d round %d: shuffled input gives another plan:\n--- want\n%s--- got\n%s", seed, round, Format(want), Format(got))
+					t.Fatalf("seed %d round %d: shuffled input gives another plan:\n--- want\n%s--- got\n%s", seed, round, Format(h.Snap, want), Format(h.Snap, got))
 				}
 			}
 			plan, err := h.Schedule()
 			if err != nil {
-				t.Fatalf("seed %d round %d: %v\n%s", seed, round, err, Format(plan))
+				t.Fatalf("seed %d round %d: %v\n%s", seed, round, err, Format(h.Snap, plan))
 			}
 			if planBytes(t, plan) != planBytes(t, want) {
 				t.Fatalf("seed %d round %d: same snapshot, different plan", seed, round)
@@ -164,15 +164,17 @@ func TestEmptyPassChangesNothing(t *testing.T) {
 		var next int64
 		for round := range 4 {
 			randomJobs(r, h, &next, r.IntN(12))
+			prev := h.Snap
 			if _, err := h.Schedule(); err != nil {
 				t.Fatalf("seed %d round %d: %v", seed, round, err)
 			}
+			snap := h.Snap
 			again, err := h.Schedule()
 			if err != nil {
 				t.Fatalf("seed %d round %d: %v", seed, round, err)
 			}
 			if len(again.Start) > 0 || len(again.Preempt) > 0 {
-				t.Fatalf("seed %d round %d: an extra pass changed something:\n%s\nprevious:\n%s", seed, round, Format(again), Format(h.Plans[len(h.Plans)-2]))
+				t.Fatalf("seed %d round %d: an extra pass changed something:\n%s\nprevious:\n%s", seed, round, Format(snap, again), Format(prev, h.Plans[len(h.Plans)-2]))
 			}
 			h.Advance(time.Duration(r.IntN(90)) * time.Minute)
 		}
@@ -204,6 +206,7 @@ func TestPlansAreFixedPoints(t *testing.T) {
 		noted := false
 		for round := range 8 {
 			randomJobs(r, h, &next, r.IntN(12))
+			snap := h.Snap
 			plan, err := h.Schedule()
 			if err != nil {
 				t.Fatalf("seed %d round %d: %v", seed, round, err)
@@ -211,9 +214,10 @@ func TestPlansAreFixedPoints(t *testing.T) {
 			for _, p := range plan.Preempt {
 				k := [2]int64{p.JobID, p.For}
 				if pairs[k]++; pairs[k] > 1 {
-					t.Fatalf("seed %d round %d: job %d preempted again for job %d\n%s", seed, round, p.JobID, p.For, Format(plan))
+					t.Fatalf("seed %d round %d: job %d preempted again for job %d\n%s", seed, round, p.JobID, p.For, Format(snap, plan))
 				}
 			}
+			snap = h.Snap
 			again, err := h.Schedule()
 			if err != nil {
 				t.Fatalf("seed %d round %d: %v", seed, round, err)
@@ -221,7 +225,7 @@ func TestPlansAreFixedPoints(t *testing.T) {
 			if len(again.Preempt) > 0 && !noted {
 				noted = true
 				unstable = append(unstable, seed)
-				t.Logf("seed %d round %d: a pass with nothing new preempted:\n%s", seed, round, Format(again))
+				t.Logf("seed %d round %d: a pass with nothing new preempted:\n%s", seed, round, Format(snap, again))
 			}
 			for _, p := range again.Preempt {
 				pairs[[2]int64{p.JobID, p.For}]++

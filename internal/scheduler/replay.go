@@ -17,10 +17,9 @@ package scheduler
 //     project's run had a later head, which no visit chose). If its class
 //     had a decision in force at that state version that changes no state,
 //     the job is decided alike and everything after it is as before; its
-//     waiting entry goes in at that point and the positions behind it in
-//     its pool move up by one.
+//     waiting entry goes in at that point.
 //   - A job removed from a queue whose visits changed no state left nothing
-//     behind: its entry goes and the positions behind it move down.
+//     behind: its entry goes.
 //
 // Anything else falls back to the walk: a changed running job (a finish, a
 // start, a preemption taking effect), a change to the time, the config,
@@ -544,11 +543,8 @@ func (lg *visitLog) add(q *queue, w []Waiting, off int, j *job) ([]Waiting, bool
 				lg.phases[p] = slices.Insert(lg.phases[p], at[p], vs[p])
 			}
 			lg.countsOK = false
-			w = slices.Insert(w, k, Waiting{JobID: j.id, Reason: dec.reason, Message: dec.msg, Position: k - off + 1, EstimatedStart: dec.est})
+			w = slices.Insert(w, k, Waiting{JobID: j.id, Reason: dec.reason, Message: dec.msg, EstimatedStart: dec.est})
 			lg.waitN++
-			for i := k + 1; i < off+lg.waitN; i++ {
-				w[i].Position = i - off + 1
-			}
 			return w, true
 		}
 		vs[ph].tf |= visitDeferred
@@ -587,9 +583,6 @@ func (lg *visitLog) remove(w []Waiting, off int, id int64) ([]Waiting, bool) {
 	lg.countsOK = false
 	w = slices.Delete(w, k, k+1)
 	lg.waitN--
-	for i := k; i < off+lg.waitN; i++ {
-		w[i].Position = i - off + 1
-	}
 	return w, true
 }
 

@@ -155,7 +155,7 @@ func TestReplayMatchesSchedule(t *testing.T) {
 			slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
 			want := scheduler.Schedule(h.Snap, h.Config)
 			if got, ok := hint.schedule(h.Snap, h.Config); !ok || planBytes(t, got) != planBytes(t, want) {
-				t.Fatalf("seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(want), Format(got))
+				t.Fatalf("seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 			}
 			if r.IntN(6) == 0 {
 				h.Apply(want) // starts, preemptions

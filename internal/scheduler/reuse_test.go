@@ -83,7 +83,7 @@ func TestReuseMatchesSchedule(t *testing.T) {
 				slices.SortFunc(h.Snap.Pending, func(a, b scheduler.Pending) int { return cmp.Compare(a.JobID, b.JobID) })
 				want := scheduler.Schedule(h.Snap, h.Config)
 				if got, ok := hint.schedule(h.Snap, h.Config); !ok || planBytes(t, got) != planBytes(t, want) {
-					t.Fatalf("lag %v seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", lag, seed, step, what, Format(want), Format(got))
+					t.Fatalf("lag %v seed %d step %d (after %s): told plan differs:\n--- want\n%s--- got\n%s", lag, seed, step, what, Format(h.Snap, want), Format(h.Snap, got))
 				}
 				if r.IntN(4) == 0 {
 					h.Apply(want)
@@ -110,7 +110,7 @@ func TestSubmitWalksItsPoolOnly(t *testing.T) {
 		t.Helper()
 		want := scheduler.Schedule(h.Snap, h.Config)
 		if got, _ := hint.schedule(h.Snap, h.Config); planBytes(t, got) != planBytes(t, want) {
-			t.Fatalf("after %s: told plan differs:\n--- want\n%s--- got\n%s", what, Format(want), Format(got))
+			t.Fatalf("after %s: told plan differs:\n--- want\n%s--- got\n%s", what, Format(h.Snap, want), Format(h.Snap, got))
 		}
 	}
 	check("the first pass")
@@ -147,10 +147,10 @@ func TestReuseFollowsTheBudget(t *testing.T) {
 		}
 		want := scheduler.Schedule(h.Snap, h.Config)
 		if len(want.Preempt) != 1 || want.Preempt[0].JobID != int64('a'+step) {
-			t.Fatalf("after %s: the budget should go to pool %c's job: %s", what, 'a'+step, Format(want))
+			t.Fatalf("after %s: the budget should go to pool %c's job: %s", what, 'a'+step, Format(h.Snap, want))
 		}
 		if got, _ := hint.schedule(h.Snap, h.Config); planBytes(t, got) != planBytes(t, want) {
-			t.Fatalf("after %s: told plan differs:\n--- want\n%s--- got\n%s", what, Format(want), Format(got))
+			t.Fatalf("after %s: told plan differs:\n--- want\n%s--- got\n%s", what, Format(h.Snap, want), Format(h.Snap, got))
 		}
 	}
 }

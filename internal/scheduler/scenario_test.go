@@ -575,21 +575,22 @@ func TestScenarios(t *testing.T) {
 				}
 				h.Finish(r.finish...)
 				h.Submit(r.submit...)
+				snap := h.Snap // the plan's snapshot: h.Schedule applies the plan to h.Snap
 				plan, err := h.Schedule()
 				if err != nil {
-					t.Fatalf("round %d: plan breaks an invariant: %v\n%s", i, err, Format(plan))
+					t.Fatalf("round %d: plan breaks an invariant: %v\n%s", i, err, Format(snap, plan))
 				}
-				fmt.Fprintf(&golden, "# round %d at %s\n%s", i, h.Snap.Now.Sub(T0), Format(plan))
+				fmt.Fprintf(&golden, "# round %d at %s\n%s", i, h.Snap.Now.Sub(T0), Format(snap, plan))
 				if got := Started(plan); !slices.Equal(got, r.wantStart) {
-					t.Errorf("round %d: started %v, want %v\n%s", i, got, r.wantStart, Format(plan))
+					t.Errorf("round %d: started %v, want %v\n%s", i, got, r.wantStart, Format(snap, plan))
 				}
 				if got := Victims(plan); !slices.Equal(got, r.wantPreempt) {
-					t.Errorf("round %d: preempted %v, want %v\n%s", i, got, r.wantPreempt, Format(plan))
+					t.Errorf("round %d: preempted %v, want %v\n%s", i, got, r.wantPreempt, Format(snap, plan))
 				}
 				for id, want := range r.wantWait {
 					w, ok := WaitingFor(plan, id)
 					if !ok || w.Reason != want {
-						t.Errorf("round %d: job %d waits with %q (%v), want %q\n%s", i, id, w.Reason, ok, want, Format(plan))
+						t.Errorf("round %d: job %d waits with %q (%v), want %q\n%s", i, id, w.Reason, ok, want, Format(snap, plan))
 					}
 				}
 				for id, want := range r.wantMsg {

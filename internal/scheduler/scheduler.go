@@ -22,8 +22,9 @@
 //     or reserve capacity so that jobs behind it cannot starve it; later jobs
 //     may use reserved capacity only when they end before the reserving job's
 //     estimated start (backfill).
-//  4. Every job that does not start gets a reason, a message with numbers and
-//     its position in the pool's queue.
+//  4. Every job that does not start gets a waiting entry with a reason and a
+//     message with numbers, in queue order within its pool, which gives its
+//     position in the pool's queue.
 //
 // See docs/scheduling.md for the rules as researchers and admins see them.
 package scheduler
@@ -154,7 +155,10 @@ func (a *Allocation) Equal(b *Allocation) bool {
 type Plan struct {
 	Start   []Placement  // in decision order
 	Preempt []Preemption // victims to stop; beneficiaries start in a later pass once freed
-	Waiting []Waiting    // every pending job not started, in queue order per pool, with why
+	// Waiting holds every pending job not started, with why. The entries of
+	// one pool are contiguous and in queue order, so a job's position in its
+	// pool's queue is 1 + the number of entries of the same pool before it.
+	Waiting []Waiting
 }
 
 // Placement starts one job on all nodes of its gang.
@@ -172,12 +176,14 @@ type Preemption struct {
 	Message string // e.g. "preempted for job 42 (priority high) in pool standard"
 }
 
-// Waiting says why one pending job does not start in this pass.
+// Waiting says why one pending job does not start in this pass. It carries
+// no position: Plan.Waiting keeps each pool's entries contiguous and in
+// queue order, so the position is 1 + the number of entries of the same
+// pool before it.
 type Waiting struct {
-	JobID    int64
-	Reason   domain.Reason // QuotaExceeded, WaitingForResources, NoCapacity, RetryBackoff
-	Message  string        // with numbers: "project vision uses 8 of 8 GPUs in pool standard (quota)"
-	Position int           // 1-based position among the pool's waiting jobs, in queue order
+	JobID   int64
+	Reason  domain.Reason // QuotaExceeded, WaitingForResources, NoCapacity, RetryBackoff
+	Message string        // with numbers: "project vision uses 8 of 8 GPUs in pool standard (quota)"
 	// EstimatedStart comes from running jobs' StartedAt+Timeout (or the
 	// retry backoff); zero when unknown.
 	EstimatedStart time.Time

@@ -78,7 +78,7 @@ func TestPlansAreTheCallers(t *testing.T) {
 	next.Pending = append(slices.Clone(s.Pending), Job(100).Project("vision").Pool("gpu").GPUs(2).Submitted(s.Now).Obj())
 	want, wantNext := scheduler.Schedule(s, scheduler.Config{}), scheduler.Schedule(next, scheduler.Config{})
 	if len(want.Start) == 0 || len(want.Preempt) == 0 || len(want.Waiting) == 0 {
-		t.Fatalf("the world should start, preempt and leave jobs waiting: %s", Format(want))
+		t.Fatalf("the world should start, preempt and leave jobs waiting: %s", Format(s, want))
 	}
 	passes := map[string]func(in *incremental.Scheduler, s scheduler.Snapshot, changed []int64) scheduler.Plan{
 		"compared": func(in *incremental.Scheduler, s scheduler.Snapshot, _ []int64) scheduler.Plan {
@@ -103,10 +103,10 @@ func TestPlansAreTheCallers(t *testing.T) {
 			first := pass(&in, s, nil)
 			scribble(first)
 			if got := pass(&in, s, nil); !reflect.DeepEqual(got, want) {
-				t.Errorf("after the last plan was changed, the same snapshot gives\n%s\nwant\n%s", Format(got), Format(want))
+				t.Errorf("after the last plan was changed, the same snapshot gives\n%s\nwant\n%s", Format(s, got), Format(s, want))
 			}
 			if got := pass(&in, next, []int64{100}); !reflect.DeepEqual(got, wantNext) {
-				t.Errorf("after the last plan was changed, a submit gives\n%s\nwant\n%s", Format(got), Format(wantNext))
+				t.Errorf("after the last plan was changed, a submit gives\n%s\nwant\n%s", Format(next, got), Format(next, wantNext))
 			}
 		})
 		t.Run(name+"/the next pass does not change a plan", func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestPlansAreTheCallers(t *testing.T) {
 			for _, later := range []scheduler.Snapshot{next, s, s} {
 				pass(&in, later, []int64{100})
 				if !reflect.DeepEqual(first, kept) {
-					t.Fatalf("a later pass changed a returned plan:\n%s\nwas\n%s", Format(first), Format(kept))
+					t.Fatalf("a later pass changed a returned plan:\n%s\nwas\n%s", Format(s, first), Format(s, kept))
 				}
 			}
 		})
@@ -125,7 +125,7 @@ func TestPlansAreTheCallers(t *testing.T) {
 			first := pass(&in, s, nil)
 			in.Recycle(first)
 			if got := pass(&in, next, []int64{100}); !reflect.DeepEqual(got, wantNext) {
-				t.Errorf("after Recycle, a submit gives\n%s\nwant\n%s", Format(got), Format(wantNext))
+				t.Errorf("after Recycle, a submit gives\n%s\nwant\n%s", Format(next, got), Format(next, wantNext))
 			}
 		})
 	}

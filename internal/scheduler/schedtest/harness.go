@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,8 +149,8 @@ func Check(s scheduler.Snapshot, p scheduler.Plan) error {
 			errs = append(errs, fmt.Errorf("job %d decided twice", w.JobID))
 		}
 		seen[w.JobID] = true
-		if w.Message == "" || w.Reason == "" || w.Position < 1 {
-			errs = append(errs, fmt.Errorf("job %d waits without reason, message or position: %+v", w.JobID, w))
+		if w.Message == "" || w.Reason == "" {
+			errs = append(errs, fmt.Errorf("job %d waits without reason or message: %+v", w.JobID, w))
 		}
 	}
 	for id := range pending {
@@ -390,15 +391,22 @@ func Borrowed(s scheduler.Snapshot) map[int64]bool {
 	return out
 }
 
-// Format writes a plan as stable text for golden files.
-func Format(p scheduler.Plan) string {
+// Format writes plan p, made from snapshot s, as stable text for golden
+// files. A waiting job's position (#n) is counted within its pool, taken
+// from s.Pending: 1 + the number of entries of the same pool before it
+// (#? for a job s does not hold).
+func Format(s scheduler.Snapshot, p scheduler.Plan) string {
+	pools := make(map[int64]string, len(s.Pending))
+	for _, j := range s.Pending {
+		pools[j.JobID] = j.Pool
+	}
 	var b strings.Builder
-	for _, s := range p.Start {
-		fmt.Fprintf(&b, "start   job %d pool %s", s.JobID, s.Pool)
-		for _, n := range s.Nodes {
+	for _, st := range p.Start {
+		fmt.Fprintf(&b, "start   job %d pool %s", st.JobID, st.Pool)
+		for _, n := range st.Nodes {
 			fmt.Fprintf(&b, " %s%v", n.Node, n.GPUs)
 		}
-		if s.Borrowed {
+		if st.Borrowed {
 			b.WriteString(" borrowed")
 		}
 		b.WriteString("\n")
@@ -406,8 +414,14 @@ func Format(p scheduler.Plan) string {
 	for _, v := range p.Preempt {
 		fmt.Fprintf(&b, "preempt job %d for %d: %s\n", v.JobID, v.For, v.Message)
 	}
+	counts := map[string]int{}
 	for _, w := range p.Waiting {
-		fmt.Fprintf(&b, "wait    job %d #%d %s: %s", w.JobID, w.Position, w.Reason, w.Message)
+		pos := "?"
+		if pool, ok := pools[w.JobID]; ok {
+			counts[pool]++
+			pos = strconv.Itoa(counts[pool])
+		}
+		fmt.Fprintf(&b, "wait    job %d #%s %s: %s", w.JobID, pos, w.Reason, w.Message)
 		if !w.EstimatedStart.IsZero() {
 			fmt.Fprintf(&b, " (estimated start %s)", w.EstimatedStart.UTC().Format(time.RFC3339))
 		}
