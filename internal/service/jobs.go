@@ -502,6 +502,9 @@ type ListOptions struct {
 	BeforeID int64  // cursor: only jobs with a smaller id
 	Limit    int    // 1..1000; 0 means 50
 	Sweep    int64  // only the members of this sweep; 0: all jobs
+	// Into is lent to the store as store.JobFilter.Into: the jobs
+	// returned may be decoded into it.
+	Into []domain.Job
 }
 
 // maxListName bounds ListOptions.Name, in characters: longer than any job
@@ -541,7 +544,7 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 		return nil, false, errs.Err()
 	}
 	f := store.JobFilter{States: o.States, Project: o.Project, Owner: o.User, Pool: o.Pool, NameContains: o.Name,
-		BeforeID: o.BeforeID, Limit: o.Limit + 1, Sweep: o.Sweep}
+		BeforeID: o.BeforeID, Limit: o.Limit + 1, Sweep: o.Sweep, Into: o.Into}
 	if v := authz.VisibleJobs(p); !v.All {
 		f.Restrict, f.Projects, f.Submitter = true, v.Projects, v.Submitter
 	}

@@ -121,6 +121,21 @@ type JobFilter struct {
 	Restrict  bool
 	Projects  []string
 	Submitter string
+	// Into, when its capacity holds the rows asked for, is a buffer a
+	// store may decode list rows into instead of allocating a page (a
+	// page of Jobs is large). The caller lends it until it is done with
+	// the result, and lends only a buffer that held nothing but list rows
+	// (their Spec and SpecJSON left empty), or zero Jobs.
+	Into []domain.Job
+}
+
+// Rows returns a page for n rows: Into, emptied, when it can hold them,
+// else a new one.
+func (f *JobFilter) Rows(n int) []domain.Job {
+	if f.Into != nil && cap(f.Into) >= n {
+		return f.Into[:0]
+	}
+	return make([]domain.Job, 0, n)
 }
 
 // JobCursor is a point in a store's history of job writes (LiveJobs,

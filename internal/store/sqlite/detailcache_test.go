@@ -580,3 +580,65 @@ func TestCursorPagesFromTheCache(t *testing.T) {
 		t.Fatalf("running jobs: %+v, %d pages from the cache; want none, from the database", got, pages())
 	}
 }
+
+// A page lent to ListJobs (JobFilter.Into) that holds another page's rows
+// comes back holding exactly the rows a fresh page would: every field a
+// list row carries is decoded over what the last rows left, from both
+// cached paths (ids read from the database, and ids below a cursor).
+func TestListIntoALentPage(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	ids := createJobs(t, s, "lent", 10)
+	// Jobs of odd and even ids differ in every field a change can set, and
+	// a row of one page lies over a row of the other parity.
+	var changes []store.Change
+	for _, id := range ids {
+		if id%2 == 1 {
+			changes = append(changes, store.Change{JobID: id, Move: domain.MoveHold(), SetReason: true,
+				Reason: domain.ReasonQuotaExceeded, Message: "held for a test", Actor: "test", At: t0.Add(time.Minute)})
+		}
+	}
+	if errs, err := s.Apply(ctx, changes); err != nil || errors.Join(errs...) != nil {
+		t.Fatal(err, errs)
+	}
+	for _, id := range ids {
+		if _, err := s.JobDetail(ctx, id); err != nil { // into the cache
+			t.Fatal(err)
+		}
+	}
+	hits := s.DetailCacheStats().Hits
+	// Each page is listed into one lent holding rows of the other parity
+	// at each index.
+	for _, c := range []struct{ f, other store.JobFilter }{
+		{store.JobFilter{Limit: 5}, store.JobFilter{Limit: 5, BeforeID: ids[5]}},                   // ids from the database
+		{store.JobFilter{Limit: 5, BeforeID: ids[5]}, store.JobFilter{Limit: 5}},                   // below a cursor: the cache alone
+		{store.JobFilter{Limit: 4, BeforeID: ids[9]}, store.JobFilter{Limit: 5, BeforeID: ids[8]}}, // another cursor
+	} {
+		f := c.f
+		want, err := s.ListJobs(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lent, err := s.ListJobs(ctx, c.other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lent) != 5 || len(want) == 0 || want[0].ID%2 == lent[0].ID%2 {
+			t.Fatalf("%+v: the lent page holds %d rows, from job %d: not the other parity", f, len(lent), lent[0].ID)
+		}
+		f.Into = lent[:0:5]
+		got, err := s.ListJobs(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 || &got[0] != &lent[:1][0] {
+			t.Fatalf("%+v: the page was not decoded into the lent one", f)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: into a lent page:\n got %+v\nwant %+v", f, got, want)
+		}
+	}
+	if s.DetailCacheStats().Hits == hits {
+		t.Error("no list was answered from the cache: the test exercised nothing")
+	}
+}

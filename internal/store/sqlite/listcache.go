@@ -77,7 +77,7 @@ func (c *detailCache) listRows(ids []int64, f *store.JobFilter) ([]domain.Job, b
 		c.mis.Add(1)
 		return nil, false
 	}
-	jobs := make([]domain.Job, len(ids))
+	jobs := f.Rows(len(ids))[:len(ids)]
 	for i := range es {
 		es[i].blob.job(&jobs[i], false)
 		if !matches(&jobs[i], f) {
@@ -97,7 +97,7 @@ func (c *detailCache) listBelow(f *store.JobFilter) ([]domain.Job, bool) {
 	if f.BeforeID <= 1 {
 		return nil, false // the first page: its newest jobs are seldom cached yet
 	}
-	jobs := make([]domain.Job, 0, f.Limit)
+	jobs := f.Rows(f.Limit)
 	scan := belowScan * f.Limit
 	ids := make([]int64, 0, f.Limit)
 	es := make([]detailEntry, 0, f.Limit)
