@@ -14,19 +14,13 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
 )
 
 // An active attempt this loop neither launched nor reattached to — one a
 // deposed leader created after this leader started — is reattached to
 // once it is AdoptAfter old, and runs to its end.
 func TestStrayAttemptIsAdopted(t *testing.T) {
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dir := openStore(t)
 	ex := &executortest.Fake{}
 	var fenced atomic.Int32
 	layout := logs.Layout{Root: filepath.Join(dir, "runs")}

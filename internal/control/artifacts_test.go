@@ -19,7 +19,6 @@ import (
 	"trainyard/internal/executor/local"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
 )
 
 // envOf returns one variable of a launch's environment.
@@ -29,12 +28,7 @@ func envOf(l executor.Launch, key string) string { return envValue(l.Env, key) }
 // complete checkpoints, keeps checkpoint.keep of them, copies the kept ones
 // to the object store, and makes a succeeded job's outputs read-only.
 func TestOutputsAndCheckpointsAreRecorded(t *testing.T) {
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dir := openStore(t)
 	bs, err := blobfs.New(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,6 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
 )
 
 // codeRig is a control loop and service sharing a store and a blob store.
@@ -33,12 +32,7 @@ type codeRig struct {
 
 func newCodeRig(t *testing.T, ex *executortest.Fake, opts ...func(*control.Config)) *codeRig {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, dir := openStore(t)
 	bs, err := blobfs.New(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)

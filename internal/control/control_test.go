@@ -46,12 +46,7 @@ func newRig(t *testing.T, ex *executortest.Fake) *rig {
 // newTunedRig is newRig with tune applied to every controller's config.
 func newTunedRig(t *testing.T, ex *executortest.Fake, tune func(*control.Config)) *rig {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, dir := openStore(t)
 	r := &rig{t: t, st: st, ex: ex, dir: dir, tune: tune}
 	r.start()
 	// Pool "default" is the fake executor's inventory, with a full quota
@@ -331,4 +326,17 @@ func TestRestartReattachesInsteadOfRelaunching(t *testing.T) {
 	if n := len(r.attempts(j.ID)); n != 1 {
 		t.Fatalf("%d attempts after restart, want 1", n)
 	}
+}
+
+// openStore opens a SQLite store in a new directory, closed when the test
+// ends, and returns it with the directory.
+func openStore(t *testing.T) (*sqlite.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, dir
 }

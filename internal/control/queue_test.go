@@ -16,14 +16,13 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/logs"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
 )
 
 // TestQueueEntriesNameTheSubmitter: the API filters the queue by who may
 // list each job, which needs the job's submitter.
 func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 	ctx := context.Background()
-	st, dir := openQueueStore(t)
+	st, dir := openStore(t)
 	pool := domain.Pool{Name: "small", Executor: "local", Nodes: []domain.Node{{Name: "n1", CPUs: 4, Memory: 8 << 30}}}
 	if _, err := st.PutPool(ctx, pool, domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}); err != nil {
 		t.Fatal(err)
@@ -66,7 +65,7 @@ func TestQueueEntriesNameTheSubmitter(t *testing.T) {
 // its own pool's queue, the same with and without a pool filter.
 func TestQueuePositionsCountPerPool(t *testing.T) {
 	ctx := context.Background()
-	st, dir := openQueueStore(t)
+	st, dir := openStore(t)
 	audit := domain.AuditRecord{Actor: "user:test", Action: "test", Result: domain.AuditOK}
 	pools := []string{"left", "right"}
 	for _, name := range pools {
@@ -145,17 +144,4 @@ func TestQueuePositionsCountPerPool(t *testing.T) {
 			t.Errorf("pool %s filtered = %+v, want the unfiltered queue's entries of the pool %+v", name, q, same)
 		}
 	}
-}
-
-// openQueueStore opens a SQLite store in a new directory, closed when the
-// test ends, and returns it with the directory.
-func openQueueStore(t *testing.T) (*sqlite.Store, string) {
-	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st, dir
 }

@@ -17,19 +17,13 @@ import (
 	"trainyard/internal/logs"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
 )
 
 // secretRig runs a controller whose Secrets func is resolve (nil: the
 // service's ResolveSecrets).
 func secretRig(t *testing.T, ex *executortest.Fake, resolve func(context.Context, string, []string) ([]string, []string, error)) *rig {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, dir := openStore(t)
 	key, _ := secrets.NewKey(bytes.Repeat([]byte{3}, secrets.KeySize))
 	r := &rig{t: t, st: st, ex: ex, dir: dir}
 	var svc *service.Service
