@@ -145,7 +145,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, p service.Princip
 		h.writeError(w, r, err)
 		return
 	}
-	if rows := cmp.Or(o.Limit, 50) + 1; rows > 0 && rows <= maxPooledPage {
+	if rows := cmp.Or(o.Limit, service.DefaultListLimit) + 1; rows > 0 && rows <= maxPooledPage {
 		page := listPages.Get().(*[]domain.Job)
 		if cap(*page) < rows {
 			*page = make([]domain.Job, 0, rows)

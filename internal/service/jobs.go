@@ -500,12 +500,15 @@ type ListOptions struct {
 	Pool     string // only jobs of this pool
 	Name     string // only jobs whose name holds this, in either case (ASCII letters)
 	BeforeID int64  // cursor: only jobs with a smaller id
-	Limit    int    // 1..1000; 0 means 50
+	Limit    int    // 1..1000; 0 means DefaultListLimit
 	Sweep    int64  // only the members of this sweep; 0: all jobs
 	// Into is lent to the store as store.JobFilter.Into: the jobs
 	// returned may be decoded into it.
 	Into []domain.Job
 }
+
+// DefaultListLimit is the page size of a list that names none.
+const DefaultListLimit = 50
 
 // maxListName bounds ListOptions.Name, in characters: longer than any job
 // name, so a longer one could match nothing.
@@ -534,7 +537,7 @@ func (s *JobService) List(ctx context.Context, p Principal, o ListOptions) (jobs
 		return nil, false, err
 	}
 	if o.Limit == 0 {
-		o.Limit = 50
+		o.Limit = DefaultListLimit
 	}
 	if err := s.authorize(ctx, p, authz.JobRead, authz.Resource{Kind: "job", Project: o.Project}); err != nil {
 		return nil, false, err

@@ -13,9 +13,10 @@ import (
 //   - Apply records a job end (domain.JobEnd) in the same transaction as
 //     a job's move to succeeded, failed or canceled, at most one per job.
 //   - The notifier works out whom each job end tells (the job's notify
-//     section, else its submitter's default) and calls ResolveJobEnd,
-//     which queues one notification per target, at most one per job and
-//     target, and removes the job end, in one transaction.
+//     section, else its submitter's default) and calls ResolveJobEnds
+//     (ResolveJobEnd for one), which queues one notification per target,
+//     at most one per job and target, and removes each job end, in one
+//     transaction.
 //
 // The notifier then delivers each queued notification and marks it.
 type Notifications interface {
