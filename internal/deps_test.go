@@ -72,6 +72,7 @@ var allowed = map[string][]string{
 	"internal/blob":                         {},
 	"internal/codepkg":                      {},
 	"internal/blob/blobtest":                {"internal/blob"},
+	"internal/store/sqlite/sqlitetest":      {"internal/store/sqlite"},
 	"internal/blob/fs":                      {"internal/blob", "golang.org/x/sys"},
 	"internal/blob/s3":                      {"internal/blob", "github.com/minio/minio-go/v7"},
 	"internal/tier":                         {"internal/blob", "internal/executor", "internal/domain"},

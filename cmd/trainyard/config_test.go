@@ -15,16 +15,12 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 func newService(t *testing.T) *service.Service {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	return service.New(service.Config{Store: st})
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // fakeMetrics records what the API tells it.
@@ -46,12 +46,9 @@ type metricsEnv struct {
 
 func newMetricsEnv(t *testing.T) *metricsEnv {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	e := &metricsEnv{svc: service.New(service.Config{Store: st}), st: st}
+	var err error
 	if e.admin, err = e.svc.Identity.Bootstrap(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 type rig struct {
@@ -333,10 +334,5 @@ func TestRestartReattachesInsteadOfRelaunching(t *testing.T) {
 func openStore(t *testing.T) (*sqlite.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st, dir
+	return sqlitetest.Open(t, dir), dir
 }

@@ -14,7 +14,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor/local"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // A job that made its checkpoint's marker a symbolic link to a file
@@ -54,11 +54,7 @@ func TestCompleteCheckpointLeavesAPlantedMarkerLinkAlone(t *testing.T) {
 // elsewhere is out of its reach.
 func TestGCRemovesLinksNotTheirTargets(t *testing.T) {
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	day := domain.Duration(24 * time.Hour)
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"),

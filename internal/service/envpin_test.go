@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,7 +20,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/imagepin"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // pinEnv is a service whose environments' images are pinned against a
@@ -48,11 +47,7 @@ func newPinEnv(t *testing.T, required bool) pinEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	return pinEnv{svc: service.New(service.Config{Store: st, Images: pinner, RequirePinnedImages: required}), host: u.Host, down: down}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // auditSpy is a store that records the audit records given to quota
@@ -58,11 +57,7 @@ type idEnv struct {
 
 func newIDEnv(t *testing.T) idEnv {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	spy := &auditSpy{Store: st}
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	svc := service.New(service.Config{Store: spy, Clock: clk})
@@ -383,11 +378,7 @@ func TestGrantRoleValidation(t *testing.T) {
 // resource admin's quota change is recorded with before and after values,
 // and that a denial and a failed authentication are appended.
 func TestAuditTrailInStore(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	lister := st
 	svc := service.New(service.Config{Store: st})
 	ctx := service.WithClient(context.Background(), "203.0.113.5")

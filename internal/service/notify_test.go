@@ -13,7 +13,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // notifyTargets is the server's Notifier as the service sees it.
@@ -28,11 +28,7 @@ func (n notifyTargets) Email() bool        { return n.email }
 func newNotifyEnv(t *testing.T, targets service.NotifyTargets) (*service.Service, store.Store) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	svc := service.New(service.Config{Store: st, Notify: targets, ArtifactsRoot: filepath.Join(dir, "artifacts"),
 		Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}

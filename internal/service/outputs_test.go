@@ -23,6 +23,7 @@ import (
 	"trainyard/internal/executor/executortest"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // fileSum is the SHA-256 of data, hex.
@@ -59,11 +60,7 @@ type fakeEnv struct {
 func newFakeEnv(t *testing.T, retention ...artifacts.Policy) fakeEnv {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	fake := &executortest.Fake{}
 	svc := service.New(service.Config{Store: st, Clock: clk, ArtifactsRoot: filepath.Join(dir, "artifacts"), Files: fake, Retention: retention})

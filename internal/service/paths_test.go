@@ -11,7 +11,7 @@ import (
 
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // pathEnv is a service whose artifact root is art and whose data
@@ -24,11 +24,7 @@ type pathEnv struct {
 func newPathEnv(t *testing.T, roots service.DataRoots) pathEnv {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	e := pathEnv{dir: dir, art: filepath.Join(dir, "data", "artifacts"), data: filepath.Join(dir, "data")}
 	if err := os.MkdirAll(e.art, 0o755); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 var admin = service.Principal{Subject: "admin", Role: "admin"}
@@ -26,11 +27,7 @@ type poolEnv struct {
 
 func newPoolEnv(t *testing.T, queue service.QueueFunc) poolEnv {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, t.TempDir())
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	wakes := &atomic.Int64{}
 	svc := service.New(service.Config{Store: st, Clock: clk, Queue: queue, Wake: func() { wakes.Add(1) }})

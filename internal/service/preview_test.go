@@ -9,18 +9,14 @@ import (
 	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // A preview places the job in its pool's queue as the scheduler last
 // ordered it: jobs at its priority or above wait ahead of it.
 func TestPreviewCountsTheJobsAhead(t *testing.T) {
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	queue := []domain.QueueEntry{
 		{JobID: 1, Pool: "default", Priority: domain.PriorityHigh, EstimatedStart: now.Add(time.Hour)},

@@ -16,7 +16,7 @@ import (
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 const secretValue = "sk-live-0123456789abcdef"
@@ -31,11 +31,7 @@ type secretEnv struct {
 func newSecretEnv(t *testing.T) secretEnv {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	k, err := secrets.NewKey(bytes.Repeat([]byte{1}, secrets.KeySize))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"trainyard/internal/logs"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
-	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 	"trainyard/internal/tier"
 )
 
@@ -38,11 +38,7 @@ func newTierEnv(t testing.TB, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 func newTierEnvRetention(t testing.TB, retention []artifacts.Policy, lifecycle ...artifacts.LifecyclePolicy) tierEnv {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db.sqlite"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, dir)
 	bs, err := blobfs.New(filepath.Join(dir, "bucket"))
 	if err != nil {
 		t.Fatal(err)
