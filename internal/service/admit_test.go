@@ -11,13 +11,14 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/executor"
 	"trainyard/internal/service"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // admitService is a service whose executors can do what caps says, with
 // a pool "default" of two nodes.
 func admitService(t *testing.T, caps func(string) executor.Capabilities) *service.Service {
 	t.Helper()
-	svc := service.New(service.Config{Store: openWhyStore(t), Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
+	svc := service.New(service.Config{Store: sqlitetest.Open(t, t.TempDir()), Clock: clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
 		ArtifactsRoot: filepath.Join(t.TempDir(), "artifacts"), Capabilities: caps})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}, {Name: "n2", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.Pools.PutPool(context.Background(), admin, pool); err != nil {

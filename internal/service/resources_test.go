@@ -11,6 +11,7 @@ import (
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 	"trainyard/internal/store"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // ResourceHistory is read as the job is: its submitter and a viewer of
@@ -19,7 +20,7 @@ import (
 // does not have is not found; none is kept without SampleHistory.
 func TestResourceHistoryReadsAsTheJob(t *testing.T) {
 	ctx := context.Background()
-	st := openWhyStore(t)
+	st := sqlitetest.Open(t, t.TempDir())
 	at := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	var asked []string
 	svc := service.New(service.Config{Store: st, SampleHistory: func(id int64, attempt int) []domain.ResourceSample {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,13 +15,14 @@ import (
 	"trainyard/internal/service"
 	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
+	"trainyard/internal/store/sqlite/sqlitetest"
 )
 
 // why says a job is held from preemption, until when and why, while its
 // preemption_thrash alert fires, and stops saying it once that resolves.
 func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 	ctx := context.Background()
-	st := openWhyStore(t)
+	st := sqlitetest.Open(t, t.TempDir())
 	svc := service.New(service.Config{Store: st})
 	spec := domain.Spec{Name: "sweep", Project: "vision", Pool: "standard", Entrypoint: []string{"train"},
 		Resources: domain.Resources{CPUs: 1, Memory: 1 << 30, Nodes: 1}, Policy: domain.Policy{Priority: domain.PriorityLow}}
@@ -62,7 +62,7 @@ func TestWhySaysAJobIsHeldFromPreemption(t *testing.T) {
 // at submitting a spec file the user may no longer have.
 func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 	ctx := context.Background()
-	st := openWhyStore(t)
+	st := sqlitetest.Open(t, t.TempDir())
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Nodes: []domain.Node{{Name: "n1", CPUs: 8, Memory: 32 << 30}}}
 	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
@@ -91,7 +91,7 @@ func TestWhyOfCanceledJobSuggestsRerun(t *testing.T) {
 // once a quota is set there it no longer does.
 func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	ctx := context.Background()
-	st := openWhyStore(t)
+	st := sqlitetest.Open(t, t.TempDir())
 	svc := service.New(service.Config{Store: st})
 	pool := domain.Pool{Name: "default", Executor: service.ExecutorLocal, Nodes: []domain.Node{{Name: "n1", CPUs: 2, Memory: 4 << 30}}}
 	if _, _, err := svc.Pools.PutPool(ctx, admin, pool); err != nil {
@@ -119,17 +119,6 @@ func TestWhyStatesTheOpenPoolRule(t *testing.T) {
 	}
 }
 
-// openWhyStore opens a fresh SQLite store, closed when the test ends.
-func openWhyStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 // storeJob stores a queued job of spec, submitted by alice, as submit
 // would, without admission.
 func storeJob(t *testing.T, st *sqlite.Store, spec domain.Spec) domain.Job {
@@ -148,7 +137,7 @@ func storeJob(t *testing.T, st *sqlite.Store, spec domain.Spec) domain.Job {
 // Kubernetes cannot place) gives that reason and what to check.
 func TestWhyNamesWhatHoldsAStartingAttempt(t *testing.T) {
 	ctx := context.Background()
-	st := openWhyStore(t)
+	st := sqlitetest.Open(t, t.TempDir())
 	var asked []string
 	waiting := "Kubernetes cannot place a pod: 0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}"
 	svc := service.New(service.Config{Store: st, Waiting: func(id int64, attempt int) string {
