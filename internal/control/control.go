@@ -196,6 +196,7 @@ type Controller struct {
 	reasons  map[int64]pendingReason // last pending reason written, to skip no-op writes
 	usage    []scheduler.Usage
 	sched    incremental.Scheduler // reuses the queue order between passes; loop goroutine only
+	preview  scheduler.Scratch     // PreviewQueue's full passes' working memory
 	// spentWaiting is the waiting list of the plan published before the
 	// queue view's, handed back to sched at the next pass.
 	spentWaiting []scheduler.Waiting
@@ -1027,7 +1028,7 @@ func (c *Controller) PreviewQueue(ctx context.Context) error {
 	}
 	// Nothing acts on what changed here, nor is the Observer told.
 	c.entered, c.left, c.cancels, c.hintIDs = c.entered[:0], c.left[:0], c.cancels[:0], c.hintIDs[:0]
-	c.publishQueue(scheduler.Schedule(snap, c.cfg.Scheduler))
+	c.publishQueue(scheduler.ScheduleIn(snap, c.cfg.Scheduler, &c.preview))
 	c.spentWaiting = nil // not the incremental scheduler's
 	return nil
 }

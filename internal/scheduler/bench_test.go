@@ -79,15 +79,18 @@ func cpuPerOp(b *testing.B) func() {
 	}
 }
 
-// BenchmarkSchedule is one full pass at 1k, 10k and 100k pending jobs.
+// BenchmarkSchedule is one full pass at 1k, 10k and 100k pending jobs,
+// with the working memory its callers keep between full passes (see
+// scheduler.Scratch).
 func BenchmarkSchedule(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		s := benchSnapshot(n)
 		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
 			var p scheduler.Plan
+			var sc scheduler.Scratch
 			done := cpuPerOp(b)
 			for b.Loop() {
-				p = scheduler.Schedule(s, scheduler.Config{})
+				p = scheduler.ScheduleIn(s, scheduler.Config{}, &sc)
 			}
 			done()
 			b.ReportMetric(float64(len(p.Start)), "starts")

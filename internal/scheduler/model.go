@@ -25,6 +25,8 @@ type pass struct {
 	// Snapshot.Pending is then not read.
 	queues map[string]*queue
 	qs     *Queues
+	// scratch, when set, holds a full pass's working memory (ScheduleIn).
+	scratch *Scratch
 	// last, when set, is the previous pass's plan over qs, for a replay.
 	last *Plan
 	// prev, when set, is the previous pass's plan over qs, to be read only:

@@ -76,7 +76,14 @@ func (p *pass) run() Plan {
 	// As for running jobs: a store lists them by id. One sweep, while
 	// they come in that order, takes those not running and notes whether
 	// they come grouped by pool.
-	pending := make([]*Pending, 0, len(s.Pending))
+	sc := p.scratch
+	var pending []*Pending
+	if sc != nil {
+		pending = grow(&sc.pending, len(s.Pending))[:0]
+		defer sc.release()
+	} else {
+		pending = make([]*Pending, 0, len(s.Pending))
+	}
 	inOrder, grouped := true, true
 	ri := 0
 	for i := range s.Pending {
@@ -141,13 +148,40 @@ func (p *pass) run() Plan {
 			rj++
 		}
 		ps := p.newPoolState(pool, quotas, shares, usage, running[ri:rj], nil)
-		ps.walk(buildQueue(pending[pi:pj]))
+		q := buildQueueIn(pending[pi:pj], sc)
+		ps.walk(q)
+		if sc != nil {
+			sc.decs = q.decs // prepareMemo replaced it if it was too short
+			sc.decsN = max(sc.decsN, len(q.decs))
+		}
 		pi, ri = pj, rj
 	}
 	for pi < len(pending) {
 		p.unknownPool(pending, &pi)
 	}
 	return p.plan
+}
+
+// Scratch is working memory for full passes (ScheduleIn) that a caller
+// scheduling again and again keeps between them: a full pass over
+// 100,000 pending jobs would otherwise allocate, clear and then collect
+// megabytes of queue records it throws away. The zero value is ready. A
+// Scratch is not safe for concurrent use; between passes it holds nothing
+// of a snapshot (queue records and positions hold no pointers, and what
+// does is cleared when the pass ends).
+type Scratch struct {
+	pending []*Pending
+	recs    []job
+	dest    []int32
+	decs    []decision
+	decsN   int // how many of decs the pass filled, at most
+}
+
+// release drops what sc holds of the pass that just ended.
+func (sc *Scratch) release() {
+	clear(sc.pending)
+	clear(sc.decs[:sc.decsN])
+	sc.pending, sc.decs, sc.decsN = sc.pending[:0], sc.decs[:0], 0
 }
 
 // runQueues decides every pool from queues kept between passes (see

@@ -113,12 +113,14 @@ func planBytes(t *testing.T, p scheduler.Plan) string {
 // the invariants of schedtest.Check (no node, GPU, quota or pool cap
 // over-allocated, no partial gang, every job decided once, eligible
 // victims); a byte-identical plan for shuffled input slices; and the same
-// plan for the same snapshot.
+// plan for the same snapshot, also from a pass whose working memory
+// (scheduler.Scratch) served every earlier pass of the test.
 func TestProperties(t *testing.T) {
 	iterations := 400
 	if testing.Short() {
 		iterations = 50
 	}
+	var sc scheduler.Scratch
 	for seed := range uint64(iterations) {
 		r := rand.New(rand.NewPCG(seed, 42))
 		h := randomWorld(r, true)
@@ -131,6 +133,12 @@ func TestProperties(t *testing.T) {
 				if planBytes(t, got) != planBytes(t, want) {
 					t.Fatalf("seed %d round %d: shuffled input gives another plan:\n--- want\n%s--- got\n%s", seed, round, Format(h.Snap, want), Format(h.Snap, got))
 				}
+			}
+			if got := scheduler.ScheduleIn(shuffled(r, h.Snap), h.Config, &sc); planBytes(t, got) != planBytes(t, want) {
+				t.Fatalf("seed %d round %d: a pass in kept memory gives another plan:\n--- want\n%s--- got\n%s", seed, round, Format(h.Snap, want), Format(h.Snap, got))
+			}
+			if what := scheduler.ScratchHolds(&sc); what != "" {
+				t.Fatalf("seed %d round %d: after the pass its kept memory still holds %s", seed, round, what)
 			}
 			plan, err := h.Schedule()
 			if err != nil {

@@ -221,8 +221,20 @@ func (q *queue) record(pd *Pending, slot int32, lastProj *int32) (job, bool) {
 
 // buildQueue sorts one pool's pending jobs. The slice becomes the queue's
 // slots.
-func buildQueue(pending []*Pending) *queue {
+func buildQueue(pending []*Pending) *queue { return buildQueueIn(pending, nil) }
+
+// buildQueueIn is buildQueue with its records and working lists in sc's
+// memory when sc is set: the queue then lives only until sc is used again.
+func buildQueueIn(pending []*Pending, sc *Scratch) *queue {
 	q := &queue{slots: pending, projIx: map[string]int32{}}
+	var recs []job // the queue's, once in order
+	var dest []int32
+	if sc != nil {
+		recs, dest = grow(&sc.recs, len(pending)), grow(&sc.dest, len(pending))
+		q.decs = sc.decs[:0]
+	} else {
+		recs, dest = make([]job, len(pending)), make([]int32, len(pending))
+	}
 	minSec, maxSec := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, pd := range pending {
 		sec := pd.SubmittedAt.Unix()
@@ -230,7 +242,6 @@ func buildQueue(pending []*Pending) *queue {
 	}
 	q.packed = len(pending) > 0 && maxSec-minSec < 9e9
 	q.base = minSec
-	recs := make([]job, len(pending)) // the queue's, once in order
 	last := int32(-1)
 	for i, pd := range pending {
 		recs[i], _ = q.record(pd, int32(i), &last)
@@ -260,7 +271,6 @@ func buildQueue(pending []*Pending) *queue {
 	// permutation in place (a second list as long would cost more to
 	// allocate than the moves).
 	next := slices.Clone(start[:groups])
-	dest := make([]int32, len(recs))
 	for i := range recs {
 		r := &recs[i]
 		g := (tiers-1-int(r.tier))*nproj + int(order[r.proj])

@@ -195,3 +195,11 @@ type Waiting struct {
 func Schedule(s Snapshot, cfg Config) Plan {
 	return newPass(s, cfg.withDefaults()).run()
 }
+
+// ScheduleIn is Schedule with its working memory in sc, which a caller
+// that schedules again and again keeps between passes (see Scratch).
+func ScheduleIn(s Snapshot, cfg Config, sc *Scratch) Plan {
+	p := newPass(s, cfg.withDefaults())
+	p.scratch = sc
+	return p.run()
+}

@@ -56,6 +56,9 @@ type Scheduler struct {
 	// patched counts the pools a pass decided by walking only the jobs of
 	// the projects that changed.
 	patched int64
+	// full is the working memory of the full passes this scheduler falls
+	// back to.
+	full scheduler.Scratch
 }
 
 // Replayed is how many of this scheduler's passes edited the previous
@@ -110,20 +113,20 @@ func (in *Scheduler) schedule(s scheduler.Snapshot, cfg scheduler.Config, change
 		}
 		if r == applyUnordered {
 			in.reset()
-			return scheduler.Schedule(s, cfg)
+			return scheduler.ScheduleIn(s, cfg, &in.full)
 		}
 		if r == applyRebuild {
 			in.rebuild(s.Pending)
 		}
 	case !increasing(s.Pending, pendingID):
 		in.reset()
-		return scheduler.Schedule(s, cfg)
+		return scheduler.ScheduleIn(s, cfg, &in.full)
 	default:
 		in.rebuild(s.Pending)
 	}
 	if !in.usable(s, changed, told) {
 		in.reset()
-		return scheduler.Schedule(s, cfg)
+		return scheduler.ScheduleIn(s, cfg, &in.full)
 	}
 	buf := in.waiting
 	in.waiting = nil // the plan's now, if the pass writes to it
