@@ -47,10 +47,13 @@ const EnvBin = "TRAINYARD_TEST_KUBE_BIN"
 //go:embed stages.yaml
 var stages []byte
 
-// PodLog is the file, in the cluster's directory, that kwok serves as
+// PodLog is the file, below the cluster's directory, that kwok serves as
 // every pod's log (its "job" container's), in the CRI log format; it
-// holds PodLogLines.
-const PodLog = "pod.log"
+// holds PodLogLines. It has a directory of its own, as a container's log
+// has on a kubelet: a follower of the log (follow=true) watches the
+// file's directory and wakes at every write there, and the daemons write
+// their own logs into the cluster's directory all the time.
+const PodLog = "pod-log/job.log"
 
 // PodLogLines are the lines of every pod's log.
 var PodLogLines = []string{"hello from the pod", "step 1 loss 0.5"}
@@ -181,6 +184,9 @@ func Start(bin, dir string) (*Cluster, error) {
 		"kubeconfig":  []byte(kubeconfig(c.Server, c.Token)),
 		"stages.yaml": append(append([]byte(nil), stages...), podLogs(filepath.Join(dir, PodLog))...),
 		PodLog:        []byte(criLog(PodLogLines)),
+	}
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(PodLog)), 0o700); err != nil {
+		return nil, err
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
