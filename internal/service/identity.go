@@ -36,7 +36,7 @@ type IdentityStore interface {
 	ListTokens(ctx context.Context, subject string) ([]store.Token, error)
 	ListUsers(ctx context.Context) ([]domain.User, error)
 	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
-	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error)
+	DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error)
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
 	TokenByHash(ctx context.Context, hash string) (store.Token, error)
 }
@@ -530,12 +530,14 @@ func (s *IdentityService) IssueJobToken(ctx context.Context, ref AttemptRef) (st
 	return secret, nil
 }
 
-// RevokeJobToken revokes every token of one attempt; revoking none is not an
-// error (the attempt may never have had one).
+// RevokeJobToken ends every token of one attempt, deleting it: a job token
+// lives as long as its attempt, and the audit log records its issue and its
+// end, so the store keeps no token per attempt that ever ran. Ending none is
+// not an error (the attempt may never have had one).
 func (s *IdentityService) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
 	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.st.RevokeSubjectTokens(ctx,
-		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.cfg.Clock.Now(), s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil))
+	_, err := s.st.DeleteSubjectTokens(ctx,
+		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil))
 	if err != nil {
 		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
 	}

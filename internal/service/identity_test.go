@@ -323,6 +323,17 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("job token after RevokeJobToken: %v, want unauthorized", err)
 	}
+	// An ended attempt's token is deleted, not kept revoked: tokens do not
+	// pile up one per attempt that ever ran.
+	toks, err := e.svc.Identity.ListTokens(e.ctx, e.admin, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range toks {
+		if tok.Role == string(domain.RoleJob) {
+			t.Errorf("the ended attempt's token is still listed: %+v", tok)
+		}
+	}
 }
 
 func TestTokensOfOthers(t *testing.T) {

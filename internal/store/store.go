@@ -564,7 +564,8 @@ type Users interface {
 	// already revoked keeps its first revocation time. ErrNotFound when
 	// there is no such token.
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (Token, error)
-	// RevokeSubjectTokens revokes every unrevoked token of subject and
-	// returns how many it revoked.
-	RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error)
+	// DeleteSubjectTokens deletes every token of subject and returns how
+	// many it deleted: a job token once its attempt has ended, so that
+	// tokens do not pile up one per attempt (audit records its end).
+	DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error)
 }

@@ -27,7 +27,7 @@ var (
 	qTokenCount        = Q(`SELECT COUNT(*) FROM tokens`)
 	qTokenList         = Q(`SELECT ` + tokenCols + ` FROM tokens WHERE (? = '' OR subject = ?) ORDER BY id`)
 	qTokenRevoke       = Q(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`)
-	qTokenRevokeOfSubj = Q(`UPDATE tokens SET revoked_at = ? WHERE subject = ? AND revoked_at IS NULL`)
+	qTokenDeleteOfSubj = Q(`DELETE FROM tokens WHERE subject = ?`)
 )
 
 // CreateUser stores u; an existing name is store.ErrConflict.
@@ -244,13 +244,13 @@ func (s Shared) RevokeToken(ctx context.Context, id int64, at time.Time, audit d
 	return t, err
 }
 
-// RevokeSubjectTokens revokes every unrevoked token of subject.
-func (s Shared) RevokeSubjectTokens(ctx context.Context, subject string, at time.Time, audit domain.AuditRecord) (int, error) {
+// DeleteSubjectTokens deletes every token of subject.
+func (s Shared) DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.b.Write(ctx, func(x Exec) error {
 		var err error
-		n, err = x.Exec(qTokenRevokeOfSubj, TimeArg(at), subject)
-		return s.err(fmt.Sprintf("revoke the tokens of %q", subject), err)
+		n, err = x.Exec(qTokenDeleteOfSubj, subject)
+		return s.err(fmt.Sprintf("delete the tokens of %q", subject), err)
 	}, audit)
 	return int(n), err
 }

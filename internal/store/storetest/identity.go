@@ -16,7 +16,7 @@ var identityTests = map[string]func(t *testing.T, s store.Store){
 	"UsersRoles":          testUsersRoles,
 	"UsersTokenAdmin":     testUsersTokenAdmin,
 	"ListJobsRestricted":  testListJobsRestricted,
-	"UsersRevokeSubjects": testUsersRevokeSubject,
+	"UsersDeleteSubjects": testUsersDeleteSubject,
 }
 
 func testUsersCreateGetList(t *testing.T, s store.Store) {
@@ -135,7 +135,7 @@ func testUsersTokenAdmin(t *testing.T, s store.Store) {
 	}
 }
 
-func testUsersRevokeSubject(t *testing.T, s store.Store) {
+func testUsersDeleteSubject(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	subject := domain.JobTokenSubject(7, 1)
 	for i, h := range []string{"sha256:j1", "sha256:j2"} {
@@ -147,14 +147,22 @@ func testUsersRevokeSubject(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.RevokeSubjectTokens(ctx, subject, at(3), setupAudit); err != nil || n != 2 {
-		t.Errorf("RevokeSubjectTokens = %d, %v; want 2", n, err)
+	if n, err := s.DeleteSubjectTokens(ctx, subject, setupAudit); err != nil || n != 2 {
+		t.Errorf("DeleteSubjectTokens = %d, %v; want 2", n, err)
 	}
-	if n, err := s.RevokeSubjectTokens(ctx, subject, at(4), setupAudit); err != nil || n != 0 {
-		t.Errorf("second RevokeSubjectTokens = %d, %v; want 0", n, err)
+	for _, h := range []string{"sha256:j1", "sha256:j2"} {
+		if tok, err := s.TokenByHash(ctx, h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("TokenByHash(%s) after DeleteSubjectTokens = %+v, %v; want ErrNotFound", h, tok, err)
+		}
+	}
+	if n, err := s.DeleteSubjectTokens(ctx, subject, setupAudit); err != nil || n != 0 {
+		t.Errorf("second DeleteSubjectTokens = %d, %v; want 0", n, err)
 	}
 	if o, err := s.GetToken(ctx, other.ID); err != nil || !o.RevokedAt.IsZero() {
-		t.Errorf("another attempt's token was revoked: %+v, %v", o, err)
+		t.Errorf("another attempt's token changed: %+v, %v", o, err)
+	}
+	if toks, err := s.ListTokens(ctx, ""); err != nil || len(toks) != 1 || toks[0].ID != other.ID {
+		t.Errorf("ListTokens after DeleteSubjectTokens = %+v, %v; want only the other attempt's", toks, err)
 	}
 }
 
