@@ -60,3 +60,30 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestJobTokensOfAPass: the attempts one pass starts get their tokens in
+// one write; each token is its own attempt's and no other's.
+func TestJobTokensOfAPass(t *testing.T) {
+	s := startServer(t, serverOpts{cpus: 3})
+	blocker := s.submit("name: blocker\nresources: {cpus: 3}\nentrypoint: [sleep, '300']\n")
+	s.waitState(blocker.ID, time.Minute, "running")
+	script := `import json, os, sys, urllib.request
+req = urllib.request.Request(os.environ["TRAINYARD_API"] + "/api/v1/whoami",
+    headers={"Authorization": "Bearer " + os.environ["TRAINYARD_JOB_TOKEN"]})
+me = json.load(urllib.request.urlopen(req))
+want = (int(os.environ["TRAINYARD_JOB_ID"]), int(os.environ["TRAINYARD_ATTEMPT"]))
+print("whoami", me.get("job"), me.get("attempt"), "want", *want)
+sys.exit(0 if (me.get("job"), me.get("attempt")) == want else 1)
+`
+	spec := fmt.Sprintf("name: tok\nresources: {cpus: 1}\nentrypoint: [python3, -c, %q]\n", script)
+	var ids []int64
+	for range 3 {
+		ids = append(ids, s.submit(spec).ID)
+	}
+	s.mustCLI("cancel", fmt.Sprint(blocker.ID)) // the three start in the pass that follows
+	for _, id := range ids {
+		if j := s.waitState(id, time.Minute, "succeeded", "failed"); j.State != "succeeded" {
+			t.Errorf("job %d %s: %s\n%s", id, j.State, j.Message, s.mustCLI("logs", fmt.Sprint(id)))
+		}
+	}
+}

@@ -884,12 +884,20 @@ func loadKeyring(cfg serverConfig, log *slog.Logger) (*secrets.Keyring, error) {
 // service (control may not import it).
 type jobTokens struct{ svc **service.Service }
 
-func (j jobTokens) Issue(ctx context.Context, jobID int64, attempt int) (string, error) {
-	return (*j.svc).Identity.IssueJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+func (j jobTokens) Issue(ctx context.Context, refs []executor.Ref) ([]string, error) {
+	return (*j.svc).Identity.IssueJobTokens(ctx, attemptRefs(refs))
 }
 
-func (j jobTokens) Revoke(ctx context.Context, jobID int64, attempt int) error {
-	return (*j.svc).Identity.RevokeJobToken(ctx, service.AttemptRef{JobID: jobID, Attempt: attempt})
+func (j jobTokens) Revoke(ctx context.Context, refs []executor.Ref) error {
+	return (*j.svc).Identity.RevokeJobTokens(ctx, attemptRefs(refs))
+}
+
+func attemptRefs(refs []executor.Ref) []service.AttemptRef {
+	out := make([]service.AttemptRef, len(refs))
+	for i, r := range refs {
+		out[i] = service.AttemptRef{JobID: r.JobID, Attempt: r.Attempt}
+	}
+	return out
 }
 
 // parseMetricsAuth reads who may read GET /metrics from metrics.auth and

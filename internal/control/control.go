@@ -485,13 +485,21 @@ func (c *Controller) recover(ctx context.Context) error {
 		return err
 	}
 	c.rebuildGuard(ctx)
-	for _, a := range atts {
+	refs := make([]executor.Ref, len(atts))
+	for i, a := range atts {
+		refs[i] = executor.Ref{JobID: a.JobID, Attempt: a.Number}
+	}
+	toks, err := c.issueTokens(ctx, refs)
+	if err != nil {
+		return err
+	}
+	for i, a := range atts {
 		info, err := c.info(ctx, a.JobID)
 		if err != nil {
 			return err
 		}
-		c.known[executor.Ref{JobID: a.JobID, Attempt: a.Number}] = true
-		l, err := c.launchFor(ctx, a.JobID, info, a.Number, executor.Local(a.Node, a.GPUs))
+		c.known[refs[i]] = true
+		l, err := c.launchFor(ctx, a.JobID, info, a.Number, executor.Local(a.Node, a.GPUs), toks[i])
 		if errors.Is(err, errSecrets) {
 			// An attempt that runs already keeps the secrets it was
 			// launched with (Launch only reattaches); failing it here for
@@ -757,12 +765,18 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 			return next
 		}
 	}
+	var refs []executor.Ref
+	placed := starts[:0]
 	for i, pl := range starts {
-		if errs[i] != nil {
-			continue // the job moved (e.g. canceled) since the snapshot
+		if errs[i] == nil { // else the job moved (e.g. canceled) since the snapshot
+			refs = append(refs, executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1})
+			placed = append(placed, pl)
 		}
+	}
+	toks, tokErr := c.issueTokens(ctx, refs) // one write for the pass's starts
+	for k, pl := range placed {
+		ref := refs[k]
 		delete(c.reasons, pl.JobID)
-		ref := executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1}
 		// Observer (metrics): a queued job's UpdatedAt is when it entered the queue.
 		c.cfg.Observer.Placed(byID[pl.JobID].Project, byID[pl.JobID].Pool, ref.Attempt, now.Sub(byID[pl.JobID].UpdatedAt))
 		if len(pl.Nodes) > 1 && !c.cfg.Executor.Capabilities().MultiNode {
@@ -778,7 +792,11 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		for _, n := range pl.Nodes {
 			place.Nodes = append(place.Nodes, executor.PlacedNode{Name: n.Node, GPUs: n.GPUs})
 		}
-		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place)
+		if tokErr != nil {
+			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: tokErr})
+			continue
+		}
+		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place, toks[k])
 		if err != nil {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
@@ -1115,12 +1133,13 @@ func (c *Controller) poolFactsOf(ctx context.Context, name string) (poolFacts, e
 }
 
 // launchFor builds the executor's view of one attempt, creating the job's
-// output and checkpoint directories first. The job's secrets are resolved
+// output and checkpoint directories first; tok is the attempt's job token
+// (issueTokens), "" for none. The job's secrets are resolved
 // now, at every launch, so a retry gets the latest version; their values go
 // into the environment and into Redact. The device and rank environment
 // (CUDA_VISIBLE_DEVICES, RANK, MASTER_PORT…) is the executor's to set, from
 // place.
-func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, place executor.Placement) (executor.Launch, error) {
+func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attempt int, place executor.Placement, tok string) (executor.Launch, error) {
 	ref := executor.Ref{JobID: id, Attempt: attempt}
 	spec := ji.spec
 	pool, err := c.poolFactsOf(ctx, spec.Pool)
@@ -1155,11 +1174,7 @@ func (c *Controller) launchFor(ctx context.Context, id int64, ji *jobInfo, attem
 		env = append(env, "TRAINYARD_API="+c.cfg.APIURL)
 	}
 	var redact []string
-	if c.cfg.JobTokens != nil {
-		tok, err := c.cfg.JobTokens.Issue(ctx, id, attempt)
-		if err != nil {
-			return executor.Launch{Ref: ref}, fmt.Errorf("issue the attempt's job token: %w", err)
-		}
+	if tok != "" {
 		env = append(env, "TRAINYARD_JOB_TOKEN="+tok)
 		redact = append(redact, tok)
 	}
@@ -1213,7 +1228,12 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 		if err != nil {
 			continue
 		}
-		l, err := c.launchFor(ctx, a.JobID, ji, a.Number, executor.Local(a.Node, a.GPUs))
+		toks, err := c.issueTokens(ctx, []executor.Ref{ref})
+		if err != nil {
+			c.log.Warn("reattach to an attempt another replica launched", "attempt", ref.String(), "err", err)
+			continue
+		}
+		l, err := c.launchFor(ctx, a.JobID, ji, a.Number, executor.Local(a.Node, a.GPUs), toks[0])
 		if errors.Is(err, errSecrets) {
 			err = nil // as in recover: a running attempt keeps what it was launched with
 		}
@@ -1231,10 +1251,25 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 	}
 }
 
-// JobTokens issues and revokes per-attempt job tokens.
+// JobTokens issues and revokes per-attempt job tokens, each call one
+// write however many attempts it names.
 type JobTokens interface {
-	Issue(ctx context.Context, jobID int64, attempt int) (string, error)
-	Revoke(ctx context.Context, jobID int64, attempt int) error
+	// Issue returns the secrets of the attempts' new tokens, in order.
+	Issue(ctx context.Context, refs []executor.Ref) ([]string, error)
+	Revoke(ctx context.Context, refs []executor.Ref) error
+}
+
+// issueTokens issues the job tokens of refs in one write and returns
+// their secrets in order: all "" when this loop issues none.
+func (c *Controller) issueTokens(ctx context.Context, refs []executor.Ref) ([]string, error) {
+	if c.cfg.JobTokens == nil || len(refs) == 0 {
+		return make([]string, len(refs)), nil
+	}
+	toks, err := c.cfg.JobTokens.Issue(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("issue the attempt's job token: %w", err)
+	}
+	return toks, nil
 }
 
 // errSecrets marks a launch whose secrets could not be resolved; the

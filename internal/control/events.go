@@ -109,6 +109,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		return false
 	}
 	var paused []store.Change // requeued jobs a retry storm holds (storm.go)
+	var ended []executor.Ref  // attempts whose end was recorded
 	for i, e := range errs {
 		if msg, ok := c.storm.holds[changes[i].JobID]; ok && changes[i].Attempt != nil && changes[i].Attempt.To.Terminal() {
 			delete(c.storm.holds, changes[i].JobID) // its end: requeued (then held) or moved on
@@ -134,11 +135,8 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 				}
 				c.release(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
-			if a := changes[i].Attempt; a != nil && a.To.Terminal() && c.cfg.JobTokens != nil {
-				// The attempt is over: its token may report nothing more.
-				if err := c.cfg.JobTokens.Revoke(ctx, changes[i].JobID, a.Number); err != nil {
-					c.log.Warn("revoke job token", "job", changes[i].JobID, "attempt", a.Number, "err", err)
-				}
+			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
+				ended = append(ended, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 			}
 		case errors.Is(e, domain.ErrConflict):
 			// A repeated event (reattach after restart) or a job that moved on.
@@ -147,6 +145,12 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		}
 		if a := changes[i].Attempt; a != nil && a.To.Terminal() {
 			delete(c.endJobs, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+		}
+	}
+	if len(ended) > 0 && c.cfg.JobTokens != nil {
+		// The attempts are over: their tokens may report nothing more.
+		if err := c.cfg.JobTokens.Revoke(ctx, ended); err != nil {
+			c.log.Warn("revoke job tokens", "attempts", len(ended), "err", err)
 		}
 	}
 	c.holdPaused(ctx, paused)

@@ -36,7 +36,8 @@ type IdentityStore interface {
 	ListTokens(ctx context.Context, subject string) ([]store.Token, error)
 	ListUsers(ctx context.Context) ([]domain.User, error)
 	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
-	DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error)
+	CreateTokens(ctx context.Context, ts []store.Token, audit ...domain.AuditRecord) error
+	DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error)
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
 	TokenByHash(ctx context.Context, hash string) (store.Token, error)
 }
@@ -510,36 +511,74 @@ type AttemptRef struct {
 	Attempt int
 }
 
-// IssueJobToken creates the token of one attempt and returns its secret.
-// The token may only report for that attempt (authz.AttemptReport with
-// resource ID "<job>/<attempt>"); the control loop passes it to the
-// attempt's process as TRAINYARD_JOB_TOKEN and revokes it with
-// RevokeJobToken when the attempt ends.
+// IssueJobToken creates the token of one attempt and returns its secret
+// (IssueJobTokens).
 func (s *IdentityService) IssueJobToken(ctx context.Context, ref AttemptRef) (string, error) {
-	if ref.JobID <= 0 || ref.Attempt <= 0 {
-		return "", fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
-	}
-	secret := NewTokenSecret()
-	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.st.CreateToken(ctx,
-		store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
-			Hash: HashToken(secret), CreatedAt: s.cfg.Clock.Now()}, s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}))
+	secrets, err := s.IssueJobTokens(ctx, []AttemptRef{ref})
 	if err != nil {
-		return "", fmt.Errorf("issue the token of attempt %s: %w", at, err)
+		return "", err
 	}
-	return secret, nil
+	return secrets[0], nil
 }
 
-// RevokeJobToken ends every token of one attempt, deleting it: a job token
-// lives as long as its attempt, and the audit log records its issue and its
-// end, so the store keeps no token per attempt that ever ran. Ending none is
-// not an error (the attempt may never have had one).
+// IssueJobTokens creates the tokens of attempts, in one write, and returns
+// their secrets in the same order. A token may only report for its own
+// attempt (authz.AttemptReport with resource ID "<job>/<attempt>"); the
+// control loop passes it to the attempt's process as TRAINYARD_JOB_TOKEN
+// and revokes it with RevokeJobTokens when the attempt ends.
+func (s *IdentityService) IssueJobTokens(ctx context.Context, refs []AttemptRef) ([]string, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	secrets := make([]string, len(refs))
+	toks := make([]store.Token, len(refs))
+	audit := make([]domain.AuditRecord, len(refs))
+	now := s.cfg.Clock.Now()
+	for i, ref := range refs {
+		if ref.JobID <= 0 || ref.Attempt <= 0 {
+			return nil, fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
+		}
+		secrets[i] = NewTokenSecret()
+		at := domain.AttemptRef(ref.JobID, ref.Attempt)
+		toks[i] = store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
+			Hash: HashToken(secrets[i]), CreatedAt: now}
+		audit[i] = s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at})
+	}
+	if err := s.st.CreateTokens(ctx, toks, audit...); err != nil {
+		if len(refs) == 1 {
+			return nil, fmt.Errorf("issue the token of attempt %s: %w", domain.AttemptRef(refs[0].JobID, refs[0].Attempt), err)
+		}
+		return nil, fmt.Errorf("issue the tokens of %d attempts: %w", len(refs), err)
+	}
+	return secrets, nil
+}
+
+// RevokeJobToken ends every token of one attempt (RevokeJobTokens).
 func (s *IdentityService) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
-	at := domain.AttemptRef(ref.JobID, ref.Attempt)
-	_, err := s.st.DeleteSubjectTokens(ctx,
-		domain.JobTokenSubject(ref.JobID, ref.Attempt), s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil))
-	if err != nil {
-		return fmt.Errorf("revoke the token of attempt %s: %w", at, err)
+	return s.RevokeJobTokens(ctx, []AttemptRef{ref})
+}
+
+// RevokeJobTokens ends every token of the attempts, in one write, deleting
+// them: a job token lives as long as its attempt, and the audit log
+// records its issue and its end, so the store keeps no token per attempt
+// that ever ran. Ending none is not an error (an attempt may never have
+// had one).
+func (s *IdentityService) RevokeJobTokens(ctx context.Context, refs []AttemptRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	subjects := make([]string, len(refs))
+	audit := make([]domain.AuditRecord, len(refs))
+	for i, ref := range refs {
+		at := domain.AttemptRef(ref.JobID, ref.Attempt)
+		subjects[i] = domain.JobTokenSubject(ref.JobID, ref.Attempt)
+		audit[i] = s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil)
+	}
+	if _, err := s.st.DeleteSubjectTokens(ctx, subjects, audit...); err != nil {
+		if len(refs) == 1 {
+			return fmt.Errorf("revoke the token of attempt %s: %w", domain.AttemptRef(refs[0].JobID, refs[0].Attempt), err)
+		}
+		return fmt.Errorf("revoke the tokens of %d attempts: %w", len(refs), err)
 	}
 	s.identityChanged()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -333,6 +334,47 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 		if tok.Role == string(domain.RoleJob) {
 			t.Errorf("the ended attempt's token is still listed: %+v", tok)
 		}
+	}
+}
+
+// TestJobTokensInOneWrite: the tokens of a pass's attempts are issued
+// together, each for its own attempt with its own audit record, and
+// revoked together.
+func TestJobTokensInOneWrite(t *testing.T) {
+	e := newIDEnv(t)
+	refs := []service.AttemptRef{{JobID: 5, Attempt: 1}, {JobID: 6, Attempt: 3}}
+	secrets, err := e.svc.Identity.IssueJobTokens(e.ctx, refs)
+	if err != nil || len(secrets) != 2 || secrets[0] == secrets[1] {
+		t.Fatalf("IssueJobTokens = %d secrets, %v; want 2 distinct", len(secrets), err)
+	}
+	for i, ref := range refs {
+		p, err := e.svc.Identity.Authenticate(e.ctx, secrets[i])
+		if err != nil || p.JobID != ref.JobID || p.Attempt != ref.Attempt {
+			t.Errorf("token %d authenticates as %+v, %v; want attempt %d of job %d", i, p, err, ref.Attempt, ref.JobID)
+		}
+	}
+	if _, err := e.svc.Identity.IssueJobTokens(e.ctx, []service.AttemptRef{{JobID: 7, Attempt: 1}, {JobID: 7, Attempt: 0}}); err == nil {
+		t.Error("IssueJobTokens took attempt 0")
+	}
+	if err := e.svc.Identity.RevokeJobTokens(e.ctx, refs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range refs {
+		if _, err := e.svc.Identity.Authenticate(e.ctx, secrets[i]); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Errorf("token %d after RevokeJobTokens: %v, want unauthorized", i, err)
+		}
+	}
+	recs, err := e.spy.Store.ListAudit(e.ctx, store.AuditFilter{Target: "attempt/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Action+" "+r.Target)
+	}
+	want := []string{"token.create attempt/5/1", "token.create attempt/6/3", "token.revoke attempt/5/1", "token.revoke attempt/6/3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit records = %q, want %q", got, want)
 	}
 }
 

@@ -471,6 +471,11 @@ type Tokens interface {
 	// CreateToken stores t (ID is assigned) and returns it. A duplicate Hash
 	// is ErrConflict.
 	CreateToken(ctx context.Context, t Token, audit domain.AuditRecord) (Token, error)
+	// CreateTokens stores ts in one transaction with audit, IDs
+	// assigned but not returned: the tokens of the attempts one
+	// scheduling pass starts. A Hash already stored is ErrConflict, and
+	// then none is stored.
+	CreateTokens(ctx context.Context, ts []Token, audit ...domain.AuditRecord) error
 	// TokenByHash returns the token with that hash, or ErrNotFound.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
 	// CountTokens returns how many tokens exist (bootstrap happens at zero).
@@ -564,8 +569,9 @@ type Users interface {
 	// already revoked keeps its first revocation time. ErrNotFound when
 	// there is no such token.
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (Token, error)
-	// DeleteSubjectTokens deletes every token of subject and returns how
-	// many it deleted: a job token once its attempt has ended, so that
-	// tokens do not pile up one per attempt (audit records its end).
-	DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error)
+	// DeleteSubjectTokens deletes every token of the subjects, in one
+	// transaction with audit, and returns how many it deleted: job tokens
+	// once their attempts have ended, so that tokens do not pile up one
+	// per attempt (audit records their end).
+	DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error)
 }

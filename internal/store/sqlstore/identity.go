@@ -28,6 +28,8 @@ var (
 	qTokenList         = Q(`SELECT ` + tokenCols + ` FROM tokens WHERE (? = '' OR subject = ?) ORDER BY id`)
 	qTokenRevoke       = Q(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`)
 	qTokenDeleteOfSubj = Q(`DELETE FROM tokens WHERE subject = ?`)
+	qTokenInsertNoID   = Q(`INSERT INTO tokens (name, subject, role, hash, created_at, expires_at, revoked_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`)
 )
 
 // CreateUser stores u; an existing name is store.ErrConflict.
@@ -172,6 +174,29 @@ func (s Shared) CreateToken(ctx context.Context, t store.Token, audit domain.Aud
 	return t, nil
 }
 
+// CreateTokens stores ts in one transaction.
+func (s Shared) CreateTokens(ctx context.Context, ts []store.Token, audit ...domain.AuditRecord) error {
+	for _, t := range ts {
+		if t.Hash == "" {
+			return fmt.Errorf("create token %q: the hash is empty; store the SHA-256 of the secret", t.Name)
+		}
+	}
+	return s.b.Write(ctx, func(x Exec) error {
+		for _, t := range ts {
+			err := x.QueueCheck(func(_ int64, err error) error {
+				if s.b.IsUniqueViolation(err) {
+					return fmt.Errorf("create token %q: a token with the same hash already exists: %w", t.Name, store.ErrConflict)
+				}
+				return s.err(fmt.Sprintf("create token %q", t.Name), err)
+			}, qTokenInsertNoID, t.Name, t.Subject, t.Role, t.Hash, TimeArg(t.CreatedAt), TimeArg(t.ExpiresAt), TimeArg(t.RevokedAt))
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}, audit...)
+}
+
 func scanToken(row Row) (store.Token, error) {
 	var (
 		t                         store.Token
@@ -244,13 +269,18 @@ func (s Shared) RevokeToken(ctx context.Context, id int64, at time.Time, audit d
 	return t, err
 }
 
-// DeleteSubjectTokens deletes every token of subject.
-func (s Shared) DeleteSubjectTokens(ctx context.Context, subject string, audit domain.AuditRecord) (int, error) {
+// DeleteSubjectTokens deletes every token of the subjects.
+func (s Shared) DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.b.Write(ctx, func(x Exec) error {
-		var err error
-		n, err = x.Exec(qTokenDeleteOfSubj, subject)
-		return s.err(fmt.Sprintf("delete the tokens of %q", subject), err)
-	}, audit)
+		for _, subject := range subjects {
+			m, err := x.Exec(qTokenDeleteOfSubj, subject)
+			if err != nil {
+				return s.err(fmt.Sprintf("delete the tokens of %q", subject), err)
+			}
+			n += m
+		}
+		return nil
+	}, audit...)
 	return int(n), err
 }

@@ -17,6 +17,7 @@ var identityTests = map[string]func(t *testing.T, s store.Store){
 	"UsersTokenAdmin":     testUsersTokenAdmin,
 	"ListJobsRestricted":  testListJobsRestricted,
 	"UsersDeleteSubjects": testUsersDeleteSubject,
+	"UsersCreateTokens":   testUsersCreateTokens,
 }
 
 func testUsersCreateGetList(t *testing.T, s store.Store) {
@@ -147,7 +148,7 @@ func testUsersDeleteSubject(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.DeleteSubjectTokens(ctx, subject, setupAudit); err != nil || n != 2 {
+	if n, err := s.DeleteSubjectTokens(ctx, []string{subject}, setupAudit); err != nil || n != 2 {
 		t.Errorf("DeleteSubjectTokens = %d, %v; want 2", n, err)
 	}
 	for _, h := range []string{"sha256:j1", "sha256:j2"} {
@@ -155,7 +156,7 @@ func testUsersDeleteSubject(t *testing.T, s store.Store) {
 			t.Errorf("TokenByHash(%s) after DeleteSubjectTokens = %+v, %v; want ErrNotFound", h, tok, err)
 		}
 	}
-	if n, err := s.DeleteSubjectTokens(ctx, subject, setupAudit); err != nil || n != 0 {
+	if n, err := s.DeleteSubjectTokens(ctx, []string{subject}, setupAudit); err != nil || n != 0 {
 		t.Errorf("second DeleteSubjectTokens = %d, %v; want 0", n, err)
 	}
 	if o, err := s.GetToken(ctx, other.ID); err != nil || !o.RevokedAt.IsZero() {
@@ -163,6 +164,41 @@ func testUsersDeleteSubject(t *testing.T, s store.Store) {
 	}
 	if toks, err := s.ListTokens(ctx, ""); err != nil || len(toks) != 1 || toks[0].ID != other.ID {
 		t.Errorf("ListTokens after DeleteSubjectTokens = %+v, %v; want only the other attempt's", toks, err)
+	}
+}
+
+// testUsersCreateTokens: the tokens of several attempts are stored in one
+// write and deleted in one; a repeated hash stores none of them.
+func testUsersCreateTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	job := func(n int, hash string) store.Token {
+		return store.Token{Name: "job", Subject: domain.JobTokenSubject(9, n), Role: string(domain.RoleJob), Hash: hash, CreatedAt: at(n)}
+	}
+	if err := s.CreateTokens(ctx, []store.Token{job(1, "sha256:k1"), job(2, "sha256:k2"), job(3, "sha256:k3")}, setupAudit, setupAudit, setupAudit); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []string{"sha256:k1", "sha256:k2", "sha256:k3"} {
+		tok, err := s.TokenByHash(ctx, h)
+		if err != nil || tok.Subject != domain.JobTokenSubject(9, i+1) || tok.ID == 0 || !tok.CreatedAt.Equal(at(i+1)) {
+			t.Errorf("TokenByHash(%s) = %+v, %v; want attempt %d's token", h, tok, err, i+1)
+		}
+	}
+	err := s.CreateTokens(ctx, []store.Token{job(4, "sha256:k4"), job(5, "sha256:k2")}, setupAudit, setupAudit)
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateTokens with a stored hash: %v, want ErrConflict", err)
+	}
+	if tok, err := s.TokenByHash(ctx, "sha256:k4"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a token of a write that failed was stored: %+v, %v", tok, err)
+	}
+	if err := s.CreateTokens(ctx, []store.Token{job(6, "")}, setupAudit); err == nil {
+		t.Error("CreateTokens took a token without a hash")
+	}
+	n, err := s.DeleteSubjectTokens(ctx, []string{domain.JobTokenSubject(9, 1), domain.JobTokenSubject(9, 3), domain.JobTokenSubject(9, 7)}, setupAudit, setupAudit, setupAudit)
+	if err != nil || n != 2 {
+		t.Errorf("DeleteSubjectTokens of three attempts = %d, %v; want 2", n, err)
+	}
+	if toks, err := s.ListTokens(ctx, ""); err != nil || len(toks) != 1 || toks[0].Hash != "sha256:k2" {
+		t.Errorf("ListTokens after DeleteSubjectTokens = %+v, %v; want only attempt 2's", toks, err)
 	}
 }
 
