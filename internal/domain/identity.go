@@ -88,9 +88,13 @@ type Principal struct {
 }
 
 // SignInLinkToken names the tokens `trainyard ui` makes for a sign-in
-// link: the web sign-in page revokes one as soon as it made a session
+// link: the web sign-in page deletes one as soon as it made a session
 // from it, so each link signs in once.
 const SignInLinkToken = "web sign-in link"
+
+// WebSessionToken names the tokens the web pages make for a session, one
+// per sign-in.
+const WebSessionToken = "web session"
 
 // IsJob reports whether p is a job token.
 func (p Principal) IsJob() bool { return p.JobID != 0 }

@@ -38,6 +38,7 @@ type IdentityStore interface {
 	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
 	CreateTokens(ctx context.Context, ts []store.Token, audit ...domain.AuditRecord) error
 	DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error)
+	DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error)
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
 	TokenByHash(ctx context.Context, hash string) (store.Token, error)
 }
@@ -503,6 +504,44 @@ func (s *IdentityService) RevokeToken(ctx context.Context, p Principal, id int64
 	s.identityChanged()
 	tok.Hash = ""
 	return tok, nil
+}
+
+// TidyWebTokens deletes what signing in to the web pages left of p's
+// user: the sign-in link p signed in with, so that a link signs in once,
+// and the web sessions and sign-in links already revoked or expired. The
+// web makes a session per sign-in; kept, they would pile up one per
+// sign-in in the store and in token ls. The user's other tokens stay,
+// revoked and expired ones too.
+func (s *IdentityService) TidyWebTokens(ctx context.Context, p Principal) error {
+	if p.Subject == "" || p.IsJob() {
+		return nil
+	}
+	if err := s.authorize(ctx, p, authz.TokenRevoke, authz.Resource{Kind: "token", Owner: p.Subject}); err != nil {
+		return err
+	}
+	toks, err := s.st.ListTokens(ctx, p.Subject)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Clock.Now()
+	var ids []int64
+	for _, t := range toks {
+		web := t.Name == domain.WebSessionToken || t.Name == domain.SignInLinkToken
+		spent := !t.RevokedAt.IsZero() || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
+		if web && (spent || t.ID == p.TokenID && t.Name == domain.SignInLinkToken) {
+			ids = append(ids, t.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = s.st.DeleteTokens(ctx, ids, s.audited(ctx, p, authz.TokenRevoke, "user/"+p.Subject,
+		nil, map[string][]int64{"deleted": ids}))
+	if err != nil {
+		return err
+	}
+	s.identityChanged()
+	return nil
 }
 
 // AttemptRef names one attempt of one job.

@@ -569,6 +569,10 @@ type Users interface {
 	// already revoked keeps its first revocation time. ErrNotFound when
 	// there is no such token.
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (Token, error)
+	// DeleteTokens deletes the tokens with those ids, in one transaction
+	// with audit, and returns how many it deleted (an id not stored is
+	// skipped).
+	DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error)
 	// DeleteSubjectTokens deletes every token of the subjects, in one
 	// transaction with audit, and returns how many it deleted: job tokens
 	// once their attempts have ended, so that tokens do not pile up one

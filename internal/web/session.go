@@ -16,18 +16,18 @@ import (
 	"trainyard/internal/service"
 )
 
-// A session is an API token of its own, named sessionTokenName, made for
-// the user when they sign in with one of their tokens and revoked when
-// they sign out. The cookie holds its secret: the server keeps only its
+// A session is an API token of its own, named domain.WebSessionToken,
+// made for the user when they sign in with one of their tokens, revoked
+// when they sign out and deleted at their next sign-in once revoked or
+// expired (service.TidyWebTokens). The cookie holds its secret: the server keeps only its
 // hash, as for every token, so sessions need nothing of their own in the
 // store, work on every replica, and end when an admin revokes the user's
 // tokens or roles. The cookie is HttpOnly and SameSite=Strict (Secure
 // when the server serves TLS); forms also carry a token derived from the
 // session's secret (csrfToken), and posts from another site are refused.
 const (
-	cookieName       = "trainyard_session"
-	sessionTokenName = "web session"
-	sessionTTL       = 12 * time.Hour
+	cookieName = "trainyard_session"
+	sessionTTL = 12 * time.Hour
 )
 
 // viewer is the signed-in user of a request.
@@ -230,32 +230,22 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		again(status, msg)
 		return
 	}
-	session, tok, err := h.svc.Identity.CreateToken(ctx, p, service.TokenInput{Name: sessionTokenName, TTL: sessionTTL})
+	session, tok, err := h.svc.Identity.CreateToken(ctx, p, service.TokenInput{Name: domain.WebSessionToken, TTL: sessionTTL})
 	if err != nil {
 		status, msg := statusOf(err)
 		again(status, msg)
 		return
 	}
-	h.spendLink(ctx, p)
+	h.tidyTokens(ctx, p)
 	h.setCookie(w, session, tok.ExpiresAt)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// spendLink revokes the token p signed in with when it came from a
-// sign-in link (trainyard ui), so that the link works once.
-func (h *handler) spendLink(ctx context.Context, p service.Principal) {
-	toks, err := h.svc.Identity.ListTokens(ctx, p, "", false)
-	if err != nil {
-		h.log.Warn("read the tokens of a signed-in user", "user", p.Subject, "err", err)
-		return
-	}
-	for _, t := range toks {
-		if t.ID == p.TokenID && t.Name == domain.SignInLinkToken {
-			if _, err := h.svc.Identity.RevokeToken(ctx, p, t.ID); err != nil {
-				h.log.Warn("revoke a used sign-in link", "token", t.ID, "err", err)
-			}
-			return
-		}
+// tidyTokens deletes the sign-in link p signed in with (a link signs in
+// once) and the user's spent sessions and links.
+func (h *handler) tidyTokens(ctx context.Context, p service.Principal) {
+	if err := h.svc.Identity.TidyWebTokens(ctx, p); err != nil {
+		h.log.Warn("delete the spent web sessions of a signed-in user", "user", p.Subject, "err", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"trainyard/internal/clock"
 
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
@@ -152,5 +153,52 @@ func TestSignInLinkWorksOnce(t *testing.T) {
 	}
 	if code, _, _ := e.browser().post("/signin", url.Values{"token": {link}}); code != http.StatusUnauthorized {
 		t.Errorf("the link signed in a second time: %d, want 401", code)
+	}
+}
+
+// TestSignInTidiesSpentSessions: a sign-in deletes the user's web
+// sessions that were signed out of or have expired, and keeps the
+// user's other tokens, revoked ones too.
+func TestSignInTidiesSpentSessions(t *testing.T) {
+	clk := clock.NewFake(time.Now()) // the browser's cookie jar expires cookies by the real clock
+	e := newEnvWith(t, func(c *service.Config) { c.Clock = clk }, defaultPool)
+	alice := e.user("alice", "member@vision")
+	ctx := t.Context()
+	aliceP, err := e.svc.Identity.Authenticate(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := e.svc.Identity.CreateToken(ctx, adminP, service.TokenInput{User: "alice", Name: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldP, _ := e.svc.Identity.Authenticate(ctx, old)
+	if _, err := e.svc.Identity.RevokeToken(ctx, aliceP, oldP.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	sessions := func() (web, other int) {
+		toks, err := e.svc.Identity.ListTokens(ctx, aliceP, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range toks {
+			if tok.Name == domain.WebSessionToken {
+				web++
+			} else {
+				other++
+			}
+		}
+		return web, other
+	}
+	b := e.signIn(alice) // a session, then signed out of
+	tok := b.csrf("/jobs")
+	if code, _, _ := b.post("/signout", url.Values{"csrf": {tok}}); code != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", code)
+	}
+	e.signIn(alice) // a session that expires
+	clk.Advance(13 * time.Hour)
+	e.signIn(alice) // the session in use
+	if web, other := sessions(); web != 1 || other != 2 {
+		t.Errorf("after three sign-ins: %d web sessions, %d other tokens; want 1 (the live one) and 2 (alice's, and her revoked laptop token)", web, other)
 	}
 }

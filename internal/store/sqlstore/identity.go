@@ -28,6 +28,7 @@ var (
 	qTokenList         = Q(`SELECT ` + tokenCols + ` FROM tokens WHERE (? = '' OR subject = ?) ORDER BY id`)
 	qTokenRevoke       = Q(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`)
 	qTokenDeleteOfSubj = Q(`DELETE FROM tokens WHERE subject = ?`)
+	qTokenDelete       = Q(`DELETE FROM tokens WHERE id = ?`)
 	qTokenInsertNoID   = Q(`INSERT INTO tokens (name, subject, role, hash, created_at, expires_at, revoked_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -267,6 +268,22 @@ func (s Shared) RevokeToken(ctx context.Context, id int64, at time.Time, audit d
 		return s.err(action, err)
 	}, audit)
 	return t, err
+}
+
+// DeleteTokens deletes the tokens with those ids.
+func (s Shared) DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error) {
+	var n int64
+	err := s.b.Write(ctx, func(x Exec) error {
+		for _, id := range ids {
+			m, err := x.Exec(qTokenDelete, id)
+			if err != nil {
+				return s.err(fmt.Sprintf("delete token %d", id), err)
+			}
+			n += m
+		}
+		return nil
+	}, audit...)
+	return int(n), err
 }
 
 // DeleteSubjectTokens deletes every token of the subjects.

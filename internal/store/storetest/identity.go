@@ -18,6 +18,7 @@ var identityTests = map[string]func(t *testing.T, s store.Store){
 	"ListJobsRestricted":  testListJobsRestricted,
 	"UsersDeleteSubjects": testUsersDeleteSubject,
 	"UsersCreateTokens":   testUsersCreateTokens,
+	"UsersDeleteTokens":   testUsersDeleteTokens,
 }
 
 func testUsersCreateGetList(t *testing.T, s store.Store) {
@@ -199,6 +200,26 @@ func testUsersCreateTokens(t *testing.T, s store.Store) {
 	}
 	if toks, err := s.ListTokens(ctx, ""); err != nil || len(toks) != 1 || toks[0].Hash != "sha256:k2" {
 		t.Errorf("ListTokens after DeleteSubjectTokens = %+v, %v; want only attempt 2's", toks, err)
+	}
+}
+
+// testUsersDeleteTokens: tokens are deleted by id, the others kept.
+func testUsersDeleteTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var ids []int64
+	for i, h := range []string{"sha256:d1", "sha256:d2", "sha256:d3"} {
+		tok, err := s.CreateToken(ctx, store.Token{Name: "web session", Subject: "alice", Hash: h, CreatedAt: at(i)}, setupAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tok.ID)
+	}
+	n, err := s.DeleteTokens(ctx, []int64{ids[0], ids[2], ids[2] + 100}, setupAudit)
+	if err != nil || n != 2 {
+		t.Errorf("DeleteTokens = %d, %v; want 2", n, err)
+	}
+	if toks, err := s.ListTokens(ctx, "alice"); err != nil || len(toks) != 1 || toks[0].ID != ids[1] {
+		t.Errorf("ListTokens after DeleteTokens = %+v, %v; want only token %d", toks, err, ids[1])
 	}
 }
 
