@@ -274,12 +274,15 @@ func (s Shared) RevokeToken(ctx context.Context, id int64, at time.Time, audit d
 func (s Shared) DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.b.Write(ctx, func(x Exec) error {
+		n = 0 // fn runs again when the batch is retried
 		for _, id := range ids {
-			m, err := x.Exec(qTokenDelete, id)
-			if err != nil {
+			err := x.QueueCheck(func(rows int64, err error) error {
+				n += rows
 				return s.err(fmt.Sprintf("delete token %d", id), err)
+			}, qTokenDelete, id)
+			if err != nil {
+				return err
 			}
-			n += m
 		}
 		return nil
 	}, audit...)
@@ -290,12 +293,15 @@ func (s Shared) DeleteTokens(ctx context.Context, ids []int64, audit ...domain.A
 func (s Shared) DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.b.Write(ctx, func(x Exec) error {
+		n = 0 // fn runs again when the batch is retried
 		for _, subject := range subjects {
-			m, err := x.Exec(qTokenDeleteOfSubj, subject)
-			if err != nil {
+			err := x.QueueCheck(func(rows int64, err error) error {
+				n += rows
 				return s.err(fmt.Sprintf("delete the tokens of %q", subject), err)
+			}, qTokenDeleteOfSubj, subject)
+			if err != nil {
+				return err
 			}
-			n += m
 		}
 		return nil
 	}, audit...)
