@@ -765,8 +765,8 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 			return next
 		}
 	}
-	var refs []executor.Ref
-	placed := starts[:0]
+	refs := make([]executor.Ref, 0, len(starts))
+	placed := make([]scheduler.Placement, 0, len(starts))
 	for i, pl := range starts {
 		if errs[i] == nil { // else the job moved (e.g. canceled) since the snapshot
 			refs = append(refs, executor.Ref{JobID: pl.JobID, Attempt: byID[pl.JobID].Attempts + 1})
