@@ -17,7 +17,7 @@ func (a *app) uiCmd() *cobra.Command {
 		Long: `Print a link to the server's web pages that signs you in as yourself. The
 link holds a token of its own that lasts 10 minutes and works once: the
 sign-in page reads it from the part after '#', which the browser never
-sends to a server or keeps in its logs, and revokes it once the session
+sends to a server or keeps in its logs, and deletes it once the session
 is made. The session lasts 12 hours; sign out to end it sooner.`,
 		Example: `  trainyard ui
   trainyard ui --server https://trainyard.example.com`,

@@ -19,10 +19,10 @@ import (
 // A session is an API token of its own, named domain.WebSessionToken,
 // made for the user when they sign in with one of their tokens, revoked
 // when they sign out and deleted at their next sign-in once revoked or
-// expired (service.TidyWebTokens). The cookie holds its secret: the server keeps only its
-// hash, as for every token, so sessions need nothing of their own in the
-// store, work on every replica, and end when an admin revokes the user's
-// tokens or roles. The cookie is HttpOnly and SameSite=Strict (Secure
+// expired (service.TidyWebTokens). The cookie holds its secret: the
+// server keeps only its hash, as for every token, so sessions need
+// nothing of their own in the store, work on every replica, and end when
+// an admin revokes the user's tokens or roles. The cookie is HttpOnly and SameSite=Strict (Secure
 // when the server serves TLS); forms also carry a token derived from the
 // session's secret (csrfToken), and posts from another site are refused.
 const (
