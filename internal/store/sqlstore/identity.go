@@ -272,33 +272,25 @@ func (s Shared) RevokeToken(ctx context.Context, id int64, at time.Time, audit d
 
 // DeleteTokens deletes the tokens with those ids.
 func (s Shared) DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error) {
-	var n int64
-	err := s.b.Write(ctx, func(x Exec) error {
-		n = 0 // fn runs again when the batch is retried
-		for _, id := range ids {
-			err := x.QueueCheck(func(rows int64, err error) error {
-				n += rows
-				return s.err(fmt.Sprintf("delete token %d", id), err)
-			}, qTokenDelete, id)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}, audit...)
-	return int(n), err
+	return deleteEach(ctx, s, qTokenDelete, ids, func(id int64) string { return fmt.Sprintf("delete token %d", id) }, audit)
 }
 
 // DeleteSubjectTokens deletes every token of the subjects.
 func (s Shared) DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error) {
+	return deleteEach(ctx, s, qTokenDeleteOfSubj, subjects, func(sub string) string { return fmt.Sprintf("delete the tokens of %q", sub) }, audit)
+}
+
+// deleteEach runs q with each key, in one transaction with audit, and
+// returns how many rows they deleted; action names a key's failure.
+func deleteEach[K any](ctx context.Context, s Shared, q Query, keys []K, action func(K) string, audit []domain.AuditRecord) (int, error) {
 	var n int64
 	err := s.b.Write(ctx, func(x Exec) error {
-		n = 0 // fn runs again when the batch is retried
-		for _, subject := range subjects {
+		n = 0 // fn runs again when the writer runs the batch a second time
+		for _, k := range keys {
 			err := x.QueueCheck(func(rows int64, err error) error {
 				n += rows
-				return s.err(fmt.Sprintf("delete the tokens of %q", subject), err)
-			}, qTokenDeleteOfSubj, subject)
+				return s.err(action(k), err)
+			}, q, k)
 			if err != nil {
 				return err
 			}
