@@ -337,10 +337,10 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	}
 }
 
-// TestJobTokensInOneWrite: the tokens of a pass's attempts are issued
+// TestJobTokensOfSeveralAttempts: the tokens of a pass's attempts are issued
 // together, each for its own attempt with its own audit record, and
 // revoked together.
-func TestJobTokensInOneWrite(t *testing.T) {
+func TestJobTokensOfSeveralAttempts(t *testing.T) {
 	e := newIDEnv(t)
 	refs := []service.AttemptRef{{JobID: 5, Attempt: 1}, {JobID: 6, Attempt: 3}}
 	secrets, err := e.svc.Identity.IssueJobTokens(e.ctx, refs)
