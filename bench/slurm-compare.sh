@@ -2,15 +2,20 @@
 # slurm-compare.sh: the same trivial jobs through Trainyard and through a
 # tuned single-node Slurm on this machine, in the same window, alternating.
 #
-#   bench/slurm-compare.sh [-n JOBS] [-r ROUNDS] [-c CLIENTS] [-k]
+#   bench/slurm-compare.sh [-n JOBS] [-r ROUNDS] [-c CLIENTS] [-p POLL] [-k]
 #
 # Each round runs JOBS jobs of `true` (1 CPU each, 16 CPUs declared on both
 # sides) three times: through Trainyard's CLI (one `trainyard submit` per
 # job), through its HTTP API (one POST per job, from one curl), and through
 # Slurm's sbatch (one per job), CLIENTS submits at a time, each timed from
-# the first submit until no job is left queued or running (polled every
-# 50 ms on both sides). Rounds repeat the three in turn; the medians and
-# the ratios to Slurm are printed at the end, with the load average.
+# the first submit until the system's own record of the last job's end:
+# Trainyard's finished_at (from its API), Slurm's _job_complete line (in
+# slurmctld's log, to the millisecond). Both sides are polled every POLL
+# seconds only to learn that the round is over: a poll spawns processes
+# (curl or squeue, and a shell), tens of milliseconds of CPU each here,
+# which a tighter loop would take from whichever side the CPU bounds.
+# Rounds repeat the three in turn; the medians and the ratios to Slurm are
+# printed at the end, with the load average.
 #
 # Slurm runs as Debian's slurm-wlm packages it, tuned for throughput and
 # started by hand in a scratch directory (no systemd, no accounting):
@@ -23,20 +28,22 @@
 # Needs root (slurmd runs jobs as their submitter and munged checks key
 # ownership), Go (to build trainyard with CGO_ENABLED=0, as the container
 # image does; or set TRAINYARD_BIN_DIR to a directory holding trainyard and
-# trainyard-shim), curl.
+# trainyard-shim), curl, python3.
 #
 #   -n JOBS     jobs per round and system (default 1000)
 #   -r ROUNDS   rounds per system (default 3)
 #   -c CLIENTS  concurrent submits (default 4)
+#   -p POLL     seconds between polls for a round's end (default 0.5)
 #   -k          keep the scratch directory (logs, configs)
 set -euo pipefail
 
-jobs=1000 rounds=3 clients=4 keep=0
-while getopts "n:r:c:kh" o; do
+jobs=1000 rounds=3 clients=4 poll=0.5 keep=0
+while getopts "n:r:c:p:kh" o; do
 	case $o in
 	n) jobs=$OPTARG ;;
 	r) rounds=$OPTARG ;;
 	c) clients=$OPTARG ;;
+	p) poll=$OPTARG ;;
 	k) keep=1 ;;
 	*) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 	esac
@@ -56,7 +63,7 @@ if [[ $(id -u) != 0 ]]; then
 	echo "slurm-compare.sh: run it as root (slurmd and munged need it): sudo $0 $*" >&2
 	exit 2
 fi
-for cmd in curl; do
+for cmd in curl python3; do
 	command -v "$cmd" >/dev/null || { echo "slurm-compare.sh: $cmd is needed; install it" >&2; exit 2; }
 done
 
@@ -111,7 +118,28 @@ ty_active() {
 }
 
 # ty_wait waits until no job is left queued, starting or running.
-ty_wait() { until [[ $(ty_active) == 0 ]]; do sleep 0.05; done; }
+ty_wait() { until [[ $(ty_active) == 0 ]]; do sleep "$poll"; done; }
+
+# ty_end prints when the last of the newest $jobs jobs (the round's)
+# ended, in seconds since the epoch, from their finished_at.
+ty_end() {
+	python3 - "$jobs" <<'PY'
+import datetime, json, os, sys, urllib.request
+
+left, cursor, last = int(sys.argv[1]), "", 0.0
+while left > 0:
+    url = "%s/api/v1/jobs?limit=%d%s" % (os.environ["TRAINYARD_SERVER"], min(left, 1000), cursor)
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["TRAINYARD_TOKEN"]})
+    page = json.load(urllib.request.urlopen(req))
+    for j in page["jobs"]:
+        last = max(last, datetime.datetime.fromisoformat(j["finished_at"]).timestamp())
+    left -= len(page["jobs"])
+    if not page.get("next_cursor"):
+        break
+    cursor = "&cursor=" + page["next_cursor"]
+print("%.6f" % last)
+PY
+}
 
 # ty_cli_round submits through the CLI: one `trainyard submit` per job.
 ty_cli_round() {
@@ -120,7 +148,7 @@ ty_cli_round() {
 	seq "$jobs" | xargs -P "$clients" -I{} "$ty" submit "$work/ty/true.yaml" >/dev/null 2>"$work/ty/submit.err" ||
 		{ say "trainyard submit failed:"; tail -3 "$work/ty/submit.err" >&2; exit 1; }
 	ty_wait
-	echo "$t0 $(date +%s.%N)"
+	echo "$t0 $(ty_end)"
 }
 
 # ty_http_round submits through the HTTP API: one POST per job, from one
@@ -131,7 +159,7 @@ ty_http_round() {
 	ok=$(curl -sS --no-progress-meter --parallel --parallel-max "$clients" -K "$work/ty/submits.curl" | grep -c '^201$' || true)
 	((ok == jobs)) || { say "trainyard: $ok of $jobs HTTP submits answered 201"; exit 1; }
 	ty_wait
-	echo "$t0 $(date +%s.%N)"
+	echo "$t0 $(ty_end)"
 }
 printf '{"spec": "name: t\\nresources: {cpus: 1, memory: 16MiB}\\nentrypoint: [true]\\n"}' >"$work/ty/submit.json"
 for i in $(seq "$jobs"); do
@@ -197,17 +225,22 @@ done
 [[ $(sinfo -h -o %T 2>/dev/null) == idle ]] || { say "slurm did not become ready:"; tail -5 "$sl/slurmctld.log" "$sl/slurmd.log" >&2; exit 1; }
 mkdir -p "$sl/jobs" && chmod 0777 "$sl/jobs"
 
+# sl_round submits through sbatch, one per job, and ends at the last
+# job's _job_complete line in slurmctld's log ("[2026-12-06T19:24:53.176]
+# _job_complete: JobId=6 WEXITSTATUS 0").
 sl_round() {
-	local t0 t1 before done
-	before=$(grep -c 'WEXITSTATUS 0' "$sl/slurmctld.log" || true)
+	local t0 lines ends done last
+	lines=$(wc -l <"$sl/slurmctld.log")
 	t0=$(date +%s.%N)
 	seq "$jobs" | xargs -P "$clients" -I{} sbatch -Q -n1 -c1 --mem=16M -o /dev/null -D "$sl/jobs" --wrap=true >/dev/null 2>"$sl/submit.err" ||
 		{ say "sbatch failed:"; tail -3 "$sl/submit.err" >&2; exit 1; }
-	until [[ $(squeue -h -o %i | wc -l) == 0 ]]; do sleep 0.05; done
-	t1=$(date +%s.%N)
-	done=$(($(grep -c 'WEXITSTATUS 0' "$sl/slurmctld.log" || true) - before))
+	until [[ $(squeue -h -o %i | wc -l) == 0 ]]; do sleep "$poll"; done
+	ends=$(tail -n +"$((lines + 1))" "$sl/slurmctld.log" | grep '_job_complete: JobId=[0-9]* WEXITSTATUS' || true)
+	done=$(grep -c 'WEXITSTATUS 0' <<<"$ends" || true)
 	((done == jobs)) || { say "slurm: $done of $jobs jobs succeeded; see $sl/slurmctld.log (run with -k)"; exit 1; }
-	echo "$t0 $t1"
+	last=$(tail -1 <<<"$ends" | sed -n 's/^\[\([0-9-]*\)T\([0-9:.]*\)\].*/\1 \2/p')
+	[[ -n $last ]] || { say "slurm: no time on the last _job_complete line; see $sl/slurmctld.log (run with -k)"; exit 1; }
+	echo "$t0 $(date -d "$last" +%s.%N)"
 }
 
 rate() { awk -v n="$jobs" '{printf "%.1f", n/($2-$1)}'; }
