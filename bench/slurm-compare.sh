@@ -132,6 +132,8 @@ while left > 0:
     req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["TRAINYARD_TOKEN"]})
     page = json.load(urllib.request.urlopen(req))
     for j in page["jobs"]:
+        if not j.get("finished_at"):
+            sys.exit("trainyard: job %d has not finished (%s)" % (j["id"], j["state"]))
         last = max(last, datetime.datetime.fromisoformat(j["finished_at"]).timestamp())
     left -= len(page["jobs"])
     if not page.get("next_cursor"):
@@ -143,23 +145,25 @@ PY
 
 # ty_cli_round submits through the CLI: one `trainyard submit` per job.
 ty_cli_round() {
-	local t0
+	local t0 t1
 	t0=$(date +%s.%N)
 	seq "$jobs" | xargs -P "$clients" -I{} "$ty" submit "$work/ty/true.yaml" >/dev/null 2>"$work/ty/submit.err" ||
 		{ say "trainyard submit failed:"; tail -3 "$work/ty/submit.err" >&2; exit 1; }
 	ty_wait
-	echo "$t0 $(ty_end)"
+	t1=$(ty_end) || exit 1
+	echo "$t0 $t1"
 }
 
 # ty_http_round submits through the HTTP API: one POST per job, from one
 # curl process with $clients connections.
 ty_http_round() {
-	local t0 ok
+	local t0 t1 ok
 	t0=$(date +%s.%N)
 	ok=$(curl -sS --no-progress-meter --parallel --parallel-max "$clients" -K "$work/ty/submits.curl" | grep -c '^201$' || true)
 	((ok == jobs)) || { say "trainyard: $ok of $jobs HTTP submits answered 201"; exit 1; }
 	ty_wait
-	echo "$t0 $(ty_end)"
+	t1=$(ty_end) || exit 1
+	echo "$t0 $t1"
 }
 printf '{"spec": "name: t\\nresources: {cpus: 1, memory: 16MiB}\\nentrypoint: [true]\\n"}' >"$work/ty/submit.json"
 for i in $(seq "$jobs"); do
@@ -229,7 +233,7 @@ mkdir -p "$sl/jobs" && chmod 0777 "$sl/jobs"
 # job's _job_complete line in slurmctld's log ("[2026-12-06T19:24:53.176]
 # _job_complete: JobId=6 WEXITSTATUS 0").
 sl_round() {
-	local t0 lines ends done last
+	local t0 t1 lines ends done last
 	lines=$(wc -l <"$sl/slurmctld.log")
 	t0=$(date +%s.%N)
 	seq "$jobs" | xargs -P "$clients" -I{} sbatch -Q -n1 -c1 --mem=16M -o /dev/null -D "$sl/jobs" --wrap=true >/dev/null 2>"$sl/submit.err" ||
@@ -240,7 +244,8 @@ sl_round() {
 	((done == jobs)) || { say "slurm: $done of $jobs jobs succeeded; see $sl/slurmctld.log (run with -k)"; exit 1; }
 	last=$(tail -1 <<<"$ends" | sed -n 's/^\[\([0-9-]*\)T\([0-9:.]*\)\].*/\1 \2/p')
 	[[ -n $last ]] || { say "slurm: no time on the last _job_complete line; see $sl/slurmctld.log (run with -k)"; exit 1; }
-	echo "$t0 $(date -d "$last" +%s.%N)"
+	t1=$(date -d "$last" +%s.%N) || exit 1
+	echo "$t0 $t1"
 }
 
 rate() { awk -v n="$jobs" '{printf "%.1f", n/($2-$1)}'; }
