@@ -527,7 +527,8 @@ func (s *IdentityService) TidyWebTokens(ctx context.Context, p Principal) error 
 	var ids []int64
 	for _, t := range toks {
 		web := t.Name == domain.WebSessionToken || t.Name == domain.SignInLinkToken
-		spent := !t.RevokedAt.IsZero() || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
+		expired := !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
+		spent := !t.RevokedAt.IsZero() || expired
 		if web && (spent || t.ID == p.TokenID && t.Name == domain.SignInLinkToken) {
 			ids = append(ids, t.ID)
 		}

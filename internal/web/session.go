@@ -22,9 +22,10 @@ import (
 // expired (service.TidyWebTokens). The cookie holds its secret: the
 // server keeps only its hash, as for every token, so sessions need
 // nothing of their own in the store, work on every replica, and end when
-// an admin revokes the user's tokens or roles. The cookie is HttpOnly and SameSite=Strict (Secure
-// when the server serves TLS); forms also carry a token derived from the
-// session's secret (csrfToken), and posts from another site are refused.
+// an admin revokes the user's tokens or roles. The cookie is HttpOnly
+// and SameSite=Strict (Secure when the server serves TLS); forms also
+// carry a token derived from the session's secret (csrfToken), and posts
+// from another site are refused.
 const (
 	cookieName = "trainyard_session"
 	sessionTTL = 12 * time.Hour

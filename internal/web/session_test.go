@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"trainyard/internal/clock"
 
+	"trainyard/internal/clock"
 	"trainyard/internal/domain"
 	"trainyard/internal/service"
 )
