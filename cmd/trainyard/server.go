@@ -46,6 +46,7 @@ import (
 	"trainyard/internal/scheduler"
 	"trainyard/internal/secrets"
 	"trainyard/internal/service"
+	"trainyard/internal/store"
 	"trainyard/internal/store/sqlite"
 	"trainyard/internal/web"
 )
@@ -880,17 +881,23 @@ func loadKeyring(cfg serverConfig, log *slog.Logger) (*secrets.Keyring, error) {
 	return ring, nil
 }
 
-// jobTokens lets the control loop issue and revoke attempt tokens through the
-// service (control may not import it).
+// jobTokens lets the control loop make attempt tokens through the service
+// (control may not import it).
 type jobTokens struct{ svc **service.Service }
+
+func (j jobTokens) Grant(ctx context.Context, refs []executor.Ref) ([]string, []store.TokenGrant, error) {
+	return (*j.svc).Identity.GrantJobTokens(ctx, attemptRefs(refs))
+}
 
 func (j jobTokens) Issue(ctx context.Context, refs []executor.Ref) ([]string, error) {
 	return (*j.svc).Identity.IssueJobTokens(ctx, attemptRefs(refs))
 }
 
-func (j jobTokens) Revoke(ctx context.Context, refs []executor.Ref) error {
-	return (*j.svc).Identity.RevokeJobTokens(ctx, attemptRefs(refs))
+func (j jobTokens) End(ctx context.Context, ref executor.Ref) domain.AuditRecord {
+	return (*j.svc).Identity.JobTokenEnd(ctx, service.AttemptRef{JobID: ref.JobID, Attempt: ref.Attempt})
 }
+
+func (j jobTokens) Ended() { (*j.svc).Identity.JobTokensEnded() }
 
 func attemptRefs(refs []executor.Ref) []service.AttemptRef {
 	out := make([]service.AttemptRef, len(refs))

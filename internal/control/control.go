@@ -744,8 +744,10 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 	// then why the others wait, a batch a cycle (writeReasons): a first
 	// pass over a long queue writes a reason for every job, which must
 	// neither delay launches nor make one huge transaction.
+	// Each start stores its attempt's job token with it.
+	toks, err := c.grantTokens(ctx, changes[:len(starts)])
 	var errs []error
-	if reasons > 0 {
+	if err == nil && reasons > 0 {
 		errs, err = c.cfg.Store.Apply(ctx, changes[:reasons])
 	}
 	if err != nil {
@@ -773,7 +775,6 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 			placed = append(placed, pl)
 		}
 	}
-	toks, tokErr := c.issueTokens(ctx, refs) // one write for the pass's starts
 	for k, pl := range placed {
 		ref := refs[k]
 		delete(c.reasons, pl.JobID)
@@ -792,11 +793,7 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 		for _, n := range pl.Nodes {
 			place.Nodes = append(place.Nodes, executor.PlacedNode{Name: n.Node, GPUs: n.GPUs})
 		}
-		if tokErr != nil {
-			c.handleLaunchFailure(ctx, launchResult{ref: ref, err: tokErr})
-			continue
-		}
-		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place, toks[k])
+		l, err := c.launchFor(ctx, pl.JobID, ji, ref.Attempt, place, toks[ref])
 		if err != nil {
 			c.handleLaunchFailure(ctx, launchResult{ref: l.Ref, err: err})
 			continue
@@ -1251,16 +1248,30 @@ func (c *Controller) adoptStrays(ctx context.Context, now time.Time, atts []doma
 	}
 }
 
-// JobTokens issues and revokes per-attempt job tokens, each call one
-// write however many attempts it names.
+// JobTokens makes per-attempt job tokens. The token of an attempt the loop
+// starts is stored by the change that creates the attempt, and deleted by
+// the change that ends it, so that neither write costs one of its own and
+// no token outlives its attempt for want of a second write.
 type JobTokens interface {
-	// Issue returns the secrets of the attempts' new tokens, in order.
+	// Grant returns new tokens of attempts about to start, not stored:
+	// each one's secret, in order, and what the change creating the
+	// attempt stores (store.AttemptChange.Token).
+	Grant(ctx context.Context, refs []executor.Ref) ([]string, []store.TokenGrant, error)
+	// Issue stores new tokens of attempts that exist (those the loop
+	// reattaches to), in one write, and returns their secrets in order.
 	Issue(ctx context.Context, refs []executor.Ref) ([]string, error)
-	Revoke(ctx context.Context, refs []executor.Ref) error
+	// End returns the audit record of the end of an attempt's tokens,
+	// which the change ending the attempt appends as it deletes them
+	// (store.AttemptChange.EndTokens).
+	End(ctx context.Context, ref executor.Ref) domain.AuditRecord
+	// Ended tells that such changes are stored: cached authentications
+	// of the ended attempts' tokens must go.
+	Ended()
 }
 
-// issueTokens issues the job tokens of refs in one write and returns
-// their secrets in order: all "" when this loop issues none.
+// issueTokens issues the job tokens of existing attempts refs in one
+// write and returns their secrets in order: all "" when this loop issues
+// none.
 func (c *Controller) issueTokens(ctx context.Context, refs []executor.Ref) ([]string, error) {
 	if c.cfg.JobTokens == nil || len(refs) == 0 {
 		return make([]string, len(refs)), nil
@@ -1270,6 +1281,29 @@ func (c *Controller) issueTokens(ctx context.Context, refs []executor.Ref) ([]st
 		return nil, fmt.Errorf("issue the attempt's job token: %w", err)
 	}
 	return toks, nil
+}
+
+// grantTokens makes the job tokens of the attempts that the changes
+// create (in changes[:n]), stored with them, and returns their secrets by
+// attempt: none when this loop issues none.
+func (c *Controller) grantTokens(ctx context.Context, changes []store.Change) (map[executor.Ref]string, error) {
+	if c.cfg.JobTokens == nil || len(changes) == 0 {
+		return nil, nil
+	}
+	refs := make([]executor.Ref, len(changes))
+	for i, ch := range changes {
+		refs[i] = executor.Ref{JobID: ch.JobID, Attempt: ch.Attempt.Number}
+	}
+	secrets, grants, err := c.cfg.JobTokens.Grant(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("issue the attempts' job tokens: %w", err)
+	}
+	bySecret := make(map[executor.Ref]string, len(refs))
+	for i := range changes {
+		changes[i].Attempt.Token = &grants[i]
+		bySecret[refs[i]] = secrets[i]
+	}
+	return bySecret, nil
 }
 
 // errSecrets marks a launch whose secrets could not be resolved; the

@@ -97,11 +97,21 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 
 // apply records executor-driven changes and does what follows an attempt's
 // end: forget it, tell the Observer, record its outputs when owed (not yet
-// recorded), remove its code unpack and revoke its job token. It reports
-// false when the store could not be written at all.
+// recorded) and remove its code unpack. An attempt's end deletes its job
+// token in the same write. It reports false when the store could not be
+// written at all.
 func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsOwed bool) bool {
 	if len(changes) == 0 {
 		return true
+	}
+	if c.cfg.JobTokens != nil {
+		// An attempt's end deletes its job token with it.
+		for i := range changes {
+			if a := changes[i].Attempt; a != nil && a.To.Terminal() && a.EndTokens == nil {
+				rec := c.cfg.JobTokens.End(ctx, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				a.EndTokens = &rec
+			}
+		}
 	}
 	errs, err := c.cfg.Store.Apply(ctx, changes)
 	if err != nil {
@@ -109,7 +119,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		return false
 	}
 	var paused []store.Change // requeued jobs a retry storm holds (storm.go)
-	var ended []executor.Ref  // attempts whose end was recorded
+	ended := false            // an attempt's end was recorded
 	for i, e := range errs {
 		if msg, ok := c.storm.holds[changes[i].JobID]; ok && changes[i].Attempt != nil && changes[i].Attempt.To.Terminal() {
 			delete(c.storm.holds, changes[i].JobID) // its end: requeued (then held) or moved on
@@ -136,7 +146,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 				c.release(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
-				ended = append(ended, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
+				ended = true
 			}
 		case errors.Is(e, domain.ErrConflict):
 			// A repeated event (reattach after restart) or a job that moved on.
@@ -147,11 +157,10 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 			delete(c.endJobs, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 		}
 	}
-	if len(ended) > 0 && c.cfg.JobTokens != nil {
-		// The attempts are over: their tokens may report nothing more.
-		if err := c.cfg.JobTokens.Revoke(ctx, ended); err != nil {
-			c.log.Warn("revoke job tokens", "attempts", len(ended), "err", err)
-		}
+	if ended && c.cfg.JobTokens != nil {
+		// The attempts are over and their tokens deleted: they may
+		// report nothing more.
+		c.cfg.JobTokens.Ended()
 	}
 	c.holdPaused(ctx, paused)
 	return true

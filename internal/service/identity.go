@@ -37,7 +37,6 @@ type IdentityStore interface {
 	ListUsers(ctx context.Context) ([]domain.User, error)
 	RevokeRole(ctx context.Context, user string, b domain.RoleBinding, audit domain.AuditRecord) error
 	CreateTokens(ctx context.Context, ts []store.Token, audit ...domain.AuditRecord) error
-	DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error)
 	DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error)
 	RevokeToken(ctx context.Context, id int64, at time.Time, audit domain.AuditRecord) (store.Token, error)
 	TokenByHash(ctx context.Context, hash string) (store.Token, error)
@@ -561,28 +560,19 @@ func (s *IdentityService) IssueJobToken(ctx context.Context, ref AttemptRef) (st
 	return secrets[0], nil
 }
 
-// IssueJobTokens creates the tokens of attempts, in one write, and returns
-// their secrets in the same order. A token may only report for its own
-// attempt (authz.AttemptReport with resource ID "<job>/<attempt>"); the
-// control loop passes it to the attempt's process as TRAINYARD_JOB_TOKEN
-// and revokes it with RevokeJobTokens when the attempt ends.
+// IssueJobTokens creates the tokens of attempts that exist, in one write,
+// and returns their secrets in the same order: the tokens of attempts the
+// control loop reattaches to. Those of attempts it starts are stored with
+// the starts (GrantJobTokens).
 func (s *IdentityService) IssueJobTokens(ctx context.Context, refs []AttemptRef) ([]string, error) {
-	if len(refs) == 0 {
-		return nil, nil
+	secrets, grants, err := s.GrantJobTokens(ctx, refs)
+	if err != nil || len(refs) == 0 {
+		return nil, err
 	}
-	secrets := make([]string, len(refs))
-	toks := make([]store.Token, len(refs))
-	audit := make([]domain.AuditRecord, len(refs))
-	now := s.cfg.Clock.Now()
-	for i, ref := range refs {
-		if ref.JobID <= 0 || ref.Attempt <= 0 {
-			return nil, fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
-		}
-		secrets[i] = NewTokenSecret()
-		at := domain.AttemptRef(ref.JobID, ref.Attempt)
-		toks[i] = store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
-			Hash: HashToken(secrets[i]), CreatedAt: now}
-		audit[i] = s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at})
+	toks := make([]store.Token, len(grants))
+	audit := make([]domain.AuditRecord, len(grants))
+	for i, g := range grants {
+		toks[i], audit[i] = g.Token, g.Audit
 	}
 	if err := s.st.CreateTokens(ctx, toks, audit...); err != nil {
 		if len(refs) == 1 {
@@ -593,36 +583,46 @@ func (s *IdentityService) IssueJobTokens(ctx context.Context, refs []AttemptRef)
 	return secrets, nil
 }
 
-// RevokeJobToken ends every token of one attempt (RevokeJobTokens).
-func (s *IdentityService) RevokeJobToken(ctx context.Context, ref AttemptRef) error {
-	return s.RevokeJobTokens(ctx, []AttemptRef{ref})
+// GrantJobTokens makes new tokens for attempts, without storing them: each
+// one's secret, and the token and audit record the store change that
+// creates the attempt stores with it (store.AttemptChange.Token), so that
+// an attempt and its token are stored in one write. A token may only
+// report for its own attempt (authz.AttemptReport with resource ID
+// "<job>/<attempt>"); the control loop passes it to the attempt's process
+// as TRAINYARD_JOB_TOKEN, and the change that ends the attempt deletes it
+// (JobTokenEnd).
+func (s *IdentityService) GrantJobTokens(ctx context.Context, refs []AttemptRef) ([]string, []store.TokenGrant, error) {
+	secrets := make([]string, len(refs))
+	grants := make([]store.TokenGrant, len(refs))
+	now := s.cfg.Clock.Now()
+	for i, ref := range refs {
+		if ref.JobID <= 0 || ref.Attempt <= 0 {
+			return nil, nil, fmt.Errorf("issue job token: attempt %d of job %d is not a valid attempt", ref.Attempt, ref.JobID)
+		}
+		secrets[i] = NewTokenSecret()
+		at := domain.AttemptRef(ref.JobID, ref.Attempt)
+		grants[i] = store.TokenGrant{
+			Token: store.Token{Name: "job " + at, Subject: domain.JobTokenSubject(ref.JobID, ref.Attempt), Role: string(domain.RoleJob),
+				Hash: HashToken(secrets[i]), CreatedAt: now},
+			Audit: s.auditedAs(ctx, "system:control", authz.TokenCreate, "attempt/"+at, nil, tokenSummary{Name: "job " + at}),
+		}
+	}
+	return secrets, grants, nil
 }
 
-// RevokeJobTokens ends every token of the attempts, in one write, deleting
-// them: a job token lives as long as its attempt, and the audit log
-// records its issue and its end, so the store keeps no token per attempt
-// that ever ran. Ending none is not an error (an attempt may never have
-// had one).
-func (s *IdentityService) RevokeJobTokens(ctx context.Context, refs []AttemptRef) error {
-	if len(refs) == 0 {
-		return nil
-	}
-	subjects := make([]string, len(refs))
-	audit := make([]domain.AuditRecord, len(refs))
-	for i, ref := range refs {
-		at := domain.AttemptRef(ref.JobID, ref.Attempt)
-		subjects[i] = domain.JobTokenSubject(ref.JobID, ref.Attempt)
-		audit[i] = s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+at, nil, nil)
-	}
-	if _, err := s.st.DeleteSubjectTokens(ctx, subjects, audit...); err != nil {
-		if len(refs) == 1 {
-			return fmt.Errorf("revoke the token of attempt %s: %w", domain.AttemptRef(refs[0].JobID, refs[0].Attempt), err)
-		}
-		return fmt.Errorf("revoke the tokens of %d attempts: %w", len(refs), err)
-	}
-	s.identityChanged()
-	return nil
+// JobTokenEnd returns the audit record of the end of an attempt's token,
+// which the store change that ends the attempt appends as it deletes the
+// token (store.AttemptChange.EndTokens): a job token lives as long as its
+// attempt, and the audit log records its issue and its end. Call
+// JobTokensEnded once such changes are stored.
+func (s *IdentityService) JobTokenEnd(ctx context.Context, ref AttemptRef) domain.AuditRecord {
+	return s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+domain.AttemptRef(ref.JobID, ref.Attempt), nil, nil)
 }
+
+// JobTokensEnded forgets cached authentications after attempts' ends
+// deleted their tokens (JobTokenEnd), here and on the other replicas, so
+// that an ended attempt's token is refused from the next request on.
+func (s *IdentityService) JobTokensEnded() { s.identityChanged() }
 
 // Audit summaries (compact JSON, stable field names).
 type (

@@ -318,32 +318,43 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	if _, _, err := e.svc.Identity.CreateToken(e.ctx, p, service.TokenInput{}); !errors.Is(err, domain.ErrForbidden) {
 		t.Errorf("job token CreateToken = %v, want forbidden", err)
 	}
-	if err := e.svc.Identity.RevokeJobToken(e.ctx, service.AttemptRef{JobID: 42, Attempt: 2}); err != nil {
-		t.Fatal(err)
+	// The attempt's end deletes its token in the store (the change that
+	// ends it: store.AttemptChange.EndTokens); JobTokensEnded then makes
+	// an authentication cached before the end go.
+	if n, err := e.spy.Store.DeleteSubjectTokens(e.ctx, []string{domain.JobTokenSubject(42, 2)}); err != nil || n != 1 {
+		t.Fatalf("delete the token = %d, %v", n, err)
 	}
+	e.svc.Identity.JobTokensEnded()
 	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
-		t.Errorf("job token after RevokeJobToken: %v, want unauthorized", err)
-	}
-	// An ended attempt's token is deleted, not kept revoked: tokens do not
-	// pile up one per attempt that ever ran.
-	toks, err := e.svc.Identity.ListTokens(e.ctx, e.admin, "", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tok := range toks {
-		if tok.Role == string(domain.RoleJob) {
-			t.Errorf("the ended attempt's token is still listed: %+v", tok)
-		}
+		t.Errorf("job token after its attempt ended: %v, want unauthorized", err)
 	}
 }
 
-// TestJobTokensOfSeveralAttempts: the tokens of a pass's attempts are issued
-// together, each for its own attempt with its own audit record, and
-// revoked together.
+// TestJobTokensOfSeveralAttempts: the tokens of a pass's starts are made
+// together, each for its own attempt with its own audit record, and work
+// once stored (by the starts' write; here IssueJobTokens, which stores
+// them for attempts that exist); their end has a record of its own.
 func TestJobTokensOfSeveralAttempts(t *testing.T) {
 	e := newIDEnv(t)
 	refs := []service.AttemptRef{{JobID: 5, Attempt: 1}, {JobID: 6, Attempt: 3}}
-	secrets, err := e.svc.Identity.IssueJobTokens(e.ctx, refs)
+	secrets, grants, err := e.svc.Identity.GrantJobTokens(e.ctx, refs)
+	if err != nil || len(secrets) != 2 || len(grants) != 2 || secrets[0] == secrets[1] {
+		t.Fatalf("GrantJobTokens = %d secrets, %d grants, %v; want 2 distinct", len(secrets), len(grants), err)
+	}
+	for i, ref := range refs {
+		g := grants[i]
+		if g.Token.Subject != domain.JobTokenSubject(ref.JobID, ref.Attempt) || g.Token.Hash != service.HashToken(secrets[i]) ||
+			g.Token.Role != string(domain.RoleJob) || g.Audit.Action != "token.create" || g.Audit.Target != "attempt/"+domain.AttemptRef(ref.JobID, ref.Attempt) {
+			t.Errorf("grant %d = %+v; want attempt %d of job %d's token and its record", i, g, ref.Attempt, ref.JobID)
+		}
+		if _, err := e.svc.Identity.Authenticate(e.ctx, secrets[i]); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Errorf("token %d before it is stored: %v, want unauthorized", i, err)
+		}
+	}
+	if end := e.svc.Identity.JobTokenEnd(e.ctx, refs[1]); end.Action != "token.revoke" || end.Target != "attempt/6/3" || end.Actor != "system:control" {
+		t.Errorf("JobTokenEnd = %+v; want system:control's token.revoke of attempt/6/3", end)
+	}
+	secrets, err = e.svc.Identity.IssueJobTokens(e.ctx, refs)
 	if err != nil || len(secrets) != 2 || secrets[0] == secrets[1] {
 		t.Fatalf("IssueJobTokens = %d secrets, %v; want 2 distinct", len(secrets), err)
 	}
@@ -356,14 +367,6 @@ func TestJobTokensOfSeveralAttempts(t *testing.T) {
 	if _, err := e.svc.Identity.IssueJobTokens(e.ctx, []service.AttemptRef{{JobID: 7, Attempt: 1}, {JobID: 7, Attempt: 0}}); err == nil {
 		t.Error("IssueJobTokens took attempt 0")
 	}
-	if err := e.svc.Identity.RevokeJobTokens(e.ctx, refs); err != nil {
-		t.Fatal(err)
-	}
-	for i := range refs {
-		if _, err := e.svc.Identity.Authenticate(e.ctx, secrets[i]); !errors.Is(err, domain.ErrUnauthorized) {
-			t.Errorf("token %d after RevokeJobTokens: %v, want unauthorized", i, err)
-		}
-	}
 	recs, err := e.spy.Store.ListAudit(e.ctx, store.AuditFilter{Target: "attempt/"})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +375,7 @@ func TestJobTokensOfSeveralAttempts(t *testing.T) {
 	for _, r := range recs {
 		got = append(got, r.Action+" "+r.Target)
 	}
-	want := []string{"token.create attempt/5/1", "token.create attempt/6/3", "token.revoke attempt/5/1", "token.revoke attempt/6/3"}
+	want := []string{"token.create attempt/5/1", "token.create attempt/6/3"}
 	if !slices.Equal(got, want) {
 		t.Errorf("audit records = %q, want %q", got, want)
 	}

@@ -372,6 +372,48 @@ type AttemptChange struct {
 	Usage    *domain.Usage // when set, recorded on the attempt
 	Borrowed bool          // with Create: placed on borrowed capacity
 	// StartedAt is set to Change.At when To is running; FinishedAt when To is terminal.
+
+	// Token, with Create, stores the attempt's job token (its Subject
+	// must be domain.JobTokenSubject of the attempt) and appends its
+	// audit record in the change's transaction: an attempt and the one
+	// token that may report for it are stored together or not at all.
+	// A Hash already stored is ErrConflict.
+	Token *TokenGrant
+	// EndTokens, with a To that ends the attempt, deletes the attempt's
+	// job tokens and appends this audit record in the change's
+	// transaction: an attempt that ended may report nothing more, and
+	// its end and its token's cannot be recorded apart.
+	EndTokens *domain.AuditRecord
+}
+
+// TokenGrant is a token to store with the change that creates its
+// attempt (AttemptChange.Token) and the audit record of its issue.
+type TokenGrant struct {
+	Token Token
+	Audit domain.AuditRecord
+}
+
+// Audits returns the audit records the change appends when it applies:
+// its own (Audit), then its attempt's token's (Token, EndTokens).
+func (c Change) Audits() []domain.AuditRecord {
+	var recs []domain.AuditRecord
+	if c.Audit != nil {
+		recs = append(recs, *c.Audit)
+	}
+	if a := c.Attempt; a != nil {
+		if a.Token != nil {
+			recs = append(recs, a.Token.Audit)
+		}
+		if a.EndTokens != nil {
+			recs = append(recs, *a.EndTokens)
+		}
+	}
+	return recs
+}
+
+// Audited reports whether the change appends audit records (Audits).
+func (c Change) Audited() bool {
+	return c.Audit != nil || c.Attempt != nil && (c.Attempt.Token != nil || c.Attempt.EndTokens != nil)
 }
 
 // AttemptSpan is when one attempt held resources, and what it held.

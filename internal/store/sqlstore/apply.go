@@ -44,11 +44,11 @@ func (s Shared) Apply(ctx context.Context, changes []store.Change) ([]error, err
 				slots[i] = ge.err
 			}
 		}
-		// Each applied change's audit record, after every change.
+		// Each applied change's audit records, after every change.
 		var recs []domain.AuditRecord
 		for i := range changes {
-			if slots[i] == nil && changes[i].Audit != nil {
-				recs = append(recs, *changes[i].Audit)
+			if slots[i] == nil {
+				recs = append(recs, changes[i].Audits()...)
 			}
 		}
 		if len(recs) == 0 {
@@ -57,7 +57,7 @@ func (s Shared) Apply(ctx context.Context, changes []store.Change) ([]error, err
 		return x.AppendAudit(recs)
 	}
 	var err error
-	if slices.ContainsFunc(changes, func(c store.Change) bool { return c.Audit != nil }) {
+	if slices.ContainsFunc(changes, store.Change.Audited) {
 		err = s.b.WriteAuditing(ctx, fn)
 	} else {
 		err = s.b.Write(ctx, fn)
@@ -140,6 +140,9 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 	}
 	if c.Priority != "" && (!c.Move.IsZero() || c.Priority.Rank() < 0) {
 		return guardf(domain.ErrInvalid, "job %d: cannot set priority %q with this change; give a known class (low, normal, high, urgent) in a change without a Move", c.JobID, c.Priority)
+	}
+	if err := checkTokens(c); err != nil {
+		return err
 	}
 	var (
 		state    string
@@ -265,7 +268,13 @@ func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int, jobWritte
 			a.Node, column.GPUs(a.GPUs), TimeArg(c.At), started, finished, BoolArg(a.Borrowed)); err != nil {
 			return err
 		}
-		return s.queueOneRow(x, fmt.Sprintf("count attempt %d of job %d", a.Number, c.JobID), qBumpAttempts, c.JobID, jobAttempts)
+		if err := s.queueOneRow(x, fmt.Sprintf("count attempt %d of job %d", a.Number, c.JobID), qBumpAttempts, c.JobID, jobAttempts); err != nil {
+			return err
+		}
+		if a.Token != nil {
+			return s.grantToken(x, c.JobID, a.Number, a.Token.Token)
+		}
+		return nil
 	}
 	if len(a.From) == 0 {
 		return guardf(domain.ErrInvalid, "job %d attempt %d: change has no From states; name the states the attempt must be in", c.JobID, a.Number)
@@ -306,7 +315,48 @@ func (s Shared) applyAttempt(x Exec, c *store.Change, jobAttempts int, jobWritte
 	if err := x.Queue(action, qRollupAttempt, c.JobID, a.Number); err != nil {
 		return err
 	}
-	return x.Queue(action, qJobUsage, c.JobID, a.Number)
+	if err := x.Queue(action, qJobUsage, c.JobID, a.Number); err != nil {
+		return err
+	}
+	if a.EndTokens != nil {
+		return x.Queue(fmt.Sprintf("delete the job tokens of job %d attempt %d", c.JobID, a.Number),
+			qTokenDeleteOfSubj, domain.JobTokenSubject(c.JobID, a.Number))
+	}
+	return nil
+}
+
+// checkTokens refuses a change whose attempt's token writes do not fit it.
+func checkTokens(c *store.Change) error {
+	a := c.Attempt
+	if a == nil {
+		return nil
+	}
+	if a.Token != nil && !a.Create {
+		return guardf(domain.ErrInvalid, "job %d attempt %d: a job token is stored only with the change that creates its attempt (Create)", c.JobID, a.Number)
+	}
+	if a.EndTokens != nil && !a.To.Terminal() {
+		return guardf(domain.ErrInvalid, "job %d attempt %d: its job tokens end only with a change that ends the attempt, not one to %s", c.JobID, a.Number, a.To)
+	}
+	if t := a.Token; t != nil {
+		if want := domain.JobTokenSubject(c.JobID, a.Number); t.Token.Subject != want {
+			return guardf(domain.ErrInvalid, "job %d attempt %d: its job token's subject must be %q, not %q", c.JobID, a.Number, want, t.Token.Subject)
+		}
+		if t.Token.Hash == "" {
+			return guardf(domain.ErrInvalid, "job %d attempt %d: its job token's hash is empty; store the SHA-256 of the secret", c.JobID, a.Number)
+		}
+	}
+	return nil
+}
+
+// grantToken stores t, the job token of a new attempt, in the change that
+// creates the attempt.
+func (s Shared) grantToken(x Exec, jobID int64, attempt int, t store.Token) error {
+	return x.QueueCheck(func(_ int64, err error) error {
+		if s.b.IsUniqueViolation(err) {
+			return guardf(store.ErrConflict, "job %d attempt %d: a token with the same hash already exists", jobID, attempt)
+		}
+		return s.err(fmt.Sprintf("store the job token of job %d attempt %d", jobID, attempt), err)
+	}, qTokenInsertNoID, t.Name, t.Subject, t.Role, t.Hash, TimeArg(t.CreatedAt), TimeArg(t.ExpiresAt), TimeArg(t.RevokedAt))
 }
 
 // queueOneRow queues a guarded UPDATE that must change exactly one row; any

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -19,6 +20,7 @@ var identityTests = map[string]func(t *testing.T, s store.Store){
 	"UsersDeleteSubjects": testUsersDeleteSubject,
 	"UsersCreateTokens":   testUsersCreateTokens,
 	"UsersDeleteTokens":   testUsersDeleteTokens,
+	"ApplyJobTokens":      testApplyJobTokens,
 }
 
 func testUsersCreateGetList(t *testing.T, s store.Store) {
@@ -263,5 +265,99 @@ func testListJobsRestricted(t *testing.T, s store.Store) {
 				t.Errorf("ids = %v, want %v (%v)", got, want, tc.want)
 			}
 		})
+	}
+}
+
+// testApplyJobTokens: the change that creates an attempt stores its job
+// token and the token's audit record; the change that ends it deletes
+// every token of the attempt and appends another record. A change that
+// does not apply writes neither, and the others of its Apply still do.
+func testApplyJobTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := create(t, s, newJob(t, testSpec("a", "p"), "alice", t0))
+	b := create(t, s, newJob(t, testSpec("b", "p"), "alice", t0))
+	record := func(action string, id int64) domain.AuditRecord {
+		return domain.AuditRecord{At: at(1), Actor: "system:control", Action: action, Target: fmt.Sprintf("attempt/%d/1", id), Result: domain.AuditOK}
+	}
+	grant := func(id int64, hash string) *store.TokenGrant {
+		return &store.TokenGrant{Token: store.Token{Name: "job", Subject: domain.JobTokenSubject(id, 1), Role: string(domain.RoleJob),
+			Hash: hash, CreatedAt: at(1)}, Audit: record("token.create", id)}
+	}
+	start := func(id int64, g *store.TokenGrant) store.Change {
+		return store.Change{JobID: id, Move: domain.MoveStart(), At: at(1),
+			Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptStarting, Token: g}}
+	}
+	unstarted := func(when string) {
+		t.Helper()
+		if j := get(t, s, b.ID); j.State != domain.JobQueued || j.Attempts != 0 {
+			t.Errorf("%s: job b is %s with %d attempts; want queued with none", when, j.State, j.Attempts)
+		}
+	}
+
+	// b's token names a's attempt: b's start is refused on its own.
+	errs := apply(t, s, start(a.ID, grant(a.ID, "sha256:ja")), start(b.ID, grant(a.ID, "sha256:jb")))
+	if errs[0] != nil || !errors.Is(errs[1], domain.ErrInvalid) {
+		t.Fatalf("Apply = %v; want a's start, and b's refused as invalid", errs)
+	}
+	if tok, err := s.TokenByHash(ctx, "sha256:ja"); err != nil || tok.Subject != domain.JobTokenSubject(a.ID, 1) || tok.Role != string(domain.RoleJob) {
+		t.Errorf("a's token = %+v, %v; want stored with its start", tok, err)
+	}
+	if tok, err := s.TokenByHash(ctx, "sha256:jb"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused start's token = %+v, %v; want none stored", tok, err)
+	}
+	unstarted("token of another attempt")
+	// A hash already stored: the start is a conflict, and nothing of it stays.
+	if errs := apply(t, s, start(b.ID, grant(b.ID, "sha256:ja"))); !errors.Is(errs[0], store.ErrConflict) {
+		t.Errorf("a start with a stored token hash = %v; want ErrConflict", errs[0])
+	}
+	unstarted("stored hash")
+	// A token without a hash, and one on a change that creates no attempt.
+	if errs := apply(t, s, start(b.ID, grant(b.ID, ""))); !errors.Is(errs[0], domain.ErrInvalid) {
+		t.Errorf("a start with a token without a hash = %v; want ErrInvalid", errs[0])
+	}
+	unstarted("empty hash")
+	run := store.Change{JobID: a.ID, Move: domain.MoveRun(), At: at(2), Attempt: &store.AttemptChange{Number: 1,
+		From: []domain.AttemptState{domain.AttemptStarting}, To: domain.AttemptRunning, Token: grant(a.ID, "sha256:jc")}}
+	if errs := apply(t, s, run); !errors.Is(errs[0], domain.ErrInvalid) {
+		t.Errorf("a token on a change that creates no attempt = %v; want ErrInvalid", errs[0])
+	}
+	// Tokens end only with the attempt.
+	run.Attempt.Token = nil
+	endRec := record("token.revoke", a.ID)
+	run.Attempt.EndTokens = &endRec
+	if errs := apply(t, s, run); !errors.Is(errs[0], domain.ErrInvalid) {
+		t.Errorf("EndTokens on a change to running = %v; want ErrInvalid", errs[0])
+	}
+	run.Attempt.EndTokens = nil
+	mustApply(t, s, run, start(b.ID, grant(b.ID, "sha256:jb")))
+
+	// A second token of a's attempt (a restart reattached to it), then its end.
+	if err := s.CreateTokens(ctx, []store.Token{{Name: "job", Subject: domain.JobTokenSubject(a.ID, 1), Role: string(domain.RoleJob),
+		Hash: "sha256:ja2", CreatedAt: at(2)}}, setupAudit); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	mustApply(t, s, store.Change{JobID: a.ID, Move: domain.MoveSucceed(), At: at(3), Attempt: &store.AttemptChange{Number: 1,
+		From: []domain.AttemptState{domain.AttemptRunning}, To: domain.AttemptSucceeded, ExitCode: &code, EndTokens: &endRec}})
+	for _, h := range []string{"sha256:ja", "sha256:ja2"} {
+		if tok, err := s.TokenByHash(ctx, h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("token %s after its attempt ended = %+v, %v; want deleted", h, tok, err)
+		}
+	}
+	if tok, err := s.TokenByHash(ctx, "sha256:jb"); err != nil || tok.Subject != domain.JobTokenSubject(b.ID, 1) {
+		t.Errorf("another attempt's token after a's end = %+v, %v; want kept", tok, err)
+	}
+	recs, err := s.ListAudit(ctx, store.AuditFilter{Target: "attempt/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Action+" "+r.Target)
+	}
+	want := []string{"token.create " + fmt.Sprintf("attempt/%d/1", a.ID), "token.create " + fmt.Sprintf("attempt/%d/1", b.ID),
+		"token.revoke " + fmt.Sprintf("attempt/%d/1", a.ID)}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit records = %q; want %q", got, want)
 	}
 }
