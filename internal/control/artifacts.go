@@ -61,14 +61,13 @@ func (c *Controller) outputsFirst(ctx context.Context, end store.Change) bool {
 	return true
 }
 
-// recordThenEnd records, off the loop, the outputs of the attempt whose
-// end is end, and only then hands end back to the loop (recorded) to be
-// stored: a job is terminal (or queued again) only once its ended
-// attempt's manifest is stored, so whoever sees it succeeded can list its
+// recordThenEnd reads, off the loop, the outputs of the attempt whose end
+// is end, and only then hands end, carrying their manifest, back to the
+// loop (recorded) to be stored: the end and the manifest are stored in one
+// write, so whoever sees the job terminal (or queued again) can list its
 // outputs. Until then the attempt stays active in the store; a server that
 // stops in between reattaches to it at its next start, the executor
-// reports the end again, and the manifest is recorded again (it replaces
-// the one recorded before).
+// reports the end again, and the outputs are read again.
 func (c *Controller) recordThenEnd(end store.Change) {
 	ref := executor.Ref{JobID: end.JobID, Attempt: end.Attempt.Number}
 	sealed := c.sealed[ref]
@@ -163,7 +162,8 @@ func (c *Controller) outputs(ref executor.Ref) {
 // recordOutputs records the outputs of the attempt ref. known is its job
 // with at least its immutable fields right (knownJob); nil: it is read
 // here. end is the attempt's end when it is not stored yet
-// (recordThenEnd); nil: it is, and the job is read. sealed is what the
+// (recordThenEnd), which then carries the manifest (store.Change.Manifest);
+// nil: the end is stored, the job is read, and the manifest recorded here. sealed is what the
 // executor's agent recorded of them (OutputsSealed); nil: they are read
 // here, through the executor.
 func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, known *domain.Job, end *store.Change, sealed *executor.SealedOutputs) error {
@@ -223,7 +223,12 @@ func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, known 
 		}
 		files = sealed.Files
 	}
-	return c.cfg.Store.RecordManifest(ctx, domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin})
+	m := domain.Manifest{JobID: job.ID, Attempt: ref.Attempt, At: c.cfg.Clock.Now(), Files: files, Lineage: lin}
+	if end != nil {
+		end.Manifest = &m // stored with the end
+		return nil
+	}
+	return c.cfg.Store.RecordManifest(ctx, m)
 }
 
 // lineageExtras adds what other registries know of the job to its lineage

@@ -47,32 +47,33 @@ func TestSucceededJobHasItsOutputsRecorded(t *testing.T) {
 	}
 }
 
-// holdManifests is a store whose RecordManifest waits, while hold is set,
-// until its context ends (a server stopped while it hashes outputs).
-type holdManifests struct {
-	control.Store
+// holdOutputs is an executor whose Outputs waits, while hold is set,
+// until its context ends (a server stopped while it reads and hashes an
+// ended attempt's outputs).
+type holdOutputs struct {
+	executor.Executor
 	hold    bool
-	only    int64 // when not 0, only this job's manifest is held
+	only    string // when not "", only the output directories ending in it are held
 	entered chan struct{}
 }
 
-func (s *holdManifests) RecordManifest(ctx context.Context, m domain.Manifest) error {
-	if !s.hold || s.only != 0 && m.JobID != s.only {
-		return s.Store.RecordManifest(ctx, m)
+func (e *holdOutputs) Outputs(ctx context.Context, dir string) (executor.Outputs, error) {
+	if !e.hold || e.only != "" && !strings.HasSuffix(dir, e.only) {
+		return e.Executor.Outputs(ctx, dir)
 	}
-	s.entered <- struct{}{}
+	e.entered <- struct{}{}
 	<-ctx.Done()
-	return ctx.Err()
+	return nil, ctx.Err()
 }
 
 // A server that stops between an attempt's end and the recording of its
 // outputs leaves the attempt active; after the restart the end is
 // reported again and recorded after the outputs.
 func TestEndBeforeOutputsIsRecordedAfterRestart(t *testing.T) {
-	held := &holdManifests{hold: true, entered: make(chan struct{}, 1)}
+	held := &holdOutputs{hold: true, entered: make(chan struct{}, 1)}
 	r := newTunedRig(t, &executortest.Fake{Script: writesOutput(1 << 10)}, func(cfg *control.Config) {
-		held.Store = cfg.Store
-		cfg.Store = held
+		held.Executor = cfg.Executor
+		cfg.Executor = held
 	})
 	j := r.submit("name: cut\nentrypoint: [train]\n")
 	select {
@@ -103,14 +104,14 @@ func TestEndBeforeOutputsIsRecordedAfterRestart(t *testing.T) {
 // Recording one job's outputs, however long it takes, holds up no other
 // job: the loop goes on scheduling and recording the ends of others.
 func TestSlowOutputsHoldUpNoOtherJob(t *testing.T) {
-	held := &holdManifests{hold: true, only: 1, entered: make(chan struct{}, 1)}
+	held := &holdOutputs{hold: true, only: "/slow/1", entered: make(chan struct{}, 1)}
 	r := newTunedRig(t, &executortest.Fake{Script: writesOutput(1 << 10)}, func(cfg *control.Config) {
-		held.Store = cfg.Store
-		cfg.Store = held
+		held.Executor = cfg.Executor
+		cfg.Executor = held
 	})
 	slow := r.submit("name: slow\nentrypoint: [train]\n")
-	if slow.ID != held.only {
-		t.Fatalf("first job is %d, want %d", slow.ID, held.only)
+	if !strings.HasSuffix(slow.OutputDir, held.only) {
+		t.Fatalf("first job's output directory is %s, want one ending in %s", slow.OutputDir, held.only)
 	}
 	select {
 	case <-held.entered:

@@ -331,6 +331,12 @@ type Change struct {
 	// Attempt, when not nil, changes an attempt in the same transaction. The
 	// job guard must hold first.
 	Attempt *AttemptChange
+
+	// Manifest, when not nil, records the manifest of the change's attempt
+	// (Attempt.Number, of this job) with the change, replacing one recorded
+	// before (Artifacts.RecordManifest): an attempt's end and the outputs
+	// it left are stored together.
+	Manifest *domain.Manifest
 }
 
 // Guard lists the states the job must be in for the change to apply.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -144,6 +145,16 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 	if err := checkTokens(c); err != nil {
 		return err
 	}
+	var lineage []byte // the manifest's
+	if m := c.Manifest; m != nil {
+		if c.Attempt == nil || m.JobID != c.JobID || m.Attempt != c.Attempt.Number {
+			return guardf(domain.ErrInvalid, "job %d: a manifest is recorded only with a change to its own attempt, not to job %d attempt %d", c.JobID, m.JobID, m.Attempt)
+		}
+		var err error
+		if lineage, err = json.Marshal(m.Lineage); err != nil {
+			return guardf(domain.ErrInvalid, "job %d attempt %d: encode the manifest's lineage: %v", c.JobID, m.Attempt, err)
+		}
+	}
 	var (
 		state    string
 		attempts int
@@ -233,7 +244,12 @@ func (s Shared) applyChange(x Exec, c *store.Change) error {
 	}
 
 	if c.Attempt != nil {
-		return s.applyAttempt(x, c, attempts, jobWritten)
+		if err := s.applyAttempt(x, c, attempts, jobWritten); err != nil {
+			return err
+		}
+	}
+	if c.Manifest != nil {
+		return s.queueManifest(x, *c.Manifest, lineage)
 	}
 	return nil
 }

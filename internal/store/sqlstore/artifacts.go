@@ -62,34 +62,34 @@ func (s Shared) RecordManifest(ctx context.Context, m domain.Manifest) error {
 	if err != nil {
 		return fmt.Errorf("record manifest: %w", err)
 	}
-	var paths, sums []string
-	var sizes []int64
+	return s.b.Write(ctx, func(x Exec) error { return s.queueManifest(x, m, lin) })
+}
+
+// queueManifest replaces the manifest m of one attempt, whose lineage is
+// lin (JSON), in x's transaction.
+func (s Shared) queueManifest(x Exec, m domain.Manifest, lin []byte) error {
+	if err := x.Queue("record manifest", qManifestFilesDelete, m.JobID, m.Attempt); err != nil {
+		return err
+	}
+	if err := x.Queue("record manifest", qManifestUpsert, m.JobID, m.Attempt, m.At.UnixNano(), string(lin)); err != nil {
+		return err
+	}
 	if s.e == Postgres {
-		paths, sizes, sums = make([]string, len(m.Files)), make([]int64, len(m.Files)), make([]string, len(m.Files))
+		if len(m.Files) == 0 {
+			return nil
+		}
+		paths, sizes, sums := make([]string, len(m.Files)), make([]int64, len(m.Files)), make([]string, len(m.Files))
 		for i, f := range m.Files {
 			paths[i], sizes[i], sums[i] = f.Path, f.Size, f.SHA256
 		}
+		return x.Queue("record manifest files", qManifestFilesInsert, m.JobID, m.Attempt, paths, sizes, sums)
 	}
-	return s.b.Write(ctx, func(x Exec) error {
-		if err := x.Queue("record manifest", qManifestFilesDelete, m.JobID, m.Attempt); err != nil {
+	for _, f := range m.Files {
+		if err := x.Queue("record manifest", qManifestFileInsert, m.JobID, m.Attempt, f.Path, f.Size, f.SHA256); err != nil {
 			return err
 		}
-		if err := x.Queue("record manifest", qManifestUpsert, m.JobID, m.Attempt, m.At.UnixNano(), string(lin)); err != nil {
-			return err
-		}
-		if s.e == Postgres {
-			if len(m.Files) == 0 {
-				return nil
-			}
-			return x.Queue("record manifest files", qManifestFilesInsert, m.JobID, m.Attempt, paths, sizes, sums)
-		}
-		for _, f := range m.Files {
-			if err := x.Queue("record manifest", qManifestFileInsert, m.JobID, m.Attempt, f.Path, f.Size, f.SHA256); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // GetManifest returns one attempt's manifest (0: the latest).

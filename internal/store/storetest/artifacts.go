@@ -16,6 +16,7 @@ var artifactTests = map[string]func(t *testing.T, s store.Store){
 	"CheckpointsRegistry": testCheckpointsRegistry,
 	"CheckpointVersions":  testCheckpointVersions,
 	"CheckpointMarks":     testCheckpointMarks,
+	"ManifestWithEnd":     testManifestWithEnd,
 }
 
 func testManifestRoundTrip(t *testing.T, s store.Store) {
@@ -211,5 +212,42 @@ func testCheckpointMarks(t *testing.T, s store.Store) {
 	}
 	if got, err := s.ListCheckpoints(ctx, other.ID, true); err != nil || !reflect.DeepEqual(got, []domain.CheckpointRecord{theirs, gone}) {
 		t.Errorf("the other job's checkpoints = %+v, %v; want %+v", got, err, []domain.CheckpointRecord{theirs, gone})
+	}
+}
+
+// testManifestWithEnd: an attempt's end records the manifest it carries in
+// its own write, replacing one recorded before; an end that does not apply
+// records none, and a manifest of another attempt is refused.
+func testManifestWithEnd(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	j := create(t, s, newJob(t, testSpec("m", "vision"), "alice", at(0)))
+	mustApply(t, s, store.Change{JobID: j.ID, Move: domain.MoveStart(), At: at(1),
+		Attempt: &store.AttemptChange{Create: true, Number: 1, To: domain.AttemptStarting}})
+	if err := s.RecordManifest(ctx, domain.Manifest{JobID: j.ID, Attempt: 1, At: at(1), Files: []domain.ArtifactFile{{Path: "old", Size: 1, SHA256: "00"}}}); err != nil {
+		t.Fatal(err)
+	}
+	m := domain.Manifest{JobID: j.ID, Attempt: 1, At: at(2), Files: []domain.ArtifactFile{{Path: "model.pt", Size: 9, SHA256: "cc"}, {Path: "x/y", Size: 0, SHA256: "dd"}},
+		Lineage: domain.Lineage{JobID: j.ID, Attempt: 1, State: "failed"}}
+	end := func(from domain.AttemptState, m domain.Manifest) store.Change {
+		return store.Change{JobID: j.ID, Move: domain.MoveFail(), At: at(2), Manifest: &m,
+			Attempt: &store.AttemptChange{Number: 1, From: []domain.AttemptState{from}, To: domain.AttemptFailed}}
+	}
+	other := m
+	other.Attempt = 2
+	if errs := apply(t, s, end(domain.AttemptStarting, other)); !errors.Is(errs[0], domain.ErrInvalid) {
+		t.Errorf("an end carrying another attempt's manifest = %v; want ErrInvalid", errs[0])
+	}
+	if errs := apply(t, s, end(domain.AttemptRunning, m)); !errors.Is(errs[0], store.ErrConflict) {
+		t.Errorf("an end whose attempt guard fails = %v; want ErrConflict", errs[0])
+	}
+	if got, err := s.GetManifest(ctx, j.ID, 1); err != nil || len(got.Files) != 1 || got.Files[0].Path != "old" {
+		t.Errorf("manifest after ends that did not apply = %+v, %v; want the one recorded before", got, err)
+	}
+	mustApply(t, s, end(domain.AttemptStarting, m))
+	if got, err := s.GetManifest(ctx, j.ID, 1); err != nil || !reflect.DeepEqual(got, m) {
+		t.Errorf("manifest after the end = %+v, %v; want %+v", got, err, m)
+	}
+	if g := get(t, s, j.ID); g.State != domain.JobFailed {
+		t.Errorf("job is %s after its end, want failed", g.State)
 	}
 }
