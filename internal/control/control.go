@@ -452,14 +452,22 @@ func (c *Controller) Run(ctx context.Context) error {
 					break drain
 				}
 			}
-			c.handleEvents(ctx, batch, false)
-			if !needsCycle(batch) {
-				continue // recorded; nothing to schedule: the timer stands
+			if !c.handleEvents(ctx, batch, false) {
+				continue // recorded no end; nothing to schedule: the timer stands
 			}
 		case r := <-c.launched:
 			c.handleLaunchFailure(ctx, r)
 		case ch := <-c.recorded:
 			c.ends = append(c.ends, ch)
+		ends: // and those whose outputs were read meanwhile: one write
+			for len(c.ends) < 512 {
+				select {
+				case ch := <-c.recorded:
+					c.ends = append(c.ends, ch)
+				default:
+					break ends
+				}
+			}
 		}
 		c.applyEnds(ctx)
 		next := c.cycle(ctx)
@@ -542,18 +550,6 @@ func (c *Controller) info(ctx context.Context, id int64) (*jobInfo, error) {
 	ji := &jobInfo{spec: job.Spec, outputDir: job.OutputDir, code: job.Code, job: job}
 	c.jobs[id] = ji
 	return ji, nil
-}
-
-// needsCycle reports whether a batch of executor events may change what
-// the scheduler decides: an attempt ended. Starts, progress, checkpoints
-// and log limits are recorded without a cycle.
-func needsCycle(batch []executor.Event) bool {
-	for _, ev := range batch {
-		if ev.Kind == executor.Exited || ev.Kind == executor.Lost {
-			return true
-		}
-	}
-	return false
 }
 
 // cycle runs one round and returns how long the loop may sleep. It reads

@@ -21,8 +21,11 @@ var (
 // handleEvents records a batch of executor events in one store transaction.
 // An attempt's end is recorded only once its outputs are (recordThenEnd),
 // so a job that is terminal has its manifest; launchFailure says the batch
-// is an attempt that never ran, whose end is recorded at once.
-func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) {
+// is an attempt that never ran, whose end is recorded at once. It reports
+// whether it recorded an attempt's end, after which the scheduler has
+// resources to hand out again: an end left to recordThenEnd is stored,
+// and followed by a cycle, only once its outputs are read.
+func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) (ended bool) {
 	changes := make([]store.Change, 0, len(batch))
 	var deferred []store.Change
 	var progressed []executor.Ref
@@ -71,6 +74,7 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 			}
 			delete(c.sealed, ev.Ref)
 			changes = append(changes, ch)
+			ended = true
 		}
 	}
 	// Before the batch's ends, so that a job seen ended has its points.
@@ -88,11 +92,13 @@ func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, l
 				delete(c.endJobs, executor.Ref{JobID: ch.JobID, Attempt: ch.Attempt.Number})
 			}
 		}
+		ended = false
 	}
 	// After the batch's Started changes, which the outputs' lineage reads.
 	for _, ch := range deferred {
 		c.recordThenEnd(ch)
 	}
+	return ended
 }
 
 // apply records executor-driven changes and does what follows an attempt's
