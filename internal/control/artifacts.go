@@ -162,10 +162,11 @@ func (c *Controller) outputs(ref executor.Ref) {
 // recordOutputs records the outputs of the attempt ref. known is its job
 // with at least its immutable fields right (knownJob); nil: it is read
 // here. end is the attempt's end when it is not stored yet
-// (recordThenEnd), which then carries the manifest (store.Change.Manifest);
-// nil: the end is stored, the job is read, and the manifest recorded here. sealed is what the
-// executor's agent recorded of them (OutputsSealed); nil: they are read
-// here, through the executor.
+// (recordThenEnd), which then carries the manifest to be stored with it
+// (store.Change.Manifest); nil: the end is stored, the job is read, and
+// the manifest is recorded here. sealed is what the executor's agent
+// recorded of them (OutputsSealed); nil: they are read here, through the
+// executor.
 func (c *Controller) recordOutputs(ctx context.Context, ref executor.Ref, known *domain.Job, end *store.Change, sealed *executor.SealedOutputs) error {
 	var job domain.Job
 	if known != nil && end != nil { // the job's state, which may be stale in known, comes from end

@@ -739,8 +739,8 @@ func (c *Controller) cycle(ctx context.Context) (next time.Duration) {
 	// The plan's starts, preemptions and holds first, and the launches;
 	// then why the others wait, a batch a cycle (writeReasons): a first
 	// pass over a long queue writes a reason for every job, which must
-	// neither delay launches nor make one huge transaction.
-	// Each start stores its attempt's job token with it.
+	// neither delay launches nor make one huge transaction. Each start
+	// stores its attempt's job token with it.
 	toks, err := c.grantTokens(ctx, changes[:len(starts)])
 	var errs []error
 	if err == nil && reasons > 0 {
@@ -1279,8 +1279,8 @@ func (c *Controller) issueTokens(ctx context.Context, refs []executor.Ref) ([]st
 	return toks, nil
 }
 
-// grantTokens makes the job tokens of the attempts that the changes
-// create (in changes[:n]), stored with them, and returns their secrets by
+// grantTokens gives each change, which creates an attempt, that attempt's
+// new job token to store with it, and returns the tokens' secrets by
 // attempt: none when this loop issues none.
 func (c *Controller) grantTokens(ctx context.Context, changes []store.Change) (map[executor.Ref]string, error) {
 	if c.cfg.JobTokens == nil || len(changes) == 0 {
@@ -1294,12 +1294,12 @@ func (c *Controller) grantTokens(ctx context.Context, changes []store.Change) (m
 	if err != nil {
 		return nil, fmt.Errorf("issue the attempts' job tokens: %w", err)
 	}
-	bySecret := make(map[executor.Ref]string, len(refs))
+	byRef := make(map[executor.Ref]string, len(refs))
 	for i := range changes {
 		changes[i].Attempt.Token = &grants[i]
-		bySecret[refs[i]] = secrets[i]
+		byRef[refs[i]] = secrets[i]
 	}
-	return bySecret, nil
+	return byRef, nil
 }
 
 // errSecrets marks a launch whose secrets could not be resolved; the
