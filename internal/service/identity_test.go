@@ -321,7 +321,7 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	// The attempt's end deletes its token in the store (the change that
 	// ends it: store.AttemptChange.EndTokens); JobTokensEnded then makes
 	// an authentication cached before the end go.
-	if n, err := e.spy.Store.DeleteSubjectTokens(e.ctx, []string{domain.JobTokenSubject(42, 2)}); err != nil || n != 1 {
+	if n, err := e.spy.Store.DeleteTokens(e.ctx, []int64{p.TokenID}); err != nil || n != 1 {
 		t.Fatalf("delete the token = %d, %v", n, err)
 	}
 	e.svc.Identity.JobTokensEnded()

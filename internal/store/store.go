@@ -621,9 +621,4 @@ type Users interface {
 	// with audit, and returns how many it deleted (an id not stored is
 	// skipped).
 	DeleteTokens(ctx context.Context, ids []int64, audit ...domain.AuditRecord) (int, error)
-	// DeleteSubjectTokens deletes every token of the subjects, in one
-	// transaction with audit, and returns how many it deleted: job tokens
-	// once their attempts have ended, so that tokens do not pile up one
-	// per attempt (audit records their end).
-	DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error)
 }

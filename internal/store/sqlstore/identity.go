@@ -275,11 +275,6 @@ func (s Shared) DeleteTokens(ctx context.Context, ids []int64, audit ...domain.A
 	return deleteEach(ctx, s, qTokenDelete, ids, func(id int64) string { return fmt.Sprintf("delete token %d", id) }, audit)
 }
 
-// DeleteSubjectTokens deletes every token of the subjects.
-func (s Shared) DeleteSubjectTokens(ctx context.Context, subjects []string, audit ...domain.AuditRecord) (int, error) {
-	return deleteEach(ctx, s, qTokenDeleteOfSubj, subjects, func(sub string) string { return fmt.Sprintf("delete the tokens of %q", sub) }, audit)
-}
-
 // deleteEach runs q with each key, in one transaction with audit, and
 // returns how many rows they deleted; action names a key's failure.
 func deleteEach[K any](ctx context.Context, s Shared, q Query, keys []K, action func(K) string, audit []domain.AuditRecord) (int, error) {
