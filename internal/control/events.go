@@ -22,9 +22,10 @@ var (
 // An attempt's end is recorded only once its outputs are (recordThenEnd),
 // so a job that is terminal has its manifest; launchFailure says the batch
 // is an attempt that never ran, whose end is recorded at once. It reports
-// whether it recorded an attempt's end, after which the scheduler has
-// resources to hand out again: an end left to recordThenEnd is stored,
-// and followed by a cycle, only once its outputs are read.
+// whether it wrote a batch holding an attempt's end, after which the
+// scheduler may have resources to hand out again: an end left to
+// recordThenEnd is stored, and followed by a cycle, only once its outputs
+// are read.
 func (c *Controller) handleEvents(ctx context.Context, batch []executor.Event, launchFailure bool) (ended bool) {
 	changes := make([]store.Change, 0, len(batch))
 	var deferred []store.Change

@@ -418,9 +418,7 @@ func (c Change) Audits() []domain.AuditRecord {
 }
 
 // Audited reports whether the change appends audit records (Audits).
-func (c Change) Audited() bool {
-	return c.Audit != nil || c.Attempt != nil && (c.Attempt.Token != nil || c.Attempt.EndTokens != nil)
-}
+func (c Change) Audited() bool { return len(c.Audits()) > 0 }
 
 // AttemptSpan is when one attempt held resources, and what it held.
 type AttemptSpan struct {
