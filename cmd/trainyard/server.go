@@ -897,7 +897,7 @@ func (j jobTokens) End(ctx context.Context, ref executor.Ref) domain.AuditRecord
 	return (*j.svc).Identity.JobTokenEnd(ctx, service.AttemptRef{JobID: ref.JobID, Attempt: ref.Attempt})
 }
 
-func (j jobTokens) Ended() { (*j.svc).Identity.JobTokensEnded() }
+func (j jobTokens) Ended(refs []executor.Ref) { (*j.svc).Identity.JobTokensEnded(attemptRefs(refs)) }
 
 func attemptRefs(refs []executor.Ref) []service.AttemptRef {
 	out := make([]service.AttemptRef, len(refs))

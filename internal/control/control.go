@@ -1260,9 +1260,9 @@ type JobTokens interface {
 	// which the change ending the attempt appends as it deletes them
 	// (store.AttemptChange.EndTokens).
 	End(ctx context.Context, ref executor.Ref) domain.AuditRecord
-	// Ended tells that such changes are stored: cached authentications
-	// of the ended attempts' tokens must go.
-	Ended()
+	// Ended tells that such changes are stored for attempts refs:
+	// cached authentications of their tokens must go.
+	Ended(refs []executor.Ref)
 }
 
 // issueTokens issues the job tokens of existing attempts refs in one

@@ -126,7 +126,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 		return false
 	}
 	var paused []store.Change // requeued jobs a retry storm holds (storm.go)
-	ended := false            // an attempt's end was recorded
+	var ended []executor.Ref  // attempts whose end was recorded
 	for i, e := range errs {
 		if msg, ok := c.storm.holds[changes[i].JobID]; ok && changes[i].Attempt != nil && changes[i].Attempt.To.Terminal() {
 			delete(c.storm.holds, changes[i].JobID) // its end: requeued (then held) or moved on
@@ -153,7 +153,7 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 				c.release(executor.Ref{JobID: changes[i].JobID, Attempt: a.Number}) // code.go
 			}
 			if a := changes[i].Attempt; a != nil && a.To.Terminal() {
-				ended = true
+				ended = append(ended, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 			}
 		case errors.Is(e, domain.ErrConflict):
 			// A repeated event (reattach after restart) or a job that moved on.
@@ -164,10 +164,10 @@ func (c *Controller) apply(ctx context.Context, changes []store.Change, outputsO
 			delete(c.endJobs, executor.Ref{JobID: changes[i].JobID, Attempt: a.Number})
 		}
 	}
-	if ended && c.cfg.JobTokens != nil {
+	if len(ended) > 0 && c.cfg.JobTokens != nil {
 		// The attempts are over and their tokens deleted: they may
 		// report nothing more.
-		c.cfg.JobTokens.Ended()
+		c.cfg.JobTokens.Ended(ended)
 	}
 	c.holdPaused(ctx, paused)
 	return true

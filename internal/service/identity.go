@@ -200,7 +200,7 @@ func (s *IdentityService) authenticate(ctx context.Context, secret string, now t
 		return Principal{}, actor, domain.Errorf(domain.ErrUnauthorized, "no token given; send an Authorization: Bearer <token> header")
 	}
 	hash := HashToken(secret)
-	gen := s.authGen.Load()
+	gen, ends := s.authGen.Load(), s.jobAuth.ends.Load()
 	if e, ok := s.auth.Load(hash); ok {
 		e := e.(authEntry)
 		if e.gen == gen && (e.expires.IsZero() || now.Before(e.expires)) && (s.cfg.CacheTTL <= 0 || now.Sub(e.at) < s.cfg.CacheTTL) {
@@ -229,6 +229,7 @@ func (s *IdentityService) authenticate(ctx context.Context, secret string, now t
 		}
 		p := Principal{TokenID: tok.ID, JobID: job, Attempt: attempt}
 		s.auth.Store(hash, authEntry{p: p, expires: tok.ExpiresAt, gen: gen, at: now})
+		s.jobAuth.add(&s.auth, AttemptRef{JobID: job, Attempt: attempt}, hash, ends)
 		return p, actor, nil
 	}
 	u, err := s.st.GetUser(ctx, tok.Subject)
@@ -246,9 +247,6 @@ func (s *IdentityService) authenticate(ctx context.Context, secret string, now t
 // identityChanged forgets every cached authentication: call it after a
 // change to who may do what (a token or role revoked, a role granted), once
 // it is stored, so the next request sees it.
-//
-// The cache is emptied too, so entries of tokens never used again (job
-// tokens of ended attempts) do not pile up.
 func (s *IdentityService) identityChanged() {
 	s.invalidate("auth")
 	if s.cfg.Broadcast != nil {
@@ -619,10 +617,17 @@ func (s *IdentityService) JobTokenEnd(ctx context.Context, ref AttemptRef) domai
 	return s.auditedAs(ctx, "system:control", authz.TokenRevoke, "attempt/"+domain.AttemptRef(ref.JobID, ref.Attempt), nil, nil)
 }
 
-// JobTokensEnded forgets cached authentications after attempts' ends
-// deleted their tokens (JobTokenEnd), here and on the other replicas, so
-// that an ended attempt's token is refused from the next request on.
-func (s *IdentityService) JobTokensEnded() { s.identityChanged() }
+// JobTokensEnded forgets the cached authentications of attempts refs
+// after their ends deleted their tokens (JobTokenEnd), here and on the
+// other replicas, so that an ended attempt's token is refused from the
+// next request on. Other cached authentications stay: an end changes no
+// one else's rights.
+func (s *IdentityService) JobTokensEnded(refs []AttemptRef) {
+	s.jobAuth.forget(&s.auth, refs)
+	if s.cfg.Broadcast != nil {
+		s.cfg.Broadcast("jobauth")
+	}
+}
 
 // Audit summaries (compact JSON, stable field names).
 type (

@@ -324,9 +324,54 @@ func TestJobTokenReportsOnlyForItsAttempt(t *testing.T) {
 	if n, err := e.spy.Store.DeleteTokens(e.ctx, []int64{p.TokenID}); err != nil || n != 1 {
 		t.Fatalf("delete the token = %d, %v", n, err)
 	}
-	e.svc.Identity.JobTokensEnded()
+	e.svc.Identity.JobTokensEnded([]service.AttemptRef{{JobID: 42, Attempt: 2}})
 	if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
 		t.Errorf("job token after its attempt ended: %v, want unauthorized", err)
+	}
+}
+
+// TestJobTokensEndedForgetsOnlyTheirs: an attempt's end forgets the cached
+// authentication of its own tokens (both, when a restart issued it a
+// second) and keeps everyone else's. The tokens are deleted in the store
+// behind the service's back, so a token that still authenticates was
+// answered from the cache.
+func TestJobTokensEndedForgetsOnlyTheirs(t *testing.T) {
+	e := newIDEnv(t)
+	user := e.user(t, "ada")
+	ended, other := service.AttemptRef{JobID: 7, Attempt: 1}, service.AttemptRef{JobID: 8, Attempt: 1}
+	first, err := e.svc.Identity.IssueJobToken(e.ctx, ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.svc.Identity.IssueJobToken(e.ctx, ended) // as a restart reattaching to it does
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := e.svc.Identity.IssueJobToken(e.ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, secret := range []string{user, first, second, running} {
+		p, err := e.svc.Identity.Authenticate(e.ctx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.TokenID)
+	}
+	if n, err := e.spy.Store.DeleteTokens(e.ctx, ids); err != nil || n != len(ids) {
+		t.Fatalf("delete the tokens = %d, %v", n, err)
+	}
+	e.svc.Identity.JobTokensEnded([]service.AttemptRef{ended})
+	for name, secret := range map[string]string{"the ended attempt's first token": first, "its second": second} {
+		if _, err := e.svc.Identity.Authenticate(e.ctx, secret); !errors.Is(err, domain.ErrUnauthorized) {
+			t.Errorf("%s after the end: %v, want unauthorized", name, err)
+		}
+	}
+	for name, secret := range map[string]string{"the user's token": user, "a running attempt's token": running} {
+		if _, err := e.svc.Identity.Authenticate(e.ctx, secret); err != nil {
+			t.Errorf("%s was not kept in the cache: %v", name, err)
+		}
 	}
 }
 

@@ -86,8 +86,8 @@ type Config struct {
 	// means secrets can be neither set nor used.
 	Keyring *secrets.Keyring
 	// Broadcast, when set, tells the other replicas sharing the store that
-	// cached state changed ("auth": tokens or roles; "sched": pools,
-	// quotas, grants); they call Invalidate. CacheTTL, when positive, also
+	// cached state changed ("auth": tokens or roles; "jobauth": attempts'
+	// tokens ended; "sched": pools, quotas, grants); they call Invalidate. CacheTTL, when positive, also
 	// bounds how long a cached authentication or admission view is
 	// trusted, in case a broadcast is lost.
 	Broadcast func(topic string)
@@ -182,6 +182,9 @@ type core struct {
 	// through Config.Broadcast, and Config.CacheTTL bounds the rest.
 	auth    sync.Map
 	authGen atomic.Uint64
+	// jobAuth indexes the cached job tokens by attempt (jobAuthIndex), so
+	// that an attempt's end forgets its own and no one else's.
+	jobAuth jobAuthIndex
 	// admitView caches pools, quotas and grants for admission; schedGen
 	// invalidates it (see schedulingChanged).
 	admitView atomic.Pointer[admissionView]
@@ -266,7 +269,8 @@ func (noFiles) LogsExpired(context.Context, int64) (executor.LogExpiry, bool) {
 }
 
 // Invalidate forgets cached state another replica changed: "auth" (tokens,
-// users, roles), "sched" (pools, quotas, grants) or "envs" (environments).
+// users, roles), "jobauth" (job tokens of ended attempts), "sched" (pools,
+// quotas, grants) or "envs" (environments).
 func (s *Service) Invalidate(topic string) { s.core.invalidate(topic) }
 
 // Now is the service's current time (for views that depend on it, such as
@@ -279,6 +283,9 @@ func (s *core) invalidate(topic string) {
 	case "auth":
 		s.authGen.Add(1)
 		s.auth.Clear()
+		s.jobAuth.forgetAll(nil)
+	case "jobauth":
+		s.jobAuth.forgetAll(&s.auth)
 	case "sched":
 		s.schedGen.Add(1)
 	case "envs":
