@@ -58,17 +58,15 @@ func (x *jobAuthIndex) forget(auth *sync.Map, refs []AttemptRef) {
 	}
 }
 
-// forgetAll drops every cached job token from auth (nil: auth was
-// emptied already) and the index with them.
+// forgetAll drops every cached job token from auth, and the index with
+// them.
 func (x *jobAuthIndex) forgetAll(auth *sync.Map) {
 	x.ends.Add(1)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if auth != nil {
-		for _, hs := range x.hashes {
-			for _, h := range hs {
-				auth.Delete(h)
-			}
+	for _, hs := range x.hashes {
+		for _, h := range hs {
+			auth.Delete(h)
 		}
 	}
 	x.hashes = nil

@@ -87,9 +87,10 @@ type Config struct {
 	Keyring *secrets.Keyring
 	// Broadcast, when set, tells the other replicas sharing the store that
 	// cached state changed ("auth": tokens or roles; "jobauth": attempts'
-	// tokens ended; "sched": pools, quotas, grants); they call Invalidate. CacheTTL, when positive, also
-	// bounds how long a cached authentication or admission view is
-	// trusted, in case a broadcast is lost.
+	// tokens ended; "sched": pools, quotas, grants); they call
+	// Invalidate. CacheTTL, when positive, also bounds how long a cached
+	// authentication or admission view is trusted, in case a broadcast is
+	// lost.
 	Broadcast func(topic string)
 	CacheTTL  time.Duration
 	// Retention are the policies gc applies to finished jobs' files.
@@ -281,9 +282,12 @@ func (s *Service) Now() time.Time { return s.core.cfg.Clock.Now() }
 func (s *core) invalidate(topic string) {
 	switch topic {
 	case "auth":
+		// The index first: an authentication that reads the new
+		// generation then sees the index's end counter moved too, and
+		// one that caches under the old generation is not trusted.
+		s.jobAuth.forgetAll(&s.auth)
 		s.authGen.Add(1)
 		s.auth.Clear()
-		s.jobAuth.forgetAll(nil)
 	case "jobauth":
 		s.jobAuth.forgetAll(&s.auth)
 	case "sched":
