@@ -1,6 +1,7 @@
 package service
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -29,11 +30,7 @@ func (x *jobAuthIndex) add(auth *sync.Map, ref AttemptRef, hash string, ends uin
 	if x.hashes == nil {
 		x.hashes = map[AttemptRef][]string{}
 	}
-	known := false
-	for _, h := range x.hashes[ref] {
-		known = known || h == hash
-	}
-	if !known {
+	if !slices.Contains(x.hashes[ref], hash) {
 		x.hashes[ref] = append(x.hashes[ref], hash)
 	}
 	x.mu.Unlock()
